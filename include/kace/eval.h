@@ -1,0 +1,73 @@
+/* The KACE paper's evaluation (see docs/protocol in the README):
+ *  - kace_eval_splits: partner choice per target on the published splits,
+ *    per training size n_occur and seed, every policy, MSE/R2, fit time;
+ *  - kace_eval_unseen: family-exclusion splits (unseen workloads), which
+ *    also serves the 3-way study when given the triples dataset.
+ * Scores are achieved / Oracle of the measured throughput sums.
+ */
+#ifndef KACE_EVAL_H
+#define KACE_EVAL_H
+
+#include "kace/policy.h"
+#include "kace/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kace_eval_mode {
+    KACE_MODE_PAPER = 0, /* fit paper_fit rows; z-score candidates with their own stats */
+    KACE_MODE_CLEAN = 1  /* fit every training row; training stats everywhere */
+} kace_eval_mode;
+
+typedef struct kace_eval_options {
+    kace_eval_mode mode;
+    bool with_xu;                  /* also fit the Xu et al. random forest */
+    kace_forest_search xu_search;  /* its randomized search */
+} kace_eval_options;
+
+/* Defaults: paper mode, Xu on, 10 search iterations, 5 folds, seed 0. */
+void kace_eval_options_default(kace_eval_options *o);
+
+typedef struct kace_target_score {
+    int target;        /* workload index */
+    int n_candidates;
+    double score[KACE_N_POLICIES]; /* NaN for a policy that was not run */
+} kace_target_score;
+
+typedef struct kace_split_result {
+    int n_occur, seed;
+    size_t n_train, n_fit, n_test;
+    double score[KACE_N_POLICIES];   /* mean over targets */
+    double mse, r2;                  /* KACE model on the whole test set, z-units */
+    double xu_mse, xu_r2;
+    double fit_seconds, xu_fit_seconds;
+    kace_target_score *targets;
+    size_t n_targets;
+} kace_split_result;
+
+typedef struct kace_split_results {
+    kace_split_result *items;
+    size_t n;
+} kace_split_results;
+
+/* Runs every (n_occur, seed) of the splits. */
+kace_status kace_eval_splits(kace_ctx *ctx, const kace_dataset *ds, const kace_splits *splits,
+                             const kace_eval_options *opt, kace_split_results **out);
+void kace_split_results_free(kace_split_results **r);
+
+/* For each workload W in ds's colocations: fit on the colocations containing
+ * no workload of W's family, choose among those containing W. Every
+ * colocation is fitted (there is no published internal split here).
+ * out receives one score row per target (the caller frees it with free). */
+kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,
+                             kace_target_score **out, size_t *n_out);
+
+/* Means over seeds for each n_occur: means[n_occur][policy]. */
+double kace_eval_mean(const kace_split_results *r, int n_occur, kace_policy p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

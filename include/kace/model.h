@@ -1,0 +1,120 @@
+/* Features of a colocation and the models that predict its throughput.
+ *
+ * Features follow the KACE paper: each workload metric is summed over the k
+ * colocated workloads and divided by k only when its name contains '%'. The
+ * label is the colocated throughput sum. Models z-score features and label
+ * with the statistics of their fitting rows.
+ */
+#ifndef KACE_MODEL_H
+#define KACE_MODEL_H
+
+#include <stdint.h>
+
+#include "kace/dataset.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KACE_MAX_FEATURES 32
+
+typedef struct kace_feature_set {
+    const char *name;                  /* "kace", "xu" */
+    int n;                             /* number of features */
+    kace_metric metric[KACE_MAX_FEATURES];
+} kace_feature_set;
+
+/* KACE's 10 features: 6 kernel metrics, exclusive throughput, sm%, mem%, memcap. */
+extern const kace_feature_set kace_features_kace;
+/* Xu et al.: PCIe read/write, Long_Kernel, ave_Kernel_Length, long/short_Ratio,
+ * avg_Thread, sm%, mem%, CPU%, MainMem%. */
+extern const kace_feature_set kace_features_xu;
+/* Looks a feature set up by name; NULL when unknown. */
+const kace_feature_set *kace_feature_set_find(const char *name);
+
+/* Fills X (n_rows x fs->n, row-major) with the aggregated features of the
+ * given colocations. Fails with KACE_ERR_INVALID, naming workload and metric,
+ * when a needed metric is missing. */
+kace_status kace_features_build(kace_ctx *ctx, const kace_dataset *ds, const kace_feature_set *fs,
+                                const int *rows, size_t n_rows, double *X);
+/* Features of an arbitrary group of k workloads (indices into ds), one row. */
+kace_status kace_features_group(kace_ctx *ctx, const kace_dataset *ds, const kace_feature_set *fs,
+                                const int *workloads, int k, double *x);
+/* y[i] = measured throughput sum of colocation rows[i]. */
+void kace_labels_build(const kace_dataset *ds, const int *rows, size_t n_rows, double *y);
+
+typedef enum kace_model_kind { KACE_MODEL_LINEAR = 0, KACE_MODEL_FOREST = 1 } kace_model_kind;
+
+/* How features are z-scored at prediction time. TRAIN uses the fitting rows'
+ * statistics (the sound way). CANDIDATES uses the mean and sample std of the
+ * rows being predicted together, as the published KACE code did ("paper
+ * mode"); with a single row every z-score is 0. */
+typedef enum kace_norm { KACE_NORM_TRAIN = 0, KACE_NORM_CANDIDATES = 1 } kace_norm;
+
+typedef struct kace_model kace_model;
+
+/* Ordinary least squares with intercept on z-scored features and label,
+ * solved by LAPACKE_dgelsd (minimum-norm solution when rank-deficient).
+ * Needs n >= 2 rows. */
+kace_status kace_model_fit_linear(kace_ctx *ctx, const kace_feature_set *fs, const double *X,
+                                  const double *y, size_t n, kace_model **out);
+
+/* Random-forest hyper-parameters, as in scikit-learn's RandomForestRegressor. */
+typedef struct kace_forest_params {
+    int n_estimators;
+    int max_features;    /* 0 = sqrt(d), 1 = log2(d), 2 = all */
+    int max_depth;       /* 0 = unlimited */
+    int min_samples_split;
+    int min_samples_leaf;
+    int bootstrap;       /* 1 = sample rows with replacement per tree */
+} kace_forest_params;
+
+typedef struct kace_forest_search {
+    int n_iter;          /* random configurations tried */
+    int n_folds;         /* cross-validation folds (5 in the paper) */
+    uint64_t seed;
+    int n_threads;       /* 0 = xgboost's default */
+} kace_forest_search;
+
+/* Fits a random forest (xgboost in random-forest mode) on z-scored features
+ * and label with the given parameters. */
+kace_status kace_model_fit_forest(kace_ctx *ctx, const kace_feature_set *fs, const double *X,
+                                  const double *y, size_t n, const kace_forest_params *params,
+                                  uint64_t seed, int n_threads, kace_model **out);
+/* The Xu et al. procedure: randomized search over the paper's grid with
+ * k-fold CV (mean squared error), then a refit of the best configuration on
+ * all rows. best (may be NULL) receives the chosen parameters. */
+kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *fs, const double *X,
+                                         const double *y, size_t n, const kace_forest_search *search,
+                                         kace_forest_params *best, kace_model **out);
+
+/* Predicts n rows of features X; pred[i] is in label units (samples/s). */
+kace_status kace_model_predict(kace_ctx *ctx, const kace_model *m, const double *X, size_t n,
+                               kace_norm norm, double *pred);
+/* Predicted z-scored label (what the paper ranks and scores MSE on). */
+kace_status kace_model_predict_z(kace_ctx *ctx, const kace_model *m, const double *X, size_t n,
+                                 kace_norm norm, double *pred_z);
+
+kace_model_kind kace_model_get_kind(const kace_model *m);
+const kace_feature_set *kace_model_features(const kace_model *m);
+/* Linear models: number of coefficients (intercept first, then one per
+ * feature, in z-units); NULL for forests. */
+const double *kace_model_coefficients(const kace_model *m, int *n);
+void kace_model_free(kace_model **m);
+
+/* Versioned text file: keyword lines, numbers as %.17g. Written to a
+ * temporary file in the same folder, fsync'ed, then renamed over path. */
+kace_status kace_model_save(kace_ctx *ctx, const kace_model *m, const char *path);
+kace_status kace_model_load(kace_ctx *ctx, const char *path, kace_model **out);
+/* The same format in memory (for the store and for fuzzing). *text is
+ * malloc'ed and owned by the caller. */
+kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text);
+/* origin names the text in error messages (a path or "store"). */
+kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, const char *origin,
+                                 kace_model **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,58 @@
+/* Colocation policies: given candidate colocations (all containing a target
+ * workload), which one to run. Model-based policies rank by predicted
+ * throughput sum; rules rank by a single profile aggregate.
+ */
+#ifndef KACE_POLICY_H
+#define KACE_POLICY_H
+
+#include "kace/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kace_policy {
+    KACE_POL_KACE = 0,  /* linear model on KACE features */
+    KACE_POL_XU,        /* random forest on Xu et al. features */
+    KACE_POL_ORACLE,    /* highest measured sum */
+    KACE_POL_RANDOM,    /* expectation: mean measured sum */
+    KACE_POL_MEMCAP,    /* lowest summed memcap */
+    KACE_POL_SM,        /* highest mean sm% */
+    KACE_POL_MEM,       /* lowest mean mem% */
+    KACE_POL_BEST_RULE, /* per target, best of Random, MEMCAP, SM%, MEM% */
+    KACE_N_POLICIES
+} kace_policy;
+
+const char *kace_policy_name(kace_policy p);
+/* -1 when unknown; matching ignores case ("memcap", "SM%", "best-rule"). */
+int kace_policy_from_name(const char *name);
+
+/* Index (into rows) chosen by a rule policy (MEMCAP, SM, MEM) or ORACLE.
+ * The first row wins ties. */
+kace_status kace_policy_pick_rule(kace_ctx *ctx, kace_policy p, const kace_dataset *ds, const int *rows,
+                                  size_t n, size_t *pick);
+
+/* Index (into rows) with the highest prediction; first wins ties. */
+kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_model *m, kace_norm norm, const kace_dataset *ds,
+                                   const int *rows, size_t n, size_t *pick);
+
+/* One candidate partner of a target, ranked. */
+typedef struct kace_partner {
+    int workload;        /* index into the dataset */
+    double predicted;    /* predicted throughput sum, samples/s */
+    double measured;     /* measured sum where a 100% run exists, else NaN */
+    double exclusive_sum;/* sum of exclusive throughputs (the no-interference bound) */
+} kace_partner;
+
+/* Ranks every workload of among (or every workload with a complete profile
+ * when among is NULL) as partner of target, best first. out must hold
+ * n_among (or ds->n_workloads) entries; *n_out receives how many were ranked. */
+kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, kace_norm norm,
+                               int target, const int *among, size_t n_among, kace_partner *out,
+                               size_t *n_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,87 @@
+/* The kace store: one SQLite database holding workloads, profiles (metric ->
+ * value with its source), colocation runs, published splits and trained
+ * models. The schema is versioned; every write is one transaction, so a
+ * failed import leaves the store exactly as it was.
+ */
+#ifndef KACE_STORE_H
+#define KACE_STORE_H
+
+#include "kace/dataset.h"
+#include "kace/import.h"
+#include "kace/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KACE_STORE_SCHEMA_VERSION 1
+
+typedef struct kace_store kace_store;
+
+/* Opens (creating when absent, with its parent folder) the database at path.
+ * Fails with KACE_ERR_STORE on a newer or foreign schema, or when locked. */
+kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out);
+void kace_store_close(kace_store **store);
+
+typedef struct kace_import_stats {
+    size_t values_added, values_updated, values_unchanged;
+    size_t runs_added, runs_unchanged;
+    size_t splits_added, splits_unchanged;
+} kace_import_stats;
+
+typedef struct kace_source {
+    const char *gpu;  /* "Tesla V100-SXM2-32GB", NULL = unknown */
+    const char *tool; /* "ncu", "nvidia-smi", "kace-profile", ... */
+    const char *date; /* ISO date of the measurement, NULL = unknown */
+} kace_source;
+
+/* Stores a parsed batch in one transaction. Importing the same batch again
+ * changes nothing. Splits must name colocations that are already stored. */
+kace_status kace_store_import(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
+                              const kace_source *source, kace_import_stats *stats);
+
+/* Loads every workload with its profile and the successful runs of one
+ * colocation set (NULL: every set). Runs at other than 100% MPS for all
+ * members are skipped unless all_splits is true. */
+kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *store, const char *set, bool all_splits,
+                                    kace_dataset **out);
+
+typedef struct kace_split_row {
+    int n_occur, seed;
+    bool train, paper_fit;
+    int colocation; /* index into the dataset the splits were resolved against */
+} kace_split_row;
+
+typedef struct kace_splits {
+    kace_split_row *rows;
+    size_t n;
+} kace_splits;
+
+/* Loads the published splits, resolving each pair to a colocation of ds
+ * (unordered match on the two workload names). */
+kace_status kace_store_load_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds,
+                                   kace_splits **out);
+void kace_splits_free(kace_splits **s);
+
+/* Names of the stored colocation sets with their run counts. */
+typedef struct kace_set_info {
+    char name[128];
+    int k;
+    size_t n_runs;
+} kace_set_info;
+kace_status kace_store_list_sets(kace_ctx *ctx, kace_store *store, kace_set_info **sets, size_t *n);
+
+/* Models are stored by name (replacing an older one of that name). */
+kace_status kace_store_save_model(kace_ctx *ctx, kace_store *store, const char *name, const kace_model *m);
+kace_status kace_store_load_model(kace_ctx *ctx, kace_store *store, const char *name, kace_model **out);
+
+typedef struct kace_store_counts {
+    size_t workloads, profile_values, runs, splits, models;
+} kace_store_counts;
+kace_status kace_store_count(kace_ctx *ctx, kace_store *store, kace_store_counts *counts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,35 @@
+/* The model object, shared by the linear and forest implementations. */
+#ifndef KACE_LIB_MODEL_INTERNAL_H
+#define KACE_LIB_MODEL_INTERNAL_H
+
+#include "kace/model.h"
+
+#define KACE_MODEL_FORMAT_VERSION 1
+
+struct kace_model {
+    kace_model_kind kind;
+    const kace_feature_set *features;
+    int n_features;
+    double x_mean[KACE_MAX_FEATURES], x_std[KACE_MAX_FEATURES]; /* std 0 -> feature ignored */
+    double y_mean, y_std;
+    size_t n_fit;                           /* rows it was fitted on */
+    /* Linear: coef[0] intercept, coef[1 + j] feature j, in z-units. */
+    double coef[KACE_MAX_FEATURES + 1];
+    /* Forest: an xgboost booster and its serialized JSON (for saving). */
+    void *booster;
+    char *booster_json;
+    size_t booster_json_len;
+    kace_forest_params forest;
+};
+
+/* Column statistics (mean, sample std) of X (n x d). */
+void kace_column_stats(const double *X, size_t n, int d, double *mean, double *std);
+/* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */
+void kace_zscore(const double *X, size_t n, int d, const double *mean, const double *std, double *Z);
+
+/* Forest backend (forest.c). */
+kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z);
+kace_status kace_forest_restore(kace_ctx *ctx, kace_model *m); /* booster from booster_json */
+void kace_forest_release(kace_model *m);
+
+#endif

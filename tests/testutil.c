@@ -1,0 +1,37 @@
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *ref_path(const char *rel)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/kace-v100/%s", KACE_SHARED_DATA, rel);
+    return buf;
+}
+
+const char *scratch_dir(const char *test_name)
+{
+    static char buf[4096];
+    char cmd[4200];
+    snprintf(buf, sizeof buf, "%s/scratch/%s", KACE_BUILD_DIR, test_name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", buf, buf);
+    if (system(cmd) != 0)
+        fail_msg("cannot create %s", buf);
+    return buf;
+}
+
+char *write_file(const char *dir, const char *name, const char *text)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    assert_non_null(path);
+    snprintf(path, n, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}

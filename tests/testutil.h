@@ -1,0 +1,29 @@
+/* Helpers shared by the cmocka tests. */
+#ifndef KACE_TESTUTIL_H
+#define KACE_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "kace/kace.h"
+
+/* Path of a reference file: KACE_SHARED_DATA "/kace-v100/" rel. Static buffer. */
+const char *ref_path(const char *rel);
+/* A fresh scratch folder under the build tree for this test; returns its path. */
+const char *scratch_dir(const char *test_name);
+/* Writes text to dir/name and returns the full path (static buffer, one slot per call site avoided: copy it). */
+char *write_file(const char *dir, const char *name, const char *text);
+
+/* Asserts that status is KACE_OK, printing the context's message otherwise. */
+#define assert_kace_ok(ctx, expr)                                                   \
+    do {                                                                            \
+        kace_status st__ = (expr);                                                  \
+        if (st__ != KACE_OK)                                                        \
+            fail_msg("%s failed: %s (%s)", #expr, kace_errmsg(ctx), kace_strerror(st__)); \
+    } while (0)
+
+#endif
