@@ -143,9 +143,11 @@ kace_status kace_csv_next(kace_ctx *ctx, kace_csv *csv, bool *has_record)
         } else {
             if (csv->pos < csv->len && csv->data[csv->pos] == '\r')
                 csv->pos++;
+            csv->record_terminated = false;
             if (csv->pos < csv->len && csv->data[csv->pos] == '\n') {
                 csv->pos++;
                 csv->line++;
+                csv->record_terminated = true;
             }
             done = true;
         }

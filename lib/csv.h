@@ -15,6 +15,7 @@ typedef struct kace_csv {
     int line;           /* current line (1-based) of the reader */
     /* The current record. */
     int record_line;
+    bool record_terminated; /* the record ended with a newline (not cut off at EOF) */
     size_t n_fields, cap_fields;
     char **fields;      /* NUL-terminated copies, unquoted */
     int *field_line;    /* where each field starts */

@@ -22,8 +22,6 @@ struct kace_model {
     kace_forest_params forest;
 };
 
-/* Column statistics (mean, sample std) of X (n x d). */
-void kace_column_stats(const double *X, size_t n, int d, double *mean, double *std);
 /* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */
 void kace_zscore(const double *X, size_t n, int d, const double *mean, const double *std, double *Z);
 

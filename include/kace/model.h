@@ -100,6 +100,10 @@ const kace_feature_set *kace_model_features(const kace_model *m);
 /* Linear models: number of coefficients (intercept first, then one per
  * feature, in z-units); NULL for forests. */
 const double *kace_model_coefficients(const kace_model *m, int *n);
+/* Mean and sample std of the label over the fitting rows. */
+void kace_model_label_stats(const kace_model *m, double *mean, double *std);
+/* Column statistics (mean, sample std with ddof=1) of row-major X (n x d). */
+void kace_column_stats(const double *X, size_t n, int d, double *mean, double *std);
 void kace_model_free(kace_model **m);
 
 /* Versioned text file: keyword lines, numbers as %.17g. Written to a

@@ -1,0 +1,53 @@
+/* Shared pieces of the kace command-line tool. */
+#ifndef KACE_CLI_H
+#define KACE_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "kace/eval.h"
+#include "kace/import.h"
+#include "kace/kace.h"
+#include "kace/model.h"
+#include "kace/policy.h"
+#include "kace/store.h"
+
+/* Exit codes. */
+enum { EXIT_OK = 0, EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
+
+/* The default store: $KACE_DB, else ~/.local/share/kace/kace.db. */
+const char *cli_default_db(void);
+/* Prints "kace: <message>" for a failed library call and returns 1. */
+int cli_error(kace_ctx *ctx, kace_status st);
+/* Prints a usage error and returns 2. */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Opens the store, reporting failures. */
+kace_store *cli_open_store(kace_ctx *ctx, const char *path);
+/* Creates a folder (and parents); 0 on success. */
+int cli_mkdirs(const char *path);
+
+int cmd_import(int argc, char **argv);
+int cmd_import_ncu(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+/* Imports every reference file under dir (profiles first, splits last);
+ * all files are parsed before anything is stored. */
+int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, const kace_source *src,
+                     const kace_import_options *opt, bool quiet);
+
+/* Runs the evaluation and writes tables, CSV and figures under out_dir. */
+typedef struct eval_request {
+    const char *out_dir;       /* NULL: print only */
+    const char *pairs_set, *triples_set;
+    bool paper, clean;
+    bool with_xu;
+    int xu_iter;
+    bool figures;
+} eval_request;
+int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);
+
+#endif

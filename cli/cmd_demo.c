@@ -1,0 +1,149 @@
+/* kace demo: the main job end to end on measured data. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+static bool is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* Reference data: $KACE_DATA, else the project's neighbour ../shared. */
+static const char *default_data(void)
+{
+    const char *env = getenv("KACE_DATA");
+    if (env && *env)
+        return env;
+    static const char *const candidates[] = {"../shared/data/kace-v100", "../../shared/data/kace-v100"};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++)
+        if (is_dir(candidates[i]))
+            return candidates[i];
+    return candidates[0];
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    const char *data = NULL, *db = "kace-demo/kace.db", *out = "kace-demo";
+    bool with_xu = true;
+    static const struct option longopts[] = {{"data", required_argument, 0, 'D'}, {"db", required_argument, 0, 'd'},
+                                             {"out", required_argument, 0, 'o'},  {"no-xu", no_argument, 0, 'X'},
+                                             {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "D:d:o:Xh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'D': data = optarg; break;
+        case 'd': db = optarg; break;
+        case 'o': out = optarg; break;
+        case 'X': with_xu = false; break;
+        case 'h':
+            printf("usage: kace demo [--data DIR] [--db PATH] [--out DIR] [--no-xu]\n"
+                   "Imports measured data (default $KACE_DATA or ../shared/data/kace-v100), trains KACE's model,\n"
+                   "recommends partners, runs the paper's evaluation and writes CSV + PNG figures to DIR.\n");
+            return EXIT_OK;
+        default: return cli_usage("demo", "unknown option");
+        }
+    }
+    if (!data)
+        data = default_data();
+    if (!is_dir(data)) {
+        fprintf(stderr, "kace: no measurement folder at %s (give one with --data DIR or KACE_DATA)\n", data);
+        return EXIT_FAILURE_RUN;
+    }
+    if (cli_mkdirs(out) != 0) {
+        fprintf(stderr, "kace: cannot create %s\n", out);
+        return EXIT_FAILURE_RUN;
+    }
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *store = cli_open_store(ctx, db);
+    kace_dataset *ds = NULL;
+    kace_model *m = NULL;
+    int *rows = NULL;
+    double *X = NULL, *y = NULL;
+    kace_partner *ranked = NULL;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if (!store)
+        goto done;
+
+    printf("== 1. import %s into %s ==\n", data, db);
+    char *paths[1] = {(char *)data};
+    kace_source src = {"Tesla V100 32GB", "reference", NULL};
+    if ((rc = cli_import_paths(ctx, store, paths, 1, &src, NULL, true)) != EXIT_OK)
+        goto done;
+    rc = EXIT_FAILURE_RUN;
+    kace_store_counts counts;
+    if ((st = kace_store_count(ctx, store, &counts))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("store holds %zu workloads, %zu profile values, %zu runs, %zu split rows\n", counts.workloads,
+           counts.profile_values, counts.runs, counts.splits);
+
+    printf("\n== 2. train KACE's linear model on every measured pair ==\n");
+    if ((st = kace_store_load_dataset(ctx, store, "pairs", false, &ds))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    size_t n = ds->n_colocations;
+    const kace_feature_set *fs = &kace_features_kace;
+    rows = malloc((n ? n : 1) * sizeof *rows);
+    X = malloc((n ? n : 1) * (size_t)fs->n * sizeof *X);
+    y = malloc((n ? n : 1) * sizeof *y);
+    ranked = calloc(ds->n_workloads ? ds->n_workloads : 1, sizeof *ranked);
+    if (!rows || !X || !y || !ranked)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        rows[i] = (int)i;
+    kace_labels_build(ds, rows, n, y);
+    char model_path[4096];
+    snprintf(model_path, sizeof model_path, "%s/kace-model.txt", out);
+    if ((st = kace_features_build(ctx, ds, fs, rows, n, X)) || (st = kace_model_fit_linear(ctx, fs, X, y, n, &m)) ||
+        (st = kace_store_save_model(ctx, store, "default", m)) || (st = kace_model_save(ctx, m, model_path))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("fitted on %zu pairs; model stored as 'default' and written to %s\n", n, model_path);
+
+    printf("\n== 3. recommend partners (predicted vs measured throughput sum, samples/s) ==\n");
+    static const char *const targets[] = {"bert-base-cased_batch8-train", "vit-base-patch16-224_batch16-inf",
+                                          "whisper-large-v2_batch8-inf"};
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        int w = kace_dataset_find(ds, targets[t]);
+        if (w < 0)
+            continue;
+        size_t n_ranked = 0;
+        if ((st = kace_rank_partners(ctx, ds, m, KACE_NORM_TRAIN, w, NULL, 0, ranked, &n_ranked))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        printf("%s:\n", targets[t]);
+        for (size_t i = 0; i < n_ranked && i < 3; i++) {
+            if (ranked[i].measured == ranked[i].measured)
+                printf("  %zu. %-36s predicted %8.2f  measured %8.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
+                       ranked[i].predicted, ranked[i].measured);
+            else
+                printf("  %zu. %-36s predicted %8.2f  measured        -\n", i + 1,
+                       ds->workloads[ranked[i].workload].name, ranked[i].predicted);
+        }
+    }
+
+    printf("\n== 4. evaluate every policy as the KACE paper did ==\n");
+    eval_request req = {.out_dir = out, .pairs_set = "pairs", .triples_set = "triples", .paper = true, .clean = true,
+                        .with_xu = with_xu, .xu_iter = 10, .figures = true};
+    rc = cli_run_eval(ctx, store, &req);
+done:
+    free(rows);
+    free(X);
+    free(y);
+    free(ranked);
+    kace_model_free(&m);
+    kace_dataset_free(&ds);
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}

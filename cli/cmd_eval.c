@@ -1,0 +1,398 @@
+/* kace eval: the KACE paper's experiments, printed, as CSV and as figures. */
+#include <getopt.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "figures.h"
+
+static const kace_policy shown[] = {KACE_POL_KACE, KACE_POL_XU, KACE_POL_BEST_RULE, KACE_POL_MEMCAP,
+                                    KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
+#define N_SHOWN (sizeof shown / sizeof *shown)
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+static FILE *open_out(const char *dir, const char *name)
+{
+    if (!dir)
+        return NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "kace: cannot write %s\n", path);
+    return f;
+}
+
+static void print_header(void)
+{
+    printf("%7s", "n_occur");
+    for (size_t p = 0; p < N_SHOWN; p++)
+        printf(" %9s", kace_policy_name(shown[p]));
+    printf(" %8s %8s %9s %8s\n", "MSE", "R2", "fit_ms", "n_fit");
+}
+
+/* Mean over seeds of a per-split field. */
+static double mean_field(const kace_split_results *r, int n_occur, size_t offset)
+{
+    double s = 0;
+    int n = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->items[i].n_occur == n_occur) {
+            double v = *(const double *)((const char *)&r->items[i] + offset);
+            if (!isnan(v)) {
+                s += v;
+                n++;
+            }
+        }
+    return n ? s / n : NAN;
+}
+
+static double mean_n_fit(const kace_split_results *r, int n_occur)
+{
+    double s = 0;
+    int c = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->items[i].n_occur == n_occur) {
+            s += (double)r->items[i].n_fit;
+            c++;
+        }
+    return c ? s / c : 0;
+}
+
+static void n_occur_range(const kace_split_results *r, int *lo, int *hi)
+{
+    *lo = 1 << 30;
+    *hi = -1;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->items[i].n_occur < *lo)
+            *lo = r->items[i].n_occur;
+        if (r->items[i].n_occur > *hi)
+            *hi = r->items[i].n_occur;
+    }
+}
+
+/* Per-target means over seeds at one n_occur: fills score[target][policy]. */
+static int per_target(const kace_split_results *r, int n_occur, size_t n_workloads, double *score, int *count)
+{
+    memset(count, 0, n_workloads * sizeof *count);
+    for (size_t w = 0; w < n_workloads * KACE_N_POLICIES; w++)
+        score[w] = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->items[i].n_occur != n_occur)
+            continue;
+        for (size_t t = 0; t < r->items[i].n_targets; t++) {
+            const kace_target_score *ts = &r->items[i].targets[t];
+            count[ts->target]++;
+            for (int p = 0; p < KACE_N_POLICIES; p++)
+                score[(size_t)ts->target * KACE_N_POLICIES + (size_t)p] += ts->score[p];
+        }
+    }
+    int n = 0;
+    for (size_t w = 0; w < n_workloads; w++)
+        if (count[w]) {
+            n++;
+            for (int p = 0; p < KACE_N_POLICIES; p++)
+                score[w * KACE_N_POLICIES + (size_t)p] /= count[w];
+        }
+    return n;
+}
+
+static int report_splits(const kace_dataset *ds, const kace_split_results *r, const char *mode, const eval_request *req,
+                         double seconds)
+{
+    int lo, hi;
+    n_occur_range(r, &lo, &hi);
+    printf("\n== Partner choice on the published splits, %s mode (normalized throughput sum, mean of %s) ==\n", mode,
+           "5 seeds x targets");
+    print_header();
+    for (int n = lo; n <= hi; n++) {
+        printf("%7d", n);
+        for (size_t p = 0; p < N_SHOWN; p++)
+            printf(" %9.3f", kace_eval_mean(r, n, shown[p]));
+        printf(" %8.3f %8.3f %9.3f %8.1f\n", mean_field(r, n, offsetof(kace_split_result, mse)),
+               mean_field(r, n, offsetof(kace_split_result, r2)),
+               1e3 * mean_field(r, n, offsetof(kace_split_result, fit_seconds)), mean_n_fit(r, n));
+    }
+    printf("(%zu train/test splits evaluated in %.3f s)\n", r->n, seconds);
+
+    /* Per target at n_occur = 3 (paper Fig. 5). */
+    double *score = malloc(ds->n_workloads * KACE_N_POLICIES * sizeof *score);
+    int *count = malloc(ds->n_workloads * sizeof *count);
+    if (!score || !count) {
+        free(score);
+        free(count);
+        return -1;
+    }
+    int fig5_n = lo <= 3 && hi >= 3 ? 3 : lo;
+    per_target(r, fig5_n, ds->n_workloads, score, count);
+    printf("\nper target at n_occur=%d (mean over seeds):\n%-36s %9s %9s %9s\n", fig5_n, "target", "KACE", "Xu",
+           "MEMCAP");
+    int kace_best = 0, n_targets = 0;
+    for (size_t w = 0; w < ds->n_workloads; w++) {
+        if (!count[w])
+            continue;
+        const double *s = &score[w * KACE_N_POLICIES];
+        n_targets++;
+        if (s[KACE_POL_KACE] > s[KACE_POL_MEMCAP] && (isnan(s[KACE_POL_XU]) || s[KACE_POL_KACE] > s[KACE_POL_XU]))
+            kace_best++;
+        printf("%-36s %9.3f %9.3f %9.3f\n", ds->workloads[w].name, s[KACE_POL_KACE], s[KACE_POL_XU], s[KACE_POL_MEMCAP]);
+    }
+    printf("KACE strictly best of {KACE, Xu, MEMCAP} for %d of %d targets\n", kace_best, n_targets);
+
+    if (req->out_dir) {
+        char name[128];
+        snprintf(name, sizeof name, "splits_%s.csv", mode);
+        FILE *f = open_out(req->out_dir, name);
+        if (f) {
+            fprintf(f, "mode,n_occur,seed,n_train,n_fit,n_test,n_targets");
+            for (int p = 0; p < KACE_N_POLICIES; p++)
+                fprintf(f, ",%s", kace_policy_name(p));
+            fprintf(f, ",mse,r2,xu_mse,xu_r2,fit_seconds,xu_fit_seconds\n");
+            for (size_t i = 0; i < r->n; i++) {
+                const kace_split_result *s = &r->items[i];
+                fprintf(f, "%s,%d,%d,%zu,%zu,%zu,%zu", mode, s->n_occur, s->seed, s->n_train, s->n_fit, s->n_test,
+                        s->n_targets);
+                for (int p = 0; p < KACE_N_POLICIES; p++)
+                    fprintf(f, ",%.6f", s->score[p]);
+                fprintf(f, ",%.6f,%.6f,%.6f,%.6f,%.9f,%.6f\n", s->mse, s->r2, s->xu_mse, s->xu_r2, s->fit_seconds,
+                        s->xu_fit_seconds);
+            }
+            fclose(f);
+        }
+        snprintf(name, sizeof name, "summary_%s.csv", mode);
+        f = open_out(req->out_dir, name);
+        if (f) {
+            fprintf(f, "n_occur");
+            for (size_t p = 0; p < N_SHOWN; p++)
+                fprintf(f, ",%s", kace_policy_name(shown[p]));
+            fprintf(f, ",mse,r2,fit_ms,n_fit\n");
+            for (int n = lo; n <= hi; n++) {
+                fprintf(f, "%d", n);
+                for (size_t p = 0; p < N_SHOWN; p++)
+                    fprintf(f, ",%.6f", kace_eval_mean(r, n, shown[p]));
+                fprintf(f, ",%.6f,%.6f,%.6f,%.1f\n", mean_field(r, n, offsetof(kace_split_result, mse)),
+                        mean_field(r, n, offsetof(kace_split_result, r2)),
+                        1e3 * mean_field(r, n, offsetof(kace_split_result, fit_seconds)), mean_n_fit(r, n));
+            }
+            fclose(f);
+        }
+        snprintf(name, sizeof name, "targets_%s_n%d.csv", mode, fig5_n);
+        f = open_out(req->out_dir, name);
+        if (f) {
+            fprintf(f, "target");
+            for (size_t p = 0; p < N_SHOWN; p++)
+                fprintf(f, ",%s", kace_policy_name(shown[p]));
+            fprintf(f, "\n");
+            for (size_t w = 0; w < ds->n_workloads; w++) {
+                if (!count[w])
+                    continue;
+                fprintf(f, "%s", ds->workloads[w].name);
+                for (size_t p = 0; p < N_SHOWN; p++)
+                    fprintf(f, ",%.6f", score[w * KACE_N_POLICIES + shown[p]]);
+                fprintf(f, "\n");
+            }
+            fclose(f);
+        }
+    }
+    free(score);
+    free(count);
+    return 0;
+}
+
+static void report_targets(const kace_dataset *ds, const kace_target_score *t, size_t n, const char *title,
+                           const char *mode, const char *csv_name, const eval_request *req, double seconds)
+{
+    printf("\n== %s, %s mode (%zu targets, %.3f s) ==\n", title, mode, n, seconds);
+    printf("%-36s %5s", "target", "cands");
+    for (size_t p = 0; p < N_SHOWN; p++)
+        printf(" %9s", kace_policy_name(shown[p]));
+    printf("\n");
+    double mean[KACE_N_POLICIES] = {0}, mean16[KACE_N_POLICIES] = {0};
+    int n16 = 0;
+    for (size_t i = 0; i < n; i++) {
+        printf("%-36s %5d", ds->workloads[t[i].target].name, t[i].n_candidates);
+        bool b16 = ds->workloads[t[i].target].batch == 16;
+        n16 += b16;
+        for (size_t p = 0; p < N_SHOWN; p++) {
+            printf(" %9.3f", t[i].score[shown[p]]);
+            mean[shown[p]] += t[i].score[shown[p]] / (double)n;
+            if (b16)
+                mean16[shown[p]] += t[i].score[shown[p]];
+        }
+        printf("\n");
+    }
+    printf("%-36s %5s", "mean", "");
+    for (size_t p = 0; p < N_SHOWN; p++)
+        printf(" %9.3f", mean[shown[p]]);
+    printf("\n");
+    if (n16) {
+        printf("%-36s %5s", "mean of batch-16 targets", "");
+        for (size_t p = 0; p < N_SHOWN; p++)
+            printf(" %9.3f", mean16[shown[p]] / n16);
+        printf("\n");
+    }
+    FILE *f = open_out(req->out_dir, csv_name);
+    if (f) {
+        fprintf(f, "target,candidates");
+        for (size_t p = 0; p < N_SHOWN; p++)
+            fprintf(f, ",%s", kace_policy_name(shown[p]));
+        fprintf(f, "\n");
+        for (size_t i = 0; i < n; i++) {
+            fprintf(f, "%s,%d", ds->workloads[t[i].target].name, t[i].n_candidates);
+            for (size_t p = 0; p < N_SHOWN; p++)
+                fprintf(f, ",%.6f", t[i].score[shown[p]]);
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+}
+
+int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
+{
+    kace_dataset *pairs = NULL, *triples = NULL;
+    kace_splits *splits = NULL;
+    kace_split_results *res = NULL;
+    kace_target_score *ts = NULL;
+    size_t n_ts = 0;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if (req->out_dir && cli_mkdirs(req->out_dir) != 0) {
+        fprintf(stderr, "kace: cannot create %s\n", req->out_dir);
+        return EXIT_FAILURE_RUN;
+    }
+    if ((st = kace_store_load_dataset(ctx, store, req->pairs_set, false, &pairs))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if (pairs->n_colocations == 0) {
+        fprintf(stderr, "kace: the store has no runs in set '%s' (import the reference data first: kace import "
+                        "../shared/data/kace-v100)\n", req->pairs_set);
+        goto done;
+    }
+    if ((st = kace_store_load_splits(ctx, store, pairs, &splits))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if ((st = kace_store_load_dataset(ctx, store, req->triples_set, false, &triples))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    for (int mode = 0; mode < 2; mode++) {
+        if ((mode == KACE_MODE_PAPER && !req->paper) || (mode == KACE_MODE_CLEAN && !req->clean))
+            continue;
+        const char *mode_name = mode == KACE_MODE_PAPER ? "paper" : "clean";
+        kace_eval_options opt;
+        kace_eval_options_default(&opt);
+        opt.mode = (kace_eval_mode)mode;
+        opt.with_xu = req->with_xu;
+        opt.xu_search.n_iter = req->xu_iter;
+        struct timespec t0;
+        if (splits->n) {
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            if ((st = kace_eval_splits(ctx, pairs, splits, &opt, &res))) {
+                rc = cli_error(ctx, st);
+                goto done;
+            }
+            if (report_splits(pairs, res, mode_name, req, seconds_since(&t0)) != 0)
+                goto done;
+            if (req->figures && req->out_dir)
+                figures_splits(req->out_dir, mode_name, res);
+            kace_split_results_free(&res);
+        } else {
+            printf("\n(no published splits in the store: skipping the training-size study)\n");
+        }
+
+        char csv[64];
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if ((st = kace_eval_unseen(ctx, pairs, &opt, &ts, &n_ts))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        snprintf(csv, sizeof csv, "unseen_%s.csv", mode_name);
+        report_targets(pairs, ts, n_ts, "Unseen workload families (pairs)", mode_name, csv, req, seconds_since(&t0));
+        free(ts);
+        ts = NULL;
+
+        if (triples->n_colocations) {
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            if ((st = kace_eval_unseen(ctx, triples, &opt, &ts, &n_ts))) {
+                rc = cli_error(ctx, st);
+                goto done;
+            }
+            snprintf(csv, sizeof csv, "triples_%s.csv", mode_name);
+            report_targets(triples, ts, n_ts, "Three workloads at once (family-exclusion splits)", mode_name, csv, req,
+                           seconds_since(&t0));
+            free(ts);
+            ts = NULL;
+        }
+        if (req->figures && req->out_dir)
+            figures_targets(req->out_dir, mode_name);
+    }
+    if (req->out_dir)
+        printf("\ntables (CSV) and figures (PNG) written to %s/\n", req->out_dir);
+    rc = EXIT_OK;
+done:
+    free(ts);
+    kace_split_results_free(&res);
+    kace_splits_free(&splits);
+    kace_dataset_free(&pairs);
+    kace_dataset_free(&triples);
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    const char *db = cli_default_db(), *mode = "both";
+    eval_request req = {.out_dir = "kace-eval", .pairs_set = "pairs", .triples_set = "triples", .with_xu = true,
+                        .xu_iter = 10, .figures = true};
+    static const struct option longopts[] = {
+        {"db", required_argument, 0, 'd'},     {"mode", required_argument, 0, 'm'},
+        {"out", required_argument, 0, 'o'},    {"no-xu", no_argument, 0, 'X'},
+        {"xu-iter", required_argument, 0, 'i'}, {"pairs-set", required_argument, 0, 'p'},
+        {"triples-set", required_argument, 0, 't'}, {"no-figures", no_argument, 0, 'F'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:m:o:Xi:p:t:Fh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 'm': mode = optarg; break;
+        case 'o': req.out_dir = optarg; break;
+        case 'X': req.with_xu = false; break;
+        case 'i': req.xu_iter = atoi(optarg); break;
+        case 'p': req.pairs_set = optarg; break;
+        case 't': req.triples_set = optarg; break;
+        case 'F': req.figures = false; break;
+        case 'h':
+            printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--xu-iter N]\n"
+                   "                 [--pairs-set pairs] [--triples-set triples] [--no-figures]\n"
+                   "The KACE paper's experiments on the stored measurements: partner choice per training size\n"
+                   "(published splits), MSE/R2 and fit time, per-target scores, unseen workload families and\n"
+                   "3-way colocations. Paper mode reproduces the published code; clean mode fits every training\n"
+                   "row and scales with training statistics. Writes CSV and PNG figures to DIR (kace-eval).\n");
+            return EXIT_OK;
+        default: return cli_usage("eval", "unknown option");
+        }
+    }
+    req.paper = strcmp(mode, "paper") == 0 || strcmp(mode, "both") == 0;
+    req.clean = strcmp(mode, "clean") == 0 || strcmp(mode, "both") == 0;
+    if (!req.paper && !req.clean)
+        return cli_usage("eval", "--mode must be paper, clean or both");
+    if (req.xu_iter < 1 || req.xu_iter > 10000)
+        return cli_usage("eval", "--xu-iter must be 1..10000");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *store = cli_open_store(ctx, db);
+    int rc = store ? cli_run_eval(ctx, store, &req) : EXIT_FAILURE_RUN;
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}

@@ -1,0 +1,246 @@
+/* kace import / import-ncu / info */
+#include <dirent.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+typedef struct path_list {
+    char **items;
+    size_t n, cap;
+} path_list;
+
+static int push_path(path_list *l, const char *p)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **items = realloc(l->items, cap * sizeof *items);
+        if (!items)
+            return -1;
+        l->items = items;
+        l->cap = cap;
+    }
+    l->items[l->n] = strdup(p);
+    return l->items[l->n++] ? 0 : -1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Collects the .csv files under a folder, sorted for a stable order. */
+static int collect(const char *path, path_list *out, int depth)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "kace: %s: no such file or folder\n", path);
+        return -1;
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return push_path(out, path);
+    if (depth > 8)
+        return 0;
+    DIR *d = opendir(path);
+    if (!d) {
+        fprintf(stderr, "kace: %s: cannot open folder\n", path);
+        return -1;
+    }
+    path_list here = {0};
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char child[4096];
+        snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+        struct stat cs;
+        if (stat(child, &cs) != 0)
+            continue;
+        size_t len = strlen(e->d_name);
+        if (S_ISDIR(cs.st_mode) || (len > 4 && strcmp(e->d_name + len - 4, ".csv") == 0))
+            if (push_path(&here, child) != 0)
+                rc = -1;
+    }
+    closedir(d);
+    qsort(here.items, here.n, sizeof *here.items, cmp_str);
+    for (size_t i = 0; i < here.n && rc == 0; i++)
+        rc = collect(here.items[i], out, depth + 1);
+    for (size_t i = 0; i < here.n; i++)
+        free(here.items[i]);
+    free(here.items);
+    return rc;
+}
+
+/* Profiles first, colocations next, splits (which name stored pairs) last. */
+static int kind_rank(kace_file_kind k)
+{
+    switch (k) {
+    case KACE_FILE_KERNEL_PROFILE:
+    case KACE_FILE_NCU: return 0;
+    case KACE_FILE_SYSTEM_PROFILE:
+    case KACE_FILE_EXCLUSIVE_BY_MPS: return 1;
+    case KACE_FILE_COLOCATIONS: return 2;
+    case KACE_FILE_RAW_CAMPAIGN: return 3;
+    case KACE_FILE_SPLITS: return 4;
+    case KACE_FILE_UNKNOWN: break;
+    }
+    return 5;
+}
+
+int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, const kace_source *src,
+                     const kace_import_options *opt, bool quiet)
+{
+    path_list files = {0};
+    kace_import_batch **batches = NULL;
+    int rc = EXIT_OK;
+    for (int i = 0; i < n; i++)
+        if (collect(paths[i], &files, 0) != 0) {
+            rc = EXIT_FAILURE_RUN;
+            goto done;
+        }
+    if (files.n == 0) {
+        fprintf(stderr, "kace: nothing to import (no .csv files found)\n");
+        rc = EXIT_FAILURE_RUN;
+        goto done;
+    }
+    batches = calloc(files.n, sizeof *batches);
+    if (!batches) {
+        rc = cli_error(ctx, kace_fail(ctx, KACE_ERR_NOMEM, "out of memory"));
+        goto done;
+    }
+    /* Parse everything first: one bad file means nothing is stored. */
+    for (size_t i = 0; i < files.n; i++) {
+        kace_status st = kace_import_parse_file(ctx, files.items[i], opt, &batches[i]);
+        if (st) {
+            rc = cli_error(ctx, st);
+            fprintf(stderr, "kace: nothing was imported\n");
+            goto done;
+        }
+    }
+    for (int rank = 0; rank <= 5; rank++)
+        for (size_t i = 0; i < files.n; i++) {
+            if (kind_rank(batches[i]->kind) != rank)
+                continue;
+            kace_import_stats stats;
+            kace_status st = kace_store_import(ctx, store, batches[i], src, &stats);
+            if (st) {
+                rc = cli_error(ctx, st);
+                goto done;
+            }
+            if (!quiet)
+                printf("%-60s %-28s values +%zu ~%zu =%zu  runs +%zu =%zu  splits +%zu =%zu\n", files.items[i],
+                       kace_file_kind_name(batches[i]->kind), stats.values_added, stats.values_updated,
+                       stats.values_unchanged, stats.runs_added, stats.runs_unchanged, stats.splits_added,
+                       stats.splits_unchanged);
+        }
+done:
+    for (size_t i = 0; i < files.n; i++) {
+        if (batches)
+            kace_import_batch_free(&batches[i]);
+        free(files.items[i]);
+    }
+    free(batches);
+    free(files.items);
+    return rc;
+}
+
+static int import_main(int argc, char **argv, bool ncu)
+{
+    const char *cmd = ncu ? "import-ncu" : "import";
+    const char *db = cli_default_db();
+    kace_source src = {NULL, NULL, NULL};
+    kace_import_options opt = {NULL};
+    bool quiet = false;
+    static const struct option longopts[] = {{"db", required_argument, 0, 'd'},  {"gpu", required_argument, 0, 'g'},
+                                             {"tool", required_argument, 0, 't'}, {"date", required_argument, 0, 'D'},
+                                             {"workload", required_argument, 0, 'w'}, {"quiet", no_argument, 0, 'q'},
+                                             {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:g:t:D:w:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 'g': src.gpu = optarg; break;
+        case 't': src.tool = optarg; break;
+        case 'D': src.date = optarg; break;
+        case 'w': opt.workload = optarg; break;
+        case 'q': quiet = true; break;
+        case 'h':
+            printf("usage: kace %s [--db PATH] [--gpu MODEL] [--tool NAME] [--date YYYY-MM-DD]%s FILE|FOLDER...\n"
+                   "Imports reference CSV files (profiles, colocations of any k, raw MPS campaigns, splits) and\n"
+                   "Nsight Compute exports (ncu --csv --print-details all). Folders are searched for .csv files.\n"
+                   "Every file is parsed before anything is stored; re-importing a file changes nothing.\n",
+                   cmd, ncu ? " --workload NAME" : " [--workload NAME]");
+            return EXIT_OK;
+        default: return cli_usage(cmd, "unknown option");
+        }
+    }
+    if (optind >= argc)
+        return cli_usage(cmd, "give at least one file or folder to import");
+    if (ncu && !opt.workload)
+        return cli_usage(cmd, "--workload NAME is required (the workload the kernels belong to)");
+    if (ncu && !src.tool)
+        src.tool = "ncu";
+    kace_ctx *ctx = kace_ctx_new();
+    if (!ctx)
+        return EXIT_FAILURE_RUN;
+    kace_store *store = cli_open_store(ctx, db);
+    int rc = store ? cli_import_paths(ctx, store, argv + optind, argc - optind, &src, &opt, quiet) : EXIT_FAILURE_RUN;
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}
+
+int cmd_import(int argc, char **argv)
+{
+    return import_main(argc, argv, false);
+}
+
+int cmd_import_ncu(int argc, char **argv)
+{
+    return import_main(argc, argv, true);
+}
+
+int cmd_info(int argc, char **argv)
+{
+    const char *db = cli_default_db();
+    static const struct option longopts[] = {{"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
+        if (c == 'd')
+            db = optarg;
+        else if (c == 'h') {
+            printf("usage: kace info [--db PATH]\n");
+            return EXIT_OK;
+        } else
+            return cli_usage("info", "unknown option");
+    }
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *store = cli_open_store(ctx, db);
+    int rc = EXIT_FAILURE_RUN;
+    kace_set_info *sets = NULL;
+    size_t n_sets = 0;
+    kace_store_counts counts;
+    kace_status st;
+    if (!store)
+        goto done;
+    if ((st = kace_store_count(ctx, store, &counts)) || (st = kace_store_list_sets(ctx, store, &sets, &n_sets))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("store %s\n  workloads %zu\n  profile values %zu\n  runs %zu\n  split rows %zu\n  models %zu\n", db,
+           counts.workloads, counts.profile_values, counts.runs, counts.splits, counts.models);
+    for (size_t i = 0; i < n_sets; i++)
+        printf("  set %-32s k=%d runs=%zu\n", sets[i].name, sets[i].k, sets[i].n_runs);
+    rc = EXIT_OK;
+done:
+    free(sets);
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}

@@ -1,0 +1,229 @@
+/* kace train / predict */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cmd_train(int argc, char **argv)
+{
+    const char *db = cli_default_db(), *set = "pairs", *features = NULL, *kind = "linear", *name = "default",
+               *out = NULL;
+    int xu_iter = 10;
+    static const struct option longopts[] = {
+        {"db", required_argument, 0, 'd'},       {"set", required_argument, 0, 's'},
+        {"features", required_argument, 0, 'f'}, {"kind", required_argument, 0, 'k'},
+        {"name", required_argument, 0, 'n'},     {"out", required_argument, 0, 'o'},
+        {"search-iter", required_argument, 0, 'i'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:s:f:k:n:o:i:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 's': set = optarg; break;
+        case 'f': features = optarg; break;
+        case 'k': kind = optarg; break;
+        case 'n': name = optarg; break;
+        case 'o': out = optarg; break;
+        case 'i': xu_iter = atoi(optarg); break;
+        case 'h':
+            printf("usage: kace train [--db PATH] [--set pairs] [--kind linear|forest] [--features kace|xu]\n"
+                   "                  [--name default] [--out FILE] [--search-iter N]\n"
+                   "Fits a model on every successful 100%% MPS run of the set and stores it under NAME\n"
+                   "(and in FILE, a versioned text model). linear = KACE's z-scored least squares;\n"
+                   "forest = random forest with randomized search and 5-fold CV (the Xu et al. procedure).\n");
+            return EXIT_OK;
+        default: return cli_usage("train", "unknown option");
+        }
+    }
+    bool forest = strcmp(kind, "forest") == 0;
+    if (!forest && strcmp(kind, "linear") != 0)
+        return cli_usage("train", "--kind must be linear or forest, not '%s'", kind);
+    const kace_feature_set *fs = kace_feature_set_find(features ? features : (forest ? "xu" : "kace"));
+    if (!fs)
+        return cli_usage("train", "--features must be kace or xu, not '%s'", features);
+    if (xu_iter < 1 || xu_iter > 10000)
+        return cli_usage("train", "--search-iter must be 1..10000");
+
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *store = cli_open_store(ctx, db);
+    kace_dataset *ds = NULL;
+    kace_model *m = NULL;
+    int *rows = NULL;
+    double *X = NULL, *y = NULL;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if (!store)
+        goto done;
+    if ((st = kace_store_load_dataset(ctx, store, set, false, &ds))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if (ds->n_colocations < 2) {
+        fprintf(stderr, "kace: set '%s' has %zu usable runs in %s (import measurements first)\n", set,
+                ds->n_colocations, db);
+        goto done;
+    }
+    size_t n = ds->n_colocations;
+    rows = malloc(n * sizeof *rows);
+    X = malloc(n * (size_t)fs->n * sizeof *X);
+    y = malloc(n * sizeof *y);
+    if (!rows || !X || !y)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        rows[i] = (int)i;
+    kace_labels_build(ds, rows, n, y);
+    if ((st = kace_features_build(ctx, ds, fs, rows, n, X))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (forest) {
+        kace_forest_search search = {xu_iter, 5, 1, 0};
+        kace_forest_params best;
+        st = kace_model_fit_forest_search(ctx, fs, X, y, n, &search, &best, &m);
+    } else {
+        st = kace_model_fit_linear(ctx, fs, X, y, n, &m);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if ((st = kace_store_save_model(ctx, store, name, m)) || (out && (st = kace_model_save(ctx, m, out)))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("trained %s model '%s' on %zu runs of set '%s' (%s features) in %.3f ms\n", kind, name, n, set, fs->name,
+           ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6));
+    int nc = 0;
+    const double *coef = kace_model_coefficients(m, &nc);
+    if (coef) {
+        printf("  %-28s %10s\n", "coefficient (z-units)", "value");
+        printf("  %-28s %10.4f\n", "intercept", coef[0]);
+        for (int j = 1; j < nc; j++)
+            printf("  %-28s %10.4f\n", kace_metric_name(fs->metric[j - 1]), coef[j]);
+    }
+    if (out)
+        printf("  written to %s\n", out);
+    rc = EXIT_OK;
+done:
+    free(rows);
+    free(X);
+    free(y);
+    kace_model_free(&m);
+    kace_dataset_free(&ds);
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}
+
+int cmd_predict(int argc, char **argv)
+{
+    const char *db = cli_default_db(), *target = NULL, *among = NULL, *model_name = "default", *model_file = NULL,
+               *norm_name = "train";
+    int top = 0;
+    static const struct option longopts[] = {
+        {"db", required_argument, 0, 'd'},    {"target", required_argument, 0, 't'},
+        {"among", required_argument, 0, 'a'}, {"model", required_argument, 0, 'm'},
+        {"model-file", required_argument, 0, 'M'}, {"top", required_argument, 0, 'n'},
+        {"norm", required_argument, 0, 'z'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:t:a:m:M:n:z:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 't': target = optarg; break;
+        case 'a': among = optarg; break;
+        case 'm': model_name = optarg; break;
+        case 'M': model_file = optarg; break;
+        case 'n': top = atoi(optarg); break;
+        case 'z': norm_name = optarg; break;
+        case 'h':
+            printf("usage: kace predict --target W [--among A,B,...] [--db PATH] [--model NAME | --model-file F]\n"
+                   "                    [--top N] [--norm train|candidates]\n"
+                   "Ranks colocation partners of W by predicted throughput sum (samples/s), with the measured\n"
+                   "sum where that pair was measured at 100%%/100%% MPS.\n");
+            return EXIT_OK;
+        default: return cli_usage("predict", "unknown option");
+        }
+    }
+    if (!target)
+        return cli_usage("predict", "--target W is required");
+    kace_norm norm;
+    if (strcmp(norm_name, "train") == 0)
+        norm = KACE_NORM_TRAIN;
+    else if (strcmp(norm_name, "candidates") == 0)
+        norm = KACE_NORM_CANDIDATES;
+    else
+        return cli_usage("predict", "--norm must be train or candidates");
+
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *store = cli_open_store(ctx, db);
+    kace_dataset *ds = NULL;
+    kace_model *m = NULL;
+    int *among_idx = NULL;
+    size_t n_among = 0;
+    kace_partner *ranked = NULL;
+    char *list = NULL;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if (!store)
+        goto done;
+    if ((st = kace_store_load_dataset(ctx, store, NULL, false, &ds)) ||
+        (st = model_file ? kace_model_load(ctx, model_file, &m) : kace_store_load_model(ctx, store, model_name, &m))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    int t = kace_dataset_find(ds, target);
+    if (t < 0) {
+        fprintf(stderr, "kace: unknown workload '%s' (not in %s; see kace info)\n", target, db);
+        goto done;
+    }
+    if (among) {
+        list = strdup(among);
+        among_idx = malloc((strlen(among) / 2 + 2) * sizeof *among_idx);
+        if (!list || !among_idx)
+            goto done;
+        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            int w = kace_dataset_find(ds, tok);
+            if (w < 0) {
+                fprintf(stderr, "kace: unknown workload '%s' in --among\n", tok);
+                goto done;
+            }
+            among_idx[n_among++] = w;
+        }
+    }
+    ranked = calloc(among ? (n_among ? n_among : 1) : (ds->n_workloads ? ds->n_workloads : 1), sizeof *ranked);
+    if (!ranked)
+        goto done;
+    size_t n_ranked = 0;
+    if ((st = kace_rank_partners(ctx, ds, m, norm, t, among ? among_idx : NULL, n_among, ranked, &n_ranked))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("partners of %s, best first (throughput sums in samples/s)\n", target);
+    printf("%4s  %-36s %10s %10s %10s\n", "rank", "partner", "predicted", "measured", "exclusive");
+    for (size_t i = 0; i < n_ranked && (top <= 0 || (int)i < top); i++) {
+        char measured[32] = "-";
+        if (!isnan(ranked[i].measured))
+            snprintf(measured, sizeof measured, "%.2f", ranked[i].measured);
+        printf("%4zu  %-36s %10.2f %10s %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name, ranked[i].predicted,
+               measured, ranked[i].exclusive_sum);
+    }
+    rc = EXIT_OK;
+done:
+    free(list);
+    free(among_idx);
+    free(ranked);
+    kace_model_free(&m);
+    kace_dataset_free(&ds);
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}

@@ -1,0 +1,109 @@
+/* kace: kernel-aware colocation for GPU sharing. Subcommand dispatch. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"demo", cmd_demo, "the main job: import the reference data, train, recommend, evaluate, draw figures"},
+    {"import", cmd_import, "import measurement files or folders into the store"},
+    {"import-ncu", cmd_import_ncu, "import an Nsight Compute --csv export as a workload's kernel profile"},
+    {"info", cmd_info, "what the store holds"},
+    {"train", cmd_train, "fit a model on stored colocations and save it"},
+    {"predict", cmd_predict, "rank colocation partners for a workload"},
+    {"eval", cmd_eval, "the KACE paper's evaluation (paper and clean mode), tables, CSV, figures"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kace <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'kace <command> --help' for a command's options. Store: --db PATH (default %s).\n",
+            cli_default_db());
+}
+
+const char *cli_default_db(void)
+{
+    static char path[4096];
+    const char *env = getenv("KACE_DB");
+    if (env && *env)
+        return env;
+    const char *home = getenv("HOME");
+    snprintf(path, sizeof path, "%s/.local/share/kace/kace.db", home && *home ? home : ".");
+    return path;
+}
+
+int cli_error(kace_ctx *ctx, kace_status st)
+{
+    const char *msg = kace_errmsg(ctx);
+    fprintf(stderr, "kace: %s\n", msg && *msg ? msg : kace_strerror(st));
+    return EXIT_FAILURE_RUN;
+}
+
+int cli_usage(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "kace %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see kace %s --help)\n", cmd);
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+kace_store *cli_open_store(kace_ctx *ctx, const char *path)
+{
+    kace_store *s = NULL;
+    kace_status st = kace_store_open(ctx, path, &s);
+    if (st) {
+        cli_error(ctx, st);
+        return NULL;
+    }
+    return s;
+}
+
+int cli_mkdirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("kace %s\n", KACE_VERSION);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kace: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

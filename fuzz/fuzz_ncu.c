@@ -1,0 +1,83 @@
+/* libFuzzer harness for the Nsight Compute export parser (lib/ncu.c).
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I include -I lib \
+ *         fuzz/fuzz_ncu.c lib/ncu.c lib/csv.c lib/context.c lib/import.c ... -lm
+ *   ./fuzz_ncu -max_total_time=60 corpus/ tests/data/ncu/
+ *
+ * Checks, beyond the sanitizers: a failure leaves the batch empty and sets a
+ * message; a success appends only finite values >= 0 of known metrics. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import_internal.h"
+#include "kace/import.h"
+
+#ifdef KACE_FUZZ_STANDALONE
+/* Stand-in for lib/import.c when the harness is built without it. */
+kace_status kace_batch_add_value(kace_ctx *ctx, kace_import_batch *b, const char *workload, const char *metric,
+                                 double value, bool embedded)
+{
+    if (b->n_values == b->cap_values) {
+        size_t cap = b->cap_values ? b->cap_values * 2 : 16;
+        kace_profile_value *v = realloc(b->values, cap * sizeof *v);
+        if (!v)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        b->values = v;
+        b->cap_values = cap;
+    }
+    kace_profile_value *v = &b->values[b->n_values++];
+    memset(v, 0, sizeof *v);
+    snprintf(v->workload, sizeof v->workload, "%s", workload);
+    snprintf(v->metric, sizeof v->metric, "%s", metric);
+    v->value = value;
+    v->embedded = embedded;
+    return KACE_OK;
+}
+#endif
+
+static const char *const known[] = {
+    "Threads",      "Compute (SM) Throughput", "DRAM Throughput", "Memory Throughput", "Registers",
+    "Static Shared Memory", "avg_Thread",      "Short_Kernel",    "Long_Kernel",       "ave_Kernel_Length",
+    "long/short_Ratio",
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static kace_ctx *ctx;
+    if (!ctx && !(ctx = kace_ctx_new()))
+        return 0;
+    /* An exact-size copy so that ASan sees any read past the end. */
+    char *copy = malloc(size ? size : 1);
+    if (!copy)
+        return 0;
+    if (size)
+        memcpy(copy, data, size);
+    kace_import_batch batch;
+    memset(&batch, 0, sizeof batch);
+    kace_status st = kace_ncu_parse_buffer(ctx, copy, size, "fuzz.csv", "fuzz_batch2-train", &batch);
+    if (st != KACE_OK) {
+        if (batch.n_values != 0 || kace_errmsg(ctx)[0] == '\0')
+            abort();
+    } else {
+        if (batch.n_values == 0 || batch.n_values > sizeof known / sizeof known[0])
+            abort();
+        for (size_t i = 0; i < batch.n_values; i++) {
+            const kace_profile_value *v = &batch.values[i];
+            if (!isfinite(v->value) || v->value < 0 || strcmp(v->workload, "fuzz_batch2-train") != 0)
+                abort();
+            bool ok = false;
+            for (size_t j = 0; j < sizeof known / sizeof known[0]; j++)
+                ok = ok || strcmp(v->metric, known[j]) == 0;
+            if (!ok)
+                abort();
+        }
+    }
+    free(batch.values);
+    free(batch.runs);
+    free(batch.splits);
+    free(copy);
+    return 0;
+}

@@ -1,0 +1,561 @@
+/* Linear model (LAPACKE least squares), prediction and the model file. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lapacke.h>
+
+#include "csv.h"
+#include "model_internal.h"
+
+void kace_column_stats(const double *X, size_t n, int d, double *mean, double *std)
+{
+    for (int j = 0; j < d; j++) {
+        double s = 0;
+        for (size_t i = 0; i < n; i++)
+            s += X[i * (size_t)d + (size_t)j];
+        double mu = n ? s / (double)n : 0;
+        double ss = 0;
+        for (size_t i = 0; i < n; i++) {
+            double e = X[i * (size_t)d + (size_t)j] - mu;
+            ss += e * e;
+        }
+        mean[j] = mu;
+        std[j] = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
+    }
+}
+
+void kace_zscore(const double *X, size_t n, int d, const double *mean, const double *std, double *Z)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < d; j++) {
+            size_t at = i * (size_t)d + (size_t)j;
+            Z[at] = std[j] > 0 ? (X[at] - mean[j]) / std[j] : 0;
+        }
+}
+
+static kace_model *model_new(const kace_feature_set *fs)
+{
+    kace_model *m = calloc(1, sizeof *m);
+    if (m) {
+        m->features = fs;
+        m->n_features = fs->n;
+    }
+    return m;
+}
+
+static kace_status check_rows(kace_ctx *ctx, const kace_feature_set *fs, const double *X, const double *y, size_t n)
+{
+    if (n < 2)
+        return kace_fail(ctx, KACE_ERR_MODEL, "cannot fit a model on %zu row(s) (need at least 2)", n);
+    if (fs->n < 1 || fs->n > KACE_MAX_FEATURES)
+        return kace_fail(ctx, KACE_ERR_INVALID, "feature set '%s' has %d features", fs->name, fs->n);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(y[i]))
+            return kace_fail(ctx, KACE_ERR_INVALID, "label of row %zu is not finite", i);
+        for (int j = 0; j < fs->n; j++)
+            if (!isfinite(X[i * (size_t)fs->n + (size_t)j]))
+                return kace_fail(ctx, KACE_ERR_INVALID, "feature %s of row %zu is not finite",
+                                 kace_metric_name(fs->metric[j]), i);
+    }
+    return KACE_OK;
+}
+
+kace_status kace_model_fit_linear(kace_ctx *ctx, const kace_feature_set *fs, const double *X, const double *y,
+                                  size_t n, kace_model **out)
+{
+    *out = NULL;
+    kace_status st = check_rows(ctx, fs, X, y, n);
+    if (st)
+        return st;
+    int d = fs->n;
+    kace_model *m = model_new(fs);
+    double *A = malloc(n * (size_t)(d + 1) * sizeof *A);
+    double *b = malloc((n > (size_t)(d + 1) ? n : (size_t)(d + 1)) * sizeof *b);
+    double *sv = malloc((size_t)(d + 1) * sizeof *sv);
+    if (!m || !A || !b || !sv) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    m->kind = KACE_MODEL_LINEAR;
+    m->n_fit = n;
+    kace_column_stats(X, n, d, m->x_mean, m->x_std);
+    kace_column_stats(y, n, 1, &m->y_mean, &m->y_std);
+    if (!(m->y_std > 0)) {
+        st = kace_fail(ctx, KACE_ERR_MODEL, "every fitting row has the same label: nothing to learn");
+        goto done;
+    }
+    /* Column-major design matrix [1 | Z] for LAPACK. */
+    for (size_t i = 0; i < n; i++) {
+        A[i] = 1.0;
+        for (int j = 0; j < d; j++) {
+            double x = X[i * (size_t)d + (size_t)j];
+            A[(size_t)(j + 1) * n + i] = m->x_std[j] > 0 ? (x - m->x_mean[j]) / m->x_std[j] : 0;
+        }
+        b[i] = (y[i] - m->y_mean) / m->y_std;
+    }
+    lapack_int rank = 0;
+    /* dgelsd: SVD-based least squares, minimum-norm when rank-deficient
+     * (fewer rows than features happens at small n_occur in family splits). */
+    lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)n, d + 1, 1, A, (lapack_int)n, b,
+                                     (lapack_int)(n > (size_t)(d + 1) ? n : (size_t)(d + 1)), sv, -1.0, &rank);
+    if (info != 0) {
+        st = kace_fail(ctx, KACE_ERR_MODEL, "least squares failed (LAPACKE_dgelsd info=%d)", (int)info);
+        goto done;
+    }
+    for (int j = 0; j <= d; j++)
+        m->coef[j] = b[j];
+    *out = m;
+    m = NULL;
+done:
+    free(A);
+    free(b);
+    free(sv);
+    kace_model_free(&m);
+    return st;
+}
+
+kace_status kace_model_predict_z(kace_ctx *ctx, const kace_model *m, const double *X, size_t n, kace_norm norm,
+                                 double *pred_z)
+{
+    int d = m->n_features;
+    double mean[KACE_MAX_FEATURES], std[KACE_MAX_FEATURES];
+    if (norm == KACE_NORM_CANDIDATES) {
+        /* The published code scaled the candidates with their own statistics. */
+        kace_column_stats(X, n, d, mean, std);
+    } else {
+        memcpy(mean, m->x_mean, sizeof mean);
+        memcpy(std, m->x_std, sizeof std);
+    }
+    double *Z = malloc((n ? n : 1) * (size_t)d * sizeof *Z);
+    if (!Z)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_zscore(X, n, d, mean, std, Z);
+    kace_status st = KACE_OK;
+    if (m->kind == KACE_MODEL_LINEAR) {
+        for (size_t i = 0; i < n; i++) {
+            double p = m->coef[0];
+            for (int j = 0; j < d; j++)
+                p += m->coef[j + 1] * Z[i * (size_t)d + (size_t)j];
+            pred_z[i] = p;
+        }
+    } else {
+        st = kace_forest_predict_z(ctx, m, Z, n, pred_z);
+    }
+    free(Z);
+    return st;
+}
+
+kace_status kace_model_predict(kace_ctx *ctx, const kace_model *m, const double *X, size_t n, kace_norm norm,
+                               double *pred)
+{
+    kace_status st = kace_model_predict_z(ctx, m, X, n, norm, pred);
+    if (st)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        pred[i] = pred[i] * m->y_std + m->y_mean;
+    return KACE_OK;
+}
+
+kace_model_kind kace_model_get_kind(const kace_model *m)
+{
+    return m->kind;
+}
+
+const kace_feature_set *kace_model_features(const kace_model *m)
+{
+    return m->features;
+}
+
+const double *kace_model_coefficients(const kace_model *m, int *n)
+{
+    if (m->kind != KACE_MODEL_LINEAR) {
+        *n = 0;
+        return NULL;
+    }
+    *n = m->n_features + 1;
+    return m->coef;
+}
+
+void kace_model_free(kace_model **m)
+{
+    if (!m || !*m)
+        return;
+    if ((*m)->kind == KACE_MODEL_FOREST)
+        kace_forest_release(*m);
+    free(*m);
+    *m = NULL;
+}
+
+/* ---- text format ----------------------------------------------------------
+ *   kace-model 1
+ *   kind linear|forest
+ *   features kace|xu
+ *   n_features 10
+ *   n_fit 37
+ *   y_stats <mean> <std>
+ *   feature <metric name>\t<mean>\t<std>        (n_features lines, in order)
+ *   coef <c0> <c1> ... <cd>                      (linear)
+ *   forest <n_estimators> <max_features> <max_depth> <min_split> <min_leaf> <bootstrap>
+ *   booster_json <bytes>\n<that many bytes>\n     (forest)
+ *   end
+ */
+
+typedef struct text_buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} text_buf;
+
+static void tb_printf(text_buf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tb_printf(text_buf *t, const char *fmt, ...)
+{
+    if (t->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->oom = true;
+            return;
+        }
+        if (t->p && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
+        char *p = realloc(t->p, cap);
+        if (!p) {
+            t->oom = true;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+}
+
+kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
+{
+    *text = NULL;
+    text_buf t = {0};
+    tb_printf(&t, "kace-model %d\n", KACE_MODEL_FORMAT_VERSION);
+    tb_printf(&t, "kind %s\n", m->kind == KACE_MODEL_LINEAR ? "linear" : "forest");
+    tb_printf(&t, "features %s\n", m->features->name);
+    tb_printf(&t, "n_features %d\n", m->n_features);
+    tb_printf(&t, "n_fit %zu\n", m->n_fit);
+    tb_printf(&t, "y_stats %.17g %.17g\n", m->y_mean, m->y_std);
+    for (int j = 0; j < m->n_features; j++)
+        tb_printf(&t, "feature %s\t%.17g\t%.17g\n", kace_metric_name(m->features->metric[j]), m->x_mean[j],
+                  m->x_std[j]);
+    if (m->kind == KACE_MODEL_LINEAR) {
+        tb_printf(&t, "coef");
+        for (int j = 0; j <= m->n_features; j++)
+            tb_printf(&t, " %.17g", m->coef[j]);
+        tb_printf(&t, "\n");
+    } else {
+        const kace_forest_params *f = &m->forest;
+        tb_printf(&t, "forest %d %d %d %d %d %d\n", f->n_estimators, f->max_features, f->max_depth,
+                  f->min_samples_split, f->min_samples_leaf, f->bootstrap);
+        tb_printf(&t, "booster_json %zu\n", m->booster_json_len);
+        if (!t.oom && m->booster_json_len) {
+            tb_printf(&t, "%.*s", (int)m->booster_json_len, m->booster_json);
+        }
+        tb_printf(&t, "\n");
+    }
+    tb_printf(&t, "end\n");
+    if (t.oom) {
+        free(t.p);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory writing the model");
+    }
+    *text = t.p;
+    return KACE_OK;
+}
+
+/* A line reader over the model text that counts lines for messages. */
+typedef struct line_reader {
+    const char *p, *end, *origin;
+    int line;
+    char buf[4096];
+} line_reader;
+
+static bool next_line(line_reader *r)
+{
+    if (r->p >= r->end)
+        return false;
+    const char *nl = memchr(r->p, '\n', (size_t)(r->end - r->p));
+    size_t n = nl ? (size_t)(nl - r->p) : (size_t)(r->end - r->p);
+    if (n >= sizeof r->buf)
+        n = sizeof r->buf - 1; /* over-long lines fail their keyword parse below */
+    memcpy(r->buf, r->p, n);
+    r->buf[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (r->buf[i] == '\0')
+            r->buf[i] = '?';
+    r->p = nl ? nl + 1 : r->end;
+    r->line++;
+    return true;
+}
+
+static kace_status bad(kace_ctx *ctx, const line_reader *r, const char *expected)
+{
+    return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: model file: expected %s, got '%.60s'", r->origin, r->line, expected,
+                     r->buf);
+}
+
+static bool parse_double(const char **s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(*s, &end);
+    if (end == *s || errno == ERANGE || !isfinite(v))
+        return false;
+    *s = end;
+    *out = v;
+    return true;
+}
+
+static bool parse_long(const char **s, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(*s, &end, 10);
+    if (end == *s || errno == ERANGE || v < lo || v > hi)
+        return false;
+    *s = end;
+    *out = v;
+    return true;
+}
+
+static bool at_end(const char *s)
+{
+    while (*s == ' ' || *s == '\r')
+        s++;
+    return *s == '\0';
+}
+
+kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, const char *origin, kace_model **out)
+{
+    *out = NULL;
+    line_reader r = {.p = text, .end = text + len, .origin = origin ? origin : "<model>", .line = 0};
+    kace_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = KACE_OK;
+    long v;
+    const char *s;
+    if (!next_line(&r) || strncmp(r.buf, "kace-model ", 11) != 0) {
+        st = bad(ctx, &r, "'kace-model <version>' on the first line");
+        goto fail;
+    }
+    s = r.buf + 11;
+    if (!parse_long(&s, 1, 1000000, &v) || !at_end(s)) {
+        st = bad(ctx, &r, "a format version number");
+        goto fail;
+    }
+    if (v != KACE_MODEL_FORMAT_VERSION) {
+        st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:12: model format version %ld is not supported (expected %d)",
+                       r.origin, r.line, v, KACE_MODEL_FORMAT_VERSION);
+        goto fail;
+    }
+    if (!next_line(&r) || (strcmp(r.buf, "kind linear") != 0 && strcmp(r.buf, "kind forest") != 0)) {
+        st = bad(ctx, &r, "'kind linear' or 'kind forest'");
+        goto fail;
+    }
+    m->kind = strcmp(r.buf, "kind linear") == 0 ? KACE_MODEL_LINEAR : KACE_MODEL_FOREST;
+    if (!next_line(&r) || strncmp(r.buf, "features ", 9) != 0 || !(m->features = kace_feature_set_find(r.buf + 9))) {
+        st = bad(ctx, &r, "'features kace' or 'features xu'");
+        goto fail;
+    }
+    if (!next_line(&r) || strncmp(r.buf, "n_features ", 11) != 0) {
+        st = bad(ctx, &r, "'n_features <n>'");
+        goto fail;
+    }
+    s = r.buf + 11;
+    if (!parse_long(&s, 1, KACE_MAX_FEATURES, &v) || !at_end(s) || v != m->features->n) {
+        st = bad(ctx, &r, "the feature set's number of features");
+        goto fail;
+    }
+    m->n_features = (int)v;
+    if (!next_line(&r) || strncmp(r.buf, "n_fit ", 6) != 0) {
+        st = bad(ctx, &r, "'n_fit <rows>'");
+        goto fail;
+    }
+    s = r.buf + 6;
+    if (!parse_long(&s, 0, 1L << 40, &v) || !at_end(s)) {
+        st = bad(ctx, &r, "a row count after n_fit");
+        goto fail;
+    }
+    m->n_fit = (size_t)v;
+    if (!next_line(&r) || strncmp(r.buf, "y_stats ", 8) != 0) {
+        st = bad(ctx, &r, "'y_stats <mean> <std>'");
+        goto fail;
+    }
+    s = r.buf + 8;
+    if (!parse_double(&s, &m->y_mean) || !parse_double(&s, &m->y_std) || !at_end(s) || !(m->y_std > 0)) {
+        st = bad(ctx, &r, "two finite numbers after y_stats, the std > 0");
+        goto fail;
+    }
+    for (int j = 0; j < m->n_features; j++) {
+        if (!next_line(&r) || strncmp(r.buf, "feature ", 8) != 0) {
+            st = bad(ctx, &r, "'feature <name>\\t<mean>\\t<std>'");
+            goto fail;
+        }
+        char *tab = strchr(r.buf + 8, '\t');
+        if (!tab) {
+            st = bad(ctx, &r, "a tab after the feature name");
+            goto fail;
+        }
+        *tab = '\0';
+        if (strcmp(r.buf + 8, kace_metric_name(m->features->metric[j])) != 0) {
+            *tab = '\t';
+            st = bad(ctx, &r, "the feature set's features in order");
+            goto fail;
+        }
+        *tab = '\t';
+        s = tab + 1;
+        if (!parse_double(&s, &m->x_mean[j]) || !parse_double(&s, &m->x_std[j]) || !at_end(s) || m->x_std[j] < 0) {
+            st = bad(ctx, &r, "finite mean and std >= 0 of the feature");
+            goto fail;
+        }
+    }
+    if (m->kind == KACE_MODEL_LINEAR) {
+        if (!next_line(&r) || strncmp(r.buf, "coef", 4) != 0) {
+            st = bad(ctx, &r, "'coef <intercept> <one per feature>'");
+            goto fail;
+        }
+        s = r.buf + 4;
+        for (int j = 0; j <= m->n_features; j++)
+            if (!parse_double(&s, &m->coef[j])) {
+                st = bad(ctx, &r, "n_features + 1 finite coefficients");
+                goto fail;
+            }
+        if (!at_end(s)) {
+            st = bad(ctx, &r, "exactly n_features + 1 coefficients");
+            goto fail;
+        }
+    } else {
+        if (!next_line(&r) || strncmp(r.buf, "forest ", 7) != 0) {
+            st = bad(ctx, &r, "'forest <6 parameters>'");
+            goto fail;
+        }
+        s = r.buf + 7;
+        long p[6];
+        static const long lo[6] = {1, 0, 0, 2, 1, 0}, hi[6] = {100000, 2, 10000, 1000000, 1000000, 1};
+        for (int i = 0; i < 6; i++)
+            if (!parse_long(&s, lo[i], hi[i], &p[i])) {
+                st = bad(ctx, &r, "six forest parameters in range");
+                goto fail;
+            }
+        m->forest = (kace_forest_params){(int)p[0], (int)p[1], (int)p[2], (int)p[3], (int)p[4], (int)p[5]};
+        if (!next_line(&r) || strncmp(r.buf, "booster_json ", 13) != 0) {
+            st = bad(ctx, &r, "'booster_json <bytes>'");
+            goto fail;
+        }
+        s = r.buf + 13;
+        if (!parse_long(&s, 1, (long)(r.end - r.p), &v) || !at_end(s)) {
+            st = bad(ctx, &r, "a byte count that fits in the file");
+            goto fail;
+        }
+        m->booster_json = malloc((size_t)v + 1);
+        if (!m->booster_json) {
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        memcpy(m->booster_json, r.p, (size_t)v);
+        m->booster_json[v] = '\0';
+        m->booster_json_len = (size_t)v;
+        for (long i = 0; i < v; i++)
+            r.line += r.p[i] == '\n';
+        r.p += v;
+        if (r.p < r.end && *r.p == '\n')
+            r.p++;
+        if ((st = kace_forest_restore(ctx, m)))
+            goto fail;
+    }
+    if (!next_line(&r) || strcmp(r.buf, "end") != 0) {
+        st = bad(ctx, &r, "'end'");
+        goto fail;
+    }
+    *out = m;
+    return KACE_OK;
+fail:
+    kace_model_free(&m);
+    return st;
+}
+
+kace_status kace_model_save(kace_ctx *ctx, const kace_model *m, const char *path)
+{
+    char *text = NULL;
+    kace_status st = kace_model_to_text(ctx, m, &text);
+    if (st)
+        return st;
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    FILE *f = NULL;
+    if (!tmp) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    snprintf(tmp, n, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        goto done;
+    }
+    f = fdopen(fd, "wb");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: %s", tmp, strerror(errno));
+        goto done;
+    }
+    size_t len = strlen(text);
+    /* temp file -> fsync -> rename: a reader never sees half a model. */
+    if (fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        fclose(f);
+        f = NULL;
+        unlink(tmp);
+        goto done;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    f = NULL;
+    if (rename(tmp, path) != 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+done:
+    free(tmp);
+    free(text);
+    return st;
+}
+
+kace_status kace_model_load(kace_ctx *ctx, const char *path, kace_model **out)
+{
+    *out = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    kace_status st = kace_read_file(ctx, path, &data, &len);
+    if (st)
+        return st;
+    st = kace_model_from_text(ctx, data, len, path, out);
+    free(data);
+    return st;
+}
+
+void kace_model_label_stats(const kace_model *m, double *mean, double *std)
+{
+    *mean = m->y_mean;
+    *std = m->y_std;
+}

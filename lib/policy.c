@@ -1,0 +1,183 @@
+/* Colocation policies and partner ranking. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kace/policy.h"
+
+static const char *const policy_names[KACE_N_POLICIES] = {
+    [KACE_POL_KACE] = "KACE",     [KACE_POL_XU] = "Xu",   [KACE_POL_ORACLE] = "Oracle", [KACE_POL_RANDOM] = "Random",
+    [KACE_POL_MEMCAP] = "MEMCAP", [KACE_POL_SM] = "SM%", [KACE_POL_MEM] = "MEM%",      [KACE_POL_BEST_RULE] = "Best rule",
+};
+
+const char *kace_policy_name(kace_policy p)
+{
+    return (p >= 0 && p < KACE_N_POLICIES) ? policy_names[p] : "?";
+}
+
+int kace_policy_from_name(const char *name)
+{
+    for (int p = 0; p < KACE_N_POLICIES; p++)
+        if (strcasecmp(name, policy_names[p]) == 0)
+            return p;
+    if (strcasecmp(name, "best-rule") == 0 || strcasecmp(name, "best_rule") == 0)
+        return KACE_POL_BEST_RULE;
+    if (strcasecmp(name, "sm") == 0)
+        return KACE_POL_SM;
+    if (strcasecmp(name, "mem") == 0)
+        return KACE_POL_MEM;
+    return -1;
+}
+
+/* The profile aggregate a rule ranks by, and whether lower is better. */
+static double rule_value(const kace_dataset *ds, const kace_colocation *c, kace_metric m)
+{
+    double s = 0;
+    for (int i = 0; i < c->k; i++)
+        s += ds->workloads[c->workload[i]].metric[m];
+    return kace_metric_is_percent(m) ? s / c->k : s;
+}
+
+kace_status kace_policy_pick_rule(kace_ctx *ctx, kace_policy p, const kace_dataset *ds, const int *rows, size_t n,
+                                  size_t *pick)
+{
+    if (n == 0)
+        return kace_fail(ctx, KACE_ERR_INVALID, "no candidate colocations to choose from");
+    kace_metric metric;
+    bool lower_is_better;
+    switch (p) {
+    case KACE_POL_MEMCAP: metric = KACE_M_MEMCAP; lower_is_better = true; break;
+    case KACE_POL_SM: metric = KACE_M_SM_PCT; lower_is_better = false; break;
+    case KACE_POL_MEM: metric = KACE_M_MEM_PCT; lower_is_better = true; break;
+    case KACE_POL_ORACLE: metric = KACE_N_METRICS; lower_is_better = false; break;
+    default: return kace_fail(ctx, KACE_ERR_INVALID, "policy %s is not a rule", kace_policy_name(p));
+    }
+    size_t best = 0;
+    double best_v = 0;
+    for (size_t i = 0; i < n; i++) {
+        const kace_colocation *c = &ds->colocations[rows[i]];
+        double v = metric == KACE_N_METRICS ? kace_colocation_sum(c) : rule_value(ds, c, metric);
+        if (isnan(v))
+            return kace_fail(ctx, KACE_ERR_INVALID, "policy %s needs metric %s of every candidate's workloads",
+                             kace_policy_name(p), kace_metric_name(metric));
+        if (i == 0 || (lower_is_better ? v < best_v : v > best_v)) {
+            best = i;
+            best_v = v;
+        }
+    }
+    *pick = best;
+    return KACE_OK;
+}
+
+kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_model *m, kace_norm norm, const kace_dataset *ds,
+                                   const int *rows, size_t n, size_t *pick)
+{
+    if (n == 0)
+        return kace_fail(ctx, KACE_ERR_INVALID, "no candidate colocations to choose from");
+    const kace_feature_set *fs = kace_model_features(m);
+    double *X = malloc(n * (size_t)fs->n * sizeof *X);
+    double *pred = malloc(n * sizeof *pred);
+    kace_status st = KACE_OK;
+    if (!X || !pred) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = kace_features_build(ctx, ds, fs, rows, n, X)) || (st = kace_model_predict_z(ctx, m, X, n, norm, pred)))
+        goto done;
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (pred[i] > pred[best])
+            best = i;
+    *pick = best;
+done:
+    free(X);
+    free(pred);
+    return st;
+}
+
+static int by_predicted_desc(const void *a, const void *b)
+{
+    const kace_partner *x = a, *y = b;
+    if (x->predicted != y->predicted)
+        return x->predicted < y->predicted ? 1 : -1;
+    return x->workload - y->workload;
+}
+
+static double measured_pair(const kace_dataset *ds, int a, int b)
+{
+    for (size_t i = 0; i < ds->n_colocations; i++) {
+        const kace_colocation *c = &ds->colocations[i];
+        if (c->k != 2 || c->mps_pct[0] != 100 || c->mps_pct[1] != 100)
+            continue;
+        if ((c->workload[0] == a && c->workload[1] == b) || (c->workload[0] == b && c->workload[1] == a))
+            return kace_colocation_sum(c);
+    }
+    return NAN;
+}
+
+static bool has_profile(const kace_dataset *ds, const kace_feature_set *fs, int w)
+{
+    for (int j = 0; j < fs->n; j++)
+        if (isnan(ds->workloads[w].metric[fs->metric[j]]))
+            return false;
+    return true;
+}
+
+kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, kace_norm norm, int target,
+                               const int *among, size_t n_among, kace_partner *out, size_t *n_out)
+{
+    *n_out = 0;
+    const kace_feature_set *fs = kace_model_features(m);
+    if (target < 0 || (size_t)target >= ds->n_workloads)
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "unknown target workload");
+    if (!has_profile(ds, fs, target)) {
+        double x[KACE_MAX_FEATURES];
+        int group[1] = {target};
+        return kace_features_group(ctx, ds, fs, group, 1, x); /* names the missing metric */
+    }
+    size_t n_cand = among ? n_among : ds->n_workloads;
+    double *X = malloc((n_cand ? n_cand : 1) * (size_t)fs->n * sizeof *X);
+    double *pred = malloc((n_cand ? n_cand : 1) * sizeof *pred);
+    int *who = malloc((n_cand ? n_cand : 1) * sizeof *who);
+    kace_status st = KACE_OK;
+    if (!X || !pred || !who) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < n_cand; i++) {
+        int w = among ? among[i] : (int)i;
+        if (w < 0 || (size_t)w >= ds->n_workloads) {
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "candidate %zu is not a workload of the dataset", i);
+            goto done;
+        }
+        if (!has_profile(ds, fs, w)) {
+            if (among) { /* the user asked for it: say why it cannot be ranked */
+                int group[2] = {target, w};
+                st = kace_features_group(ctx, ds, fs, group, 2, X);
+                goto done;
+            }
+            continue;
+        }
+        int group[2] = {target, w};
+        if ((st = kace_features_group(ctx, ds, fs, group, 2, X + n * (size_t)fs->n)))
+            goto done;
+        who[n++] = w;
+    }
+    if (n && (st = kace_model_predict(ctx, m, X, n, norm, pred)))
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        out[i].workload = who[i];
+        out[i].predicted = pred[i];
+        out[i].measured = measured_pair(ds, target, who[i]);
+        out[i].exclusive_sum = ds->workloads[target].metric[KACE_M_EXCLUSIVE] + ds->workloads[who[i]].metric[KACE_M_EXCLUSIVE];
+    }
+    qsort(out, n, sizeof *out, by_predicted_desc);
+    *n_out = n;
+done:
+    free(X);
+    free(pred);
+    free(who);
+    return st;
+}

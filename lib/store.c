@@ -1,0 +1,716 @@
+/* The SQLite store (see include/kace/store.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "kace/store.h"
+
+struct kace_store {
+    sqlite3 *db;
+    char path[1024];
+};
+
+static const char *const schema_sql =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS workloads("
+    "  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, family TEXT NOT NULL, batch INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS sources("
+    "  id INTEGER PRIMARY KEY, gpu TEXT, tool TEXT, date TEXT, file TEXT NOT NULL,"
+    "  UNIQUE(gpu, tool, date, file));"
+    /* value NULL = the metric is known to be missing for this workload. */
+    "CREATE TABLE IF NOT EXISTS profiles("
+    "  workload_id INTEGER NOT NULL REFERENCES workloads(id), metric TEXT NOT NULL, value REAL,"
+    "  source_id INTEGER NOT NULL REFERENCES sources(id), PRIMARY KEY(workload_id, metric));"
+    /* A run is identified by its set, members and MPS split: importing the
+     * same file twice finds every run already there. */
+    "CREATE TABLE IF NOT EXISTS runs("
+    "  id INTEGER PRIMARY KEY, set_name TEXT NOT NULL, k INTEGER NOT NULL, status TEXT NOT NULL,"
+    "  run_key TEXT NOT NULL UNIQUE, source_id INTEGER NOT NULL REFERENCES sources(id));"
+    "CREATE TABLE IF NOT EXISTS run_members("
+    "  run_id INTEGER NOT NULL REFERENCES runs(id), slot INTEGER NOT NULL,"
+    "  workload_id INTEGER NOT NULL REFERENCES workloads(id), mps_pct INTEGER NOT NULL, throughput REAL,"
+    "  PRIMARY KEY(run_id, slot));"
+    "CREATE TABLE IF NOT EXISTS splits("
+    "  n_occur INTEGER NOT NULL, seed INTEGER NOT NULL, is_train INTEGER NOT NULL, paper_fit INTEGER NOT NULL,"
+    "  workload1 TEXT NOT NULL, workload2 TEXT NOT NULL, PRIMARY KEY(n_occur, seed, workload1, workload2));"
+    "CREATE TABLE IF NOT EXISTS models("
+    "  name TEXT PRIMARY KEY, kind TEXT NOT NULL, created TEXT NOT NULL, body TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS run_members_workload ON run_members(workload_id);";
+
+static kace_status db_fail(kace_ctx *ctx, kace_store *s, const char *what)
+{
+    return kace_fail(ctx, KACE_ERR_STORE, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static kace_status exec(kace_ctx *ctx, kace_store *s, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        kace_status st = kace_fail(ctx, KACE_ERR_STORE, "%s: %s", s->path, err ? err : "SQLite error");
+        sqlite3_free(err);
+        return st;
+    }
+    return KACE_OK;
+}
+
+static int mkdir_parents(const char *path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
+{
+    *out = NULL;
+    if (strlen(path) >= sizeof((kace_store *)0)->path)
+        return kace_fail(ctx, KACE_ERR_INVALID, "store path is too long");
+    kace_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    snprintf(s->path, sizeof s->path, "%s", path);
+    kace_status st = KACE_OK;
+    if (mkdir_parents(path) != 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot create its folder: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+        st = db_fail(ctx, s, "cannot open");
+        goto fail;
+    }
+    /* Wait briefly for another writer, then report the lock clearly. */
+    sqlite3_busy_timeout(s->db, 2000);
+    if ((st = exec(ctx, s, "PRAGMA foreign_keys=ON;")))
+        goto fail;
+    sqlite3_stmt *q = NULL;
+    int version = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL) == SQLITE_OK) {
+        if (sqlite3_step(q) == SQLITE_ROW)
+            version = atoi((const char *)sqlite3_column_text(q, 0));
+        sqlite3_finalize(q);
+    } else {
+        /* No meta table: a new database, or not a kace store at all. */
+        int n_tables = -1;
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL) != SQLITE_OK) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: not a SQLite database (%s)", path, sqlite3_errmsg(s->db));
+            goto fail;
+        }
+        if (sqlite3_step(q) == SQLITE_ROW)
+            n_tables = sqlite3_column_int(q, 0);
+        sqlite3_finalize(q);
+        if (n_tables != 0) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: a SQLite database that is not a kace store", path);
+            goto fail;
+        }
+    }
+    if (version > KACE_STORE_SCHEMA_VERSION) {
+        st = kace_fail(ctx, KACE_ERR_STORE, "%s: schema version %d is newer than this kace supports (%d)", path,
+                       version, KACE_STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (version == 0) {
+        if ((st = exec(ctx, s, "BEGIN IMMEDIATE;")))
+            goto fail;
+        if ((st = exec(ctx, s, schema_sql)) ||
+            (st = exec(ctx, s, "INSERT OR REPLACE INTO meta VALUES('schema_version','1');")) ||
+            (st = exec(ctx, s, "COMMIT;"))) {
+            exec(NULL, s, "ROLLBACK;");
+            goto fail;
+        }
+    }
+    *out = s;
+    return KACE_OK;
+fail:
+    if (s->db)
+        sqlite3_close(s->db);
+    free(s);
+    return st;
+}
+
+void kace_store_close(kace_store **store)
+{
+    if (!store || !*store)
+        return;
+    sqlite3_close((*store)->db);
+    free(*store);
+    *store = NULL;
+}
+
+/* ---- import ---------------------------------------------------------- */
+
+typedef struct stmt_set {
+    sqlite3_stmt *ins_workload, *get_workload, *ins_source, *get_source, *get_value, *put_value, *ins_run,
+        *ins_member, *ins_split, *find_pair;
+} stmt_set;
+
+static void finalize_all(stmt_set *q)
+{
+    sqlite3_stmt **p = (sqlite3_stmt **)q;
+    for (size_t i = 0; i < sizeof *q / sizeof *p; i++)
+        sqlite3_finalize(p[i]);
+}
+
+static kace_status prepare(kace_ctx *ctx, kace_store *s, const char *sql, sqlite3_stmt **q)
+{
+    if (sqlite3_prepare_v2(s->db, sql, -1, q, NULL) != SQLITE_OK)
+        return db_fail(ctx, s, "prepare");
+    return KACE_OK;
+}
+
+static kace_status workload_id(kace_ctx *ctx, kace_store *s, stmt_set *q, const char *name, sqlite3_int64 *id)
+{
+    char family[KACE_NAME_MAX];
+    int batch;
+    kace_workload_parse_name(name, family, &batch);
+    sqlite3_reset(q->ins_workload);
+    sqlite3_bind_text(q->ins_workload, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q->ins_workload, 2, family, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(q->ins_workload, 3, batch);
+    if (sqlite3_step(q->ins_workload) != SQLITE_DONE)
+        return db_fail(ctx, s, "insert workload");
+    sqlite3_reset(q->get_workload);
+    sqlite3_bind_text(q->get_workload, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(q->get_workload) != SQLITE_ROW)
+        return db_fail(ctx, s, "find workload");
+    *id = sqlite3_column_int64(q->get_workload, 0);
+    return KACE_OK;
+}
+
+static void bind_text_or_null(sqlite3_stmt *q, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(q, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q, i);
+}
+
+static const char *run_status_name(kace_run_status st)
+{
+    switch (st) {
+    case KACE_RUN_OK: return "ok";
+    case KACE_RUN_FAILED: return "failed";
+    case KACE_RUN_OOM: return "oom";
+    case KACE_RUN_TIMEOUT: return "timeout";
+    }
+    return "failed";
+}
+
+static kace_status import_values(kace_ctx *ctx, kace_store *s, stmt_set *q, const kace_import_batch *b,
+                                 sqlite3_int64 source, kace_import_stats *stats)
+{
+    kace_status st;
+    for (size_t i = 0; i < b->n_values; i++) {
+        const kace_profile_value *v = &b->values[i];
+        sqlite3_int64 wid;
+        if ((st = workload_id(ctx, s, q, v->workload, &wid)))
+            return st;
+        sqlite3_reset(q->get_value);
+        sqlite3_bind_int64(q->get_value, 1, wid);
+        sqlite3_bind_text(q->get_value, 2, v->metric, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(q->get_value);
+        bool exists = rc == SQLITE_ROW;
+        bool same = false;
+        if (exists) {
+            bool old_null = sqlite3_column_type(q->get_value, 0) == SQLITE_NULL;
+            double old = sqlite3_column_double(q->get_value, 0);
+            same = (old_null && isnan(v->value)) || (!old_null && !isnan(v->value) && old == v->value);
+        } else if (rc != SQLITE_DONE) {
+            return db_fail(ctx, s, "read profile");
+        }
+        /* A value copied from a colocation file never overrides a profile. */
+        if (same || (exists && v->embedded)) {
+            stats->values_unchanged++;
+            continue;
+        }
+        sqlite3_reset(q->put_value);
+        sqlite3_bind_int64(q->put_value, 1, wid);
+        sqlite3_bind_text(q->put_value, 2, v->metric, -1, SQLITE_STATIC);
+        if (isnan(v->value))
+            sqlite3_bind_null(q->put_value, 3);
+        else
+            sqlite3_bind_double(q->put_value, 3, v->value);
+        sqlite3_bind_int64(q->put_value, 4, source);
+        if (sqlite3_step(q->put_value) != SQLITE_DONE)
+            return db_fail(ctx, s, "write profile");
+        if (exists)
+            stats->values_updated++;
+        else
+            stats->values_added++;
+    }
+    return KACE_OK;
+}
+
+static kace_status import_runs(kace_ctx *ctx, kace_store *s, stmt_set *q, const kace_import_batch *b,
+                               sqlite3_int64 source, kace_import_stats *stats)
+{
+    kace_status st;
+    for (size_t i = 0; i < b->n_runs; i++) {
+        const kace_import_run *r = &b->runs[i];
+        char key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 160];
+        int at = snprintf(key, sizeof key, "%s", b->set);
+        for (int m = 0; m < r->k; m++)
+            at += snprintf(key + at, sizeof key - (size_t)at, "|%s@%d", r->workload[m], r->mps_pct[m]);
+        sqlite3_reset(q->ins_run);
+        sqlite3_bind_text(q->ins_run, 1, b->set, -1, SQLITE_STATIC);
+        sqlite3_bind_int(q->ins_run, 2, r->k);
+        sqlite3_bind_text(q->ins_run, 3, run_status_name(r->status), -1, SQLITE_STATIC);
+        sqlite3_bind_text(q->ins_run, 4, key, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(q->ins_run, 5, source);
+        if (sqlite3_step(q->ins_run) != SQLITE_DONE)
+            return db_fail(ctx, s, "insert run");
+        if (sqlite3_changes(s->db) == 0) {
+            stats->runs_unchanged++;
+            continue;
+        }
+        sqlite3_int64 run_id = sqlite3_last_insert_rowid(s->db);
+        for (int m = 0; m < r->k; m++) {
+            sqlite3_int64 wid;
+            if ((st = workload_id(ctx, s, q, r->workload[m], &wid)))
+                return st;
+            sqlite3_reset(q->ins_member);
+            sqlite3_bind_int64(q->ins_member, 1, run_id);
+            sqlite3_bind_int(q->ins_member, 2, m);
+            sqlite3_bind_int64(q->ins_member, 3, wid);
+            sqlite3_bind_int(q->ins_member, 4, r->mps_pct[m]);
+            if (isnan(r->throughput[m]))
+                sqlite3_bind_null(q->ins_member, 5);
+            else
+                sqlite3_bind_double(q->ins_member, 5, r->throughput[m]);
+            if (sqlite3_step(q->ins_member) != SQLITE_DONE)
+                return db_fail(ctx, s, "insert run member");
+        }
+        stats->runs_added++;
+    }
+    return KACE_OK;
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The stored pairs as sorted "a\x1fb" keys (both orders), so that each
+ * split row is checked with a binary search instead of a join. */
+static kace_status load_pair_keys(kace_ctx *ctx, kace_store *s, stmt_set *q, char ***keys, size_t *n)
+{
+    *keys = NULL;
+    *n = 0;
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(q->find_pair)) == SQLITE_ROW) {
+        const char *a = (const char *)sqlite3_column_text(q->find_pair, 0);
+        const char *b = (const char *)sqlite3_column_text(q->find_pair, 1);
+        if (*n + 2 > cap) {
+            cap = cap ? cap * 2 : 1024;
+            char **k = realloc(*keys, cap * sizeof *k);
+            if (!k)
+                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            *keys = k;
+        }
+        for (int order = 0; order < 2; order++) {
+            size_t len = strlen(a) + strlen(b) + 2;
+            char *key = malloc(len);
+            if (!key)
+                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            snprintf(key, len, "%s\x1f%s", order ? b : a, order ? a : b);
+            (*keys)[(*n)++] = key;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        return db_fail(ctx, s, "read pairs");
+    qsort(*keys, *n, sizeof **keys, cmp_keys);
+    return KACE_OK;
+}
+
+static kace_status import_splits(kace_ctx *ctx, kace_store *s, stmt_set *q, const kace_import_batch *b,
+                                 kace_import_stats *stats)
+{
+    if (b->n_splits == 0)
+        return KACE_OK;
+    char **keys = NULL;
+    size_t n_keys = 0;
+    kace_status st = load_pair_keys(ctx, s, q, &keys, &n_keys);
+    for (size_t i = 0; st == KACE_OK && i < b->n_splits; i++) {
+        const kace_import_split *sp = &b->splits[i];
+        /* A split must name a measured pair: otherwise it is a typo. */
+        char key[2 * KACE_NAME_MAX + 2];
+        snprintf(key, sizeof key, "%s\x1f%s", sp->workload1, sp->workload2);
+        const char *kp = key;
+        if (!bsearch(&kp, keys, n_keys, sizeof *keys, cmp_keys)) {
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND,
+                           "%s:%d:1: no measured pair (%s, %s) in the store (import the colocation file first, or "
+                           "check the workload names)",
+                           b->origin, sp->line, sp->workload1, sp->workload2);
+            break;
+        }
+        sqlite3_reset(q->ins_split);
+        sqlite3_bind_int(q->ins_split, 1, sp->n_occur);
+        sqlite3_bind_int(q->ins_split, 2, sp->seed);
+        sqlite3_bind_int(q->ins_split, 3, sp->train);
+        sqlite3_bind_int(q->ins_split, 4, sp->paper_fit);
+        sqlite3_bind_text(q->ins_split, 5, sp->workload1, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q->ins_split, 6, sp->workload2, -1, SQLITE_STATIC);
+        if (sqlite3_step(q->ins_split) != SQLITE_DONE) {
+            st = db_fail(ctx, s, "insert split");
+            break;
+        }
+        if (sqlite3_changes(s->db))
+            stats->splits_added++;
+        else
+            stats->splits_unchanged++;
+    }
+    for (size_t i = 0; i < n_keys; i++)
+        free(keys[i]);
+    free(keys);
+    return st;
+}
+
+kace_status kace_store_import(kace_ctx *ctx, kace_store *s, const kace_import_batch *b, const kace_source *source,
+                              kace_import_stats *stats_out)
+{
+    kace_import_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stmt_set q;
+    memset(&q, 0, sizeof q);
+    kace_status st;
+    if ((st = exec(ctx, s, "BEGIN IMMEDIATE;")))
+        return st;
+    if ((st = prepare(ctx, s, "INSERT OR IGNORE INTO workloads(name, family, batch) VALUES(?,?,?)", &q.ins_workload)) ||
+        (st = prepare(ctx, s, "SELECT id FROM workloads WHERE name=?", &q.get_workload)) ||
+        (st = prepare(ctx, s, "INSERT OR IGNORE INTO sources(gpu, tool, date, file) VALUES(?,?,?,?)", &q.ins_source)) ||
+        (st = prepare(ctx, s, "SELECT id FROM sources WHERE gpu IS ? AND tool IS ? AND date IS ? AND file=?",
+                      &q.get_source)) ||
+        (st = prepare(ctx, s, "SELECT value FROM profiles WHERE workload_id=? AND metric=?", &q.get_value)) ||
+        (st = prepare(ctx, s, "INSERT OR REPLACE INTO profiles(workload_id, metric, value, source_id) VALUES(?,?,?,?)",
+                      &q.put_value)) ||
+        (st = prepare(ctx, s, "INSERT OR IGNORE INTO runs(set_name, k, status, run_key, source_id) VALUES(?,?,?,?,?)",
+                      &q.ins_run)) ||
+        (st = prepare(ctx, s, "INSERT INTO run_members(run_id, slot, workload_id, mps_pct, throughput) VALUES(?,?,?,?,?)",
+                      &q.ins_member)) ||
+        (st = prepare(ctx, s, "INSERT OR IGNORE INTO splits VALUES(?,?,?,?,?,?)", &q.ins_split)) ||
+        (st = prepare(ctx, s,
+                      "SELECT wa.name, wb.name FROM runs r JOIN run_members a ON a.run_id=r.id AND a.slot=0 "
+                      "JOIN run_members b ON b.run_id=r.id AND b.slot=1 JOIN workloads wa ON wa.id=a.workload_id "
+                      "JOIN workloads wb ON wb.id=b.workload_id WHERE r.k=2",
+                      &q.find_pair)))
+        goto fail;
+
+    const char *file = strrchr(b->origin, '/') ? strrchr(b->origin, '/') + 1 : b->origin;
+    bind_text_or_null(q.ins_source, 1, source ? source->gpu : NULL);
+    bind_text_or_null(q.ins_source, 2, source ? source->tool : NULL);
+    bind_text_or_null(q.ins_source, 3, source ? source->date : NULL);
+    sqlite3_bind_text(q.ins_source, 4, file, -1, SQLITE_STATIC);
+    if (sqlite3_step(q.ins_source) != SQLITE_DONE) {
+        st = db_fail(ctx, s, "insert source");
+        goto fail;
+    }
+    bind_text_or_null(q.get_source, 1, source ? source->gpu : NULL);
+    bind_text_or_null(q.get_source, 2, source ? source->tool : NULL);
+    bind_text_or_null(q.get_source, 3, source ? source->date : NULL);
+    sqlite3_bind_text(q.get_source, 4, file, -1, SQLITE_STATIC);
+    if (sqlite3_step(q.get_source) != SQLITE_ROW) {
+        st = db_fail(ctx, s, "find source");
+        goto fail;
+    }
+    sqlite3_int64 source_id = sqlite3_column_int64(q.get_source, 0);
+
+    if ((st = import_values(ctx, s, &q, b, source_id, &stats)) || (st = import_runs(ctx, s, &q, b, source_id, &stats)) ||
+        (st = import_splits(ctx, s, &q, b, &stats)))
+        goto fail;
+    finalize_all(&q);
+    /* A source row that ended up unused (nothing new) is dropped again. */
+    if ((st = exec(ctx, s,
+                   "DELETE FROM sources WHERE id NOT IN (SELECT source_id FROM profiles) AND id NOT IN "
+                   "(SELECT source_id FROM runs);")) ||
+        (st = exec(ctx, s, "COMMIT;"))) {
+        exec(NULL, s, "ROLLBACK;");
+        return st;
+    }
+    if (stats_out)
+        *stats_out = stats;
+    return KACE_OK;
+fail:
+    finalize_all(&q);
+    exec(NULL, s, "ROLLBACK;");
+    return st;
+}
+
+/* ---- loading ---------------------------------------------------------- */
+
+kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *s, const char *set, bool all_splits, kace_dataset **out)
+{
+    *out = NULL;
+    kace_dataset *ds = NULL;
+    sqlite3_stmt *q = NULL;
+    kace_status st = kace_dataset_new(ctx, &ds);
+    if (st)
+        return st;
+    /* Workloads in id order, so indices are stable across loads. */
+    if ((st = prepare(ctx, s, "SELECT name FROM workloads ORDER BY id", &q)))
+        goto fail;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int idx;
+        if ((st = kace_dataset_intern(ctx, ds, (const char *)sqlite3_column_text(q, 0), &idx)))
+            goto fail;
+    }
+    if (rc != SQLITE_DONE) {
+        st = db_fail(ctx, s, "read workloads");
+        goto fail;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if ((st = prepare(ctx, s, "SELECT w.name, p.metric, p.value FROM profiles p JOIN workloads w ON w.id=p.workload_id",
+                      &q)))
+        goto fail;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int m = kace_metric_from_name((const char *)sqlite3_column_text(q, 1));
+        if (m < 0 || sqlite3_column_type(q, 2) == SQLITE_NULL)
+            continue;
+        int w = kace_dataset_find(ds, (const char *)sqlite3_column_text(q, 0));
+        if (w >= 0)
+            ds->workloads[w].metric[m] = sqlite3_column_double(q, 2);
+    }
+    if (rc != SQLITE_DONE) {
+        st = db_fail(ctx, s, "read profiles");
+        goto fail;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if ((st = prepare(ctx, s,
+                      "SELECT r.id, r.k, m.slot, w.name, m.mps_pct, m.throughput FROM runs r "
+                      "JOIN run_members m ON m.run_id=r.id JOIN workloads w ON w.id=m.workload_id "
+                      "WHERE r.status='ok' AND (?1 IS NULL OR r.set_name=?1) ORDER BY r.id, m.slot",
+                      &q)))
+        goto fail;
+    if (set)
+        sqlite3_bind_text(q, 1, set, -1, SQLITE_STATIC);
+    kace_colocation c;
+    memset(&c, 0, sizeof c);
+    sqlite3_int64 current = -1;
+    bool pending = false;
+    for (;;) {
+        rc = sqlite3_step(q);
+        sqlite3_int64 id = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -2;
+        if (pending && id != current) {
+            bool all100 = true;
+            for (int i = 0; i < c.k; i++)
+                all100 &= c.mps_pct[i] == 100;
+            if (all100 || all_splits)
+                if ((st = kace_dataset_add_colocation(ctx, ds, &c)))
+                    goto fail;
+            pending = false;
+        }
+        if (rc != SQLITE_ROW)
+            break;
+        if (id != current) {
+            memset(&c, 0, sizeof c);
+            c.k = sqlite3_column_int(q, 1);
+            current = id;
+            pending = true;
+        }
+        int slot = sqlite3_column_int(q, 2);
+        if (slot < 0 || slot >= KACE_MAX_K || slot >= c.k) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: run %lld has a bad member slot %d", s->path, (long long)id, slot);
+            goto fail;
+        }
+        c.workload[slot] = kace_dataset_find(ds, (const char *)sqlite3_column_text(q, 3));
+        c.mps_pct[slot] = sqlite3_column_int(q, 4);
+        c.throughput[slot] = sqlite3_column_double(q, 5);
+    }
+    if (rc != SQLITE_DONE) {
+        st = db_fail(ctx, s, "read runs");
+        goto fail;
+    }
+    sqlite3_finalize(q);
+    *out = ds;
+    return KACE_OK;
+fail:
+    sqlite3_finalize(q);
+    kace_dataset_free(&ds);
+    return st;
+}
+
+static int find_pair(const kace_dataset *ds, int a, int b)
+{
+    for (size_t i = 0; i < ds->n_colocations; i++) {
+        const kace_colocation *c = &ds->colocations[i];
+        if (c->k == 2 && ((c->workload[0] == a && c->workload[1] == b) || (c->workload[0] == b && c->workload[1] == a)))
+            return (int)i;
+    }
+    return -1;
+}
+
+kace_status kace_store_load_splits(kace_ctx *ctx, kace_store *s, const kace_dataset *ds, kace_splits **out)
+{
+    *out = NULL;
+    sqlite3_stmt *q = NULL;
+    kace_splits *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st;
+    size_t cap = 0;
+    /* rowid order = file order, which the paper's row order depends on. */
+    if ((st = prepare(ctx, s, "SELECT n_occur, seed, is_train, paper_fit, workload1, workload2 FROM splits ORDER BY rowid",
+                      &q)))
+        goto fail;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *w1 = (const char *)sqlite3_column_text(q, 4), *w2 = (const char *)sqlite3_column_text(q, 5);
+        int a = kace_dataset_find(ds, w1), b = kace_dataset_find(ds, w2);
+        int c = (a >= 0 && b >= 0) ? find_pair(ds, a, b) : -1;
+        if (c < 0) {
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "split names the pair (%s, %s), which the pair set does not hold", w1,
+                           w2);
+            goto fail;
+        }
+        if (sp->n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            kace_split_row *r = realloc(sp->rows, cap * sizeof *r);
+            if (!r) {
+                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            sp->rows = r;
+        }
+        kace_split_row *r = &sp->rows[sp->n++];
+        r->n_occur = sqlite3_column_int(q, 0);
+        r->seed = sqlite3_column_int(q, 1);
+        r->train = sqlite3_column_int(q, 2) != 0;
+        r->paper_fit = sqlite3_column_int(q, 3) != 0;
+        r->colocation = c;
+    }
+    if (rc != SQLITE_DONE) {
+        st = db_fail(ctx, s, "read splits");
+        goto fail;
+    }
+    sqlite3_finalize(q);
+    *out = sp;
+    return KACE_OK;
+fail:
+    sqlite3_finalize(q);
+    kace_splits_free(&sp);
+    return st;
+}
+
+void kace_splits_free(kace_splits **s)
+{
+    if (!s || !*s)
+        return;
+    free((*s)->rows);
+    free(*s);
+    *s = NULL;
+}
+
+kace_status kace_store_list_sets(kace_ctx *ctx, kace_store *s, kace_set_info **sets, size_t *n)
+{
+    *sets = NULL;
+    *n = 0;
+    sqlite3_stmt *q = NULL;
+    kace_status st;
+    if ((st = prepare(ctx, s, "SELECT set_name, max(k), count(*) FROM runs GROUP BY set_name ORDER BY set_name", &q)))
+        return st;
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            kace_set_info *p = realloc(*sets, cap * sizeof *p);
+            if (!p) {
+                sqlite3_finalize(q);
+                free(*sets);
+                *sets = NULL;
+                *n = 0;
+                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            }
+            *sets = p;
+        }
+        kace_set_info *si = &(*sets)[(*n)++];
+        snprintf(si->name, sizeof si->name, "%s", (const char *)sqlite3_column_text(q, 0));
+        si->k = sqlite3_column_int(q, 1);
+        si->n_runs = (size_t)sqlite3_column_int64(q, 2);
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE ? KACE_OK : db_fail(ctx, s, "read sets");
+}
+
+kace_status kace_store_save_model(kace_ctx *ctx, kace_store *s, const char *name, const kace_model *m)
+{
+    char *text = NULL;
+    kace_status st = kace_model_to_text(ctx, m, &text);
+    if (st)
+        return st;
+    sqlite3_stmt *q = NULL;
+    if ((st = prepare(ctx, s, "INSERT OR REPLACE INTO models(name, kind, created, body) VALUES(?,?,?,?)", &q))) {
+        free(text);
+        return st;
+    }
+    char created[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, kace_model_get_kind(m) == KACE_MODEL_LINEAR ? "linear" : "forest", -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, created, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, text, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE)
+        st = db_fail(ctx, s, "save model");
+    sqlite3_finalize(q);
+    free(text);
+    return st;
+}
+
+kace_status kace_store_load_model(kace_ctx *ctx, kace_store *s, const char *name, kace_model **out)
+{
+    *out = NULL;
+    sqlite3_stmt *q = NULL;
+    kace_status st;
+    if ((st = prepare(ctx, s, "SELECT body FROM models WHERE name=?", &q)))
+        return st;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *body = (const char *)sqlite3_column_text(q, 0);
+        st = kace_model_from_text(ctx, body, (size_t)sqlite3_column_bytes(q, 0), "store", out);
+    } else if (rc == SQLITE_DONE) {
+        st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: no model named '%s' (run kace train first)", s->path, name);
+    } else {
+        st = db_fail(ctx, s, "load model");
+    }
+    sqlite3_finalize(q);
+    return st;
+}
+
+kace_status kace_store_count(kace_ctx *ctx, kace_store *s, kace_store_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    static const char *const sql[] = {"SELECT count(*) FROM workloads", "SELECT count(*) FROM profiles",
+                                      "SELECT count(*) FROM runs", "SELECT count(*) FROM splits",
+                                      "SELECT count(*) FROM models"};
+    size_t *dst[] = {&c->workloads, &c->profile_values, &c->runs, &c->splits, &c->models};
+    for (int i = 0; i < 5; i++) {
+        sqlite3_stmt *q = NULL;
+        kace_status st = prepare(ctx, s, sql[i], &q);
+        if (st)
+            return st;
+        if (sqlite3_step(q) == SQLITE_ROW)
+            *dst[i] = (size_t)sqlite3_column_int64(q, 0);
+        sqlite3_finalize(q);
+    }
+    return KACE_OK;
+}
