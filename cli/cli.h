@@ -46,6 +46,7 @@ typedef struct eval_request {
     bool paper, clean;
     bool with_xu;
     int xu_iter;
+    double xu_tree_scale;      /* 0 = library default (0.05); 1 = the paper's tree counts */
     bool figures;
 } eval_request;
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);

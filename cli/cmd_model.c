@@ -83,7 +83,7 @@ int cmd_train(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (forest) {
-        kace_forest_search search = {xu_iter, 5, 1, 0};
+        kace_forest_search search = {xu_iter, 5, 1, 1, 1.0};
         kace_forest_params best;
         st = kace_model_fit_forest_search(ctx, fs, X, y, n, &search, &best, &m);
     } else {

@@ -34,7 +34,7 @@ static const char *const common =
     "set key outside right top\n"
     "set grid ytics\n";
 
-int figures_splits(const char *out_dir, const char *mode, const kace_split_results *r)
+int figures_splits(const char *out_dir, const char *mode, const kace_split_results *r, bool with_xu)
 {
     /* fig4 draws one bar per policy from a small transposed table. */
     char path[4096];
@@ -46,7 +46,8 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
                                         KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
     fprintf(f, "policy,score\n");
     for (size_t p = 0; p < sizeof order / sizeof *order; p++)
-        fprintf(f, "%s,%.6f\n", kace_policy_name(order[p]), kace_eval_mean(r, 3, order[p]));
+        if (with_xu || order[p] != KACE_POL_XU)
+            fprintf(f, "%s,%.6f\n", kace_policy_name(order[p]), kace_eval_mean(r, 3, order[p]));
     fclose(f);
 
     char script[8192];
@@ -59,7 +60,7 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
              "set xlabel 'n_occur (each workload in at least n training pairs)'\n"
              "set ylabel 'achieved / Oracle'\n"
              "set yrange [0:1.05]\n"
-             "plot for [c=2:8] 'summary_%s.csv' using 1:c with linespoints lw 2 title columnheader(c)\n"
+             "plot for [c in '%s'] 'summary_%s.csv' using 1:(column(int(c))) with linespoints lw 2 title columnheader(int(c))\n"
              "set output 'fig2_error_%s.png'\n"
              "set multiplot layout 1,3 title 'KACE linear model on the whole test set (%s mode)'\n"
              "unset key\n"
@@ -85,13 +86,14 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
              "set output 'fig5_targets_%s.png'\n"
              "set title 'Per target at n_occur=3 (%s mode)'\n"
              "set xtics rotate by -45\n"
-             "plot 'targets_%s_n3.csv' using 2:xtic(1) title 'KACE', '' using 3 title 'Xu', '' using 5 title 'MEMCAP'\n",
-             common, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode);
+             "plot 'targets_%s_n3.csv' using 2:xtic(1) title 'KACE', %s'' using 5 title 'MEMCAP'\n",
+             common, mode, mode, with_xu ? "2 3 4 5 6 7 8" : "2 4 5 6 7 8", mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, with_xu ? "'' using 3 title 'Xu', " : "");
     return run_gnuplot(out_dir, script);
 }
 
-int figures_targets(const char *out_dir, const char *mode)
+int figures_targets(const char *out_dir, const char *mode, bool with_xu)
 {
+    const char *xu = with_xu ? "'' using 4 title 'Xu', " : "";
     char script[4096];
     /* Columns: target, candidates, KACE, Xu, Best rule, MEMCAP, MEM%, SM%, Random. */
     snprintf(script, sizeof script,
@@ -104,14 +106,14 @@ int figures_targets(const char *out_dir, const char *mode)
              "set xtics rotate by -45\n"
              "set output 'fig_unseen_%s.png'\n"
              "set title 'Unseen workload families, pairs (%s mode)'\n"
-             "plot 'unseen_%s.csv' using 3:xtic(1) title 'KACE', '' using 4 title 'Xu', '' using 6 title 'MEMCAP', "
+             "plot 'unseen_%s.csv' using 3:xtic(1) title 'KACE', %s'' using 6 title 'MEMCAP', "
              "'' using 9 title 'Random'\n"
              "if (system(\"test -f triples_%s.csv && echo 1\") eq \"1\") {\n"
              "  set output 'fig_triples_%s.png'\n"
              "  set title 'Three workloads at once (%s mode)'\n"
-             "  plot 'triples_%s.csv' using 3:xtic(1) title 'KACE', '' using 4 title 'Xu', '' using 6 title 'MEMCAP', "
+             "  plot 'triples_%s.csv' using 3:xtic(1) title 'KACE', %s'' using 6 title 'MEMCAP', "
              "'' using 9 title 'Random'\n"
              "}\n",
-             common, mode, mode, mode, mode, mode, mode, mode);
+             common, mode, mode, mode, xu, mode, mode, mode, mode, xu);
     return run_gnuplot(out_dir, script);
 }

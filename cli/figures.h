@@ -2,13 +2,15 @@
 #ifndef KACE_CLI_FIGURES_H
 #define KACE_CLI_FIGURES_H
 
+#include <stdbool.h>
+
 #include "kace/eval.h"
 
 /* Training-size study: fig2 (MSE, R2, fit time), fig3 (score vs n_occur),
  * fig4 (policies at n_occur=3), fig5 (per target). Returns 0 on success,
  * -1 when gnuplot is missing or failed (a warning is printed). */
-int figures_splits(const char *out_dir, const char *mode, const kace_split_results *r);
+int figures_splits(const char *out_dir, const char *mode, const kace_split_results *r, bool with_xu);
 /* Unseen-family and 3-way per-target bar charts. */
-int figures_targets(const char *out_dir, const char *mode);
+int figures_targets(const char *out_dir, const char *mode, bool with_xu);
 
 #endif

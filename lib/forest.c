@@ -87,11 +87,15 @@ static uint64_t rand_below(uint64_t *state, uint64_t m)
 
 /* ------------------------------------------------------------ helpers */
 
+/* xgboost's message is "[time] file:line: what" followed by a snippet and a
+ * stack trace on later lines: keep the first line. */
 static kace_status xgb_fail(kace_ctx *ctx, const char *what)
 {
     const char *msg = XGBGetLastError();
-    return kace_fail(ctx, KACE_ERR_MODEL, "random forest: %s failed: %s", what,
-                     msg && *msg ? msg : "unknown xgboost error");
+    if (!msg || !*msg)
+        msg = "unknown xgboost error";
+    int len = (int)strcspn(msg, "\n");
+    return kace_fail(ctx, KACE_ERR_MODEL, "random forest: %s failed: %.*s", what, len, msg);
 }
 
 static int all_finite(const double *v, size_t n)
@@ -418,6 +422,12 @@ static kace_status prepare(kace_ctx *ctx, const kace_feature_set *fs, const doub
     kace_column_stats(X, n, d, m->x_mean, m->x_std);
     kace_zscore(X, n, d, m->x_mean, m->x_std, Z);
     kace_column_stats(y, n, 1, &m->y_mean, &m->y_std);
+    if (!(m->y_std > 0)) { /* as the linear model */
+        free(m);
+        free(Z);
+        free(yz);
+        return kace_fail(ctx, KACE_ERR_MODEL, "every fitting row has the same label: nothing to learn");
+    }
     kace_zscore(y, n, 1, &m->y_mean, &m->y_std, yz);
     *mout = m;
     *Zout = Z;
@@ -523,9 +533,26 @@ static kace_forest_params grid_point(int idx)
     return p;
 }
 
-kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *fs, const double *X,
-                                         const double *y, size_t n, const kace_forest_search *search,
-                                         kace_forest_params *best, kace_model **out)
+/* The paper's grid point with n_estimators multiplied by tree_scale (rounded,
+ * at least 1 tree); tree_scale 1 is the paper's grid. */
+static kace_forest_params scaled_grid_point(int idx, double tree_scale)
+{
+    kace_forest_params p = grid_point(idx);
+    if (tree_scale != 1.0) {
+        long t = lround((double)p.n_estimators * tree_scale);
+        p.n_estimators = t < 1 ? 1 : (int)t;
+    }
+    return p;
+}
+
+/* The search with every n_estimators of the grid scaled by tree_scale (in
+ * (0, 1]; the public entry point uses 1, the paper's grid). Measured on the
+ * 45 paper-mode Xu train sets of the KACE data (22..97 rows): mean normalized
+ * throughput 0.856 with the paper's 200..2000 trees, 0.853 with 0.1 and 0.858
+ * with 0.05 (10..100 trees), in 207 s, 15 s and 6 s on 2 busy cores. */
+static kace_status forest_search(kace_ctx *ctx, const kace_feature_set *fs, const double *X,
+                                 const double *y, size_t n, const kace_forest_search *search,
+                                 double tree_scale, kace_forest_params *best, kace_model **out)
 {
     kace_status st = check_inputs(ctx, fs, X, y, n, out);
     if (st != KACE_OK)
@@ -541,6 +568,9 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
     if (search->n_threads < 0)
         return kace_fail(ctx, KACE_ERR_INVALID, "random forest search: n_threads must be >= 0, got %d",
                          search->n_threads);
+    if (!(tree_scale > 0.0 && tree_scale <= 1.0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "random forest search: tree scale must be in (0, 1], got %g",
+                         tree_scale);
 
     int d = fs->n;
     size_t k = (size_t)search->n_folds < n ? (size_t)search->n_folds : n;
@@ -611,7 +641,7 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
     int best_i = -1;
     double best_mse = INFINITY;
     for (int c = 0; c < n_iter; c++) {
-        kace_forest_params p = grid_point(cand[c]);
+        kace_forest_params p = scaled_grid_point(cand[c], tree_scale);
         double sum_mse = 0.0;
         for (size_t f = 0; f < k; f++) {
             size_t a = fold_start[f], e = fold_start[f + 1];
@@ -637,7 +667,7 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
         }
     }
 
-    kace_forest_params bp = grid_point(cand[best_i]);
+    kace_forest_params bp = scaled_grid_point(cand[best_i], tree_scale);
     st = fit_into(ctx, m, Z, yz, n, &bp, search->seed, search->n_threads);
     if (st != KACE_OK)
         goto cleanup;
@@ -675,4 +705,11 @@ cleanup:
     free(dtest);
     free(fold_start);
     return st;
+}
+
+kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *fs, const double *X,
+                                         const double *y, size_t n, const kace_forest_search *search,
+                                         kace_forest_params *best, kace_model **out)
+{
+    return forest_search(ctx, fs, X, y, n, search, search->tree_scale > 0 ? search->tree_scale : 1.0, best, out);
 }

@@ -74,6 +74,9 @@ typedef struct kace_forest_search {
     int n_folds;         /* cross-validation folds (5 in the paper) */
     uint64_t seed;
     int n_threads;       /* 0 = xgboost's default */
+    double tree_scale;   /* n_estimators of the grid times this (0 or 1 = the
+                            paper's 200..2000 trees); on a few dozen rows 0.05
+                            scores the same and is 20x faster */
 } kace_forest_search;
 
 /* Fits a random forest (xgboost in random-forest mode) on z-scored features

@@ -1,0 +1,637 @@
+/* The SQLite store (lib/store.c): schema creation and versioning, refusal of
+ * foreign and newer databases, idempotent imports with their statistics,
+ * all-or-nothing batches, loading the reference data back, sources of
+ * profile values, and a clear failure (not a hang) on a locked database. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "kace/store.h"
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static char *db_path(const char *test, const char *name)
+{
+    const char *dir = scratch_dir(test);
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    assert_non_null(p);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static sqlite3 *raw_open(const char *path)
+{
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
+        fail_msg("sqlite3_open %s: %s", path, db ? sqlite3_errmsg(db) : "?");
+    return db;
+}
+
+static void raw_exec(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", err ? err : "?");
+        sqlite3_free(err);
+        fail_msg("%s: %s", sql, msg);
+    }
+}
+
+/* First column of the first row as text ("" when no row / NULL). */
+static char *raw_query(const char *path, const char *sql)
+{
+    static char out[512];
+    sqlite3 *db = raw_open(path);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    out[0] = '\0';
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+        snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return out;
+}
+
+static kace_import_batch *parse_text(kace_ctx *ctx, const char *text, const char *origin)
+{
+    kace_import_batch *b = NULL;
+    assert_kace_ok(ctx, kace_import_parse_buffer(ctx, text, strlen(text), origin, NULL, &b));
+    return b;
+}
+
+static kace_import_stats import_text(kace_ctx *ctx, kace_store *s, const char *text, const char *origin)
+{
+    kace_import_batch *b = parse_text(ctx, text, origin);
+    kace_import_stats st;
+    memset(&st, 0xAB, sizeof st);
+    assert_kace_ok(ctx, kace_store_import(ctx, s, b, NULL, &st));
+    kace_import_batch_free(&b);
+    return st;
+}
+
+static void import_file(kace_ctx *ctx, kace_store *s, const char *rel)
+{
+    kace_import_batch *b = NULL;
+    assert_kace_ok(ctx, kace_import_parse_file(ctx, ref_path(rel), NULL, &b));
+    assert_kace_ok(ctx, kace_store_import(ctx, s, b, NULL, NULL));
+    kace_import_batch_free(&b);
+}
+
+static void assert_counts(kace_ctx *ctx, kace_store *s, size_t workloads, size_t values, size_t runs, size_t splits,
+                          size_t models)
+{
+    kace_store_counts c;
+    assert_kace_ok(ctx, kace_store_count(ctx, s, &c));
+    if (c.workloads != workloads || c.profile_values != values || c.runs != runs || c.splits != splits ||
+        c.models != models)
+        fail_msg("counts workloads %zu values %zu runs %zu splits %zu models %zu, expected %zu %zu %zu %zu %zu",
+                 c.workloads, c.profile_values, c.runs, c.splits, c.models, workloads, values, runs, splits, models);
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+#define KERNEL_HDR "Threads,Compute (SM) Throughput,DRAM Throughput,Memory Throughput,Registers,Static Shared Memory,Type\n"
+#define SYSTEM_TEXT                                                                                                 \
+    "Type,Exclusive100,sm%,mem%,memcap,Exclusive50\n"                                                              \
+    "a_batch2-inf,10,50,20,4,\n"                                                                                    \
+    "b_batch8-train,20,60,30,8,12.5\n"
+#define PAIRS_TEXT                                                                                                  \
+    "workload1,workload2,w1throughput,w2throughput,w1_Threads,w2_Threads\n"                                        \
+    "a_batch2-inf,b_batch8-train,5,7,999,2000\n"                                                                    \
+    "a_batch2-inf,a_batch2-inf,4,4.5,999,999\n"
+#define SPLITS_HDR "n_occur,seed,set,workload1,workload2,paper_fit\n"
+
+/* ---- schema ------------------------------------------------------------------ */
+
+static void test_open_creates_schema(void **state)
+{
+    (void)state;
+    char *path = db_path("store_schema", "nested/folder/kace.db"); /* parent folders are created */
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    assert_non_null(s);
+    assert_counts(ctx, s, 0, 0, 0, 0, 0);
+    kace_store_close(&s);
+    assert_null(s);
+    kace_store_close(&s); /* closing NULL is fine */
+
+    char want[16];
+    snprintf(want, sizeof want, "%d", KACE_STORE_SCHEMA_VERSION);
+    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), want);
+    static const char *const tables[] = {"meta", "workloads", "sources", "profiles", "runs", "run_members", "splits",
+                                         "models"};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
+        if (strcmp(raw_query(path, sql), "1") != 0)
+            fail_msg("table %s was not created", tables[i]);
+    }
+
+    /* Reopening keeps the data and the schema version (no second meta row). */
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+    assert_counts(ctx, s, 2, 10, 0, 0, 0);
+    kace_store_close(&s);
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    assert_counts(ctx, s, 2, 10, 0, 0, 0);
+    kace_store_close(&s);
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM meta WHERE key='schema_version'"), "1");
+    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), want);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+static void test_refuses_foreign_and_newer(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = (kace_store *)(uintptr_t)1;
+
+    /* A SQLite database of some other program. */
+    char *foreign = db_path("store_foreign", "other.db");
+    sqlite3 *db = raw_open(foreign);
+    raw_exec(db, "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers VALUES(1, 'x');");
+    sqlite3_close(db);
+    assert_int_equal(kace_store_open(ctx, foreign, &s), KACE_ERR_STORE);
+    assert_null(s);
+    assert_non_null(strstr(kace_errmsg(ctx), foreign));
+    assert_non_null(strstr(kace_errmsg(ctx), "not a kace store"));
+    /* ... and it was left alone. */
+    assert_string_equal(raw_query(foreign, "SELECT count(*) FROM sqlite_master"), "1");
+    assert_string_equal(raw_query(foreign, "SELECT name FROM customers"), "x");
+
+    /* A file that is not SQLite at all. */
+    char *text = db_path("store_text", "notes.db");
+    free(write_file(scratch_dir("store_text"), "notes.db",
+                    "these are notes, not a database; long enough to be more than a header........\n"));
+    s = (kace_store *)(uintptr_t)1;
+    assert_int_equal(kace_store_open(ctx, text, &s), KACE_ERR_STORE);
+    assert_null(s);
+    assert_non_null(strstr(kace_errmsg(ctx), text));
+
+    /* A kace store written by a newer kace. */
+    char *newer = db_path("store_newer", "kace.db");
+    assert_kace_ok(ctx, kace_store_open(ctx, newer, &s));
+    kace_store_close(&s);
+    db = raw_open(newer);
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE meta SET value='%d' WHERE key='schema_version'", KACE_STORE_SCHEMA_VERSION + 1);
+    raw_exec(db, sql);
+    sqlite3_close(db);
+    s = (kace_store *)(uintptr_t)1;
+    assert_int_equal(kace_store_open(ctx, newer, &s), KACE_ERR_STORE);
+    assert_null(s);
+    assert_non_null(strstr(kace_errmsg(ctx), newer));
+    assert_non_null(strstr(kace_errmsg(ctx), "newer"));
+    /* The version was not rewritten. */
+    char want[16];
+    snprintf(want, sizeof want, "%d", KACE_STORE_SCHEMA_VERSION + 1);
+    assert_string_equal(raw_query(newer, "SELECT value FROM meta WHERE key='schema_version'"), want);
+
+    free(foreign);
+    free(text);
+    free(newer);
+    kace_ctx_free(&ctx);
+}
+
+/* ---- import ------------------------------------------------------------------ */
+
+static void test_import_stats_and_idempotence(void **state)
+{
+    (void)state;
+    char *path = db_path("store_stats", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+
+    kace_import_stats st = import_text(ctx, s, SYSTEM_TEXT, "profiles/system.csv");
+    assert_int_equal(st.values_added, 10);
+    assert_int_equal(st.values_updated, 0);
+    assert_int_equal(st.values_unchanged, 0);
+    assert_int_equal(st.runs_added + st.runs_unchanged + st.splits_added + st.splits_unchanged, 0);
+    st = import_text(ctx, s, SYSTEM_TEXT, "profiles/system.csv");
+    assert_int_equal(st.values_added, 0);
+    assert_int_equal(st.values_updated, 0);
+    assert_int_equal(st.values_unchanged, 10); /* the missing Exclusive50 too */
+    assert_counts(ctx, s, 2, 10, 0, 0, 0);
+
+    /* Colocations: 2 runs, 4 embedded Threads values of which a's is the
+     * same for both rows. */
+    st = import_text(ctx, s, PAIRS_TEXT, "colocations/pairs.csv");
+    assert_int_equal(st.runs_added, 2);
+    assert_int_equal(st.runs_unchanged, 0);
+    assert_int_equal(st.values_added, 2);     /* a/Threads, b/Threads */
+    assert_int_equal(st.values_unchanged, 2); /* a/Threads again (twice) */
+    st = import_text(ctx, s, PAIRS_TEXT, "colocations/pairs.csv");
+    assert_int_equal(st.runs_added, 0);
+    assert_int_equal(st.runs_unchanged, 2);
+    assert_int_equal(st.values_added + st.values_updated, 0);
+    assert_int_equal(st.values_unchanged, 4);
+    assert_counts(ctx, s, 2, 12, 2, 0, 0);
+
+    /* A kernel profile overrides the embedded Threads (an update) ... */
+    st = import_text(ctx, s, KERNEL_HDR "100,1,2,3,4,5,a_batch2-inf\n", "profiles/kernel/a_batch2-inf.csv");
+    assert_int_equal(st.values_added, 5);
+    assert_int_equal(st.values_updated, 1);
+    assert_int_equal(st.values_unchanged, 0);
+    /* ... and re-importing the colocations does not put the embedded one back. */
+    st = import_text(ctx, s, PAIRS_TEXT, "colocations/pairs.csv");
+    assert_int_equal(st.values_added + st.values_updated, 0);
+    assert_string_equal(raw_query(path, "SELECT p.value FROM profiles p JOIN workloads w ON w.id=p.workload_id "
+                                        "WHERE w.name='a_batch2-inf' AND p.metric='Threads'"),
+                        "100.0");
+
+    /* Splits: added, then unchanged. */
+    const char *splits = SPLITS_HDR "2,10,train,a_batch2-inf,b_batch8-train,1\n"
+                                    "2,10,test,b_batch8-train,a_batch2-inf,\n"; /* unordered match */
+    st = import_text(ctx, s, splits, "splits.csv");
+    assert_int_equal(st.splits_added, 2);
+    assert_int_equal(st.splits_unchanged, 0);
+    st = import_text(ctx, s, splits, "splits.csv");
+    assert_int_equal(st.splits_added, 0);
+    assert_int_equal(st.splits_unchanged, 2);
+    assert_counts(ctx, s, 2, 17, 2, 2, 0);
+
+    /* The same run in another file is another set's run. */
+    st = import_text(ctx, s, PAIRS_TEXT, "colocations/pairs-again.csv");
+    assert_int_equal(st.runs_added, 2);
+    kace_set_info *sets = NULL;
+    size_t n_sets = 0;
+    assert_kace_ok(ctx, kace_store_list_sets(ctx, s, &sets, &n_sets));
+    assert_int_equal(n_sets, 2);
+    assert_string_equal(sets[0].name, "pairs");
+    assert_string_equal(sets[1].name, "pairs-again");
+    assert_int_equal(sets[0].k, 2);
+    assert_int_equal(sets[0].n_runs, 2);
+    free(sets);
+
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+/* Appends to a hand-built batch (the struct is public). */
+static void *grow_array(void *p, size_t n, size_t size)
+{
+    void *q = realloc(p, (n + 1) * size);
+    assert_non_null(q);
+    return q;
+}
+
+static void test_failed_batch_rolls_back(void **state)
+{
+    (void)state;
+    char *path = db_path("store_rollback", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+    import_text(ctx, s, PAIRS_TEXT, "pairs.csv");
+    assert_counts(ctx, s, 2, 12, 2, 0, 0);
+    char before[512];
+    snprintf(before, sizeof before, "%s",
+             raw_query(path, "SELECT group_concat(id || name) FROM (SELECT * FROM workloads ORDER BY id)"));
+
+    /* A splits file whose first row is good and whose third names a pair
+     * never measured: nothing of it may stay. */
+    kace_import_batch *b = parse_text(ctx,
+                                      SPLITS_HDR "2,10,train,a_batch2-inf,b_batch8-train,1\n"
+                                                 "2,10,test,a_batch2-inf,a_batch2-inf,\n"
+                                                 "2,10,train,b_batch8-train,b_batch8-train,0\n",
+                                      "dir/splits.csv");
+    kace_import_stats stats;
+    memset(&stats, 0, sizeof stats);
+    assert_int_equal(kace_store_import(ctx, s, b, NULL, &stats), KACE_ERR_NOT_FOUND);
+    assert_non_null(strstr(kace_errmsg(ctx), "dir/splits.csv:4:1: "));
+    assert_non_null(strstr(kace_errmsg(ctx), "b_batch8-train"));
+    kace_import_batch_free(&b);
+    assert_counts(ctx, s, 2, 12, 2, 0, 0);
+
+    /* A batch with new values, new runs and new workloads, and a bad split
+     * last: the values and runs written before the failure are rolled back. */
+    b = calloc(1, sizeof *b);
+    assert_non_null(b);
+    b->kind = KACE_FILE_COLOCATIONS;
+    snprintf(b->origin, sizeof b->origin, "mixed.csv");
+    snprintf(b->set, sizeof b->set, "mixed");
+    b->values = grow_array(b->values, b->n_values, sizeof *b->values);
+    kace_profile_value *v = &b->values[b->n_values++];
+    memset(v, 0, sizeof *v);
+    snprintf(v->workload, sizeof v->workload, "new_batch2-inf");
+    snprintf(v->metric, sizeof v->metric, "sm%%");
+    v->value = 12;
+    b->values = grow_array(b->values, b->n_values, sizeof *b->values);
+    v = &b->values[b->n_values++];
+    memset(v, 0, sizeof *v);
+    snprintf(v->workload, sizeof v->workload, "a_batch2-inf");
+    snprintf(v->metric, sizeof v->metric, "sm%%");
+    v->value = 99; /* an update of an existing value */
+    b->runs = grow_array(b->runs, b->n_runs, sizeof *b->runs);
+    kace_import_run *r = &b->runs[b->n_runs++];
+    memset(r, 0, sizeof *r);
+    r->k = 2;
+    snprintf(r->workload[0], KACE_NAME_MAX, "new_batch2-inf");
+    snprintf(r->workload[1], KACE_NAME_MAX, "other_batch2-inf");
+    r->mps_pct[0] = r->mps_pct[1] = 100;
+    r->throughput[0] = 1;
+    r->throughput[1] = 2;
+    r->line = 2;
+    b->splits = grow_array(b->splits, b->n_splits, sizeof *b->splits);
+    kace_import_split *sp = &b->splits[b->n_splits++];
+    memset(sp, 0, sizeof *sp);
+    sp->n_occur = 2;
+    sp->seed = 10;
+    sp->train = true;
+    snprintf(sp->workload1, KACE_NAME_MAX, "new_batch2-inf");
+    snprintf(sp->workload2, KACE_NAME_MAX, "nosuch_batch2-inf");
+    sp->line = 7;
+    kace_source src = {"Tesla V100-SXM2-32GB", "test", "2024-01-01"};
+    assert_int_equal(kace_store_import(ctx, s, b, &src, &stats), KACE_ERR_NOT_FOUND);
+    assert_non_null(strstr(kace_errmsg(ctx), "mixed.csv:7:1: "));
+    assert_non_null(strstr(kace_errmsg(ctx), "nosuch_batch2-inf"));
+    assert_counts(ctx, s, 2, 12, 2, 0, 0);
+    assert_string_equal(raw_query(path, "SELECT group_concat(id || name) FROM (SELECT * FROM workloads ORDER BY id)"),
+                        before);
+    assert_string_equal(raw_query(path, "SELECT p.value FROM profiles p JOIN workloads w ON w.id=p.workload_id "
+                                        "WHERE w.name='a_batch2-inf' AND p.metric='sm%'"),
+                        "50.0");
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM sources WHERE tool='test'"), "0");
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM run_members"), "4");
+
+    /* Without the bad split the same batch goes in whole. */
+    b->n_splits = 0;
+    assert_kace_ok(ctx, kace_store_import(ctx, s, b, &src, &stats));
+    assert_int_equal(stats.values_added, 1);
+    assert_int_equal(stats.values_updated, 1);
+    assert_int_equal(stats.runs_added, 1);
+    assert_counts(ctx, s, 4, 13, 3, 0, 0);
+    kace_import_batch_free(&b);
+    assert_null(b);
+
+    /* The store is still usable after the failures. */
+    import_text(ctx, s, SPLITS_HDR "2,10,train,a_batch2-inf,b_batch8-train,1\n", "splits.csv");
+    assert_counts(ctx, s, 4, 13, 3, 1, 0);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+static void test_profile_values_keep_their_source(void **state)
+{
+    (void)state;
+    char *path = db_path("store_source", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    kace_import_batch *b = parse_text(ctx, KERNEL_HDR "100,1,2,3,4,5,a_batch2-inf\n", "/some/where/kernel-a.csv");
+    kace_source src = {"Tesla V100-SXM2-32GB", "ncu", "2024-06-24"};
+    assert_kace_ok(ctx, kace_store_import(ctx, s, b, &src, NULL));
+    kace_import_batch_free(&b);
+    /* No source given: NULLs, and another source row. */
+    import_text(ctx, s, SYSTEM_TEXT, "profiles/system.csv");
+    kace_store_close(&s);
+
+    assert_string_equal(raw_query(path, "SELECT s.gpu || '|' || s.tool || '|' || s.date || '|' || s.file "
+                                        "FROM profiles p JOIN workloads w ON w.id=p.workload_id "
+                                        "JOIN sources s ON s.id=p.source_id WHERE w.name='a_batch2-inf' "
+                                        "AND p.metric='Registers'"),
+                        "Tesla V100-SXM2-32GB|ncu|2024-06-24|kernel-a.csv");
+    assert_string_equal(raw_query(path, "SELECT coalesce(s.gpu, 'null') || '|' || coalesce(s.tool, 'null') || '|' || "
+                                        "s.file FROM profiles p JOIN workloads w ON w.id=p.workload_id "
+                                        "JOIN sources s ON s.id=p.source_id WHERE w.name='b_batch8-train' "
+                                        "AND p.metric='memcap'"),
+                        "null|null|system.csv");
+    assert_string_equal(raw_query(path, "SELECT count(DISTINCT source_id) FROM profiles"), "2");
+    /* A missing value is stored as NULL (known to be missing), not 0. */
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id "
+                                        "WHERE w.name='a_batch2-inf' AND p.metric='Exclusive50' AND p.value IS NULL"),
+                        "1");
+    /* Family and batch come from the name. */
+    assert_string_equal(raw_query(path, "SELECT family || '|' || batch FROM workloads WHERE name='b_batch8-train'"),
+                        "b-train|8");
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+/* ---- the reference data ------------------------------------------------------- */
+
+static void test_reference_dataset(void **state)
+{
+    (void)state;
+    char *path = db_path("store_reference", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    /* Profiles first, then colocations, then the splits (which name pairs). */
+    static const char *const files[] = {"profiles/system.csv",
+                                        "profiles/system-xu.csv",
+                                        "profiles/exclusive_by_mps_pct.csv",
+                                        "profiles/kernel/bert-base-cased_batch8-train.csv",
+                                        "colocations/pairs.csv",
+                                        "colocations/triples.csv",
+                                        "colocations/raw/MPS100_0624_train-train.csv",
+                                        "splits.csv"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        import_file(ctx, s, files[i]);
+
+    kace_dataset *ds = NULL;
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, s, "pairs", false, &ds));
+    assert_int_equal(ds->n_colocations, 181);
+    size_t n_self = 0;
+    for (size_t i = 0; i < ds->n_colocations; i++) {
+        const kace_colocation *c = &ds->colocations[i];
+        assert_int_equal(c->k, 2);
+        assert_true(c->workload[0] >= 0 && (size_t)c->workload[0] < ds->n_workloads);
+        assert_true(c->workload[1] >= 0 && (size_t)c->workload[1] < ds->n_workloads);
+        assert_int_equal(c->mps_pct[0], 100);
+        assert_int_equal(c->status, KACE_RUN_OK);
+        n_self += c->workload[0] == c->workload[1];
+    }
+    assert_int_equal(n_self, 16); /* README: self-pairs included (16) */
+    /* Profile values of a workload, as in the files. */
+    int w = kace_dataset_find(ds, "bert-base-cased_batch8-train");
+    assert_true(w >= 0);
+    const kace_workload *wl = &ds->workloads[w];
+    assert_string_equal(wl->family, "bert-base-cased-train");
+    assert_int_equal(wl->batch, 8);
+    for (int m = 0; m < 10; m++)
+        if (isnan(wl->metric[m]))
+            fail_msg("metric %s of %s is missing", kace_metric_name((kace_metric)m), wl->name);
+    assert_true(wl->metric[KACE_M_THREADS] > 0);
+    const kace_colocation *c0 = &ds->colocations[0];
+    assert_true(c0->throughput[0] > 0 && c0->throughput[1] > 0);
+    kace_dataset_free(&ds);
+    assert_null(ds);
+
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, s, "triples", false, &ds));
+    assert_int_equal(ds->n_colocations, 400);
+    for (size_t i = 0; i < ds->n_colocations; i++)
+        assert_int_equal(ds->colocations[i].k, 3);
+    kace_dataset_free(&ds);
+
+    /* An unknown set has no colocations (but the workloads). */
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, s, "no-such-set", false, &ds));
+    assert_int_equal(ds->n_colocations, 0);
+    assert_true(ds->n_workloads > 0);
+    kace_dataset_free(&ds);
+
+    /* Every set, only 100% runs unless all_splits. */
+    kace_dataset *all = NULL;
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, s, NULL, false, &ds));
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, s, NULL, true, &all));
+    assert_true(ds->n_colocations >= 181 + 400);
+    assert_true(all->n_colocations >= ds->n_colocations);
+    kace_dataset_free(&all);
+
+    /* The published splits resolve against the pairs. */
+    kace_dataset *pairs = NULL;
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, s, "pairs", false, &pairs));
+    kace_splits *sp = NULL;
+    assert_kace_ok(ctx, kace_store_load_splits(ctx, s, pairs, &sp));
+    assert_int_equal(sp->n, 8145);
+    for (size_t i = 0; i < sp->n; i++)
+        assert_true(sp->rows[i].colocation >= 0 && (size_t)sp->rows[i].colocation < pairs->n_colocations);
+    kace_splits_free(&sp);
+    assert_null(sp);
+    kace_dataset_free(&pairs);
+    kace_dataset_free(&ds);
+
+    /* Re-importing every file changes nothing. */
+    kace_store_counts before, after;
+    assert_kace_ok(ctx, kace_store_count(ctx, s, &before));
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        kace_import_batch *b = NULL;
+        kace_import_stats st;
+        assert_kace_ok(ctx, kace_import_parse_file(ctx, ref_path(files[i]), NULL, &b));
+        assert_kace_ok(ctx, kace_store_import(ctx, s, b, NULL, &st));
+        if (st.values_added || st.values_updated || st.runs_added || st.splits_added)
+            fail_msg("re-importing %s: values +%zu ~%zu runs +%zu splits +%zu", files[i], st.values_added,
+                     st.values_updated, st.runs_added, st.splits_added);
+        kace_import_batch_free(&b);
+    }
+    assert_kace_ok(ctx, kace_store_count(ctx, s, &after));
+    assert_memory_equal(&before, &after, sizeof before);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+/* ---- models ---------------------------------------------------------------- */
+
+static void test_models_by_name(void **state)
+{
+    (void)state;
+    char *path = db_path("store_models", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    const kace_feature_set *fs = kace_feature_set_find("kace");
+    assert_non_null(fs);
+    enum { N = 24 };
+    double X[N * KACE_MAX_FEATURES], y[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = 0;
+        for (int j = 0; j < fs->n; j++) {
+            X[i * fs->n + j] = (double)((i * 7 + j * 13) % 17) + 0.25 * j;
+            y[i] += (j + 1) * X[i * fs->n + j];
+        }
+    }
+    kace_model *m = NULL, *back = NULL;
+    assert_kace_ok(ctx, kace_model_fit_linear(ctx, fs, X, y, N, &m));
+    assert_int_equal(kace_store_load_model(ctx, s, "default", &back), KACE_ERR_NOT_FOUND);
+    assert_null(back);
+    assert_non_null(strstr(kace_errmsg(ctx), "default"));
+    assert_kace_ok(ctx, kace_store_save_model(ctx, s, "default", m));
+    assert_kace_ok(ctx, kace_store_save_model(ctx, s, "default", m)); /* replaces */
+    assert_counts(ctx, s, 0, 0, 0, 0, 1);
+    assert_kace_ok(ctx, kace_store_load_model(ctx, s, "default", &back));
+    double p1[N], p2[N];
+    assert_kace_ok(ctx, kace_model_predict(ctx, m, X, N, KACE_NORM_TRAIN, p1));
+    assert_kace_ok(ctx, kace_model_predict(ctx, back, X, N, KACE_NORM_TRAIN, p2));
+    assert_memory_equal(p1, p2, sizeof p1);
+    kace_model_free(&back);
+    kace_model_free(&m);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+/* ---- locking ---------------------------------------------------------------- */
+
+static void test_locked_store_fails_promptly(void **state)
+{
+    (void)state;
+    char *path = db_path("store_locked", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+
+    sqlite3 *other = raw_open(path);
+    raw_exec(other, "BEGIN EXCLUSIVE;");
+
+    kace_import_batch *b = parse_text(ctx, PAIRS_TEXT, "pairs.csv");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kace_status st = kace_store_import(ctx, s, b, NULL, NULL);
+    double waited = seconds_since(&t0);
+    assert_int_equal(st, KACE_ERR_STORE);
+    assert_non_null(strstr(kace_errmsg(ctx), path));
+    assert_non_null(strstr(kace_errmsg(ctx), "locked"));
+    if (waited > 8.0)
+        fail_msg("import waited %.1f s on the lock", waited);
+
+    /* Opening a second store handle while locked also fails, promptly. */
+    kace_store *s2 = (kace_store *)(uintptr_t)1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(kace_store_open(ctx, path, &s2), KACE_ERR_STORE);
+    waited = seconds_since(&t0);
+    assert_null(s2);
+    assert_non_null(strstr(kace_errmsg(ctx), path));
+    assert_non_null(strstr(kace_errmsg(ctx), "locked"));
+    if (waited > 8.0)
+        fail_msg("open waited %.1f s on the lock", waited);
+
+    /* Once the other connection lets go, the same import works. */
+    raw_exec(other, "ROLLBACK;");
+    sqlite3_close(other);
+    assert_counts(ctx, s, 2, 10, 0, 0, 0);
+    assert_kace_ok(ctx, kace_store_import(ctx, s, b, NULL, NULL));
+    assert_counts(ctx, s, 2, 12, 2, 0, 0);
+    kace_import_batch_free(&b);
+    kace_store_close(&s);
+    /* And the schema version survived the locked open attempt. */
+    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), "1");
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_open_creates_schema),
+        cmocka_unit_test(test_refuses_foreign_and_newer),
+        cmocka_unit_test(test_import_stats_and_idempotence),
+        cmocka_unit_test(test_failed_batch_rolls_back),
+        cmocka_unit_test(test_profile_values_keep_their_source),
+        cmocka_unit_test(test_reference_dataset),
+        cmocka_unit_test(test_models_by_name),
+        cmocka_unit_test(test_locked_store_fails_promptly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
