@@ -120,14 +120,21 @@ int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, cons
             goto done;
         }
     }
+    kace_status st = kace_store_begin(ctx, store);
+    if (st) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
     for (int rank = 0; rank <= 5; rank++)
         for (size_t i = 0; i < files.n; i++) {
             if (kind_rank(batches[i]->kind) != rank)
                 continue;
             kace_import_stats stats;
-            kace_status st = kace_store_import(ctx, store, batches[i], src, &stats);
+            st = kace_store_import(ctx, store, batches[i], src, &stats);
             if (st) {
+                kace_store_rollback(store);
                 rc = cli_error(ctx, st);
+                fprintf(stderr, "kace: nothing was imported\n");
                 goto done;
             }
             if (!quiet)
@@ -136,6 +143,10 @@ int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, cons
                        stats.values_unchanged, stats.runs_added, stats.runs_unchanged, stats.splits_added,
                        stats.splits_unchanged);
         }
+    if ((st = kace_store_commit(ctx, store))) {
+        kace_store_rollback(store);
+        rc = cli_error(ctx, st);
+    }
 done:
     for (size_t i = 0; i < files.n; i++) {
         if (batches)

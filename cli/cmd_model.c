@@ -94,7 +94,8 @@ int cmd_train(int argc, char **argv)
         rc = cli_error(ctx, st);
         goto done;
     }
-    if ((st = kace_store_save_model(ctx, store, name, m)) || (out && (st = kace_model_save(ctx, m, out)))) {
+    /* The file first: a failed --out must leave the store as it was. */
+    if ((out && (st = kace_model_save(ctx, m, out))) || (st = kace_store_save_model(ctx, store, name, m))) {
         rc = cli_error(ctx, st);
         goto done;
     }

@@ -711,5 +711,6 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
                                          const double *y, size_t n, const kace_forest_search *search,
                                          kace_forest_params *best, kace_model **out)
 {
-    return forest_search(ctx, fs, X, y, n, search, search->tree_scale > 0 ? search->tree_scale : 1.0, best, out);
+    double scale = search && search->tree_scale > 0 ? search->tree_scale : 1.0;
+    return forest_search(ctx, fs, X, y, n, search, scale, best, out);
 }

@@ -110,6 +110,14 @@ static const char *canonical_metric(const char *column)
 /* Every data row must have as many fields as the header. */
 static kace_status check_width(kace_ctx *ctx, const kace_csv *csv, size_t expected)
 {
+    /* A cut inside the last field leaves a row that looks whole: every
+     * reference file ends with a newline, so a last row without one is taken
+     * as truncated. */
+    if (!csv->record_terminated && csv->pos >= csv->len)
+        return kace_csv_fail(ctx, csv, csv->n_fields ? csv->n_fields - 1 : 0, KACE_ERR_PARSE,
+                             "the file ends inside this row, without a final newline (truncated?); row has %zu fields, "
+                             "the header %zu",
+                             csv->n_fields, expected);
     if (csv->n_fields == expected)
         return KACE_OK;
     if (csv->n_fields < expected)

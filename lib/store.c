@@ -98,10 +98,31 @@ kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
         goto fail;
     sqlite3_stmt *q = NULL;
     int version = 0;
-    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL) == SQLITE_OK) {
-        if (sqlite3_step(q) == SQLITE_ROW)
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+        st = kace_fail(ctx, KACE_ERR_STORE, "%s: store is locked by another process", path);
+        goto fail;
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW)
             version = atoi((const char *)sqlite3_column_text(q, 0));
         sqlite3_finalize(q);
+        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: store is locked by another process", path);
+            goto fail;
+        }
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            st = db_fail(ctx, s, "read schema version");
+            goto fail;
+        }
+        if (version < 1) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: a kace store without a schema version", path);
+            goto fail;
+        }
+    } else if (!strstr(sqlite3_errmsg(s->db), "no such table")) {
+        st = kace_fail(ctx, KACE_ERR_STORE, "%s: not a kace store (%s)", path, sqlite3_errmsg(s->db));
+        goto fail;
     } else {
         /* No meta table: a new database, or not a kace store at all. */
         int n_tables = -1;
@@ -387,7 +408,10 @@ kace_status kace_store_import(kace_ctx *ctx, kace_store *s, const kace_import_ba
     stmt_set q;
     memset(&q, 0, sizeof q);
     kace_status st;
-    if ((st = exec(ctx, s, "BEGIN IMMEDIATE;")))
+    /* Inside a caller's transaction (kace_store_begin) a savepoint makes this
+     * batch atomic on its own while the caller can still undo everything. */
+    bool nested = sqlite3_get_autocommit(s->db) == 0;
+    if ((st = exec(ctx, s, nested ? "SAVEPOINT kace_import;" : "BEGIN IMMEDIATE;")))
         return st;
     if ((st = prepare(ctx, s, "INSERT OR IGNORE INTO workloads(name, family, batch) VALUES(?,?,?)", &q.ins_workload)) ||
         (st = prepare(ctx, s, "SELECT id FROM workloads WHERE name=?", &q.get_workload)) ||
@@ -436,8 +460,8 @@ kace_status kace_store_import(kace_ctx *ctx, kace_store *s, const kace_import_ba
     if ((st = exec(ctx, s,
                    "DELETE FROM sources WHERE id NOT IN (SELECT source_id FROM profiles) AND id NOT IN "
                    "(SELECT source_id FROM runs);")) ||
-        (st = exec(ctx, s, "COMMIT;"))) {
-        exec(NULL, s, "ROLLBACK;");
+        (st = exec(ctx, s, nested ? "RELEASE kace_import;" : "COMMIT;"))) {
+        exec(NULL, s, nested ? "ROLLBACK TO kace_import; RELEASE kace_import;" : "ROLLBACK;");
         return st;
     }
     if (stats_out)
@@ -445,8 +469,23 @@ kace_status kace_store_import(kace_ctx *ctx, kace_store *s, const kace_import_ba
     return KACE_OK;
 fail:
     finalize_all(&q);
-    exec(NULL, s, "ROLLBACK;");
+    exec(NULL, s, nested ? "ROLLBACK TO kace_import; RELEASE kace_import;" : "ROLLBACK;");
     return st;
+}
+
+kace_status kace_store_begin(kace_ctx *ctx, kace_store *s)
+{
+    return exec(ctx, s, "BEGIN IMMEDIATE;");
+}
+
+kace_status kace_store_commit(kace_ctx *ctx, kace_store *s)
+{
+    return exec(ctx, s, "COMMIT;");
+}
+
+void kace_store_rollback(kace_store *s)
+{
+    exec(NULL, s, "ROLLBACK;");
 }
 
 /* ---- loading ---------------------------------------------------------- */

@@ -22,7 +22,7 @@ export LC_ALL=C
 # Cases that expose a known library bug (see the test report). They run and
 # print their result but do not fail the test; remove a name from this list
 # once the bug is fixed so that the case guards it from then on.
-KNOWN_BUGS="${KACE_KNOWN_BUGS-truncated-in-last-field folder-store-stage-atomic}"
+KNOWN_BUGS="${KACE_KNOWN_BUGS-}"
 
 failures=0
 known=0

@@ -40,6 +40,12 @@ typedef struct kace_source {
 kace_status kace_store_import(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
                               const kace_source *source, kace_import_stats *stats);
 
+/* An outer transaction around several imports (all or nothing): imports in
+ * between are savepoints inside it. */
+kace_status kace_store_begin(kace_ctx *ctx, kace_store *store);
+kace_status kace_store_commit(kace_ctx *ctx, kace_store *store);
+void kace_store_rollback(kace_store *store);
+
 /* Loads every workload with its profile and the successful runs of one
  * colocation set (NULL: every set). Runs at other than 100% MPS for all
  * members are skipped unless all_splits is true. */
