@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include <xgboost/c_api.h>
 
 #include "kace/kace.h"
@@ -316,6 +317,8 @@ static kace_status save_json(kace_ctx *ctx, BoosterHandle b, kace_model *m)
 
 /* ------------------------------------------------------------ backend for model.c */
 
+static void trees_free(kace_model *m);
+
 void kace_forest_release(kace_model *m)
 {
     if (!m)
@@ -326,79 +329,217 @@ void kace_forest_release(kace_model *m)
     free(m->booster_json);
     m->booster_json = NULL;
     m->booster_json_len = 0;
+    trees_free(m);
 }
 
+/* xgboost trusts a model buffer: a cyclic tree makes prediction loop forever
+ * and inconsistent counts crash the loader. So a booster read from a file is
+ * checked here first: tree count, feature count, node arrays, children. */
+static int json_int(const cJSON *o, const char *key, long *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsNumber(v)) {
+        *out = (long)v->valuedouble;
+        return v->valuedouble == (double)*out ? 0 : -1;
+    }
+    if (cJSON_IsString(v)) {
+        char *end = NULL;
+        *out = strtol(v->valuestring, &end, 10);
+        return (end != v->valuestring && *end == '\0') ? 0 : -1;
+    }
+    return -1;
+}
+
+static const cJSON *json_path(const cJSON *o, const char *const *keys, int n)
+{
+    for (int i = 0; i < n && o; i++)
+        o = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+    return o;
+}
+
+static void trees_free(kace_model *m)
+{
+    free(m->tree_root);
+    free(m->left);
+    free(m->right);
+    free(m->feature);
+    free(m->threshold);
+    free(m->default_left);
+    m->tree_root = m->left = m->right = m->feature = NULL;
+    m->threshold = NULL;
+    m->default_left = NULL;
+    m->n_trees = m->n_nodes = 0;
+}
+
+/* Checks one tree (node arrays of num_nodes finite numbers, every node
+ * reached once from the root with a matching parent, splits on known
+ * features) and appends it to the model's arrays at *at. */
+static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, kace_model *m, int *at, int cap)
+{
+    const cJSON *param = cJSON_GetObjectItemCaseSensitive(tree, "tree_param");
+    long n = 0, nf = 0, leaf_vector = -1;
+    if (!param || json_int(param, "num_nodes", &n) || n < 1 || n > cap - *at || json_int(param, "num_feature", &nf) ||
+        nf != n_features || json_int(param, "size_leaf_vector", &leaf_vector) || leaf_vector != 0)
+        return false;
+    static const char *const names[] = {"left_children", "right_children", "split_indices", "split_conditions",
+                                        "default_left", "parents"};
+    const cJSON *arr[6];
+    for (size_t i = 0; i < 6; i++) {
+        arr[i] = cJSON_GetObjectItemCaseSensitive(tree, names[i]);
+        if (!cJSON_IsArray(arr[i]) || cJSON_GetArraySize(arr[i]) != n)
+            return false;
+        for (const cJSON *e = arr[i]->child; e; e = e->next)
+            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || fabs(e->valuedouble) > 3.0e38)
+                return false;
+    }
+    const cJSON *cats = cJSON_GetObjectItemCaseSensitive(tree, "categories_nodes");
+    if (cJSON_IsArray(cats) && cJSON_GetArraySize(cats) != 0)
+        return false; /* kace never fits categorical splits */
+    int base = *at;
+    const cJSON *l = arr[0]->child, *r = arr[1]->child, *f = arr[2]->child, *c = arr[3]->child, *dl = arr[4]->child,
+                *pa = arr[5]->child;
+    long *parent = malloc((size_t)n * sizeof *parent);
+    if (!parent)
+        return false;
+    bool ok = true;
+    for (long i = 0; i < n; i++, l = l->next, r = r->next, f = f->next, c = c->next, dl = dl->next, pa = pa->next) {
+        long lc = (long)l->valuedouble, rc = (long)r->valuedouble, fi = (long)f->valuedouble;
+        parent[i] = (long)pa->valuedouble;
+        bool leaf = lc == -1 && rc == -1;
+        if (!leaf && (lc < 1 || lc >= n || rc < 1 || rc >= n || lc == rc || fi < 0 || fi >= n_features))
+            ok = false;
+        m->left[base + i] = leaf ? -1 : base + (int)lc;
+        m->right[base + i] = leaf ? -1 : base + (int)rc;
+        m->feature[base + i] = ok && !leaf ? (int)fi : 0;
+        m->threshold[base + i] = (float)c->valuedouble;
+        m->default_left[base + i] = dl->valuedouble != 0;
+    }
+    /* A tree: every node but the root is the child of exactly one node. */
+    ok = ok && parent[0] == 2147483647;
+    memset(seen, 0, (size_t)n);
+    long children = 0;
+    for (long i = 0; ok && i < n; i++) {
+        if (m->left[base + i] < 0)
+            continue;
+        long lc = m->left[base + i] - base, rc = m->right[base + i] - base;
+        if (seen[lc] || seen[rc] || parent[lc] != i || parent[rc] != i)
+            ok = false;
+        seen[lc] = seen[rc] = 1;
+        children += 2;
+    }
+    ok = ok && children == n - 1;
+    free(parent);
+    if (ok)
+        *at += (int)n;
+    return ok;
+}
+
+/* Reads the trees out of m->booster_json into m's own arrays. */
+static kace_status trees_from_json(kace_ctx *ctx, kace_model *m)
+{
+    trees_free(m);
+    if (!m->booster_json || m->booster_json_len == 0 || memchr(m->booster_json, '\0', m->booster_json_len) ||
+        m->booster_json[0] != '{')
+        return kace_fail(ctx, KACE_ERR_MODEL, "random forest: the booster is not JSON text");
+    cJSON *root = cJSON_ParseWithLength(m->booster_json, m->booster_json_len);
+    if (!root)
+        return kace_fail(ctx, KACE_ERR_MODEL, "random forest: the booster is not valid JSON");
+    kace_status st = KACE_OK;
+    unsigned char *seen = NULL;
+    static const char *const model_path[] = {"learner", "gradient_booster", "model"};
+    static const char *const lparam_path[] = {"learner", "learner_model_param"};
+    const cJSON *model = json_path(root, model_path, 3);
+    const cJSON *lparam = json_path(root, lparam_path, 2);
+    const cJSON *trees = model ? cJSON_GetObjectItemCaseSensitive(model, "trees") : NULL;
+    const cJSON *info = model ? cJSON_GetObjectItemCaseSensitive(model, "tree_info") : NULL;
+    const cJSON *base = lparam ? cJSON_GetObjectItemCaseSensitive(lparam, "base_score") : NULL;
+    long num_feature = -1;
+    int num_trees = cJSON_IsArray(trees) ? cJSON_GetArraySize(trees) : 0;
+    if (!cJSON_IsArray(info) || json_int(lparam, "num_feature", &num_feature) || num_trees < 1 || num_trees > 100000 ||
+        cJSON_GetArraySize(info) != num_trees || num_feature != m->n_features || !cJSON_IsString(base)) {
+        st = kace_fail(ctx, KACE_ERR_MODEL,
+                       "random forest: the booster's trees or feature count are not as expected (%d features)",
+                       m->n_features);
+        goto done;
+    }
+    char *end = NULL;
+    m->base_score = strtod(base->valuestring, &end);
+    if (end == base->valuestring || *end || !isfinite(m->base_score)) {
+        st = kace_fail(ctx, KACE_ERR_MODEL, "random forest: bad base_score in the booster");
+        goto done;
+    }
+    for (const cJSON *g = info->child; g; g = g->next)
+        if (!cJSON_IsNumber(g) || g->valuedouble != 0) {
+            st = kace_fail(ctx, KACE_ERR_MODEL, "random forest: the booster has more than one output group");
+            goto done;
+        }
+    /* Node capacity is bounded by the text: every node takes several bytes. */
+    size_t cap_sz = m->booster_json_len / 8 + 1;
+    int cap = cap_sz < (1u << 24) ? (int)cap_sz : (1 << 24);
+    m->tree_root = malloc((size_t)num_trees * sizeof *m->tree_root);
+    m->left = malloc((size_t)cap * sizeof *m->left);
+    m->right = malloc((size_t)cap * sizeof *m->right);
+    m->feature = malloc((size_t)cap * sizeof *m->feature);
+    m->threshold = malloc((size_t)cap * sizeof *m->threshold);
+    m->default_left = malloc((size_t)cap);
+    seen = malloc((size_t)cap);
+    if (!m->tree_root || !m->left || !m->right || !m->feature || !m->threshold || !m->default_left || !seen) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory reading the forest");
+        goto done;
+    }
+    int t = 0, at = 0;
+    for (const cJSON *tree = trees->child; tree; tree = tree->next, t++) {
+        long id = -1;
+        m->tree_root[t] = at;
+        if (json_int(tree, "id", &id) || id != t || !tree_load(tree, num_feature, seen, m, &at, cap)) {
+            st = kace_fail(ctx, KACE_ERR_MODEL, "random forest: tree %d of the booster is malformed", t);
+            goto done;
+        }
+    }
+    m->n_trees = num_trees;
+    m->n_nodes = at;
+done:
+    free(seen);
+    cJSON_Delete(root);
+    if (st)
+        trees_free(m);
+    return st;
+}
+
+/* A model read from a file: its trees are checked and evaluated by kace
+ * itself; xgboost never sees the buffer (it trusts it blindly). */
 kace_status kace_forest_restore(kace_ctx *ctx, kace_model *m)
 {
-    if (!m || !m->booster_json || m->booster_json_len == 0)
-        return kace_fail(ctx, KACE_ERR_MODEL, "random forest: no serialized booster to restore");
-    BoosterHandle b = NULL;
-    kace_status st = KACE_OK;
-    bst_ulong nfeat = 0;
-    if (XGBoosterCreate(NULL, 0, &b) != 0) {
-        st = xgb_fail(ctx, "XGBoosterCreate");
-        goto cleanup;
-    }
-    if (XGBoosterSetParam(b, "verbosity", "0") != 0) {
-        st = xgb_fail(ctx, "XGBoosterSetParam(verbosity)");
-        goto cleanup;
-    }
-    if (XGBoosterLoadModelFromBuffer(b, m->booster_json, (bst_ulong)m->booster_json_len) != 0) {
-        st = xgb_fail(ctx, "XGBoosterLoadModelFromBuffer");
-        goto cleanup;
-    }
-    if (XGBoosterGetNumFeature(b, &nfeat) != 0) {
-        st = xgb_fail(ctx, "XGBoosterGetNumFeature");
-        goto cleanup;
-    }
-    if ((long long)nfeat != (long long)m->n_features) {
-        st = kace_fail(ctx, KACE_ERR_MODEL, "random forest: booster has %llu features, model has %d",
-                       (unsigned long long)nfeat, m->n_features);
-        goto cleanup;
-    }
-    if (m->booster)
-        XGBoosterFree((BoosterHandle)m->booster);
-    m->booster = b;
-    b = NULL;
-cleanup:
-    if (b)
-        XGBoosterFree(b);
-    return st;
+    if (!m)
+        return kace_fail(ctx, KACE_ERR_MODEL, "random forest: no model");
+    return trees_from_json(ctx, m);
 }
 
-kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n,
-                                  double *pred_z)
+/* Sum of the trees' leaves (xgboost already divided them by the number of
+ * parallel trees, so this is the forest's mean), as xgboost computes it:
+ * float features, go left when x < threshold, missing values by default. */
+kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z)
 {
-    if (!m || m->kind != KACE_MODEL_FOREST || !m->booster)
-        return kace_fail(ctx, KACE_ERR_MODEL, "random forest: model has no booster");
-    if (n == 0)
-        return KACE_OK;
-    if (!Z || !pred_z)
-        return kace_fail(ctx, KACE_ERR_INVALID, "random forest: missing rows or output");
+    if (!m || m->kind != KACE_MODEL_FOREST || m->n_trees < 1)
+        return kace_fail(ctx, KACE_ERR_MODEL, "random forest: model has no trees");
     int d = m->n_features;
-    if (n > SIZE_MAX / sizeof(float) / (size_t)d)
-        return kace_fail(ctx, KACE_ERR_INVALID, "random forest: too many rows (%zu)", n);
-    kace_status st = KACE_OK;
-    DMatrixHandle dm = NULL;
-    float *fbuf = malloc(n * (size_t)d * sizeof *fbuf);
-    if (!fbuf) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "random forest: out of memory for %zu rows", n);
-        goto cleanup;
+    for (size_t i = 0; i < n; i++) {
+        const double *z = Z + i * (size_t)d;
+        float sum = 0;
+        for (int t = 0; t < m->n_trees; t++) {
+            int v = m->tree_root[t];
+            while (m->left[v] >= 0) {
+                double x = z[m->feature[v]];
+                bool go_left = isnan(x) ? m->default_left[v] : (float)x < m->threshold[v];
+                v = go_left ? m->left[v] : m->right[v];
+            }
+            sum += m->threshold[v];
+        }
+        pred_z[i] = (double)sum + m->base_score;
     }
-    st = make_dmatrix(ctx, Z, NULL, NULL, n, d, fbuf, NULL, &dm);
-    if (st != KACE_OK)
-        goto cleanup;
-    st = booster_predict(ctx, (BoosterHandle)m->booster, dm, n, pred_z);
-cleanup:
-    if (dm)
-        XGDMatrixFree(dm);
-    free(fbuf);
-    return st;
+    return KACE_OK;
 }
 
-/* ------------------------------------------------------------ fitting */
-
-/* A model with the statistics of X, y filled and Z, yz z-scored (malloc'ed). */
 static kace_status prepare(kace_ctx *ctx, const kace_feature_set *fs, const double *X, const double *y,
                            size_t n, kace_model **mout, double **Zout, double **yzout)
 {
@@ -458,8 +599,10 @@ static kace_status fit_into(kace_ctx *ctx, kace_model *m, const double *Z, const
     st = save_json(ctx, b, m);
     if (st != KACE_OK)
         goto cleanup;
-    m->booster = b;
-    b = NULL;
+    /* From here on the model predicts with its own copy of the trees. */
+    st = trees_from_json(ctx, m);
+    if (st != KACE_OK)
+        goto cleanup;
     m->forest = *p;
 cleanup:
     if (b)

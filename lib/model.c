@@ -240,6 +240,25 @@ static void tb_printf(text_buf *t, const char *fmt, ...)
     }
 }
 
+static void tb_append(text_buf *t, const char *data, size_t n)
+{
+    if (t->oom || n == 0)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap * 2 + n + 1;
+        char *p = realloc(t->p, cap);
+        if (!p) {
+            t->oom = true;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, data, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+}
+
 kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
 {
     *text = NULL;
@@ -263,9 +282,7 @@ kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
         tb_printf(&t, "forest %d %d %d %d %d %d\n", f->n_estimators, f->max_features, f->max_depth,
                   f->min_samples_split, f->min_samples_leaf, f->bootstrap);
         tb_printf(&t, "booster_json %zu\n", m->booster_json_len);
-        if (!t.oom && m->booster_json_len) {
-            tb_printf(&t, "%.*s", (int)m->booster_json_len, m->booster_json);
-        }
+        tb_append(&t, m->booster_json, m->booster_json_len);
         tb_printf(&t, "\n");
     }
     tb_printf(&t, "end\n");
@@ -475,8 +492,12 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
         r.p += v;
         if (r.p < r.end && *r.p == '\n')
             r.p++;
-        if ((st = kace_forest_restore(ctx, m)))
+        if ((st = kace_forest_restore(ctx, m))) {
+            char msg[768];
+            snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+            st = kace_fail(ctx, st, "%s:%d:1: model file: %s", r.origin, r.line, msg);
             goto fail;
+        }
     }
     if (!next_line(&r) || strcmp(r.buf, "end") != 0) {
         st = bad(ctx, &r, "'end'");

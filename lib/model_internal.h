@@ -20,6 +20,14 @@ struct kace_model {
     char *booster_json;
     size_t booster_json_len;
     kace_forest_params forest;
+    /* The trees as kace evaluates them, read from booster_json (xgboost is
+     * never handed a model buffer from a file: it trusts it blindly). */
+    int n_trees, n_nodes;
+    int *tree_root;              /* index of each tree's root in the arrays */
+    int *left, *right, *feature; /* -1 children: a leaf */
+    float *threshold;            /* split value, or the leaf's value */
+    unsigned char *default_left; /* where a missing value goes */
+    double base_score;
 };
 
 /* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */
@@ -27,7 +35,7 @@ void kace_zscore(const double *X, size_t n, int d, const double *mean, const dou
 
 /* Forest backend (forest.c). */
 kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z);
-kace_status kace_forest_restore(kace_ctx *ctx, kace_model *m); /* booster from booster_json */
+kace_status kace_forest_restore(kace_ctx *ctx, kace_model *m); /* validated trees from booster_json */
 void kace_forest_release(kace_model *m);
 
 #endif

@@ -1,0 +1,42 @@
+# Thin wrapper over CMake so that a new user needs no flags.
+#   make demo    the main job on the reference data (installs Debian packages if missing)
+#   make check   the whole test suite, plain and under ASan+UBSan, plus a short fuzz run
+#   make bench   kace eval against Python + scikit-learn, as a ratio
+BUILD       ?= build
+BUILD_ASAN  ?= build-asan
+JOBS        ?= $(shell nproc)
+FUZZ_SECONDS ?= 15
+
+.PHONY: all deps build demo check test test-asan fuzz bench clean
+
+all: build
+
+deps:
+	@bash .ci/install-deps
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	$(BUILD)/kace demo --db kace-demo/kace.db --out kace-demo
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DKACE_SANITIZE=ON >/dev/null
+	@cmake --build $(BUILD_ASAN) -j$(JOBS)
+	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j$(JOBS)
+
+fuzz: deps
+	bash fuzz/run.sh $(FUZZ_SECONDS)
+
+check: test test-asan fuzz
+
+bench: build
+	bash bench/bench_eval.sh $(BUILD)/kace
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz kace-demo kace-eval
