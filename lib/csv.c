@@ -74,8 +74,10 @@ kace_status kace_csv_next(kace_ctx *ctx, kace_csv *csv, bool *has_record)
     /* Skip blank lines (and a UTF-8 byte-order mark at the very start). */
     if (csv->pos == 0 && csv->len >= 3 && memcmp(csv->data, "\xEF\xBB\xBF", 3) == 0)
         csv->pos = 3;
+    /* Line ends: "\n", "\r\n" or a lone "\r" (old Mac files) each count once. */
     while (csv->pos < csv->len && (csv->data[csv->pos] == '\n' || csv->data[csv->pos] == '\r')) {
-        if (csv->data[csv->pos] == '\n')
+        bool crlf = csv->data[csv->pos] == '\r' && csv->pos + 1 < csv->len && csv->data[csv->pos + 1] == '\n';
+        if (!crlf)
             csv->line++;
         csv->pos++;
     }
@@ -141,9 +143,14 @@ kace_status kace_csv_next(kace_ctx *ctx, kace_csv *csv, bool *has_record)
             csv->pos++;
             col = (int)(csv->pos - line_start) + 1;
         } else {
-            if (csv->pos < csv->len && csv->data[csv->pos] == '\r')
-                csv->pos++;
             csv->record_terminated = false;
+            if (csv->pos < csv->len && csv->data[csv->pos] == '\r') {
+                csv->pos++;
+                if (csv->pos >= csv->len || csv->data[csv->pos] != '\n') { /* a lone CR ends the line */
+                    csv->line++;
+                    csv->record_terminated = true;
+                }
+            }
             if (csv->pos < csv->len && csv->data[csv->pos] == '\n') {
                 csv->pos++;
                 csv->line++;

@@ -135,6 +135,11 @@ static kace_status parse_profile_rows(kace_ctx *ctx, kace_csv *csv, const kace_c
     kace_status st;
     bool has = false;
     size_t width = hdr->n_fields;
+    for (size_t i = 0; i < width; i++) {
+        char metric[KACE_METRIC_NAME_MAX];
+        if ((int)i != name_col && (st = kace_csv_name(ctx, hdr, i, "header", metric, sizeof metric)))
+            return st;
+    }
     while ((st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
         if ((st = check_width(ctx, csv, width)))
             return st;
