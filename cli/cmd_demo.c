@@ -62,8 +62,6 @@ int cmd_demo(int argc, char **argv)
     kace_store *store = cli_open_store(ctx, db);
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
-    int *rows = NULL;
-    double *X = NULL, *y = NULL;
     kace_partner *ranked = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
@@ -90,19 +88,13 @@ int cmd_demo(int argc, char **argv)
         goto done;
     }
     size_t n = ds->n_colocations;
-    const kace_feature_set *fs = &kace_features_kace;
-    rows = malloc((n ? n : 1) * sizeof *rows);
-    X = malloc((n ? n : 1) * (size_t)fs->n * sizeof *X);
-    y = malloc((n ? n : 1) * sizeof *y);
     ranked = calloc(ds->n_workloads ? ds->n_workloads : 1, sizeof *ranked);
-    if (!rows || !X || !y || !ranked)
+    if (!ranked)
         goto done;
-    for (size_t i = 0; i < n; i++)
-        rows[i] = (int)i;
-    kace_labels_build(ds, rows, n, y);
     char model_path[4096];
     snprintf(model_path, sizeof model_path, "%s/kace-model.txt", out);
-    if ((st = kace_features_build(ctx, ds, fs, rows, n, X)) || (st = kace_model_fit_linear(ctx, fs, X, y, n, &m)) ||
+    kace_fit_spec spec = {KACE_MODEL_LINEAR, &kace_features_kace, {0}};
+    if ((st = kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m)) ||
         (st = kace_store_save_model(ctx, store, "default", m)) || (st = kace_model_save(ctx, m, model_path))) {
         rc = cli_error(ctx, st);
         goto done;
@@ -137,9 +129,6 @@ int cmd_demo(int argc, char **argv)
                         .with_xu = with_xu, .xu_iter = 10, .figures = true};
     rc = cli_run_eval(ctx, store, &req);
 done:
-    free(rows);
-    free(X);
-    free(y);
     free(ranked);
     kace_model_free(&m);
     kace_dataset_free(&ds);

@@ -52,8 +52,6 @@ int cmd_train(int argc, char **argv)
     kace_store *store = cli_open_store(ctx, db);
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
-    int *rows = NULL;
-    double *X = NULL, *y = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
     if (!store)
@@ -68,27 +66,10 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     size_t n = ds->n_colocations;
-    rows = malloc(n * sizeof *rows);
-    X = malloc(n * (size_t)fs->n * sizeof *X);
-    y = malloc(n * sizeof *y);
-    if (!rows || !X || !y)
-        goto done;
-    for (size_t i = 0; i < n; i++)
-        rows[i] = (int)i;
-    kace_labels_build(ds, rows, n, y);
-    if ((st = kace_features_build(ctx, ds, fs, rows, n, X))) {
-        rc = cli_error(ctx, st);
-        goto done;
-    }
+    kace_fit_spec spec = {forest ? KACE_MODEL_FOREST : KACE_MODEL_LINEAR, fs, {xu_iter, 5, 1, 1, 1.0}};
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (forest) {
-        kace_forest_search search = {xu_iter, 5, 1, 1, 1.0};
-        kace_forest_params best;
-        st = kace_model_fit_forest_search(ctx, fs, X, y, n, &search, &best, &m);
-    } else {
-        st = kace_model_fit_linear(ctx, fs, X, y, n, &m);
-    }
+    st = kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (st) {
         rc = cli_error(ctx, st);
@@ -113,9 +94,6 @@ int cmd_train(int argc, char **argv)
         printf("  written to %s\n", out);
     rc = EXIT_OK;
 done:
-    free(rows);
-    free(X);
-    free(y);
     kace_model_free(&m);
     kace_dataset_free(&ds);
     kace_store_close(&store);

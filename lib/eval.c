@@ -69,37 +69,26 @@ typedef struct fitted {
     double kace_seconds, xu_seconds;
 } fitted;
 
+static double seconds_of(kace_ctx *ctx, kace_status *st, const kace_dataset *ds, const int *rows, size_t n,
+                         const kace_fit_spec *spec, kace_model **out)
+{
+    double t0 = now_seconds();
+    *st = kace_model_fit_rows(ctx, ds, rows, n, spec, out);
+    return now_seconds() - t0;
+}
+
 static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                               const kace_eval_options *opt, uint64_t seed, fitted *f)
 {
     memset(f, 0, sizeof *f);
-    size_t d = KACE_MAX_FEATURES;
-    double *X = malloc((n ? n : 1) * d * sizeof *X), *y = malloc((n ? n : 1) * sizeof *y);
-    kace_status st = KACE_OK;
-    if (!X || !y) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        goto done;
+    kace_status st;
+    kace_fit_spec linear = {KACE_MODEL_LINEAR, &kace_features_kace, {0}};
+    f->kace_seconds = seconds_of(ctx, &st, ds, rows, n, &linear, &f->kace);
+    if (!st && opt->with_xu) {
+        kace_fit_spec forest = {KACE_MODEL_FOREST, &kace_features_xu, opt->xu_search};
+        forest.search.seed = opt->xu_search.seed ^ (seed * 0x9E3779B97F4A7C15ull);
+        f->xu_seconds = seconds_of(ctx, &st, ds, rows, n, &forest, &f->xu);
     }
-    kace_labels_build(ds, rows, n, y);
-    if ((st = kace_features_build(ctx, ds, &kace_features_kace, rows, n, X)))
-        goto done;
-    double t0 = now_seconds();
-    if ((st = kace_model_fit_linear(ctx, &kace_features_kace, X, y, n, &f->kace)))
-        goto done;
-    f->kace_seconds = now_seconds() - t0;
-    if (opt->with_xu) {
-        if ((st = kace_features_build(ctx, ds, &kace_features_xu, rows, n, X)))
-            goto done;
-        kace_forest_search search = opt->xu_search;
-        search.seed = opt->xu_search.seed ^ (seed * 0x9E3779B97F4A7C15ull);
-        t0 = now_seconds();
-        if ((st = kace_model_fit_forest_search(ctx, &kace_features_xu, X, y, n, &search, NULL, &f->xu)))
-            goto done;
-        f->xu_seconds = now_seconds() - t0;
-    }
-done:
-    free(X);
-    free(y);
     if (st) {
         kace_model_free(&f->kace);
         kace_model_free(&f->xu);

@@ -91,6 +91,18 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
                                          const double *y, size_t n, const kace_forest_search *search,
                                          kace_forest_params *best, kace_model **out);
 
+/* What to fit: a linear model, or a forest chosen by randomized search. */
+typedef struct kace_fit_spec {
+    kace_model_kind kind;
+    const kace_feature_set *features;
+    kace_forest_search search; /* forests only */
+} kace_fit_spec;
+
+/* Builds the features and labels of colocations rows[0..n) of ds (every
+ * colocation when rows is NULL) and fits the model the spec asks for. */
+kace_status kace_model_fit_rows(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                                const kace_fit_spec *spec, kace_model **out);
+
 /* Predicts n rows of features X; pred[i] is in label units (samples/s). */
 kace_status kace_model_predict(kace_ctx *ctx, const kace_model *m, const double *X, size_t n,
                                kace_norm norm, double *pred);
