@@ -261,8 +261,8 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     kace_dataset *pairs = NULL, *triples = NULL;
     kace_splits *splits = NULL;
     kace_split_results *res = NULL;
-    kace_target_score *ts = NULL;
-    size_t n_ts = 0;
+    kace_target_score *unseen[2] = {NULL, NULL}, *three[2] = {NULL, NULL};
+    size_t n_unseen = 0, n_three = 0;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
     if (req->out_dir && cli_mkdirs(req->out_dir) != 0) {
@@ -286,17 +286,32 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         rc = cli_error(ctx, st);
         goto done;
     }
+    /* Unseen families and triples fit every row in both modes: once. */
+    kace_eval_options common;
+    kace_eval_options_default(&common);
+    common.with_xu = req->with_xu;
+    common.xu_search.n_iter = req->xu_iter;
+    if (req->xu_tree_scale > 0)
+        common.xu_search.tree_scale = req->xu_tree_scale;
+    struct timespec t_unseen;
+    clock_gettime(CLOCK_MONOTONIC, &t_unseen);
+    if ((st = kace_eval_unseen(ctx, pairs, &common, unseen, &n_unseen))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    double unseen_seconds = seconds_since(&t_unseen);
+    clock_gettime(CLOCK_MONOTONIC, &t_unseen);
+    if (triples->n_colocations && (st = kace_eval_unseen(ctx, triples, &common, three, &n_three))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    double three_seconds = seconds_since(&t_unseen);
     for (int mode = 0; mode < 2; mode++) {
         if ((mode == KACE_MODE_PAPER && !req->paper) || (mode == KACE_MODE_CLEAN && !req->clean))
             continue;
         const char *mode_name = mode == KACE_MODE_PAPER ? "paper" : "clean";
-        kace_eval_options opt;
-        kace_eval_options_default(&opt);
+        kace_eval_options opt = common;
         opt.mode = (kace_eval_mode)mode;
-        opt.with_xu = req->with_xu;
-        opt.xu_search.n_iter = req->xu_iter;
-        if (req->xu_tree_scale > 0)
-            opt.xu_search.tree_scale = req->xu_tree_scale;
         struct timespec t0;
         if (splits->n) {
             clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -315,27 +330,13 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         }
 
         char csv[64];
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        if ((st = kace_eval_unseen(ctx, pairs, &opt, &ts, &n_ts))) {
-            rc = cli_error(ctx, st);
-            goto done;
-        }
         snprintf(csv, sizeof csv, "unseen_%s.csv", mode_name);
-        report_targets(pairs, ts, n_ts, "Unseen workload families (pairs)", mode_name, csv, req, seconds_since(&t0));
-        free(ts);
-        ts = NULL;
-
-        if (triples->n_colocations) {
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            if ((st = kace_eval_unseen(ctx, triples, &opt, &ts, &n_ts))) {
-                rc = cli_error(ctx, st);
-                goto done;
-            }
+        report_targets(pairs, unseen[mode], n_unseen, "Unseen workload families (pairs)", mode_name, csv, req,
+                       unseen_seconds);
+        if (n_three) {
             snprintf(csv, sizeof csv, "triples_%s.csv", mode_name);
-            report_targets(triples, ts, n_ts, "Three workloads at once (family-exclusion splits)", mode_name, csv, req,
-                           seconds_since(&t0));
-            free(ts);
-            ts = NULL;
+            report_targets(triples, three[mode], n_three, "Three workloads at once (family-exclusion splits)",
+                           mode_name, csv, req, three_seconds);
         }
         if (req->figures && req->out_dir)
             figures_targets(req->out_dir, mode_name, req->with_xu);
@@ -344,7 +345,10 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         printf("\ntables (CSV) and figures (PNG) written to %s/\n", req->out_dir);
     rc = EXIT_OK;
 done:
-    free(ts);
+    for (int m = 0; m < 2; m++) {
+        free(unseen[m]);
+        free(three[m]);
+    }
     kace_split_results_free(&res);
     kace_splits_free(&splits);
     kace_dataset_free(&pairs);

@@ -3,7 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kace/eval.h"
 
@@ -185,19 +188,6 @@ done:
     return st;
 }
 
-static kace_status grow_rows(kace_ctx *ctx, int **rows, size_t *cap, size_t n)
-{
-    if (n < *cap)
-        return KACE_OK;
-    size_t ncap = *cap ? *cap * 2 : 256;
-    int *r = realloc(*rows, ncap * sizeof *r);
-    if (!r)
-        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    *rows = r;
-    *cap = ncap;
-    return KACE_OK;
-}
-
 /* Scores every target of one train/test partition. */
 static kace_status score_targets(kace_ctx *ctx, const kace_dataset *ds, const fitted *f, kace_norm norm,
                                  const int *targets, size_t n_targets, const int *test, size_t n_test,
@@ -245,90 +235,177 @@ static void mean_scores(const kace_target_score *t, size_t n, double *score)
     }
 }
 
+/* ---- running independent tasks on a few threads ----------------------- */
+
+typedef kace_status (*task_fn)(kace_ctx *ctx, void *arg, size_t i);
+
+typedef struct task_pool {
+    task_fn fn;
+    void *arg;
+    size_t n;
+    atomic_size_t next;
+    atomic_int failed;
+    kace_status status;  /* the first failure, with its message */
+    char message[1024];
+    size_t failed_task;
+    pthread_mutex_t lock;
+} task_pool;
+
+static void *pool_worker(void *p_)
+{
+    task_pool *p = p_;
+    kace_ctx *ctx = kace_ctx_new();
+    for (;;) {
+        size_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n || atomic_load(&p->failed))
+            break;
+        kace_status st = ctx ? p->fn(ctx, p->arg, i) : KACE_ERR_NOMEM;
+        if (st) {
+            pthread_mutex_lock(&p->lock);
+            if (!atomic_load(&p->failed) || i < p->failed_task) {
+                p->status = st;
+                p->failed_task = i;
+                snprintf(p->message, sizeof p->message, "%s", ctx ? kace_errmsg(ctx) : "out of memory");
+            }
+            atomic_store(&p->failed, 1);
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    kace_ctx_free(&ctx);
+    return NULL;
+}
+
+/* Runs fn(i) for i in [0, n) on up to n_threads threads (0: one per CPU, at
+ * most 8). Each task writes only its own slot, so results keep their order
+ * and do not depend on the number of threads. */
+static kace_status run_tasks(kace_ctx *ctx, int n_threads, size_t n, task_fn fn, void *arg)
+{
+    if (n_threads <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = cpus > 8 ? 8 : (cpus < 1 ? 1 : (int)cpus);
+    }
+    if ((size_t)n_threads > n)
+        n_threads = n ? (int)n : 1;
+    task_pool p = {.fn = fn, .arg = arg, .n = n};
+    atomic_init(&p.next, 0);
+    atomic_init(&p.failed, 0);
+    pthread_mutex_init(&p.lock, NULL);
+    pthread_t threads[8];
+    int started = 0;
+    for (int t = 1; t < n_threads; t++)
+        if (pthread_create(&threads[started], NULL, pool_worker, &p) == 0)
+            started++;
+    pool_worker(&p); /* the calling thread works too */
+    for (int t = 0; t < started; t++)
+        pthread_join(threads[t], NULL);
+    pthread_mutex_destroy(&p.lock);
+    if (atomic_load(&p.failed))
+        return kace_fail(ctx, p.status, "%s", p.message);
+    return KACE_OK;
+}
+
+/* ---- the published splits ---------------------------------------------- */
+
+typedef struct split_job {
+    const kace_dataset *ds;
+    const kace_splits *splits;
+    const kace_eval_options *opt;
+    const int *targets;
+    size_t n_targets;
+    size_t *start;            /* task i covers splits->rows[start[i] .. start[i+1]) */
+    kace_split_result *items; /* one per task */
+} split_job;
+
+static kace_status split_task(kace_ctx *ctx, void *arg, size_t t)
+{
+    split_job *job = arg;
+    const kace_dataset *ds = job->ds;
+    const kace_eval_options *opt = job->opt;
+    size_t from = job->start[t], to = job->start[t + 1];
+    kace_split_result *r = &job->items[t];
+    r->n_occur = job->splits->rows[from].n_occur;
+    r->seed = job->splits->rows[from].seed;
+    r->mse = r->r2 = r->xu_mse = r->xu_r2 = NAN;
+    size_t n = to - from;
+    int *fit = malloc(n * sizeof *fit), *test = malloc(n * sizeof *test);
+    kace_status st = KACE_OK;
+    fitted f = {0};
+    if (!fit || !test) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = from; i < to; i++) {
+        const kace_split_row *row = &job->splits->rows[i];
+        if (row->train) {
+            r->n_train++;
+            if (row->paper_fit || opt->mode == KACE_MODE_CLEAN)
+                fit[r->n_fit++] = row->colocation;
+        } else {
+            test[r->n_test++] = row->colocation;
+        }
+    }
+    /* Only training rows reach the fitting code. */
+    if ((st = fit_models(ctx, ds, fit, r->n_fit, opt, (uint64_t)r->seed, &f))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+        st = kace_fail(ctx, st, "n_occur=%d seed=%d: %s", r->n_occur, r->seed, msg);
+        goto done;
+    }
+    r->fit_seconds = f.kace_seconds;
+    r->xu_fit_seconds = f.xu_seconds;
+    kace_norm norm = opt->mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN;
+    if ((st = score_targets(ctx, ds, &f, norm, job->targets, job->n_targets, test, r->n_test, &r->targets,
+                            &r->n_targets)) ||
+        (st = test_error(ctx, ds, f.kace, norm, test, r->n_test, &r->mse, &r->r2)) ||
+        (f.xu && (st = test_error(ctx, ds, f.xu, norm, test, r->n_test, &r->xu_mse, &r->xu_r2))))
+        goto done;
+    mean_scores(r->targets, r->n_targets, r->score);
+done:
+    fitted_free(&f);
+    free(fit);
+    free(test);
+    return st;
+}
+
 kace_status kace_eval_splits(kace_ctx *ctx, const kace_dataset *ds, const kace_splits *splits,
                              const kace_eval_options *opt, kace_split_results **out)
 {
     *out = NULL;
+    split_job job = {ds, splits, opt, NULL, 0, NULL, NULL};
     kace_split_results *res = calloc(1, sizeof *res);
-    int *targets = NULL, *train = NULL, *fit = NULL, *test = NULL;
-    size_t n_targets = 0, cap_train = 0, cap_fit = 0, cap_test = 0, cap_res = 0;
+    size_t n_tasks = 0;
     kace_status st;
     if (!res)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    if ((st = list_targets(ctx, ds, &targets, &n_targets)))
+    if ((st = list_targets(ctx, ds, (int **)&job.targets, &job.n_targets)))
         goto fail;
-    kace_norm norm = opt->mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN;
-    /* Splits come grouped by (n_occur, seed), in file order. */
-    size_t i = 0;
-    while (i < splits->n) {
-        int n_occur = splits->rows[i].n_occur, seed = splits->rows[i].seed;
-        size_t n_train = 0, n_fit = 0, n_test = 0;
-        for (; i < splits->n && splits->rows[i].n_occur == n_occur && splits->rows[i].seed == seed; i++) {
-            const kace_split_row *r = &splits->rows[i];
-            if (r->train) {
-                if ((st = grow_rows(ctx, &train, &cap_train, n_train)))
-                    goto fail;
-                train[n_train++] = r->colocation;
-                if (r->paper_fit || opt->mode == KACE_MODE_CLEAN) {
-                    if ((st = grow_rows(ctx, &fit, &cap_fit, n_fit)))
-                        goto fail;
-                    fit[n_fit++] = r->colocation;
-                }
-            } else {
-                if ((st = grow_rows(ctx, &test, &cap_test, n_test)))
-                    goto fail;
-                test[n_test++] = r->colocation;
-            }
-        }
-        if (res->n == cap_res) {
-            cap_res = cap_res ? cap_res * 2 : 64;
-            kace_split_result *items = realloc(res->items, cap_res * sizeof *items);
-            if (!items) {
-                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-                goto fail;
-            }
-            res->items = items;
-        }
-        kace_split_result *r = &res->items[res->n];
-        memset(r, 0, sizeof *r);
-        r->n_occur = n_occur;
-        r->seed = seed;
-        r->n_train = n_train;
-        r->n_fit = n_fit;
-        r->n_test = n_test;
-        fitted f;
-        if ((st = fit_models(ctx, ds, fit, n_fit, opt, (uint64_t)seed, &f))) {
-            kace_status inner = st;
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
-            st = kace_fail(ctx, inner, "n_occur=%d seed=%d: %s", n_occur, seed, msg);
-            goto fail;
-        }
-        r->fit_seconds = f.kace_seconds;
-        r->xu_fit_seconds = f.xu_seconds;
-        st = score_targets(ctx, ds, &f, norm, targets, n_targets, test, n_test, &r->targets, &r->n_targets);
-        if (!st)
-            st = test_error(ctx, ds, f.kace, norm, test, n_test, &r->mse, &r->r2);
-        r->xu_mse = r->xu_r2 = NAN;
-        if (!st && f.xu)
-            st = test_error(ctx, ds, f.xu, norm, test, n_test, &r->xu_mse, &r->xu_r2);
-        fitted_free(&f);
-        res->n++; /* owns r->targets from here on */
-        if (st)
-            goto fail;
-        mean_scores(r->targets, r->n_targets, r->score);
+    /* Splits come grouped by (n_occur, seed), in file order: one task each. */
+    job.start = malloc((splits->n + 1) * sizeof *job.start);
+    if (!job.start) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto fail;
     }
-    free(targets);
-    free(train);
-    free(fit);
-    free(test);
+    for (size_t i = 0; i < splits->n; i++)
+        if (i == 0 || splits->rows[i].n_occur != splits->rows[i - 1].n_occur ||
+            splits->rows[i].seed != splits->rows[i - 1].seed)
+            job.start[n_tasks++] = i;
+    job.start[n_tasks] = splits->n;
+    res->items = calloc(n_tasks ? n_tasks : 1, sizeof *res->items);
+    if (!res->items) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    res->n = n_tasks;
+    job.items = res->items;
+    if ((st = run_tasks(ctx, opt->n_threads, n_tasks, split_task, &job)))
+        goto fail;
+    free((void *)job.targets);
+    free(job.start);
     *out = res;
     return KACE_OK;
 fail:
-    free(targets);
-    free(train);
-    free(fit);
-    free(test);
+    free((void *)job.targets);
+    free(job.start);
     kace_split_results_free(&res);
     return st;
 }
@@ -356,61 +433,80 @@ double kace_eval_mean(const kace_split_results *r, int n_occur, kace_policy p)
     return n ? s / n : NAN;
 }
 
-kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,
-                             kace_target_score **out, size_t *n_out)
+typedef struct unseen_job {
+    const kace_dataset *ds;
+    const kace_eval_options *opt;
+    const int *targets;
+    kace_target_score *scores[2]; /* by kace_eval_mode */
+} unseen_job;
+
+static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
 {
-    *out = NULL;
-    *n_out = 0;
-    int *targets = NULL, *train = NULL, *test = NULL;
-    size_t n_targets = 0;
-    kace_target_score *scores = NULL;
-    kace_status st;
-    if ((st = list_targets(ctx, ds, &targets, &n_targets)))
-        return st;
-    size_t nc = ds->n_colocations ? ds->n_colocations : 1;
-    train = malloc(nc * sizeof *train);
-    test = malloc(nc * sizeof *test);
-    scores = calloc(n_targets ? n_targets : 1, sizeof *scores);
-    if (!train || !test || !scores) {
+    unseen_job *job = arg;
+    const kace_dataset *ds = job->ds;
+    int target = job->targets[t];
+    const char *family = ds->workloads[target].family;
+    size_t nc = ds->n_colocations ? ds->n_colocations : 1, n_train = 0, n_test = 0;
+    int *train = malloc(nc * sizeof *train), *test = malloc(nc * sizeof *test);
+    kace_status st = KACE_OK;
+    fitted f = {0};
+    if (!train || !test) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    kace_norm norm = opt->mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN;
-    size_t n_scored = 0;
-    for (size_t t = 0; t < n_targets; t++) {
-        const char *family = ds->workloads[targets[t]].family;
-        size_t n_train = 0, n_test = 0;
-        for (size_t i = 0; i < ds->n_colocations; i++) {
-            const kace_colocation *c = &ds->colocations[i];
-            bool same_family = false;
-            for (int j = 0; j < c->k; j++)
-                same_family |= strcmp(ds->workloads[c->workload[j]].family, family) == 0;
-            if (!same_family)
-                train[n_train++] = (int)i;
-            if (kace_colocation_has(c, targets[t]))
-                test[n_test++] = (int)i;
-        }
-        fitted f;
-        if ((st = fit_models(ctx, ds, train, n_train, opt, (uint64_t)t + 1, &f))) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
-            st = kace_fail(ctx, st, "unseen target %s: %s", ds->workloads[targets[t]].name, msg);
-            goto done;
-        }
-        scores[n_scored].target = targets[t];
-        st = score_target(ctx, ds, &f, norm, test, n_test, &scores[n_scored]);
-        fitted_free(&f);
-        if (st)
-            goto done;
-        n_scored++;
+    for (size_t i = 0; i < ds->n_colocations; i++) {
+        const kace_colocation *c = &ds->colocations[i];
+        bool same_family = false;
+        for (int j = 0; j < c->k; j++)
+            same_family |= strcmp(ds->workloads[c->workload[j]].family, family) == 0;
+        if (!same_family)
+            train[n_train++] = (int)i;
+        if (kace_colocation_has(c, target))
+            test[n_test++] = (int)i;
     }
-    *out = scores;
-    *n_out = n_scored;
-    scores = NULL;
+    if ((st = fit_models(ctx, ds, train, n_train, job->opt, (uint64_t)t + 1, &f))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+        st = kace_fail(ctx, st, "unseen target %s: %s", ds->workloads[target].name, msg);
+        goto done;
+    }
+    /* Both modes fit every row here: one fit, scored both ways. */
+    for (int mode = 0; mode < 2 && !st; mode++) {
+        job->scores[mode][t].target = target;
+        st = score_target(ctx, ds, &f, mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN, test, n_test,
+                          &job->scores[mode][t]);
+    }
 done:
-    free(targets);
+    fitted_free(&f);
     free(train);
     free(test);
-    free(scores);
     return st;
+}
+
+kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,
+                             kace_target_score *out[2], size_t *n_out)
+{
+    out[0] = out[1] = NULL;
+    *n_out = 0;
+    int *targets = NULL;
+    size_t n_targets = 0;
+    kace_status st;
+    if ((st = list_targets(ctx, ds, &targets, &n_targets)))
+        return st;
+    size_t n = n_targets ? n_targets : 1;
+    unseen_job job = {ds, opt, targets, {calloc(n, sizeof(kace_target_score)), calloc(n, sizeof(kace_target_score))}};
+    if (!job.scores[0] || !job.scores[1])
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    else
+        st = run_tasks(ctx, opt->n_threads, n_targets, unseen_task, &job);
+    free(targets);
+    if (st) {
+        free(job.scores[0]);
+        free(job.scores[1]);
+        return st;
+    }
+    out[0] = job.scores[0];
+    out[1] = job.scores[1];
+    *n_out = n_targets;
+    return KACE_OK;
 }

@@ -24,6 +24,7 @@ typedef struct kace_eval_options {
     kace_eval_mode mode;
     bool with_xu;                  /* also fit the Xu et al. random forest */
     kace_forest_search xu_search;  /* its randomized search */
+    int n_threads;                 /* splits/targets evaluated at once; 0 = one per CPU */
 } kace_eval_options;
 
 /* Defaults: paper mode, Xu on, 10 search iterations, 5 folds, seed 0, one
@@ -59,10 +60,12 @@ void kace_split_results_free(kace_split_results **r);
 
 /* For each workload W in ds's colocations: fit on the colocations containing
  * no workload of W's family, choose among those containing W. Every
- * colocation is fitted (there is no published internal split here).
- * out receives one score row per target (the caller frees it with free). */
+ * colocation is fitted in both modes (there is no published internal split
+ * here), so one fit per target is scored both ways: out[KACE_MODE_PAPER] and
+ * out[KACE_MODE_CLEAN] each receive *n_out rows, one per target, which the
+ * caller frees with free. opt->mode is not used. */
 kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,
-                             kace_target_score **out, size_t *n_out);
+                             kace_target_score *out[2], size_t *n_out);
 
 /* Means over seeds for each n_occur: means[n_occur][policy]. */
 double kace_eval_mean(const kace_split_results *r, int n_occur, kace_policy p);
