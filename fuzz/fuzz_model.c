@@ -68,7 +68,7 @@ static void check_model(const kace_model *m)
     } else {
         FUZZ_CHECK(kace_model_get_kind(m) == KACE_MODEL_FOREST, "kind %d", (int)kace_model_get_kind(m));
         FUZZ_CHECK(!coef && n_coef == 0, "a forest with coefficients");
-        FUZZ_CHECK(m->n_trees >= 1 && m->booster_json && m->booster_json_len > 0, "forest without a booster");
+        FUZZ_CHECK(m->trees.n_trees >= 1 && m->booster_json && m->booster_json_len > 0, "forest without a booster");
     }
 }
 

@@ -317,8 +317,6 @@ static kace_status save_json(kace_ctx *ctx, BoosterHandle b, kace_model *m)
 
 /* ------------------------------------------------------------ backend for model.c */
 
-static void trees_free(kace_model *m);
-
 void kace_forest_release(kace_model *m)
 {
     if (!m)
@@ -329,7 +327,7 @@ void kace_forest_release(kace_model *m)
     free(m->booster_json);
     m->booster_json = NULL;
     m->booster_json_len = 0;
-    trees_free(m);
+    kace_trees_free(&m->trees);
 }
 
 /* xgboost trusts a model buffer: a cyclic tree makes prediction loop forever
@@ -357,7 +355,7 @@ static const cJSON *json_path(const cJSON *o, const char *const *keys, int n)
     return o;
 }
 
-static void trees_free(kace_model *m)
+void kace_trees_free(kace_trees *m)
 {
     free(m->tree_root);
     free(m->left);
@@ -374,7 +372,7 @@ static void trees_free(kace_model *m)
 /* Checks one tree (node arrays of num_nodes finite numbers, every node
  * reached once from the root with a matching parent, splits on known
  * features) and appends it to the model's arrays at *at. */
-static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, kace_model *m, int *at, int cap)
+static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, kace_trees *m, int *at, int cap)
 {
     const cJSON *param = cJSON_GetObjectItemCaseSensitive(tree, "tree_param");
     long n = 0, nf = 0, leaf_vector = -1;
@@ -434,14 +432,13 @@ static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, k
     return ok;
 }
 
-/* Reads the trees out of m->booster_json into m's own arrays. */
-static kace_status trees_from_json(kace_ctx *ctx, kace_model *m)
+/* Reads the trees out of an xgboost JSON model into flat arrays. */
+kace_status kace_trees_from_json(kace_ctx *ctx, const char *json, size_t json_len, int n_features, kace_trees *m)
 {
-    trees_free(m);
-    if (!m->booster_json || m->booster_json_len == 0 || memchr(m->booster_json, '\0', m->booster_json_len) ||
-        m->booster_json[0] != '{')
+    memset(m, 0, sizeof *m);
+    if (!json || json_len == 0 || memchr(json, '\0', json_len) || json[0] != '{')
         return kace_fail(ctx, KACE_ERR_MODEL, "random forest: the booster is not JSON text");
-    cJSON *root = cJSON_ParseWithLength(m->booster_json, m->booster_json_len);
+    cJSON *root = cJSON_ParseWithLength(json, json_len);
     if (!root)
         return kace_fail(ctx, KACE_ERR_MODEL, "random forest: the booster is not valid JSON");
     kace_status st = KACE_OK;
@@ -456,10 +453,10 @@ static kace_status trees_from_json(kace_ctx *ctx, kace_model *m)
     long num_feature = -1;
     int num_trees = cJSON_IsArray(trees) ? cJSON_GetArraySize(trees) : 0;
     if (!cJSON_IsArray(info) || json_int(lparam, "num_feature", &num_feature) || num_trees < 1 || num_trees > 100000 ||
-        cJSON_GetArraySize(info) != num_trees || num_feature != m->n_features || !cJSON_IsString(base)) {
+        cJSON_GetArraySize(info) != num_trees || num_feature != n_features || !cJSON_IsString(base)) {
         st = kace_fail(ctx, KACE_ERR_MODEL,
                        "random forest: the booster's trees or feature count are not as expected (%d features)",
-                       m->n_features);
+                       n_features);
         goto done;
     }
     char *end = NULL;
@@ -474,7 +471,7 @@ static kace_status trees_from_json(kace_ctx *ctx, kace_model *m)
             goto done;
         }
     /* Node capacity is bounded by the text: every node takes several bytes. */
-    size_t cap_sz = m->booster_json_len / 8 + 1;
+    size_t cap_sz = json_len / 8 + 1;
     int cap = cap_sz < (1u << 24) ? (int)cap_sz : (1 << 24);
     m->tree_root = malloc((size_t)num_trees * sizeof *m->tree_root);
     m->left = malloc((size_t)cap * sizeof *m->left);
@@ -502,7 +499,7 @@ done:
     free(seen);
     cJSON_Delete(root);
     if (st)
-        trees_free(m);
+        kace_trees_free(m);
     return st;
 }
 
@@ -512,31 +509,33 @@ kace_status kace_forest_restore(kace_ctx *ctx, kace_model *m)
 {
     if (!m)
         return kace_fail(ctx, KACE_ERR_MODEL, "random forest: no model");
-    return trees_from_json(ctx, m);
+    kace_trees_free(&m->trees);
+    return kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, m->n_features, &m->trees);
 }
 
-/* Sum of the trees' leaves (xgboost already divided them by the number of
- * parallel trees, so this is the forest's mean), as xgboost computes it:
- * float features, go left when x < threshold, missing values by default. */
+double kace_trees_predict(const kace_trees *t, const double *x)
+{
+    float sum = 0;
+    for (int i = 0; i < t->n_trees; i++) {
+        int v = t->tree_root[i];
+        while (t->left[v] >= 0) {
+            double xv = x[t->feature[v]];
+            bool go_left = isnan(xv) ? t->default_left[v] : (float)xv < t->threshold[v];
+            v = go_left ? t->left[v] : t->right[v];
+        }
+        sum += t->threshold[v];
+    }
+    return (double)sum + t->base_score;
+}
+
+/* xgboost already divided each leaf by the number of parallel trees, so the
+ * sum of the leaves is the forest's mean. */
 kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z)
 {
-    if (!m || m->kind != KACE_MODEL_FOREST || m->n_trees < 1)
+    if (!m || m->kind != KACE_MODEL_FOREST || m->trees.n_trees < 1)
         return kace_fail(ctx, KACE_ERR_MODEL, "random forest: model has no trees");
-    int d = m->n_features;
-    for (size_t i = 0; i < n; i++) {
-        const double *z = Z + i * (size_t)d;
-        float sum = 0;
-        for (int t = 0; t < m->n_trees; t++) {
-            int v = m->tree_root[t];
-            while (m->left[v] >= 0) {
-                double x = z[m->feature[v]];
-                bool go_left = isnan(x) ? m->default_left[v] : (float)x < m->threshold[v];
-                v = go_left ? m->left[v] : m->right[v];
-            }
-            sum += m->threshold[v];
-        }
-        pred_z[i] = (double)sum + m->base_score;
-    }
+    for (size_t i = 0; i < n; i++)
+        pred_z[i] = kace_trees_predict(&m->trees, Z + i * (size_t)m->n_features);
     return KACE_OK;
 }
 
@@ -600,7 +599,8 @@ static kace_status fit_into(kace_ctx *ctx, kace_model *m, const double *Z, const
     if (st != KACE_OK)
         goto cleanup;
     /* From here on the model predicts with its own copy of the trees. */
-    st = trees_from_json(ctx, m);
+    kace_trees_free(&m->trees);
+    st = kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, m->n_features, &m->trees);
     if (st != KACE_OK)
         goto cleanup;
     m->forest = *p;

@@ -6,6 +6,24 @@
 
 #define KACE_MODEL_FORMAT_VERSION 1
 
+/* Regression trees in flat arrays, as xgboost's JSON describes them. */
+typedef struct kace_trees {
+    int n_trees, n_nodes;
+    int *tree_root;              /* index of each tree's root in the arrays */
+    int *left, *right, *feature; /* -1 children: a leaf */
+    float *threshold;            /* split value, or the leaf's value */
+    unsigned char *default_left; /* where a missing value goes */
+    double base_score;
+} kace_trees;
+
+/* Reads and checks the trees of an xgboost JSON model with n_features
+ * features (every node reached once, children and features in range). */
+kace_status kace_trees_from_json(kace_ctx *ctx, const char *json, size_t len, int n_features, kace_trees *out);
+void kace_trees_free(kace_trees *t);
+/* Sum of the leaves x falls into, plus the base score, computed in float
+ * like xgboost (x < threshold goes left; NaN goes the default way). */
+double kace_trees_predict(const kace_trees *t, const double *x);
+
 struct kace_model {
     kace_model_kind kind;
     const kace_feature_set *features;
@@ -22,12 +40,13 @@ struct kace_model {
     kace_forest_params forest;
     /* The trees as kace evaluates them, read from booster_json (xgboost is
      * never handed a model buffer from a file: it trusts it blindly). */
-    int n_trees, n_nodes;
-    int *tree_root;              /* index of each tree's root in the arrays */
-    int *left, *right, *feature; /* -1 children: a leaf */
-    float *threshold;            /* split value, or the leaf's value */
-    unsigned char *default_left; /* where a missing value goes */
-    double base_score;
+    kace_trees trees;
+    /* Slowdown model (slowdown.c): ridge on log(throughput / exclusive) of
+     * each member, averaged with boosted trees on the same member features. */
+    int n_member_features;
+    double m_mean[KACE_MAX_FEATURES], m_std[KACE_MAX_FEATURES];
+    double ridge[KACE_MAX_FEATURES + 1];
+    double ridge_alpha, tree_weight;
 };
 
 /* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */

@@ -100,7 +100,7 @@ static void test_fit_nonlinear(void **state)
     assert_ptr_equal(m->features, &fs_test);
     assert_int_equal(m->n_features, D);
     assert_int_equal(m->n_fit, N);
-    assert_true(m->n_trees >= 1 && m->n_nodes >= m->n_trees);
+    assert_true(m->trees.n_trees >= 1 && m->trees.n_nodes >= m->trees.n_trees);
     assert_non_null(m->booster_json);
     assert_int_equal(m->booster_json_len, strlen(m->booster_json));
     assert_int_equal(m->booster_json[0], '{');
@@ -239,16 +239,13 @@ static void test_restore(void **state)
     assert_non_null(r);
     *r = *m;
     r->booster = NULL;
-    r->tree_root = r->left = r->right = r->feature = NULL; /* m owns those */
-    r->threshold = NULL;
-    r->default_left = NULL;
-    r->n_trees = r->n_nodes = 0;
+    memset(&r->trees, 0, sizeof r->trees); /* m owns those */
     r->booster_json = malloc(m->booster_json_len + 1);
     assert_non_null(r->booster_json);
     memcpy(r->booster_json, m->booster_json, m->booster_json_len + 1);
     free_model(&m);
     assert_kace_ok(ctx, kace_forest_restore(ctx, r));
-    assert_true(r->n_trees >= 1);
+    assert_true(r->trees.n_trees >= 1);
     predict(ctx, r, Xt, N, p2);
     assert_memory_equal(p1, p2, sizeof p1);
     /* Restoring again replaces the booster (no leak, same predictions). */
@@ -267,7 +264,7 @@ static void test_restore(void **state)
     kace_status st = kace_forest_restore(ctx, r);
     assert_int_equal(st, KACE_ERR_MODEL);
     assert_true(strlen(kace_errmsg(ctx)) > 0);
-    assert_int_equal(r->n_trees, 0);
+    assert_int_equal(r->trees.n_trees, 0);
     /* A booster with another number of features is refused. */
     r->booster_json = good;
     r->booster_json_len = good_len;
