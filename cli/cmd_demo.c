@@ -82,7 +82,7 @@ int cmd_demo(int argc, char **argv)
     printf("store holds %zu workloads, %zu profile values, %zu runs, %zu split rows\n", counts.workloads,
            counts.profile_values, counts.runs, counts.splits);
 
-    printf("\n== 2. train KACE's linear model on every measured pair ==\n");
+    printf("\n== 2. train kace's slowdown model (and the paper's linear KACE) on every measured pair ==\n");
     if ((st = kace_store_load_dataset(ctx, store, "pairs", false, &ds))) {
         rc = cli_error(ctx, st);
         goto done;
@@ -93,13 +93,22 @@ int cmd_demo(int argc, char **argv)
         goto done;
     char model_path[4096];
     snprintf(model_path, sizeof model_path, "%s/kace-model.txt", out);
-    kace_fit_spec spec = {KACE_MODEL_LINEAR, &kace_features_kace, {0}};
+    kace_fit_spec paper = {.kind = KACE_MODEL_LINEAR, .features = &kace_features_kace};
+    kace_fit_spec spec = {.kind = KACE_MODEL_SLOWDOWN};
+    kace_slowdown_params_default(&spec.slowdown);
+    if ((st = kace_model_fit_rows(ctx, ds, NULL, 0, &paper, &m)) ||
+        (st = kace_store_save_model(ctx, store, "kace-paper", m))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    kace_model_free(&m);
     if ((st = kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m)) ||
         (st = kace_store_save_model(ctx, store, "default", m)) || (st = kace_model_save(ctx, m, model_path))) {
         rc = cli_error(ctx, st);
         goto done;
     }
-    printf("fitted on %zu pairs; model stored as 'default' and written to %s\n", n, model_path);
+    printf("fitted on %zu pairs; the slowdown model is stored as 'default' (and written to %s), the paper's\n"
+           "linear model as 'kace-paper'\n", n, model_path);
 
     printf("\n== 3. recommend partners (predicted vs measured throughput sum, samples/s) ==\n");
     static const char *const targets[] = {"bert-base-cased_batch8-train", "vit-base-patch16-224_batch16-inf",
@@ -116,11 +125,12 @@ int cmd_demo(int argc, char **argv)
         printf("%s:\n", targets[t]);
         for (size_t i = 0; i < n_ranked && i < 3; i++) {
             if (ranked[i].measured == ranked[i].measured)
-                printf("  %zu. %-36s predicted %8.2f  measured %8.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
-                       ranked[i].predicted, ranked[i].measured);
+                printf("  %zu. %-36s predicted %8.2f  measured %8.2f  confidence %.2f\n", i + 1,
+                       ds->workloads[ranked[i].workload].name, ranked[i].predicted, ranked[i].measured,
+                       ranked[i].confidence);
             else
-                printf("  %zu. %-36s predicted %8.2f  measured        -\n", i + 1,
-                       ds->workloads[ranked[i].workload].name, ranked[i].predicted);
+                printf("  %zu. %-36s predicted %8.2f  measured        -  confidence %.2f\n", i + 1,
+                       ds->workloads[ranked[i].workload].name, ranked[i].predicted, ranked[i].confidence);
         }
     }
 

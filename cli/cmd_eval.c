@@ -9,8 +9,8 @@
 #include "cli.h"
 #include "figures.h"
 
-static const kace_policy shown[] = {KACE_POL_KACE, KACE_POL_XU, KACE_POL_BEST_RULE, KACE_POL_MEMCAP,
-                                    KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
+static const kace_policy shown[] = {KACE_POL_SLOWDOWN, KACE_POL_KACE, KACE_POL_XU,  KACE_POL_BEST_RULE,
+                                    KACE_POL_MEMCAP,   KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
 #define N_SHOWN (sizeof shown / sizeof *shown)
 
 static double seconds_since(const struct timespec *t0)
@@ -37,7 +37,7 @@ static void print_header(void)
     printf("%7s", "n_occur");
     for (size_t p = 0; p < N_SHOWN; p++)
         printf(" %9s", kace_policy_name(shown[p]));
-    printf(" %8s %8s %9s %8s\n", "MSE", "R2", "fit_ms", "n_fit");
+    printf(" %8s %8s %9s %8s %8s %9s\n", "MSE", "R2", "fit_ms", "n_fit", "kace_R2", "kace_MAE%");
 }
 
 /* Mean over seeds of a per-split field. */
@@ -118,11 +118,15 @@ static int report_splits(const kace_dataset *ds, const kace_split_results *r, co
         printf("%7d", n);
         for (size_t p = 0; p < N_SHOWN; p++)
             printf(" %9.3f", kace_eval_mean(r, n, shown[p]));
-        printf(" %8.3f %8.3f %9.3f %8.1f\n", mean_field(r, n, offsetof(kace_split_result, mse)),
+        printf(" %8.3f %8.3f %9.3f %8.1f %8.3f %9.2f\n", mean_field(r, n, offsetof(kace_split_result, mse)),
                mean_field(r, n, offsetof(kace_split_result, r2)),
-               1e3 * mean_field(r, n, offsetof(kace_split_result, fit_seconds)), mean_n_fit(r, n));
+               1e3 * mean_field(r, n, offsetof(kace_split_result, fit_seconds)), mean_n_fit(r, n),
+               mean_field(r, n, offsetof(kace_split_result, slowdown_r2)),
+               mean_field(r, n, offsetof(kace_split_result, slowdown_mae_pct)));
     }
-    printf("(%zu train/test splits evaluated in %.3f s)\n", r->n, seconds);
+    printf("(%zu train/test splits evaluated in %.3f s; kace = the slowdown model, KACE = the paper's linear model;\n"
+           " kace_MAE%% = per-workload |predicted - measured| throughput in %% of its exclusive throughput)\n",
+           r->n, seconds);
 
     /* Per target at n_occur = 3 (paper Fig. 5). */
     double *score = malloc(ds->n_workloads * KACE_N_POLICIES * sizeof *score);
@@ -134,8 +138,8 @@ static int report_splits(const kace_dataset *ds, const kace_split_results *r, co
     }
     int fig5_n = lo <= 3 && hi >= 3 ? 3 : lo;
     per_target(r, fig5_n, ds->n_workloads, score, count);
-    printf("\nper target at n_occur=%d (mean over seeds):\n%-36s %9s %9s %9s\n", fig5_n, "target", "KACE", "Xu",
-           "MEMCAP");
+    printf("\nper target at n_occur=%d (mean over seeds):\n%-36s %9s %9s %9s %9s\n", fig5_n, "target", "kace",
+           "KACE", "Xu", "MEMCAP");
     int kace_best = 0, n_targets = 0;
     for (size_t w = 0; w < ds->n_workloads; w++) {
         if (!count[w])
@@ -144,7 +148,8 @@ static int report_splits(const kace_dataset *ds, const kace_split_results *r, co
         n_targets++;
         if (s[KACE_POL_KACE] > s[KACE_POL_MEMCAP] && (isnan(s[KACE_POL_XU]) || s[KACE_POL_KACE] > s[KACE_POL_XU]))
             kace_best++;
-        printf("%-36s %9.3f %9.3f %9.3f\n", ds->workloads[w].name, s[KACE_POL_KACE], s[KACE_POL_XU], s[KACE_POL_MEMCAP]);
+        printf("%-36s %9.3f %9.3f %9.3f %9.3f\n", ds->workloads[w].name, s[KACE_POL_SLOWDOWN], s[KACE_POL_KACE],
+               s[KACE_POL_XU], s[KACE_POL_MEMCAP]);
     }
     printf("KACE strictly best of {KACE, Xu, MEMCAP} for %d of %d targets\n", kace_best, n_targets);
 
@@ -156,15 +161,16 @@ static int report_splits(const kace_dataset *ds, const kace_split_results *r, co
             fprintf(f, "mode,n_occur,seed,n_train,n_fit,n_test,n_targets");
             for (int p = 0; p < KACE_N_POLICIES; p++)
                 fprintf(f, ",%s", kace_policy_name(p));
-            fprintf(f, ",mse,r2,xu_mse,xu_r2,fit_seconds,xu_fit_seconds\n");
+            fprintf(f, ",mse,r2,xu_mse,xu_r2,fit_seconds,xu_fit_seconds,kace_mse,kace_r2,kace_mae_pct,kace_fit_seconds\n");
             for (size_t i = 0; i < r->n; i++) {
                 const kace_split_result *s = &r->items[i];
                 fprintf(f, "%s,%d,%d,%zu,%zu,%zu,%zu", mode, s->n_occur, s->seed, s->n_train, s->n_fit, s->n_test,
                         s->n_targets);
                 for (int p = 0; p < KACE_N_POLICIES; p++)
                     fprintf(f, ",%.6f", s->score[p]);
-                fprintf(f, ",%.6f,%.6f,%.6f,%.6f,%.9f,%.6f\n", s->mse, s->r2, s->xu_mse, s->xu_r2, s->fit_seconds,
-                        s->xu_fit_seconds);
+                fprintf(f, ",%.6f,%.6f,%.6f,%.6f,%.9f,%.6f,%.6f,%.6f,%.6f,%.6f\n", s->mse, s->r2, s->xu_mse, s->xu_r2,
+                        s->fit_seconds, s->xu_fit_seconds, s->slowdown_mse, s->slowdown_r2, s->slowdown_mae_pct,
+                        s->slowdown_fit_seconds);
             }
             fclose(f);
         }

@@ -9,7 +9,7 @@
 
 int cmd_train(int argc, char **argv)
 {
-    const char *db = cli_default_db(), *set = "pairs", *features = NULL, *kind = "linear", *name = "default",
+    const char *db = cli_default_db(), *set = "pairs", *features = NULL, *kind = "slowdown", *name = "default",
                *out = NULL;
     int xu_iter = 10;
     static const struct option longopts[] = {
@@ -30,18 +30,20 @@ int cmd_train(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'i': xu_iter = atoi(optarg); break;
         case 'h':
-            printf("usage: kace train [--db PATH] [--set pairs] [--kind linear|forest] [--features kace|xu]\n"
+            printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu]\n"
                    "                  [--name default] [--out FILE] [--search-iter N]\n"
                    "Fits a model on every successful 100%% MPS run of the set and stores it under NAME\n"
-                   "(and in FILE, a versioned text model). linear = KACE's z-scored least squares;\n"
+                   "(and in FILE, a versioned text model). slowdown (default) = kace's model: each workload's\n"
+                   "throughput as a fraction of its exclusive one, from contention features, summed;\n"
+                   "linear = the paper's KACE (z-scored least squares on summed features);\n"
                    "forest = random forest with randomized search and 5-fold CV (the Xu et al. procedure).\n");
             return EXIT_OK;
         default: return cli_usage("train", "unknown option");
         }
     }
-    bool forest = strcmp(kind, "forest") == 0;
-    if (!forest && strcmp(kind, "linear") != 0)
-        return cli_usage("train", "--kind must be linear or forest, not '%s'", kind);
+    bool forest = strcmp(kind, "forest") == 0, slowdown = strcmp(kind, "slowdown") == 0;
+    if (!forest && !slowdown && strcmp(kind, "linear") != 0)
+        return cli_usage("train", "--kind must be slowdown, linear or forest, not '%s'", kind);
     const kace_feature_set *fs = kace_feature_set_find(features ? features : (forest ? "xu" : "kace"));
     if (!fs)
         return cli_usage("train", "--features must be kace or xu, not '%s'", features);
@@ -66,7 +68,10 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     size_t n = ds->n_colocations;
-    kace_fit_spec spec = {forest ? KACE_MODEL_FOREST : KACE_MODEL_LINEAR, fs, {xu_iter, 5, 1, 1, 1.0}};
+    kace_fit_spec spec = {.kind = forest ? KACE_MODEL_FOREST : (slowdown ? KACE_MODEL_SLOWDOWN : KACE_MODEL_LINEAR),
+                          .features = fs,
+                          .search = {xu_iter, 5, 1, 1, 1.0}};
+    kace_slowdown_params_default(&spec.slowdown);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     st = kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m);
@@ -80,7 +85,8 @@ int cmd_train(int argc, char **argv)
         rc = cli_error(ctx, st);
         goto done;
     }
-    printf("trained %s model '%s' on %zu runs of set '%s' (%s features) in %.3f ms\n", kind, name, n, set, fs->name,
+    printf("trained %s model '%s' on %zu runs of set '%s' (%s features) in %.3f ms\n", kind, name, n, set,
+           slowdown ? "per-workload contention" : fs->name,
            ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6));
     int nc = 0;
     const double *coef = kace_model_coefficients(m, &nc);
@@ -187,13 +193,13 @@ int cmd_predict(int argc, char **argv)
         goto done;
     }
     printf("partners of %s, best first (throughput sums in samples/s)\n", target);
-    printf("%4s  %-36s %10s %10s %10s\n", "rank", "partner", "predicted", "measured", "exclusive");
+    printf("%4s  %-36s %10s %10s %10s %10s\n", "rank", "partner", "predicted", "measured", "exclusive", "confidence");
     for (size_t i = 0; i < n_ranked && (top <= 0 || (int)i < top); i++) {
         char measured[32] = "-";
         if (!isnan(ranked[i].measured))
             snprintf(measured, sizeof measured, "%.2f", ranked[i].measured);
-        printf("%4zu  %-36s %10.2f %10s %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name, ranked[i].predicted,
-               measured, ranked[i].exclusive_sum);
+        printf("%4zu  %-36s %10.2f %10s %10.2f %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
+               ranked[i].predicted, measured, ranked[i].exclusive_sum, ranked[i].confidence);
     }
     rc = EXIT_OK;
 done:

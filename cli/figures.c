@@ -42,8 +42,8 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    static const kace_policy order[] = {KACE_POL_KACE, KACE_POL_XU,  KACE_POL_BEST_RULE, KACE_POL_MEMCAP,
-                                        KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
+    static const kace_policy order[] = {KACE_POL_SLOWDOWN, KACE_POL_KACE, KACE_POL_XU,  KACE_POL_BEST_RULE,
+                                        KACE_POL_MEMCAP,   KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
     fprintf(f, "policy,score\n");
     for (size_t p = 0; p < sizeof order / sizeof *order; p++)
         if (with_xu || order[p] != KACE_POL_XU)
@@ -51,8 +51,8 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
     fclose(f);
 
     char script[8192];
-    /* Columns of summary_<mode>.csv: n_occur, KACE, Xu, Best rule, MEMCAP,
-     * MEM%, SM%, Random, mse, r2, fit_ms, n_fit. */
+    /* Columns of summary_<mode>.csv: n_occur, kace, KACE, Xu, Best rule,
+     * MEMCAP, MEM%, SM%, Random, mse, r2, fit_ms, n_fit. */
     snprintf(script, sizeof script,
              "%s"
              "set output 'fig3_training_size_%s.png'\n"
@@ -67,11 +67,11 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
              "set xlabel 'training rows fitted'\n"
              "set autoscale y\n"
              "set title 'MSE (z-units)'\n"
-             "plot 'summary_%s.csv' using 12:9 with linespoints lw 2\n"
+             "plot 'summary_%s.csv' using 13:10 with linespoints lw 2\n"
              "set title 'R^2'\n"
-             "plot 'summary_%s.csv' using 12:10 with linespoints lw 2\n"
+             "plot 'summary_%s.csv' using 13:11 with linespoints lw 2\n"
              "set title 'fit time (ms)'\n"
-             "plot 'summary_%s.csv' using 12:11 with linespoints lw 2\n"
+             "plot 'summary_%s.csv' using 13:12 with linespoints lw 2\n"
              "unset multiplot\n"
              "set output 'fig4_policies_%s.png'\n"
              "set title 'Policies at n_occur=3 (%s mode)'\n"
@@ -86,16 +86,16 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
              "set output 'fig5_targets_%s.png'\n"
              "set title 'Per target at n_occur=3 (%s mode)'\n"
              "set xtics rotate by -45\n"
-             "plot 'targets_%s_n3.csv' using 2:xtic(1) title 'KACE', %s'' using 5 title 'MEMCAP'\n",
-             common, mode, mode, with_xu ? "2 3 4 5 6 7 8" : "2 4 5 6 7 8", mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, with_xu ? "'' using 3 title 'Xu', " : "");
+             "plot 'targets_%s_n3.csv' using 2:xtic(1) title 'kace', '' using 3 title 'KACE (paper)', %s'' using 6 title 'MEMCAP'\n",
+             common, mode, mode, with_xu ? "2 3 4 5 6 7 8 9" : "2 3 5 6 7 8 9", mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, mode, with_xu ? "'' using 4 title 'Xu', " : "");
     return run_gnuplot(out_dir, script);
 }
 
 int figures_targets(const char *out_dir, const char *mode, bool with_xu)
 {
-    const char *xu = with_xu ? "'' using 4 title 'Xu', " : "";
+    const char *xu = with_xu ? "'' using 5 title 'Xu', " : "";
     char script[4096];
-    /* Columns: target, candidates, KACE, Xu, Best rule, MEMCAP, MEM%, SM%, Random. */
+    /* Columns: target, candidates, kace, KACE, Xu, Best rule, MEMCAP, MEM%, SM%, Random. */
     snprintf(script, sizeof script,
              "%s"
              "set terminal pngcairo size 1400,600 noenhanced font ',10'\n"
@@ -106,13 +106,13 @@ int figures_targets(const char *out_dir, const char *mode, bool with_xu)
              "set xtics rotate by -45\n"
              "set output 'fig_unseen_%s.png'\n"
              "set title 'Unseen workload families, pairs (%s mode)'\n"
-             "plot 'unseen_%s.csv' using 3:xtic(1) title 'KACE', %s'' using 6 title 'MEMCAP', "
-             "'' using 9 title 'Random'\n"
+             "plot 'unseen_%s.csv' using 3:xtic(1) title 'kace', '' using 4 title 'KACE (paper)', %s'' using 7 title 'MEMCAP', "
+             "'' using 10 title 'Random'\n"
              "if (system(\"test -f triples_%s.csv && echo 1\") eq \"1\") {\n"
              "  set output 'fig_triples_%s.png'\n"
              "  set title 'Three workloads at once (%s mode)'\n"
-             "  plot 'triples_%s.csv' using 3:xtic(1) title 'KACE', %s'' using 6 title 'MEMCAP', "
-             "'' using 9 title 'Random'\n"
+             "  plot 'triples_%s.csv' using 3:xtic(1) title 'kace', '' using 4 title 'KACE (paper)', %s'' using 7 title 'MEMCAP', "
+             "'' using 10 title 'Random'\n"
              "}\n",
              common, mode, mode, mode, xu, mode, mode, mode, mode, xu);
     return run_gnuplot(out_dir, script);

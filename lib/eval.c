@@ -20,6 +20,8 @@ void kace_eval_options_default(kace_eval_options *o)
     o->xu_search.seed = 0;
     o->xu_search.n_threads = 1; /* xgboost's own default is 2x slower on tiny data */
     o->xu_search.tree_scale = 0.05;
+    o->with_slowdown = true;
+    kace_slowdown_params_default(&o->slowdown);
 }
 
 static double now_seconds(void)
@@ -68,9 +70,11 @@ static kace_status list_targets(kace_ctx *ctx, const kace_dataset *ds, int **out
 }
 
 typedef struct fitted {
-    kace_model *kace, *xu;
-    double kace_seconds, xu_seconds;
+    kace_model *kace, *xu, *slowdown;
+    double kace_seconds, xu_seconds, slowdown_seconds;
 } fitted;
+
+static void fitted_free(fitted *f);
 
 static double seconds_of(kace_ctx *ctx, kace_status *st, const kace_dataset *ds, const int *rows, size_t n,
                          const kace_fit_spec *spec, kace_model **out)
@@ -85,17 +89,20 @@ static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *
 {
     memset(f, 0, sizeof *f);
     kace_status st;
-    kace_fit_spec linear = {KACE_MODEL_LINEAR, &kace_features_kace, {0}};
+    kace_fit_spec linear = {.kind = KACE_MODEL_LINEAR, .features = &kace_features_kace};
     f->kace_seconds = seconds_of(ctx, &st, ds, rows, n, &linear, &f->kace);
     if (!st && opt->with_xu) {
-        kace_fit_spec forest = {KACE_MODEL_FOREST, &kace_features_xu, opt->xu_search};
+        kace_fit_spec forest = {.kind = KACE_MODEL_FOREST, .features = &kace_features_xu, .search = opt->xu_search};
         forest.search.seed = opt->xu_search.seed ^ (seed * 0x9E3779B97F4A7C15ull);
         f->xu_seconds = seconds_of(ctx, &st, ds, rows, n, &forest, &f->xu);
     }
-    if (st) {
-        kace_model_free(&f->kace);
-        kace_model_free(&f->xu);
+    if (!st && opt->with_slowdown) {
+        kace_fit_spec sd = {.kind = KACE_MODEL_SLOWDOWN, .slowdown = opt->slowdown};
+        sd.slowdown.seed = opt->slowdown.seed ^ seed;
+        f->slowdown_seconds = seconds_of(ctx, &st, ds, rows, n, &sd, &f->slowdown);
     }
+    if (st)
+        fitted_free(f);
     return st;
 }
 
@@ -103,6 +110,7 @@ static void fitted_free(fitted *f)
 {
     kace_model_free(&f->kace);
     kace_model_free(&f->xu);
+    kace_model_free(&f->slowdown);
 }
 
 /* Scores every policy for one target's candidate rows. */
@@ -143,6 +151,11 @@ static kace_status score_target(kace_ctx *ctx, const kace_dataset *ds, const fit
             return st;
         out->score[KACE_POL_XU] = kace_colocation_sum(&ds->colocations[cand[pick]]) / oracle;
     }
+    if (f->slowdown) {
+        if ((st = kace_policy_pick_model(ctx, f->slowdown, norm, ds, cand, n, &pick)))
+            return st;
+        out->score[KACE_POL_SLOWDOWN] = kace_colocation_sum(&ds->colocations[cand[pick]]) / oracle;
+    }
     return KACE_OK;
 }
 
@@ -163,13 +176,21 @@ static kace_status test_error(kace_ctx *ctx, const kace_dataset *ds, const kace_
         goto done;
     }
     kace_labels_build(ds, rows, n, y);
-    if ((st = kace_features_build(ctx, ds, fs, rows, n, X)) || (st = kace_model_predict_z(ctx, m, X, n, norm, p)))
-        goto done;
     double mu, sd;
     if (norm == KACE_NORM_CANDIDATES)
         kace_column_stats(y, n, 1, &mu, &sd);
     else
         kace_model_label_stats(m, &mu, &sd);
+    if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
+        /* It predicts sums directly: z-score them like the labels. */
+        if ((st = kace_model_predict_rows(ctx, m, norm, ds, rows, n, p)))
+            goto done;
+        for (size_t i = 0; i < n; i++)
+            p[i] = sd > 0 ? (p[i] - mu) / sd : 0;
+    } else if ((st = kace_features_build(ctx, ds, fs, rows, n, X)) ||
+               (st = kace_model_predict_z(ctx, m, X, n, norm, p))) {
+        goto done;
+    }
     double se = 0, tot = 0, zmean = 0;
     for (size_t i = 0; i < n; i++) {
         y[i] = sd > 0 ? (y[i] - mu) / sd : 0;
@@ -233,6 +254,28 @@ static void mean_scores(const kace_target_score *t, size_t n, double *score)
             s += t[i].score[p];
         score[p] = n ? s / (double)n : NAN;
     }
+}
+
+/* Mean over the members of the test colocations of |predicted - measured|
+ * throughput, in % of the member's exclusive throughput. */
+static kace_status member_mae(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const int *rows, size_t n,
+                              double *mae)
+{
+    double sum = 0;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const kace_colocation *c = &ds->colocations[rows[i]];
+        double member[KACE_MAX_K], total;
+        kace_status st = kace_slowdown_predict(ctx, m, ds, c->workload, c->k, &total, NULL, member);
+        if (st)
+            return st;
+        for (int j = 0; j < c->k; j++) {
+            sum += 100.0 * fabs(member[j] - c->throughput[j]) / ds->workloads[c->workload[j]].metric[KACE_M_EXCLUSIVE];
+            count++;
+        }
+    }
+    *mae = count ? sum / (double)count : NAN;
+    return KACE_OK;
 }
 
 /* ---- running independent tasks on a few threads ----------------------- */
@@ -325,7 +368,7 @@ static kace_status split_task(kace_ctx *ctx, void *arg, size_t t)
     kace_split_result *r = &job->items[t];
     r->n_occur = job->splits->rows[from].n_occur;
     r->seed = job->splits->rows[from].seed;
-    r->mse = r->r2 = r->xu_mse = r->xu_r2 = NAN;
+    r->mse = r->r2 = r->xu_mse = r->xu_r2 = r->slowdown_mse = r->slowdown_r2 = r->slowdown_mae_pct = NAN;
     size_t n = to - from;
     int *fit = malloc(n * sizeof *fit), *test = malloc(n * sizeof *test);
     kace_status st = KACE_OK;
@@ -353,11 +396,15 @@ static kace_status split_task(kace_ctx *ctx, void *arg, size_t t)
     }
     r->fit_seconds = f.kace_seconds;
     r->xu_fit_seconds = f.xu_seconds;
+    r->slowdown_fit_seconds = f.slowdown_seconds;
     kace_norm norm = opt->mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN;
     if ((st = score_targets(ctx, ds, &f, norm, job->targets, job->n_targets, test, r->n_test, &r->targets,
                             &r->n_targets)) ||
         (st = test_error(ctx, ds, f.kace, norm, test, r->n_test, &r->mse, &r->r2)) ||
-        (f.xu && (st = test_error(ctx, ds, f.xu, norm, test, r->n_test, &r->xu_mse, &r->xu_r2))))
+        (f.xu && (st = test_error(ctx, ds, f.xu, norm, test, r->n_test, &r->xu_mse, &r->xu_r2))) ||
+        (f.slowdown &&
+         ((st = test_error(ctx, ds, f.slowdown, norm, test, r->n_test, &r->slowdown_mse, &r->slowdown_r2)) ||
+          (st = member_mae(ctx, ds, f.slowdown, test, r->n_test, &r->slowdown_mae_pct)))))
         goto done;
     mean_scores(r->targets, r->n_targets, r->score);
 done:

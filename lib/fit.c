@@ -7,6 +7,18 @@ kace_status kace_model_fit_rows(kace_ctx *ctx, const kace_dataset *ds, const int
                                 const kace_fit_spec *spec, kace_model **out)
 {
     *out = NULL;
+    if (spec->kind == KACE_MODEL_SLOWDOWN) {
+        if (rows)
+            return kace_model_fit_slowdown(ctx, ds, rows, n, &spec->slowdown, out);
+        int *all = malloc((ds->n_colocations ? ds->n_colocations : 1) * sizeof *all);
+        if (!all)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < ds->n_colocations; i++)
+            all[i] = (int)i;
+        kace_status st = kace_model_fit_slowdown(ctx, ds, all, ds->n_colocations, &spec->slowdown, out);
+        free(all);
+        return st;
+    }
     const kace_feature_set *fs = spec->features;
     size_t n_rows = rows ? n : ds->n_colocations;
     int *all = NULL;
@@ -35,5 +47,26 @@ done:
     free(all);
     free(X);
     free(y);
+    return st;
+}
+
+kace_status kace_model_predict_rows(kace_ctx *ctx, const kace_model *m, kace_norm norm, const kace_dataset *ds,
+                                    const int *rows, size_t n, double *pred)
+{
+    kace_status st = KACE_OK;
+    if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
+        for (size_t i = 0; i < n && !st; i++) {
+            const kace_colocation *c = &ds->colocations[rows[i]];
+            st = kace_slowdown_predict(ctx, m, ds, c->workload, c->k, &pred[i], NULL, NULL);
+        }
+        return st;
+    }
+    const kace_feature_set *fs = kace_model_features(m);
+    double *X = malloc((n ? n : 1) * (size_t)fs->n * sizeof *X);
+    if (!X)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (!(st = kace_features_build(ctx, ds, fs, rows, n, X)))
+        st = kace_model_predict(ctx, m, X, n, norm, pred);
+    free(X);
     return st;
 }

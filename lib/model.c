@@ -143,8 +143,11 @@ kace_status kace_model_predict_z(kace_ctx *ctx, const kace_model *m, const doubl
                 p += m->coef[j + 1] * Z[i * (size_t)d + (size_t)j];
             pred_z[i] = p;
         }
-    } else {
+    } else if (m->kind == KACE_MODEL_FOREST) {
         st = kace_forest_predict_z(ctx, m, Z, n, pred_z);
+    } else {
+        st = kace_fail(ctx, KACE_ERR_MODEL, "a slowdown model predicts groups, not feature rows "
+                                            "(use kace_model_predict_rows or kace_slowdown_predict)");
     }
     free(Z);
     return st;
@@ -185,8 +188,8 @@ void kace_model_free(kace_model **m)
 {
     if (!m || !*m)
         return;
-    if ((*m)->kind == KACE_MODEL_FOREST)
-        kace_forest_release(*m);
+    if ((*m)->kind != KACE_MODEL_LINEAR)
+        kace_forest_release(*m); /* booster JSON and trees */
     free(*m);
     *m = NULL;
 }
@@ -259,12 +262,17 @@ static void tb_append(text_buf *t, const char *data, size_t n)
     t->p[t->len] = '\0';
 }
 
+static const char *kind_name(kace_model_kind k)
+{
+    return k == KACE_MODEL_LINEAR ? "linear" : (k == KACE_MODEL_FOREST ? "forest" : "slowdown");
+}
+
 kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
 {
     *text = NULL;
     text_buf t = {0};
     tb_printf(&t, "kace-model %d\n", KACE_MODEL_FORMAT_VERSION);
-    tb_printf(&t, "kind %s\n", m->kind == KACE_MODEL_LINEAR ? "linear" : "forest");
+    tb_printf(&t, "kind %s\n", kind_name(m->kind));
     tb_printf(&t, "features %s\n", m->features->name);
     tb_printf(&t, "n_features %d\n", m->n_features);
     tb_printf(&t, "n_fit %zu\n", m->n_fit);
@@ -276,6 +284,16 @@ kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
         tb_printf(&t, "coef");
         for (int j = 0; j <= m->n_features; j++)
             tb_printf(&t, " %.17g", m->coef[j]);
+        tb_printf(&t, "\n");
+    } else if (m->kind == KACE_MODEL_SLOWDOWN) {
+        tb_printf(&t, "slowdown %d %.17g %.17g\n", m->n_member_features, m->ridge_alpha, m->tree_weight);
+        for (int j = 0; j < m->n_member_features; j++)
+            tb_printf(&t, "member %.17g %.17g\n", m->m_mean[j], m->m_std[j]);
+        tb_printf(&t, "ridge");
+        for (int j = 0; j <= m->n_member_features; j++)
+            tb_printf(&t, " %.17g", m->ridge[j]);
+        tb_printf(&t, "\nbooster_json %zu\n", m->booster_json_len);
+        tb_append(&t, m->booster_json, m->booster_json_len);
         tb_printf(&t, "\n");
     } else {
         const kace_forest_params *f = &m->forest;
@@ -356,6 +374,72 @@ static bool at_end(const char *s)
     return *s == '\0';
 }
 
+/* "booster_json <bytes>" then that many bytes of JSON (no NUL byte). */
+static kace_status read_booster(kace_ctx *ctx, line_reader *r, kace_model *m)
+{
+    long v;
+    const char *s;
+    if (!next_line(r) || strncmp(r->buf, "booster_json ", 13) != 0)
+        return bad(ctx, r, "'booster_json <bytes>'");
+    s = r->buf + 13;
+    if (!parse_long(&s, 0, (long)(r->end - r->p), &v) || !at_end(s))
+        return bad(ctx, r, "a byte count that fits in the file");
+    if (memchr(r->p, '\0', (size_t)v) || (v > 0 && r->p[0] != '{'))
+        return bad(ctx, r, "a JSON booster (text starting with '{', no NUL byte)");
+    m->booster_json = malloc((size_t)v + 1);
+    if (!m->booster_json)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    memcpy(m->booster_json, r->p, (size_t)v);
+    m->booster_json[v] = '\0';
+    m->booster_json_len = (size_t)v;
+    for (long i = 0; i < v; i++)
+        r->line += r->p[i] == '\n';
+    r->p += v;
+    if (r->p < r->end && *r->p == '\n')
+        r->p++;
+    return KACE_OK;
+}
+
+static kace_status read_slowdown(kace_ctx *ctx, line_reader *r, kace_model *m)
+{
+    const char *s;
+    long v;
+    if (!next_line(r) || strncmp(r->buf, "slowdown ", 9) != 0)
+        return bad(ctx, r, "'slowdown <member features> <alpha> <tree weight>'");
+    s = r->buf + 9;
+    if (!parse_long(&s, 1, KACE_MAX_FEATURES, &v) || v != kace_slowdown_member_features() ||
+        !parse_double(&s, &m->ridge_alpha) || !parse_double(&s, &m->tree_weight) || !at_end(s) ||
+        !(m->ridge_alpha > 0) || m->tree_weight < 0 || m->tree_weight > 1)
+        return bad(ctx, r, "the member feature count, alpha > 0 and a weight in [0, 1]");
+    m->n_member_features = (int)v;
+    for (int j = 0; j < m->n_member_features; j++) {
+        if (!next_line(r) || strncmp(r->buf, "member ", 7) != 0)
+            return bad(ctx, r, "'member <mean> <std>'");
+        s = r->buf + 7;
+        if (!parse_double(&s, &m->m_mean[j]) || !parse_double(&s, &m->m_std[j]) || !at_end(s) || m->m_std[j] < 0)
+            return bad(ctx, r, "a finite mean and std >= 0");
+    }
+    if (!next_line(r) || strncmp(r->buf, "ridge", 5) != 0)
+        return bad(ctx, r, "'ridge <intercept> <one per member feature>'");
+    s = r->buf + 5;
+    for (int j = 0; j <= m->n_member_features; j++)
+        if (!parse_double(&s, &m->ridge[j]))
+            return bad(ctx, r, "member features + 1 finite ridge coefficients");
+    if (!at_end(s))
+        return bad(ctx, r, "exactly member features + 1 ridge coefficients");
+    kace_status st = read_booster(ctx, r, m);
+    if (st)
+        return st;
+    if (m->booster_json_len == 0 && m->tree_weight > 0)
+        return bad(ctx, r, "trees when the tree weight is above 0");
+    if ((st = kace_slowdown_restore(ctx, m))) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+        return kace_fail(ctx, st, "%s:%d:1: model file: %s", r->origin, r->line, msg);
+    }
+    return KACE_OK;
+}
+
 kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, const char *origin, kace_model **out)
 {
     *out = NULL;
@@ -380,11 +464,20 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
                        r.origin, r.line, v, KACE_MODEL_FORMAT_VERSION);
         goto fail;
     }
-    if (!next_line(&r) || (strcmp(r.buf, "kind linear") != 0 && strcmp(r.buf, "kind forest") != 0)) {
-        st = bad(ctx, &r, "'kind linear' or 'kind forest'");
+    if (!next_line(&r) || strncmp(r.buf, "kind ", 5) != 0) {
+        st = bad(ctx, &r, "'kind linear', 'kind forest' or 'kind slowdown'");
         goto fail;
     }
-    m->kind = strcmp(r.buf, "kind linear") == 0 ? KACE_MODEL_LINEAR : KACE_MODEL_FOREST;
+    if (strcmp(r.buf + 5, "linear") == 0)
+        m->kind = KACE_MODEL_LINEAR;
+    else if (strcmp(r.buf + 5, "forest") == 0)
+        m->kind = KACE_MODEL_FOREST;
+    else if (strcmp(r.buf + 5, "slowdown") == 0)
+        m->kind = KACE_MODEL_SLOWDOWN;
+    else {
+        st = bad(ctx, &r, "'kind linear', 'kind forest' or 'kind slowdown'");
+        goto fail;
+    }
     if (!next_line(&r) || strncmp(r.buf, "features ", 9) != 0 || !(m->features = kace_feature_set_find(r.buf + 9))) {
         st = bad(ctx, &r, "'features kace' or 'features xu'");
         goto fail;
@@ -456,6 +549,9 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
             st = bad(ctx, &r, "exactly n_features + 1 coefficients");
             goto fail;
         }
+    } else if (m->kind == KACE_MODEL_SLOWDOWN) {
+        if ((st = read_slowdown(ctx, &r, m)))
+            goto fail;
     } else {
         if (!next_line(&r) || strncmp(r.buf, "forest ", 7) != 0) {
             st = bad(ctx, &r, "'forest <6 parameters>'");

@@ -52,6 +52,10 @@ struct kace_model {
 /* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */
 void kace_zscore(const double *X, size_t n, int d, const double *mean, const double *std, double *Z);
 
+/* Slowdown backend (slowdown.c). */
+kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m); /* trees from booster_json */
+int kace_slowdown_member_features(void);
+
 /* Forest backend (forest.c). */
 kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z);
 kace_status kace_forest_restore(kace_ctx *ctx, kace_model *m); /* validated trees from booster_json */

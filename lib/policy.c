@@ -9,6 +9,7 @@
 static const char *const policy_names[KACE_N_POLICIES] = {
     [KACE_POL_KACE] = "KACE",     [KACE_POL_XU] = "Xu",   [KACE_POL_ORACLE] = "Oracle", [KACE_POL_RANDOM] = "Random",
     [KACE_POL_MEMCAP] = "MEMCAP", [KACE_POL_SM] = "SM%", [KACE_POL_MEM] = "MEM%",      [KACE_POL_BEST_RULE] = "Best rule",
+    [KACE_POL_SLOWDOWN] = "kace",
 };
 
 const char *kace_policy_name(kace_policy p)
@@ -27,6 +28,8 @@ int kace_policy_from_name(const char *name)
         return KACE_POL_SM;
     if (strcasecmp(name, "mem") == 0)
         return KACE_POL_MEM;
+    if (strcasecmp(name, "slowdown") == 0)
+        return KACE_POL_SLOWDOWN;
     return -1;
 }
 
@@ -75,23 +78,17 @@ kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_model *m, kace_norm
 {
     if (n == 0)
         return kace_fail(ctx, KACE_ERR_INVALID, "no candidate colocations to choose from");
-    const kace_feature_set *fs = kace_model_features(m);
-    double *X = malloc(n * (size_t)fs->n * sizeof *X);
     double *pred = malloc(n * sizeof *pred);
-    kace_status st = KACE_OK;
-    if (!X || !pred) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        goto done;
+    if (!pred)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = kace_model_predict_rows(ctx, m, norm, ds, rows, n, pred);
+    if (!st) {
+        size_t best = 0;
+        for (size_t i = 1; i < n; i++)
+            if (pred[i] > pred[best])
+                best = i;
+        *pick = best;
     }
-    if ((st = kace_features_build(ctx, ds, fs, rows, n, X)) || (st = kace_model_predict_z(ctx, m, X, n, norm, pred)))
-        goto done;
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (pred[i] > pred[best])
-            best = i;
-    *pick = best;
-done:
-    free(X);
     free(pred);
     return st;
 }
@@ -165,10 +162,17 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
             goto done;
         who[n++] = w;
     }
-    if (n && (st = kace_model_predict(ctx, m, X, n, norm, pred)))
+    bool slowdown = kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN;
+    if (n && !slowdown && (st = kace_model_predict(ctx, m, X, n, norm, pred)))
         goto done;
     for (size_t i = 0; i < n; i++) {
         out[i].workload = who[i];
+        out[i].confidence = 1.0;
+        if (slowdown) {
+            int group[2] = {target, who[i]};
+            if ((st = kace_slowdown_predict(ctx, m, ds, group, 2, &pred[i], &out[i].confidence, NULL)))
+                goto done;
+        }
         out[i].predicted = pred[i];
         out[i].measured = measured_pair(ds, target, who[i]);
         out[i].exclusive_sum = ds->workloads[target].metric[KACE_M_EXCLUSIVE] + ds->workloads[who[i]].metric[KACE_M_EXCLUSIVE];

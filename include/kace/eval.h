@@ -23,12 +23,15 @@ typedef enum kace_eval_mode {
 typedef struct kace_eval_options {
     kace_eval_mode mode;
     bool with_xu;                  /* also fit the Xu et al. random forest */
+    bool with_slowdown;            /* also fit kace's slowdown model */
+    kace_slowdown_params slowdown;
     kace_forest_search xu_search;  /* its randomized search */
     int n_threads;                 /* splits/targets evaluated at once; 0 = one per CPU */
 } kace_eval_options;
 
-/* Defaults: paper mode, Xu on, 10 search iterations, 5 folds, seed 0, one
- * xgboost thread, tree counts scaled by 0.05 (see kace_forest_search). */
+/* Defaults: paper mode, Xu on (10 search iterations, 5 folds, seed 0, one
+ * xgboost thread, tree counts scaled by 0.05, see kace_forest_search), the
+ * slowdown model on with its default parameters. */
 void kace_eval_options_default(kace_eval_options *o);
 
 typedef struct kace_target_score {
@@ -43,6 +46,9 @@ typedef struct kace_split_result {
     double score[KACE_N_POLICIES];   /* mean over targets */
     double mse, r2;                  /* KACE model on the whole test set, z-units */
     double xu_mse, xu_r2;
+    double slowdown_mse, slowdown_r2;
+    double slowdown_mae_pct;         /* per-member |predicted - measured| in % of exclusive */
+    double slowdown_fit_seconds;
     double fit_seconds, xu_fit_seconds;
     kace_target_score *targets;
     size_t n_targets;

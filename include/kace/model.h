@@ -43,7 +43,11 @@ kace_status kace_features_group(kace_ctx *ctx, const kace_dataset *ds, const kac
 /* y[i] = measured throughput sum of colocation rows[i]. */
 void kace_labels_build(const kace_dataset *ds, const int *rows, size_t n_rows, double *y);
 
-typedef enum kace_model_kind { KACE_MODEL_LINEAR = 0, KACE_MODEL_FOREST = 1 } kace_model_kind;
+typedef enum kace_model_kind {
+    KACE_MODEL_LINEAR = 0,  /* the paper's KACE: OLS on summed features */
+    KACE_MODEL_FOREST = 1,  /* random forest (the Xu et al. baseline) */
+    KACE_MODEL_SLOWDOWN = 2 /* kace's default: per-member slowdown, summed */
+} kace_model_kind;
 
 /* How features are z-scored at prediction time. TRAIN uses the fitting rows'
  * statistics (the sound way). CANDIDATES uses the mean and sample std of the
@@ -91,17 +95,53 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
                                          const double *y, size_t n, const kace_forest_search *search,
                                          kace_forest_params *best, kace_model **out);
 
-/* What to fit: a linear model, or a forest chosen by randomized search. */
+/* The slowdown model predicts each member's throughput as a fraction of its
+ * exclusive throughput from contention features (its own and its partners'
+ * GPU shares) and sums them: a blend of ridge regression on log(fraction)
+ * and gradient-boosted trees on the fraction. One model serves any k. */
+typedef struct kace_slowdown_params {
+    double ridge_alpha;   /* L2 penalty of the ridge part (z-scored features) */
+    double tree_weight;   /* blend: 0 = ridge only, 1 = trees only */
+    int n_rounds;         /* boosting rounds (0 = ridge only) */
+    int max_depth;
+    double learning_rate;
+    double subsample;
+    uint64_t seed;
+} kace_slowdown_params;
+
+/* alpha 3, weight 0.5, 200 rounds of depth-3 trees, eta 0.05, subsample 0.8. */
+void kace_slowdown_params_default(kace_slowdown_params *p);
+
+/* Fits the slowdown model on colocations rows[0..n) of ds (k may differ
+ * between rows). params NULL = defaults. Needs the KACE profile metrics of
+ * every member and a positive exclusive throughput. */
+kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                                    const kace_slowdown_params *params, kace_model **out);
+
+/* Predicted throughput sum of one group of k workloads (indices into ds).
+ * confidence (may be NULL) is in [0, 1]: how well the two learners agree.
+ * member (may be NULL, k entries) receives each member's throughput. */
+kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group,
+                                  int k, double *sum, double *confidence, double *member);
+
+/* What to fit: a linear model, a forest chosen by randomized search, or the
+ * slowdown model. */
 typedef struct kace_fit_spec {
     kace_model_kind kind;
-    const kace_feature_set *features;
-    kace_forest_search search; /* forests only */
+    const kace_feature_set *features; /* linear and forest */
+    kace_forest_search search;        /* forests only */
+    kace_slowdown_params slowdown;    /* slowdown only */
 } kace_fit_spec;
 
 /* Builds the features and labels of colocations rows[0..n) of ds (every
  * colocation when rows is NULL) and fits the model the spec asks for. */
 kace_status kace_model_fit_rows(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                                 const kace_fit_spec *spec, kace_model **out);
+
+/* Predicted throughput sums of colocations rows[0..n) of ds, for any kind
+ * of model (norm is used by linear and forest models only). */
+kace_status kace_model_predict_rows(kace_ctx *ctx, const kace_model *m, kace_norm norm, const kace_dataset *ds,
+                                    const int *rows, size_t n, double *pred);
 
 /* Predicts n rows of features X; pred[i] is in label units (samples/s). */
 kace_status kace_model_predict(kace_ctx *ctx, const kace_model *m, const double *X, size_t n,

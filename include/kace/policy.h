@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 typedef enum kace_policy {
-    KACE_POL_KACE = 0,  /* linear model on KACE features */
+    KACE_POL_KACE = 0,  /* the paper's KACE: linear model on summed features */
     KACE_POL_XU,        /* random forest on Xu et al. features */
     KACE_POL_ORACLE,    /* highest measured sum */
     KACE_POL_RANDOM,    /* expectation: mean measured sum */
@@ -20,6 +20,7 @@ typedef enum kace_policy {
     KACE_POL_SM,        /* highest mean sm% */
     KACE_POL_MEM,       /* lowest mean mem% */
     KACE_POL_BEST_RULE, /* per target, best of Random, MEMCAP, SM%, MEM% */
+    KACE_POL_SLOWDOWN,  /* kace's default: the slowdown model */
     KACE_N_POLICIES
 } kace_policy;
 
@@ -40,6 +41,7 @@ kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_model *m, kace_norm
 typedef struct kace_partner {
     int workload;        /* index into the dataset */
     double predicted;    /* predicted throughput sum, samples/s */
+    double confidence;   /* 0..1 (slowdown model; 1 for other models) */
     double measured;     /* measured sum where a 100% run exists, else NaN */
     double exclusive_sum;/* sum of exclusive throughputs (the no-interference bound) */
 } kace_partner;

@@ -1,0 +1,360 @@
+/* The slowdown model: kace's default predictor.
+ *
+ * Instead of regressing the colocation's throughput sum on summed features
+ * (the paper's KACE), it predicts what fraction of its exclusive throughput
+ * each member keeps next to its partners, then sums fraction x exclusive.
+ * The fraction depends on contention, so the member features are shares of
+ * the GPU: the member's own sm%, mem% and Nsight "% of peak" throughputs, the
+ * partners' summed ones, their products and the member's share of each
+ * resource, plus log sizes and memory capacity. Two learners are averaged:
+ *  - ridge regression on log(fraction) (z-scored features), and
+ *  - gradient-boosted trees (libxgboost) on the fraction.
+ * A pair gives two training samples and a k-way group k, and one model serves
+ * any k: the partners' features are sums. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lapacke.h>
+#include <xgboost/c_api.h>
+
+#include "model_internal.h"
+
+#define N_MEMBER 26
+#define FRACTION_MIN 0.02
+#define FRACTION_MAX 1.2
+
+static const kace_metric needed[] = {KACE_M_SM_PCT,          KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT,
+                                     KACE_M_DRAM_THROUGHPUT, KACE_M_MEM_THROUGHPUT, KACE_M_EXCLUSIVE,
+                                     KACE_M_THREADS,         KACE_M_MEMCAP};
+
+void kace_slowdown_params_default(kace_slowdown_params *p)
+{
+    p->ridge_alpha = 3.0;
+    p->tree_weight = 0.5;
+    p->n_rounds = 200;
+    p->max_depth = 3;
+    p->learning_rate = 0.05;
+    p->subsample = 0.8;
+    p->seed = 0;
+}
+
+static kace_status check_workload(kace_ctx *ctx, const kace_dataset *ds, int w)
+{
+    for (size_t i = 0; i < sizeof needed / sizeof *needed; i++)
+        if (isnan(ds->workloads[w].metric[needed[i]]))
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "workload '%s' has no value for metric '%s' (needed by the slowdown model; import its "
+                             "profile)",
+                             ds->workloads[w].name, kace_metric_name(needed[i]));
+    if (!(ds->workloads[w].metric[KACE_M_EXCLUSIVE] > 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
+                         ds->workloads[w].name);
+    return KACE_OK;
+}
+
+/* Features of member i of a group of k workloads. */
+static void member_features(const kace_dataset *ds, const int *group, int k, int i, double *f)
+{
+    static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
+                                         KACE_M_MEM_THROUGHPUT};
+    const double *own = ds->workloads[group[i]].metric;
+    double other[KACE_N_METRICS] = {0};
+    for (int j = 0; j < k; j++)
+        if (j != i)
+            for (size_t m = 0; m < sizeof needed / sizeof *needed; m++)
+                other[needed[m]] += ds->workloads[group[j]].metric[needed[m]];
+    int at = 0;
+    for (int s = 0; s < 5; s++)
+        f[at++] = own[share[s]] / 100;
+    for (int s = 0; s < 5; s++)
+        f[at++] = other[share[s]] / 100;
+    for (int s = 0; s < 5; s++)
+        f[at++] = own[share[s]] * other[share[s]] / 1e4;
+    for (int s = 0; s < 5; s++)
+        f[at++] = (other[share[s]] / 100) / (own[share[s]] / 100 + other[share[s]] / 100 + 1e-3);
+    f[at++] = log(own[KACE_M_EXCLUSIVE]);
+    f[at++] = log(own[KACE_M_THREADS] > 1 ? own[KACE_M_THREADS] : 1);
+    f[at++] = log1p(other[KACE_M_THREADS]);
+    f[at++] = own[KACE_M_MEMCAP];
+    f[at++] = other[KACE_M_MEMCAP];
+    f[at++] = own[KACE_M_MEMCAP] + other[KACE_M_MEMCAP];
+}
+
+static double clamp(double v, double lo, double hi)
+{
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+/* Predicted throughput of every member of a group and their sum, by the
+ * ridge part, the tree part and the blend. */
+static void predict_group(const kace_model *m, const kace_dataset *ds, const int *group, int k, double *blend,
+                          double *ridge_sum, double *tree_sum, double *member)
+{
+    double f[N_MEMBER];
+    *ridge_sum = *tree_sum = 0;
+    for (int i = 0; i < k; i++) {
+        member_features(ds, group, k, i, f);
+        double z = m->ridge[0];
+        for (int j = 0; j < N_MEMBER; j++)
+            z += m->ridge[j + 1] * (m->m_std[j] > 0 ? (f[j] - m->m_mean[j]) / m->m_std[j] : 0);
+        double excl = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
+        double r = excl * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
+        double t = m->trees.n_trees ? excl * clamp(kace_trees_predict(&m->trees, f), FRACTION_MIN, FRACTION_MAX) : r;
+        *ridge_sum += r;
+        *tree_sum += t;
+        if (member)
+            member[i] = (1 - m->tree_weight) * r + m->tree_weight * t;
+    }
+    *blend = (1 - m->tree_weight) * *ridge_sum + m->tree_weight * *tree_sum;
+}
+
+kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group, int k,
+                                  double *sum, double *confidence, double *member)
+{
+    if (m->kind != KACE_MODEL_SLOWDOWN)
+        return kace_fail(ctx, KACE_ERR_MODEL, "not a slowdown model");
+    if (k < 1 || k > KACE_MAX_K)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a group has 1..%d workloads, not %d", KACE_MAX_K, k);
+    for (int i = 0; i < k; i++) {
+        kace_status st = check_workload(ctx, ds, group[i]);
+        if (st)
+            return st;
+    }
+    double r, t;
+    predict_group(m, ds, group, k, sum, &r, &t, member);
+    /* The two learners agree when the colocation looks like the training
+     * data; their gap is the uncertainty a scheduler can act on. */
+    if (confidence)
+        *confidence = m->trees.n_trees && r + t > 0 ? clamp(1.0 - fabs(r - t) / (0.5 * (r + t)), 0, 1) : 1.0;
+    return KACE_OK;
+}
+
+static kace_status fit_ridge(kace_ctx *ctx, kace_model *m, const double *X, const double *y, size_t n, double alpha)
+{
+    int d = N_MEMBER;
+    double ymean = 0;
+    for (int j = 0; j < d; j++) {
+        double s = 0, ss = 0;
+        for (size_t i = 0; i < n; i++)
+            s += X[i * d + j];
+        m->m_mean[j] = s / (double)n;
+        for (size_t i = 0; i < n; i++)
+            ss += (X[i * d + j] - m->m_mean[j]) * (X[i * d + j] - m->m_mean[j]);
+        m->m_std[j] = sqrt(ss / (double)n);
+        if (m->m_std[j] < 1e-12)
+            m->m_std[j] = 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        ymean += y[i] / (double)n;
+    /* Ridge as least squares on [Z; sqrt(alpha) I] against [y - mean; 0]. */
+    size_t rows = n + (size_t)d;
+    double *A = calloc(rows * (size_t)d, sizeof *A), *b = calloc(rows, sizeof *b), *sv = malloc((size_t)d * sizeof *sv);
+    kace_status st = KACE_OK;
+    if (!A || !b || !sv) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (int j = 0; j < d; j++)
+            A[(size_t)j * rows + i] = m->m_std[j] > 0 ? (X[i * d + j] - m->m_mean[j]) / m->m_std[j] : 0;
+        b[i] = y[i] - ymean;
+    }
+    for (int j = 0; j < d; j++)
+        A[(size_t)j * rows + n + (size_t)j] = sqrt(alpha);
+    lapack_int rank = 0;
+    lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)rows, d, 1, A, (lapack_int)rows, b,
+                                     (lapack_int)rows, sv, -1.0, &rank);
+    if (info != 0) {
+        st = kace_fail(ctx, KACE_ERR_MODEL, "ridge regression failed (LAPACKE_dgelsd info=%d)", (int)info);
+        goto done;
+    }
+    m->ridge[0] = ymean;
+    for (int j = 0; j < d; j++)
+        m->ridge[j + 1] = b[j];
+done:
+    free(A);
+    free(b);
+    free(sv);
+    return st;
+}
+
+static kace_status xgb_fail(kace_ctx *ctx, const char *what)
+{
+    const char *e = XGBGetLastError();
+    char first[256];
+    snprintf(first, sizeof first, "%s", e ? e : "");
+    char *nl = strchr(first, '\n');
+    if (nl)
+        *nl = '\0';
+    return kace_fail(ctx, KACE_ERR_MODEL, "boosted trees: %s failed: %s", what, first);
+}
+
+static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, const double *frac, size_t n,
+                             const kace_slowdown_params *p)
+{
+    int d = N_MEMBER;
+    float *fx = malloc(n * (size_t)d * sizeof *fx), *fy = malloc(n * sizeof *fy);
+    DMatrixHandle dm = NULL;
+    BoosterHandle b = NULL;
+    kace_status st = KACE_OK;
+    if (!fx || !fy) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    double mean = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int j = 0; j < d; j++)
+            fx[i * d + j] = (float)X[i * d + j];
+        fy[i] = (float)frac[i];
+        mean += frac[i] / (double)n;
+    }
+    if (XGDMatrixCreateFromMat(fx, (bst_ulong)n, (bst_ulong)d, NAN, &dm) != 0) {
+        st = xgb_fail(ctx, "XGDMatrixCreateFromMat");
+        goto done;
+    }
+    if (XGDMatrixSetFloatInfo(dm, "label", fy, (bst_ulong)n) != 0) {
+        st = xgb_fail(ctx, "XGDMatrixSetFloatInfo");
+        goto done;
+    }
+    if (XGBoosterCreate(&dm, 1, &b) != 0) {
+        st = xgb_fail(ctx, "XGBoosterCreate");
+        goto done;
+    }
+    char eta[32], depth[16], sub[32], seed[32], base[32];
+    snprintf(eta, sizeof eta, "%.17g", p->learning_rate);
+    snprintf(depth, sizeof depth, "%d", p->max_depth);
+    snprintf(sub, sizeof sub, "%.17g", p->subsample);
+    snprintf(seed, sizeof seed, "%d", (int)(p->seed & 0x7fffffff));
+    snprintf(base, sizeof base, "%.9g", mean);
+    /* Plain gradient boosting on squared error, as scikit-learn's
+     * GradientBoostingRegressor: no L2 on leaves, start from the mean. */
+    const char *kv[][2] = {{"verbosity", "0"},     {"nthread", "1"},         {"booster", "gbtree"},
+                           {"objective", "reg:squarederror"}, {"tree_method", "exact"}, {"eta", eta},
+                           {"max_depth", depth},   {"subsample", sub},       {"lambda", "0"},
+                           {"alpha", "0"},         {"min_child_weight", "1"}, {"seed", seed},
+                           {"base_score", base}};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        if (XGBoosterSetParam(b, kv[i][0], kv[i][1]) != 0) {
+            st = xgb_fail(ctx, "XGBoosterSetParam");
+            goto done;
+        }
+    for (int it = 0; it < p->n_rounds; it++)
+        if (XGBoosterUpdateOneIter(b, it, dm) != 0) {
+            st = xgb_fail(ctx, "XGBoosterUpdateOneIter");
+            goto done;
+        }
+    bst_ulong len = 0;
+    const char *json = NULL;
+    if (XGBoosterSaveModelToBuffer(b, "{\"format\": \"json\"}", &len, &json) != 0) {
+        st = xgb_fail(ctx, "XGBoosterSaveModelToBuffer");
+        goto done;
+    }
+    m->booster_json = malloc((size_t)len + 1);
+    if (!m->booster_json) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    memcpy(m->booster_json, json, (size_t)len);
+    m->booster_json[len] = '\0';
+    m->booster_json_len = (size_t)len;
+    st = kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
+done:
+    if (b)
+        XGBoosterFree(b);
+    if (dm)
+        XGDMatrixFree(dm);
+    free(fx);
+    free(fy);
+    return st;
+}
+
+kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                                    const kace_slowdown_params *params, kace_model **out)
+{
+    *out = NULL;
+    kace_slowdown_params p;
+    if (params)
+        p = *params;
+    else
+        kace_slowdown_params_default(&p);
+    if (!(p.ridge_alpha > 0) || p.tree_weight < 0 || p.tree_weight > 1 || p.n_rounds < 0 || p.n_rounds > 100000 ||
+        p.max_depth < 1 || p.max_depth > 16 || !(p.learning_rate > 0) || !(p.subsample > 0 && p.subsample <= 1))
+        return kace_fail(ctx, KACE_ERR_INVALID, "slowdown model: parameters out of range");
+    size_t n_samples = 0;
+    for (size_t r = 0; r < n; r++)
+        n_samples += (size_t)ds->colocations[rows[r]].k;
+    if (n < 2)
+        return kace_fail(ctx, KACE_ERR_MODEL, "cannot fit a model on %zu colocation(s) (need at least 2)", n);
+    kace_model *m = calloc(1, sizeof *m);
+    double *X = malloc(n_samples * N_MEMBER * sizeof *X), *frac = malloc(n_samples * sizeof *frac),
+           *logf = malloc(n_samples * sizeof *logf);
+    kace_status st = KACE_OK;
+    if (!m || !X || !frac || !logf) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    m->kind = KACE_MODEL_SLOWDOWN;
+    m->features = &kace_features_kace;
+    m->n_features = kace_features_kace.n;
+    m->n_member_features = N_MEMBER;
+    m->n_fit = n;
+    m->ridge_alpha = p.ridge_alpha;
+    m->tree_weight = p.n_rounds > 0 ? p.tree_weight : 0;
+    size_t at = 0;
+    double ysum = 0, yss = 0;
+    for (size_t r = 0; r < n; r++) {
+        const kace_colocation *c = &ds->colocations[rows[r]];
+        double label = kace_colocation_sum(c);
+        if (!isfinite(label)) {
+            st = kace_fail(ctx, KACE_ERR_INVALID, "colocation %d has no finite throughput", rows[r]);
+            goto fail;
+        }
+        ysum += label;
+        yss += label * label;
+        for (int i = 0; i < c->k; i++) {
+            if ((st = check_workload(ctx, ds, c->workload[i])))
+                goto fail;
+            member_features(ds, c->workload, c->k, i, X + at * N_MEMBER);
+            frac[at] = c->throughput[i] / ds->workloads[c->workload[i]].metric[KACE_M_EXCLUSIVE];
+            logf[at] = log(clamp(frac[at], FRACTION_MIN, 1.5));
+            at++;
+        }
+    }
+    /* Label statistics of the sums, kept for the model file's header. */
+    m->y_mean = ysum / (double)n;
+    m->y_std = sqrt(fmax(yss / (double)n - m->y_mean * m->y_mean, 0) * (double)n / (double)(n - 1));
+    if (!(m->y_std > 0))
+        m->y_std = 1;
+    for (int j = 0; j < m->n_features; j++)
+        m->x_std[j] = 1;
+    if ((st = fit_ridge(ctx, m, X, logf, n_samples, p.ridge_alpha)))
+        goto fail;
+    if (p.n_rounds > 0 && (st = fit_trees(ctx, m, X, frac, n_samples, &p)))
+        goto fail;
+    free(X);
+    free(frac);
+    free(logf);
+    *out = m;
+    return KACE_OK;
+fail:
+    free(X);
+    free(frac);
+    free(logf);
+    kace_model_free(&m);
+    return st;
+}
+
+kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m)
+{
+    kace_trees_free(&m->trees);
+    if (!m->booster_json_len)
+        return KACE_OK; /* ridge only */
+    return kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
+}
+
+int kace_slowdown_member_features(void)
+{
+    return N_MEMBER;
+}
