@@ -137,6 +137,7 @@ int cmd_demo(int argc, char **argv)
     printf("\n== 4. evaluate every policy as the KACE paper did ==\n");
     eval_request req = {.out_dir = out, .pairs_set = "pairs", .triples_set = "triples", .paper = true, .clean = true,
                         .with_xu = with_xu, .xu_iter = 10, .figures = true};
+    kace_slowdown_params_default(&req.slowdown);
     rc = cli_run_eval(ctx, store, &req);
 done:
     free(ranked);

@@ -31,11 +31,11 @@ static const kace_metric needed[] = {KACE_M_SM_PCT,          KACE_M_MEM_PCT, KAC
 
 void kace_slowdown_params_default(kace_slowdown_params *p)
 {
-    p->ridge_alpha = 3.0;
+    p->ridge_alpha = 0; /* chosen by cross-validation on the training rows */
     p->tree_weight = 0.5;
-    p->n_rounds = 200;
+    p->n_rounds = 100;
     p->max_depth = 3;
-    p->learning_rate = 0.05;
+    p->learning_rate = 0.1;
     p->subsample = 0.8;
     p->seed = 0;
 }
@@ -180,6 +180,73 @@ done:
     return st;
 }
 
+/* Chooses the ridge penalty by k-fold cross-validation over the training
+ * colocations (a colocation's members stay in one fold): the alpha with the
+ * lowest held-out squared error of log(fraction). Only the rows given to
+ * the fit are used. */
+static kace_status choose_alpha(kace_ctx *ctx, const double *X, const double *y, const size_t *row_of, size_t n_samples,
+                                size_t n_rows, uint64_t seed, double *alpha)
+{
+    static const double grid[] = {0.3, 1, 3, 10, 30};
+    int n_folds = n_rows < 5 ? (int)n_rows : 5;
+    int *fold_of_row = malloc(n_rows * sizeof *fold_of_row);
+    double *Xt = malloc(n_samples * N_MEMBER * sizeof *Xt), *yt = malloc(n_samples * sizeof *yt);
+    kace_model *tmp = calloc(1, sizeof *tmp);
+    kace_status st = KACE_OK;
+    if (!fold_of_row || !Xt || !yt || !tmp) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* A seeded shuffle of the rows, dealt round-robin into folds. */
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n_rows; i++)
+        fold_of_row[i] = (int)(i % (size_t)n_folds);
+    for (size_t i = n_rows; i > 1; i--) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        size_t j = (size_t)(state % i);
+        int t = fold_of_row[i - 1];
+        fold_of_row[i - 1] = fold_of_row[j];
+        fold_of_row[j] = t;
+    }
+    double best = INFINITY;
+    *alpha = grid[0];
+    for (size_t g = 0; g < sizeof grid / sizeof *grid; g++) {
+        double sse = 0;
+        for (int f = 0; f < n_folds && !st; f++) {
+            size_t nt = 0;
+            for (size_t i = 0; i < n_samples; i++)
+                if (fold_of_row[row_of[i]] != f) {
+                    memcpy(Xt + nt * N_MEMBER, X + i * N_MEMBER, N_MEMBER * sizeof *X);
+                    yt[nt++] = y[i];
+                }
+            if (nt < 2)
+                continue;
+            if ((st = fit_ridge(ctx, tmp, Xt, yt, nt, grid[g])))
+                break;
+            for (size_t i = 0; i < n_samples; i++)
+                if (fold_of_row[row_of[i]] == f) {
+                    double z = tmp->ridge[0];
+                    for (int j = 0; j < N_MEMBER; j++)
+                        z += tmp->ridge[j + 1] *
+                             (tmp->m_std[j] > 0 ? (X[i * N_MEMBER + j] - tmp->m_mean[j]) / tmp->m_std[j] : 0);
+                    sse += (z - y[i]) * (z - y[i]);
+                }
+        }
+        if (!st && sse < best) {
+            best = sse;
+            *alpha = grid[g];
+        }
+    }
+done:
+    free(fold_of_row);
+    free(Xt);
+    free(yt);
+    free(tmp);
+    return st;
+}
+
 static kace_status xgb_fail(kace_ctx *ctx, const char *what)
 {
     const char *e = XGBGetLastError();
@@ -279,7 +346,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
         p = *params;
     else
         kace_slowdown_params_default(&p);
-    if (!(p.ridge_alpha > 0) || p.tree_weight < 0 || p.tree_weight > 1 || p.n_rounds < 0 || p.n_rounds > 100000 ||
+    if (p.ridge_alpha < 0 || p.tree_weight < 0 || p.tree_weight > 1 || p.n_rounds < 0 || p.n_rounds > 100000 ||
         p.max_depth < 1 || p.max_depth > 16 || !(p.learning_rate > 0) || !(p.subsample > 0 && p.subsample <= 1))
         return kace_fail(ctx, KACE_ERR_INVALID, "slowdown model: parameters out of range");
     size_t n_samples = 0;
@@ -290,8 +357,9 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     kace_model *m = calloc(1, sizeof *m);
     double *X = malloc(n_samples * N_MEMBER * sizeof *X), *frac = malloc(n_samples * sizeof *frac),
            *logf = malloc(n_samples * sizeof *logf);
+    size_t *row_of = malloc(n_samples * sizeof *row_of);
     kace_status st = KACE_OK;
-    if (!m || !X || !frac || !logf) {
+    if (!m || !X || !frac || !logf || !row_of) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -319,6 +387,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
             member_features(ds, c->workload, c->k, i, X + at * N_MEMBER);
             frac[at] = c->throughput[i] / ds->workloads[c->workload[i]].metric[KACE_M_EXCLUSIVE];
             logf[at] = log(clamp(frac[at], FRACTION_MIN, 1.5));
+            row_of[at] = r;
             at++;
         }
     }
@@ -329,6 +398,9 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
         m->y_std = 1;
     for (int j = 0; j < m->n_features; j++)
         m->x_std[j] = 1;
+    if (p.ridge_alpha == 0 && (st = choose_alpha(ctx, X, logf, row_of, n_samples, n, p.seed, &p.ridge_alpha)))
+        goto fail;
+    m->ridge_alpha = p.ridge_alpha;
     if ((st = fit_ridge(ctx, m, X, logf, n_samples, p.ridge_alpha)))
         goto fail;
     if (p.n_rounds > 0 && (st = fit_trees(ctx, m, X, frac, n_samples, &p)))
@@ -336,12 +408,14 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     free(X);
     free(frac);
     free(logf);
+    free(row_of);
     *out = m;
     return KACE_OK;
 fail:
     free(X);
     free(frac);
     free(logf);
+    free(row_of);
     kace_model_free(&m);
     return st;
 }

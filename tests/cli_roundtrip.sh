@@ -70,7 +70,7 @@ grep -qE 'values \+0 ~0 =[0-9]+ +runs \+0 =181 +splits \+0 =0$' "$SCRATCH/import
 TARGET=bert-base-cased_batch8-train
 AMONG=whisper-large-v2_batch2-inf,bert-base-cased_batch8-inf,albert-base-v2_batch2-train
 MODEL="$SCRATCH/models/kace.model"
-"$KACE" train --db "$DB" --out "$MODEL" >"$SCRATCH/train.out" 2>"$SCRATCH/train.err" ||
+"$KACE" train --db "$DB" --kind linear --out "$MODEL" >"$SCRATCH/train.out" 2>"$SCRATCH/train.err" ||
     fail "kace train failed: $(cat "$SCRATCH/train.err")"
 grep -q "on 181 runs of set 'pairs'" "$SCRATCH/train.out" || fail "train did not fit the 181 pairs: $(head -n1 "$SCRATCH/train.out")"
 [ "$(sqlite3 "$DB" "SELECT count(*) FROM models WHERE name='default'")" = 1 ] || fail "no stored model 'default'"
@@ -78,7 +78,7 @@ grep -q "on 181 runs of set 'pairs'" "$SCRATCH/train.out" || fail "train did not
 "$KACE" predict --db "$DB" --target "$TARGET" --among "$AMONG" >"$SCRATCH/predict.out" 2>"$SCRATCH/predict.err" ||
     fail "kace predict failed: $(cat "$SCRATCH/predict.err")"
 [ ! -s "$SCRATCH/predict.err" ] || fail "predict wrote to stderr: $(cat "$SCRATCH/predict.err")"
-# Rows: rank partner predicted measured exclusive.
+# Rows: rank partner predicted measured exclusive confidence.
 rows=$(awk '$1 ~ /^[0-9]+$/' "$SCRATCH/predict.out")
 [ "$(grep -c '' <<<"$rows")" -eq 3 ] || fail "expected 3 ranked partners, got: $(cat "$SCRATCH/predict.out")"
 [ "$(awk '{ print $1 }' <<<"$rows" | tr '\n' ' ')" = "1 2 3 " ] || fail "ranks are not 1 2 3"
@@ -130,7 +130,7 @@ cmp -s "$SCRATCH/all.out" "$SCRATCH/all-file.out" || fail "full rankings differ 
 
 # Overwriting the model file (train --out again) replaces it atomically and
 # again leaves nothing behind.
-"$KACE" train --db "$DB" --name second --out "$MODEL" >/dev/null 2>"$SCRATCH/train2.err" ||
+"$KACE" train --db "$DB" --kind linear --name second --out "$MODEL" >/dev/null 2>"$SCRATCH/train2.err" ||
     fail "second train --out failed: $(cat "$SCRATCH/train2.err")"
 [ "$(head -n1 "$MODEL")" = "kace-model 1" ] || fail "overwritten model file is not a model"
 leftovers=$(find "$SCRATCH/models" -mindepth 1 ! -name "$(basename "$MODEL")")
@@ -143,6 +143,16 @@ rc=$?
 [ "$rc" -ne 0 ] && [ "$rc" -lt 126 ] || fail "predict with a broken model file: exit status $rc"
 grep -q "^kace: $SCRATCH/models/broken.model:4:1: " "$SCRATCH/broken.err" ||
     fail "broken model file: message does not name file:4:1: $(cat "$SCRATCH/broken.err")"
+
+# ---- the default model: kace's slowdown model ----------------------------------
+SLOW="$SCRATCH/slowdown.txt"
+"$KACE" train --db "$DB" --name slow --out "$SLOW" >"$SCRATCH/train3.out" 2>"$SCRATCH/train3.err" ||
+    fail "kace train (default kind) failed: $(cat "$SCRATCH/train3.err")"
+[ "$(sed -n 2p "$SLOW")" = "kind slowdown" ] || fail "the default model is not the slowdown model: $(sed -n 2p "$SLOW")"
+a=$("$KACE" predict --db "$DB" --target "$TARGET" --among "$AMONG" --model slow | awk '$1 ~ /^[0-9]+$/')
+b=$("$KACE" predict --db "$DB" --target "$TARGET" --among "$AMONG" --model-file "$SLOW" | awk '$1 ~ /^[0-9]+$/')
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "slowdown predictions from the store and from the file differ: '$a' vs '$b'"
+awk '$6 < 0 || $6 > 1 { exit 1 }' <<<"$a" || fail "confidence outside [0, 1]: $a"
 
 if [ "$failures" -gt 0 ]; then
     echo "$failures failure(s)" >&2

@@ -100,7 +100,8 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
  * GPU shares) and sums them: a blend of ridge regression on log(fraction)
  * and gradient-boosted trees on the fraction. One model serves any k. */
 typedef struct kace_slowdown_params {
-    double ridge_alpha;   /* L2 penalty of the ridge part (z-scored features) */
+    double ridge_alpha;   /* L2 penalty of the ridge part (z-scored features);
+                             0 = chosen by 5-fold CV on the fitting rows */
     double tree_weight;   /* blend: 0 = ridge only, 1 = trees only */
     int n_rounds;         /* boosting rounds (0 = ridge only) */
     int max_depth;
@@ -109,7 +110,7 @@ typedef struct kace_slowdown_params {
     uint64_t seed;
 } kace_slowdown_params;
 
-/* alpha 3, weight 0.5, 200 rounds of depth-3 trees, eta 0.05, subsample 0.8. */
+/* alpha by CV, weight 0.5, 100 rounds of depth-3 trees, eta 0.1, subsample 0.8. */
 void kace_slowdown_params_default(kace_slowdown_params *p);
 
 /* Fits the slowdown model on colocations rows[0..n) of ds (k may differ
