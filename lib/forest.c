@@ -358,15 +358,58 @@ static const cJSON *json_path(const cJSON *o, const char *const *keys, int n)
 void kace_trees_free(kace_trees *m)
 {
     free(m->tree_root);
-    free(m->left);
-    free(m->right);
-    free(m->feature);
-    free(m->threshold);
-    free(m->default_left);
-    m->tree_root = m->left = m->right = m->feature = NULL;
-    m->threshold = NULL;
-    m->default_left = NULL;
-    m->n_trees = m->n_nodes = 0;
+    free(m->node);
+    free(m->c_feature);
+    free(m->c_threshold);
+    free(m->c_leaf);
+    memset(m, 0, sizeof *m);
+}
+
+/* Writes the subtree of node v at position p (depth d) of a complete tree
+ * of depth D. A leaf above depth D becomes splits that always go left
+ * (threshold +inf) down to the leftmost leaf slot, which holds its value. */
+static void complete_fill(const kace_trees *t, int v, int p, int d, int D, int *feat, float *thr, float *leaf)
+{
+    const kace_tree_node *nd = &t->node[v];
+    if (d == D) {
+        leaf[p - ((1 << D) - 1)] = nd->threshold;
+        return;
+    }
+    if (nd->left < 0) {
+        feat[p] = 0;
+        thr[p] = INFINITY;
+        complete_fill(t, v, 2 * p + 1, d + 1, D, feat, thr, leaf);
+        complete_fill(t, v, 2 * p + 2, d + 1, D, feat, thr, leaf); /* never reached, kept defined */
+        return;
+    }
+    feat[p] = nd->feature;
+    thr[p] = nd->threshold;
+    complete_fill(t, nd->left, 2 * p + 1, d + 1, D, feat, thr, leaf);
+    complete_fill(t, nd->right, 2 * p + 2, d + 1, D, feat, thr, leaf);
+}
+
+static void build_complete(kace_trees *t)
+{
+    int D = t->max_depth;
+    if (D < 1 || D > 4)
+        return;
+    int n_split = (1 << D) - 1, n_leaf = 1 << D;
+    t->c_feature = malloc((size_t)t->n_trees * (size_t)n_split * sizeof *t->c_feature);
+    t->c_threshold = malloc((size_t)t->n_trees * (size_t)n_split * sizeof *t->c_threshold);
+    t->c_leaf = malloc((size_t)t->n_trees * (size_t)n_leaf * sizeof *t->c_leaf);
+    if (!t->c_feature || !t->c_threshold || !t->c_leaf) {
+        free(t->c_feature);
+        free(t->c_threshold);
+        free(t->c_leaf);
+        t->c_feature = NULL;
+        t->c_threshold = NULL;
+        t->c_leaf = NULL;
+        return; /* the general walker still works */
+    }
+    for (int i = 0; i < t->n_trees; i++)
+        complete_fill(t, t->tree_root[i], 0, 0, D, t->c_feature + (size_t)i * n_split,
+                      t->c_threshold + (size_t)i * n_split, t->c_leaf + (size_t)i * n_leaf);
+    t->complete_depth = D;
 }
 
 /* Checks one tree (node arrays of num_nodes finite numbers, every node
@@ -406,26 +449,53 @@ static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, k
         bool leaf = lc == -1 && rc == -1;
         if (!leaf && (lc < 1 || lc >= n || rc < 1 || rc >= n || lc == rc || fi < 0 || fi >= n_features))
             ok = false;
-        m->left[base + i] = leaf ? -1 : base + (int)lc;
-        m->right[base + i] = leaf ? -1 : base + (int)rc;
-        m->feature[base + i] = ok && !leaf ? (int)fi : 0;
-        m->threshold[base + i] = (float)c->valuedouble;
-        m->default_left[base + i] = dl->valuedouble != 0;
+        m->node[base + i].left = leaf ? -1 : base + (int)lc;
+        m->node[base + i].right = leaf ? -1 : base + (int)rc;
+        m->node[base + i].child[0] = leaf ? base + (int)i : base + (int)lc;
+        m->node[base + i].child[1] = leaf ? base + (int)i : base + (int)rc;
+        m->node[base + i].feature = ok && !leaf ? (int)fi : 0;
+        m->node[base + i].threshold = (float)c->valuedouble;
+        m->node[base + i].default_left = dl->valuedouble != 0;
     }
     /* A tree: every node but the root is the child of exactly one node. */
     ok = ok && parent[0] == 2147483647;
     memset(seen, 0, (size_t)n);
     long children = 0;
     for (long i = 0; ok && i < n; i++) {
-        if (m->left[base + i] < 0)
+        if (m->node[base + i].left < 0)
             continue;
-        long lc = m->left[base + i] - base, rc = m->right[base + i] - base;
+        long lc = m->node[base + i].left - base, rc = m->node[base + i].right - base;
         if (seen[lc] || seen[rc] || parent[lc] != i || parent[rc] != i)
             ok = false;
         seen[lc] = seen[rc] = 1;
         children += 2;
     }
     ok = ok && children == n - 1;
+    /* Depth of every node: parents come before their children in xgboost's
+     * numbering, but do not rely on it: relax until nothing changes. */
+    if (ok) {
+        int *depth = calloc((size_t)n, sizeof *depth);
+        if (!depth) {
+            free(parent);
+            return false;
+        }
+        for (bool changed = true; changed;) {
+            changed = false;
+            for (long i = 0; i < n; i++)
+                if (m->node[base + i].left >= 0)
+                    for (int side = 0; side < 2; side++) {
+                        long ch = m->node[base + i].child[side] - base;
+                        if (depth[ch] != depth[i] + 1) {
+                            depth[ch] = depth[i] + 1;
+                            changed = true;
+                        }
+                    }
+        }
+        for (long i = 0; i < n; i++)
+            if (depth[i] > m->max_depth)
+                m->max_depth = depth[i];
+        free(depth);
+    }
     free(parent);
     if (ok)
         *at += (int)n;
@@ -474,13 +544,9 @@ kace_status kace_trees_from_json(kace_ctx *ctx, const char *json, size_t json_le
     size_t cap_sz = json_len / 8 + 1;
     int cap = cap_sz < (1u << 24) ? (int)cap_sz : (1 << 24);
     m->tree_root = malloc((size_t)num_trees * sizeof *m->tree_root);
-    m->left = malloc((size_t)cap * sizeof *m->left);
-    m->right = malloc((size_t)cap * sizeof *m->right);
-    m->feature = malloc((size_t)cap * sizeof *m->feature);
-    m->threshold = malloc((size_t)cap * sizeof *m->threshold);
-    m->default_left = malloc((size_t)cap);
+    m->node = malloc((size_t)cap * sizeof *m->node);
     seen = malloc((size_t)cap);
-    if (!m->tree_root || !m->left || !m->right || !m->feature || !m->threshold || !m->default_left || !seen) {
+    if (!m->tree_root || !m->node || !seen) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory reading the forest");
         goto done;
     }
@@ -495,6 +561,7 @@ kace_status kace_trees_from_json(kace_ctx *ctx, const char *json, size_t json_le
     }
     m->n_trees = num_trees;
     m->n_nodes = at;
+    build_complete(m);
 done:
     free(seen);
     cJSON_Delete(root);
@@ -517,15 +584,45 @@ double kace_trees_predict(const kace_trees *t, const double *x)
 {
     float sum = 0;
     for (int i = 0; i < t->n_trees; i++) {
-        int v = t->tree_root[i];
-        while (t->left[v] >= 0) {
-            double xv = x[t->feature[v]];
-            bool go_left = isnan(xv) ? t->default_left[v] : (float)xv < t->threshold[v];
-            v = go_left ? t->left[v] : t->right[v];
+        const kace_tree_node *v = &t->node[t->tree_root[i]];
+        while (v->left >= 0) {
+            double xv = x[v->feature];
+            bool go_left = isnan(xv) ? v->default_left : (float)xv < v->threshold;
+            v = &t->node[go_left ? v->left : v->right];
         }
-        sum += t->threshold[v];
+        sum += v->threshold;
     }
     return (double)sum + t->base_score;
+}
+
+void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n, double *out)
+{
+    int D = t->complete_depth;
+    if (D == 0) { /* deep trees: the general walker */
+        double xd[KACE_MAX_FEATURES];
+        for (int r = 0; r < n; r++) {
+            for (int j = 0; j < d && j < KACE_MAX_FEATURES; j++)
+                xd[j] = x[(size_t)r * (size_t)d + (size_t)j];
+            out[r] = kace_trees_predict(t, xd);
+        }
+        return;
+    }
+    int n_split = (1 << D) - 1, n_leaf = 1 << D;
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * (size_t)d;
+        float sum = 0;
+        for (int i = 0; i < t->n_trees; i++) {
+            const int *feat = t->c_feature + (size_t)i * n_split;
+            const float *thr = t->c_threshold + (size_t)i * n_split;
+            /* D steps by index arithmetic, no branch; the trees' chains are
+             * independent, so the CPU overlaps many of them. */
+            int p = 0;
+            for (int level = 0; level < D; level++)
+                p = 2 * p + 1 + !(xr[feat[p]] < thr[p]);
+            sum += t->c_leaf[(size_t)i * n_leaf + (size_t)(p - n_split)];
+        }
+        out[r] = (double)sum + t->base_score;
+    }
 }
 
 /* xgboost already divided each leaf by the number of parallel trees, so the

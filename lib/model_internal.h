@@ -7,12 +7,26 @@
 #define KACE_MODEL_FORMAT_VERSION 1
 
 /* Regression trees in flat arrays, as xgboost's JSON describes them. */
+typedef struct kace_tree_node {
+    float threshold;      /* split value, or the leaf's value */
+    int feature;
+    int child[2];         /* [x < threshold ? 0 : 1]; a leaf points at itself */
+    int left, right;      /* -1: a leaf */
+    int default_left;     /* where a missing value goes */
+} kace_tree_node;
+
 typedef struct kace_trees {
     int n_trees, n_nodes;
-    int *tree_root;              /* index of each tree's root in the arrays */
-    int *left, *right, *feature; /* -1 children: a leaf */
-    float *threshold;            /* split value, or the leaf's value */
-    unsigned char *default_left; /* where a missing value goes */
+    int *tree_root;       /* index of each tree's root in node[] */
+    kace_tree_node *node; /* every tree's nodes, one tree after the other */
+    int max_depth;        /* the deepest root-to-leaf path */
+    /* Shallow ensembles (max_depth <= 4) also as complete trees of depth D
+     * (per tree 2^D - 1 splits, 2^D leaves, children of p at 2p+1 and 2p+2):
+     * exactly D branch-free steps per tree. */
+    int complete_depth;   /* D, or 0 when not built */
+    int *c_feature;       /* n_trees x (2^D - 1) */
+    float *c_threshold;
+    float *c_leaf;        /* n_trees x 2^D */
     double base_score;
 } kace_trees;
 
@@ -23,6 +37,8 @@ void kace_trees_free(kace_trees *t);
 /* Sum of the leaves x falls into, plus the base score, computed in float
  * like xgboost (x < threshold goes left; NaN goes the default way). */
 double kace_trees_predict(const kace_trees *t, const double *x);
+/* The same for n rows of d floats without NaN (the hot path). */
+void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n, double *out);
 
 struct kace_model {
     kace_model_kind kind;

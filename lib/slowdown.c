@@ -92,16 +92,25 @@ static double clamp(double v, double lo, double hi)
 static void predict_group(const kace_model *m, const kace_dataset *ds, const int *group, int k, double *blend,
                           double *ridge_sum, double *tree_sum, double *member)
 {
-    double f[N_MEMBER];
+    double f[N_MEMBER], tree_frac[KACE_MAX_K], ridge_part[KACE_MAX_K];
+    float fx[KACE_MAX_K * N_MEMBER] = {0}; /* finite by construction: the float fast path */
     *ridge_sum = *tree_sum = 0;
     for (int i = 0; i < k; i++) {
         member_features(ds, group, k, i, f);
         double z = m->ridge[0];
-        for (int j = 0; j < N_MEMBER; j++)
+        for (int j = 0; j < N_MEMBER; j++) {
             z += m->ridge[j + 1] * (m->m_std[j] > 0 ? (f[j] - m->m_mean[j]) / m->m_std[j] : 0);
+            fx[i * N_MEMBER + j] = (float)f[j];
+        }
+        ridge_part[i] = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE] *
+                        exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
+    }
+    if (m->trees.n_trees)
+        kace_trees_predict_rows_f(&m->trees, fx, N_MEMBER, k, tree_frac);
+    for (int i = 0; i < k; i++) {
         double excl = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
-        double r = excl * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
-        double t = m->trees.n_trees ? excl * clamp(kace_trees_predict(&m->trees, f), FRACTION_MIN, FRACTION_MAX) : r;
+        double r = ridge_part[i];
+        double t = m->trees.n_trees ? excl * clamp(tree_frac[i], FRACTION_MIN, FRACTION_MAX) : r;
         *ridge_sum += r;
         *tree_sum += t;
         if (member)
