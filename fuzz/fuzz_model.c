@@ -65,11 +65,37 @@ static void check_model(const kace_model *m)
         FUZZ_CHECK(coef && n_coef == m->n_features + 1, "%d coefficients", n_coef);
         for (int j = 0; j < n_coef; j++)
             FUZZ_CHECK(isfinite(coef[j]), "coefficient %d = %g", j, coef[j]);
+    } else if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
+        FUZZ_CHECK(!coef && n_coef == 0, "a slowdown model with linear coefficients");
+        for (int j = 0; j <= m->n_member_features; j++)
+            FUZZ_CHECK(isfinite(m->ridge[j]), "ridge coefficient %d = %g", j, m->ridge[j]);
     } else {
         FUZZ_CHECK(kace_model_get_kind(m) == KACE_MODEL_FOREST, "kind %d", (int)kace_model_get_kind(m));
         FUZZ_CHECK(!coef && n_coef == 0, "a forest with coefficients");
         FUZZ_CHECK(m->trees.n_trees >= 1 && m->booster_json && m->booster_json_len > 0, "forest without a booster");
     }
+}
+
+/* A slowdown model predicts groups: two made-up workloads. */
+static void check_slowdown(kace_ctx *ctx, const kace_model *m)
+{
+    kace_dataset *ds = NULL;
+    FUZZ_CHECK(kace_dataset_new(ctx, &ds) == KACE_OK, "dataset");
+    int a, b;
+    kace_dataset_intern(ctx, ds, "a_batch1-inf", &a);
+    kace_dataset_intern(ctx, ds, "b_batch2-train", &b);
+    for (int w = 0; w < 2; w++)
+        for (int k = 0; k < KACE_N_METRICS; k++)
+            ds->workloads[w].metric[k] = 10.0 + 7.0 * w + k;
+    int group[2] = {a, b};
+    double sum = NAN, conf = NAN, member[2];
+    kace_status st = kace_slowdown_predict(ctx, m, ds, group, 2, &sum, &conf, member);
+    FUZZ_CHECK(st == KACE_OK, "slowdown predict failed: %s", kace_errmsg(ctx));
+    FUZZ_CHECK(isfinite(sum) && sum >= 0 && conf >= 0 && conf <= 1, "sum %g confidence %g", sum, conf);
+    double pz;
+    FUZZ_CHECK(kace_model_predict_z(ctx, m, ds->workloads[0].metric, 1, KACE_NORM_TRAIN, &pz) == KACE_ERR_MODEL,
+               "a slowdown model must refuse feature rows");
+    kace_dataset_free(&ds);
 }
 
 static void check_predict(kace_ctx *ctx, const kace_model *m)
@@ -138,7 +164,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(m != NULL, "success without a model");
     check_model(m);
     if (!(allow_known && m->kind == KACE_MODEL_FOREST))
-        check_predict(ctx, m);
+        if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN)
+            check_slowdown(ctx, m);
+        else
+            check_predict(ctx, m);
 
     if (allow_known && m->kind == KACE_MODEL_FOREST && memchr(m->booster_json, '\0', m->booster_json_len))
         goto done;
