@@ -56,6 +56,20 @@ static double mean_field(const kace_split_results *r, int n_occur, size_t offset
     return n ? s / n : NAN;
 }
 
+static double mean_all(const kace_split_results *r, size_t offset)
+{
+    double s = 0;
+    int n = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        double v = *(const double *)((const char *)&r->items[i] + offset);
+        if (!isnan(v)) {
+            s += v;
+            n++;
+        }
+    }
+    return n ? s / n : NAN;
+}
+
 static double mean_n_fit(const kace_split_results *r, int n_occur)
 {
     double s = 0;
@@ -127,6 +141,10 @@ static int report_splits(const kace_dataset *ds, const kace_split_results *r, co
     printf("(%zu train/test splits evaluated in %.3f s; kace = the slowdown model, KACE = the paper's linear model;\n"
            " kace_MAE%% = per-workload |predicted - measured| throughput in %% of its exclusive throughput)\n",
            r->n, seconds);
+    printf("kace confidence: relative error of the predicted sum %.1f%% where confidence >= median, %.1f%% below "
+           "(mean over splits)\n",
+           mean_all(r, offsetof(kace_split_result, slowdown_err_confident)),
+           mean_all(r, offsetof(kace_split_result, slowdown_err_unsure)));
 
     /* Per target at n_occur = 3 (paper Fig. 5). */
     double *score = malloc(ds->n_workloads * KACE_N_POLICIES * sizeof *score);
@@ -161,16 +179,18 @@ static int report_splits(const kace_dataset *ds, const kace_split_results *r, co
             fprintf(f, "mode,n_occur,seed,n_train,n_fit,n_test,n_targets");
             for (int p = 0; p < KACE_N_POLICIES; p++)
                 fprintf(f, ",%s", kace_policy_name(p));
-            fprintf(f, ",mse,r2,xu_mse,xu_r2,fit_seconds,xu_fit_seconds,kace_mse,kace_r2,kace_mae_pct,kace_fit_seconds\n");
+            fprintf(f, ",mse,r2,xu_mse,xu_r2,fit_seconds,xu_fit_seconds,kace_mse,kace_r2,kace_mae_pct,kace_fit_seconds,"
+                       "kace_err_confident_pct,kace_err_unsure_pct\n");
             for (size_t i = 0; i < r->n; i++) {
                 const kace_split_result *s = &r->items[i];
                 fprintf(f, "%s,%d,%d,%zu,%zu,%zu,%zu", mode, s->n_occur, s->seed, s->n_train, s->n_fit, s->n_test,
                         s->n_targets);
                 for (int p = 0; p < KACE_N_POLICIES; p++)
                     fprintf(f, ",%.6f", s->score[p]);
-                fprintf(f, ",%.6f,%.6f,%.6f,%.6f,%.9f,%.6f,%.6f,%.6f,%.6f,%.6f\n", s->mse, s->r2, s->xu_mse, s->xu_r2,
-                        s->fit_seconds, s->xu_fit_seconds, s->slowdown_mse, s->slowdown_r2, s->slowdown_mae_pct,
-                        s->slowdown_fit_seconds);
+                fprintf(f, ",%.6f,%.6f,%.6f,%.6f,%.9f,%.6f,%.6f,%.6f,%.6f,%.6f,%.4f,%.4f\n", s->mse, s->r2, s->xu_mse,
+                        s->xu_r2, s->fit_seconds, s->xu_fit_seconds, s->slowdown_mse, s->slowdown_r2,
+                        s->slowdown_mae_pct, s->slowdown_fit_seconds, s->slowdown_err_confident,
+                        s->slowdown_err_unsure);
             }
             fclose(f);
         }

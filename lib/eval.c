@@ -278,6 +278,57 @@ static kace_status member_mae(kace_ctx *ctx, const kace_dataset *ds, const kace_
     return KACE_OK;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Does the confidence tell good predictions from bad ones? Mean relative
+ * error of the sum above and below the median confidence. */
+static kace_status confidence_split(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const int *rows,
+                                   size_t n, double *confident, double *unsure)
+{
+    *confident = *unsure = NAN;
+    if (n < 2)
+        return KACE_OK;
+    double *conf = malloc(n * sizeof *conf), *err = malloc(n * sizeof *err), *sorted = malloc(n * sizeof *sorted);
+    kace_status st = KACE_OK;
+    if (!conf || !err || !sorted) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n && !st; i++) {
+        const kace_colocation *c = &ds->colocations[rows[i]];
+        double pred;
+        st = kace_slowdown_predict(ctx, m, ds, c->workload, c->k, &pred, &conf[i], NULL);
+        double y = kace_colocation_sum(c);
+        err[i] = y > 0 ? 100.0 * fabs(pred - y) / y : 0;
+        sorted[i] = conf[i];
+    }
+    if (st)
+        goto done;
+    qsort(sorted, n, sizeof *sorted, cmp_double);
+    double median = sorted[n / 2], hi = 0, lo = 0;
+    size_t n_hi = 0, n_lo = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (conf[i] >= median) {
+            hi += err[i];
+            n_hi++;
+        } else {
+            lo += err[i];
+            n_lo++;
+        }
+    }
+    *confident = n_hi ? hi / (double)n_hi : NAN;
+    *unsure = n_lo ? lo / (double)n_lo : NAN;
+done:
+    free(conf);
+    free(err);
+    free(sorted);
+    return st;
+}
+
 /* ---- running independent tasks on a few threads ----------------------- */
 
 typedef kace_status (*task_fn)(kace_ctx *ctx, void *arg, size_t i);
@@ -369,6 +420,7 @@ static kace_status split_task(kace_ctx *ctx, void *arg, size_t t)
     r->n_occur = job->splits->rows[from].n_occur;
     r->seed = job->splits->rows[from].seed;
     r->mse = r->r2 = r->xu_mse = r->xu_r2 = r->slowdown_mse = r->slowdown_r2 = r->slowdown_mae_pct = NAN;
+    r->slowdown_err_confident = r->slowdown_err_unsure = NAN;
     size_t n = to - from;
     int *fit = malloc(n * sizeof *fit), *test = malloc(n * sizeof *test);
     kace_status st = KACE_OK;
@@ -404,7 +456,9 @@ static kace_status split_task(kace_ctx *ctx, void *arg, size_t t)
         (f.xu && (st = test_error(ctx, ds, f.xu, norm, test, r->n_test, &r->xu_mse, &r->xu_r2))) ||
         (f.slowdown &&
          ((st = test_error(ctx, ds, f.slowdown, norm, test, r->n_test, &r->slowdown_mse, &r->slowdown_r2)) ||
-          (st = member_mae(ctx, ds, f.slowdown, test, r->n_test, &r->slowdown_mae_pct)))))
+          (st = member_mae(ctx, ds, f.slowdown, test, r->n_test, &r->slowdown_mae_pct)) ||
+          (st = confidence_split(ctx, ds, f.slowdown, test, r->n_test, &r->slowdown_err_confident,
+                                 &r->slowdown_err_unsure)))))
         goto done;
     mean_scores(r->targets, r->n_targets, r->score);
 done:

@@ -73,8 +73,15 @@ static void test_beats_the_paper_on_every_training_size(void **state)
     if (n3 < 0.955)
         fail_msg("n_occur=3: kace %.4f < 0.955 of Oracle", n3);
     /* Calibration is reported: per-member error in % of exclusive. */
-    for (size_t i = 0; i < r->n; i++)
+    double confident = 0, unsure = 0;
+    for (size_t i = 0; i < r->n; i++) {
         assert_true(r->items[i].slowdown_mae_pct > 0 && r->items[i].slowdown_mae_pct < 30);
+        confident += r->items[i].slowdown_err_confident / (double)r->n;
+        unsure += r->items[i].slowdown_err_unsure / (double)r->n;
+    }
+    /* The confidence separates better predictions from worse ones. */
+    printf("relative error: %.2f%% when confident, %.2f%% when unsure\n", confident, unsure);
+    assert_true(confident < unsure);
     kace_split_results_free(&r);
 }
 

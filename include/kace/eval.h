@@ -48,6 +48,9 @@ typedef struct kace_split_result {
     double xu_mse, xu_r2;
     double slowdown_mse, slowdown_r2;
     double slowdown_mae_pct;         /* per-member |predicted - measured| in % of exclusive */
+    /* Relative error of the predicted sum (%) over the test colocations whose
+     * confidence is at or above the median, and below it. */
+    double slowdown_err_confident, slowdown_err_unsure;
     double slowdown_fit_seconds;
     double fit_seconds, xu_fit_seconds;
     kace_target_score *targets;
