@@ -40,33 +40,20 @@ static void print_header(void)
     printf(" %8s %8s %9s %8s %8s %9s\n", "MSE", "R2", "fit_ms", "n_fit", "kace_R2", "kace_MAE%");
 }
 
-/* Mean over seeds of a per-split field. */
+/* Mean of a per-split field over the seeds of one n_occur (every split
+ * when n_occur < 0), ignoring NaN. */
 static double mean_field(const kace_split_results *r, int n_occur, size_t offset)
 {
     double s = 0;
     int n = 0;
     for (size_t i = 0; i < r->n; i++)
-        if (r->items[i].n_occur == n_occur) {
+        if (n_occur < 0 || r->items[i].n_occur == n_occur) {
             double v = *(const double *)((const char *)&r->items[i] + offset);
             if (!isnan(v)) {
                 s += v;
                 n++;
             }
         }
-    return n ? s / n : NAN;
-}
-
-static double mean_all(const kace_split_results *r, size_t offset)
-{
-    double s = 0;
-    int n = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        double v = *(const double *)((const char *)&r->items[i] + offset);
-        if (!isnan(v)) {
-            s += v;
-            n++;
-        }
-    }
     return n ? s / n : NAN;
 }
 
@@ -143,8 +130,8 @@ static int report_splits(const kace_dataset *ds, const kace_split_results *r, co
            r->n, seconds);
     printf("kace confidence: relative error of the predicted sum %.1f%% where confidence >= median, %.1f%% below "
            "(mean over splits)\n",
-           mean_all(r, offsetof(kace_split_result, slowdown_err_confident)),
-           mean_all(r, offsetof(kace_split_result, slowdown_err_unsure)));
+           mean_field(r, -1, offsetof(kace_split_result, slowdown_err_confident)),
+           mean_field(r, -1, offsetof(kace_split_result, slowdown_err_unsure)));
 
     /* Per target at n_occur = 3 (paper Fig. 5). */
     double *score = malloc(ds->n_workloads * KACE_N_POLICIES * sizeof *score);
