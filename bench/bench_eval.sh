@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Speed of `kace eval` against the Python/scikit-learn peer doing the same
 # pairwise protocol (paper + clean mode, n_occur 2..10 x 5 seeds, unseen
-# families, triples; no Xu forest on either side), measured in the same run.
+# families, triples; the paper's linear model and the rules, no Xu forest and
+# no kace slowdown model on either side), measured in the same run.
 # kace is timed as a whole process (store load included); the peer's time
 # excludes interpreter start-up and imports (its own peer_seconds=), which
 # favours the peer. Prints the median of REPEAT runs of each and the ratio.
@@ -21,14 +22,15 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 kace_times=() peer_times=()
 for ((i = 0; i < repeat; i++)); do
     t0=$(date +%s.%N)
-    "$kace" eval --db "$work/kace.db" --mode both --no-xu --no-figures --out "$work/eval" > "$work/kace.out"
+    "$kace" eval --db "$work/kace.db" --mode both --no-xu --no-kace --no-figures --out "$work/eval" > "$work/kace.out"
     t1=$(date +%s.%N)
     kace_times+=("$(echo "$t1 - $t0" | bc -l)")
     /usr/bin/python3 "$here/peer_sklearn.py" --data "$data" --modes paper,clean > "$work/peer.out"
     peer_times+=("$(sed -n 's/^peer_seconds=//p' "$work/peer.out")")
 done
 # Both sides must have computed the same thing: compare the headline number.
-kace_n3=$(awk '/paper mode \(normalized/{f=1} f && $1=="3"{print $2; exit}' "$work/kace.out")
+# Columns: n_occur, kace (nan here), KACE, ...
+kace_n3=$(awk '/paper mode \(normalized/{f=1} f && $1=="3"{print $3; exit}' "$work/kace.out")
 peer_n3=$(awk '/mode=paper/{f=1} f && $1=="3"{print $2; exit}' "$work/peer.out")
 k=$(printf '%s\n' "${kace_times[@]}" | median)
 p=$(printf '%s\n' "${peer_times[@]}" | median)

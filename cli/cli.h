@@ -48,6 +48,7 @@ typedef struct eval_request {
     int xu_iter;
     double xu_tree_scale;      /* 0 = library default (0.05); 1 = the paper's tree counts */
     kace_slowdown_params slowdown; /* kace's model */
+    bool without_slowdown;         /* leave kace's model out (the paper's policies only) */
     bool figures;
 } eval_request;
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);

@@ -307,6 +307,7 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     if (req->xu_tree_scale > 0)
         common.xu_search.tree_scale = req->xu_tree_scale;
     common.slowdown = req->slowdown;
+    common.with_slowdown = !req->without_slowdown;
     struct timespec t_unseen;
     clock_gettime(CLOCK_MONOTONIC, &t_unseen);
     if ((st = kace_eval_unseen(ctx, pairs, &common, unseen, &n_unseen))) {
@@ -380,14 +381,14 @@ int cmd_eval(int argc, char **argv)
         {"out", required_argument, 0, 'o'},    {"no-xu", no_argument, 0, 'X'},
         {"xu-iter", required_argument, 0, 'i'}, {"xu-trees", required_argument, 0, 'T'}, {"pairs-set", required_argument, 0, 'p'},
         {"triples-set", required_argument, 0, 't'}, {"no-figures", no_argument, 0, 'F'},
-        {"kace-rounds", required_argument, 0, 'R'}, {"kace-eta", required_argument, 0, 'E'},
+        {"no-kace", no_argument, 0, 'K'}, {"kace-rounds", required_argument, 0, 'R'}, {"kace-eta", required_argument, 0, 'E'},
         {"kace-alpha", required_argument, 0, 'A'}, {"kace-tree-weight", required_argument, 0, 'W'},
         {"kace-depth", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     kace_slowdown_params_default(&req.slowdown);
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FR:E:A:W:P:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 'm': mode = optarg; break;
@@ -398,13 +399,14 @@ int cmd_eval(int argc, char **argv)
         case 'p': req.pairs_set = optarg; break;
         case 't': req.triples_set = optarg; break;
         case 'F': req.figures = false; break;
+        case 'K': req.without_slowdown = true; break;
         case 'R': req.slowdown.n_rounds = atoi(optarg); break;
         case 'E': req.slowdown.learning_rate = atof(optarg); break;
         case 'A': req.slowdown.ridge_alpha = atof(optarg); break;
         case 'W': req.slowdown.tree_weight = atof(optarg); break;
         case 'P': req.slowdown.max_depth = atoi(optarg); break;
         case 'h':
-            printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--xu-iter N]\n"
+            printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
                    "                 [--xu-trees SCALE] [--pairs-set pairs] [--triples-set triples] [--no-figures]\n"
                    "The KACE paper's experiments on the stored measurements: partner choice per training size\n"
                    "(published splits), MSE/R2 and fit time, per-target scores, unseen workload families and\n"
@@ -412,7 +414,7 @@ int cmd_eval(int argc, char **argv)
                    "row and scales with training statistics. Writes CSV and PNG figures to DIR (kace-eval).\n"
                    "Xu et al.: random forest, randomized search (N configurations, 5-fold CV); --xu-trees 1 uses\n"
                    "the paper's 200..2000 trees (minutes), the default 0.05 uses 10..100 (same scores, seconds).\n"
-                   "kace's slowdown model: --kace-rounds N --kace-eta X --kace-depth D --kace-alpha A\n"
+                   "kace's slowdown model (--no-kace leaves it out): --kace-rounds N --kace-eta X --kace-depth D --kace-alpha A\n"
                    "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5).\n");
             return EXIT_OK;
         default: return cli_usage("eval", "unknown option");

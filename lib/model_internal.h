@@ -62,6 +62,7 @@ struct kace_model {
     int n_member_features;
     double m_mean[KACE_MAX_FEATURES], m_std[KACE_MAX_FEATURES];
     double ridge[KACE_MAX_FEATURES + 1];
+    double ridge_raw[KACE_MAX_FEATURES + 1]; /* the same on unscaled features (derived, for speed) */
     double ridge_alpha, tree_weight;
 };
 

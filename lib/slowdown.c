@@ -87,6 +87,18 @@ static double clamp(double v, double lo, double hi)
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
+/* Folds the z-scoring into the ridge coefficients, so prediction is one
+ * dot product on the raw member features. */
+static void prepare_ridge(kace_model *m)
+{
+    m->ridge_raw[0] = m->ridge[0];
+    for (int j = 0; j < N_MEMBER; j++) {
+        double w = m->m_std[j] > 0 ? m->ridge[j + 1] / m->m_std[j] : 0;
+        m->ridge_raw[j + 1] = w;
+        m->ridge_raw[0] -= w * m->m_mean[j];
+    }
+}
+
 /* Predicted throughput of every member of a group and their sum, by the
  * ridge part, the tree part and the blend. */
 static void predict_group(const kace_model *m, const kace_dataset *ds, const int *group, int k, double *blend,
@@ -97,9 +109,9 @@ static void predict_group(const kace_model *m, const kace_dataset *ds, const int
     *ridge_sum = *tree_sum = 0;
     for (int i = 0; i < k; i++) {
         member_features(ds, group, k, i, f);
-        double z = m->ridge[0];
+        double z = m->ridge_raw[0];
         for (int j = 0; j < N_MEMBER; j++) {
-            z += m->ridge[j + 1] * (m->m_std[j] > 0 ? (f[j] - m->m_mean[j]) / m->m_std[j] : 0);
+            z += m->ridge_raw[j + 1] * f[j];
             fx[i * N_MEMBER + j] = (float)f[j];
         }
         ridge_part[i] = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE] *
@@ -412,6 +424,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     m->ridge_alpha = p.ridge_alpha;
     if ((st = fit_ridge(ctx, m, X, logf, n_samples, p.ridge_alpha)))
         goto fail;
+    prepare_ridge(m);
     if (p.n_rounds > 0 && (st = fit_trees(ctx, m, X, frac, n_samples, &p)))
         goto fail;
     free(X);
@@ -431,6 +444,7 @@ fail:
 
 kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m)
 {
+    prepare_ridge(m);
     kace_trees_free(&m->trees);
     if (!m->booster_json_len)
         return KACE_OK; /* ridge only */
