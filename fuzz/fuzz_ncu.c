@@ -15,29 +15,6 @@
 #include "import_internal.h"
 #include "kace/import.h"
 
-#ifdef KACE_FUZZ_STANDALONE
-/* Stand-in for lib/import.c when the harness is built without it. */
-kace_status kace_batch_add_value(kace_ctx *ctx, kace_import_batch *b, const char *workload, const char *metric,
-                                 double value, bool embedded)
-{
-    if (b->n_values == b->cap_values) {
-        size_t cap = b->cap_values ? b->cap_values * 2 : 16;
-        kace_profile_value *v = realloc(b->values, cap * sizeof *v);
-        if (!v)
-            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        b->values = v;
-        b->cap_values = cap;
-    }
-    kace_profile_value *v = &b->values[b->n_values++];
-    memset(v, 0, sizeof *v);
-    snprintf(v->workload, sizeof v->workload, "%s", workload);
-    snprintf(v->metric, sizeof v->metric, "%s", metric);
-    v->value = value;
-    v->embedded = embedded;
-    return KACE_OK;
-}
-#endif
-
 static const char *const known[] = {
     "Threads",      "Compute (SM) Throughput", "DRAM Throughput", "Memory Throughput", "Registers",
     "Static Shared Memory", "avg_Thread",      "Short_Kernel",    "Long_Kernel",       "ave_Kernel_Length",

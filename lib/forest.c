@@ -451,8 +451,6 @@ static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, k
             ok = false;
         m->node[base + i].left = leaf ? -1 : base + (int)lc;
         m->node[base + i].right = leaf ? -1 : base + (int)rc;
-        m->node[base + i].child[0] = leaf ? base + (int)i : base + (int)lc;
-        m->node[base + i].child[1] = leaf ? base + (int)i : base + (int)rc;
         m->node[base + i].feature = ok && !leaf ? (int)fi : 0;
         m->node[base + i].threshold = (float)c->valuedouble;
         m->node[base + i].default_left = dl->valuedouble != 0;
@@ -484,7 +482,7 @@ static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, k
             for (long i = 0; i < n; i++)
                 if (m->node[base + i].left >= 0)
                     for (int side = 0; side < 2; side++) {
-                        long ch = m->node[base + i].child[side] - base;
+                        long ch = (side ? m->node[base + i].right : m->node[base + i].left) - base;
                         if (depth[ch] != depth[i] + 1) {
                             depth[ch] = depth[i] + 1;
                             changed = true;

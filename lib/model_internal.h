@@ -10,7 +10,6 @@
 typedef struct kace_tree_node {
     float threshold;      /* split value, or the leaf's value */
     int feature;
-    int child[2];         /* [x < threshold ? 0 : 1]; a leaf points at itself */
     int left, right;      /* -1: a leaf */
     int default_left;     /* where a missing value goes */
 } kace_tree_node;
