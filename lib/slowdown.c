@@ -8,10 +8,12 @@
  * partners' summed ones, their products and the member's share of each
  * resource, plus log sizes and memory capacity. Two learners are averaged:
  *  - ridge regression on log(fraction) (z-scored features), and
- *  - gradient-boosted trees (libxgboost) on the fraction.
+ *  - gradient-boosted trees (libxgboost) on the fraction, constrained to be
+ *    non-increasing in the partners' usage (monotone_constraints).
  * A pair gives two training samples and a k-way group k, and one model serves
  * any k: the partners' features are sums. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +281,22 @@ static kace_status xgb_fail(kace_ctx *ctx, const char *what)
     return kace_fail(ctx, KACE_ERR_MODEL, "boosted trees: %s failed: %s", what, first);
 }
 
+/* Domain knowledge, not a tuned setting: a workload cannot keep more of its
+ * speed when its partners use more of the GPU. The trees' fraction is made
+ * non-increasing in the partners' summed shares (features 5..9) and in the
+ * partners' part of each resource (15..19); see member_features. This keeps
+ * the trees sane where few pairs were measured. */
+static void monotone_constraints(char *out, size_t size)
+{
+    size_t at = 0;
+    out[at++] = '(';
+    for (int j = 0; j < N_MEMBER; j++) {
+        bool partners = (j >= 5 && j < 10) || (j >= 15 && j < 20);
+        at += (size_t)snprintf(out + at, size - at, "%s%s", j ? "," : "", partners ? "-1" : "0");
+    }
+    snprintf(out + at, size - at, ")");
+}
+
 static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, const double *frac, size_t n,
                              const kace_slowdown_params *p)
 {
@@ -328,6 +346,12 @@ static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, cons
             st = xgb_fail(ctx, "XGBoosterSetParam");
             goto done;
         }
+    char monotone[4 * N_MEMBER + 3];
+    monotone_constraints(monotone, sizeof monotone);
+    if (XGBoosterSetParam(b, "monotone_constraints", monotone) != 0) {
+        st = xgb_fail(ctx, "XGBoosterSetParam");
+        goto done;
+    }
     for (int it = 0; it < p->n_rounds; it++)
         if (XGBoosterUpdateOneIter(b, it, dm) != 0) {
             st = xgb_fail(ctx, "XGBoosterUpdateOneIter");

@@ -67,11 +67,12 @@ static void test_beats_the_paper_on_every_training_size(void **state)
         if (got < want - 1e-9)
             fail_msg("n_occur=%d: kace %.4f is below %.3f", n, got, want);
     }
-    /* The issue's goal at n_occur=3 is 0.96 (measured 0.9596): guard the
-     * level reached so far. */
-    double n3 = kace_eval_mean(r, 3, KACE_POL_SLOWDOWN);
-    if (n3 < 0.955)
-        fail_msg("n_occur=3: kace %.4f < 0.955 of Oracle", n3);
+    /* The absolute goals at the two smallest training sizes. */
+    double n2 = kace_eval_mean(r, 2, KACE_POL_SLOWDOWN), n3 = kace_eval_mean(r, 3, KACE_POL_SLOWDOWN);
+    if (n2 < 0.93)
+        fail_msg("n_occur=2: kace %.4f < 0.93 of Oracle", n2);
+    if (n3 < 0.96)
+        fail_msg("n_occur=3: kace %.4f < 0.96 of Oracle", n3);
     /* Calibration is reported: per-member error in % of exclusive. */
     double confident = 0, unsure = 0;
     for (size_t i = 0; i < r->n; i++) {
