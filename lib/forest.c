@@ -609,6 +609,27 @@ void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n
     const int *feat = t->c_feature;
     const float *thr = t->c_threshold, *leaf = t->c_leaf;
     int r = 0;
+    if (D == 3) {
+        /* The common shape (depth-3 boosting): all 7 splits of a tree are
+         * tested at once, independent loads the CPU overlaps, and the leaf
+         * is read off the bits (rows are NaN-free here). */
+        for (; r < n; r++) {
+            const float *xr = x + (size_t)r * (size_t)d;
+            float sum = 0;
+            for (int i = 0; i < t->n_trees; i++) {
+                const int *f = feat + (size_t)i * 7;
+                const float *h = thr + (size_t)i * 7;
+                int b0 = !(xr[f[0]] < h[0]), b1 = !(xr[f[1]] < h[1]), b2 = !(xr[f[2]] < h[2]);
+                int b3 = !(xr[f[3]] < h[3]), b4 = !(xr[f[4]] < h[4]), b5 = !(xr[f[5]] < h[5]);
+                int b6 = !(xr[f[6]] < h[6]);
+                int second = b0 ? b2 : b1;
+                int third = b0 ? (second ? b6 : b5) : (second ? b4 : b3);
+                sum += leaf[(size_t)i * 8 + (size_t)(4 * b0 + 2 * second + third)];
+            }
+            out[r] = (double)sum + t->base_score;
+        }
+        return;
+    }
     /* Two rows at a time: two independent walks per tree for the CPU to
      * overlap (a colocation of k workloads is k rows). */
     for (; r + 1 < n; r += 2) {

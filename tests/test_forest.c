@@ -221,6 +221,47 @@ static void test_determinism(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* The fast evaluator of NaN-free float rows (complete trees; depth 3 has
+ * its own code) agrees with the general node walker for every depth and
+ * row count, also on rows far outside the training range. */
+static void test_fast_paths_match_walker(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    enum { N = 120, ROWS = 5 };
+    double X[N * D], y[N];
+    make_data(N, 11, 0.2, X, y);
+    for (int depth = 1; depth <= 6; depth++) {
+        kace_forest_params p = {20, 2, depth, 2, 1, 1};
+        kace_model *m = NULL;
+        assert_kace_ok(ctx, kace_model_fit_forest(ctx, &fs_test, X, y, N, &p, 7, 1, &m));
+        if (depth <= 4)
+            assert_int_equal(m->trees.complete_depth, depth < m->trees.max_depth ? depth : m->trees.max_depth);
+        rng_state = 99 + (uint64_t)depth;
+        for (int trial = 0; trial < 50; trial++) {
+            float fx[ROWS * D];
+            double fast[ROWS];
+            for (int i = 0; i < ROWS * D; i++)
+                fx[i] = (float)(3.0 * urand() - 1.5);
+            if (trial % 5 == 0)
+                fx[trial % (ROWS * D)] = trial % 10 ? 1e30f : -1e30f;
+            for (int rows = 1; rows <= ROWS; rows++) {
+                kace_trees_predict_rows_f(&m->trees, fx, D, rows, fast);
+                for (int r = 0; r < rows; r++) {
+                    double xd[D];
+                    for (int j = 0; j < D; j++)
+                        xd[j] = fx[r * D + j];
+                    double want = kace_trees_predict(&m->trees, xd);
+                    if (fabs(fast[r] - want) > 1e-5 * (1 + fabs(want)))
+                        fail_msg("depth %d, %d rows, row %d: fast %.9g, walker %.9g", depth, rows, r, fast[r], want);
+                }
+            }
+        }
+        free_model(&m);
+    }
+    kace_ctx_free(&ctx);
+}
+
 static void test_restore(void **state)
 {
     (void)state;
@@ -440,6 +481,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fit_nonlinear), cmocka_unit_test(test_mapping),
         cmocka_unit_test(test_determinism),   cmocka_unit_test(test_restore),
+        cmocka_unit_test(test_fast_paths_match_walker),
         cmocka_unit_test(test_search),        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
