@@ -236,6 +236,17 @@ static bool is_inference(const char *name)
     return n >= 4 && strcmp(name + n - 4, "-inf") == 0;
 }
 
+/* Insertion sort of a few workload indices by name. */
+static void sort_by_name(const kace_dataset *ds, int *w, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(ds->workloads[w[j - 1]].name, ds->workloads[w[j]].name) > 0; j--) {
+            int tmp = w[j];
+            w[j] = w[j - 1];
+            w[j - 1] = tmp;
+        }
+}
+
 kace_status kace_sim_jobs_from_trace(kace_ctx *ctx, const kace_trace *trace, const kace_dataset *profiles,
                                      const int *pool, int n_pool, kace_sim_job **jobs, size_t *n_jobs,
                                      size_t *n_cpu_only)
@@ -254,6 +265,9 @@ kace_status kace_sim_jobs_from_trace(kace_ctx *ctx, const kace_trace *trace, con
         else
             train[n_train++] = pool[i];
     }
+    /* By name, so that the rule does not depend on the store's order. */
+    sort_by_name(profiles, inf, n_inf);
+    sort_by_name(profiles, train, n_train);
     if (!n_inf || !n_train)
         return kace_fail(ctx, KACE_ERR_INVALID,
                          "simulate: the workload pool needs inference (-inf) and training workloads (has %d and %d)",
@@ -393,6 +407,7 @@ static void on_start(void *user, int job_id, const int *gpus, int n)
     j->last = S->now;
     j->rate = 0;
     j->remaining = S->jobs[job_id].work;
+    S->res->gpu[job_id] = gpus[0];
     if (S->n_dirty == S->cap_dirty) {
         size_t cap = S->cap_dirty ? S->cap_dirty * 2 : 64;
         int *d = realloc(S->dirty, cap * sizeof *d);
@@ -534,6 +549,7 @@ void kace_sim_result_free(kace_sim_result **r)
     free((*r)->start);
     free((*r)->finish);
     free((*r)->completions);
+    free((*r)->gpu);
     free((*r)->samples);
     free(*r);
     *r = NULL;
@@ -608,7 +624,8 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
     r->start = calloc(n_jobs ? n_jobs : 1, sizeof *r->start);
     r->finish = calloc(n_jobs ? n_jobs : 1, sizeof *r->finish);
     r->completions = calloc(n_jobs ? n_jobs : 1, sizeof *r->completions);
-    if (!r->start || !r->finish || !r->completions) {
+    r->gpu = calloc(n_jobs ? n_jobs : 1, sizeof *r->gpu);
+    if (!r->start || !r->finish || !r->completions || !r->gpu) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "simulate: out of memory for %zu jobs", n_jobs);
         goto done;
     }

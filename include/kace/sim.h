@@ -85,6 +85,7 @@ typedef struct kace_sim_result {
     double max_mem_gb;        /* largest summed memcap seen on a GPU */
     double *start, *finish;   /* per job (input order) */
     int *completions;         /* per job: how many times it completed (must be 1) */
+    int *gpu;                 /* per job: the (first) GPU it ran on */
     kace_sim_sample *samples; /* one per event, when asked for */
     size_t n_samples;
     double decide_seconds;    /* time spent in the scheduler's submit/finish */
