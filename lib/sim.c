@@ -550,6 +550,7 @@ void kace_sim_result_free(kace_sim_result **r)
     free((*r)->finish);
     free((*r)->completions);
     free((*r)->gpu);
+    free((*r)->submit_seconds);
     free((*r)->samples);
     free(*r);
     *r = NULL;
@@ -625,7 +626,9 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
     r->finish = calloc(n_jobs ? n_jobs : 1, sizeof *r->finish);
     r->completions = calloc(n_jobs ? n_jobs : 1, sizeof *r->completions);
     r->gpu = calloc(n_jobs ? n_jobs : 1, sizeof *r->gpu);
-    if (!r->start || !r->finish || !r->completions || !r->gpu) {
+    if (cfg->record_latency)
+        r->submit_seconds = calloc(n_jobs ? n_jobs : 1, sizeof *r->submit_seconds);
+    if (!r->start || !r->finish || !r->completions || !r->gpu || (cfg->record_latency && !r->submit_seconds)) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "simulate: out of memory for %zu jobs", n_jobs);
         goto done;
     }
@@ -664,7 +667,10 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
             size_t id = order[next++].index;
             kace_sched_job sj = {(int)id, jobs[id].workload, jobs[id].ls, jobs[id].gpu_milli, jobs[id].num_gpu};
             st = kace_sched_submit(ctx, S.sched, &sj);
-            r->decide_seconds += seconds_now() - t0;
+            double took = seconds_now() - t0;
+            r->decide_seconds += took;
+            if (r->submit_seconds)
+                r->submit_seconds[id] = (float)took;
             if (st || (st = refresh_dirty(&S)))
                 goto done;
         } else {

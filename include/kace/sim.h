@@ -89,11 +89,13 @@ typedef struct kace_sim_result {
     kace_sim_sample *samples; /* one per event, when asked for */
     size_t n_samples;
     double decide_seconds;    /* time spent in the scheduler's submit/finish */
+    float *submit_seconds;    /* per job: how long its arrival decision took (record_latency) */
 } kace_sim_result;
 
 typedef struct kace_sim_config {
     kace_sched_config sched;
     bool record_timeline;
+    bool record_latency;
 } kace_sim_config;
 
 /* Replays jobs on the cluster. profiles must have no colocations (see
