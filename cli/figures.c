@@ -117,3 +117,8 @@ int figures_targets(const char *out_dir, const char *mode, bool with_xu)
              common, mode, mode, mode, xu, mode, mode, mode, mode, xu);
     return run_gnuplot(out_dir, script);
 }
+
+int figures_gnuplot(const char *out_dir, const char *script)
+{
+    return run_gnuplot(out_dir, script);
+}

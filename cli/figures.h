@@ -14,3 +14,7 @@ int figures_splits(const char *out_dir, const char *mode, const kace_split_resul
 int figures_targets(const char *out_dir, const char *mode, bool with_xu);
 
 #endif
+
+/* Runs a gnuplot script in out_dir (0 on success; -1 with a warning when
+ * gnuplot is missing or fails). */
+int figures_gnuplot(const char *out_dir, const char *script);

@@ -21,6 +21,8 @@ static const command commands[] = {
     {"train", cmd_train, "fit a model on stored colocations and save it"},
     {"predict", cmd_predict, "rank colocation partners for a workload"},
     {"eval", cmd_eval, "the KACE paper's evaluation (paper and clean mode), tables, CSV, figures"},
+    {"simulate", cmd_simulate, "replay a production GPU trace under every placement policy, table and figures"},
+    {"schedule", cmd_schedule, "the online colocation scheduler: jobs in on stdin, placements out"},
 };
 
 static void usage(FILE *f)

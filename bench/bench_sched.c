@@ -1,0 +1,272 @@
+/* Speed of the online scheduler and the trace replay (make bench).
+ *
+ *   kace-bench-sched DATA_DIR        (DATA_DIR = ../shared/data)
+ *
+ * 1. The Alibaba trace: parse + replay under kace, and all eight policies.
+ * 2. Synthetic clusters of 1k, 10k and 100k GPUs (8-GPU nodes) with 10 jobs
+ *    per GPU (1,000,000 jobs at 100k), arrivals at the rate that keeps the
+ *    cluster busy at exclusive speed: wall time and per-decision latency
+ *    (p50, p99) of the indexed scheduler, and on the first 20,000 jobs the
+ *    same policy finding its GPU by scanning every GPU (the naive peer),
+ *    as a ratio measured in the same run. One thread throughout. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kace/sim.h"
+#include "kace/store.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int die(kace_ctx *ctx, const char *what)
+{
+    fprintf(stderr, "kace-bench-sched: %s: %s\n", what, kace_errmsg(ctx));
+    return 1;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double percentile(float *v, size_t n, double q)
+{
+    qsort(v, n, sizeof *v, cmp_float);
+    return n ? v[(size_t)(q * (double)(n - 1))] : 0;
+}
+
+static uint64_t rng_state = 42;
+static double uniform01(void)
+{
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
+}
+
+typedef struct world {
+    kace_dataset *pairs, *triples, *profiles;
+    kace_model *model;
+    kace_model_rates holder;
+    kace_rate_source rates;
+    kace_truth *truth;
+    int pool[KACE_SCHED_MAX_WORKLOADS], n_pool;
+} world;
+
+static int load_world(kace_ctx *ctx, const char *data, world *w)
+{
+    char db[] = "/tmp/kace-bench-sched-XXXXXX";
+    int fd = mkstemp(db);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    unlink(db);
+    kace_store *store = NULL;
+    if (kace_store_open(ctx, db, &store))
+        return die(ctx, "store");
+    static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv", "colocations/triples.csv",
+                                        "splits.csv"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/kace-v100/%s", data, files[i]);
+        kace_import_batch *b = NULL;
+        if (kace_import_parse_file(ctx, path, NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL))
+            return die(ctx, path);
+        kace_import_batch_free(&b);
+    }
+    kace_splits *splits = NULL;
+    if (kace_store_load_dataset(ctx, store, "pairs", false, &w->pairs) ||
+        kace_store_load_dataset(ctx, store, "triples", false, &w->triples) ||
+        kace_store_load_splits(ctx, store, w->pairs, &splits))
+        return die(ctx, "load");
+    kace_store_close(&store);
+    unlink(db);
+    int rows[256];
+    size_t n = 0;
+    for (size_t i = 0; i < splits->n && n < 256; i++)
+        if (splits->rows[i].train && splits->rows[i].n_occur == 3 && splits->rows[i].seed == 10)
+            rows[n++] = splits->rows[i].colocation;
+    kace_splits_free(&splits);
+    kace_fit_spec spec = {.kind = KACE_MODEL_SLOWDOWN};
+    kace_slowdown_params_default(&spec.slowdown);
+    const kace_dataset *sets[2] = {w->pairs, w->triples};
+    if (kace_model_fit_rows(ctx, w->pairs, rows, n, &spec, &w->model) || kace_truth_build(ctx, sets, 2, &w->truth) ||
+        kace_dataset_profiles_only(ctx, w->pairs, &w->profiles) ||
+        kace_rate_source_model(ctx, &w->holder, w->model, w->profiles, &w->rates))
+        return die(ctx, "model");
+    for (size_t i = 0; i < w->pairs->n_workloads; i++)
+        for (size_t c = 0; c < w->pairs->n_colocations; c++)
+            if (kace_colocation_has(&w->pairs->colocations[c], (int)i)) {
+                w->pool[w->n_pool++] = (int)i;
+                break;
+            }
+    return 0;
+}
+
+static int run_sim(kace_ctx *ctx, world *w, kace_sched_policy p, bool scan, const int *ng, size_t nn,
+                   const kace_sim_job *jobs, size_t n_jobs, kace_sim_result **r, double *secs)
+{
+    kace_sim_config cfg = {.record_latency = true};
+    kace_sched_config_default(&cfg.sched, p);
+    cfg.sched.scan_all = scan;
+    double t0 = now_s();
+    if (kace_sim_run(ctx, &cfg, w->profiles, w->truth, w->pool, w->n_pool, &w->rates, ng, nn, jobs, n_jobs, r))
+        return die(ctx, "simulate");
+    *secs = now_s() - t0;
+    return 0;
+}
+
+static int bench_trace(kace_ctx *ctx, world *w, const char *data)
+{
+    char pods[4096], nodes_path[4096];
+    snprintf(pods, sizeof pods, "%s/alibaba-gpu-2023/openb_pod_list_default.csv", data);
+    snprintf(nodes_path, sizeof nodes_path, "%s/alibaba-gpu-2023/openb_node_list_gpu_node.csv", data);
+    printf("== the Alibaba trace (%s), median of 5 runs ==\n", pods);
+    static const size_t sizes[] = {32, 0};
+    for (size_t s = 0; s < 2; s++) {
+        double parse_t[5], kace_t[5], all_t[5];
+        size_t n_jobs = 0, cluster = 0;
+        for (int rep = 0; rep < 5; rep++) {
+            double t0 = now_s();
+            kace_trace *trace = NULL;
+            kace_node_list *nodes = NULL;
+            kace_sim_job *jobs = NULL;
+            int *ng = NULL;
+            size_t nn = 0, n_cpu = 0;
+            if (kace_trace_load(ctx, pods, &trace) || kace_node_list_load(ctx, nodes_path, &nodes) ||
+                kace_sim_jobs_from_trace(ctx, trace, w->profiles, w->pool, w->n_pool, &jobs, &n_jobs, &n_cpu) ||
+                kace_sim_cluster(ctx, nodes, sizes[s], &ng, &nn))
+                return die(ctx, "trace");
+            parse_t[rep] = now_s() - t0;
+            cluster = 0;
+            for (size_t i = 0; i < nn; i++)
+                cluster += (size_t)ng[i];
+            all_t[rep] = 0;
+            for (int p = 0; p < KACE_SCHED_N_POLICIES; p++) {
+                kace_sim_result *r = NULL;
+                double secs = 0;
+                if (run_sim(ctx, w, p, false, ng, nn, jobs, n_jobs, &r, &secs))
+                    return 1;
+                all_t[rep] += secs;
+                if (p == KACE_SCHED_KACE)
+                    kace_t[rep] = secs;
+                kace_sim_result_free(&r);
+            }
+            free(jobs);
+            free(ng);
+            kace_trace_free(&trace);
+            kace_node_list_free(&nodes);
+        }
+        float a[5], b[5], c[5];
+        for (int i = 0; i < 5; i++) {
+            a[i] = (float)parse_t[i];
+            b[i] = (float)kace_t[i];
+            c[i] = (float)all_t[i];
+        }
+        double pa = percentile(a, 5, 0.5), pk = percentile(b, 5, 0.5), pall = percentile(c, 5, 0.5);
+        printf("%zu GPUs, %zu GPU jobs: parse %.1f ms + kace replay %.1f ms = %.3f s (goal < 1 s); all 8 policies "
+               "%.1f ms\n",
+               cluster, n_jobs, 1e3 * pa, 1e3 * pk, pa + pk, 1e3 * pall);
+    }
+    return 0;
+}
+
+/* A busy synthetic cluster: jobs arrive at the rate that the cluster serves
+ * at exclusive speed (offered load 1), run exponentially distributed times
+ * (mean one hour), on a random workload; 40% are LS. */
+static kace_sim_job *synthetic_jobs(const world *w, size_t n_gpus, size_t n_jobs)
+{
+    kace_sim_job *jobs = malloc(n_jobs * sizeof *jobs);
+    if (!jobs)
+        return NULL;
+    int inf[KACE_SCHED_MAX_WORKLOADS], train[KACE_SCHED_MAX_WORKLOADS], ni = 0, nt = 0;
+    for (int i = 0; i < w->n_pool; i++) {
+        const char *name = w->profiles->workloads[w->pool[i]].name;
+        size_t len = strlen(name);
+        if (len > 4 && strcmp(name + len - 4, "-inf") == 0)
+            inf[ni++] = w->pool[i];
+        else
+            train[nt++] = w->pool[i];
+    }
+    double mean_work = 3600, rate = (double)n_gpus / mean_work, t = 0;
+    rng_state = 42;
+    for (size_t i = 0; i < n_jobs; i++) {
+        t += -log(uniform01()) / rate;
+        bool ls = uniform01() < 0.4;
+        int wl = ls ? inf[(size_t)(uniform01() * ni) % (size_t)ni] : train[(size_t)(uniform01() * nt) % (size_t)nt];
+        jobs[i] = (kace_sim_job){.arrival = t,
+                                 .work = fmax(1.0, -log(uniform01()) * mean_work),
+                                 .workload = wl,
+                                 .ls = ls,
+                                 .gpu_milli = 1000,
+                                 .num_gpu = 1};
+    }
+    return jobs;
+}
+
+int main(int argc, char **argv)
+{
+    const char *data = argc > 1 ? argv[1] : "../shared/data";
+    kace_ctx *ctx = kace_ctx_new();
+    world w;
+    memset(&w, 0, sizeof w);
+    if (load_world(ctx, data, &w) || bench_trace(ctx, &w, data))
+        return 1;
+
+    printf("\n== synthetic clusters, kace policy, one thread ==\n");
+    printf("%8s %9s %9s %11s %9s %9s | %-22s %11s %11s %7s\n", "GPUs", "jobs", "wall_s", "decisions/s", "p50_us",
+           "p99_us", "same jobs", "idx_mean_us", "scan_mean_us", "ratio");
+    static const size_t sizes[] = {1000, 10000, 100000};
+    for (size_t s = 0; s < 3; s++) {
+        size_t n_gpus = sizes[s], n_jobs = 10 * n_gpus;
+        kace_sim_job *jobs = synthetic_jobs(&w, n_gpus, n_jobs);
+        size_t n_nodes = n_gpus / 8;
+        int *ng = malloc(n_nodes * sizeof *ng);
+        if (!jobs || !ng)
+            return 1;
+        for (size_t i = 0; i < n_nodes; i++)
+            ng[i] = 8;
+        kace_sim_result *r = NULL;
+        double secs = 0;
+        if (run_sim(ctx, &w, KACE_SCHED_KACE, false, ng, n_nodes, jobs, n_jobs, &r, &secs))
+            return 1;
+        double p50 = percentile(r->submit_seconds, n_jobs, 0.5), p99 = percentile(r->submit_seconds, n_jobs, 0.99);
+        kace_sim_result_free(&r);
+
+        /* The peer: the same policy scanning every GPU per decision. */
+        size_t n_prefix = n_jobs < 20000 ? n_jobs : 20000;
+        double mean[2];
+        for (int scan = 0; scan < 2; scan++) {
+            double t = 0;
+            if (run_sim(ctx, &w, KACE_SCHED_KACE, scan, ng, n_nodes, jobs, n_prefix, &r, &t))
+                return 1;
+            double sum = 0;
+            for (size_t i = 0; i < n_prefix; i++)
+                sum += r->submit_seconds[i];
+            mean[scan] = sum / (double)n_prefix;
+            kace_sim_result_free(&r);
+        }
+        printf("%8zu %9zu %9.2f %11.0f %9.2f %9.2f | first %-16zu %11.2f %11.2f %6.0fx\n", n_gpus, n_jobs, secs,
+               (double)n_jobs / secs, 1e6 * p50, 1e6 * p99, n_prefix, 1e6 * mean[0], 1e6 * mean[1],
+               mean[1] / mean[0]);
+        fflush(stdout);
+        free(jobs);
+        free(ng);
+    }
+    printf("(wall_s: the whole replay, events and rates included; p50/p99: one arrival's decision, submit call;\n"
+           " ratio: mean decision time scanning every GPU / indexed, same jobs, same run)\n");
+    kace_truth_free(&w.truth);
+    kace_model_free(&w.model);
+    kace_dataset_free(&w.profiles);
+    kace_dataset_free(&w.pairs);
+    kace_dataset_free(&w.triples);
+    kace_ctx_free(&ctx);
+    return 0;
+}

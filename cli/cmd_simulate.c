@@ -1,0 +1,678 @@
+/* kace simulate: replay a production GPU trace under every placement policy.
+ * kace schedule: the online scheduler over a line protocol on stdin. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "figures.h"
+#include "kace/sim.h"
+
+/* What both commands need from the store: measured sets (the truth and the
+ * runnable groups), a model fitted on a published training split, the
+ * profiles a policy may see, and the pool of workloads jobs get. */
+typedef struct sim_world {
+    kace_dataset *pairs, *triples, *profiles;
+    kace_splits *splits;
+    kace_model *model;
+    kace_truth *truth;
+    kace_model_rates holder;
+    kace_rate_source rates;
+    int pool[KACE_SCHED_MAX_WORKLOADS];
+    int n_pool;
+    size_t n_train;
+} sim_world;
+
+static void world_free(sim_world *w)
+{
+    kace_dataset_free(&w->pairs);
+    kace_dataset_free(&w->triples);
+    kace_dataset_free(&w->profiles);
+    kace_splits_free(&w->splits);
+    kace_model_free(&w->model);
+    kace_truth_free(&w->truth);
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* Reference data folder: $KACE_DATA's parent layout, else ../shared/data. */
+static const char *default_data_root(void)
+{
+    static const char *const candidates[] = {"../shared/data", "../../shared/data"};
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates; i++)
+        if (is_dir(candidates[i]))
+            return candidates[i];
+    return candidates[0];
+}
+
+static int world_load(kace_ctx *ctx, const char *db, const char *import_dir, int n_occur, int seed, sim_world *w)
+{
+    memset(w, 0, sizeof *w);
+    kace_store *store = cli_open_store(ctx, db);
+    if (!store)
+        return EXIT_FAILURE_RUN;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if (import_dir) {
+        char *paths[1] = {(char *)import_dir};
+        kace_source src = {"Tesla V100 32GB", "reference", NULL};
+        if ((rc = cli_import_paths(ctx, store, paths, 1, &src, NULL, true)) != EXIT_OK)
+            goto done;
+        rc = EXIT_FAILURE_RUN;
+    }
+    if ((st = kace_store_load_dataset(ctx, store, "pairs", false, &w->pairs)) ||
+        (st = kace_store_load_dataset(ctx, store, "triples", false, &w->triples))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if (w->pairs->n_colocations == 0) {
+        fprintf(stderr, "kace: the store %s has no measured pairs: run 'kace import ../shared/data/kace-v100' or give "
+                        "--import DIR\n", db);
+        goto done;
+    }
+    if ((st = kace_store_load_splits(ctx, store, w->pairs, &w->splits))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    /* The model learns from one published training split only. */
+    int *rows = malloc((w->splits->n ? w->splits->n : 1) * sizeof *rows);
+    if (!rows)
+        goto done;
+    size_t n = 0;
+    for (size_t i = 0; i < w->splits->n; i++) {
+        const kace_split_row *r = &w->splits->rows[i];
+        if (r->train && r->n_occur == n_occur && r->seed == seed)
+            rows[n++] = r->colocation;
+    }
+    if (n == 0) {
+        free(rows);
+        fprintf(stderr, "kace: no published training split n_occur=%d seed=%d in the store\n", n_occur, seed);
+        goto done;
+    }
+    kace_fit_spec spec = {.kind = KACE_MODEL_SLOWDOWN};
+    kace_slowdown_params_default(&spec.slowdown);
+    st = kace_model_fit_rows(ctx, w->pairs, rows, n, &spec, &w->model);
+    free(rows);
+    w->n_train = n;
+    const kace_dataset *sets[2] = {w->pairs, w->triples};
+    if (st || (st = kace_truth_build(ctx, sets, 2, &w->truth)) ||
+        (st = kace_dataset_profiles_only(ctx, w->pairs, &w->profiles)) ||
+        (st = kace_rate_source_model(ctx, &w->holder, w->model, w->profiles, &w->rates))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    /* The pool: every workload of a measured pair, in store order. */
+    for (size_t i = 0; i < w->pairs->n_workloads && w->n_pool < KACE_SCHED_MAX_WORKLOADS; i++) {
+        bool used = false;
+        for (size_t c = 0; c < w->pairs->n_colocations && !used; c++)
+            used = kace_colocation_has(&w->pairs->colocations[c], (int)i);
+        if (used)
+            w->pool[w->n_pool++] = (int)i;
+    }
+    rc = EXIT_OK;
+done:
+    kace_store_close(&store);
+    if (rc != EXIT_OK)
+        world_free(w);
+    return rc;
+}
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct sched_options {
+    int max_group;
+    double gpu_mem, ls_target, min_confidence, min_gain;
+    int n_occur, seed;
+} sched_options;
+
+static void sched_options_default(sched_options *o)
+{
+    kace_sched_config c;
+    kace_sched_config_default(&c, KACE_SCHED_KACE);
+    o->max_group = c.max_group;
+    o->gpu_mem = c.gpu_mem_gb;
+    o->ls_target = c.ls_target;
+    o->min_confidence = c.min_confidence;
+    o->min_gain = c.min_gain;
+    o->n_occur = 3;
+    o->seed = 10;
+}
+
+static void apply_options(const sched_options *o, kace_sched_config *c)
+{
+    c->max_group = o->max_group;
+    c->gpu_mem_gb = o->gpu_mem;
+    c->ls_target = o->ls_target;
+    c->min_confidence = o->min_confidence;
+    c->min_gain = o->min_gain;
+}
+
+/* Parses a number option; false (with a message) when it is not one. */
+static bool number_arg(const char *cmd, const char *name, const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
+        cli_usage(cmd, "--%s: '%s' is not a number in %g..%g", name, s, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+enum { O_GPUS = 256, O_NODES, O_POLICIES, O_MAX_GROUP, O_GPU_MEM, O_LS, O_CONF, O_GAIN, O_NOCCUR, O_SEED, O_IMPORT,
+       O_NOFIG, O_CLUSTER };
+
+static const char *const simulate_help =
+    "usage: kace simulate [--trace FILE] [--nodes FILE] [--gpus N] [--policies LIST] [--out DIR] [--db PATH]\n"
+    "                     [--import DIR] [--max-group K] [--gpu-mem GB] [--ls-target F] [--min-confidence C]\n"
+    "                     [--min-gain G] [--train-n-occur N] [--train-seed S] [--no-figures]\n"
+    "Replays a pod list of the Alibaba GPU trace (default ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv)\n"
+    "on a cluster sampled from its node list (--gpus N, default 32; 0 = all 6,212 GPUs) under each policy\n"
+    "(default: exclusive,packing,random,MEMCAP,SM%%,MEM%%,kace,Oracle). Colocated jobs progress at the rates\n"
+    "measured in the store's 'pairs' and 'triples' sets; kace predicts them with a slowdown model fitted on one\n"
+    "published training split (default n_occur 3, seed 10). Writes CSV and PNG figures to DIR (default kace-sim).\n";
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int write_outputs(const char *out, const kace_sim_job *jobs, size_t n_jobs, kace_sim_result *const *res,
+                         const int *policies, int n_policies, bool figures)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/jct_cdf.csv", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "kace: cannot write %s\n", path);
+        return -1;
+    }
+    /* One column per policy: JCT in hours at 200 quantiles. */
+    double *sorted = malloc((n_jobs ? n_jobs : 1) * sizeof *sorted);
+    double *q = malloc((size_t)n_policies * 201 * sizeof *q);
+    if (!sorted || !q) {
+        free(sorted);
+        free(q);
+        fclose(f);
+        return -1;
+    }
+    for (int p = 0; p < n_policies; p++) {
+        for (size_t i = 0; i < n_jobs; i++)
+            sorted[i] = (res[p]->finish[i] - jobs[i].arrival) / 3600.0;
+        qsort(sorted, n_jobs, sizeof *sorted, cmp_double);
+        for (int k = 0; k <= 200; k++)
+            q[p * 201 + k] = n_jobs ? sorted[(size_t)((double)(n_jobs - 1) * k / 200.0)] : 0;
+    }
+    fprintf(f, "fraction");
+    for (int p = 0; p < n_policies; p++)
+        fprintf(f, ",%s", kace_sched_policy_name(policies[p]));
+    fprintf(f, "\n");
+    for (int k = 0; k <= 200; k++) {
+        fprintf(f, "%.3f", k / 200.0);
+        for (int p = 0; p < n_policies; p++)
+            fprintf(f, ",%.6f", q[p * 201 + k]);
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    free(sorted);
+    free(q);
+
+    /* Utilization over time: busy GPUs and delivered speed, one file per
+     * policy, at most ~2000 points each. */
+    for (int p = 0; p < n_policies; p++) {
+        snprintf(path, sizeof path, "%s/timeline_%d.csv", out, p);
+        f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "kace: cannot write %s\n", path);
+            return -1;
+        }
+        fprintf(f, "day,busy_gpus,delivered,queued\n");
+        const kace_sim_result *r = res[p];
+        size_t stride = r->n_samples / 2000 + 1;
+        double t0 = r->n_samples ? r->samples[0].time : 0;
+        for (size_t i = 0; i < r->n_samples; i += stride)
+            fprintf(f, "%.5f,%d,%.4f,%d\n", (r->samples[i].time - t0) / 86400.0, r->samples[i].busy_gpus,
+                    r->samples[i].rate_sum, r->samples[i].queued);
+        fclose(f);
+    }
+    if (!figures)
+        return 0;
+    char script[16384];
+    int len = snprintf(script, sizeof script,
+                       "set terminal pngcairo size 1000,600 noenhanced font ',11'\n"
+                       "set datafile separator ','\n"
+                       "set key right bottom\n"
+                       "set grid\n"
+                       "set output 'fig_jct_cdf.png'\n"
+                       "set title 'Job completion time, CDF'\n"
+                       "set logscale x\n"
+                       "set xlabel 'JCT (hours)'\n"
+                       "set ylabel 'fraction of jobs'\n"
+                       "plot for [c=2:%d] 'jct_cdf.csv' using (column(c) > 0 ? column(c) : 1e-4):1 with lines lw 2 "
+                       "title columnheader(c)\n"
+                       "unset logscale x\n"
+                       "set key right top\n"
+                       "set output 'fig_utilization.png'\n"
+                       "set multiplot layout 2,1 title 'Cluster over time'\n"
+                       "set xlabel ''\n"
+                       "set ylabel 'busy GPUs'\n"
+                       "plot ",
+                       n_policies + 1);
+    for (int p = 0; p < n_policies && len < (int)sizeof script - 512; p++)
+        len += snprintf(script + len, sizeof script - (size_t)len, "%s'timeline_%d.csv' using 1:2 with steps title '%s'",
+                        p ? ", " : "", p, kace_sched_policy_name(policies[p]));
+    len += snprintf(script + len, sizeof script - (size_t)len,
+                    "\nset xlabel 'day of the trace'\nset ylabel 'queued jobs'\nplot ");
+    for (int p = 0; p < n_policies && len < (int)sizeof script - 512; p++)
+        len += snprintf(script + len, sizeof script - (size_t)len, "%s'timeline_%d.csv' using 1:4 with steps title '%s'",
+                        p ? ", " : "", p, kace_sched_policy_name(policies[p]));
+    snprintf(script + len, sizeof script - (size_t)len, "\nunset multiplot\n");
+    return figures_gnuplot(out, script);
+}
+
+static int parse_policies(const char *list, int *policies, int *n)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int p = kace_sched_policy_from_name(tok);
+        if (p < 0 || *n >= KACE_SCHED_N_POLICIES)
+            return cli_usage("simulate", "unknown policy '%s' (exclusive, packing, random, MEMCAP, SM%%, MEM%%, kace, "
+                                         "Oracle)", tok);
+        policies[(*n)++] = p;
+    }
+    return *n ? EXIT_OK : cli_usage("simulate", "--policies is empty");
+}
+
+int cmd_simulate(int argc, char **argv)
+{
+    const char *db = cli_default_db(), *trace_path = NULL, *nodes_path = NULL, *out = "kace-sim", *import_dir = NULL;
+    const char *policy_list = "exclusive,packing,random,MEMCAP,SM%,MEM%,kace,Oracle";
+    double gpus = 32;
+    bool figures = true;
+    sched_options so;
+    sched_options_default(&so);
+    static const struct option longopts[] = {
+        {"db", required_argument, 0, 'd'},           {"trace", required_argument, 0, 't'},
+        {"nodes", required_argument, 0, O_NODES},    {"gpus", required_argument, 0, O_GPUS},
+        {"policies", required_argument, 0, O_POLICIES}, {"out", required_argument, 0, 'o'},
+        {"max-group", required_argument, 0, O_MAX_GROUP}, {"gpu-mem", required_argument, 0, O_GPU_MEM},
+        {"ls-target", required_argument, 0, O_LS},   {"min-confidence", required_argument, 0, O_CONF},
+        {"min-gain", required_argument, 0, O_GAIN},  {"train-n-occur", required_argument, 0, O_NOCCUR},
+        {"train-seed", required_argument, 0, O_SEED}, {"import", required_argument, 0, O_IMPORT},
+        {"no-figures", no_argument, 0, O_NOFIG},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c;
+    double v = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:t:o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 't': trace_path = optarg; break;
+        case 'o': out = optarg; break;
+        case O_NODES: nodes_path = optarg; break;
+        case O_POLICIES: policy_list = optarg; break;
+        case O_IMPORT: import_dir = optarg; break;
+        case O_NOFIG: figures = false; break;
+        case O_GPUS:
+            if (!number_arg("simulate", "gpus", optarg, 0, 1e7, &gpus))
+                return EXIT_USAGE;
+            break;
+        case O_MAX_GROUP:
+            if (!number_arg("simulate", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
+                return EXIT_USAGE;
+            so.max_group = (int)v;
+            break;
+        case O_GPU_MEM:
+            if (!number_arg("simulate", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
+                return EXIT_USAGE;
+            break;
+        case O_LS:
+            if (!number_arg("simulate", "ls-target", optarg, 0, 1, &so.ls_target))
+                return EXIT_USAGE;
+            break;
+        case O_CONF:
+            if (!number_arg("simulate", "min-confidence", optarg, 0, 1, &so.min_confidence))
+                return EXIT_USAGE;
+            break;
+        case O_GAIN:
+            if (!number_arg("simulate", "min-gain", optarg, -1, 3, &so.min_gain))
+                return EXIT_USAGE;
+            break;
+        case O_NOCCUR:
+            if (!number_arg("simulate", "train-n-occur", optarg, 1, 100, &v))
+                return EXIT_USAGE;
+            so.n_occur = (int)v;
+            break;
+        case O_SEED:
+            if (!number_arg("simulate", "train-seed", optarg, 0, 1e9, &v))
+                return EXIT_USAGE;
+            so.seed = (int)v;
+            break;
+        case 'h': printf("%s", simulate_help); return EXIT_OK;
+        default: return cli_usage("simulate", "unknown option");
+        }
+    }
+    if (optind < argc)
+        return cli_usage("simulate", "unexpected argument '%s'", argv[optind]);
+    int policies[KACE_SCHED_N_POLICIES], n_policies = 0;
+    int rc = parse_policies(policy_list, policies, &n_policies);
+    if (rc != EXIT_OK)
+        return rc;
+    char trace_buf[4096], nodes_buf[4096];
+    if (!trace_path) {
+        snprintf(trace_buf, sizeof trace_buf, "%s/alibaba-gpu-2023/openb_pod_list_default.csv", default_data_root());
+        trace_path = trace_buf;
+    }
+    if (!nodes_path) {
+        /* The node list beside the pod list. */
+        snprintf(nodes_buf, sizeof nodes_buf, "%s", trace_path);
+        char *slash = strrchr(nodes_buf, '/');
+        size_t at = slash ? (size_t)(slash - nodes_buf + 1) : 0;
+        snprintf(nodes_buf + at, sizeof nodes_buf - at, "openb_node_list_gpu_node.csv");
+        nodes_path = nodes_buf;
+    }
+
+    kace_ctx *ctx = kace_ctx_new();
+    sim_world w;
+    kace_trace *trace = NULL;
+    kace_node_list *nodes = NULL;
+    kace_sim_job *jobs = NULL;
+    int *node_gpus = NULL;
+    kace_sim_result *res[KACE_SCHED_N_POLICIES] = {0};
+    size_t n_jobs = 0, n_cpu = 0, n_nodes = 0;
+    kace_status st;
+    rc = EXIT_FAILURE_RUN;
+    if (!ctx)
+        return rc;
+    if ((rc = world_load(ctx, db, import_dir, so.n_occur, so.seed, &w)) != EXIT_OK) {
+        kace_ctx_free(&ctx);
+        return rc;
+    }
+    rc = EXIT_FAILURE_RUN;
+    double t_parse = seconds_now();
+    if ((st = kace_trace_load(ctx, trace_path, &trace)) || (st = kace_node_list_load(ctx, nodes_path, &nodes)) ||
+        (st = kace_sim_jobs_from_trace(ctx, trace, w.profiles, w.pool, w.n_pool, &jobs, &n_jobs, &n_cpu)) ||
+        (st = kace_sim_cluster(ctx, nodes, (size_t)gpus, &node_gpus, &n_nodes))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    t_parse = seconds_now() - t_parse;
+    size_t cluster_gpus = 0, n_multi = 0, n_ls = 0;
+    for (size_t i = 0; i < n_nodes; i++)
+        cluster_gpus += (size_t)node_gpus[i];
+    for (size_t i = 0; i < n_jobs; i++) {
+        n_multi += jobs[i].num_gpu > 1;
+        n_ls += jobs[i].ls;
+    }
+    printf("trace %s: %zu pods = %zu GPU jobs replayed (%zu single-GPU, %zu multi-GPU; %zu LS) + %zu CPU-only pods\n"
+           "  (no GPU: not replayed); parsed in %.3f s\n",
+           trace_path, trace->n_jobs, n_jobs, n_jobs - n_multi, n_multi, n_ls, n_cpu, t_parse);
+    printf("cluster: %zu GPUs on %zu nodes sampled from %s (%zu GPUs), each a V100 32GB (%.0f GB, groups <= %d)\n",
+           cluster_gpus, n_nodes, nodes_path, nodes->n_gpus, so.gpu_mem, so.max_group);
+    printf("workloads: %d (LS jobs -> inference, others -> training, by FNV-1a hash of the pod name); truth: %zu "
+           "measured groups may share;\nkace's model: slowdown model fitted on %zu training pairs (n_occur %d, seed %d)\n",
+           w.n_pool, kace_group_set_size(kace_truth_runnable(w.truth)), w.n_train, so.n_occur, so.seed);
+    if (cli_mkdirs(out) != 0) {
+        fprintf(stderr, "kace: cannot create %s\n", out);
+        goto done;
+    }
+
+    printf("\n%-9s %9s %9s %9s %9s %9s %10s %8s %7s %7s %7s %8s\n", "policy", "meanJCT_h", "p95JCT_h", "queue_h",
+           "p95que_h", "makespn_d", "GPU_hours", "jobs/h", "effic", "shared", "LS_met", "sim_ms");
+    char summary_path[4096];
+    snprintf(summary_path, sizeof summary_path, "%s/policies.csv", out);
+    FILE *sf = fopen(summary_path, "w");
+    if (sf)
+        fprintf(sf, "policy,mean_jct_h,p95_jct_h,mean_queue_h,p95_queue_h,makespan_d,gpu_hours,jobs_per_hour,"
+                    "efficiency,shared_fraction,ls_met_fraction,sim_seconds\n");
+    for (int p = 0; p < n_policies; p++) {
+        kace_sim_config cfg = {.record_timeline = true};
+        kace_sched_config_default(&cfg.sched, policies[p]);
+        apply_options(&so, &cfg.sched);
+        double t0 = seconds_now();
+        if ((st = kace_sim_run(ctx, &cfg, w.profiles, w.truth, w.pool, w.n_pool, &w.rates, node_gpus, n_nodes, jobs,
+                               n_jobs, &res[p]))) {
+            rc = cli_error(ctx, st);
+            if (sf)
+                fclose(sf);
+            goto done;
+        }
+        double secs = seconds_now() - t0;
+        const kace_sim_result *r = res[p];
+        double ls_met = r->n_ls ? (double)r->n_ls_met / (double)r->n_ls : 1;
+        printf("%-9s %9.2f %9.2f %9.3f %9.3f %9.2f %10.0f %8.2f %7.3f %6.1f%% %6.1f%% %8.1f\n",
+               kace_sched_policy_name(policies[p]), r->mean_jct / 3600, r->p95_jct / 3600, r->mean_queue / 3600,
+               r->p95_queue / 3600, r->makespan / 86400, r->gpu_hours, r->jobs_per_hour, r->efficiency,
+               100 * r->shared_fraction, 100 * ls_met, 1e3 * secs);
+        if (sf)
+            fprintf(sf, "%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.3f,%.6f,%.6f,%.6f,%.6f,%.6f\n",
+                    kace_sched_policy_name(policies[p]), r->mean_jct / 3600, r->p95_jct / 3600, r->mean_queue / 3600,
+                    r->p95_queue / 3600, r->makespan / 86400, r->gpu_hours, r->jobs_per_hour, r->efficiency,
+                    r->shared_fraction, ls_met, secs);
+    }
+    if (sf)
+        fclose(sf);
+    /* kace against the others, by mean JCT. */
+    int ik = -1, io = -1, ie = -1, ip = -1;
+    for (int p = 0; p < n_policies; p++) {
+        if (policies[p] == KACE_SCHED_KACE) ik = p;
+        if (policies[p] == KACE_SCHED_ORACLE) io = p;
+        if (policies[p] == KACE_SCHED_EXCLUSIVE) ie = p;
+        if (policies[p] == KACE_SCHED_PACKING) ip = p;
+    }
+    if (ik >= 0) {
+        int best = -1;
+        for (int p = 0; p < n_policies; p++)
+            if (policies[p] != KACE_SCHED_ORACLE && (best < 0 || res[p]->mean_jct < res[best]->mean_jct))
+                best = p;
+        printf("\nkace mean JCT %.2f h:", res[ik]->mean_jct / 3600);
+        if (ie >= 0)
+            printf(" %.1f%% lower than exclusive,", 100 * (1 - res[ik]->mean_jct / res[ie]->mean_jct));
+        if (ip >= 0)
+            printf(" %.1f%% lower than the trace's packing,", 100 * (1 - res[ik]->mean_jct / res[ip]->mean_jct));
+        if (io >= 0)
+            printf(" %.1f%% above Oracle;", 100 * (res[ik]->mean_jct / res[io]->mean_jct - 1));
+        printf(" best non-Oracle policy: %s\n", kace_sched_policy_name(policies[best]));
+    }
+    if (write_outputs(out, jobs, n_jobs, res, policies, n_policies, figures) == 0)
+        printf("wrote %s/policies.csv, jct_cdf.csv, timeline_*.csv%s\n", out,
+               figures ? ", fig_jct_cdf.png, fig_utilization.png" : "");
+    rc = EXIT_OK;
+done:
+    for (int p = 0; p < KACE_SCHED_N_POLICIES; p++)
+        kace_sim_result_free(&res[p]);
+    free(node_gpus);
+    free(jobs);
+    kace_node_list_free(&nodes);
+    kace_trace_free(&trace);
+    world_free(&w);
+    kace_ctx_free(&ctx);
+    return rc;
+}
+
+/* ---- kace schedule ---- */
+
+typedef struct schedule_io {
+    FILE *out;
+} schedule_io;
+
+static void print_start(void *user, int job_id, const int *gpus, int n)
+{
+    schedule_io *io = user;
+    fprintf(io->out, "start %d gpu", job_id);
+    for (int i = 0; i < n; i++)
+        fprintf(io->out, "%c%d", i ? ',' : ' ', gpus[i]);
+    fprintf(io->out, "\n");
+}
+
+static const char *const schedule_help =
+    "usage: kace schedule [--db PATH] [--cluster NxG | --nodes FILE --gpus N] [--policy P] [--max-group K]\n"
+    "                     [--gpu-mem GB] [--ls-target F] [--min-confidence C] [--min-gain G]\n"
+    "The online scheduler. Reads commands from stdin, one per line, and answers on stdout:\n"
+    "  submit ID WORKLOAD [LS|BE] [GPU_MILLI] [NUM_GPU]   ->  'start ID gpu G[,G...]' or 'queued ID'\n"
+    "  finish ID                                          ->  'start ...' for queued jobs that now run, then 'ok'\n"
+    "  state                                              ->  'busy B queued Q gpus N'\n"
+    "ID is an integer >= 0. Errors print 'error: ...' and the scheduler goes on.\n";
+
+int cmd_schedule(int argc, char **argv)
+{
+    const char *db = cli_default_db(), *nodes_path = NULL, *policy_name = "kace";
+    int cluster_nodes = 4, cluster_gpus = 8;
+    double gpus = 0, v = 0;
+    sched_options so;
+    sched_options_default(&so);
+    static const struct option longopts[] = {
+        {"db", required_argument, 0, 'd'},           {"cluster", required_argument, 0, O_CLUSTER},
+        {"nodes", required_argument, 0, O_NODES},    {"gpus", required_argument, 0, O_GPUS},
+        {"policy", required_argument, 0, O_POLICIES}, {"max-group", required_argument, 0, O_MAX_GROUP},
+        {"gpu-mem", required_argument, 0, O_GPU_MEM}, {"ls-target", required_argument, 0, O_LS},
+        {"min-confidence", required_argument, 0, O_CONF}, {"min-gain", required_argument, 0, O_GAIN},
+        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case O_NODES: nodes_path = optarg; break;
+        case O_POLICIES: policy_name = optarg; break;
+        case O_CLUSTER:
+            if (sscanf(optarg, "%dx%d", &cluster_nodes, &cluster_gpus) != 2 || cluster_nodes < 1 ||
+                cluster_nodes > 1000000 || cluster_gpus < 1 || cluster_gpus > KACE_SCHED_MAX_NODE_GPUS)
+                return cli_usage("schedule", "--cluster: '%s' is not NODESxGPUS (e.g. 4x8)", optarg);
+            break;
+        case O_GPUS:
+            if (!number_arg("schedule", "gpus", optarg, 0, 1e7, &gpus))
+                return EXIT_USAGE;
+            break;
+        case O_MAX_GROUP:
+            if (!number_arg("schedule", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
+                return EXIT_USAGE;
+            so.max_group = (int)v;
+            break;
+        case O_GPU_MEM:
+            if (!number_arg("schedule", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
+                return EXIT_USAGE;
+            break;
+        case O_LS:
+            if (!number_arg("schedule", "ls-target", optarg, 0, 1, &so.ls_target))
+                return EXIT_USAGE;
+            break;
+        case O_CONF:
+            if (!number_arg("schedule", "min-confidence", optarg, 0, 1, &so.min_confidence))
+                return EXIT_USAGE;
+            break;
+        case O_GAIN:
+            if (!number_arg("schedule", "min-gain", optarg, -1, 3, &so.min_gain))
+                return EXIT_USAGE;
+            break;
+        case 'h': printf("%s", schedule_help); return EXIT_OK;
+        default: return cli_usage("schedule", "unknown option");
+        }
+    }
+    int policy = kace_sched_policy_from_name(policy_name);
+    if (policy < 0 || policy == KACE_SCHED_ORACLE)
+        return cli_usage("schedule", "--policy: '%s' is not an online policy (exclusive, packing, random, MEMCAP, "
+                                     "SM%%, MEM%%, kace)", policy_name);
+    kace_ctx *ctx = kace_ctx_new();
+    sim_world w;
+    kace_node_list *nodes = NULL;
+    kace_sched *s = NULL;
+    int *node_gpus = NULL;
+    size_t n_nodes = 0;
+    int rc = world_load(ctx, db, NULL, so.n_occur, so.seed, &w);
+    if (rc != EXIT_OK) {
+        kace_ctx_free(&ctx);
+        return rc;
+    }
+    rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if (nodes_path) {
+        if ((st = kace_node_list_load(ctx, nodes_path, &nodes)) ||
+            (st = kace_sim_cluster(ctx, nodes, (size_t)gpus, &node_gpus, &n_nodes))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+    } else {
+        n_nodes = (size_t)cluster_nodes;
+        node_gpus = malloc(n_nodes * sizeof *node_gpus);
+        if (!node_gpus)
+            goto done;
+        for (size_t i = 0; i < n_nodes; i++)
+            node_gpus[i] = cluster_gpus;
+    }
+    kace_sched_config cfg;
+    kace_sched_config_default(&cfg, policy);
+    apply_options(&so, &cfg);
+    schedule_io io = {stdout};
+    if ((st = kace_sched_new(ctx, &cfg, w.profiles, w.pool, w.n_pool, kace_truth_runnable(w.truth), &w.rates,
+                             node_gpus, n_nodes, print_start, &io, &s))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    char line[1024];
+    int lineno = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        lineno++;
+        char cmd[32] = "", arg1[256] = "", workload[256] = "", qos[16] = "BE";
+        int milli = 1000, ngpu = 1, id = -1;
+        int n = sscanf(line, "%31s %255s %255s %15s %d %d", cmd, arg1, workload, qos, &milli, &ngpu);
+        if (n <= 0 || cmd[0] == '#')
+            continue;
+        char *end = NULL;
+        long lid = n >= 2 ? strtol(arg1, &end, 10) : -1;
+        if (n >= 2 && (end == arg1 || *end || lid < 0 || lid >= (1L << 30)))
+            lid = -1;
+        id = (int)lid;
+        if (strcmp(cmd, "submit") == 0 && n >= 3 && id >= 0) {
+            int wi = kace_dataset_find(w.profiles, workload);
+            if (wi < 0) {
+                printf("error: line %d: unknown workload '%s'\n", lineno, workload);
+            } else if (strcmp(qos, "LS") != 0 && strcmp(qos, "BE") != 0) {
+                printf("error: line %d: QoS '%s' (expected LS or BE)\n", lineno, qos);
+            } else {
+                kace_sched_job job = {id, wi, strcmp(qos, "LS") == 0, milli, ngpu};
+                size_t queued = kace_sched_n_queued(s);
+                if ((st = kace_sched_submit(ctx, s, &job)))
+                    printf("error: line %d: %s\n", lineno, kace_errmsg(ctx));
+                else if (kace_sched_n_queued(s) > queued)
+                    printf("queued %d\n", id);
+            }
+        } else if (strcmp(cmd, "finish") == 0 && n == 2 && id >= 0) {
+            if ((st = kace_sched_finish(ctx, s, id)))
+                printf("error: line %d: %s\n", lineno, kace_errmsg(ctx));
+            else
+                printf("ok\n");
+        } else if (strcmp(cmd, "state") == 0) {
+            printf("busy %zu queued %zu gpus %zu\n", kace_sched_n_busy(s), kace_sched_n_queued(s),
+                   kace_sched_n_gpus(s));
+        } else {
+            printf("error: line %d: expected 'submit ID WORKLOAD [LS|BE] [MILLI] [NUM_GPU]', 'finish ID' or 'state'\n",
+                   lineno);
+        }
+        fflush(stdout);
+    }
+    rc = EXIT_OK;
+done:
+    kace_sched_free(&s);
+    free(node_gpus);
+    kace_node_list_free(&nodes);
+    world_free(&w);
+    kace_ctx_free(&ctx);
+    return rc;
+}

@@ -1,0 +1,114 @@
+/* Trace-driven, event-driven replay of a GPU cluster under a placement
+ * policy (include/kace/sched.h).
+ *
+ * Jobs that share a GPU progress at their MEASURED colocated rate (the
+ * "truth": pairs and triples of the reference set); a group never measured
+ * cannot share. The policy never sees the truth: kace_sim_run takes the
+ * profiles as a dataset without colocations and hands the scheduler only
+ * those, the groups allowed to share and the caller's rate source (a model);
+ * only the Oracle policy is given the truth as its rate source.
+ */
+#ifndef KACE_SIM_H
+#define KACE_SIM_H
+
+#include "kace/sched.h"
+#include "kace/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Measured colocated rates: for each measured group (k = 2..3, 100% MPS),
+ * the fraction of its exclusive throughput each member kept (runs of the
+ * same group averaged). */
+typedef struct kace_truth kace_truth;
+
+/* Builds the truth from measured datasets of one store (same workload
+ * indices), e.g. the "pairs" and "triples" sets; either may be NULL. */
+kace_status kace_truth_build(kace_ctx *ctx, const kace_dataset *const *sets, size_t n_sets, kace_truth **out);
+void kace_truth_free(kace_truth **t);
+/* Fractions of the members of group (any order; written in that order);
+ * KACE_ERR_NOT_FOUND when the group was never measured. */
+kace_status kace_truth_rates(kace_ctx *ctx, const kace_truth *t, const int *group, int k, double *fraction);
+/* The groups that may share a GPU: every measured group whose sub-groups
+ * were measured too (so a job leaving a triple never leaves an unmeasured
+ * pair behind). Owned by the truth. */
+const kace_group_set *kace_truth_runnable(const kace_truth *t);
+/* The truth as a rate source (confidence 1), for the Oracle only. */
+void kace_truth_rate_source(const kace_truth *t, kace_rate_source *out);
+
+/* A copy of ds with workloads and profiles only: what a policy may see. */
+kace_status kace_dataset_profiles_only(kace_ctx *ctx, const kace_dataset *ds, kace_dataset **out);
+
+typedef struct kace_sim_job {
+    double arrival;  /* seconds */
+    double work;     /* seconds at exclusive speed, > 0 */
+    int workload;    /* index into the profiles */
+    bool ls;
+    int gpu_milli;   /* 1..1000 */
+    int num_gpu;     /* >= 1 */
+} kace_sim_job;
+
+/* The documented rule that gives each trace job a workload: FNV-1a 64 of its
+ * name, modulo the pool — LS jobs draw from the inference workloads
+ * (names ending "-inf"), all others from the training ones. CPU-only pods
+ * (num_gpu 0) need no GPU and are not replayed: they are counted in
+ * *n_cpu_only. pool must hold at least one workload of each mode. */
+kace_status kace_sim_jobs_from_trace(kace_ctx *ctx, const kace_trace *trace, const kace_dataset *profiles,
+                                     const int *pool, int n_pool, kace_sim_job **jobs, size_t *n_jobs,
+                                     size_t *n_cpu_only);
+
+/* GPUs per node of a cluster of about target_gpus GPUs sampled evenly
+ * along the node list (every node when target_gpus is 0 or >= the list's
+ * total). *node_gpus is malloc'ed. */
+kace_status kace_sim_cluster(kace_ctx *ctx, const kace_node_list *nodes, size_t target_gpus, int **node_gpus,
+                             size_t *n_nodes);
+
+typedef struct kace_sim_sample {
+    double time;
+    int busy_gpus;
+    int queued;
+    double rate_sum;  /* jobs' worth of exclusive speed the cluster delivers */
+} kace_sim_sample;
+
+typedef struct kace_sim_result {
+    size_t n_jobs, n_completed, n_ls, n_ls_met;
+    double mean_jct, p95_jct, mean_queue, p95_queue;
+    double makespan;          /* last completion - first arrival, s */
+    double gpu_hours;         /* integral of busy GPUs */
+    double jobs_per_hour;     /* n_completed / makespan */
+    double efficiency;        /* GPU-seconds of work (at exclusive speed) per busy GPU-second:
+                                 1 = exclusive, above 1 = sharing gained */
+    double work_total, work_done;
+    double shared_fraction;   /* of job-seconds spent sharing a GPU */
+    int max_group;            /* largest group seen on a GPU */
+    double max_mem_gb;        /* largest summed memcap seen on a GPU */
+    double *start, *finish;   /* per job (input order) */
+    int *completions;         /* per job: how many times it completed (must be 1) */
+    int *gpu;                 /* per job: the (first) GPU it ran on */
+    kace_sim_sample *samples; /* one per event, when asked for */
+    size_t n_samples;
+    double decide_seconds;    /* time spent in the scheduler's submit/finish */
+    float *submit_seconds;    /* per job: how long its arrival decision took (record_latency) */
+} kace_sim_result;
+
+typedef struct kace_sim_config {
+    kace_sched_config sched;
+    bool record_timeline;
+    bool record_latency;
+} kace_sim_config;
+
+/* Replays jobs on the cluster. profiles must have no colocations (see
+ * kace_dataset_profiles_only); rates is the policy's rate source (KACE;
+ * ignored otherwise: the Oracle is given the truth). */
+kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_dataset *profiles,
+                         const kace_truth *truth, const int *pool, int n_pool, const kace_rate_source *rates,
+                         const int *node_gpus, size_t n_nodes, const kace_sim_job *jobs, size_t n_jobs,
+                         kace_sim_result **out);
+void kace_sim_result_free(kace_sim_result **r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
