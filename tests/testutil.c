@@ -15,7 +15,7 @@ const char *ref_path(const char *rel)
 const char *scratch_dir(const char *test_name)
 {
     static char buf[4096];
-    char cmd[4200];
+    char cmd[2 * sizeof buf + 64];
     snprintf(buf, sizeof buf, "%s/scratch/%s", KACE_BUILD_DIR, test_name);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", buf, buf);
     if (system(cmd) != 0)
