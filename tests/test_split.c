@@ -97,13 +97,63 @@ static void test_leave_one_pair_out_quality(void **state)
      * fixed splits under each policy. */
     assert_true(e->advisor[0] > e->fixed50[0] && e->advisor[0] > e->fixed100[0]);
     assert_true(e->advisor[1] > e->fixed50[1] && e->advisor[1] > e->fixed100[1]);
+    /* The issue's targets are 0.95 of Oracle and 95% met; measured 0.950,
+     * 0.953 and >= 0.958 (README). Guard those levels with a 0.01 margin. */
+    assert_true(e->advisor[0] >= 0.94);
+    assert_true(e->advisor[1] >= 0.94);
+    for (int t = 0; t < KACE_SPLIT_N_LS_TARGETS; t++) {
+        assert_true(e->ls_cases[t] > 100);
+        assert_true(e->ls_met_rate[t] >= 0.94);
+    }
     kace_split_eval_free(&e);
+}
+
+static void test_predict_and_errors(void **state)
+{
+    (void)state;
+    size_t *rows = malloc(n_grids * sizeof *rows);
+    for (size_t i = 0; i < n_grids; i++)
+        rows[i] = i;
+    kace_split_model *m = NULL;
+    assert_int_equal(kace_split_fit(ctx, ds, grids, rows, 3, 0, &m), KACE_ERR_MODEL); /* too few cells */
+    assert_null(m);
+    assert_int_equal(kace_split_fit(ctx, ds, grids, rows, n_grids, -1, &m), KACE_ERR_INVALID);
+    assert_kace_ok(ctx, kace_split_fit(ctx, ds, grids, rows, n_grids, 0, &m));
+    assert_true(kace_split_model_overshoot(m) >= 1);
+    const kace_split_grid *g = NULL;
+    for (size_t i = 0; i < n_grids && !g; i++)
+        if (kace_split_workload_ok(ds, grids[i].workload[0]) && kace_split_workload_ok(ds, grids[i].workload[1]))
+            g = &grids[i];
+    assert_non_null(g);
+    /* More threads for a member never lowers its predicted exclusive share
+     * in a partition, and the prediction is in samples/s near the measured. */
+    double lo[2], hi[2];
+    int p_lo[2] = {20, 80}, p_hi[2] = {80, 20};
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, p_lo, lo));
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, p_hi, hi));
+    assert_true(hi[0] > lo[0] && hi[1] < lo[1]);
+    int bad[2] = {0, 100};
+    assert_int_equal(kace_split_predict(ctx, m, ds, g->workload, 2, bad, lo), KACE_ERR_INVALID);
+    int pcts[4] = {50, 50, 100, 100};
+    size_t choice;
+    kace_split_goal goal = {.policy = KACE_SPLIT_LATENCY, .ls_member = 2, .ls_target = 0.5};
+    assert_int_equal(kace_split_advise(ctx, m, ds, g->workload, 2, &goal, pcts, 2, &choice, NULL), KACE_ERR_INVALID);
+    goal.ls_member = 0;
+    goal.ls_target = 1.5;
+    assert_int_equal(kace_split_advise(ctx, m, ds, g->workload, 2, &goal, pcts, 2, &choice, NULL), KACE_ERR_INVALID);
+    goal.ls_target = 0.5;
+    assert_kace_ok(ctx, kace_split_advise(ctx, m, ds, g->workload, 2, &goal, pcts, 2, &choice, NULL));
+    assert_true(choice < 2);
+    kace_split_model_free(&m);
+    assert_null(m);
+    free(rows);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leave_one_pair_out_quality),
+        cmocka_unit_test(test_predict_and_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
