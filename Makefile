@@ -39,6 +39,7 @@ bench: build
 	bash bench/bench_eval.sh $(BUILD)/kace
 	$(BUILD)/kace-bench-model ../shared/data/kace-v100
 	$(BUILD)/kace-bench-sched ../shared/data
+	$(BUILD)/kace-bench-group ../shared/data/kace-v100
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz kace-demo kace-eval

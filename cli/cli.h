@@ -52,7 +52,16 @@ typedef struct eval_request {
     kace_slowdown_params slowdown; /* kace's model */
     bool without_slowdown;         /* leave kace's model out (the paper's policies only) */
     bool figures;
+    bool groups, splits;           /* kace eval --groups --splits: the beyond-pairs sections only */
 } eval_request;
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);
+
+/* Beyond pairs (cmd_beyond.c): best k-way group, MPS split advice, and
+ * their evaluation sections. */
+int cli_predict_group(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, int target, int k, const int *among,
+                      size_t n_among, double gpu_memory_gb, bool enumerate);
+int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, const int *group, int k,
+                      const char *policy, double ls_target);
+int cli_eval_beyond(kace_ctx *ctx, kace_store *store, const eval_request *req);
 
 #endif

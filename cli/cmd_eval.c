@@ -384,11 +384,12 @@ int cmd_eval(int argc, char **argv)
         {"no-kace", no_argument, 0, 'K'}, {"kace-rounds", required_argument, 0, 'R'}, {"kace-eta", required_argument, 0, 'E'},
         {"kace-alpha", required_argument, 0, 'A'}, {"kace-tree-weight", required_argument, 0, 'W'},
         {"kace-depth", required_argument, 0, 'P'},
+        {"groups", no_argument, 0, 'G'},       {"splits", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     kace_slowdown_params_default(&req.slowdown);
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:GSh", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 'm': mode = optarg; break;
@@ -400,6 +401,8 @@ int cmd_eval(int argc, char **argv)
         case 't': req.triples_set = optarg; break;
         case 'F': req.figures = false; break;
         case 'K': req.without_slowdown = true; break;
+        case 'G': req.groups = true; break;
+        case 'S': req.splits = true; break;
         case 'R': req.slowdown.n_rounds = atoi(optarg); break;
         case 'E': req.slowdown.learning_rate = atof(optarg); break;
         case 'A': req.slowdown.ridge_alpha = atof(optarg); break;
@@ -415,7 +418,9 @@ int cmd_eval(int argc, char **argv)
                    "Xu et al.: random forest, randomized search (N configurations, 5-fold CV); --xu-trees 1 uses\n"
                    "the paper's 200..2000 trees (minutes), the default 0.05 uses 10..100 (same scores, seconds).\n"
                    "kace's slowdown model (--no-kace leaves it out): --kace-rounds N --kace-eta X --kace-depth D --kace-alpha A\n"
-                   "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5).\n");
+                   "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5).\n"
+                   "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
+                   "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out).\n");
             return EXIT_OK;
         default: return cli_usage("eval", "unknown option");
         }
@@ -430,7 +435,9 @@ int cmd_eval(int argc, char **argv)
         return cli_usage("eval", "--xu-trees must be in (0, 1]");
     kace_ctx *ctx = kace_ctx_new();
     kace_store *store = cli_open_store(ctx, db);
-    int rc = store ? cli_run_eval(ctx, store, &req) : EXIT_FAILURE_RUN;
+    int rc = !store ? EXIT_FAILURE_RUN
+             : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)
+                                        : cli_run_eval(ctx, store, &req);
     kace_store_close(&store);
     kace_ctx_free(&ctx);
     return rc;

@@ -111,8 +111,14 @@ int cmd_predict(int argc, char **argv)
 {
     const char *db = cli_default_db(), *target = NULL, *among = NULL, *model_name = "default", *model_file = NULL,
                *norm_name = "train";
-    int top = 0;
+    int top = 0, group_k = 0;
+    double gpu_mem = 0, ls_target = 0.8;
+    bool enumerate = false;
+    const char *split_with = NULL, *policy = "max-sum";
     static const struct option longopts[] = {
+        {"group", required_argument, 0, 'g'}, {"gpu-mem", required_argument, 0, 'G'},
+        {"enumerate", no_argument, 0, 'E'},   {"split-with", required_argument, 0, 's'},
+        {"policy", required_argument, 0, 'p'}, {"ls-target", required_argument, 0, 'L'},
         {"db", required_argument, 0, 'd'},    {"target", required_argument, 0, 't'},
         {"among", required_argument, 0, 'a'}, {"model", required_argument, 0, 'm'},
         {"model-file", required_argument, 0, 'M'}, {"top", required_argument, 0, 'n'},
@@ -120,7 +126,7 @@ int cmd_predict(int argc, char **argv)
         {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:t:a:m:M:n:z:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:t:a:m:M:n:z:g:G:Es:p:L:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 't': target = optarg; break;
@@ -129,9 +135,22 @@ int cmd_predict(int argc, char **argv)
         case 'M': model_file = optarg; break;
         case 'n': top = atoi(optarg); break;
         case 'z': norm_name = optarg; break;
+        case 'g': group_k = atoi(optarg); break;
+        case 'G': gpu_mem = atof(optarg); break;
+        case 'E': enumerate = true; break;
+        case 's': split_with = optarg; break;
+        case 'p': policy = optarg; break;
+        case 'L': ls_target = atof(optarg); break;
         case 'h':
             printf("usage: kace predict --target W [--among A,B,...] [--db PATH] [--model NAME | --model-file F]\n"
                    "                    [--top N] [--norm train|candidates]\n"
+                   "       kace predict --target W --group K [--among ...] [--gpu-mem GB] [--enumerate]\n"
+                   "       kace predict --target W --split-with B[,C..] [--policy max-sum|max-min|latency]\n"
+                   "                    [--ls-target FRACTION]\n"
+                   "--group K: the best group of K (2..4) with W from the pool (branch and bound; groups over the\n"
+                   "GPU's memory, 32 GB unless --gpu-mem, are never proposed). --split-with: predicted throughput\n"
+                   "of W and its partners at every MPS thread split and the recommended one (latency: W must keep\n"
+                   "FRACTION, default 0.8, of its exclusive throughput).\n"
                    "Ranks colocation partners of W by predicted throughput sum (samples/s), with the measured\n"
                    "sum where that pair was measured at 100%%/100%% MPS.\n");
             return EXIT_OK;
@@ -161,13 +180,30 @@ int cmd_predict(int argc, char **argv)
     if (!store)
         goto done;
     if ((st = kace_store_load_dataset(ctx, store, NULL, false, &ds)) ||
-        (st = model_file ? kace_model_load(ctx, model_file, &m) : kace_store_load_model(ctx, store, model_name, &m))) {
+        (!split_with && /* the split advisor fits its own model */
+         (st = model_file ? kace_model_load(ctx, model_file, &m) : kace_store_load_model(ctx, store, model_name, &m)))) {
         rc = cli_error(ctx, st);
         goto done;
     }
     int t = kace_dataset_find(ds, target);
     if (t < 0) {
         fprintf(stderr, "kace: unknown workload '%s' (not in %s; see kace info)\n", target, db);
+        goto done;
+    }
+    if (split_with) {
+        int group[KACE_MAX_K] = {t};
+        int k = 1;
+        list = strdup(split_with);
+        for (char *save = NULL, *tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+            int w = kace_dataset_find(ds, tok);
+            if (w < 0 || k == KACE_MAX_K) {
+                fprintf(stderr, "kace: %s '%s' in --split-with\n", w < 0 ? "unknown workload" : "too many workloads", tok);
+                goto done;
+            }
+            group[k++] = w;
+        }
+        rc = k < 2 ? cli_usage("predict", "--split-with needs at least one partner")
+                   : cli_predict_split(ctx, store, ds, group, k, policy, ls_target);
         goto done;
     }
     if (among) {
@@ -183,6 +219,10 @@ int cmd_predict(int argc, char **argv)
             }
             among_idx[n_among++] = w;
         }
+    }
+    if (group_k) {
+        rc = cli_predict_group(ctx, ds, m, t, group_k, among ? among_idx : NULL, n_among, gpu_mem, enumerate);
+        goto done;
     }
     ranked = calloc(among ? (n_among ? n_among : 1) : (ds->n_workloads ? ds->n_workloads : 1), sizeof *ranked);
     if (!ranked)

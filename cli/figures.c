@@ -122,3 +122,36 @@ int figures_gnuplot(const char *out_dir, const char *script)
 {
     return run_gnuplot(out_dir, script);
 }
+
+int figures_beyond(const char *out_dir, bool groups, bool splits)
+{
+    char script[4096];
+    int rc = 0;
+    if (groups) {
+        snprintf(script, sizeof script,
+                 "%s"
+                 "set output 'fig_groups.png'\n"
+                 "set title 'Best group around a target: measured sum / Oracle (mean over targets)'\n"
+                 "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+                 "set yrange [0:1.05]\nset ylabel 'normalized throughput sum'\n"
+                 "plot for [c=2:6] 'groups_summary.csv' using c:xtic(sprintf('k=%%d', column(1))) title columnhead(c)\n",
+                 common);
+        rc |= run_gnuplot(out_dir, script);
+    }
+    if (splits) {
+        snprintf(script, sizeof script,
+                 "%s"
+                 "set output 'fig_splits.png'\n"
+                 "set title 'MPS thread split: chosen split / best measured split (leave-one-pair-out)'\n"
+                 "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+                 "set yrange [0:1.05]\nset ylabel 'fraction of Oracle'\n"
+                 "plot for [c=2:4] 'splits_advisor.csv' using c:xtic(1) title columnhead(c)\n"
+                 "set output 'fig_splits_latency.png'\n"
+                 "set title 'Latency-sensitive target met (cases where a measured split meets it)'\n"
+                 "set xlabel 'LS target (%% of exclusive throughput)'\nset ylabel 'rate'\n"
+                 "plot for [c=3:6] 'splits_latency.csv' using c:xtic(1) title columnhead(c)\n",
+                 common);
+        rc |= run_gnuplot(out_dir, script);
+    }
+    return rc ? -1 : 0;
+}

@@ -12,6 +12,9 @@
 int figures_splits(const char *out_dir, const char *mode, const kace_split_results *r, bool with_xu);
 /* Unseen-family and 3-way per-target bar charts. */
 int figures_targets(const char *out_dir, const char *mode, bool with_xu);
+/* kace eval --groups --splits: fig_groups (best group vs rules, k = 2, 3)
+ * and fig_splits (advisor vs fixed splits per policy). */
+int figures_beyond(const char *out_dir, bool groups, bool splits);
 
 #endif
 

@@ -71,6 +71,15 @@ void kace_zscore(const double *X, size_t n, int d, const double *mean, const dou
 /* Slowdown backend (slowdown.c). */
 kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m); /* trees from booster_json */
 int kace_slowdown_member_features(void);
+/* An upper bound on the throughput (samples/s) the slowdown model predicts
+ * for a workload with metrics own (indexed by kace_metric) whose partners'
+ * summed metrics lie between other_lo and other_hi (indexed the same way;
+ * only the profile metrics the model reads are used). Exact when lo == hi up
+ * to a relative slack of about 1e-5 that covers rounding. */
+double kace_slowdown_member_upper(const kace_model *m, const double *own, const double *other_lo,
+                                  const double *other_hi);
+/* The profile metrics the slowdown model reads, and their count. */
+const kace_metric *kace_slowdown_needed_metrics(int *n);
 
 /* Forest backend (forest.c). */
 kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z);

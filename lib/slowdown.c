@@ -56,17 +56,13 @@ static kace_status check_workload(kace_ctx *ctx, const kace_dataset *ds, int w)
     return KACE_OK;
 }
 
-/* Features of member i of a group of k workloads. */
-static void member_features(const kace_dataset *ds, const int *group, int k, int i, double *f)
+/* Member features from the member's own metrics and its partners' summed
+ * metrics. Every feature is nondecreasing in every partner sum (own metrics
+ * are nonnegative), which is what makes kace_slowdown_member_upper sound. */
+static void contention_features(const double *own, const double *other, double *f)
 {
     static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
                                          KACE_M_MEM_THROUGHPUT};
-    const double *own = ds->workloads[group[i]].metric;
-    double other[KACE_N_METRICS] = {0};
-    for (int j = 0; j < k; j++)
-        if (j != i)
-            for (size_t m = 0; m < sizeof needed / sizeof *needed; m++)
-                other[needed[m]] += ds->workloads[group[j]].metric[needed[m]];
     int at = 0;
     for (int s = 0; s < 5; s++)
         f[at++] = own[share[s]] / 100;
@@ -82,6 +78,17 @@ static void member_features(const kace_dataset *ds, const int *group, int k, int
     f[at++] = own[KACE_M_MEMCAP];
     f[at++] = other[KACE_M_MEMCAP];
     f[at++] = own[KACE_M_MEMCAP] + other[KACE_M_MEMCAP];
+}
+
+/* Features of member i of a group of k workloads. */
+static void member_features(const kace_dataset *ds, const int *group, int k, int i, double *f)
+{
+    double other[KACE_N_METRICS] = {0};
+    for (int j = 0; j < k; j++)
+        if (j != i)
+            for (size_t m = 0; m < sizeof needed / sizeof *needed; m++)
+                other[needed[m]] += ds->workloads[group[j]].metric[needed[m]];
+    contention_features(ds->workloads[group[i]].metric, other, f);
 }
 
 static double clamp(double v, double lo, double hi)
@@ -475,7 +482,63 @@ kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m)
     return kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
 }
 
+/* Highest sum of leaves any x with lo <= x <= hi (as floats) can reach in
+ * one tree; a split sends x left when x < threshold. */
+static double tree_upper(const kace_trees *t, int node, const float *lo, const float *hi)
+{
+    const kace_tree_node *v = &t->node[node];
+    if (v->left < 0)
+        return v->threshold;
+    bool left = lo[v->feature] < v->threshold, right = !(hi[v->feature] < v->threshold);
+    double l = left ? tree_upper(t, v->left, lo, hi) : -INFINITY;
+    double r = right ? tree_upper(t, v->right, lo, hi) : -INFINITY;
+    return l > r ? l : r;
+}
+
+double kace_slowdown_member_upper(const kace_model *m, const double *own, const double *other_lo,
+                                  const double *other_hi)
+{
+    double flo[N_MEMBER], fhi[N_MEMBER];
+    contention_features(own, other_lo, flo);
+    contention_features(own, other_hi, fhi);
+    /* Ridge: a linear function is largest at a corner of the box. The slack
+     * covers rounding (summation order differs from the exact prediction). */
+    double z = m->ridge_raw[0], mag = fabs(z);
+    for (int j = 0; j < N_MEMBER; j++) {
+        double a = m->ridge_raw[j + 1] * flo[j], b = m->ridge_raw[j + 1] * fhi[j];
+        z += a > b ? a : b;
+        mag += fabs(a) + fabs(b);
+    }
+    z += 1e-9 * mag + 1e-12;
+    double excl = own[KACE_M_EXCLUSIVE];
+    double ridge = excl * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
+    if (!m->trees.n_trees)
+        return ridge * (1 + 1e-9);
+    /* Trees: the best leaf each tree can reach inside the box (features
+     * widened by one float step on each side against rounding). */
+    float lo[N_MEMBER], hi[N_MEMBER];
+    for (int j = 0; j < N_MEMBER; j++) {
+        lo[j] = nextafterf((float)flo[j], -INFINITY);
+        hi[j] = nextafterf((float)fhi[j], INFINITY);
+    }
+    double t = m->trees.base_score, tmag = fabs(t);
+    for (int i = 0; i < m->trees.n_trees; i++) {
+        double leaf = tree_upper(&m->trees, m->trees.tree_root[i], lo, hi);
+        t += leaf;
+        tmag += fabs(leaf);
+    }
+    t += 1e-5 * tmag; /* the prediction sums the leaves in float */
+    double trees = excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
+    return ((1 - m->tree_weight) * ridge + m->tree_weight * trees) * (1 + 1e-9);
+}
+
 int kace_slowdown_member_features(void)
 {
     return N_MEMBER;
+}
+
+const kace_metric *kace_slowdown_needed_metrics(int *n)
+{
+    *n = (int)(sizeof needed / sizeof *needed);
+    return needed;
 }

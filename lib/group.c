@@ -1,0 +1,587 @@
+/* Best k-way group around a target: branch and bound over the slowdown
+ * model, and plain enumeration as its reference.
+ *
+ * The bound. The slowdown model predicts each member's throughput from its
+ * own profile and the SUM of its partners' profile metrics, through
+ * features that never decrease when a partner sum grows. So if every
+ * partner sum of a member lies in a box [lo, hi], the member's prediction
+ * is at most what the model can reach inside that box: ridge part at the
+ * box's best corner, tree part as the best reachable leaf of each tree
+ * (kace_slowdown_member_upper). For a partial group S with r slots left,
+ * drawn from the candidates after position i in search order:
+ *  - a member of S has partners S minus itself plus r unknown jobs, so its
+ *    partner sums lie in [sum + r * min, sum + r * max], min and max taken
+ *    over those remaining candidates (suffix minima and maxima);
+ *  - a job still to be chosen is bounded by u_c: its prediction with
+ *    partners "target plus k-2 arbitrary pool jobs", computed once per
+ *    query. Candidates are searched in decreasing u_c, so the best r
+ *    remaining jobs contribute at most u[i] + ... + u[i+r-1].
+ * The sum of these is an upper bound on every completion of S; a subtree
+ * whose bound is below the incumbent is cut. Memory: the partial group's
+ * memcap plus the r smallest remaining memcaps must fit.
+ * Because candidates are sorted by u_c, once u[i..i+r-1] plus the S bound
+ * (taken over the widest box, from the first remaining candidate) is below
+ * the incumbent, every later candidate is too: the loop stops. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/group.h"
+#include "model_internal.h"
+
+#define CHUNK 8
+
+typedef struct candidate {
+    int pos;      /* position in the caller's pool (tie order) */
+    int workload; /* index into the dataset */
+    double upper; /* u_c */
+    double memcap;
+} candidate;
+
+typedef struct search {
+    const kace_dataset *ds;
+    const kace_model *m;
+    const kace_group_query *q;
+    kace_ctx *ctx;
+    int k;
+    double capacity;
+    const kace_metric *metric; /* the model's metrics */
+    int n_metric;
+    candidate *cand;           /* in search order */
+    size_t n;
+    double *suf_min, *suf_max; /* (n + 1) x n_metric, over cand[i..n) */
+    double *suf_min_mem;       /* n + 1 */
+    double *u;                 /* n: u_c in search order */
+    double *v;                 /* k x n: candidate bounds at each depth */
+    double *top;               /* k x (n + 1) x KACE_GROUP_MAX_K: suffix_top at each depth */
+    /* The last slot is searched by chunks of CHUNK neighbours in search
+     * order (similar bounds, mostly similar workloads): a chunk's metric
+     * box gives a far tighter bound on the partial group than the whole
+     * suffix does. */
+    double *chunk_min, *chunk_max; /* n_chunks x n_metric */
+    /* The partial group: target at 0, then chosen candidates. */
+    int chosen[KACE_GROUP_MAX_K];
+    int depth;
+    kace_group_result *best;
+    int best_pos[KACE_GROUP_MAX_K]; /* sorted pool positions of the best group */
+    kace_status st;
+} search;
+
+static bool profile_complete(const kace_dataset *ds, int w, const kace_metric *metric, int n_metric)
+{
+    for (int i = 0; i < n_metric; i++)
+        if (isnan(ds->workloads[w].metric[metric[i]]))
+            return false;
+    return ds->workloads[w].metric[KACE_M_EXCLUSIVE] > 0;
+}
+
+static int by_position(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* True when sorted positions a come before b (lexicographic). */
+static bool positions_before(const int *a, const int *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i];
+    return false;
+}
+
+/* Scores one complete group (partners given by sorted pool positions) and
+ * keeps it when it beats the best: higher prediction, or equal prediction
+ * and partners earlier in the pool. Both searches score a group in the same
+ * member order, so they compute the same number. */
+static kace_status consider(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const kace_group_query *q,
+                            const int *pool, int *pos, int k, double capacity, kace_group_result *best,
+                            int *best_pos)
+{
+    qsort(pos, (size_t)(k - 1), sizeof *pos, by_position);
+    int group[KACE_GROUP_MAX_K];
+    group[0] = q->target;
+    double mem = ds->workloads[q->target].metric[KACE_M_MEMCAP];
+    for (int i = 1; i < k; i++) {
+        group[i] = pool[pos[i - 1]];
+        mem += ds->workloads[group[i]].metric[KACE_M_MEMCAP];
+    }
+    if (!(mem <= capacity))
+        return KACE_OK;
+    if (q->filter && !q->filter(q->filter_user, group, k))
+        return KACE_OK;
+    double sum, member[KACE_GROUP_MAX_K];
+    kace_status st;
+    best->groups_scored++;
+    if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
+        if ((st = kace_slowdown_predict(ctx, m, ds, group, k, &sum, NULL, member)))
+            return st;
+    } else {
+        double x[KACE_MAX_FEATURES];
+        if ((st = kace_features_group(ctx, ds, kace_model_features(m), group, k, x)) ||
+            (st = kace_model_predict(ctx, m, x, 1, KACE_NORM_TRAIN, &sum)))
+            return st;
+        for (int i = 0; i < k; i++)
+            member[i] = NAN;
+    }
+    if (best->found && !(sum > best->predicted) &&
+        !(sum == best->predicted && positions_before(pos, best_pos, k - 1)))
+        return KACE_OK;
+    best->found = true;
+    best->predicted = sum;
+    best->memcap_gb = mem;
+    for (int i = 0; i < k; i++) {
+        best->workload[i] = group[i];
+        best->member[i] = member[i];
+    }
+    memcpy(best_pos, pos, (size_t)(k - 1) * sizeof *pos);
+    return KACE_OK;
+}
+
+/* The default pool and argument checks shared by both searches. *own_pool
+ * is set when the pool was built here (the caller frees it). */
+static kace_status prepare(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const kace_group_query *q,
+                           const int **pool, size_t *n_pool, int **own_pool, double *capacity)
+{
+    *own_pool = NULL;
+    if (!ds || !m || !q)
+        return kace_fail(ctx, KACE_ERR_INVALID, "group search: missing dataset, model or query");
+    if (q->k < 2 || q->k > KACE_GROUP_MAX_K)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a group has 2..%d workloads, not %d", KACE_GROUP_MAX_K, q->k);
+    if (q->target < 0 || (size_t)q->target >= ds->n_workloads)
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "group search: unknown target workload");
+    if (q->gpu_memory_gb < 0 || isnan(q->gpu_memory_gb))
+        return kace_fail(ctx, KACE_ERR_INVALID, "GPU memory must be a positive number of GB");
+    *capacity = q->gpu_memory_gb > 0 ? q->gpu_memory_gb : KACE_GPU_MEMORY_V100_GB;
+    int n_metric;
+    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    if (!profile_complete(ds, q->target, metric, n_metric))
+        return kace_fail(ctx, KACE_ERR_INVALID, "target '%s' has no complete profile (needs %s, sm%%, mem%%, the "
+                                                "Nsight throughputs, Threads and memcap)",
+                         ds->workloads[q->target].name, kace_metric_name(KACE_M_EXCLUSIVE));
+    if (q->pool) {
+        for (size_t i = 0; i < q->n_pool; i++) {
+            int w = q->pool[i];
+            if (w < 0 || (size_t)w >= ds->n_workloads)
+                return kace_fail(ctx, KACE_ERR_NOT_FOUND, "pool entry %zu is not a workload of the dataset", i);
+            if (!profile_complete(ds, w, metric, n_metric))
+                return kace_fail(ctx, KACE_ERR_INVALID, "pool workload '%s' has no complete profile",
+                                 ds->workloads[w].name);
+        }
+        *pool = q->pool;
+        *n_pool = q->n_pool;
+        return KACE_OK;
+    }
+    int *p = malloc((ds->n_workloads ? ds->n_workloads : 1) * sizeof *p);
+    if (!p)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t w = 0; w < ds->n_workloads; w++)
+        if ((int)w != q->target && profile_complete(ds, (int)w, metric, n_metric))
+            p[n++] = (int)w;
+    *own_pool = p;
+    *pool = p;
+    *n_pool = n;
+    return KACE_OK;
+}
+
+static void result_reset(kace_group_result *out, int k)
+{
+    memset(out, 0, sizeof *out);
+    out->k = k;
+    out->predicted = NAN;
+}
+
+kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m,
+                                 const kace_group_query *q, kace_group_result *out)
+{
+    const int *pool;
+    size_t n;
+    int *own = NULL;
+    double capacity;
+    if (out)
+        result_reset(out, q ? q->k : 0);
+    kace_status st = prepare(ctx, ds, m, q, &pool, &n, &own, &capacity);
+    if (st)
+        return st;
+    int r = q->k - 1, idx[KACE_GROUP_MAX_K], pos[KACE_GROUP_MAX_K], best_pos[KACE_GROUP_MAX_K];
+    if ((size_t)r <= n) {
+        for (int i = 0; i < r; i++)
+            idx[i] = i;
+        for (;;) { /* combinations in lexicographic order */
+            memcpy(pos, idx, sizeof idx);
+            if ((st = consider(ctx, ds, m, q, pool, pos, q->k, capacity, out, best_pos)))
+                break;
+            int i = r - 1;
+            while (i >= 0 && idx[i] == (int)n - r + i)
+                i--;
+            if (i < 0)
+                break;
+            idx[i]++;
+            for (int j = i + 1; j < r; j++)
+                idx[j] = idx[j - 1] + 1;
+        }
+    }
+    free(own);
+    return st;
+}
+
+/* Upper bound on member `who` (a workload) of the partial group, whose
+ * known partners sum to known[] and which still gets r partners from
+ * candidates s.cand[from..). */
+static double member_bound(const search *s, int who, const double *known, int r, size_t from)
+{
+    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    for (int i = 0; i < s->n_metric; i++) {
+        kace_metric mt = s->metric[i];
+        lo[mt] = (known[i] + r * s->suf_min[from * (size_t)s->n_metric + (size_t)i]) * (1 - 1e-12);
+        hi[mt] = (known[i] + r * s->suf_max[from * (size_t)s->n_metric + (size_t)i]) * (1 + 1e-12);
+    }
+    return kace_slowdown_member_upper(s->m, s->ds->workloads[who].metric, lo, hi);
+}
+
+/* Sum of the model's metrics over the partial group's members other than
+ * member j, summed in a fixed order. */
+static void partners_of(const search *s, int j, double *known)
+{
+    for (int i = 0; i < s->n_metric; i++) {
+        known[i] = 0;
+        for (int o = 0; o <= s->depth; o++)
+            if (o != j)
+                known[i] += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
+    }
+}
+
+/* Bound on the partial group's own members when each gets exactly one more
+ * partner whose metrics lie in [lo, hi] (per model metric). */
+static double members_bound_box(search *s, const double *lo_box, const double *hi_box)
+{
+    double bound = 0, known[KACE_N_METRICS];
+    for (int j = 0; j <= s->depth; j++) {
+        partners_of(s, j, known);
+        double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+        for (int i = 0; i < s->n_metric; i++) {
+            lo[s->metric[i]] = (known[i] + lo_box[i]) * (1 - 1e-12);
+            hi[s->metric[i]] = (known[i] + hi_box[i]) * (1 + 1e-12);
+        }
+        bound += kace_slowdown_member_upper(s->m, s->ds->workloads[s->chosen[j]].metric, lo, hi);
+    }
+    s->best->nodes_bounded++;
+    return bound;
+}
+
+/* Bound on the partial group's own members when each still gets r partners
+ * from cand[from..). */
+static double members_bound(search *s, int r, size_t from)
+{
+    double bound = 0, known[KACE_N_METRICS];
+    for (int j = 0; j <= s->depth; j++) {
+        partners_of(s, j, known);
+        bound += member_bound(s, s->chosen[j], known, r, from);
+    }
+    s->best->nodes_bounded++;
+    return bound;
+}
+
+static double partial_memory(const search *s)
+{
+    double mem = 0;
+    for (int j = 0; j <= s->depth; j++)
+        mem += s->ds->workloads[s->chosen[j]].metric[KACE_M_MEMCAP];
+    return mem;
+}
+
+/* Worse than the incumbent: strictly below it (a tie may still win on
+ * pool order, so it is explored). */
+static bool cut(const search *s, double bound)
+{
+    return s->best->found && bound < s->best->predicted;
+}
+
+/* For every suffix cand[i..n), the sums of its q largest bounds v[] for
+ * q = 1..r: top[i * KACE_GROUP_MAX_K + q]. */
+static void suffix_top(const double *v, size_t from, size_t n, int r, double *top)
+{
+    double best[KACE_GROUP_MAX_K]; /* the r largest so far, descending */
+    int have = 0;
+    for (int q = 0; q <= r; q++)
+        top[n * KACE_GROUP_MAX_K + (size_t)q] = q ? -INFINITY : 0;
+    for (size_t i = n; i-- > from;) {
+        int at = have < r ? have++ : r;
+        while (at > 0 && best[at - 1] < v[i]) {
+            if (at < r)
+                best[at] = best[at - 1];
+            at--;
+        }
+        if (at < r)
+            best[at] = v[i];
+        double sum = 0;
+        top[i * KACE_GROUP_MAX_K] = 0;
+        for (int q = 1; q <= r; q++) {
+            sum += q <= have ? best[q - 1] : -INFINITY;
+            top[i * KACE_GROUP_MAX_K + (size_t)q] = sum;
+        }
+    }
+}
+
+/* Bounds on each candidate j >= from as the next member of the partial
+ * group: its partners are the group plus r - 1 jobs from cand[from..).
+ * Never above the parent's bound (which is also valid here). */
+static void candidate_bounds(search *s, int r, size_t from, const double *parent, double *v)
+{
+    double known[KACE_N_METRICS];
+    for (int i = 0; i < s->n_metric; i++) {
+        known[i] = 0;
+        for (int o = 0; o <= s->depth; o++)
+            known[i] += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
+    }
+    for (size_t j = from; j < s->n; j++) {
+        double b = member_bound(s, s->cand[j].workload, known, r - 1, from);
+        v[j] = b < parent[j] ? b : parent[j];
+    }
+    s->best->nodes_bounded++;
+}
+
+/* The last open slot: scores the groups that may still win, skipping whole
+ * chunks of candidates whose box bound cannot reach the incumbent. */
+static void last_slot(search *s, size_t from, const double *v, double wide, double mem, const int *pos_stack)
+{
+    for (size_t c0 = from - from % CHUNK; c0 < s->n && !s->st; c0 += CHUNK) {
+        size_t c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n, lo = c0 > from ? c0 : from;
+        double vmax = -INFINITY;
+        for (size_t i = lo; i < c1; i++)
+            vmax = fmax(vmax, v[i]);
+        if (cut(s, wide + vmax))
+            continue;
+        size_t chunk = c0 / CHUNK;
+        double bound = members_bound_box(s, s->chunk_min + chunk * (size_t)s->n_metric,
+                                         s->chunk_max + chunk * (size_t)s->n_metric);
+        if (cut(s, bound + vmax))
+            continue;
+        for (size_t i = lo; i < c1 && !s->st; i++) {
+            const candidate *c = &s->cand[i];
+            if (cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
+                continue;
+            int pos[KACE_GROUP_MAX_K];
+            memcpy(pos, pos_stack, (size_t)(s->k - 2) * sizeof *pos);
+            pos[s->k - 2] = c->pos;
+            s->st = consider(s->ctx, s->ds, s->m, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
+        }
+    }
+}
+
+/* Extends the partial group chosen[0..depth] with candidates from
+ * cand[from..). parent[j] bounds candidate j as a member of any completion;
+ * pos_stack holds the chosen candidates' pool positions. */
+static void descend(search *s, size_t from, const double *parent, int *pos_stack)
+{
+    int r = s->k - 1 - s->depth; /* slots still open, >= 1 */
+    double mem = partial_memory(s);
+    /* Tighter candidate bounds now that the group is partly known; at the
+     * last slot the parent's are used (computing them would cost as much as
+     * scoring the groups). */
+    double *v = s->v + (size_t)s->depth * s->n, *top = s->top + (size_t)s->depth * (s->n + 1) * KACE_GROUP_MAX_K;
+    if (r > 1 && s->depth > 0)
+        candidate_bounds(s, r, from, parent, v);
+    else
+        memcpy(v + from, parent + from, (s->n - from) * sizeof *v);
+    suffix_top(v, from, s->n, r, top);
+    /* Valid for every candidate i >= from: the members' partners then come
+     * from cand[from..). */
+    double wide = members_bound(s, r, from);
+    if (r == 1) {
+        last_slot(s, from, v, wide, mem, pos_stack);
+        return;
+    }
+    for (size_t i = from; i + (size_t)r <= s->n && !s->st; i++) {
+        if (cut(s, wide + top[i * KACE_GROUP_MAX_K + (size_t)r]))
+            break; /* no completion from cand[i..) can win */
+        const candidate *c = &s->cand[i];
+        if (cut(s, wide + v[i] + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
+            continue;
+        double least = mem + c->memcap + (r - 1) * s->suf_min_mem[i + 1];
+        if (least > s->capacity * (1 + 1e-12)) /* consider() decides the exact edge */
+            continue;
+        s->chosen[++s->depth] = c->workload;
+        pos_stack[s->depth - 1] = c->pos;
+        if (!cut(s, members_bound(s, r - 1, i + 1) + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
+            descend(s, i + 1, v, pos_stack);
+        s->depth--;
+    }
+}
+
+static int by_upper_desc(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    if (x->upper != y->upper)
+        return x->upper < y->upper ? 1 : -1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const kace_group_query *q,
+                            kace_group_result *out)
+{
+    const int *pool;
+    size_t n;
+    int *own = NULL;
+    double capacity;
+    if (out)
+        result_reset(out, q ? q->k : 0);
+    kace_status st = prepare(ctx, ds, m, q, &pool, &n, &own, &capacity);
+    if (st)
+        return st;
+    search s = {.ds = ds, .m = m, .q = q, .ctx = ctx, .k = q->k, .capacity = capacity, .best = out, .n = n};
+    if (kace_model_get_kind(m) != KACE_MODEL_SLOWDOWN) {
+        free(own);
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED,
+                         "branch and bound needs kace's slowdown model (bounds come from its structure); "
+                         "this model can only be searched by enumeration");
+    }
+    s.metric = kace_slowdown_needed_metrics(&s.n_metric);
+    kace_group_query local = *q;
+    local.pool = pool; /* consider() maps positions through it */
+    local.n_pool = n;
+    s.q = &local;
+    s.cand = malloc((n ? n : 1) * sizeof *s.cand);
+    s.suf_min = malloc((n + 1) * (size_t)s.n_metric * sizeof *s.suf_min);
+    s.suf_max = malloc((n + 1) * (size_t)s.n_metric * sizeof *s.suf_max);
+    s.suf_min_mem = malloc((n + 1) * sizeof *s.suf_min_mem);
+    s.u = malloc((n ? n : 1) * sizeof *s.u);
+    s.v = malloc((size_t)q->k * (n ? n : 1) * sizeof *s.v);
+    s.top = malloc((size_t)q->k * (n + 1) * KACE_GROUP_MAX_K * sizeof *s.top);
+    size_t n_chunks = n / CHUNK + 1;
+    s.chunk_min = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_min);
+    s.chunk_max = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_max);
+    if (!s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((size_t)(q->k - 1) > n)
+        goto done; /* not enough candidates: nothing found */
+    /* u_c: candidate c next to the target and k-2 arbitrary pool jobs. */
+    double pmin[KACE_N_METRICS], pmax[KACE_N_METRICS];
+    for (int i = 0; i < s.n_metric; i++) {
+        pmin[i] = INFINITY;
+        pmax[i] = 0;
+        for (size_t c = 0; c < n; c++) {
+            double v = ds->workloads[pool[c]].metric[s.metric[i]];
+            pmin[i] = fmin(pmin[i], v);
+            pmax[i] = fmax(pmax[i], v);
+        }
+    }
+    const double *target = ds->workloads[q->target].metric;
+    for (size_t c = 0; c < n; c++) {
+        double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+        for (int i = 0; i < s.n_metric; i++) {
+            kace_metric mt = s.metric[i];
+            lo[mt] = (target[mt] + (q->k - 2) * pmin[i]) * (1 - 1e-12);
+            hi[mt] = (target[mt] + (q->k - 2) * pmax[i]) * (1 + 1e-12);
+        }
+        s.cand[c].pos = (int)c;
+        s.cand[c].workload = pool[c];
+        s.cand[c].memcap = ds->workloads[pool[c]].metric[KACE_M_MEMCAP];
+        s.cand[c].upper = kace_slowdown_member_upper(m, ds->workloads[pool[c]].metric, lo, hi);
+    }
+    qsort(s.cand, n, sizeof *s.cand, by_upper_desc);
+    size_t d = (size_t)s.n_metric;
+    for (int i = 0; i < s.n_metric; i++) {
+        s.suf_min[n * d + (size_t)i] = INFINITY;
+        s.suf_max[n * d + (size_t)i] = 0;
+    }
+    s.suf_min_mem[n] = INFINITY;
+    for (size_t c = n; c-- > 0;) {
+        for (int i = 0; i < s.n_metric; i++) {
+            double v = ds->workloads[s.cand[c].workload].metric[s.metric[i]];
+            s.suf_min[c * d + (size_t)i] = fmin(s.suf_min[(c + 1) * d + (size_t)i], v);
+            s.suf_max[c * d + (size_t)i] = fmax(s.suf_max[(c + 1) * d + (size_t)i], v);
+        }
+        s.suf_min_mem[c] = fmin(s.suf_min_mem[c + 1], s.cand[c].memcap);
+    }
+    s.chosen[0] = q->target;
+    s.depth = 0;
+    int pos_stack[KACE_GROUP_MAX_K];
+    for (size_t c = 0; c < n; c++)
+        s.u[c] = s.cand[c].upper;
+    for (size_t ch = 0; ch < n_chunks; ch++)
+        for (int i = 0; i < s.n_metric; i++) {
+            double lo = INFINITY, hi = 0;
+            for (size_t c = ch * CHUNK; c < n && c < (ch + 1) * CHUNK; c++) {
+                double v = ds->workloads[s.cand[c].workload].metric[s.metric[i]];
+                lo = fmin(lo, v);
+                hi = fmax(hi, v);
+            }
+            s.chunk_min[ch * (size_t)s.n_metric + (size_t)i] = lo;
+            s.chunk_max[ch * (size_t)s.n_metric + (size_t)i] = hi;
+        }
+    descend(&s, 0, s.u, pos_stack);
+    st = s.st;
+done:
+    free(s.cand);
+    free(s.suf_min);
+    free(s.suf_max);
+    free(s.suf_min_mem);
+    free(s.u);
+    free(s.v);
+    free(s.top);
+    free(s.chunk_min);
+    free(s.chunk_max);
+    free(own);
+    return st;
+}
+
+/* xorshift64*: a small seeded generator, the same on every platform. */
+static double uniform_pm1(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    uint64_t x = *state * 0x2545F4914F6CDD1Dull;
+    return (double)(x >> 11) / (double)(1ull << 53) * 2 - 1;
+}
+
+kace_status kace_group_synthesize(kace_ctx *ctx, kace_dataset *ds, size_t n, double spread, uint64_t seed)
+{
+    if (!(spread >= 0 && spread <= 3))
+        return kace_fail(ctx, KACE_ERR_INVALID, "synthetic pool: spread must be in [0, 3]");
+    int n_metric;
+    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    size_t n_real = ds->n_workloads;
+    int *base = malloc((n_real ? n_real : 1) * sizeof *base);
+    if (!base)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    size_t n_base = 0;
+    for (size_t w = 0; w < n_real; w++)
+        if (profile_complete(ds, (int)w, metric, n_metric))
+            base[n_base++] = (int)w;
+    kace_status st = KACE_OK;
+    if (!n_base && n) {
+        st = kace_fail(ctx, KACE_ERR_INVALID, "synthetic pool: no workload with a complete profile to start from");
+        goto done;
+    }
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
+    if (!state)
+        state = 1;
+    for (size_t i = 0; i < n; i++) {
+        const kace_workload *from = &ds->workloads[base[i % n_base]];
+        char name[KACE_NAME_MAX];
+        snprintf(name, sizeof name, "synth%zu-%.100s", i, from->name);
+        int w;
+        double metric_copy[KACE_N_METRICS];
+        memcpy(metric_copy, from->metric, sizeof metric_copy); /* intern may move the array */
+        if ((st = kace_dataset_intern(ctx, ds, name, &w)))
+            goto done;
+        kace_workload *to = &ds->workloads[w];
+        memcpy(to->metric, metric_copy, sizeof to->metric);
+        for (int j = 0; j < n_metric; j++) {
+            double v = to->metric[metric[j]] * exp(uniform_pm1(&state) * spread);
+            if (kace_metric_is_percent(metric[j]) || metric[j] == KACE_M_SM_THROUGHPUT ||
+                metric[j] == KACE_M_DRAM_THROUGHPUT || metric[j] == KACE_M_MEM_THROUGHPUT)
+                v = fmin(v, 100);
+            to->metric[metric[j]] = v;
+        }
+    }
+done:
+    free(base);
+    return st;
+}

@@ -1,0 +1,35 @@
+#!/bin/bash
+# kace predict --group / --split-with and kace eval --groups --splits on the
+# reference data. Args: kace binary, shared data folder, scratch folder.
+set -euo pipefail
+KACE=$1 DATA=$2/kace-v100 DIR=$3
+rm -rf "$DIR" && mkdir -p "$DIR"
+export KACE_DB=$DIR/kace.db
+fail() { echo "FAIL: $*"; exit 1; }
+"$KACE" import "$DATA" >/dev/null
+"$KACE" train >/dev/null
+T=bert-base-cased_batch8-train
+out=$("$KACE" predict --target $T --group 3)
+echo "$out"
+bb=$(echo "$out" | awk '$1 == "sum" {print $2}')
+en=$("$KACE" predict --target $T --group 3 --enumerate | awk '$1 == "sum" {print $2}')
+[ -n "$bb" ] && [ "$bb" = "$en" ] || fail "branch and bound $bb differs from enumeration $en"
+mem=$(echo "$out" | awk '$1 == "sum" {print $3}')
+awk -v m="$mem" 'BEGIN { exit !(m <= 32) }' || fail "group memory $mem over 32 GB"
+small=$("$KACE" predict --target $T --group 4 --gpu-mem 12 | awk '$1 == "sum" {print $3}')
+awk -v m="$small" 'BEGIN { exit !(m <= 12) }' || fail "group memory $small over the 12 GB asked"
+"$KACE" predict --target $T --group 9 2>"$DIR/err" && fail "k=9 accepted"
+grep -q "2..4" "$DIR/err" || fail "no range in the k error: $(cat "$DIR/err")"
+split=$("$KACE" predict --target bert-base-cased_batch2-inf --split-with whisper-large-v2_batch8-inf --policy latency --ls-target 0.7)
+echo "$split"
+echo "$split" | grep -q "^recommended (latency" || fail "no recommendation"
+[ "$(echo "$split" | grep -c '^ \* ')" = 1 ] || fail "not exactly one split marked"
+"$KACE" predict --target $T --split-with $T --policy fastest 2>/dev/null && fail "unknown policy accepted"
+"$KACE" eval --groups --splits --out "$DIR/eval" --no-figures > "$DIR/eval.txt"
+grep -q "Best group of 3" "$DIR/eval.txt" || fail "no k=3 section"
+adv=$(awk '$1 == "max-sum" {print $2}' "$DIR/eval.txt")
+awk -v a="$adv" 'BEGIN { exit !(a >= 0.9 && a <= 1) }' || fail "max-sum advisor $adv"
+for f in groups_k2.csv groups_k3.csv groups_summary.csv splits_advisor.csv splits_latency.csv splits_cases.csv; do
+    [ -s "$DIR/eval/$f" ] || fail "missing $f"
+done
+echo ok

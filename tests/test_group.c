@@ -1,0 +1,216 @@
+/* Best k-way groups: branch and bound returns exactly what enumeration
+ * returns, on many random pools drawn from synthetic workloads made from
+ * the real profiles; memory capacity is never exceeded; bad queries fail
+ * with a message. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/group.h"
+#include "kace/store.h"
+#include "testutil.h"
+
+static kace_ctx *ctx;
+static kace_dataset *ds;   /* the real pairs + 120 synthetic workloads */
+static kace_model *model;  /* slowdown model fitted on the real pairs */
+static size_t n_real;
+
+static int setup(void **state)
+{
+    (void)state;
+    ctx = kace_ctx_new();
+    kace_store *store = NULL;
+    char db[4096];
+    snprintf(db, sizeof db, "%s/kace.db", scratch_dir("group"));
+    if (kace_store_open(ctx, db, &store))
+        return -1;
+    static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv"};
+    for (size_t i = 0; i < 2; i++) {
+        kace_import_batch *b = NULL;
+        if (kace_import_parse_file(ctx, ref_path(files[i]), NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL))
+            return -1;
+        kace_import_batch_free(&b);
+    }
+    if (kace_store_load_dataset(ctx, store, "pairs", false, &ds))
+        return -1;
+    kace_store_close(&store);
+    if (kace_model_fit_slowdown(ctx, ds, NULL, 0, NULL, &model) == KACE_OK)
+        return -1; /* zero rows must be refused */
+    int *rows = malloc(ds->n_colocations * sizeof *rows);
+    for (size_t i = 0; i < ds->n_colocations; i++)
+        rows[i] = (int)i;
+    kace_status st = kace_model_fit_slowdown(ctx, ds, rows, ds->n_colocations, NULL, &model);
+    free(rows);
+    if (st)
+        return -1;
+    n_real = ds->n_workloads;
+    return kace_group_synthesize(ctx, ds, 120, 0.4, 7) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kace_model_free(&model);
+    kace_dataset_free(&ds);
+    kace_ctx_free(&ctx);
+    return 0;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static size_t draw(size_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (size_t)(rng % n);
+}
+
+static bool complete(int w)
+{
+    const double *m = ds->workloads[w].metric;
+    return !isnan(m[KACE_M_SM_THROUGHPUT]) && !isnan(m[KACE_M_MEMCAP]) && !isnan(m[KACE_M_SM_PCT]) &&
+           m[KACE_M_EXCLUSIVE] > 0;
+}
+
+static void assert_same(const kace_group_result *a, const kace_group_result *b)
+{
+    assert_int_equal(a->found, b->found);
+    if (!a->found)
+        return;
+    if (a->predicted != b->predicted)
+        fail_msg("branch and bound %.17g vs enumeration %.17g", a->predicted, b->predicted);
+    for (int i = 0; i < a->k; i++)
+        assert_int_equal(a->workload[i], b->workload[i]);
+}
+
+static void test_equals_enumeration_on_random_pools(void **state)
+{
+    (void)state;
+    int complete_ids[512];
+    size_t n_complete = 0;
+    for (size_t w = 0; w < ds->n_workloads; w++)
+        if (complete((int)w))
+            complete_ids[n_complete++] = (int)w;
+    assert_true(n_complete > 100);
+    uint64_t scored_bb = 0, scored_enum = 0;
+    int cases = 0, capped = 0;
+    for (int trial = 0; trial < 150; trial++) {
+        int pool[60];
+        size_t n_pool = 8 + draw(40);
+        int target = complete_ids[draw(n_complete)];
+        for (size_t i = 0; i < n_pool; i++)
+            pool[i] = complete_ids[draw(n_complete)]; /* repeats allowed: two jobs of one kind */
+        kace_group_query q = {.target = target, .k = 2 + (int)draw(3), .pool = pool, .n_pool = n_pool};
+        /* Tight memory on some trials so the capacity prunes. */
+        q.gpu_memory_gb = trial % 3 == 0 ? 12 + (double)draw(12) : 0;
+        kace_group_result bb, en;
+        assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
+        assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+        assert_same(&bb, &en);
+        double cap = q.gpu_memory_gb > 0 ? q.gpu_memory_gb : KACE_GPU_MEMORY_V100_GB;
+        if (bb.found) {
+            double mem = 0;
+            for (int i = 0; i < bb.k; i++)
+                mem += ds->workloads[bb.workload[i]].metric[KACE_M_MEMCAP];
+            assert_true(mem <= cap);
+            assert_true(fabs(mem - bb.memcap_gb) < 1e-9);
+            assert_int_equal(bb.workload[0], target);
+        }
+        capped += q.gpu_memory_gb > 0;
+        scored_bb += bb.groups_scored;
+        scored_enum += en.groups_scored;
+        cases++;
+    }
+    printf("%d random pools (%d with a tight memory cap): groups scored %llu by branch and bound, %llu by "
+           "enumeration\n",
+           cases, capped, (unsigned long long)scored_bb, (unsigned long long)scored_enum);
+    assert_true(scored_bb < scored_enum); /* the bounds do cut */
+}
+
+/* The memory cap holds even when the best unconstrained group does not fit:
+ * the search returns the best group that does, never one over the cap. */
+static void test_memory_cap_is_never_exceeded(void **state)
+{
+    (void)state;
+    int target = -1;
+    for (size_t w = 0; w < n_real; w++)
+        if (complete((int)w) && strstr(ds->workloads[w].name, "vit_h_14_batch16")) /* 21 GB alone */
+            target = (int)w;
+    assert_true(target >= 0);
+    for (int k = 2; k <= 4; k++)
+        for (double cap = 22; cap <= 40; cap += 3) {
+            kace_group_query q = {.target = target, .k = k, .gpu_memory_gb = cap};
+            kace_group_result bb, en;
+            assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
+            assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+            assert_same(&bb, &en);
+            if (bb.found)
+                assert_true(bb.memcap_gb <= cap);
+        }
+    /* Below the target's own memory nothing can be proposed. */
+    kace_group_query q = {.target = target, .k = 2, .gpu_memory_gb = 10};
+    kace_group_result r;
+    assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &r));
+    assert_false(r.found);
+}
+
+static bool only_even(void *user, const int *group, int k)
+{
+    int *calls = user;
+    (*calls)++;
+    for (int i = 1; i < k; i++)
+        if (group[i] % 2)
+            return false;
+    return true;
+}
+
+static void test_filter_restricts_the_choice(void **state)
+{
+    (void)state;
+    int target = 0, calls = 0;
+    while (!complete(target))
+        target++;
+    kace_group_query q = {.target = target, .k = 3, .filter = only_even, .filter_user = &calls};
+    kace_group_result bb, en;
+    assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
+    assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+    assert_same(&bb, &en);
+    assert_true(bb.found);
+    assert_true(calls > 0);
+    for (int i = 1; i < 3; i++)
+        assert_int_equal(bb.workload[i] % 2, 0);
+}
+
+static void test_bad_queries(void **state)
+{
+    (void)state;
+    kace_group_result r;
+    int t = 0;
+    while (!complete(t))
+        t++;
+    kace_group_query q = {.target = t, .k = 5};
+    assert_int_equal(kace_group_best(ctx, ds, model, &q, &r), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "2..4"));
+    q.k = 3;
+    q.target = (int)ds->n_workloads;
+    assert_int_equal(kace_group_best(ctx, ds, model, &q, &r), KACE_ERR_NOT_FOUND);
+    q.target = t;
+    q.gpu_memory_gb = -1;
+    assert_int_equal(kace_group_enumerate(ctx, ds, model, &q, &r), KACE_ERR_INVALID);
+    int bad_pool[1] = {-3};
+    kace_group_query p = {.target = t, .k = 2, .pool = bad_pool, .n_pool = 1};
+    assert_int_equal(kace_group_best(ctx, ds, model, &p, &r), KACE_ERR_NOT_FOUND);
+    assert_int_equal(kace_group_synthesize(ctx, ds, 1, -1, 0), KACE_ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_equals_enumeration_on_random_pools),
+        cmocka_unit_test(test_memory_cap_is_never_exceeded),
+        cmocka_unit_test(test_filter_restricts_the_choice),
+        cmocka_unit_test(test_bad_queries),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

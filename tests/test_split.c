@@ -1,0 +1,159 @@
+/* MPS split advisor on the reference campaigns (partitions_*): leave-one-
+ * pair-out quality against the measured grids, no advised pair in its own
+ * training, predictions and errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/split.h"
+#include "kace/store.h"
+#include "testutil.h"
+
+static kace_ctx *ctx;
+static kace_dataset *ds;
+static kace_split_grid *grids;
+static size_t n_grids;
+
+static const char *const campaigns[] = {"partitions_0505_train-inf", "partitions_0520_inf-inf",
+                                        "partitions_0520_train-train", "partitions_0617_train-inf"};
+
+static int setup(void **state)
+{
+    (void)state;
+    ctx = kace_ctx_new();
+    kace_store *store = NULL;
+    char db[4096], rel[256];
+    snprintf(db, sizeof db, "%s/kace.db", scratch_dir("split"));
+    if (kace_store_open(ctx, db, &store))
+        return -1;
+    static const char *const files[] = {"profiles/system.csv", "profiles/exclusive_by_mps_pct.csv",
+                                        "colocations/pairs.csv"};
+    for (size_t i = 0; i < 3 + 4; i++) {
+        if (i < 3)
+            snprintf(rel, sizeof rel, "%s", files[i]);
+        else
+            snprintf(rel, sizeof rel, "colocations/raw/%s.csv", campaigns[i - 3]);
+        kace_import_batch *b = NULL;
+        if (kace_import_parse_file(ctx, ref_path(rel), NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL)) {
+            fprintf(stderr, "%s\n", kace_errmsg(ctx));
+            return -1;
+        }
+        kace_import_batch_free(&b);
+    }
+    if (kace_store_load_dataset(ctx, store, "pairs", false, &ds))
+        return -1;
+    for (int c = 0; c < 4; c++) {
+        kace_dataset *camp = NULL;
+        if (kace_store_load_dataset(ctx, store, campaigns[c], true, &camp) ||
+            kace_split_grids_collect(ctx, camp, ds, c, &grids, &n_grids))
+            return -1;
+        kace_dataset_free(&camp);
+    }
+    kace_store_close(&store);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    free(grids);
+    kace_dataset_free(&ds);
+    kace_ctx_free(&ctx);
+    return 0;
+}
+
+static void test_leave_one_pair_out_quality(void **state)
+{
+    (void)state;
+    kace_split_eval *e = NULL;
+    assert_kace_ok(ctx, kace_split_evaluate(ctx, ds, grids, n_grids, &e));
+    printf("%zu grids, %zu cases, %zu pairs (one fit each)\n", n_grids, e->n, e->n_pairs);
+    printf("max-sum: advisor %.4f, fixed 50/50 %.4f, 100/100 %.4f of Oracle\n", e->advisor[0], e->fixed50[0],
+           e->fixed100[0]);
+    printf("max-min: advisor %.4f, fixed 50/50 %.4f, 100/100 %.4f of Oracle\n", e->advisor[1], e->fixed50[1],
+           e->fixed100[1]);
+    for (int t = 0; t < KACE_SPLIT_N_LS_TARGETS; t++)
+        printf("LS >= %.0f%%: met %.4f of %zu (50/50 %.4f, 100/100 %.4f), best effort %.4f of Oracle\n",
+               100 * kace_split_ls_targets[t], e->ls_met_rate[t], e->ls_cases[t], e->ls_met50_rate[t],
+               e->ls_met100_rate[t], e->ls_be[t]);
+    assert_true(e->n > 200);
+    for (size_t i = 0; i < e->n; i++) {
+        /* The advised pair never trains its own model. */
+        assert_int_equal(e->cases[i].n_train_same_pair, 0);
+        const kace_split_grid *g = &grids[e->cases[i].grid];
+        size_t *rows = malloc(n_grids * sizeof *rows);
+        size_t n = kace_split_training_rows(grids, n_grids, g->workload[0], g->workload[1], rows);
+        assert_int_equal(n, e->cases[i].n_train);
+        for (size_t r = 0; r < n; r++) {
+            const int *w = grids[rows[r]].workload;
+            assert_false((w[0] == g->workload[0] && w[1] == g->workload[1]) ||
+                         (w[0] == g->workload[1] && w[1] == g->workload[0]));
+        }
+        free(rows);
+        assert_true(e->cases[i].advisor[0] <= 1 + 1e-12 && e->cases[i].advisor[1] <= 1 + 1e-12);
+    }
+    /* Reached on the reference data, with a margin: the advisor beats both
+     * fixed splits under each policy. */
+    assert_true(e->advisor[0] > e->fixed50[0] && e->advisor[0] > e->fixed100[0]);
+    assert_true(e->advisor[1] > e->fixed50[1] && e->advisor[1] > e->fixed100[1]);
+    /* The issue's targets are 0.95 of Oracle and 95% met; measured 0.950,
+     * 0.953 and >= 0.958 (README). Guard those levels with a 0.01 margin. */
+    assert_true(e->advisor[0] >= 0.94);
+    assert_true(e->advisor[1] >= 0.94);
+    for (int t = 0; t < KACE_SPLIT_N_LS_TARGETS; t++) {
+        assert_true(e->ls_cases[t] > 100);
+        assert_true(e->ls_met_rate[t] >= 0.94);
+    }
+    kace_split_eval_free(&e);
+}
+
+static void test_predict_and_errors(void **state)
+{
+    (void)state;
+    size_t *rows = malloc(n_grids * sizeof *rows);
+    for (size_t i = 0; i < n_grids; i++)
+        rows[i] = i;
+    kace_split_model *m = NULL;
+    assert_int_equal(kace_split_fit(ctx, ds, grids, rows, 3, 0, &m), KACE_ERR_MODEL); /* too few cells */
+    assert_null(m);
+    assert_int_equal(kace_split_fit(ctx, ds, grids, rows, n_grids, -1, &m), KACE_ERR_INVALID);
+    assert_kace_ok(ctx, kace_split_fit(ctx, ds, grids, rows, n_grids, 0, &m));
+    assert_true(kace_split_model_overshoot(m) >= 1);
+    const kace_split_grid *g = NULL;
+    for (size_t i = 0; i < n_grids && !g; i++)
+        if (kace_split_workload_ok(ds, grids[i].workload[0]) && kace_split_workload_ok(ds, grids[i].workload[1]))
+            g = &grids[i];
+    assert_non_null(g);
+    /* More threads for a member never lowers its predicted exclusive share
+     * in a partition, and the prediction is in samples/s near the measured. */
+    double lo[2], hi[2];
+    int p_lo[2] = {20, 80}, p_hi[2] = {80, 20};
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, p_lo, lo));
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, p_hi, hi));
+    assert_true(hi[0] > lo[0] && hi[1] < lo[1]);
+    int bad[2] = {0, 100};
+    assert_int_equal(kace_split_predict(ctx, m, ds, g->workload, 2, bad, lo), KACE_ERR_INVALID);
+    int pcts[4] = {50, 50, 100, 100};
+    size_t choice;
+    kace_split_goal goal = {.policy = KACE_SPLIT_LATENCY, .ls_member = 2, .ls_target = 0.5};
+    assert_int_equal(kace_split_advise(ctx, m, ds, g->workload, 2, &goal, pcts, 2, &choice, NULL), KACE_ERR_INVALID);
+    goal.ls_member = 0;
+    goal.ls_target = 1.5;
+    assert_int_equal(kace_split_advise(ctx, m, ds, g->workload, 2, &goal, pcts, 2, &choice, NULL), KACE_ERR_INVALID);
+    goal.ls_target = 0.5;
+    assert_kace_ok(ctx, kace_split_advise(ctx, m, ds, g->workload, 2, &goal, pcts, 2, &choice, NULL));
+    assert_true(choice < 2);
+    kace_split_model_free(&m);
+    assert_null(m);
+    free(rows);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_leave_one_pair_out_quality),
+        cmocka_unit_test(test_predict_and_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
