@@ -590,17 +590,16 @@ static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSO
 
 /* ---- MPS split --------------------------------------------------------------
  *
- * No split model is in the library yet, so the split is estimated from what
- * is measured: each member i at active-thread percentage p keeps
- *     exclusive_mps<p>(i) * f(i)
- * where exclusive_mps<p> is its throughput alone at p% (the
- * exclusive_by_mps_pct profile) and f(i) the fraction of its exclusive
- * throughput the slowdown model predicts it keeps next to the same partners
- * sharing the whole GPU (the interference that a split does not remove:
- * memory bandwidth, caches). Splits are the percentages 10..90 in steps of
- * 10 that add up to 100, plus "no split" (every member at 100%), predicted
- * by the slowdown model alone. tests/test_serve.c measures how this choice
- * does on the published partition campaigns. */
+ * No split model is in the library yet; the advice rests on what the
+ * published partition campaigns show: with the GPU split between clients
+ * (percentages adding up to 100), each one keeps 96-99% (median, per share)
+ * of what it achieves alone at its share, against 86% when both run at 100%.
+ * So under a split p, member i is predicted to keep
+ *     exclusive(i) * exclusive_mps<p>(i) / exclusive_mps100(i)
+ * (its exclusive_by_mps_pct curve, scaled to its exclusive throughput), and
+ * "no split" (everyone at 100%) is predicted by the model. Candidates are the
+ * percentages 10..90 in steps of 10 that add up to 100, plus "no split".
+ * tests/test_serve.c scores the advice on the partition campaigns. */
 
 typedef struct split_candidate {
     int pct[KACE_MAX_K];
@@ -634,8 +633,7 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
     double min_fraction[KACE_MAX_K] = {0};
     bool by_sum = false;
     kace_status st;
-    if ((st = need_members(ctx, a, "/v1/mps-split")) || (st = check_fields(ctx, req, "request body", known)) ||
-        (st = require(ctx, req, "workloads", &list)) ||
+    if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "workloads", &list)) ||
         (st = kace_serve_workload_list(ctx, a, list, "workloads", KACE_MAX_K, group, &k)))
         return st;
     if (k < 2)
@@ -657,11 +655,17 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
             min_fraction[i] = it->valuedouble;
         }
     }
-    double sum, conf, member[KACE_MAX_K], f[KACE_MAX_K];
-    if ((st = predict_group(ctx, a, group, k, &sum, &conf, member)))
-        return st;
+    /* "no split" needs the model; without a full profile it is left out */
+    double sum, conf = NAN, member[KACE_MAX_K];
+    bool no_split = kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN;
+    if (no_split && predict_group(ctx, a, group, k, &sum, &conf, member) != KACE_OK) {
+        no_split = false;
+        conf = NAN;
+    }
     for (int i = 0; i < k; i++)
-        f[i] = member[i] / exclusive_of(a, group[i]);
+        if (!(exclusive_of(a, group[i]) > 0))
+            return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
+                             a->ds->workloads[group[i]].name);
 
     enum { MAX_SPLITS = 128 }; /* compositions of 10 into k >= 2 parts: at most 126 */
     split_candidate *cand = calloc(MAX_SPLITS + 1, sizeof *cand);
@@ -669,9 +673,11 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     int n = 0, pct[KACE_MAX_K];
     enumerate_splits(k, 0, 100, pct, cand, &n, MAX_SPLITS);
-    for (int i = 0; i < k; i++)
-        cand[n].pct[i] = 100; /* no split */
-    n++;
+    if (no_split) {
+        for (int i = 0; i < k; i++)
+            cand[n].pct[i] = 100;
+        n++;
+    }
     int best = -1, kept = 0;
     cJSON *arr = cJSON_CreateArray();
     for (int c = 0; arr && c < n; c++) {
@@ -680,9 +686,10 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
         s->feasible = true;
         for (int i = 0; i < k; i++) {
             const kace_workload *w = &a->ds->workloads[group[i]];
-            double alone = s->pct[i] == 100 ? w->metric[KACE_M_EXCLUSIVE]
-                                            : w->metric[KACE_M_EXCLUSIVE_MPS10 + s->pct[i] / 10 - 1];
-            s->predicted[i] = s->pct[i] == 100 && c == n - 1 ? member[i] : alone * f[i];
+            double at_share = w->metric[KACE_M_EXCLUSIVE_MPS10 + s->pct[i] / 10 - 1];
+            s->predicted[i] = no_split && c == n - 1
+                                  ? member[i]
+                                  : w->metric[KACE_M_EXCLUSIVE] * at_share / w->metric[KACE_M_EXCLUSIVE_MPS100];
             complete &= isfinite(s->predicted[i]);
             s->sum += s->predicted[i];
             s->normalized += s->predicted[i] / exclusive_of(a, group[i]);
@@ -709,7 +716,7 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
         cJSON_AddItemToObject(out, "predicted", cJSON_CreateDoubleArray(cand[best].predicted, k));
         kace_serve_add_number(out, "predicted_sum", cand[best].sum);
         kace_serve_add_number(out, "normalized", cand[best].normalized);
-        *decision = kace_advisor_policy(a);
+        *decision = no_split && best == n - 1 ? kace_advisor_policy(a) : "mps-profile";
     } else {
         cJSON_AddNullToObject(out, "split");
         cJSON_AddStringToObject(out, "reason", kept ? "no split keeps every member's min_fraction"

@@ -21,7 +21,7 @@ static const double buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 
 #define N_BUCKETS (sizeof buckets / sizeof *buckets)
 
 /* Decision policies: a fixed set keeps the number of series bounded. */
-static const char *const policies[] = {"kace", "KACE", "Xu", "confidence-fallback", "none"};
+static const char *const policies[] = {"kace", "KACE", "Xu", "mps-profile", "confidence-fallback", "none"};
 #define N_POLICIES (sizeof policies / sizeof *policies)
 #define POLICY_OTHER N_POLICIES
 

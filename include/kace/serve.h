@@ -91,8 +91,9 @@ typedef struct kace_observation {
 typedef struct kace_reply {
     int http_status;       /* 200, or the 4xx/5xx the error maps to */
     char *body;            /* JSON text, malloc'ed, owned by the caller */
-    const char *decision;  /* policy that made a decision ("kace", "exclusive-fallback",
-                              "none"), NULL when the route decides nothing */
+    const char *decision;  /* policy that made a decision ("kace" or the model's policy,
+                              "mps-profile", "confidence-fallback", "none"), NULL when
+                              the route decides nothing */
     bool has_observation;  /* KACE_ROUTE_OBSERVE: observation is filled */
     kace_observation observation;
 } kace_reply;
