@@ -229,7 +229,7 @@ done
 KACE_PID=""
 [ "$status" = 0 ] || fail "kace serve did not exit 0 after SIGTERM (status '${status:-still running}')"
 grep -q 'stopped' "$SCRATCH/serve.log" || fail "no 'stopped' in the log"
-grep -qi 'ERROR: AddressSanitizer\|runtime error' "$SCRATCH/serve.log" && fail "sanitizer report: $(grep -i -m3 'error' "$SCRATCH/serve.log")"
+grep -qi 'ERROR: [a-z]*Sanitizer\|runtime error' "$SCRATCH/serve.log" && fail "sanitizer report: $(grep -i -m3 'error' "$SCRATCH/serve.log")"
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures failure(s); log: $SCRATCH/serve.log" >&2
