@@ -22,6 +22,7 @@ done
 work=$(mktemp -d)
 kace_pid="" peer_pid=""
 cleanup() {
+    set +e # a killed child's status must not end the cleanup early
     for pid in $peer_pid $kace_pid; do
         kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
     done
