@@ -35,6 +35,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Imports every reference file under dir (profiles first, splits last);
  * all files are parsed before anything is stored. */

@@ -23,6 +23,7 @@ static const command commands[] = {
     {"eval", cmd_eval, "the KACE paper's evaluation (paper and clean mode), tables, CSV, figures"},
     {"simulate", cmd_simulate, "replay a production GPU trace under every placement policy, table and figures"},
     {"schedule", cmd_schedule, "the online colocation scheduler: jobs in on stdin, placements out"},
+    {"serve", cmd_serve, "HTTP colocation advisor: JSON endpoints, Kubernetes extender, Prometheus metrics"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,115 @@
+/* libFuzzer harness for the request parsers of `kace serve` (lib/serve.c,
+ * lib/serve_k8s.c): kace_advisor_handle on every JSON route.
+ *
+ * Input: the first byte picks the route (modulo the JSON routes), the rest
+ * is the request body. The advisor is built once from made-up workloads and
+ * a slowdown model fitted on made-up colocations (ridge only, fast).
+ *
+ * Checks, beyond the sanitizers:
+ *  - there is always a reply body, and it is valid JSON;
+ *  - 200 exactly when the handler returns KACE_OK; otherwise a 4xx/5xx
+ *    matching the status, a body {"error": {"status": <same>, "message"}},
+ *    no decision and no observation;
+ *  - malformed JSON is reported at "request body:<line>:<col>";
+ *  - k8s prioritize answers a list whose scores are integers 0..10. */
+#include <math.h>
+
+#include <cjson/cJSON.h>
+
+#include "fuzz_common.h"
+#include "kace/serve.h"
+
+static kace_advisor *advisor;
+
+static const kace_route json_routes[] = {KACE_ROUTE_PREDICT,    KACE_ROUTE_PARTNERS,   KACE_ROUTE_PLACE,
+                                         KACE_ROUTE_MPS_SPLIT,  KACE_ROUTE_OBSERVE,    KACE_ROUTE_K8S_FILTER,
+                                         KACE_ROUTE_K8S_PRIORITIZE, KACE_ROUTE_WORKLOADS, KACE_ROUTE_HEALTH};
+#define N_ROUTES (sizeof json_routes / sizeof *json_routes)
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_dataset *ds = NULL;
+    kace_model *m = NULL;
+    FUZZ_CHECK(ctx && kace_dataset_new(ctx, &ds) == KACE_OK, "dataset");
+    static const char *const names[] = {"a_batch1-inf", "b_batch2-train", "c_batch4-inf", "d_batch8-train"};
+    for (int w = 0; w < 4; w++) {
+        int idx;
+        FUZZ_CHECK(kace_dataset_intern(ctx, ds, names[w], &idx) == KACE_OK, "intern");
+        for (int k = 0; k < KACE_N_METRICS; k++)
+            ds->workloads[idx].metric[k] = 5.0 + 11.0 * w + 3.0 * k;
+        for (int p = 0; p < 10; p++) /* throughput alone grows with the share */
+            ds->workloads[idx].metric[KACE_M_EXCLUSIVE_MPS10 + p] = (10.0 + w) * (p + 1) / 10.0;
+        ds->workloads[idx].metric[KACE_M_EXCLUSIVE] = 10.0 + w;
+    }
+    int pairs[][2] = {{0, 1}, {0, 2}, {1, 2}, {0, 3}, {1, 3}, {2, 3}, {0, 0}, {3, 3}};
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        kace_colocation c = {.k = 2, .workload = {pairs[i][0], pairs[i][1]}, .mps_pct = {100, 100}};
+        c.throughput[0] = (10.0 + pairs[i][0]) * (0.5 + 0.05 * (double)i);
+        c.throughput[1] = (10.0 + pairs[i][1]) * (0.8 - 0.04 * (double)i);
+        FUZZ_CHECK(kace_dataset_add_colocation(ctx, ds, &c) == KACE_OK, "colocation");
+    }
+    kace_fit_spec spec = {.kind = KACE_MODEL_SLOWDOWN};
+    kace_slowdown_params_default(&spec.slowdown);
+    spec.slowdown.n_rounds = 0; /* ridge only: quick, and no xgboost in every run */
+    spec.slowdown.tree_weight = 0;
+    spec.slowdown.ridge_alpha = 1;
+    FUZZ_CHECK(kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m) == KACE_OK, "fit: %s", kace_errmsg(ctx));
+    FUZZ_CHECK(kace_advisor_new(ctx, &ds, &m, NULL, &advisor) == KACE_OK, "advisor: %s", kace_errmsg(ctx));
+    kace_ctx_free(&ctx);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    kace_route route = json_routes[data[0] % N_ROUTES];
+    kace_ctx *ctx = kace_ctx_new();
+    char *body = fuzz_copy(data + 1, size - 1);
+    if (!ctx || !body) {
+        kace_ctx_free(&ctx);
+        free(body);
+        return 0;
+    }
+    kace_reply reply;
+    kace_status st = kace_advisor_handle(ctx, advisor, route, body, size - 1, &reply);
+    FUZZ_CHECK(reply.body != NULL, "no reply body (status %d)", (int)st);
+    cJSON *j = cJSON_Parse(reply.body);
+    FUZZ_CHECK(j != NULL, "the reply is not JSON: %.200s", reply.body);
+    if (st == KACE_OK) {
+        FUZZ_CHECK(reply.http_status == 200, "KACE_OK with HTTP %d", reply.http_status);
+        if (route == KACE_ROUTE_K8S_PRIORITIZE) {
+            FUZZ_CHECK(cJSON_IsArray(j), "prioritize must answer a list");
+            for (const cJSON *h = j->child; h; h = h->next) {
+                const cJSON *score = cJSON_GetObjectItemCaseSensitive(h, "score");
+                FUZZ_CHECK(cJSON_IsNumber(score) && score->valuedouble >= 0 && score->valuedouble <= 10 &&
+                               score->valuedouble == floor(score->valuedouble),
+                           "score out of 0..10");
+            }
+        }
+    } else {
+        FUZZ_CHECK(reply.http_status >= 400 && reply.http_status < 600, "failure with HTTP %d", reply.http_status);
+        FUZZ_CHECK(reply.http_status == kace_serve_http_status(st), "HTTP %d for status %d", reply.http_status,
+                   (int)st);
+        FUZZ_CHECK(!reply.decision && !reply.has_observation, "a failed request decided something");
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+        const cJSON *es = cJSON_GetObjectItemCaseSensitive(e, "status");
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(e, "message");
+        FUZZ_CHECK(cJSON_IsNumber(es) && es->valueint == reply.http_status, "error.status");
+        FUZZ_CHECK(cJSON_IsString(msg) && msg->valuestring[0], "error.message");
+        if (st == KACE_ERR_PARSE) {
+            const char *p = strncmp(msg->valuestring, "request body:", 13) == 0 ? msg->valuestring + 13 : NULL;
+            p = p ? fuzz_skip_number(p) : NULL;
+            p = p ? fuzz_skip_number(p) : NULL;
+            FUZZ_CHECK(p && *p == ' ', "parse error without 'request body:line:col: ': %s", msg->valuestring);
+        }
+    }
+    cJSON_Delete(j);
+    kace_reply_clear(&reply);
+    free(body);
+    kace_ctx_free(&ctx);
+    return 0;
+}

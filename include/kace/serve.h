@@ -1,0 +1,167 @@
+/* The colocation advisor behind `kace serve`: JSON requests in, JSON replies
+ * out, with no sockets, so that every endpoint can be unit-tested and fuzzed.
+ *
+ * An advisor holds a dataset (workload profiles and measured colocations)
+ * and a model; it is immutable once built, so many threads may answer
+ * requests with one advisor at the same time (each with its own kace_ctx).
+ * The HTTP front end (cli/cmd_serve.c) swaps advisors to reload a model.
+ *
+ * Request and reply shapes are documented in docs/openapi.yaml. Keys are
+ * matched case-insensitively everywhere (the Kubernetes extender protocol
+ * is decoded that way by the scheduler, so kace does the same for its own
+ * endpoints).
+ *
+ * Metrics (kace_serve_metrics) are a thread-safe registry rendered in the
+ * Prometheus text format; GPU sources (kace_serve_gpu_source) are function
+ * tables, NVML being the real one (opened with dlopen).
+ */
+#ifndef KACE_SERVE_H
+#define KACE_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kace/dataset.h"
+#include "kace/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The JSON endpoints, in the order metrics list them. */
+typedef enum kace_route {
+    KACE_ROUTE_PREDICT = 0,    /* POST /v1/predict */
+    KACE_ROUTE_PARTNERS,       /* POST /v1/partners */
+    KACE_ROUTE_PLACE,          /* POST /v1/place */
+    KACE_ROUTE_MPS_SPLIT,      /* POST /v1/mps-split */
+    KACE_ROUTE_OBSERVE,        /* POST /v1/observations */
+    KACE_ROUTE_WORKLOADS,      /* GET  /v1/workloads */
+    KACE_ROUTE_K8S_FILTER,     /* POST /k8s/filter */
+    KACE_ROUTE_K8S_PRIORITIZE, /* POST /k8s/prioritize */
+    KACE_ROUTE_HEALTH,         /* GET  /healthz */
+    KACE_ROUTE_METRICS,        /* GET  /metrics */
+    KACE_ROUTE_OTHER,          /* anything else (404 / 405) */
+    KACE_N_ROUTES
+} kace_route;
+
+/* The endpoint's label in metrics ("predict", "k8s_filter", ...). */
+const char *kace_route_name(kace_route route);
+/* Route of a method and path; KACE_ROUTE_OTHER when none. *method_ok is
+ * false when the path is known but the method is not the route's. */
+kace_route kace_route_find(const char *method, const char *path, bool *method_ok);
+
+typedef struct kace_advisor_options {
+    double min_confidence; /* /v1/place: below this a shared GPU is not trusted
+                              and an empty one is preferred (0 = always trust) */
+    int max_colocation;    /* most workloads on one GPU (2..KACE_MAX_K) */
+    double min_fraction;   /* k8s filter: a node passes only when the pod keeps
+                              at least this fraction of its exclusive throughput */
+} kace_advisor_options;
+
+/* min_confidence 0, max_colocation 3, min_fraction 0. */
+void kace_advisor_options_default(kace_advisor_options *opt);
+
+typedef struct kace_advisor kace_advisor;
+
+/* Builds an advisor. It takes ownership of *ds and *m (both set to NULL),
+ * also on failure. opt NULL = defaults. */
+kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, const kace_advisor_options *opt,
+                             kace_advisor **out);
+void kace_advisor_free(kace_advisor **a);
+const kace_dataset *kace_advisor_dataset(const kace_advisor *a);
+const kace_model *kace_advisor_model(const kace_advisor *a);
+/* The policy label of the advisor's model decisions: "kace" for the
+ * slowdown model, "KACE" for the paper's linear model, "Xu" for a forest. */
+const char *kace_advisor_policy(const kace_advisor *a);
+
+/* A colocation reported by whoever runs it (POST /v1/observations), with
+ * kace's prediction for it: metrics show predicted against observed. */
+typedef struct kace_observation {
+    char gpu[64];
+    int k;
+    int workload[KACE_MAX_K];
+    double observed[KACE_MAX_K];  /* samples/s */
+    double predicted[KACE_MAX_K]; /* NaN when the model gives no per-member value */
+    double observed_sum, predicted_sum;
+    char label[KACE_MAX_K * KACE_NAME_MAX]; /* "a+b", members in request order */
+} kace_observation;
+
+/* The answer to one request. */
+typedef struct kace_reply {
+    int http_status;       /* 200, or the 4xx/5xx the error maps to */
+    char *body;            /* JSON text, malloc'ed, owned by the caller */
+    const char *decision;  /* policy that made a decision ("kace" or the model's policy,
+                              "mps-profile", "confidence-fallback", "none"), NULL when
+                              the route decides nothing */
+    bool has_observation;  /* KACE_ROUTE_OBSERVE: observation is filled */
+    kace_observation observation;
+} kace_reply;
+
+/* Requests larger than this are refused (413) by the front end; the
+ * handlers refuse them too. */
+#define KACE_SERVE_MAX_BODY_DEFAULT (1u << 20)
+
+/* Answers a request to a JSON route (not /metrics). On failure it still fills
+ * reply with an error body ({"error": {"status", "code", "message"}}) and
+ * the matching status (400 malformed or wrong types, 422 unknown workloads
+ * or what the model cannot do, 500 otherwise) and returns the status, with
+ * the message in ctx. reply->body is NULL only when out of memory. */
+kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route route, const char *body, size_t len,
+                                kace_reply *reply);
+void kace_reply_clear(kace_reply *reply);
+
+/* An error body for the front end's own refusals (404, 405, 413, 503).
+ * Returns NULL when out of memory; the caller frees it. */
+char *kace_serve_error_json(int http_status, const char *message);
+/* The HTTP status a library status maps to. */
+int kace_serve_http_status(kace_status st);
+
+/* ---- metrics --------------------------------------------------------- */
+
+typedef struct kace_serve_metrics kace_serve_metrics;
+
+kace_status kace_serve_metrics_new(kace_ctx *ctx, kace_serve_metrics **out);
+void kace_serve_metrics_free(kace_serve_metrics **m);
+/* One answered request (thread-safe, lock-free). */
+void kace_serve_metrics_request(kace_serve_metrics *m, kace_route route, int http_status, double seconds);
+/* One decision by policy (thread-safe). Policies beyond a small fixed
+ * number of distinct labels are counted as "other". */
+void kace_serve_metrics_decision(kace_serve_metrics *m, kace_route route, const char *policy);
+/* Keeps the latest observation of each colocation (by GPU and members); at
+ * most 256 colocations are kept, the oldest replaced first. */
+void kace_serve_metrics_observe(kace_serve_metrics *m, const kace_observation *obs);
+/* One model (re)load, successful or not, at unix time `when`. */
+void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when, double model_mtime);
+
+/* One GPU as a GPU source saw it. A value that could not be read is NAN. */
+typedef struct kace_serve_gpu_sample {
+    char id[96];            /* UUID or index */
+    char name[96];          /* product name */
+    double utilization;     /* 0..1, share of time a kernel ran */
+    double memory_utilization; /* 0..1, share of time memory was read or written */
+} kace_serve_gpu_sample;
+
+/* A source of GPU observations. open fails with KACE_ERR_UNSUPPORTED where
+ * the library or GPU is absent; sample fills up to max entries. */
+typedef struct kace_serve_gpu_source {
+    const char *name;
+    kace_status (*open)(kace_ctx *ctx, void **state);
+    kace_status (*sample)(kace_ctx *ctx, void *state, kace_serve_gpu_sample *out, size_t max, size_t *n);
+    void (*close)(void **state);
+} kace_serve_gpu_source;
+
+/* NVML, loaded with dlopen("libnvidia-ml.so.1") at open. */
+extern const kace_serve_gpu_source kace_serve_gpu_nvml;
+
+/* Renders every metric in the Prometheus text format (version 0.0.4).
+ * gpus may be NULL (no GPU source: the GPU series are left out). now is the
+ * current unix time (model age). *text is malloc'ed, owned by the caller. */
+kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, const kace_serve_gpu_sample *gpus,
+                                      size_t n_gpus, double now, char **text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,862 @@
+/* The colocation advisor: the JSON endpoints of `kace serve` as pure
+ * functions (request text in, reply text out). Shapes: docs/openapi.yaml. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kace/policy.h"
+#include "serve_internal.h"
+
+#define MAX_LIST 1024 /* most names in one list ("among", "gpus") */
+
+static const struct {
+    const char *method, *path, *name;
+} routes[KACE_N_ROUTES] = {
+    [KACE_ROUTE_PREDICT] = {"POST", "/v1/predict", "predict"},
+    [KACE_ROUTE_PARTNERS] = {"POST", "/v1/partners", "partners"},
+    [KACE_ROUTE_PLACE] = {"POST", "/v1/place", "place"},
+    [KACE_ROUTE_MPS_SPLIT] = {"POST", "/v1/mps-split", "mps_split"},
+    [KACE_ROUTE_OBSERVE] = {"POST", "/v1/observations", "observations"},
+    [KACE_ROUTE_WORKLOADS] = {"GET", "/v1/workloads", "workloads"},
+    [KACE_ROUTE_K8S_FILTER] = {"POST", "/k8s/filter", "k8s_filter"},
+    [KACE_ROUTE_K8S_PRIORITIZE] = {"POST", "/k8s/prioritize", "k8s_prioritize"},
+    [KACE_ROUTE_HEALTH] = {"GET", "/healthz", "healthz"},
+    [KACE_ROUTE_METRICS] = {"GET", "/metrics", "metrics"},
+    [KACE_ROUTE_OTHER] = {"", "", "other"},
+};
+
+const char *kace_route_name(kace_route route)
+{
+    return route >= 0 && route < KACE_N_ROUTES ? routes[route].name : "other";
+}
+
+kace_route kace_route_find(const char *method, const char *path, bool *method_ok)
+{
+    *method_ok = true;
+    for (int r = 0; r < KACE_ROUTE_OTHER; r++)
+        if (strcmp(path, routes[r].path) == 0) {
+            *method_ok = strcmp(method, routes[r].method) == 0 ||
+                         (strcmp(method, "HEAD") == 0 && strcmp(routes[r].method, "GET") == 0);
+            return (kace_route)r;
+        }
+    return KACE_ROUTE_OTHER;
+}
+
+void kace_advisor_options_default(kace_advisor_options *opt)
+{
+    opt->min_confidence = 0;
+    opt->max_colocation = 3;
+    opt->min_fraction = 0;
+}
+
+kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, const kace_advisor_options *opt,
+                             kace_advisor **out)
+{
+    *out = NULL;
+    kace_advisor_options o;
+    if (opt)
+        o = *opt;
+    else
+        kace_advisor_options_default(&o);
+    kace_status st = KACE_OK;
+    if (!*ds || !*m)
+        st = kace_fail(ctx, KACE_ERR_INVALID, "an advisor needs a dataset and a model");
+    else if (!(o.min_confidence >= 0 && o.min_confidence <= 1) || !(o.min_fraction >= 0 && o.min_fraction <= 1))
+        st = kace_fail(ctx, KACE_ERR_INVALID, "min_confidence and min_fraction must be in [0, 1]");
+    else if (o.max_colocation < 2 || o.max_colocation > KACE_MAX_K)
+        st = kace_fail(ctx, KACE_ERR_INVALID, "max_colocation must be 2..%d, not %d", KACE_MAX_K, o.max_colocation);
+    kace_advisor *a = st ? NULL : calloc(1, sizeof *a);
+    if (!st && !a)
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (st) {
+        kace_dataset_free(ds);
+        kace_model_free(m);
+        return st;
+    }
+    a->ds = *ds;
+    a->m = *m;
+    a->opt = o;
+    *ds = NULL;
+    *m = NULL;
+    *out = a;
+    return KACE_OK;
+}
+
+void kace_advisor_free(kace_advisor **a)
+{
+    if (a && *a) {
+        kace_dataset_free(&(*a)->ds);
+        kace_model_free(&(*a)->m);
+        free(*a);
+        *a = NULL;
+    }
+}
+
+const kace_dataset *kace_advisor_dataset(const kace_advisor *a)
+{
+    return a->ds;
+}
+
+const kace_model *kace_advisor_model(const kace_advisor *a)
+{
+    return a->m;
+}
+
+const char *kace_advisor_policy(const kace_advisor *a)
+{
+    switch (kace_model_get_kind(a->m)) {
+    case KACE_MODEL_SLOWDOWN: return kace_policy_name(KACE_POL_SLOWDOWN);
+    case KACE_MODEL_LINEAR: return kace_policy_name(KACE_POL_KACE);
+    case KACE_MODEL_FOREST: return kace_policy_name(KACE_POL_XU);
+    }
+    return "?";
+}
+
+static const char *model_kind_name(const kace_model *m)
+{
+    switch (kace_model_get_kind(m)) {
+    case KACE_MODEL_SLOWDOWN: return "slowdown";
+    case KACE_MODEL_LINEAR: return "linear";
+    case KACE_MODEL_FOREST: return "forest";
+    }
+    return "?";
+}
+
+/* ---- errors ---------------------------------------------------------- */
+
+int kace_serve_http_status(kace_status st)
+{
+    switch (st) {
+    case KACE_OK: return 200;
+    case KACE_ERR_PARSE:
+    case KACE_ERR_INVALID: return 400;
+    case KACE_ERR_NOT_FOUND:
+    case KACE_ERR_MODEL:
+    case KACE_ERR_UNSUPPORTED: return 422;
+    default: return 500;
+    }
+}
+
+static const char *http_code_name(int status)
+{
+    switch (status) {
+    case 400: return "bad_request";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 413: return "body_too_large";
+    case 422: return "unprocessable";
+    case 503: return "unavailable";
+    default: return status >= 500 ? "internal" : "error";
+    }
+}
+
+char *kace_serve_error_json(int http_status, const char *message)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = root ? cJSON_AddObjectToObject(root, "error") : NULL;
+    char *text = NULL;
+    if (err && cJSON_AddNumberToObject(err, "status", http_status) &&
+        cJSON_AddStringToObject(err, "code", http_code_name(http_status)) &&
+        cJSON_AddStringToObject(err, "message", message && *message ? message : http_code_name(http_status)))
+        text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+void kace_reply_clear(kace_reply *reply)
+{
+    free(reply->body);
+    memset(reply, 0, sizeof *reply);
+}
+
+/* ---- request parsing --------------------------------------------------- */
+
+kace_status kace_serve_parse_object(kace_ctx *ctx, const char *body, size_t len, cJSON **out)
+{
+    *out = NULL;
+    if (!body || len == 0)
+        return kace_fail(ctx, KACE_ERR_PARSE, "request body:1:1: empty (expected a JSON object)");
+    if (len > KACE_SERVE_MAX_BODY_DEFAULT)
+        return kace_fail(ctx, KACE_ERR_INVALID, "request body: %zu bytes, more than the %u allowed", len,
+                         KACE_SERVE_MAX_BODY_DEFAULT);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (root) { /* only white space may follow the value */
+        while (end < body + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+            end++;
+        if (end < body + len) {
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    }
+    if (!root) {
+        if (!end || end < body || end > body + len)
+            end = body;
+        int line = 1, col = 1;
+        for (const char *p = body; p < end; p++, col++)
+            if (*p == '\n') {
+                line++;
+                col = 0;
+            }
+        return kace_fail(ctx, KACE_ERR_PARSE, "request body:%d:%d: malformed JSON (expected one JSON object)", line,
+                         col);
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return kace_fail(ctx, KACE_ERR_INVALID, "request body: expected a JSON object");
+    }
+    *out = root;
+    return KACE_OK;
+}
+
+/* Refuses fields the endpoint does not know (a typo would go unnoticed). */
+static kace_status check_fields(kace_ctx *ctx, const cJSON *obj, const char *where, const char *const *known)
+{
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        bool ok = false;
+        for (const char *const *k = known; *k && !ok; k++)
+            ok = it->string && strcasecmp(it->string, *k) == 0;
+        if (!ok) {
+            char list[256] = "";
+            for (const char *const *k = known; *k; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k == known ? "" : ", ", *k);
+            return kace_fail(ctx, KACE_ERR_INVALID, "%s: unknown field '%.64s' (expected %s)", where,
+                             it->string ? it->string : "", list);
+        }
+    }
+    return KACE_OK;
+}
+
+kace_status kace_serve_workload(kace_ctx *ctx, const kace_advisor *a, const cJSON *item, const char *where, int *w)
+{
+    if (!cJSON_IsString(item) || !item->valuestring)
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s must be a workload name (a string)", where);
+    *w = kace_dataset_find(a->ds, item->valuestring);
+    if (*w < 0)
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: unknown workload '%.128s' (GET /v1/workloads lists them)",
+                         where, item->valuestring);
+    return KACE_OK;
+}
+
+kace_status kace_serve_workload_list(kace_ctx *ctx, const kace_advisor *a, const cJSON *arr, const char *where,
+                                     int max, int *idx, int *n)
+{
+    *n = 0;
+    if (!cJSON_IsArray(arr))
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s must be an array of workload names", where);
+    int size = cJSON_GetArraySize(arr);
+    if (size > max)
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s has %d names, at most %d allowed", where, size, max);
+    for (const cJSON *it = arr->child; it; it = it->next) {
+        char item_where[96];
+        snprintf(item_where, sizeof item_where, "%s[%d]", where, *n);
+        kace_status st = kace_serve_workload(ctx, a, it, item_where, &idx[*n]);
+        if (st)
+            return st;
+        (*n)++;
+    }
+    return KACE_OK;
+}
+
+/* An optional number in [lo, hi]; *v keeps its default when absent. */
+static kace_status get_number(kace_ctx *ctx, const cJSON *obj, const char *field, double lo, double hi, double *v)
+{
+    const cJSON *it = cJSON_GetObjectItem(obj, field);
+    if (!it || cJSON_IsNull(it))
+        return KACE_OK;
+    if (!cJSON_IsNumber(it) || !(it->valuedouble >= lo && it->valuedouble <= hi))
+        return kace_fail(ctx, KACE_ERR_INVALID, "field '%s' must be a number in [%g, %g]", field, lo, hi);
+    *v = it->valuedouble;
+    return KACE_OK;
+}
+
+static kace_status get_int(kace_ctx *ctx, const cJSON *obj, const char *field, int lo, int hi, int *v)
+{
+    double d = *v;
+    kace_status st = get_number(ctx, obj, field, lo, hi, &d);
+    if (st)
+        return st;
+    if (d != floor(d))
+        return kace_fail(ctx, KACE_ERR_INVALID, "field '%s' must be an integer in [%d, %d]", field, lo, hi);
+    *v = (int)d;
+    return KACE_OK;
+}
+
+static kace_status require(kace_ctx *ctx, const cJSON *obj, const char *field, const cJSON **out)
+{
+    *out = cJSON_GetObjectItem(obj, field);
+    if (!*out || cJSON_IsNull(*out))
+        return kace_fail(ctx, KACE_ERR_INVALID, "request body: field '%s' is required", field);
+    return KACE_OK;
+}
+
+cJSON *kace_serve_add_number(cJSON *obj, const char *name, double v)
+{
+    return isfinite(v) ? cJSON_AddNumberToObject(obj, name, v) : cJSON_AddNullToObject(obj, name);
+}
+
+static cJSON *add_names(cJSON *obj, const char *field, const kace_dataset *ds, const int *w, int n)
+{
+    cJSON *arr = cJSON_AddArrayToObject(obj, field);
+    for (int i = 0; arr && i < n; i++)
+        if (!cJSON_AddItemToArray(arr, cJSON_CreateString(ds->workloads[w[i]].name)))
+            return NULL;
+    return arr;
+}
+
+/* ---- predictions -------------------------------------------------------- */
+
+static double exclusive_of(const kace_advisor *a, int w)
+{
+    return a->ds->workloads[w].metric[KACE_M_EXCLUSIVE];
+}
+
+/* Sum, confidence and (slowdown model) member throughputs of a group. A
+ * workload alone keeps its exclusive throughput by definition. */
+static kace_status predict_group(kace_ctx *ctx, const kace_advisor *a, const int *group, int k, double *sum,
+                                 double *confidence, double *member)
+{
+    for (int i = 0; i < k; i++)
+        member[i] = NAN;
+    *confidence = 1;
+    if (k == 1) {
+        double x = exclusive_of(a, group[0]);
+        if (!(x > 0))
+            return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
+                             a->ds->workloads[group[0]].name);
+        *sum = member[0] = x;
+        return KACE_OK;
+    }
+    if (kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN)
+        return kace_slowdown_predict(ctx, a->m, a->ds, group, k, sum, confidence, member);
+    double x[KACE_MAX_FEATURES];
+    kace_status st = kace_features_group(ctx, a->ds, kace_model_features(a->m), group, k, x);
+    return st ? st : kace_model_predict(ctx, a->m, x, 1, KACE_NORM_TRAIN, sum);
+}
+
+static kace_status need_members(kace_ctx *ctx, const kace_advisor *a, const char *what)
+{
+    if (kace_model_get_kind(a->m) != KACE_MODEL_SLOWDOWN)
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED,
+                         "%s needs each workload's predicted throughput, which only the slowdown model gives (this "
+                         "server has a %s model; kace train --kind slowdown)",
+                         what, model_kind_name(a->m));
+    return KACE_OK;
+}
+
+/* Mean measured sum of the successful all-100% runs of exactly this group. */
+static double measured_group(const kace_dataset *ds, const int *group, int k)
+{
+    double s = 0;
+    int n = 0;
+    for (size_t c = 0; c < ds->n_colocations; c++) {
+        const kace_colocation *col = &ds->colocations[c];
+        if (col->k != k || col->status != KACE_RUN_OK)
+            continue;
+        bool used[KACE_MAX_K] = {false}, same = true;
+        for (int i = 0; i < k && same; i++) {
+            same = col->mps_pct[i] == 100;
+            bool found = false;
+            for (int j = 0; j < k && !found && same; j++)
+                if (!used[j] && col->workload[j] == group[i])
+                    used[j] = found = true;
+            same = same && found;
+        }
+        if (same) {
+            s += kace_colocation_sum(col);
+            n++;
+        }
+    }
+    return n ? s / n : NAN;
+}
+
+static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out)
+{
+    static const char *const known[] = {"workloads", NULL};
+    const cJSON *list;
+    int group[KACE_MAX_K], k = 0;
+    kace_status st;
+    if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "workloads", &list)) ||
+        (st = kace_serve_workload_list(ctx, a, list, "workloads", KACE_MAX_K, group, &k)))
+        return st;
+    if (k < 1)
+        return kace_fail(ctx, KACE_ERR_INVALID, "workloads must name 1..%d workloads", KACE_MAX_K);
+    double sum, conf, member[KACE_MAX_K];
+    if ((st = predict_group(ctx, a, group, k, &sum, &conf, member)))
+        return st;
+    double exclusive = 0, normalized = 0;
+    for (int i = 0; i < k; i++) {
+        exclusive += exclusive_of(a, group[i]);
+        normalized += member[i] / exclusive_of(a, group[i]);
+    }
+    add_names(out, "workloads", a->ds, group, k);
+    cJSON_AddStringToObject(out, "model", model_kind_name(a->m));
+    kace_serve_add_number(out, "predicted_sum", sum);
+    kace_serve_add_number(out, "measured_sum", measured_group(a->ds, group, k));
+    kace_serve_add_number(out, "exclusive_sum", exclusive);
+    kace_serve_add_number(out, "normalized", normalized);
+    kace_serve_add_number(out, "confidence", conf);
+    cJSON *members = cJSON_AddArrayToObject(out, "members");
+    for (int i = 0; members && i < k; i++) {
+        cJSON *m = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(members, m))
+            break;
+        cJSON_AddStringToObject(m, "workload", a->ds->workloads[group[i]].name);
+        kace_serve_add_number(m, "predicted", member[i]);
+        kace_serve_add_number(m, "exclusive", exclusive_of(a, group[i]));
+        kace_serve_add_number(m, "fraction", member[i] / exclusive_of(a, group[i]));
+    }
+    return KACE_OK;
+}
+
+static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out)
+{
+    static const char *const known[] = {"target", "among", "top", NULL};
+    const cJSON *target_item, *among_item = cJSON_GetObjectItem(req, "among");
+    int target, top = 0, n_among = 0;
+    int *among = NULL;
+    kace_partner *ranked = NULL;
+    kace_status st;
+    if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "target", &target_item)) ||
+        (st = kace_serve_workload(ctx, a, target_item, "target", &target)) ||
+        (st = get_int(ctx, req, "top", 0, 1 << 20, &top)))
+        return st;
+    bool with_among = among_item && !cJSON_IsNull(among_item);
+    size_t cap = with_among ? MAX_LIST : a->ds->n_workloads;
+    among = malloc((cap ? cap : 1) * sizeof *among);
+    ranked = calloc(cap ? cap : 1, sizeof *ranked);
+    if (!among || !ranked) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (with_among && (st = kace_serve_workload_list(ctx, a, among_item, "among", MAX_LIST, among, &n_among)))
+        goto done;
+    size_t n = 0;
+    if ((st = kace_rank_partners(ctx, a->ds, a->m, KACE_NORM_TRAIN, target, with_among ? among : NULL,
+                                 (size_t)n_among, ranked, &n)))
+        goto done;
+    cJSON_AddStringToObject(out, "target", a->ds->workloads[target].name);
+    cJSON_AddStringToObject(out, "model", model_kind_name(a->m));
+    cJSON *list = cJSON_AddArrayToObject(out, "partners");
+    for (size_t i = 0; list && i < n && (top <= 0 || (int)i < top); i++) {
+        cJSON *p = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(list, p))
+            break;
+        cJSON_AddStringToObject(p, "workload", a->ds->workloads[ranked[i].workload].name);
+        kace_serve_add_number(p, "predicted_sum", ranked[i].predicted);
+        kace_serve_add_number(p, "measured_sum", ranked[i].measured);
+        kace_serve_add_number(p, "exclusive_sum", ranked[i].exclusive_sum);
+        kace_serve_add_number(p, "confidence", ranked[i].confidence);
+    }
+done:
+    free(among);
+    free(ranked);
+    return st;
+}
+
+/* ---- placement ------------------------------------------------------------ */
+
+kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, int job, const int *resident, int n_resident,
+                                 int max_colocation, kace_gpu_score *out)
+{
+    memset(out, 0, sizeof *out);
+    out->before = out->after = out->gain = out->job_fraction = NAN;
+    out->confidence = NAN;
+    if (n_resident + 1 > max_colocation) {
+        snprintf(out->reason, sizeof out->reason, "full: %d workloads already (max_colocation %d)", n_resident,
+                 max_colocation);
+        return KACE_OK;
+    }
+    int group[KACE_MAX_K];
+    double member[KACE_MAX_K], sum, conf = 1;
+    kace_status st;
+    out->before = 0;
+    if (n_resident == 1)
+        out->before = 1;
+    else if (n_resident > 1) {
+        if ((st = predict_group(ctx, a, resident, n_resident, &sum, &conf, member)))
+            return st;
+        for (int i = 0; i < n_resident; i++)
+            out->before += member[i] / exclusive_of(a, resident[i]);
+    }
+    memcpy(group, resident, (size_t)n_resident * sizeof *group);
+    group[n_resident] = job;
+    if ((st = predict_group(ctx, a, group, n_resident + 1, &sum, &conf, member)))
+        return st;
+    out->after = 0;
+    for (int i = 0; i <= n_resident; i++)
+        out->after += member[i] / exclusive_of(a, group[i]);
+    out->job_fraction = member[n_resident] / exclusive_of(a, job);
+    out->gain = out->after - out->before;
+    out->confidence = conf;
+    out->eligible = true;
+    return KACE_OK;
+}
+
+static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
+                                const char **decision)
+{
+    static const char *const known[] = {"job", "gpus", "min_confidence", "max_colocation", NULL};
+    static const char *const gpu_known[] = {"id", "running", NULL};
+    const cJSON *job_item, *gpus;
+    int job, max_k = a->opt.max_colocation;
+    double min_conf = a->opt.min_confidence;
+    kace_status st;
+    if ((st = need_members(ctx, a, "/v1/place")) || (st = check_fields(ctx, req, "request body", known)) ||
+        (st = require(ctx, req, "job", &job_item)) || (st = kace_serve_workload(ctx, a, job_item, "job", &job)) ||
+        (st = require(ctx, req, "gpus", &gpus)) || (st = get_number(ctx, req, "min_confidence", 0, 1, &min_conf)) ||
+        (st = get_int(ctx, req, "max_colocation", 1, KACE_MAX_K, &max_k)))
+        return st;
+    if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) < 1 || cJSON_GetArraySize(gpus) > MAX_LIST)
+        return kace_fail(ctx, KACE_ERR_INVALID, "gpus must be an array of 1..%d GPUs ({\"id\", \"running\"})",
+                         MAX_LIST);
+    cJSON *list = cJSON_CreateArray();
+    if (!list)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    int best = -1, best_trusted = -1, index = 0;
+    double best_gain = -INFINITY, best_trusted_gain = -INFINITY;
+    const char *best_id = NULL, *best_trusted_id = NULL;
+    for (const cJSON *g = gpus->child; g; g = g->next, index++) {
+        char where[64];
+        snprintf(where, sizeof where, "gpus[%d]", index);
+        const cJSON *id = cJSON_GetObjectItem(g, "id"), *running = cJSON_GetObjectItem(g, "running");
+        int resident[MAX_LIST], n_resident = 0;
+        if (!cJSON_IsObject(g)) {
+            st = kace_fail(ctx, KACE_ERR_INVALID, "%s must be an object {\"id\", \"running\"}", where);
+            break;
+        }
+        if ((st = check_fields(ctx, g, where, gpu_known)))
+            break;
+        if (!cJSON_IsString(id) || !id->valuestring[0] || strlen(id->valuestring) > 127) {
+            st = kace_fail(ctx, KACE_ERR_INVALID, "%s.id must be a non-empty string of at most 127 bytes", where);
+            break;
+        }
+        char run_where[80];
+        snprintf(run_where, sizeof run_where, "%s.running", where);
+        if (running && !cJSON_IsNull(running) &&
+            (st = kace_serve_workload_list(ctx, a, running, run_where, MAX_LIST, resident, &n_resident)))
+            break;
+        kace_gpu_score s;
+        if ((st = kace_serve_score_gpu(ctx, a, job, resident, n_resident, max_k, &s)))
+            break;
+        cJSON *o = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(list, o)) {
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            break;
+        }
+        cJSON_AddStringToObject(o, "id", id->valuestring);
+        cJSON_AddBoolToObject(o, "eligible", s.eligible);
+        if (!s.eligible)
+            cJSON_AddStringToObject(o, "reason", s.reason);
+        kace_serve_add_number(o, "gain", s.gain);
+        kace_serve_add_number(o, "job_fraction", s.job_fraction);
+        kace_serve_add_number(o, "normalized_before", s.before);
+        kace_serve_add_number(o, "normalized_after", s.after);
+        kace_serve_add_number(o, "confidence", s.confidence);
+        if (!s.eligible)
+            continue;
+        if (s.gain > best_gain) {
+            best_gain = s.gain;
+            best = index;
+            best_id = id->valuestring;
+        }
+        if (s.confidence >= min_conf && s.gain > best_trusted_gain) {
+            best_trusted_gain = s.gain;
+            best_trusted = index;
+            best_trusted_id = id->valuestring;
+        }
+    }
+    if (st) {
+        cJSON_Delete(list);
+        return st;
+    }
+    cJSON_AddStringToObject(out, "job", a->ds->workloads[job].name);
+    if (best_trusted >= 0) {
+        cJSON_AddStringToObject(out, "gpu", best_trusted_id);
+        *decision = best_trusted == best ? kace_advisor_policy(a) : "confidence-fallback";
+    } else {
+        cJSON_AddNullToObject(out, "gpu");
+        cJSON_AddStringToObject(out, "reason", best >= 0 ? "every eligible GPU is below min_confidence"
+                                                          : "no GPU has room for the job");
+        *decision = "none";
+    }
+    (void)best_id;
+    cJSON_AddStringToObject(out, "policy", *decision);
+    cJSON_AddItemToObject(out, "gpus", list);
+    return KACE_OK;
+}
+
+/* ---- MPS split --------------------------------------------------------------
+ *
+ * No split model is in the library yet; the advice rests on what the
+ * published partition campaigns show: with the GPU split between clients
+ * (percentages adding up to 100), each one keeps 96-99% (median, per share)
+ * of what it achieves alone at its share, against 86% when both run at 100%.
+ * So under a split p, member i is predicted to keep
+ *     exclusive(i) * exclusive_mps<p>(i) / exclusive_mps100(i)
+ * (its exclusive_by_mps_pct curve, scaled to its exclusive throughput), and
+ * "no split" (everyone at 100%) is predicted by the model. Candidates are the
+ * percentages 10..90 in steps of 10 that add up to 100, plus "no split".
+ * tests/test_serve.c scores the advice on the partition campaigns. */
+
+typedef struct split_candidate {
+    int pct[KACE_MAX_K];
+    double predicted[KACE_MAX_K];
+    double sum, normalized;
+    bool feasible; /* every member keeps its min_fraction */
+} split_candidate;
+
+static void enumerate_splits(int k, int at, int left, int *pct, split_candidate *out, int *n, int max)
+{
+    if (at == k - 1) {
+        if (left >= 10 && *n < max) {
+            pct[at] = left;
+            memcpy(out[*n].pct, pct, (size_t)k * sizeof *pct);
+            (*n)++;
+        }
+        return;
+    }
+    for (int p = 10; p <= left - 10 * (k - 1 - at); p += 10) {
+        pct[at] = p;
+        enumerate_splits(k, at + 1, left - p, pct, out, n, max);
+    }
+}
+
+static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
+                                    const char **decision)
+{
+    static const char *const known[] = {"workloads", "min_fraction", "objective", NULL};
+    const cJSON *list, *minf = cJSON_GetObjectItem(req, "min_fraction"), *objective = cJSON_GetObjectItem(req, "objective");
+    int group[KACE_MAX_K], k = 0;
+    double min_fraction[KACE_MAX_K] = {0};
+    bool by_sum = false;
+    kace_status st;
+    if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "workloads", &list)) ||
+        (st = kace_serve_workload_list(ctx, a, list, "workloads", KACE_MAX_K, group, &k)))
+        return st;
+    if (k < 2)
+        return kace_fail(ctx, KACE_ERR_INVALID, "workloads must name 2..%d workloads to split a GPU between",
+                         KACE_MAX_K);
+    if (objective && !cJSON_IsNull(objective)) {
+        if (!cJSON_IsString(objective) ||
+            (strcmp(objective->valuestring, "normalized") != 0 && strcmp(objective->valuestring, "sum") != 0))
+            return kace_fail(ctx, KACE_ERR_INVALID, "objective must be \"normalized\" or \"sum\"");
+        by_sum = strcmp(objective->valuestring, "sum") == 0;
+    }
+    if (minf && !cJSON_IsNull(minf)) {
+        if (!cJSON_IsArray(minf) || cJSON_GetArraySize(minf) != k)
+            return kace_fail(ctx, KACE_ERR_INVALID, "min_fraction must be an array of %d numbers in [0, 1]", k);
+        int i = 0;
+        for (const cJSON *it = minf->child; it; it = it->next, i++) {
+            if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble <= 1))
+                return kace_fail(ctx, KACE_ERR_INVALID, "min_fraction[%d] must be a number in [0, 1]", i);
+            min_fraction[i] = it->valuedouble;
+        }
+    }
+    /* "no split" needs the model; without a full profile it is left out */
+    double sum, conf = NAN, member[KACE_MAX_K];
+    bool no_split = kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN;
+    if (no_split && predict_group(ctx, a, group, k, &sum, &conf, member) != KACE_OK) {
+        no_split = false;
+        conf = NAN;
+    }
+    for (int i = 0; i < k; i++)
+        if (!(exclusive_of(a, group[i]) > 0))
+            return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
+                             a->ds->workloads[group[i]].name);
+
+    enum { MAX_SPLITS = 128 }; /* compositions of 10 into k >= 2 parts: at most 126 */
+    split_candidate *cand = calloc(MAX_SPLITS + 1, sizeof *cand);
+    if (!cand)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    int n = 0, pct[KACE_MAX_K];
+    enumerate_splits(k, 0, 100, pct, cand, &n, MAX_SPLITS);
+    if (no_split) {
+        for (int i = 0; i < k; i++)
+            cand[n].pct[i] = 100;
+        n++;
+    }
+    int best = -1, kept = 0;
+    cJSON *arr = cJSON_CreateArray();
+    for (int c = 0; arr && c < n; c++) {
+        split_candidate *s = &cand[c];
+        bool complete = true;
+        s->feasible = true;
+        for (int i = 0; i < k; i++) {
+            const kace_workload *w = &a->ds->workloads[group[i]];
+            double at_share = w->metric[KACE_M_EXCLUSIVE_MPS10 + s->pct[i] / 10 - 1];
+            s->predicted[i] = no_split && c == n - 1
+                                  ? member[i]
+                                  : w->metric[KACE_M_EXCLUSIVE] * at_share / w->metric[KACE_M_EXCLUSIVE_MPS100];
+            complete &= isfinite(s->predicted[i]);
+            s->sum += s->predicted[i];
+            s->normalized += s->predicted[i] / exclusive_of(a, group[i]);
+            s->feasible &= s->predicted[i] / exclusive_of(a, group[i]) >= min_fraction[i];
+        }
+        if (!complete) /* no exclusive_mps profile at one of the percentages */
+            continue;
+        kept++;
+        cJSON *o = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(arr, o))
+            break;
+        cJSON_AddItemToObject(o, "split", cJSON_CreateIntArray(s->pct, k));
+        cJSON_AddItemToObject(o, "predicted", cJSON_CreateDoubleArray(s->predicted, k));
+        kace_serve_add_number(o, "predicted_sum", s->sum);
+        kace_serve_add_number(o, "normalized", s->normalized);
+        cJSON_AddBoolToObject(o, "feasible", s->feasible);
+        double score = by_sum ? s->sum : s->normalized;
+        if (s->feasible && (best < 0 || score > (by_sum ? cand[best].sum : cand[best].normalized)))
+            best = c;
+    }
+    add_names(out, "workloads", a->ds, group, k);
+    if (best >= 0) {
+        cJSON_AddItemToObject(out, "split", cJSON_CreateIntArray(cand[best].pct, k));
+        cJSON_AddItemToObject(out, "predicted", cJSON_CreateDoubleArray(cand[best].predicted, k));
+        kace_serve_add_number(out, "predicted_sum", cand[best].sum);
+        kace_serve_add_number(out, "normalized", cand[best].normalized);
+        *decision = no_split && best == n - 1 ? kace_advisor_policy(a) : "mps-profile";
+    } else {
+        cJSON_AddNullToObject(out, "split");
+        cJSON_AddStringToObject(out, "reason", kept ? "no split keeps every member's min_fraction"
+                                                    : "no exclusive_by_mps_pct profile for these workloads");
+        *decision = "none";
+    }
+    cJSON_AddStringToObject(out, "objective", by_sum ? "sum" : "normalized");
+    kace_serve_add_number(out, "confidence", conf);
+    cJSON_AddItemToObject(out, "candidates", arr);
+    free(cand);
+    return KACE_OK;
+}
+
+/* ---- observations ------------------------------------------------------- */
+
+static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
+                                  kace_observation *obs)
+{
+    static const char *const known[] = {"gpu", "workloads", "throughput", NULL};
+    const cJSON *gpu, *list, *thr;
+    kace_status st;
+    memset(obs, 0, sizeof *obs);
+    if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "gpu", &gpu)) ||
+        (st = require(ctx, req, "workloads", &list)) || (st = require(ctx, req, "throughput", &thr)) ||
+        (st = kace_serve_workload_list(ctx, a, list, "workloads", KACE_MAX_K, obs->workload, &obs->k)))
+        return st;
+    if (!cJSON_IsString(gpu) || !gpu->valuestring[0] || strlen(gpu->valuestring) >= sizeof obs->gpu)
+        return kace_fail(ctx, KACE_ERR_INVALID, "gpu must be a non-empty string of at most %zu bytes",
+                         sizeof obs->gpu - 1);
+    if (obs->k < 1)
+        return kace_fail(ctx, KACE_ERR_INVALID, "workloads must name 1..%d workloads", KACE_MAX_K);
+    if (!cJSON_IsArray(thr) || cJSON_GetArraySize(thr) != obs->k)
+        return kace_fail(ctx, KACE_ERR_INVALID, "throughput must be an array of %d numbers (samples/s, one per workload)",
+                         obs->k);
+    int i = 0;
+    for (const cJSON *it = thr->child; it; it = it->next, i++) {
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0 && it->valuedouble < 1e12))
+            return kace_fail(ctx, KACE_ERR_INVALID, "throughput[%d] must be a number in [0, 1e12)", i);
+        obs->observed[i] = it->valuedouble;
+        obs->observed_sum += it->valuedouble;
+    }
+    double conf;
+    if ((st = predict_group(ctx, a, obs->workload, obs->k, &obs->predicted_sum, &conf, obs->predicted)))
+        return st;
+    snprintf(obs->gpu, sizeof obs->gpu, "%s", gpu->valuestring);
+    for (int w = 0; w < obs->k; w++)
+        snprintf(obs->label + strlen(obs->label), sizeof obs->label - strlen(obs->label), "%s%s", w ? "+" : "",
+                 a->ds->workloads[obs->workload[w]].name);
+    cJSON_AddBoolToObject(out, "recorded", true);
+    cJSON_AddStringToObject(out, "gpu", obs->gpu);
+    cJSON_AddStringToObject(out, "colocation", obs->label);
+    kace_serve_add_number(out, "observed_sum", obs->observed_sum);
+    kace_serve_add_number(out, "predicted_sum", obs->predicted_sum);
+    cJSON_AddItemToObject(out, "predicted", cJSON_CreateDoubleArray(obs->predicted, obs->k));
+    return KACE_OK;
+}
+
+/* ---- GET endpoints -------------------------------------------------------- */
+
+static kace_status handle_workloads(const kace_advisor *a, cJSON *out)
+{
+    const kace_feature_set *fs = kace_model_features(a->m);
+    cJSON *list = cJSON_AddArrayToObject(out, "workloads");
+    for (size_t i = 0; list && i < a->ds->n_workloads; i++) {
+        const kace_workload *w = &a->ds->workloads[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!cJSON_AddItemToArray(list, o))
+            break;
+        bool complete = true;
+        for (int j = 0; fs && j < fs->n; j++)
+            complete &= !isnan(w->metric[fs->metric[j]]);
+        cJSON_AddStringToObject(o, "name", w->name);
+        cJSON_AddStringToObject(o, "family", w->family);
+        cJSON_AddNumberToObject(o, "batch", w->batch);
+        kace_serve_add_number(o, "exclusive", w->metric[KACE_M_EXCLUSIVE]);
+        cJSON_AddBoolToObject(o, "profiled", complete);
+    }
+    return KACE_OK;
+}
+
+static kace_status handle_health(const kace_advisor *a, cJSON *out)
+{
+    cJSON_AddStringToObject(out, "status", "ok");
+    cJSON_AddStringToObject(out, "model", model_kind_name(a->m));
+    cJSON_AddNumberToObject(out, "workloads", (double)a->ds->n_workloads);
+    cJSON_AddNumberToObject(out, "colocations", (double)a->ds->n_colocations);
+    return KACE_OK;
+}
+
+kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
+                                  const char **decision);
+kace_status kace_serve_k8s_prioritize(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON **out,
+                                      const char **decision);
+
+kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route route, const char *body, size_t len,
+                                kace_reply *reply)
+{
+    memset(reply, 0, sizeof *reply);
+    cJSON *req = NULL, *out = cJSON_CreateObject();
+    kace_status st = out ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    bool has_body = route != KACE_ROUTE_WORKLOADS && route != KACE_ROUTE_HEALTH;
+    if (!st && has_body)
+        st = kace_serve_parse_object(ctx, body, len, &req);
+    if (!st) {
+        switch (route) {
+        case KACE_ROUTE_PREDICT: st = handle_predict(ctx, a, req, out); break;
+        case KACE_ROUTE_PARTNERS:
+            st = handle_partners(ctx, a, req, out);
+            reply->decision = kace_advisor_policy(a);
+            break;
+        case KACE_ROUTE_PLACE: st = handle_place(ctx, a, req, out, &reply->decision); break;
+        case KACE_ROUTE_MPS_SPLIT: st = handle_mps_split(ctx, a, req, out, &reply->decision); break;
+        case KACE_ROUTE_OBSERVE:
+            st = handle_observe(ctx, a, req, out, &reply->observation);
+            reply->has_observation = st == KACE_OK;
+            break;
+        case KACE_ROUTE_WORKLOADS: st = handle_workloads(a, out); break;
+        case KACE_ROUTE_HEALTH: st = handle_health(a, out); break;
+        case KACE_ROUTE_K8S_FILTER: st = kace_serve_k8s_filter(ctx, a, req, out, &reply->decision); break;
+        case KACE_ROUTE_K8S_PRIORITIZE:
+            cJSON_Delete(out);
+            out = NULL;
+            st = kace_serve_k8s_prioritize(ctx, a, req, &out, &reply->decision);
+            break;
+        default: st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such JSON endpoint"); break;
+        }
+    }
+    cJSON_Delete(req);
+    if (!st) {
+        reply->http_status = 200;
+        reply->body = out ? cJSON_PrintUnformatted(out) : NULL;
+        if (!reply->body)
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    cJSON_Delete(out);
+    if (st) {
+        reply->decision = NULL;
+        reply->has_observation = false;
+        reply->http_status = kace_serve_http_status(st);
+        reply->body = kace_serve_error_json(reply->http_status, kace_errmsg(ctx));
+    }
+    return st;
+}

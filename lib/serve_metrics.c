@@ -1,0 +1,285 @@
+/* Metrics of `kace serve` in the Prometheus text format (version 0.0.4).
+ *
+ * Request counters and latency histograms are C11 atomics, so answering
+ * threads never wait on each other; observations and model times, which
+ * change rarely, sit behind a mutex. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/serve.h"
+
+static const int status_codes[] = {200, 400, 404, 405, 413, 422, 500, 503};
+#define N_CODES (sizeof status_codes / sizeof *status_codes)
+#define CODE_OTHER N_CODES /* every other status */
+
+static const double buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                 0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
+#define N_BUCKETS (sizeof buckets / sizeof *buckets)
+
+/* Decision policies: a fixed set keeps the number of series bounded. */
+static const char *const policies[] = {"kace", "KACE", "Xu", "mps-profile", "confidence-fallback", "none"};
+#define N_POLICIES (sizeof policies / sizeof *policies)
+#define POLICY_OTHER N_POLICIES
+
+#define MAX_OBSERVED 256
+
+typedef struct observed {
+    kace_observation obs;
+    unsigned long long seq; /* when it was last reported (higher is newer) */
+} observed;
+
+struct kace_serve_metrics {
+    atomic_ullong requests[KACE_N_ROUTES][N_CODES + 1];
+    atomic_ullong bucket[KACE_N_ROUTES][N_BUCKETS]; /* non-cumulative; summed when rendered */
+    atomic_ullong count[KACE_N_ROUTES];
+    atomic_ullong sum_ns[KACE_N_ROUTES];
+    atomic_ullong decisions[KACE_N_ROUTES][N_POLICIES + 1];
+
+    pthread_mutex_t lock; /* the fields below */
+    observed obs[MAX_OBSERVED];
+    size_t n_obs;
+    unsigned long long obs_seq;
+    unsigned long long reloads_ok, reloads_failed;
+    double loaded_at, model_mtime;
+};
+
+kace_status kace_serve_metrics_new(kace_ctx *ctx, kace_serve_metrics **out)
+{
+    kace_serve_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    /* calloc's zero bytes are valid zero atomics on every platform kace runs on */
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        free(m);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "cannot create a mutex");
+    }
+    m->loaded_at = m->model_mtime = NAN;
+    *out = m;
+    return KACE_OK;
+}
+
+void kace_serve_metrics_free(kace_serve_metrics **m)
+{
+    if (m && *m) {
+        pthread_mutex_destroy(&(*m)->lock);
+        free(*m);
+        *m = NULL;
+    }
+}
+
+static int route_index(kace_route route)
+{
+    return route >= 0 && route < KACE_N_ROUTES ? (int)route : KACE_ROUTE_OTHER;
+}
+
+void kace_serve_metrics_request(kace_serve_metrics *m, kace_route route, int http_status, double seconds)
+{
+    int r = route_index(route);
+    size_t code = CODE_OTHER;
+    for (size_t i = 0; i < N_CODES; i++)
+        if (status_codes[i] == http_status)
+            code = i;
+    atomic_fetch_add_explicit(&m->requests[r][code], 1, memory_order_relaxed);
+    if (!(seconds >= 0))
+        seconds = 0;
+    for (size_t b = 0; b < N_BUCKETS; b++)
+        if (seconds <= buckets[b]) {
+            atomic_fetch_add_explicit(&m->bucket[r][b], 1, memory_order_relaxed);
+            break;
+        }
+    atomic_fetch_add_explicit(&m->count[r], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->sum_ns[r], (unsigned long long)(fmin(seconds, 1e6) * 1e9), memory_order_relaxed);
+}
+
+void kace_serve_metrics_decision(kace_serve_metrics *m, kace_route route, const char *policy)
+{
+    if (!policy)
+        return;
+    size_t p = POLICY_OTHER;
+    for (size_t i = 0; i < N_POLICIES; i++)
+        if (strcmp(policies[i], policy) == 0)
+            p = i;
+    atomic_fetch_add_explicit(&m->decisions[route_index(route)][p], 1, memory_order_relaxed);
+}
+
+void kace_serve_metrics_observe(kace_serve_metrics *m, const kace_observation *o)
+{
+    pthread_mutex_lock(&m->lock);
+    size_t at = m->n_obs;
+    for (size_t i = 0; i < m->n_obs; i++)
+        if (strcmp(m->obs[i].obs.gpu, o->gpu) == 0 && strcmp(m->obs[i].obs.label, o->label) == 0)
+            at = i;
+    if (at == m->n_obs && m->n_obs == MAX_OBSERVED) { /* full: replace the oldest */
+        at = 0;
+        for (size_t i = 1; i < m->n_obs; i++)
+            if (m->obs[i].seq < m->obs[at].seq)
+                at = i;
+    } else if (at == m->n_obs) {
+        m->n_obs++;
+    }
+    m->obs[at].obs = *o;
+    m->obs[at].seq = ++m->obs_seq;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when, double model_mtime)
+{
+    pthread_mutex_lock(&m->lock);
+    if (ok) {
+        m->reloads_ok++;
+        m->loaded_at = when;
+        m->model_mtime = model_mtime;
+    } else {
+        m->reloads_failed++;
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* A label value with \, " and newline escaped, as the text format wants. */
+static void put_label(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void put_value(FILE *f, double v)
+{
+    if (isnan(v))
+        fputs(" NaN\n", f);
+    else
+        fprintf(f, " %.17g\n", v);
+}
+
+kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, const kace_serve_gpu_sample *gpus,
+                                      size_t n_gpus, double now, char **text)
+{
+    *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(text, &size);
+    if (!f)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+
+    fputs("# HELP kace_http_requests_total Requests answered, by endpoint and HTTP status.\n"
+          "# TYPE kace_http_requests_total counter\n",
+          f);
+    for (int r = 0; r < KACE_N_ROUTES; r++)
+        for (size_t c = 0; c <= N_CODES; c++) {
+            unsigned long long n = atomic_load_explicit(&m->requests[r][c], memory_order_relaxed);
+            if (!n && c != 0) /* the 200 series always exists, so a dashboard sees every endpoint */
+                continue;
+            char code[16] = "other";
+            if (c != CODE_OTHER)
+                snprintf(code, sizeof code, "%d", status_codes[c]);
+            fprintf(f, "kace_http_requests_total{endpoint=\"%s\",code=\"%s\"} %llu\n", kace_route_name(r), code, n);
+        }
+
+    fputs("# HELP kace_http_request_duration_seconds Time to answer a request, by endpoint.\n"
+          "# TYPE kace_http_request_duration_seconds histogram\n",
+          f);
+    for (int r = 0; r < KACE_N_ROUTES; r++) {
+        unsigned long long cumulative = 0;
+        for (size_t b = 0; b < N_BUCKETS; b++) {
+            cumulative += atomic_load_explicit(&m->bucket[r][b], memory_order_relaxed);
+            fprintf(f, "kace_http_request_duration_seconds_bucket{endpoint=\"%s\",le=\"%g\"} %llu\n",
+                    kace_route_name(r), buckets[b], cumulative);
+        }
+        /* count is read after the buckets, so +Inf is never below a bucket */
+        unsigned long long count = atomic_load_explicit(&m->count[r], memory_order_relaxed);
+        if (count < cumulative)
+            count = cumulative;
+        fprintf(f, "kace_http_request_duration_seconds_bucket{endpoint=\"%s\",le=\"+Inf\"} %llu\n",
+                kace_route_name(r), count);
+        fprintf(f, "kace_http_request_duration_seconds_sum{endpoint=\"%s\"} %.9f\n", kace_route_name(r),
+                (double)atomic_load_explicit(&m->sum_ns[r], memory_order_relaxed) * 1e-9);
+        fprintf(f, "kace_http_request_duration_seconds_count{endpoint=\"%s\"} %llu\n", kace_route_name(r), count);
+    }
+
+    fputs("# HELP kace_decisions_total Placement and ranking decisions, by endpoint and the policy that made them.\n"
+          "# TYPE kace_decisions_total counter\n",
+          f);
+    for (int r = 0; r < KACE_N_ROUTES; r++)
+        for (size_t p = 0; p <= N_POLICIES; p++) {
+            unsigned long long n = atomic_load_explicit(&m->decisions[r][p], memory_order_relaxed);
+            if (n)
+                fprintf(f, "kace_decisions_total{endpoint=\"%s\",policy=\"%s\"} %llu\n", kace_route_name(r),
+                        p == POLICY_OTHER ? "other" : policies[p], n);
+        }
+
+    pthread_mutex_lock(&m->lock);
+    fputs("# HELP kace_model_age_seconds Seconds since the served model was written (its file's or store's time).\n"
+          "# TYPE kace_model_age_seconds gauge\n",
+          f);
+    fputs("kace_model_age_seconds", f);
+    put_value(f, isnan(m->model_mtime) ? NAN : now - m->model_mtime);
+    fputs("# HELP kace_model_loaded_timestamp_seconds When the served model was loaded (unix time).\n"
+          "# TYPE kace_model_loaded_timestamp_seconds gauge\nkace_model_loaded_timestamp_seconds",
+          f);
+    put_value(f, m->loaded_at);
+    fprintf(f,
+            "# HELP kace_model_loads_total Model loads (startup and reloads), by result.\n"
+            "# TYPE kace_model_loads_total counter\n"
+            "kace_model_loads_total{result=\"ok\"} %llu\nkace_model_loads_total{result=\"error\"} %llu\n",
+            m->reloads_ok, m->reloads_failed);
+
+    if (m->n_obs) {
+        fputs("# HELP kace_colocation_throughput Throughput sum of a reported colocation (samples/s), as observed "
+              "and as kace predicts it.\n# TYPE kace_colocation_throughput gauge\n",
+              f);
+        for (size_t i = 0; i < m->n_obs; i++)
+            for (int kind = 0; kind < 2; kind++) {
+                const kace_observation *o = &m->obs[i].obs;
+                fputs("kace_colocation_throughput{gpu=", f);
+                put_label(f, o->gpu);
+                fputs(",colocation=", f);
+                put_label(f, o->label);
+                fprintf(f, ",kind=\"%s\"}", kind ? "predicted" : "observed");
+                put_value(f, kind ? o->predicted_sum : o->observed_sum);
+            }
+    }
+    pthread_mutex_unlock(&m->lock);
+
+    if (gpus && n_gpus) {
+        fputs("# HELP kace_gpu_utilization_ratio Share of time a kernel ran on the GPU (NVML).\n"
+              "# TYPE kace_gpu_utilization_ratio gauge\n",
+              f);
+        for (size_t g = 0; g < n_gpus; g++)
+            if (!isnan(gpus[g].utilization)) {
+                fputs("kace_gpu_utilization_ratio{gpu=", f);
+                put_label(f, gpus[g].id);
+                fputs(",name=", f);
+                put_label(f, gpus[g].name);
+                fputc('}', f);
+                put_value(f, gpus[g].utilization);
+            }
+        fputs("# HELP kace_gpu_memory_utilization_ratio Share of time GPU memory was read or written (NVML).\n"
+              "# TYPE kace_gpu_memory_utilization_ratio gauge\n",
+              f);
+        for (size_t g = 0; g < n_gpus; g++)
+            if (!isnan(gpus[g].memory_utilization)) {
+                fputs("kace_gpu_memory_utilization_ratio{gpu=", f);
+                put_label(f, gpus[g].id);
+                fputs(",name=", f);
+                put_label(f, gpus[g].name);
+                fputc('}', f);
+                put_value(f, gpus[g].memory_utilization);
+            }
+    }
+    if (fclose(f) != 0 || !*text) {
+        free(*text);
+        *text = NULL;
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    return KACE_OK;
+}

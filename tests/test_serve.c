@@ -1,0 +1,713 @@
+/* The advisor behind `kace serve` (lib/serve*.c), without sockets: every
+ * endpoint's answers against the library computing the same thing, bad
+ * requests, the Kubernetes extender protocol, the metrics text, and how the
+ * MPS split advice does on the published partition campaigns. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "kace/import.h"
+#include "kace/policy.h"
+#include "kace/serve.h"
+#include "kace/store.h"
+#include "testutil.h"
+
+static kace_ctx *ctx;
+static kace_advisor *adv;      /* slowdown model, every 100% run */
+static kace_advisor *adv_lin;  /* the paper's linear model */
+#define N_CAMPAIGNS 4
+static const char *const campaigns[N_CAMPAIGNS] = {"partitions_0505_train-inf", "partitions_0520_inf-inf",
+                                                   "partitions_0520_train-train", "partitions_0617_train-inf"};
+static kace_dataset *campaign_ds[N_CAMPAIGNS]; /* each partition campaign, every split */
+
+static const char *BERT8 = "bert-base-cased_batch8-train";
+static const char *VIT2 = "vit-base-patch16-224_batch2-inf";
+static const char *WHISPER8 = "whisper-large-v2_batch8-inf";
+
+static kace_advisor *make_advisor(kace_store *store, kace_model_kind kind)
+{
+    kace_dataset *pairs = NULL, *all = NULL;
+    kace_model *m = NULL;
+    kace_advisor *a = NULL;
+    kace_fit_spec spec = {.kind = kind, .features = kace_feature_set_find("kace")};
+    kace_slowdown_params_default(&spec.slowdown);
+    if (kace_store_load_dataset(ctx, store, "pairs", false, &pairs) ||
+        kace_model_fit_rows(ctx, pairs, NULL, 0, &spec, &m) ||
+        kace_store_load_dataset(ctx, store, NULL, false, &all) || kace_advisor_new(ctx, &all, &m, NULL, &a))
+        a = NULL;
+    kace_dataset_free(&pairs);
+    return a;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    ctx = kace_ctx_new();
+    char db[4200];
+    snprintf(db, sizeof db, "%s/store.db", scratch_dir("test_serve"));
+    kace_store *store = NULL;
+    if (kace_store_open(ctx, db, &store))
+        return -1;
+    static const char *const files[] = {"profiles/system.csv",
+                                        "profiles/exclusive_by_mps_pct.csv",
+                                        "colocations/pairs.csv",
+                                        "colocations/triples.csv",
+                                        "colocations/raw/partitions_0505_train-inf.csv",
+                                        "colocations/raw/partitions_0520_inf-inf.csv",
+                                        "colocations/raw/partitions_0520_train-train.csv",
+                                        "colocations/raw/partitions_0617_train-inf.csv"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        kace_import_batch *b = NULL;
+        if (kace_import_parse_file(ctx, ref_path(files[i]), NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL)) {
+            fprintf(stderr, "%s: %s\n", files[i], kace_errmsg(ctx));
+            kace_import_batch_free(&b);
+            return -1;
+        }
+        kace_import_batch_free(&b);
+    }
+    adv = make_advisor(store, KACE_MODEL_SLOWDOWN);
+    adv_lin = make_advisor(store, KACE_MODEL_LINEAR);
+    bool loaded = true;
+    for (int i = 0; i < N_CAMPAIGNS; i++)
+        loaded &= kace_store_load_dataset(ctx, store, campaigns[i], true, &campaign_ds[i]) == KACE_OK &&
+                  campaign_ds[i]->n_colocations > 0;
+    kace_store_close(&store);
+    if (!adv || !adv_lin || !loaded) {
+        fprintf(stderr, "setup: %s\n", kace_errmsg(ctx));
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kace_advisor_free(&adv);
+    kace_advisor_free(&adv_lin);
+    for (int i = 0; i < N_CAMPAIGNS; i++)
+        kace_dataset_free(&campaign_ds[i]);
+    kace_ctx_free(&ctx);
+    return 0;
+}
+
+/* Sends body to route; checks the status; returns the parsed reply. */
+static cJSON *ask(const kace_advisor *a, kace_route route, const char *body, int want_status, const char **decision)
+{
+    kace_reply r;
+    kace_status st = kace_advisor_handle(ctx, a, route, body, body ? strlen(body) : 0, &r);
+    if (r.http_status != want_status)
+        fail_msg("%s %s: status %d (want %d): %s", kace_route_name(route), body ? body : "", r.http_status,
+                 want_status, r.body ? r.body : "");
+    assert_int_equal(st == KACE_OK, want_status == 200);
+    assert_non_null(r.body);
+    cJSON *j = cJSON_Parse(r.body);
+    assert_non_null(j);
+    if (decision)
+        *decision = r.decision;
+    if (want_status != 200) { /* the error shape */
+        cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+        assert_non_null(e);
+        assert_int_equal(cJSON_GetObjectItemCaseSensitive(e, "status")->valueint, want_status);
+        assert_true(strlen(cJSON_GetObjectItemCaseSensitive(e, "message")->valuestring) > 10);
+        assert_null(r.decision);
+    }
+    kace_reply_clear(&r);
+    return j;
+}
+
+static double num(const cJSON *o, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(it))
+        fail_msg("no number '%s'", key);
+    return it->valuedouble;
+}
+
+static const char *error_message(cJSON *j)
+{
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"), "message")->valuestring;
+}
+
+static void test_routes(void **state)
+{
+    (void)state;
+    bool ok;
+    assert_int_equal(kace_route_find("POST", "/v1/partners", &ok), KACE_ROUTE_PARTNERS);
+    assert_true(ok);
+    assert_int_equal(kace_route_find("GET", "/v1/partners", &ok), KACE_ROUTE_PARTNERS);
+    assert_false(ok);
+    assert_int_equal(kace_route_find("HEAD", "/metrics", &ok), KACE_ROUTE_METRICS);
+    assert_true(ok);
+    assert_int_equal(kace_route_find("GET", "/v1/partners/x", &ok), KACE_ROUTE_OTHER);
+    assert_string_equal(kace_route_name(KACE_ROUTE_K8S_FILTER), "k8s_filter");
+}
+
+static void test_predict_matches_the_library(void **state)
+{
+    (void)state;
+    const kace_dataset *ds = kace_advisor_dataset(adv);
+    int g[2] = {kace_dataset_find(ds, BERT8), kace_dataset_find(ds, VIT2)};
+    assert_true(g[0] >= 0 && g[1] >= 0);
+    double sum, conf, member[2];
+    assert_kace_ok(ctx, kace_slowdown_predict(ctx, kace_advisor_model(adv), ds, g, 2, &sum, &conf, member));
+    char body[512];
+    snprintf(body, sizeof body, "{\"Workloads\": [\"%s\", \"%s\"]}", BERT8, VIT2); /* keys ignore case */
+    cJSON *j = ask(adv, KACE_ROUTE_PREDICT, body, 200, NULL);
+    assert_float_equal(num(j, "predicted_sum"), sum, 1e-9 * sum);
+    assert_float_equal(num(j, "confidence"), conf, 1e-12);
+    const cJSON *members = cJSON_GetObjectItemCaseSensitive(j, "members");
+    assert_int_equal(cJSON_GetArraySize(members), 2);
+    double x0 = ds->workloads[g[0]].metric[KACE_M_EXCLUSIVE];
+    assert_float_equal(num(cJSON_GetArrayItem(members, 0), "fraction"), member[0] / x0, 1e-12);
+    /* this pair was measured: the mean of its 100% runs */
+    double measured = 0;
+    int n = 0;
+    for (size_t c = 0; c < ds->n_colocations; c++)
+        if (ds->colocations[c].k == 2 && kace_colocation_has(&ds->colocations[c], g[0]) &&
+            kace_colocation_has(&ds->colocations[c], g[1])) {
+            measured += kace_colocation_sum(&ds->colocations[c]);
+            n++;
+        }
+    assert_true(n >= 1);
+    assert_float_equal(num(j, "measured_sum"), measured / n, 1e-9 * measured);
+    cJSON_Delete(j);
+
+    /* alone: its exclusive throughput */
+    snprintf(body, sizeof body, "{\"workloads\": [\"%s\"]}", BERT8);
+    j = ask(adv, KACE_ROUTE_PREDICT, body, 200, NULL);
+    assert_float_equal(num(j, "predicted_sum"), x0, 1e-9);
+    cJSON_Delete(j);
+
+    /* the linear model predicts sums only */
+    snprintf(body, sizeof body, "{\"workloads\": [\"%s\", \"%s\"]}", BERT8, VIT2);
+    j = ask(adv_lin, KACE_ROUTE_PREDICT, body, 200, NULL);
+    double xl[KACE_MAX_FEATURES], pl;
+    assert_kace_ok(ctx, kace_features_group(ctx, ds, kace_feature_set_find("kace"), g, 2, xl));
+    assert_kace_ok(ctx, kace_model_predict(ctx, kace_advisor_model(adv_lin), xl, 1, KACE_NORM_TRAIN, &pl));
+    assert_float_equal(num(j, "predicted_sum"), pl, 1e-9 * fabs(pl));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "normalized")));
+    cJSON_Delete(j);
+}
+
+static void test_partners_match_the_library(void **state)
+{
+    (void)state;
+    const kace_dataset *ds = kace_advisor_dataset(adv);
+    int t = kace_dataset_find(ds, BERT8);
+    kace_partner *want = calloc(ds->n_workloads, sizeof *want);
+    size_t n = 0;
+    assert_kace_ok(ctx, kace_rank_partners(ctx, ds, kace_advisor_model(adv), KACE_NORM_TRAIN, t, NULL, 0, want, &n));
+    assert_true(n > 10);
+    char body[256];
+    snprintf(body, sizeof body, "{\"target\": \"%s\", \"top\": 5}", BERT8);
+    const char *decision = NULL;
+    cJSON *j = ask(adv, KACE_ROUTE_PARTNERS, body, 200, &decision);
+    assert_string_equal(decision, "kace");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "partners");
+    assert_int_equal(cJSON_GetArraySize(list), 5);
+    for (int i = 0; i < 5; i++) {
+        const cJSON *p = cJSON_GetArrayItem(list, i);
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(p, "workload")->valuestring,
+                            ds->workloads[want[i].workload].name);
+        assert_float_equal(num(p, "predicted_sum"), want[i].predicted, 1e-9 * want[i].predicted);
+        if (i)
+            assert_true(num(p, "predicted_sum") <= num(cJSON_GetArrayItem(list, i - 1), "predicted_sum"));
+    }
+    cJSON_Delete(j);
+    /* among: only those, best first */
+    snprintf(body, sizeof body, "{\"target\": \"%s\", \"among\": [\"%s\", \"%s\"]}", BERT8, VIT2, WHISPER8);
+    j = ask(adv, KACE_ROUTE_PARTNERS, body, 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "partners")), 2);
+    cJSON_Delete(j);
+    free(want);
+}
+
+static void test_place_picks_the_largest_gain(void **state)
+{
+    (void)state;
+    const kace_dataset *ds = kace_advisor_dataset(adv);
+    const char *cands[] = {VIT2, WHISPER8, "bert-base-cased_batch2-inf", "albert-base-v2_batch8-train"};
+    /* every GPU busy with one workload: the best is the partner whose pair gains most */
+    char body[1024] = "{\"job\": \"bert-base-cased_batch8-train\", \"gpus\": [";
+    for (int i = 0; i < 4; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s{\"id\": \"g%d\", \"running\": [\"%s\"]}",
+                 i ? "," : "", i, cands[i]);
+    strcat(body, "]}");
+    const char *decision = NULL;
+    cJSON *j = ask(adv, KACE_ROUTE_PLACE, body, 200, &decision);
+    int job = kace_dataset_find(ds, BERT8), best = -1;
+    double best_gain = -INFINITY;
+    for (int i = 0; i < 4; i++) {
+        int g[2] = {kace_dataset_find(ds, cands[i]), job};
+        double sum, conf, member[2];
+        assert_kace_ok(ctx, kace_slowdown_predict(ctx, kace_advisor_model(adv), ds, g, 2, &sum, &conf, member));
+        double gain = member[0] / ds->workloads[g[0]].metric[KACE_M_EXCLUSIVE] +
+                      member[1] / ds->workloads[job].metric[KACE_M_EXCLUSIVE] - 1;
+        assert_float_equal(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "gpus"), i), "gain"), gain,
+                           1e-12);
+        if (gain > best_gain) {
+            best_gain = gain;
+            best = i;
+        }
+    }
+    char want[16];
+    snprintf(want, sizeof want, "g%d", best);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "gpu")->valuestring, want);
+    assert_string_equal(decision, "kace");
+    cJSON_Delete(j);
+
+    /* an empty GPU gains a whole exclusive job; a full one is not eligible */
+    snprintf(body, sizeof body,
+             "{\"job\": \"%s\", \"max_colocation\": 2, \"gpus\": [{\"id\": \"full\", \"running\": [\"%s\", \"%s\"]},"
+             " {\"id\": \"empty\"}, {\"id\": \"shared\", \"running\": [\"%s\"]}]}",
+             BERT8, VIT2, WHISPER8, VIT2);
+    j = ask(adv, KACE_ROUTE_PLACE, body, 200, NULL);
+    const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(j, "gpus");
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(gpus, 0), "eligible")));
+    assert_float_equal(num(cJSON_GetArrayItem(gpus, 1), "gain"), 1.0, 1e-12);
+    double shared_gain = num(cJSON_GetArrayItem(gpus, 2), "gain");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "gpu")->valuestring, shared_gain > 1 ? "shared" : "empty");
+    cJSON_Delete(j);
+
+    /* a shared GPU below min_confidence is not trusted: the empty one wins */
+    double conf_shared;
+    {
+        int g[2] = {kace_dataset_find(ds, VIT2), job};
+        double sum, member[2];
+        assert_kace_ok(ctx, kace_slowdown_predict(ctx, kace_advisor_model(adv), ds, g, 2, &sum, &conf_shared, member));
+    }
+    snprintf(body, sizeof body,
+             "{\"job\": \"%s\", \"min_confidence\": %.17g, \"gpus\": [{\"id\": \"shared\", \"running\": [\"%s\"]}]}",
+             BERT8, fmin(1, conf_shared + 1e-6), VIT2);
+    j = ask(adv, KACE_ROUTE_PLACE, body, 200, &decision);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(j, "gpu")));
+    assert_string_equal(decision, "none");
+    cJSON_Delete(j);
+
+    /* the linear model cannot say what each member keeps */
+    j = ask(adv_lin, KACE_ROUTE_PLACE, body, 422, NULL);
+    assert_non_null(strstr(error_message(j), "slowdown"));
+    cJSON_Delete(j);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    static const struct {
+        kace_route route;
+        const char *body;
+        int status;
+        const char *says;
+    } cases[] = {
+        {KACE_ROUTE_PREDICT, "", 400, "empty"},
+        {KACE_ROUTE_PREDICT, "{\"workloads\": [", 400, "request body:1:"},
+        {KACE_ROUTE_PREDICT, "{\n  \"workloads\": [\"a\",]\n}", 400, "request body:2:"},
+        {KACE_ROUTE_PREDICT, "{} {}", 400, "malformed"},
+        {KACE_ROUTE_PREDICT, "[1, 2]", 400, "JSON object"},
+        {KACE_ROUTE_PREDICT, "{}", 400, "'workloads' is required"},
+        {KACE_ROUTE_PREDICT, "{\"workloads\": \"a\"}", 400, "array"},
+        {KACE_ROUTE_PREDICT, "{\"workloads\": [1]}", 400, "workloads[0] must be"},
+        {KACE_ROUTE_PREDICT, "{\"workloads\": []}", 400, "1..8"},
+        {KACE_ROUTE_PREDICT, "{\"workloads\": [\"no-such-workload\"]}", 422, "unknown workload 'no-such-workload'"},
+        {KACE_ROUTE_PREDICT, "{\"workloads\": [\"a\"], \"extra\": 1}", 400, "unknown field 'extra'"},
+        {KACE_ROUTE_PARTNERS, "{\"target\": 7}", 400, "target must be"},
+        {KACE_ROUTE_PARTNERS, "{\"target\": \"bert-base-cased_batch8-train\", \"top\": -1}", 400, "'top'"},
+        {KACE_ROUTE_PARTNERS, "{\"target\": \"bert-base-cased_batch8-train\", \"top\": 1.5}", 400, "integer"},
+        {KACE_ROUTE_PARTNERS, "{\"target\": \"bert-base-cased_batch8-train\", \"among\": [\"zz\"]}", 422, "among[0]"},
+        {KACE_ROUTE_PLACE, "{\"job\": \"bert-base-cased_batch8-train\", \"gpus\": []}", 400, "gpus"},
+        {KACE_ROUTE_PLACE, "{\"job\": \"bert-base-cased_batch8-train\", \"gpus\": [{\"running\": []}]}", 400, "id"},
+        {KACE_ROUTE_PLACE, "{\"job\": \"bert-base-cased_batch8-train\", \"gpus\": [5]}", 400, "gpus[0]"},
+        {KACE_ROUTE_MPS_SPLIT, "{\"workloads\": [\"bert-base-cased_batch8-train\"]}", 400, "2..8"},
+        {KACE_ROUTE_MPS_SPLIT,
+         "{\"workloads\": [\"bert-base-cased_batch8-train\", \"bert-base-cased_batch2-inf\"], \"min_fraction\": [2, 0]}",
+         400, "min_fraction[0]"},
+        {KACE_ROUTE_OBSERVE, "{\"gpu\": \"g\", \"workloads\": [\"bert-base-cased_batch8-train\"], \"throughput\": []}",
+         400, "throughput"},
+        {KACE_ROUTE_K8S_FILTER, "{\"nodes\": {\"items\": []}}", 400, "pod"},
+        {KACE_ROUTE_K8S_FILTER, "{\"pod\": {}}", 400, "nodenames"},
+        {KACE_ROUTE_K8S_PRIORITIZE, "{\"pod\": {}, \"nodes\": {\"items\": [{}]}}", 400, "metadata.name"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        cJSON *j = ask(adv, cases[i].route, cases[i].body, cases[i].status, NULL);
+        if (!strstr(error_message(j), cases[i].says))
+            fail_msg("case %zu: '%s' does not say '%s'", i, error_message(j), cases[i].says);
+        cJSON_Delete(j);
+    }
+    /* more than the allowed body */
+    size_t big = KACE_SERVE_MAX_BODY_DEFAULT + 1;
+    char *body = malloc(big + 1);
+    memset(body, ' ', big);
+    body[big] = '\0';
+    body[0] = '{';
+    body[big - 1] = '}';
+    cJSON *j = ask(adv, KACE_ROUTE_PREDICT, body, 400, NULL);
+    assert_non_null(strstr(error_message(j), "more than"));
+    cJSON_Delete(j);
+    free(body);
+    /* an error body built for the front end */
+    char *e = kace_serve_error_json(413, "too \"big\"");
+    cJSON *ej = cJSON_Parse(e);
+    assert_string_equal(error_message(ej), "too \"big\"");
+    cJSON_Delete(ej);
+    free(e);
+}
+
+/* The split advice against what was measured: for every ordered pair of the
+ * partition campaigns measured at every split 10/90 .. 90/10 and at 100/100,
+ * the measured normalized throughput (each one's throughput over its
+ * exclusive_mps100, summed) at the advised split, against the best of those
+ * ten, a fixed 50/50 split, no split (100/100) and a split picked blindly. */
+static void test_mps_split_on_the_partition_campaigns(void **state)
+{
+    (void)state;
+    double sum_pick = 0, sum_half = 0, sum_full = 0, sum_mean = 0;
+    int n_pairs = 0, n_no_split = 0;
+    for (int camp = 0; camp < N_CAMPAIGNS; camp++) {
+        const kace_dataset *sd = campaign_ds[camp];
+        for (size_t c = 0; c < sd->n_colocations; c++) {
+            const kace_colocation *first = &sd->colocations[c];
+            if (first->k != 2 || first->mps_pct[0] != 50 || first->mps_pct[1] != 50 || first->status != KACE_RUN_OK)
+                continue;
+            const kace_workload *w0 = &sd->workloads[first->workload[0]], *w1 = &sd->workloads[first->workload[1]];
+            double x0 = w0->metric[KACE_M_EXCLUSIVE_MPS100], x1 = w1->metric[KACE_M_EXCLUSIVE_MPS100];
+            double measured[11]; /* [p / 10]; [10] = 100/100 */
+            int have = 0;
+            for (int p = 0; p <= 10; p++)
+                measured[p] = NAN;
+            for (size_t d = 0; d < sd->n_colocations; d++) {
+                const kace_colocation *o = &sd->colocations[d];
+                if (o->k != 2 || o->workload[0] != first->workload[0] || o->workload[1] != first->workload[1] ||
+                    o->status != KACE_RUN_OK || o->mps_pct[0] % 10 != 0 ||
+                    (o->mps_pct[0] + o->mps_pct[1] != 100 && o->mps_pct[0] + o->mps_pct[1] != 200))
+                    continue;
+                int at = o->mps_pct[0] / 10;
+                if (isnan(measured[at])) {
+                    measured[at] = o->throughput[0] / x0 + o->throughput[1] / x1;
+                    have++;
+                }
+            }
+            if (have != 10 || !isfinite(x0 + x1))
+                continue;
+            char body[512];
+            snprintf(body, sizeof body, "{\"workloads\": [\"%s\", \"%s\"]}", w0->name, w1->name);
+            cJSON *j = ask(adv, KACE_ROUTE_MPS_SPLIT, body, 200, NULL);
+            const cJSON *split = cJSON_GetObjectItemCaseSensitive(j, "split");
+            assert_true(cJSON_IsArray(split));
+            int p = cJSON_GetArrayItem(split, 0)->valueint, q = cJSON_GetArrayItem(split, 1)->valueint;
+            assert_true(p + q == 100 || (p == 100 && q == 100));
+            double best = 0, mean = 0;
+            for (int i = 1; i <= 10; i++) {
+                best = fmax(best, measured[i]);
+                mean += measured[i] / 10;
+            }
+            if (getenv("KACE_TEST_VERBOSE"))
+                printf("  %s + %s: advised %d/%d, measured there %.3f, best %.3f, 50/50 %.3f, 100/100 %.3f\n",
+                       w0->name, w1->name, p, q, measured[p / 10], best, measured[5], measured[10]);
+            n_no_split += p == 100;
+            sum_pick += measured[p / 10] / best;
+            sum_half += measured[5] / best;
+            sum_full += measured[10] / best;
+            sum_mean += mean / best;
+            n_pairs++;
+            cJSON_Delete(j);
+        }
+    }
+    printf("mps-split on %d measured pairs (%d advised no split): advised %.3f, 50/50 %.3f, 100/100 %.3f, "
+           "a blind pick %.3f of the best measured\n",
+           n_pairs, n_no_split, sum_pick / n_pairs, sum_half / n_pairs, sum_full / n_pairs, sum_mean / n_pairs);
+    assert_true(n_pairs >= 100);
+    /* the advice beats every fixed choice */
+    assert_true(sum_pick > sum_half && sum_pick > sum_full && sum_pick > sum_mean);
+}
+
+static void test_mps_split_min_fraction(void **state)
+{
+    (void)state;
+    const kace_dataset *ds = kace_advisor_dataset(adv);
+    const char *a = "bert-base-cased_batch2-inf", *b = "bert-base-cased_batch8-train";
+    double xa = ds->workloads[kace_dataset_find(ds, a)].metric[KACE_M_EXCLUSIVE];
+    static const double keep_a[] = {0, 0.5, 0.8, 0.95, 1.0};
+    int n_chosen = 0;
+    for (size_t t = 0; t < sizeof keep_a / sizeof *keep_a; t++) {
+        char body[512];
+        snprintf(body, sizeof body, "{\"workloads\": [\"%s\", \"%s\"], \"min_fraction\": [%g, 0]}", a, b, keep_a[t]);
+        const char *decision;
+        cJSON *j = ask(adv, KACE_ROUTE_MPS_SPLIT, body, 200, &decision);
+        /* candidates: the 9 splits of two plus "no split"; the advice is the
+         * best normalized one among those that keep a's share */
+        const cJSON *cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
+        assert_int_equal(cJSON_GetArraySize(cands), 10);
+        double best = -1;
+        const cJSON *best_split = NULL;
+        for (const cJSON *c = cands->child; c; c = c->next) {
+            double pa = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "predicted"), 0)->valuedouble;
+            bool feasible = pa / xa >= keep_a[t];
+            assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "feasible")), feasible);
+            if (feasible && num(c, "normalized") > best) {
+                best = num(c, "normalized");
+                best_split = cJSON_GetObjectItemCaseSensitive(c, "split");
+            }
+        }
+        const cJSON *split = cJSON_GetObjectItemCaseSensitive(j, "split");
+        if (best_split) {
+            assert_true(cJSON_Compare(split, best_split, true));
+            assert_float_equal(num(j, "normalized"), best, 0);
+            assert_true(strcmp(decision, "mps-profile") == 0 || strcmp(decision, "kace") == 0);
+            n_chosen++;
+        } else {
+            assert_true(cJSON_IsNull(split));
+            assert_string_equal(decision, "none");
+        }
+        cJSON_Delete(j);
+    }
+    assert_true(n_chosen >= 2); /* keeping nothing is always possible */
+}
+
+static char *k8s_args(const char *pod_workload, const char *const *node_ann, int n_nodes, bool upper)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *pod = cJSON_AddObjectToObject(root, upper ? "Pod" : "pod");
+    cJSON *meta = cJSON_AddObjectToObject(pod, upper ? "Metadata" : "metadata");
+    cJSON_AddStringToObject(meta, "name", "job-1");
+    if (pod_workload)
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(meta, "labels"), "kace.io/workload", pod_workload);
+    cJSON *items = cJSON_AddArrayToObject(cJSON_AddObjectToObject(root, upper ? "Nodes" : "nodes"), "items");
+    for (int i = 0; i < n_nodes; i++) {
+        cJSON *node = cJSON_CreateObject();
+        cJSON *nm = cJSON_AddObjectToObject(node, "metadata");
+        char name[16];
+        snprintf(name, sizeof name, "node%d", i);
+        cJSON_AddStringToObject(nm, "name", name);
+        if (node_ann[i])
+            cJSON_AddStringToObject(cJSON_AddObjectToObject(nm, "annotations"), "kace.io/gpus", node_ann[i]);
+        cJSON_AddItemToArray(items, node);
+    }
+    char *text = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+static void test_k8s_extender(void **state)
+{
+    (void)state;
+    char full[256], one[256];
+    snprintf(full, sizeof full, "{\"gpu0\": [\"%s\", \"%s\", \"%s\"]}", VIT2, WHISPER8, VIT2);
+    snprintf(one, sizeof one, "{\"gpu0\": [\"%s\"], \"gpu1\": [\"%s\", \"%s\", \"%s\"]}", VIT2, VIT2, VIT2, VIT2);
+    const char *ann[] = {full, one, NULL, "{\"gpu0\": []}", "not json"};
+    char *args = k8s_args(BERT8, ann, 5, true);
+    const char *decision;
+    cJSON *j = ask(adv, KACE_ROUTE_K8S_FILTER, args, 200, &decision);
+    assert_string_equal(decision, "kace");
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "nodes"), "items");
+    assert_int_equal(cJSON_GetArraySize(items), 2); /* node1 (gpu0 has room) and node3 (empty GPU) */
+    assert_string_equal(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(items, 0), "metadata"),
+                                         "name")
+            ->valuestring,
+        "node1");
+    const cJSON *failed = cJSON_GetObjectItemCaseSensitive(j, "failedNodes");
+    assert_int_equal(cJSON_GetArraySize(failed), 3);
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(failed, "node0")->valuestring, "full"));
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(failed, "node2")->valuestring, "annotation"));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "error")->valuestring, "");
+    cJSON_Delete(j);
+
+    j = ask(adv, KACE_ROUTE_K8S_PRIORITIZE, args, 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(j), 5);
+    double scores[5];
+    for (int i = 0; i < 5; i++) {
+        const cJSON *h = cJSON_GetArrayItem(j, i);
+        scores[i] = num(h, "score");
+        assert_true(scores[i] >= 0 && scores[i] <= 10 && scores[i] == floor(scores[i]));
+    }
+    assert_true(scores[0] == 0 && scores[2] == 0 && scores[4] == 0);
+    assert_true(scores[3] == 10); /* an empty GPU keeps the whole job */
+    /* node1: the gain of sharing gpu0 with VIT2, times 10 */
+    const kace_dataset *ds = kace_advisor_dataset(adv);
+    int g[2] = {kace_dataset_find(ds, VIT2), kace_dataset_find(ds, BERT8)};
+    double sum, conf, member[2];
+    assert_kace_ok(ctx, kace_slowdown_predict(ctx, kace_advisor_model(adv), ds, g, 2, &sum, &conf, member));
+    double gain = member[0] / ds->workloads[g[0]].metric[KACE_M_EXCLUSIVE] +
+                  member[1] / ds->workloads[g[1]].metric[KACE_M_EXCLUSIVE] - 1;
+    assert_float_equal(scores[1], round(10 * fmin(1, fmax(0, gain))), 0);
+    cJSON_Delete(j);
+    free(args);
+
+    /* a pod kace does not know: no opinion, every node passes, scores 0 */
+    args = k8s_args("not-a-kace-workload", ann, 5, false);
+    j = ask(adv, KACE_ROUTE_K8S_FILTER, args, 200, &decision);
+    assert_string_equal(decision, "none");
+    assert_int_equal(
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "nodes"), "items")), 5);
+    cJSON_Delete(j);
+    j = ask(adv, KACE_ROUTE_K8S_PRIORITIZE, args, 200, NULL);
+    for (int i = 0; i < 5; i++)
+        assert_true(num(cJSON_GetArrayItem(j, i), "score") == 0);
+    cJSON_Delete(j);
+    free(args);
+
+    /* node names only (nodeCacheCapable): passed through */
+    j = ask(adv, KACE_ROUTE_K8S_FILTER, "{\"pod\": {}, \"nodenames\": [\"a\", \"b\"]}", 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "nodenames")), 2);
+    cJSON_Delete(j);
+}
+
+static void test_observations_and_metrics(void **state)
+{
+    (void)state;
+    kace_serve_metrics *m = NULL;
+    assert_kace_ok(ctx, kace_serve_metrics_new(ctx, &m));
+    char body[512];
+    snprintf(body, sizeof body, "{\"gpu\": \"GPU-\\\"x\\\"\", \"workloads\": [\"%s\", \"%s\"], \"throughput\": [20, 30]}",
+             BERT8, VIT2);
+    kace_reply r;
+    assert_kace_ok(ctx, kace_advisor_handle(ctx, adv, KACE_ROUTE_OBSERVE, body, strlen(body), &r));
+    assert_true(r.has_observation);
+    assert_float_equal(r.observation.observed_sum, 50, 0);
+    assert_true(r.observation.predicted_sum > 0);
+    kace_serve_metrics_observe(m, &r.observation);
+    kace_serve_metrics_observe(m, &r.observation); /* the same colocation again: one series */
+    double predicted = r.observation.predicted_sum;
+    kace_reply_clear(&r);
+
+    kace_serve_metrics_request(m, KACE_ROUTE_PARTNERS, 200, 0.0003);
+    kace_serve_metrics_request(m, KACE_ROUTE_PARTNERS, 200, 0.002);
+    kace_serve_metrics_request(m, KACE_ROUTE_PARTNERS, 422, 5.0);
+    kace_serve_metrics_request(m, KACE_ROUTE_OTHER, 418, 0.001);
+    kace_serve_metrics_decision(m, KACE_ROUTE_PLACE, "kace");
+    kace_serve_metrics_decision(m, KACE_ROUTE_PLACE, "kace");
+    kace_serve_metrics_decision(m, KACE_ROUTE_PLACE, "made-up");
+    kace_serve_metrics_model_loaded(m, true, 1000, 400);
+    kace_serve_gpu_sample gpus[2] = {{"GPU-0", "Tesla V100", 0.5, 0.25}, {"GPU-1", "Tesla V100", NAN, NAN}};
+    char *text = NULL;
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, gpus, 2, 1600, &text));
+    static const char *const want[] = {
+        "kace_http_requests_total{endpoint=\"partners\",code=\"200\"} 2\n",
+        "kace_http_requests_total{endpoint=\"partners\",code=\"422\"} 1\n",
+        "kace_http_requests_total{endpoint=\"other\",code=\"other\"} 1\n",
+        "kace_http_request_duration_seconds_bucket{endpoint=\"partners\",le=\"0.00025\"} 0\n",
+        "kace_http_request_duration_seconds_bucket{endpoint=\"partners\",le=\"0.0005\"} 1\n",
+        "kace_http_request_duration_seconds_bucket{endpoint=\"partners\",le=\"0.0025\"} 2\n",
+        "kace_http_request_duration_seconds_bucket{endpoint=\"partners\",le=\"2.5\"} 2\n",
+        "kace_http_request_duration_seconds_bucket{endpoint=\"partners\",le=\"+Inf\"} 3\n",
+        "kace_http_request_duration_seconds_count{endpoint=\"partners\"} 3\n",
+        "kace_decisions_total{endpoint=\"place\",policy=\"kace\"} 2\n",
+        "kace_decisions_total{endpoint=\"place\",policy=\"other\"} 1\n",
+        "kace_model_age_seconds 1200\n",
+        "kace_model_loads_total{result=\"ok\"} 1\n",
+        "kace_colocation_throughput{gpu=\"GPU-\\\"x\\\"\",colocation=\"bert-base-cased_batch8-train+vit-base-patch16-224_"
+        "batch2-inf\",kind=\"observed\"} 50\n",
+        "kace_gpu_utilization_ratio{gpu=\"GPU-0\",name=\"Tesla V100\"} 0.5\n",
+        "kace_gpu_memory_utilization_ratio{gpu=\"GPU-0\",name=\"Tesla V100\"} 0.25\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(text, want[i]))
+            fail_msg("metrics lack: %s", want[i]);
+    assert_null(strstr(text, "GPU-1")); /* unreadable: left out, not 0 */
+    char line[256];
+    snprintf(line, sizeof line, "kind=\"predicted\"} %.17g\n", predicted);
+    assert_non_null(strstr(text, line));
+    const char *obs = strstr(text, "kace_colocation_throughput{");
+    assert_non_null(obs);
+    assert_null(strstr(strstr(obs, "kind=\"predicted\"") + 1, "kind=\"predicted\"")); /* one series per kind */
+    /* every sample line is "name{labels} value" or "name value" */
+    for (char *p = text; *p;) {
+        char *nl = strchr(p, '\n');
+        assert_non_null(nl);
+        if (*p != '#') {
+            char *space = nl;
+            while (space > p && *space != ' ')
+                space--;
+            assert_true(*space == ' ');
+            char *end;
+            strtod(space + 1, &end);
+            assert_true(end == nl);
+        }
+        p = nl + 1;
+    }
+    free(text);
+    /* no GPU source: no GPU series */
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, NULL, 0, 1600, &text));
+    assert_null(strstr(text, "kace_gpu_"));
+    free(text);
+    kace_serve_metrics_free(&m);
+    assert_null(m);
+}
+
+/* A fake GPU source: the function-table contract as kace serve uses it. */
+static kace_status fake_open(kace_ctx *c, void **st)
+{
+    (void)c;
+    *st = calloc(1, 1);
+    return KACE_OK;
+}
+static kace_status fake_sample(kace_ctx *c, void *st, kace_serve_gpu_sample *out, size_t max, size_t *n)
+{
+    (void)c;
+    (void)st;
+    *n = 0;
+    if (max) {
+        snprintf(out[0].id, sizeof out[0].id, "fake0");
+        snprintf(out[0].name, sizeof out[0].name, "fake");
+        out[0].utilization = 0.75;
+        out[0].memory_utilization = NAN;
+        *n = 1;
+    }
+    return KACE_OK;
+}
+static void fake_close(void **st)
+{
+    free(*st);
+    *st = NULL;
+}
+
+static void test_gpu_sources(void **state)
+{
+    (void)state;
+    const kace_serve_gpu_source fake = {"fake", fake_open, fake_sample, fake_close};
+    void *st = NULL;
+    kace_serve_gpu_sample s[4];
+    size_t n = 0;
+    assert_kace_ok(ctx, fake.open(ctx, &st));
+    assert_kace_ok(ctx, fake.sample(ctx, st, s, 4, &n));
+    fake.close(&st);
+    assert_null(st);
+    kace_serve_metrics *m = NULL;
+    char *text = NULL;
+    assert_kace_ok(ctx, kace_serve_metrics_new(ctx, &m));
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, s, n, 0, &text));
+    assert_non_null(strstr(text, "kace_gpu_utilization_ratio{gpu=\"fake0\",name=\"fake\"} 0.75\n"));
+    assert_null(strstr(text, "kace_gpu_memory_utilization_ratio{"));
+    free(text);
+    kace_serve_metrics_free(&m);
+    /* NVML: here (no driver) it must say so rather than fail oddly */
+    kace_status nst = kace_serve_gpu_nvml.open(ctx, &st);
+    if (nst == KACE_OK) {
+        assert_kace_ok(ctx, kace_serve_gpu_nvml.sample(ctx, st, s, 4, &n));
+        kace_serve_gpu_nvml.close(&st);
+    } else {
+        assert_int_equal(nst, KACE_ERR_UNSUPPORTED);
+        assert_non_null(strstr(kace_errmsg(ctx), "NVML"));
+        assert_null(st);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_predict_matches_the_library),
+        cmocka_unit_test(test_partners_match_the_library),
+        cmocka_unit_test(test_place_picks_the_largest_gain),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_mps_split_on_the_partition_campaigns),
+        cmocka_unit_test(test_mps_split_min_fraction),
+        cmocka_unit_test(test_k8s_extender),
+        cmocka_unit_test(test_observations_and_metrics),
+        cmocka_unit_test(test_gpu_sources),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
