@@ -101,16 +101,20 @@ static int by_predicted_desc(const void *a, const void *b)
     return x->workload - y->workload;
 }
 
-static double measured_pair(const kace_dataset *ds, int a, int b)
+/* measured[w] = the measured sum of the first 100%/100% pair of target and
+ * w, NaN when none: one pass over the colocations for every candidate. */
+static void measured_pairs(const kace_dataset *ds, int target, double *measured)
 {
+    for (size_t w = 0; w < ds->n_workloads; w++)
+        measured[w] = NAN;
     for (size_t i = 0; i < ds->n_colocations; i++) {
         const kace_colocation *c = &ds->colocations[i];
         if (c->k != 2 || c->mps_pct[0] != 100 || c->mps_pct[1] != 100)
             continue;
-        if ((c->workload[0] == a && c->workload[1] == b) || (c->workload[0] == b && c->workload[1] == a))
-            return kace_colocation_sum(c);
+        int partner = c->workload[0] == target ? c->workload[1] : (c->workload[1] == target ? c->workload[0] : -1);
+        if (partner >= 0 && isnan(measured[partner]))
+            measured[partner] = kace_colocation_sum(c);
     }
-    return NAN;
 }
 
 static bool has_profile(const kace_dataset *ds, const kace_feature_set *fs, int w)
@@ -137,8 +141,9 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
     double *X = malloc((n_cand ? n_cand : 1) * (size_t)fs->n * sizeof *X);
     double *pred = malloc((n_cand ? n_cand : 1) * sizeof *pred);
     int *who = malloc((n_cand ? n_cand : 1) * sizeof *who);
+    double *measured = malloc((ds->n_workloads ? ds->n_workloads : 1) * sizeof *measured);
     kace_status st = KACE_OK;
-    if (!X || !pred || !who) {
+    if (!X || !pred || !who || !measured) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -162,6 +167,7 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
             goto done;
         who[n++] = w;
     }
+    measured_pairs(ds, target, measured);
     bool slowdown = kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN;
     if (n && !slowdown && (st = kace_model_predict(ctx, m, X, n, norm, pred)))
         goto done;
@@ -174,7 +180,7 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
                 goto done;
         }
         out[i].predicted = pred[i];
-        out[i].measured = measured_pair(ds, target, who[i]);
+        out[i].measured = measured[who[i]];
         out[i].exclusive_sum = ds->workloads[target].metric[KACE_M_EXCLUSIVE] + ds->workloads[who[i]].metric[KACE_M_EXCLUSIVE];
     }
     qsort(out, n, sizeof *out, by_predicted_desc);
@@ -183,5 +189,6 @@ done:
     free(X);
     free(pred);
     free(who);
+    free(measured);
     return st;
 }
