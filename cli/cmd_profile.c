@@ -219,7 +219,7 @@ int cmd_profile(int argc, char **argv)
     ro.tick_user = &smp;
     ro.tick_s = 0.1;
     install_handlers();
-    fprintf(stderr, "kace profile: running %s on %s (warm-up %.0f s, window %.0f s)\n", name,
+    fprintf(stderr, "kace profile: running %s on %s (warm-up %g s, window %g s)\n", name,
             kace_nvml_device_name(smp.nvml)[0] ? kace_nvml_device_name(smp.nvml) : "GPU", ro.warmup_s, ro.window_s);
     kace_proc_result res;
     if ((st = kace_run(ctx, &spec, 1, &ro, &res))) {

@@ -550,13 +550,13 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
                 if (ps[i].complete)
                     decide(&ps[i], KACE_PROC_OK, "reported through its steady window; stopped at the timeout");
                 else if (nr == 0)
-                    decide(&ps[i], KACE_PROC_TIMEOUT, "no progress record within the %.0f s timeout (hung, or it does "
+                    decide(&ps[i], KACE_PROC_TIMEOUT, "no progress record within the %g s timeout (hung, or it does "
                            "not report progress: see docs/progress-protocol.md)", opt.timeout_s);
                 else if (wstart == 0)
-                    decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %.0f s: the steady window never started (a "
+                    decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: the steady window never started (a "
                            "workload of the run sent no progress record)", opt.timeout_s);
                 else
-                    decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %.0f s: %zu progress record%s, the steady window "
+                    decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: %zu progress record%s, the steady window "
                            "was not complete (hung or too slow?)", opt.timeout_s, nr, nr == 1 ? "" : "s");
                 terminate(&ps[i], now);
             }

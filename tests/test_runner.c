@@ -234,6 +234,18 @@ static void test_shell_workload(void **state)
     assert_true(r.throughput.samples_per_s > 80 && r.throughput.samples_per_s <= 101);
 }
 
+static void test_python_helper(void **state)
+{
+    char *argv[] = {"python3", KACE_TEST_DATA "/../helpers/py_worker.py", NULL};
+    kace_run_options o = quick_options();
+    o.warmup_s = 0.5; /* the interpreter's first steps */
+    kace_proc_result r = run_one(argv, o);
+    expect_status(&r, KACE_PROC_OK);
+    /* 4 samples per 10 ms on an absolute schedule: 400 samples/s. */
+    if (fabs(r.throughput.samples_per_s - 400) > 0.05 * 400)
+        fail_msg("%g samples/s, expected 400", r.throughput.samples_per_s);
+}
+
 typedef struct tick_state {
     volatile sig_atomic_t cancel;
     int ticks, steady_ticks;
@@ -289,7 +301,8 @@ int main(void)
         cmocka_unit_test(test_never_reports),      cmocka_unit_test(test_ignores_sigterm),
         cmocka_unit_test(test_grandchild_is_killed), cmocka_unit_test(test_oom),
         cmocka_unit_test(test_bad_progress),       cmocka_unit_test(test_spawn_failure),
-        cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_cancel_from_tick),
+        cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_python_helper),
+        cmocka_unit_test(test_cancel_from_tick),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
