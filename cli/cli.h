@@ -36,6 +36,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 /* Imports every reference file under dir (profiles first, splits last);
  * all files are parsed before anything is stored. */

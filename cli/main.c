@@ -24,6 +24,7 @@ static const command commands[] = {
     {"simulate", cmd_simulate, "replay a production GPU trace under every placement policy, table and figures"},
     {"schedule", cmd_schedule, "the online colocation scheduler: jobs in on stdin, placements out"},
     {"serve", cmd_serve, "HTTP colocation advisor: JSON endpoints, Kubernetes extender, Prometheus metrics"},
+    {"profile", cmd_profile, "run a workload alone on the GPU and store its profile (CUPTI, NVML, throughput)"},
 };
 
 static void usage(FILE *f)

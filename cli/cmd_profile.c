@@ -1,0 +1,316 @@
+/* kace profile --name W [options] -- COMMAND...
+ *
+ * Runs one workload alone on the GPU with the CUPTI injection library
+ * (libkace_cupti.so) and the NVML sampler, measures its exclusive throughput
+ * from its progress records, and stores its profile (kernel metrics, system
+ * metrics, exclusive throughput) in one store transaction. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kace/kernels.h"
+#include "kace/nvml.h"
+#include "kace/runner.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+}
+
+/* SIGINT/SIGTERM set a flag that the runner polls; it then kills the
+ * workload's process group. No SA_RESTART, so waits return at once. */
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static bool is_file(const char *p)
+{
+    struct stat sb;
+    return p && stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* $KACE_CUPTI_LIBRARY, else libkace_cupti.so beside the kace binary. */
+static const char *find_cupti(const char *given)
+{
+    static char path[PATH_MAX];
+    if (given)
+        return given;
+    const char *env = getenv("KACE_CUPTI_LIBRARY");
+    if (env && *env)
+        return env;
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (n <= 0)
+        return NULL;
+    path[n] = '\0';
+    char *slash = strrchr(path, '/');
+    if (!slash)
+        return NULL;
+    strcpy(slash + 1, "libkace_cupti.so");
+    return path;
+}
+
+typedef struct sampler {
+    kace_ctx *ctx;
+    kace_nvml *nvml;
+    kace_gpu_stats all, steady;
+    char error[512];
+} sampler;
+
+static void on_tick(void *user, const kace_run_view *v)
+{
+    sampler *s = user;
+    if (s->error[0])
+        return;
+    kace_gpu_sample x;
+    if (kace_nvml_sample(s->ctx, s->nvml, v->pgids, v->n, &x) != KACE_OK) {
+        snprintf(s->error, sizeof s->error, "%s", kace_errmsg(s->ctx));
+        return;
+    }
+    kace_gpu_stats_add(&s->all, &x);
+    if (v->steady)
+        kace_gpu_stats_add(&s->steady, &x);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kace profile --name W [--db PATH] [--warmup S] [--window S] [--timeout S] [--device N]\n"
+               "                    [--cupti LIB] [--keep-recording FILE] -- COMMAND [ARG...]\n"
+               "Runs COMMAND alone on the GPU and stores workload W's profile: the six kernel metrics (CUPTI),\n"
+               "sm%%, mem%%, memcap, power, SM clock, PCIe (NVML) and exclusive throughput (samples/s, from the\n"
+               "progress records of docs/progress-protocol.md). Defaults: warm-up 10 s, window 30 s, timeout\n"
+               "warm-up + window + 120 s.\n");
+}
+
+/* Prints the end of a workload's stderr, indented. */
+static void print_tail(const char *tail)
+{
+    if (!tail[0])
+        return;
+    const char *p = tail + strlen(tail);
+    int lines = 0;
+    while (p > tail && lines < 8)
+        if (*--p == '\n' && p[1])
+            lines++;
+    fprintf(stderr, "kace: the workload's last stderr lines:\n");
+    for (const char *q = p == tail ? p : p + 1; *q;) {
+        const char *nl = strchr(q, '\n');
+        int n = nl ? (int)(nl - q) : (int)strlen(q);
+        fprintf(stderr, "  | %.*s\n", n, q);
+        q += n + (nl ? 1 : 0);
+    }
+}
+
+static double parse_seconds(const char *s, bool *ok)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    *ok = end && end != s && *end == '\0' && errno == 0 && isfinite(v) && v >= 0;
+    return v;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    const char *name = NULL, *db = cli_default_db(), *cupti = NULL, *keep = NULL;
+    kace_run_options ro;
+    kace_run_options_init(&ro);
+    unsigned device = 0;
+    static const struct option longopts[] = {
+        {"name", required_argument, 0, 'n'},    {"db", required_argument, 0, 'd'},
+        {"warmup", required_argument, 0, 'w'},  {"window", required_argument, 0, 'W'},
+        {"timeout", required_argument, 0, 't'}, {"device", required_argument, 0, 'g'},
+        {"cupti", required_argument, 0, 'c'},   {"keep-recording", required_argument, 0, 'k'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+    };
+    optind = 1;
+    int c;
+    bool ok = true;
+    while ((c = getopt_long(argc, argv, "+n:d:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n': name = optarg; break;
+        case 'd': db = optarg; break;
+        case 'w': ro.warmup_s = parse_seconds(optarg, &ok); break;
+        case 'W': ro.window_s = parse_seconds(optarg, &ok); break;
+        case 't': ro.timeout_s = parse_seconds(optarg, &ok); break;
+        case 'g': device = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'c': cupti = optarg; break;
+        case 'k': keep = optarg; break;
+        case 'h': usage(stdout); return EXIT_OK;
+        default: return cli_usage("profile", "unknown option");
+        }
+        if (!ok)
+            return cli_usage("profile", "'%s' is not a number of seconds >= 0", optarg);
+    }
+    if (!name || !*name)
+        return cli_usage("profile", "--name W is required (the workload's name in the store)");
+    if (strlen(name) >= KACE_NAME_MAX)
+        return cli_usage("profile", "--name is longer than %d bytes", KACE_NAME_MAX - 1);
+    if (optind >= argc)
+        return cli_usage("profile", "no command to run (expected: kace profile --name W -- COMMAND ...)");
+    if (!(ro.window_s > 0))
+        return cli_usage("profile", "--window must be > 0");
+
+    kace_ctx *ctx = kace_ctx_new();
+    if (!ctx)
+        return EXIT_FAILURE_RUN;
+    int rc = EXIT_FAILURE_RUN;
+    sampler smp = {.ctx = ctx};
+    kace_kernel_recording *rec = NULL;
+    kace_import_batch *batch = NULL;
+    kace_store *store = NULL;
+    char recording[PATH_MAX] = "";
+
+    /* 1. A GPU with a driver, before anything else. */
+    kace_status st = kace_nvml_open(ctx, NULL, device, &smp.nvml);
+    if (st) {
+        fprintf(stderr, "kace profile: %s\n", kace_errmsg(ctx));
+        goto done;
+    }
+    cupti = find_cupti(cupti);
+    if (!is_file(cupti)) {
+        fprintf(stderr,
+                "kace profile: the CUPTI injection library %s was not found (it is built only where the CUDA "
+                "toolkit's CUPTI is installed; give its path with --cupti or $KACE_CUPTI_LIBRARY)\n",
+                cupti ? cupti : "libkace_cupti.so");
+        goto done;
+    }
+    if (keep) {
+        snprintf(recording, sizeof recording, "%s", keep);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(recording, sizeof recording, "%s/kace-cupti-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        int fd = mkstemp(recording);
+        if (fd < 0) {
+            fprintf(stderr, "kace profile: cannot create a recording file %s: %s\n", recording, strerror(errno));
+            recording[0] = '\0';
+            goto done;
+        }
+        close(fd);
+    }
+
+    /* 2. The run. */
+    char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
+    snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", cupti);
+    snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, recording);
+    const char *extra[] = {inject_env, output_env, NULL};
+    kace_proc_spec spec = {.name = name, .argv = argv + optind, .extra_env = extra};
+    kace_gpu_stats_init(&smp.all);
+    kace_gpu_stats_init(&smp.steady);
+    ro.stderr_fd = -1;
+    ro.cancel = &interrupted;
+    ro.tick = on_tick;
+    ro.tick_user = &smp;
+    ro.tick_s = 0.1;
+    install_handlers();
+    fprintf(stderr, "kace profile: running %s on %s (warm-up %g s, window %g s)\n", name,
+            kace_nvml_device_name(smp.nvml)[0] ? kace_nvml_device_name(smp.nvml) : "GPU", ro.warmup_s, ro.window_s);
+    kace_proc_result res;
+    if ((st = kace_run(ctx, &spec, 1, &ro, &res))) {
+        cli_error(ctx, st);
+        goto done;
+    }
+    if (res.status != KACE_PROC_OK) {
+        fprintf(stderr, "kace profile: workload %s %s: %s; its process group was ended, nothing was stored\n", name,
+                kace_proc_status_name(res.status), res.detail);
+        print_tail(res.stderr_tail);
+        rc = res.status == KACE_PROC_CANCELLED ? 128 + (int)interrupted : EXIT_FAILURE_RUN;
+        goto done;
+    }
+    if (smp.error[0]) {
+        fprintf(stderr, "kace profile: NVML sampling failed: %s; nothing was stored\n", smp.error);
+        goto done;
+    }
+
+    /* 3. Kernel metrics of the steady window. */
+    struct stat sb;
+    if (stat(recording, &sb) != 0 || sb.st_size == 0) {
+        fprintf(stderr,
+                "kace profile: %s never initialised CUDA (no kernel recording from %s): is it a CUDA program? "
+                "Nothing was stored\n",
+                name, cupti);
+        goto done;
+    }
+    if ((st = kace_kernels_parse_file(ctx, recording, &rec))) {
+        cli_error(ctx, st);
+        goto done;
+    }
+    kace_kernel_info info;
+    kace_kernels_info(rec, &info);
+    kace_kernel_summary ks;
+    int64_t from = info.monotonic_clock ? res.throughput.start_ns : 0;
+    int64_t to = info.monotonic_clock ? res.throughput.end_ns : 0;
+    if ((st = kace_kernels_reduce(ctx, rec, from, to, &ks))) {
+        fprintf(stderr, "kace profile: %s: %s%s%s; nothing was stored\n", name, kace_errmsg(ctx),
+                info.n_errors ? "; the CUPTI library reported: " : "", info.first_error);
+        goto done;
+    }
+    if (info.n_errors)
+        fprintf(stderr, "kace profile: warning: the CUPTI library reported %zu error(s), the first: %s\n",
+                info.n_errors, info.first_error);
+    if (ks.n_with_counters == 0)
+        fprintf(stderr, "kace profile: warning: no counter values (SM/DRAM/memory throughput are left missing)\n");
+
+    /* 4. One transaction. */
+    if ((st = kace_profile_batch_new(ctx, "kace-profile", &batch)) ||
+        (st = kace_profile_batch_add_kernels(ctx, batch, name, &ks)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput", res.throughput.samples_per_s)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput_sd",
+                                     isnan(res.throughput.sd) ? NAN : res.throughput.sd)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "sm%", kace_gpu_stats_mean(&smp.steady, KACE_GPU_SM_PCT))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "mem%", kace_gpu_stats_mean(&smp.steady, KACE_GPU_MEM_PCT))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "memcap", smp.all.peak_mem_mib / 1024.0)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "power_W", kace_gpu_stats_mean(&smp.steady, KACE_GPU_POWER_W))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "sm_clock_MHz",
+                                     kace_gpu_stats_mean(&smp.steady, KACE_GPU_SM_CLOCK_MHZ))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "pcie_tx_MBps",
+                                     kace_gpu_stats_mean(&smp.steady, KACE_GPU_PCIE_TX_MBPS))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "pcie_rx_MBps",
+                                     kace_gpu_stats_mean(&smp.steady, KACE_GPU_PCIE_RX_MBPS)))) {
+        cli_error(ctx, st);
+        goto done;
+    }
+    if (!(store = cli_open_store(ctx, db)))
+        goto done;
+    char date[16];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d", localtime(&now));
+    kace_source src = {kace_nvml_device_name(smp.nvml)[0] ? kace_nvml_device_name(smp.nvml) : NULL, "kace-profile",
+                       date};
+    kace_import_stats stats;
+    if ((st = kace_store_import(ctx, store, batch, &src, &stats))) {
+        cli_error(ctx, st);
+        goto done;
+    }
+    printf("%s: %.4g samples/s (sd %.3g, %.1f s window), sm%% %.1f, mem%% %.1f, memcap %.2f GB; %zu kernels "
+           "(%zu with counters, %.0f%% of kernel time); stored in %s\n",
+           name, res.throughput.samples_per_s, res.throughput.sd, res.throughput.window_s,
+           kace_gpu_stats_mean(&smp.steady, KACE_GPU_SM_PCT), kace_gpu_stats_mean(&smp.steady, KACE_GPU_MEM_PCT),
+           smp.all.peak_mem_mib / 1024.0, ks.n_kernels, ks.n_with_counters, 100 * ks.counter_time_share, db);
+    rc = EXIT_OK;
+done:
+    if (recording[0] && !keep)
+        unlink(recording);
+    kace_store_close(&store);
+    kace_import_batch_free(&batch);
+    kace_kernels_free(&rec);
+    kace_nvml_close(&smp.nvml);
+    kace_ctx_free(&ctx);
+    return rc;
+}

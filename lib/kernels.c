@@ -1,0 +1,569 @@
+/* libkace_cupti.so recordings -> the six KACE kernel metrics (and Xu et
+ * al.'s kernel-length metrics), with lib/ncu.c's definitions. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csv.h"
+#include "import_internal.h"
+#include "kace/kernels.h"
+
+/* Xu et al.'s short/long split, microseconds (as lib/ncu.c). */
+#define LONG_KERNEL_US 200.0
+#define MAX_NAME 4096
+
+typedef struct kernel_rec {
+    int64_t start, end;
+    uint32_t grid[3], block[3];
+    uint32_t regs, static_smem, dynamic_smem;
+    uint32_t name; /* index into names */
+} kernel_rec;
+
+typedef struct counter_rec {
+    uint32_t grid[3], block[3];
+    uint32_t name;
+    double sum[3]; /* sm, dram, mem */
+    uint32_t n;
+} counter_rec;
+
+struct kace_kernel_recording {
+    kernel_rec *kernels;
+    size_t n_kernels, cap_kernels;
+    counter_rec *counters;
+    size_t n_counters, cap_counters, n_counter_lines;
+    char **names;
+    size_t n_names, cap_names;
+    uint32_t *name_slots; /* open addressing: name index + 1 */
+    size_t n_slots;
+    size_t dropped, n_errors;
+    bool monotonic;
+    char device[128];
+    char first_error[256];
+};
+
+static const char *const metric_names[KACE_KM_N] = {
+    "Threads", "Compute (SM) Throughput", "DRAM Throughput", "Memory Throughput", "Registers",
+    "Static Shared Memory", "avg_Thread", "Short_Kernel", "Long_Kernel", "ave_Kernel_Length",
+    "long/short_Ratio",
+};
+
+const char *kace_kernel_metric_name(int km)
+{
+    return km >= 0 && km < KACE_KM_N ? metric_names[km] : "?";
+}
+
+void kace_kernels_free(kace_kernel_recording **pr)
+{
+    if (!pr || !*pr)
+        return;
+    kace_kernel_recording *r = *pr;
+    for (size_t i = 0; i < r->n_names; i++)
+        free(r->names[i]);
+    free(r->names);
+    free(r->name_slots);
+    free(r->kernels);
+    free(r->counters);
+    free(r);
+    *pr = NULL;
+}
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static bool grow(void **items, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return true;
+    size_t c = *cap ? *cap * 2 : 64;
+    void *p = realloc(*items, c * size);
+    if (!p)
+        return false;
+    *items = p;
+    *cap = c;
+    return true;
+}
+
+/* Interns a kernel name; UINT32_MAX when out of memory. */
+static uint32_t intern(kace_kernel_recording *r, const char *s, size_t n)
+{
+    if (r->n_names * 2 >= r->n_slots) {
+        size_t ns = r->n_slots ? r->n_slots * 2 : 256;
+        uint32_t *slots = calloc(ns, sizeof *slots);
+        if (!slots)
+            return UINT32_MAX;
+        for (size_t i = 0; i < r->n_names; i++) {
+            size_t j = hash_bytes(r->names[i], strlen(r->names[i])) & (ns - 1);
+            while (slots[j])
+                j = (j + 1) & (ns - 1);
+            slots[j] = (uint32_t)i + 1;
+        }
+        free(r->name_slots);
+        r->name_slots = slots;
+        r->n_slots = ns;
+    }
+    size_t j = hash_bytes(s, n) & (r->n_slots - 1);
+    while (r->name_slots[j]) {
+        const char *have = r->names[r->name_slots[j] - 1];
+        if (strlen(have) == n && memcmp(have, s, n) == 0)
+            return r->name_slots[j] - 1;
+        j = (j + 1) & (r->n_slots - 1);
+    }
+    if (!grow((void **)&r->names, &r->cap_names, r->n_names, sizeof *r->names))
+        return UINT32_MAX;
+    char *copy = malloc(n + 1);
+    if (!copy)
+        return UINT32_MAX;
+    memcpy(copy, s, n);
+    copy[n] = '\0';
+    r->names[r->n_names] = copy;
+    r->name_slots[j] = (uint32_t)r->n_names + 1;
+    return (uint32_t)r->n_names++;
+}
+
+/* ---- parsing --------------------------------------------------------------- */
+
+typedef struct line_reader {
+    const char *p, *end; /* the line, without '\n' */
+    const char *line_start;
+    const char *origin;
+    int line;
+} line_reader;
+
+static kace_status lfail(kace_ctx *ctx, const line_reader *lr, kace_status st, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static kace_status lfail(kace_ctx *ctx, const line_reader *lr, kace_status st, const char *at, const char *fmt, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return kace_fail(ctx, st, "%s:%d:%d: %s", lr->origin, lr->line, (int)(at - lr->line_start) + 1, what);
+}
+
+static void skip_spaces(line_reader *lr)
+{
+    while (lr->p < lr->end && (*lr->p == ' ' || *lr->p == '\t'))
+        lr->p++;
+}
+
+/* An unsigned integer field of at most max. */
+static kace_status field_u64(kace_ctx *ctx, line_reader *lr, const char *what, uint64_t max, uint64_t *out)
+{
+    skip_spaces(lr);
+    const char *at = lr->p;
+    uint64_t v = 0;
+    int digits = 0;
+    while (lr->p < lr->end && *lr->p >= '0' && *lr->p <= '9') {
+        if (++digits > 19)
+            return lfail(ctx, lr, KACE_ERR_PARSE, at, "%s has too many digits (expected at most %llu)", what,
+                         (unsigned long long)max);
+        v = v * 10 + (uint64_t)(*lr->p++ - '0');
+    }
+    if (digits == 0 || (lr->p < lr->end && *lr->p != ' ' && *lr->p != '\t'))
+        return lfail(ctx, lr, KACE_ERR_PARSE, at, "%s is not a whole number (expected digits)", what);
+    if (v > max)
+        return lfail(ctx, lr, KACE_ERR_INVALID, at, "%s is %llu (expected at most %llu)", what,
+                     (unsigned long long)v, (unsigned long long)max);
+    *out = v;
+    return KACE_OK;
+}
+
+/* A percentage: digits with an optional fraction, 0..1000. */
+static kace_status field_pct(kace_ctx *ctx, line_reader *lr, const char *what, double *out)
+{
+    skip_spaces(lr);
+    const char *at = lr->p;
+    char buf[48];
+    size_t n = 0;
+    bool dot = false;
+    while (lr->p < lr->end && ((*lr->p >= '0' && *lr->p <= '9') || (*lr->p == '.' && !dot))) {
+        dot |= *lr->p == '.';
+        if (n + 1 >= sizeof buf)
+            return lfail(ctx, lr, KACE_ERR_PARSE, at, "%s is too long (expected a percentage)", what);
+        buf[n++] = *lr->p++;
+    }
+    buf[n] = '\0';
+    if (n == 0 || (n == 1 && dot) || (lr->p < lr->end && *lr->p != ' ' && *lr->p != '\t'))
+        return lfail(ctx, lr, KACE_ERR_PARSE, at, "%s is not a number (expected a percentage such as 42.5)", what);
+    double v = strtod(buf, NULL);
+    if (!(v <= 1000))
+        return lfail(ctx, lr, KACE_ERR_INVALID, at, "%s is %g (expected a percentage of peak, 0..1000)", what, v);
+    *out = v;
+    return KACE_OK;
+}
+
+/* The rest of the line: a kernel name. */
+static kace_status field_name(kace_ctx *ctx, line_reader *lr, const char **s, size_t *n)
+{
+    skip_spaces(lr);
+    const char *at = lr->p;
+    const char *e = lr->end;
+    while (e > lr->p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+        e--;
+    if (e == lr->p)
+        return lfail(ctx, lr, KACE_ERR_PARSE, at, "missing kernel name (expected it at the end of the line)");
+    if ((size_t)(e - lr->p) > MAX_NAME)
+        return lfail(ctx, lr, KACE_ERR_PARSE, at, "kernel name longer than %d bytes", MAX_NAME);
+    if (memchr(lr->p, '\0', (size_t)(e - lr->p)))
+        return lfail(ctx, lr, KACE_ERR_PARSE, at, "NUL byte in the kernel name");
+    *s = lr->p;
+    *n = (size_t)(e - lr->p);
+    lr->p = lr->end;
+    return KACE_OK;
+}
+
+static kace_status read_dims(kace_ctx *ctx, line_reader *lr, uint32_t grid[3], uint32_t block[3])
+{
+    static const char *const what[6] = {"grid x", "grid y", "grid z", "block x", "block y", "block z"};
+    for (int i = 0; i < 6; i++) {
+        uint64_t v;
+        kace_status st = field_u64(ctx, lr, what[i], UINT32_MAX, &v);
+        if (st)
+            return st;
+        if (v == 0)
+            return lfail(ctx, lr, KACE_ERR_INVALID, lr->p - 1, "%s is 0 (expected >= 1)", what[i]);
+        (i < 3 ? grid : block)[i % 3] = (uint32_t)v;
+    }
+    return KACE_OK;
+}
+
+static bool word_is(line_reader *lr, const char *w)
+{
+    size_t n = strlen(w);
+    if ((size_t)(lr->end - lr->p) < n || memcmp(lr->p, w, n) != 0)
+        return false;
+    if (lr->p + n < lr->end && lr->p[n] != ' ' && lr->p[n] != '\t' && lr->p[n] != '\r')
+        return false;
+    lr->p += n;
+    return true;
+}
+
+static counter_rec *find_counter(kace_kernel_recording *r, uint32_t name, const uint32_t g[3], const uint32_t b[3]);
+
+static kace_status parse_line(kace_ctx *ctx, kace_kernel_recording *r, line_reader *lr)
+{
+    skip_spaces(lr);
+    const char *at = lr->p;
+    if (lr->p == lr->end || *lr->p == '#' || (lr->end - lr->p == 1 && *lr->p == '\r'))
+        return KACE_OK;
+    if (word_is(lr, "kace-cupti")) {
+        uint64_t v;
+        kace_status st = field_u64(ctx, lr, "version", 1000, &v);
+        if (st)
+            return st;
+        if (v != 1)
+            return lfail(ctx, lr, KACE_ERR_PARSE, at, "recording version %llu (expected 1)", (unsigned long long)v);
+        return KACE_OK;
+    }
+    if (word_is(lr, "clock")) {
+        skip_spaces(lr);
+        r->monotonic = word_is(lr, "monotonic");
+        return KACE_OK;
+    }
+    if (word_is(lr, "device")) {
+        const char *s;
+        size_t n;
+        kace_status st = field_name(ctx, lr, &s, &n);
+        if (st)
+            return st;
+        snprintf(r->device, sizeof r->device, "%.*s", (int)n, s);
+        return KACE_OK;
+    }
+    if (word_is(lr, "dropped")) {
+        uint64_t v;
+        kace_status st = field_u64(ctx, lr, "dropped records", 1ULL << 48, &v);
+        if (st)
+            return st;
+        r->dropped += v;
+        return KACE_OK;
+    }
+    if (word_is(lr, "error")) {
+        skip_spaces(lr);
+        if (r->n_errors++ == 0)
+            snprintf(r->first_error, sizeof r->first_error, "%.*s", (int)(lr->end - lr->p), lr->p);
+        return KACE_OK;
+    }
+    if (word_is(lr, "kernel")) {
+        kernel_rec k;
+        uint64_t v[5];
+        static const char *const what[2] = {"start time", "end time"};
+        for (int i = 0; i < 2; i++) {
+            kace_status st = field_u64(ctx, lr, what[i], INT64_MAX / 2, &v[i]);
+            if (st)
+                return st;
+        }
+        const char *end_at = lr->p;
+        if (v[1] < v[0])
+            return lfail(ctx, lr, KACE_ERR_INVALID, end_at, "kernel ends (%llu) before it starts (%llu)",
+                         (unsigned long long)v[1], (unsigned long long)v[0]);
+        kace_status st = read_dims(ctx, lr, k.grid, k.block);
+        if (st)
+            return st;
+        static const char *const what2[3] = {"registers per thread", "static shared memory",
+                                             "dynamic shared memory"};
+        for (int i = 0; i < 3; i++)
+            if ((st = field_u64(ctx, lr, what2[i], i == 0 ? 65536 : UINT32_MAX, &v[2 + i])))
+                return st;
+        const char *s;
+        size_t n;
+        if ((st = field_name(ctx, lr, &s, &n)))
+            return st;
+        k.start = (int64_t)v[0];
+        k.end = (int64_t)v[1];
+        k.regs = (uint32_t)v[2];
+        k.static_smem = (uint32_t)v[3];
+        k.dynamic_smem = (uint32_t)v[4];
+        if ((k.name = intern(r, s, n)) == UINT32_MAX ||
+            !grow((void **)&r->kernels, &r->cap_kernels, r->n_kernels, sizeof *r->kernels))
+            return kace_fail(ctx, KACE_ERR_NOMEM, "%s: out of memory reading kernel records", lr->origin);
+        r->kernels[r->n_kernels++] = k;
+        return KACE_OK;
+    }
+    if (word_is(lr, "counters")) {
+        double pct[3];
+        static const char *const what[3] = {"SM throughput", "DRAM throughput", "memory throughput"};
+        kace_status st;
+        for (int i = 0; i < 3; i++)
+            if ((st = field_pct(ctx, lr, what[i], &pct[i])))
+                return st;
+        uint32_t g[3], b[3];
+        if ((st = read_dims(ctx, lr, g, b)))
+            return st;
+        const char *s;
+        size_t n;
+        if ((st = field_name(ctx, lr, &s, &n)))
+            return st;
+        uint32_t name = intern(r, s, n);
+        if (name == UINT32_MAX)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "%s: out of memory reading counter records", lr->origin);
+        counter_rec *c = find_counter(r, name, g, b);
+        if (!c) {
+            if (!grow((void **)&r->counters, &r->cap_counters, r->n_counters, sizeof *r->counters))
+                return kace_fail(ctx, KACE_ERR_NOMEM, "%s: out of memory reading counter records", lr->origin);
+            c = &r->counters[r->n_counters++];
+            memset(c, 0, sizeof *c);
+            memcpy(c->grid, g, sizeof g);
+            memcpy(c->block, b, sizeof b);
+            c->name = name;
+        }
+        for (int i = 0; i < 3; i++)
+            c->sum[i] += pct[i];
+        c->n++;
+        r->n_counter_lines++;
+        return KACE_OK;
+    }
+    return lfail(ctx, lr, KACE_ERR_PARSE, at,
+                 "unknown record (expected kace-cupti, clock, device, kernel, counters, dropped or error)");
+}
+
+/* Counter records are few (one per profiled signature): a linear search
+ * while parsing, an index when reducing. */
+static counter_rec *find_counter(kace_kernel_recording *r, uint32_t name, const uint32_t g[3], const uint32_t b[3])
+{
+    for (size_t i = 0; i < r->n_counters; i++) {
+        counter_rec *c = &r->counters[i];
+        if (c->name == name && memcmp(c->grid, g, sizeof c->grid) == 0 && memcmp(c->block, b, sizeof c->block) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+kace_status kace_kernels_parse(kace_ctx *ctx, const char *data, size_t len, const char *origin,
+                               kace_kernel_recording **out)
+{
+    *out = NULL;
+    if (!origin)
+        origin = "<recording>";
+    kace_kernel_recording *r = calloc(1, sizeof *r);
+    if (!r)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory reading %s", origin);
+    line_reader lr = {.origin = origin, .line = 1};
+    size_t pos = 0;
+    kace_status st = KACE_OK;
+    while (pos < len) {
+        const char *nl = memchr(data + pos, '\n', len - pos);
+        if (!nl)
+            break; /* an unfinished last line: ignored */
+        lr.line_start = lr.p = data + pos;
+        lr.end = nl;
+        if ((st = parse_line(ctx, r, &lr)))
+            break;
+        pos = (size_t)(nl - data) + 1;
+        lr.line++;
+    }
+    if (st) {
+        kace_kernels_free(&r);
+        return st;
+    }
+    *out = r;
+    return KACE_OK;
+}
+
+kace_status kace_kernels_parse_file(kace_ctx *ctx, const char *path, kace_kernel_recording **out)
+{
+    *out = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    kace_status st = kace_read_file(ctx, path, &data, &len);
+    if (st)
+        return st;
+    st = kace_kernels_parse(ctx, data, len, path, out);
+    free(data);
+    return st;
+}
+
+void kace_kernels_info(const kace_kernel_recording *r, kace_kernel_info *info)
+{
+    info->n_kernels = r->n_kernels;
+    info->n_counters = r->n_counter_lines;
+    info->n_dropped = r->dropped;
+    info->n_errors = r->n_errors;
+    info->monotonic_clock = r->monotonic;
+    info->device = r->device;
+    info->first_error = r->first_error;
+}
+
+/* ---- reduction ------------------------------------------------------------- */
+
+typedef struct wsum {
+    double num, den;
+    size_t n;
+} wsum;
+
+static void wsum_add(wsum *w, double x, double d)
+{
+    w->num += x * d;
+    w->den += d;
+    w->n++;
+}
+
+kace_status kace_kernels_reduce(kace_ctx *ctx, const kace_kernel_recording *r, int64_t from_ns, int64_t to_ns,
+                                kace_kernel_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < KACE_KM_N; i++)
+        out->value[i] = NAN;
+    /* Counters by name: for each name, the first counter entry (few entries
+     * per name: a linear scan over them). */
+    size_t *first = malloc((r->n_names ? r->n_names : 1) * sizeof *first);
+    size_t *next = malloc((r->n_counters ? r->n_counters : 1) * sizeof *next);
+    if (!first || !next) {
+        free(first);
+        free(next);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory reducing kernel records");
+    }
+    for (size_t i = 0; i < r->n_names; i++)
+        first[i] = SIZE_MAX;
+    for (size_t i = r->n_counters; i-- > 0;) {
+        next[i] = first[r->counters[i].name];
+        first[r->counters[i].name] = i;
+    }
+    wsum w[KACE_KM_N];
+    memset(w, 0, sizeof w);
+    double total_us = 0, sum_short = 0, sum_long = 0, sum_threads = 0, counter_us = 0;
+    size_t n = 0, n_short = 0, n_long = 0;
+    for (size_t i = 0; i < r->n_kernels; i++) {
+        const kernel_rec *k = &r->kernels[i];
+        if (k->start < from_ns || (to_ns > 0 && k->start >= to_ns))
+            continue;
+        double d = (double)(k->end - k->start) / 1e3; /* microseconds, as ncu prints */
+        double blocks = (double)k->grid[0] * k->grid[1] * k->grid[2];
+        double threads = blocks * ((double)k->block[0] * k->block[1] * k->block[2]);
+        n++;
+        total_us += d;
+        if (d < LONG_KERNEL_US) {
+            sum_short += d;
+            n_short++;
+        } else {
+            sum_long += d;
+            n_long++;
+        }
+        sum_threads += threads;
+        wsum_add(&w[KACE_KM_THREADS], threads, d);
+        wsum_add(&w[KACE_KM_REGISTERS], threads * k->regs, d);
+        wsum_add(&w[KACE_KM_SMEM], blocks * k->static_smem, d);
+        for (size_t c = first[k->name]; c != SIZE_MAX; c = next[c]) {
+            const counter_rec *cr = &r->counters[c];
+            if (memcmp(cr->grid, k->grid, sizeof k->grid) != 0 || memcmp(cr->block, k->block, sizeof k->block) != 0)
+                continue;
+            wsum_add(&w[KACE_KM_SM], cr->sum[0] / cr->n, d);
+            wsum_add(&w[KACE_KM_DRAM], cr->sum[1] / cr->n, d);
+            wsum_add(&w[KACE_KM_MEM], cr->sum[2] / cr->n, d);
+            out->n_with_counters++;
+            counter_us += d;
+            break;
+        }
+    }
+    free(first);
+    free(next);
+    out->n_kernels = n;
+    out->kernel_time_s = total_us / 1e6;
+    if (n == 0)
+        return kace_fail(ctx, KACE_ERR_INVALID,
+                         "no kernel in the recording%s (expected the workload to launch CUDA kernels)",
+                         from_ns > 0 || to_ns > 0 ? " during the steady window" : "");
+    if (!(total_us > 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "the %zu kernels' durations sum to 0 (expected > 0)", n);
+    for (int m = KACE_KM_THREADS; m <= KACE_KM_SMEM; m++) {
+        out->have[m] = w[m].n > 0 && w[m].den > 0;
+        if (out->have[m])
+            out->value[m] = w[m].num / w[m].den;
+    }
+    out->counter_time_share = counter_us / total_us;
+    out->have[KACE_KM_AVG_THREAD] = out->have[KACE_KM_SHORT] = out->have[KACE_KM_LONG] = true;
+    out->have[KACE_KM_AVE_LENGTH] = out->have[KACE_KM_RATIO] = true;
+    out->value[KACE_KM_AVG_THREAD] = sum_threads / (double)n;
+    out->value[KACE_KM_SHORT] = n_short ? sum_short / (double)n_short : 0.0;
+    out->value[KACE_KM_LONG] = n_long ? sum_long / (double)n_long : 0.0;
+    out->value[KACE_KM_AVE_LENGTH] = total_us / (double)n;
+    out->value[KACE_KM_RATIO] = n_short ? (double)n_long / (double)n_short : 0.0;
+    return KACE_OK;
+}
+
+/* ---- batches --------------------------------------------------------------- */
+
+kace_status kace_profile_batch_new(kace_ctx *ctx, const char *origin, kace_import_batch **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    (*out)->kind = KACE_FILE_KERNEL_PROFILE;
+    snprintf((*out)->origin, sizeof (*out)->origin, "%s", origin ? origin : "kace-profile");
+    snprintf((*out)->set, sizeof (*out)->set, "%s", origin ? origin : "kace-profile");
+    return KACE_OK;
+}
+
+kace_status kace_profile_batch_add(kace_ctx *ctx, kace_import_batch *b, const char *workload, const char *metric,
+                                   double value)
+{
+    if (!workload || !*workload || strlen(workload) >= KACE_NAME_MAX)
+        return kace_fail(ctx, KACE_ERR_INVALID, "workload name '%.40s' (expected 1 to %d bytes)",
+                         workload ? workload : "", KACE_NAME_MAX - 1);
+    if (isinf(value) || value < 0)
+        return kace_fail(ctx, KACE_ERR_INVALID, "metric '%s' of %s is %g (expected a finite value >= 0)", metric,
+                         workload, value);
+    return kace_batch_add_value(ctx, b, workload, metric, value, false);
+}
+
+kace_status kace_profile_batch_add_kernels(kace_ctx *ctx, kace_import_batch *b, const char *workload,
+                                           const kace_kernel_summary *s)
+{
+    for (int m = 0; m < KACE_KM_N; m++) {
+        if (!s->have[m])
+            continue;
+        kace_status st = kace_profile_batch_add(ctx, b, workload, metric_names[m], s->value[m]);
+        if (st)
+            return st;
+    }
+    return KACE_OK;
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# kace profile without a GPU: a clear "no NVIDIA driver" error; with a fake
+# NVML library (tests/helpers/fake_nvml.c) the failure paths of a run: a
+# non-CUDA workload, a crash, a hang, an interrupt. Each ends with a clear
+# message, exit status != 0, the workload's process group gone and the store
+# unchanged.
+#
+#   bash cli_profile.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
+set -u
+KACE=${1:?usage: cli_profile.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
+SCRATCH=${3:?missing SCRATCH_DIR}
+BUILD=$(cd "$(dirname "$KACE")" && pwd)
+WORKER=$BUILD/tests/kace-test-worker
+FAKE=$BUILD/tests/libfake_nvml_full.so
+export LC_ALL=C
+rm -rf "$SCRATCH"
+mkdir -p "$SCRATCH" || exit 1
+DB=$SCRATCH/store.db
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+for f in "$WORKER" "$FAKE"; do [ -e "$f" ] || { echo "FAIL: $f was not built" >&2; exit 1; }; done
+
+# A store with something in it, to check that failures leave it as it was.
+printf 'Type,Exclusive100,sm%%,mem%%,memcap\nalready_batch8-train,10,50,20,3.5\n' >"$SCRATCH/system.csv"
+"$KACE" import --db "$DB" "$SCRATCH/system.csv" >/dev/null || { echo "FAIL: import" >&2; exit 1; }
+fingerprint() { sqlite3 "$DB" .dump | sha256sum; }
+before=$(fingerprint)
+
+expect() { # expect NAME STATUS_WANTED(nonzero|2) PATTERN -- command...
+    local name=$1 want=$2 pattern=$3
+    shift 4
+    "$@" >"$SCRATCH/$name.out" 2>"$SCRATCH/$name.err"
+    local rc=$?
+    if [ "$want" = nonzero ] && [ $rc -eq 0 ]; then fail "$name: exit 0, expected an error"; fi
+    if [ "$want" != nonzero ] && [ $rc -ne "$want" ]; then fail "$name: exit $rc, expected $want"; fi
+    if [ $rc -ge 128 ] && [ "$want" = nonzero ]; then fail "$name: killed by a signal ($rc)"; fi
+    grep -q -- "$pattern" "$SCRATCH/$name.err" || fail "$name: stderr lacks '$pattern': $(cat "$SCRATCH/$name.err")"
+    [ "$(fingerprint)" = "$before" ] || fail "$name: the store changed"
+}
+
+# 1. No driver: a path that does not exist, and the default library when this machine has none.
+KACE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 \
+    expect no-driver nonzero "no NVIDIA driver found" -- "$KACE" profile --db "$DB" --name w -- "$WORKER" report
+if ! ldconfig -p 2>/dev/null | grep -q libnvidia-ml.so.1; then
+    unset KACE_NVML_LIBRARY
+    expect no-driver-default nonzero "no NVIDIA driver found" -- \
+        "$KACE" profile --db "$DB" --name w -- "$WORKER" report
+fi
+# A driver whose NVML cannot start.
+KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_nodriver.so \
+    expect nvml-init nonzero "no NVIDIA driver is loaded" -- "$KACE" profile --db "$DB" --name w -- true
+
+# 2. Usage errors.
+expect no-name 2 "--name W is required" -- "$KACE" profile --db "$DB" -- true
+expect no-command 2 "no command to run" -- "$KACE" profile --db "$DB" --name w
+expect bad-window 2 "not a number of seconds" -- "$KACE" profile --db "$DB" --name w --window x -- true
+
+# 3. Runs with the fake NVML; the "CUPTI library" is a placeholder file: these
+#    workloads never initialise CUDA, so the driver would never load it.
+export KACE_NVML_LIBRARY=$FAKE KACE_CUPTI_LIBRARY=$SCRATCH/libkace_cupti_placeholder.so
+: >"$KACE_CUPTI_LIBRARY"
+P=(profile --db "$DB" --warmup 0.2 --window 0.6)
+expect non-cuda nonzero "never initialised CUDA" -- "$KACE" "${P[@]}" --name w -- "$WORKER" report 1000
+expect crash nonzero "crashed: killed by signal 6" -- "$KACE" "${P[@]}" --name w -- "$WORKER" crash 1000 0.2
+grep -q "its process group was ended, nothing was stored" "$SCRATCH/crash.err" || fail "crash: no 'nothing was stored'"
+expect oom nonzero "oom: ran out of memory" -- "$KACE" "${P[@]}" --name w -- "$WORKER" oom 1000 0.1
+grep -q "CUDA out of memory" "$SCRATCH/oom.err" || fail "oom: the workload's stderr tail is not shown"
+expect hang nonzero "timeout" -- "$KACE" "${P[@]}" --timeout 1.5 --name w -- "$WORKER" hang 1000 0.3
+expect missing-cmd nonzero "spawn-failed: cannot run" -- "$KACE" "${P[@]}" --name w -- /nonexistent/cmd
+KACE_CUPTI_LIBRARY=/nonexistent/libkace_cupti.so \
+    expect no-cupti nonzero "CUPTI injection library" -- "$KACE" "${P[@]}" --name w -- true
+
+# 4. SIGINT while a workload that ignores SIGTERM runs: kace ends its group and says so.
+token="kace-cli-profile-$$"
+"$KACE" profile --db "$DB" --timeout 60 --name w -- "$WORKER" ignore-term 1000 1000 "$token" \
+    >/dev/null 2>"$SCRATCH/sigint.err" &
+kace_pid=$!
+for _ in $(seq 50); do pgrep -f "$token" | grep -vq "^$kace_pid\$" && break; sleep 0.1; done
+worker_pid=$(pgrep -f "kace-test-worker ignore-term 1000 1000 $token" | head -1)
+[ -n "$worker_pid" ] || fail "sigint: the workload did not start"
+kill -INT "$kace_pid"
+wait "$kace_pid"
+rc=$?
+[ $rc -eq 130 ] || fail "sigint: exit $rc, expected 130"
+grep -q "cancelled" "$SCRATCH/sigint.err" || fail "sigint: stderr lacks 'cancelled': $(cat "$SCRATCH/sigint.err")"
+if [ -n "$worker_pid" ] && kill -0 "$worker_pid" 2>/dev/null; then
+    fail "sigint: workload $worker_pid still runs"
+fi
+[ "$(fingerprint)" = "$before" ] || fail "sigint: the store changed"
+
+if [ $failures -ne 0 ]; then
+    echo "$failures failure(s)" >&2
+    exit 1
+fi
+echo "cli_profile: all cases passed"

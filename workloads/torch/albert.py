@@ -1,0 +1,5 @@
+"""albert-base-v2 (random weights): python3 workloads/torch/albert.py --mode train|inf --batch B"""
+from kace_torch import main
+
+if __name__ == "__main__":
+    main("albert-base-v2")

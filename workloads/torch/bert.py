@@ -1,0 +1,5 @@
+"""bert-base-cased (random weights): python3 workloads/torch/bert.py --mode train|inf --batch B"""
+from kace_torch import main
+
+if __name__ == "__main__":
+    main("bert-base-cased")

@@ -1,0 +1,5 @@
+"""whisper-large-v2 (random weights): python3 workloads/torch/whisper.py --mode train|inf --batch B"""
+from kace_torch import main
+
+if __name__ == "__main__":
+    main("whisper-large-v2")
