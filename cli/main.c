@@ -21,6 +21,7 @@ static const command commands[] = {
     {"train", cmd_train, "fit a model on stored colocations and save it"},
     {"predict", cmd_predict, "rank colocation partners for a workload"},
     {"eval", cmd_eval, "the KACE paper's evaluation (paper and clean mode), tables, CSV, figures"},
+    {"slurm", cmd_slurm, "what runs where on the Slurm cluster's shared GPUs, predicted vs observed"},
 };
 
 static void usage(FILE *f)
