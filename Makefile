@@ -38,6 +38,7 @@ check: test test-asan fuzz
 bench: build
 	bash bench/bench_eval.sh $(BUILD)/kace
 	$(BUILD)/kace-bench-model ../shared/data/kace-v100
+	bash bench/bench_slurm.sh $(BUILD)/kace
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz kace-demo kace-eval

@@ -92,7 +92,7 @@ kace_status kace_place_job(kace_ctx *ctx, const kace_model *m, const kace_datase
         return kace_fail(ctx, KACE_ERR_NOT_FOUND, "workload %s has no exclusive throughput in the store",
                          ds->workloads[w].name);
     double alone;
-    if (kace_place_group_score(ctx, m, ds, &w, 1, &alone, NULL))
+    if (kace_slowdown_predict(ctx, m, ds, &w, 1, &alone, NULL, NULL))
         return kace_fail(ctx, KACE_ERR_NOT_FOUND, "workload %s cannot be predicted: %s", ds->workloads[w].name,
                          kace_errmsg(ctx));
     int want = kace_place_share(ds, w, opt);
