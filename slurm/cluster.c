@@ -59,12 +59,23 @@ void kace_slurm_cluster_add(kace_slurm_cluster *c, size_t g, int workload, int s
 static kace_status load_nodes(kace_ctx *ctx, kace_slurm_cluster *c, const char *gres)
 {
     node_info_msg_t *nodes = NULL;
-    if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS)
+    partition_info_msg_t *parts = NULL;
+    if (slurm_load_partitions(0, &parts, SHOW_ALL) != SLURM_SUCCESS)
+        return kace_fail(ctx, KACE_ERR_IO, "slurm_load_partitions: %s", slurm_strerror(slurm_get_errno()));
+    if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) {
+        slurm_free_partition_info_msg(parts);
         return kace_fail(ctx, KACE_ERR_IO, "slurm_load_node: %s", slurm_strerror(slurm_get_errno()));
+    }
+    for (uint32_t i = 0; i < parts->record_count; i++)
+        if ((parts->partition_array[i].flags & PART_FLAG_DEFAULT) && parts->partition_array[i].name)
+            snprintf(c->default_partition, sizeof c->default_partition, "%s", parts->partition_array[i].name);
+    /* Fills each node's partitions (slurm_load_node leaves them out). */
+    slurm_populate_node_partitions(nodes, parts);
     kace_status st = KACE_OK;
     c->gpus = calloc(nodes->record_count ? nodes->record_count : 1, sizeof *c->gpus);
     c->gres_per_gpu = calloc(nodes->record_count ? nodes->record_count : 1, sizeof *c->gres_per_gpu);
-    if (!c->gpus || !c->gres_per_gpu) {
+    c->partitions = calloc(nodes->record_count ? nodes->record_count : 1, sizeof *c->partitions);
+    if (!c->gpus || !c->gres_per_gpu || !c->partitions) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory for %u nodes", nodes->record_count);
         goto done;
     }
@@ -82,10 +93,12 @@ static kace_status load_nodes(kace_ctx *ctx, kace_slurm_cluster *c, const char *
         g->usable = node_usable(n->node_state);
         g->base_score = NAN;
         c->gres_per_gpu[c->n_gpus] = count / n_gpus;
+        c->partitions[c->n_gpus] = n->partitions ? strdup(n->partitions) : NULL;
         c->n_gpus++;
     }
 done:
     slurm_free_node_info_msg(nodes);
+    slurm_free_partition_info_msg(parts);
     return st;
 }
 
@@ -128,6 +141,36 @@ done:
     return st;
 }
 
+static bool in_list(const char *list, const char *item, size_t len)
+{
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, item, len) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+bool kace_slurm_gpu_in_partitions(const kace_slurm_cluster *c, size_t g, const char *list)
+{
+    if (!list || !*list)
+        list = c->default_partition;
+    if (!*list)
+        return false;
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (!in_list(c->partitions[g], p, n))
+            return false;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return true;
+}
+
 kace_status kace_slurm_cluster_load(kace_ctx *ctx, const kace_dataset *ds, const char *gres,
                                     kace_slurm_cluster **out)
 {
@@ -152,6 +195,9 @@ void kace_slurm_cluster_free(kace_slurm_cluster **c)
         return;
     free((*c)->gpus);
     free((*c)->gres_per_gpu);
+    for (size_t i = 0; (*c)->partitions && i < (*c)->n_gpus; i++)
+        free((*c)->partitions[i]);
+    free((*c)->partitions);
     free((*c)->jobs);
     free(*c);
     *c = NULL;

@@ -25,6 +25,8 @@ typedef struct kace_slurm_job {
 typedef struct kace_slurm_cluster {
     kace_place_gpu *gpus; /* one per node with a GPU offering the configured gres */
     long *gres_per_gpu;   /* that gres's count per GPU on each entry's node */
+    char **partitions;    /* each entry's node's partitions, "p1,p2" (may be NULL) */
+    char default_partition[KACE_NAME_MAX];
     size_t n_gpus;
     kace_slurm_job *jobs; /* every pending or running job that uses a GPU */
     size_t n_jobs;
@@ -39,6 +41,11 @@ void kace_slurm_cluster_free(kace_slurm_cluster **c);
 
 /* Adds a job kace just placed to entry g (until the next load shows it). */
 void kace_slurm_cluster_add(kace_slurm_cluster *c, size_t g, int workload, int share);
+
+/* True when entry g's node is in every partition of the comma-separated
+ * list (NULL or empty: the default partition). A job steered to a node
+ * outside its partitions would be rejected. */
+bool kace_slurm_gpu_in_partitions(const kace_slurm_cluster *c, size_t g, const char *list);
 
 /* Parses "kace:throughput=X" out of a job comment; NaN when absent. */
 double kace_slurm_parse_throughput(const char *comment);

@@ -254,9 +254,28 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
         snprintf(why, why_size, "the job asks for %u nodes", job->min_nodes);
         return false;
     }
+    /* Only nodes of the job's partitions are a choice (others would get
+     * the job rejected): hide the rest for this decision. */
+    kace_slurm_cluster *c = s->cluster;
+    bool *hidden = calloc(c->n_gpus ? c->n_gpus : 1, sizeof *hidden);
+    if (!hidden) {
+        snprintf(why, why_size, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < c->n_gpus; i++)
+        if (c->gpus[i].usable && !kace_slurm_gpu_in_partitions(c, i, job->partition)) {
+            c->gpus[i].usable = false;
+            hidden[i] = true;
+        }
     kace_placement p;
-    if (kace_place_job(decide_ctx, s->model, s->ds, s->cluster->gpus, s->cluster->n_gpus, w, &s->cfg.options, &p)) {
-        snprintf(why, why_size, "%s", kace_errmsg(decide_ctx));
+    kace_status st = kace_place_job(decide_ctx, s->model, s->ds, c->gpus, c->n_gpus, w, &s->cfg.options, &p);
+    for (size_t i = 0; i < c->n_gpus; i++)
+        if (hidden[i])
+            c->gpus[i].usable = true;
+    free(hidden);
+    if (st) {
+        snprintf(why, why_size, "%s (partition %s)", kace_errmsg(decide_ctx),
+                 job->partition ? job->partition : c->default_partition);
         return false;
     }
     const kace_place_gpu *g = &s->cluster->gpus[p.gpu];

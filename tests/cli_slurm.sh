@@ -48,7 +48,7 @@ cleanup() {
     slurm_cluster_stop
     # Keep the logs for a failed run, drop the rest.
     mkdir -p "$SCRATCH/logs"
-    cp -r "$C/log" "$C/jobs" "$C/kace.conf" "$SCRATCH/logs/" 2>/dev/null
+    cp -r "$C/cluster/log" "$C/jobs" "$C/kace.conf" "$SCRATCH/logs/" 2>/dev/null
     rm -rf "$C"
 }
 trap cleanup EXIT
@@ -59,7 +59,7 @@ trap 'exit 1' INT TERM
 "$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
 
 slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster did not start"; cat "$C"/cluster/log/*.log 2>/dev/null | tail -30; exit 1; }
-mkdir -p "$C/log" "$C/jobs"
+mkdir -p "$C/jobs"
 LOG=$C/cluster/log/slurmctld.log
 write_conf() { # gres
     cat >"$C/cluster/kace.conf" <<EOF
@@ -217,6 +217,12 @@ marker=$(log_lines)
 wait_log_after "$marker" "placer ready" || fail "placer did not recover when the store was unlocked"
 out=$(run_batch recovered --kace-workload="$T")
 [ "$(field pct "$out")" != none ] || fail "after recovery the job got no share: $out"
+
+# Only nodes of the job's partition are a choice (on an idle cluster kace
+# would take n1 first; partition "second" has only n2).
+out=$(run_batch partition -p second --kace-workload="$T")
+check_eq "partition second: node" n2 "$(field node "$out")"
+[ "$(field pct "$out")" != none ] || fail "partition second: the job got no share: $out"
 
 # slurmctld is still there and answered everything.
 scontrol ping | grep -q UP || fail "slurmctld is down"

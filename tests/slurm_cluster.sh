@@ -9,7 +9,7 @@
 #   slurm_wait SECONDS CMD...            polls CMD until it succeeds
 #
 # Nodes: n1 and n2 have one GPU with gres/mps (Count=100), n3 one GPU with
-# gres/shard (Count=4). kace.conf (beside slurm.conf) is the test's to write.
+# gres/shard (Count=4). Partitions: debug (all, default) and second (n2). kace.conf (beside slurm.conf) is the test's to write.
 
 slurm_cluster_missing() {
     local b
@@ -112,6 +112,7 @@ NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=4 
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 State=UNKNOWN
 NodeName=n3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=4 RealMemory=1000 Gres=gpu:1,shard:4 State=UNKNOWN
 PartitionName=debug Nodes=n1,n2,n3 Default=YES MaxTime=INFINITE State=UP
+PartitionName=second Nodes=n2 MaxTime=INFINITE State=UP
 EOF
     cat >"$d"/gres.conf <<EOF
 NodeName=n1 Name=gpu File=$d/dev/n1/nvidia0
