@@ -15,6 +15,8 @@ SCRATCH=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 PLUGINS=$(cd "$(dirname "$KACE")" && pwd)/slurm-plugins
 source "$HERE/slurm_cluster.sh"
+# Under ASan: libslurm's own leaks are not kace's (see the file).
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$HERE/lsan-slurm.supp"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: needs root (slurmd and munged run as root)"
