@@ -41,6 +41,7 @@ bench: build
 	$(BUILD)/kace-bench-sched ../shared/data
 	$(BUILD)/kace-bench-group ../shared/data/kace-v100
 	bash bench/bench_serve.sh $(BUILD)/kace
+	bash bench/bench_slurm.sh $(BUILD)/kace
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz kace-demo kace-eval

@@ -37,6 +37,7 @@ int cmd_simulate(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
+int cmd_slurm(int argc, char **argv);
 
 /* Imports every reference file under dir (profiles first, splits last);
  * all files are parsed before anything is stored. */

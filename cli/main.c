@@ -25,6 +25,7 @@ static const command commands[] = {
     {"schedule", cmd_schedule, "the online colocation scheduler: jobs in on stdin, placements out"},
     {"serve", cmd_serve, "HTTP colocation advisor: JSON endpoints, Kubernetes extender, Prometheus metrics"},
     {"profile", cmd_profile, "run a workload alone on the GPU and store its profile (CUPTI, NVML, throughput)"},
+    {"slurm", cmd_slurm, "what runs where on the Slurm cluster's shared GPUs, predicted vs observed"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,115 @@
+/* Placing a job on a shared GPU of a cluster: which GPU's residents make the
+ * best predicted colocation with it, and which MPS share it gets there.
+ *
+ * This is the decision the Slurm job_submit plugin (slurm/) takes at every
+ * submission, kept free of Slurm so that it is tested and benchmarked here.
+ * Scores are fractions of exclusive throughput ("normalized throughput"):
+ * placing workload W on a GPU whose residents are R gains
+ *     sum over R+W of predicted fraction kept  -  same sum over R alone,
+ * so an idle GPU gains 1 and a shared one less; the best gain wins. Every
+ * throughput comes from kace's slowdown model (kace_slowdown_predict).
+ */
+#ifndef KACE_PLACE_H
+#define KACE_PLACE_H
+
+#include <stdbool.h>
+
+#include "kace/dataset.h"
+#include "kace/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One shared GPU of the cluster as the placer sees it. */
+typedef struct kace_place_gpu {
+    char node[KACE_NAME_MAX]; /* Slurm node name */
+    int share_free;           /* MPS percentage not yet given to jobs, 0..100 */
+    bool usable;              /* false: node down, drained or otherwise not a choice */
+    int n_residents;          /* jobs running on this GPU */
+    int resident[KACE_MAX_K]; /* their workloads (indices into the dataset); -1 = unknown */
+    /* Filled by kace_place_prepare: the residents' own predicted score, or
+     * NaN when it cannot be predicted (unknown resident, missing profile). */
+    double base_score;
+} kace_place_gpu;
+
+typedef struct kace_place_options {
+    double knee;           /* a job's share: the smallest MPS % keeping this fraction
+                              of its exclusive throughput (profile exclusive_mps10..100) */
+    int default_share;     /* share when the workload has no exclusive-by-MPS profile */
+    int min_share;         /* no GPU with less than this free is a choice */
+    double min_confidence; /* shared placements predicted with less confidence are skipped */
+} kace_place_options;
+
+/* knee 0.9, default_share 50, min_share 10, min_confidence 0. */
+void kace_place_options_default(kace_place_options *opt);
+
+/* The decision for one job. */
+typedef struct kace_placement {
+    int gpu;           /* index into the gpus given, -1 when none fits */
+    int share;         /* MPS percentage for the job, a multiple of 10 */
+    double gain;       /* predicted gain in normalized throughput */
+    double score;      /* predicted normalized throughput of the GPU with the job */
+    double confidence; /* of that prediction, 0..1 */
+    int n_considered;  /* GPUs that could be predicted and had room */
+} kace_placement;
+
+/* MPS share workload w asks for under opt (see kace_place_options). */
+int kace_place_share(const kace_dataset *ds, int w, const kace_place_options *opt);
+
+/* Predicted normalized throughput (sum of each member's fraction of its
+ * exclusive throughput) of a group of k workloads; 0 for k = 0 and 1 for a
+ * workload alone (with confidence 1). */
+kace_status kace_place_group_score(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group,
+                                   int k, double *score, double *confidence);
+
+/* Computes base_score of every GPU (once per cluster snapshot, so that a
+ * decision costs one prediction per GPU). */
+void kace_place_prepare(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, kace_place_gpu *gpus,
+                        size_t n_gpus);
+
+/* Chooses the GPU for workload w among gpus (prepared). Fails with
+ * KACE_ERR_NOT_FOUND (out->gpu = -1, the reason in the message) when w is
+ * not a usable workload of ds or when no GPU has room and a prediction; the
+ * first best GPU wins ties. */
+kace_status kace_place_job(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const kace_place_gpu *gpus,
+                           size_t n_gpus, int w, const kace_place_options *opt, kace_placement *out);
+
+/* The record a placed job carries (in Slurm: the job's admin comment) so
+ * that later decisions see what runs where: "kace:workload=NAME,share=N".
+ * Formats into buf; false when it does not fit. */
+bool kace_place_tag_format(char *buf, size_t size, const char *workload, int share);
+/* Finds a tag anywhere in text (other comment words may surround it). True
+ * when found and well formed; workload receives the name, share the share. */
+bool kace_place_tag_parse(const char *text, char workload[KACE_NAME_MAX], int *share);
+
+/* Count of generic resource name in a Slurm gres string such as
+ * "gpu:1,mps:100" or "gpu:v100:2(S:0),shard:8"; 0 when absent. */
+long kace_place_gres_count(const char *gres, const char *name);
+
+/* The placer's configuration file (slurm/kace.conf), "key = value" lines,
+ * '#' comments. */
+typedef struct kace_place_config {
+    char store[1024];      /* store with the workloads' profiles (required) */
+    char model_file[1024]; /* model file; empty = model `model` of the store */
+    char model[KACE_NAME_MAX];
+    char gres[16];         /* "mps" or "shard": what kace asks Slurm for */
+    int refresh_seconds;   /* how often the model and the cluster state are reloaded */
+    kace_place_options options;
+} kace_place_config;
+
+/* Defaults: model "default", gres "mps", refresh 30 s, default options. */
+void kace_place_config_default(kace_place_config *cfg);
+/* Parses text (len bytes, origin names it in messages) over cfg. Unknown
+ * keys, bad numbers and values out of range fail with KACE_ERR_PARSE
+ * naming origin:line:column. */
+kace_status kace_place_config_parse(kace_ctx *ctx, const char *text, size_t len, const char *origin,
+                                    kace_place_config *cfg);
+/* Reads and parses a file (KACE_ERR_IO when it cannot be read). */
+kace_status kace_place_config_load(kace_ctx *ctx, const char *path, kace_place_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,354 @@
+/* Placing jobs on shared GPUs (see include/kace/place.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/place.h"
+
+void kace_place_options_default(kace_place_options *opt)
+{
+    opt->knee = 0.9;
+    opt->default_share = 50;
+    opt->min_share = 10;
+    opt->min_confidence = 0;
+}
+
+int kace_place_share(const kace_dataset *ds, int w, const kace_place_options *opt)
+{
+    const double *metric = ds->workloads[w].metric;
+    double full = metric[KACE_M_EXCLUSIVE_MPS100];
+    if (!(full > 0))
+        full = metric[KACE_M_EXCLUSIVE];
+    if (!(full > 0))
+        return opt->default_share;
+    /* The curve is measured, so it is noisy: take the first percentage that
+     * reaches the knee rather than assuming it is monotone. */
+    for (int p = 1; p <= 10; p++) {
+        double v = metric[KACE_M_EXCLUSIVE_MPS10 + p - 1];
+        if (isnan(v))
+            return opt->default_share;
+        if (v >= opt->knee * full)
+            return 10 * p;
+    }
+    return 100;
+}
+
+kace_status kace_place_group_score(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group,
+                                   int k, double *score, double *confidence)
+{
+    *score = 0;
+    if (confidence)
+        *confidence = 1;
+    if (k == 0)
+        return KACE_OK;
+    if (k == 1 && ds->workloads[group[0]].metric[KACE_M_EXCLUSIVE] > 0) {
+        /* Alone, a job keeps its exclusive throughput by definition; the
+         * model is fitted on groups and would only add its error. */
+        *score = 1;
+        return KACE_OK;
+    }
+    double sum, member[KACE_MAX_K];
+    kace_status st = kace_slowdown_predict(ctx, m, ds, group, k, &sum, confidence, member);
+    if (st)
+        return st;
+    for (int i = 0; i < k; i++)
+        *score += member[i] / ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
+    return KACE_OK;
+}
+
+static bool residents_known(const kace_place_gpu *g)
+{
+    for (int i = 0; i < g->n_residents; i++)
+        if (g->resident[i] < 0)
+            return false;
+    return true;
+}
+
+void kace_place_prepare(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, kace_place_gpu *gpus,
+                        size_t n_gpus)
+{
+    for (size_t i = 0; i < n_gpus; i++) {
+        kace_place_gpu *g = &gpus[i];
+        double score;
+        g->base_score = NAN;
+        if (g->n_residents < 0 || g->n_residents > KACE_MAX_K || !residents_known(g))
+            continue;
+        if (kace_place_group_score(ctx, m, ds, g->resident, g->n_residents, &score, NULL) == KACE_OK)
+            g->base_score = score;
+    }
+}
+
+kace_status kace_place_job(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const kace_place_gpu *gpus,
+                           size_t n_gpus, int w, const kace_place_options *opt, kace_placement *out)
+{
+    memset(out, 0, sizeof *out);
+    out->gpu = -1;
+    if (w < 0 || (size_t)w >= ds->n_workloads)
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "workload %d is not in the dataset", w);
+    if (!(ds->workloads[w].metric[KACE_M_EXCLUSIVE] > 0))
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "workload %s has no exclusive throughput in the store",
+                         ds->workloads[w].name);
+    double alone;
+    if (kace_slowdown_predict(ctx, m, ds, &w, 1, &alone, NULL, NULL))
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "workload %s cannot be predicted: %s", ds->workloads[w].name,
+                         kace_errmsg(ctx));
+    int want = kace_place_share(ds, w, opt);
+    int skipped_full = 0, skipped_unknown = 0;
+    for (size_t i = 0; i < n_gpus; i++) {
+        const kace_place_gpu *g = &gpus[i];
+        if (!g->usable)
+            continue;
+        int share = want < g->share_free ? want : g->share_free;
+        if (share < opt->min_share || g->n_residents >= KACE_MAX_K) {
+            skipped_full++;
+            continue;
+        }
+        if (isnan(g->base_score)) {
+            skipped_unknown++;
+            continue;
+        }
+        int group[KACE_MAX_K];
+        memcpy(group, g->resident, (size_t)g->n_residents * sizeof *group);
+        group[g->n_residents] = w;
+        double score, confidence;
+        if (kace_place_group_score(ctx, m, ds, group, g->n_residents + 1, &score, &confidence)) {
+            skipped_unknown++;
+            continue;
+        }
+        if (g->n_residents > 0 && confidence < opt->min_confidence)
+            continue;
+        out->n_considered++;
+        double gain = score - g->base_score;
+        if (out->gpu < 0 || gain > out->gain) {
+            out->gpu = (int)i;
+            out->share = share;
+            out->gain = gain;
+            out->score = score;
+            out->confidence = confidence;
+        }
+    }
+    if (out->gpu < 0)
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND,
+                         "no GPU for %s: %zu GPUs, %d without %d%% free, %d with residents kace cannot predict",
+                         ds->workloads[w].name, n_gpus, skipped_full, opt->min_share, skipped_unknown);
+    return KACE_OK;
+}
+
+static const char tag_prefix[] = "kace:workload=";
+
+bool kace_place_tag_format(char *buf, size_t size, const char *workload, int share)
+{
+    int n = snprintf(buf, size, "%s%s,share=%d", tag_prefix, workload, share);
+    return n > 0 && (size_t)n < size;
+}
+
+bool kace_place_tag_parse(const char *text, char workload[KACE_NAME_MAX], int *share)
+{
+    const char *p = text ? strstr(text, tag_prefix) : NULL;
+    if (!p)
+        return false;
+    p += sizeof tag_prefix - 1;
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : 0;
+    if (!comma || len == 0 || len >= KACE_NAME_MAX || strncmp(comma, ",share=", 7) != 0)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (isspace((unsigned char)p[i]))
+            return false;
+    const char *num = comma + 7;
+    if (!isdigit((unsigned char)*num))
+        return false;
+    char *end;
+    errno = 0;
+    long v = strtol(num, &end, 10);
+    if (errno || v < 0 || v > 100 || (*end && *end != ' ' && *end != ';' && *end != '\n'))
+        return false;
+    memcpy(workload, p, len);
+    workload[len] = '\0';
+    *share = (int)v;
+    return true;
+}
+
+long kace_place_gres_count(const char *gres, const char *name)
+{
+    size_t name_len = strlen(name);
+    long total = 0;
+    for (const char *p = gres; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        /* An item is name[:type]:count[(...)], or just name (count 1). */
+        if (len >= name_len && strncmp(p, name, name_len) == 0 && (len == name_len || p[name_len] == ':' ||
+                                                                    p[name_len] == '(')) {
+            const char *item_end = p + len;
+            const char *paren = memchr(p, '(', len);
+            if (paren)
+                item_end = paren;
+            const char *colon = NULL;
+            for (const char *q = p; q < item_end; q++)
+                if (*q == ':')
+                    colon = q;
+            if (!colon) {
+                total += 1;
+            } else {
+                char digits[24];
+                size_t n = (size_t)(item_end - colon - 1);
+                if (n > 0 && n < sizeof digits) {
+                    memcpy(digits, colon + 1, n);
+                    digits[n] = '\0';
+                    char *e;
+                    errno = 0;
+                    long v = strtol(digits, &e, 10);
+                    if (!errno && *e == '\0' && v >= 0 && v < (1L << 40))
+                        total += v;
+                }
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return total;
+}
+
+void kace_place_config_default(kace_place_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->model, sizeof cfg->model, "default");
+    snprintf(cfg->gres, sizeof cfg->gres, "mps");
+    cfg->refresh_seconds = 30;
+    kace_place_options_default(&cfg->options);
+}
+
+static kace_status parse_number(kace_ctx *ctx, const char *origin, int line, int col, const char *key,
+                                const char *value, double lo, double hi, bool integer, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (errno || end == value || *end || !isfinite(v) || v < lo || v > hi || (integer && v != floor(v)))
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: %s must be %s in [%g, %g], not '%s'", origin, line, col, key,
+                         integer ? "an integer" : "a number", lo, hi, value);
+    *out = v;
+    return KACE_OK;
+}
+
+static kace_status set_string(kace_ctx *ctx, const char *origin, int line, int col, const char *key,
+                              const char *value, char *dst, size_t size)
+{
+    if (strlen(value) >= size)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: %s is longer than %zu characters", origin, line, col, key,
+                         size - 1);
+    memcpy(dst, value, strlen(value) + 1);
+    return KACE_OK;
+}
+
+static kace_status config_line(kace_ctx *ctx, const char *origin, int line, char *text, kace_place_config *cfg)
+{
+    char *key = text;
+    while (*key == ' ' || *key == '\t')
+        key++;
+    if (*key == '\0' || *key == '#')
+        return KACE_OK;
+    char *eq = strchr(key, '=');
+    if (!eq)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: expected 'key = value'", origin, line,
+                         (int)(key - text) + 1);
+    char *kend = eq;
+    while (kend > key && (kend[-1] == ' ' || kend[-1] == '\t'))
+        kend--;
+    *kend = '\0';
+    char *value = eq + 1;
+    while (*value == ' ' || *value == '\t')
+        value++;
+    char *vend = value + strlen(value);
+    while (vend > value && (vend[-1] == ' ' || vend[-1] == '\t' || vend[-1] == '\r'))
+        vend--;
+    *vend = '\0';
+    int col = (int)(value - text) + 1;
+    double v;
+    kace_status st = KACE_OK;
+    if (strcmp(key, "store") == 0) {
+        st = set_string(ctx, origin, line, col, key, value, cfg->store, sizeof cfg->store);
+    } else if (strcmp(key, "model_file") == 0) {
+        st = set_string(ctx, origin, line, col, key, value, cfg->model_file, sizeof cfg->model_file);
+    } else if (strcmp(key, "model") == 0) {
+        st = set_string(ctx, origin, line, col, key, value, cfg->model, sizeof cfg->model);
+    } else if (strcmp(key, "gres") == 0) {
+        if (strcmp(value, "mps") != 0 && strcmp(value, "shard") != 0)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: gres must be mps or shard, not '%s'", origin, line, col,
+                             value);
+        st = set_string(ctx, origin, line, col, key, value, cfg->gres, sizeof cfg->gres);
+    } else if (strcmp(key, "refresh_seconds") == 0) {
+        if (!(st = parse_number(ctx, origin, line, col, key, value, 1, 86400, true, &v)))
+            cfg->refresh_seconds = (int)v;
+    } else if (strcmp(key, "knee") == 0) {
+        if (!(st = parse_number(ctx, origin, line, col, key, value, 0.01, 1, false, &v)))
+            cfg->options.knee = v;
+    } else if (strcmp(key, "default_share") == 0) {
+        if (!(st = parse_number(ctx, origin, line, col, key, value, 10, 100, true, &v)))
+            cfg->options.default_share = (int)v;
+    } else if (strcmp(key, "min_share") == 0) {
+        if (!(st = parse_number(ctx, origin, line, col, key, value, 1, 100, true, &v)))
+            cfg->options.min_share = (int)v;
+    } else if (strcmp(key, "min_confidence") == 0) {
+        if (!(st = parse_number(ctx, origin, line, col, key, value, 0, 1, false, &v)))
+            cfg->options.min_confidence = v;
+    } else {
+        return kace_fail(ctx, KACE_ERR_PARSE,
+                         "%s:%d:%d: unknown key '%s' (expected store, model_file, model, gres, refresh_seconds, "
+                         "knee, default_share, min_share or min_confidence)",
+                         origin, line, (int)(key - text) + 1, key);
+    }
+    return st;
+}
+
+kace_status kace_place_config_parse(kace_ctx *ctx, const char *text, size_t len, const char *origin,
+                                    kace_place_config *cfg)
+{
+    char buf[4096];
+    int line = 1;
+    for (size_t pos = 0; pos < len; line++) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
+        if (n >= sizeof buf)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: line longer than %zu characters", origin, line,
+                             sizeof buf - 1);
+        if (memchr(text + pos, '\0', n))
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: NUL byte in a text file", origin, line);
+        memcpy(buf, text + pos, n);
+        buf[n] = '\0';
+        kace_status st = config_line(ctx, origin, line, buf, cfg);
+        if (st)
+            return st;
+        pos += n + 1;
+    }
+    if (cfg->store[0] == '\0')
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s: 'store = PATH' is required (the workloads' profiles)", origin);
+    return KACE_OK;
+}
+
+kace_status kace_place_config_load(kace_ctx *ctx, const char *path, kace_place_config *cfg)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return kace_fail(ctx, KACE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    enum { MAX_CONFIG = 65536 };
+    char *text = malloc(MAX_CONFIG);
+    if (!text) {
+        fclose(f);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(text, 1, MAX_CONFIG, f);
+    bool failed = ferror(f);
+    fclose(f);
+    kace_status st;
+    if (failed)
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: read error", path);
+    else if (n == MAX_CONFIG)
+        st = kace_fail(ctx, KACE_ERR_PARSE, "%s: longer than %d bytes", path, MAX_CONFIG - 1);
+    else
+        st = kace_place_config_parse(ctx, text, n, path, cfg);
+    free(text);
+    return st;
+}

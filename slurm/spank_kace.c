@@ -1,0 +1,150 @@
+/* spank_kace.so: the job side of kace's Slurm integration.
+ *
+ *  --kace-workload=NAME  the job's workload as kace knows it. In sbatch,
+ *                        salloc and srun the name goes into the job control
+ *                        environment (SPANK_KACE_WORKLOAD), where
+ *                        job_submit/kace reads it to place the job.
+ *  --kace-profile        run the job under kace's profiler: sets
+ *                        KACE_PROFILE=1 and, when plugstack.conf gives
+ *                        profiler=PATH, CUDA_INJECTION64_PATH=PATH.
+ *
+ * On the node (slurmstepd), every task gets KACE_WORKLOAD and the MPS share
+ * kace chose as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. job_submit/kace encodes
+ * the share in the job's gres: for gres/mps Slurm itself exports the
+ * percentage (count / count per GPU); for gres/shard this plugin computes it
+ * from SLURM_SHARDS_ON_NODE and the plugstack.conf argument
+ * shards_per_gpu=N.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(kace, 1);
+
+#define NAME_MAX_LEN 128
+
+static char workload[NAME_MAX_LEN];
+static int profile;
+static char profiler[1024];
+static long shards_per_gpu;
+
+static int workload_option(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    size_t n = optarg ? strlen(optarg) : 0;
+    if (n == 0 || n >= sizeof workload) {
+        slurm_error("kace: --kace-workload needs a workload name of 1 to %d characters", NAME_MAX_LEN - 1);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (isspace((unsigned char)optarg[i]) || optarg[i] == ',' || optarg[i] == '=') {
+            slurm_error("kace: --kace-workload '%s': a workload name has no spaces, ',' or '='", optarg);
+            return -1;
+        }
+    memcpy(workload, optarg, n + 1);
+    return 0;
+}
+
+static int profile_option(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)optarg;
+    (void)remote;
+    profile = 1;
+    return 0;
+}
+
+static struct spank_option options[] = {
+    {"kace-workload", "NAME", "Workload of this job as kace knows it (kace info lists them); job_submit/kace "
+                              "places the job on the shared GPU where it is predicted to run best",
+     1, 0, workload_option},
+    {"kace-profile", NULL, "Run the job under kace's profiler", 0, 0, profile_option},
+    SPANK_OPTIONS_TABLE_END};
+
+static int parse_args(int ac, char **av)
+{
+    for (int i = 0; i < ac; i++) {
+        if (strncmp(av[i], "profiler=", 9) == 0) {
+            snprintf(profiler, sizeof profiler, "%s", av[i] + 9);
+        } else if (strncmp(av[i], "shards_per_gpu=", 15) == 0) {
+            char *end;
+            shards_per_gpu = strtol(av[i] + 15, &end, 10);
+            if (*end || shards_per_gpu < 1 || shards_per_gpu > 100000) {
+                slurm_error("kace: plugstack.conf: shards_per_gpu must be a positive integer, not '%s'", av[i] + 15);
+                return -1;
+            }
+        } else {
+            slurm_error("kace: plugstack.conf: unknown argument '%s' (expected profiler=PATH, shards_per_gpu=N)",
+                        av[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    if (parse_args(ac, av))
+        return -1;
+    for (struct spank_option *o = options; o->name; o++)
+        if (spank_option_register(sp, o) != ESPANK_SUCCESS) {
+            slurm_error("kace: cannot register option --%s", o->name);
+            return -1;
+        }
+    return 0;
+}
+
+/* Client side: hand the workload to job_submit/kace. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    spank_context_t where = spank_context();
+    if ((where != S_CTX_LOCAL && where != S_CTX_ALLOCATOR) || !workload[0])
+        return 0;
+    spank_err_t err = spank_job_control_setenv(sp, "KACE_WORKLOAD", workload, 1);
+    if (err != ESPANK_SUCCESS) {
+        slurm_error("kace: cannot record the workload: %s", spank_strerror(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* The share kace chose for this job, 0 when none. */
+static int chosen_share(spank_t sp)
+{
+    char buf[32];
+    char *end;
+    if (shards_per_gpu > 0 && spank_getenv(sp, "SLURM_SHARDS_ON_NODE", buf, sizeof buf) == ESPANK_SUCCESS) {
+        long v = strtol(buf, &end, 10);
+        if (*end == '\0' && v >= 1 && v <= shards_per_gpu)
+            return (int)(v * 100 / shards_per_gpu);
+    }
+    return 0;
+}
+
+/* Node side: configure every task of the job. */
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    char buf[32];
+    int share = chosen_share(sp);
+    if (share > 0) {
+        snprintf(buf, sizeof buf, "%d", share);
+        if (spank_setenv(sp, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", buf, 1) != ESPANK_SUCCESS)
+            slurm_error("kace: cannot set CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    }
+    if (workload[0])
+        spank_setenv(sp, "KACE_WORKLOAD", workload, 1);
+    if (profile) {
+        spank_setenv(sp, "KACE_PROFILE", "1", 1);
+        if (profiler[0])
+            spank_setenv(sp, "CUDA_INJECTION64_PATH", profiler, 1);
+    }
+    return 0;
+}

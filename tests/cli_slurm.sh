@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# kace in a real Slurm: munged, slurmctld and three slurmd on localhost
+# (tests/slurm_cluster.sh) with job_submit/kace and spank_kace.so. Jobs are
+# submitted with sbatch and srun; the test checks on which node they ran and
+# with which CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, for good and bad inputs
+# (unknown workload, model file missing, store locked). Every daemon is
+# stopped by pid at the end, also when a check fails.
+#
+# usage: cli_slurm.sh KACE_BINARY SHARED_DATA SCRATCH_DIR
+# Exits 77 (skipped) without root, the Slurm packages or the built plugins.
+set -uo pipefail
+KACE=$1
+DATA=$2/kace-v100
+SCRATCH=$3
+HERE=$(cd "$(dirname "$0")" && pwd)
+PLUGINS=$(cd "$(dirname "$KACE")" && pwd)/slurm-plugins
+source "$HERE/slurm_cluster.sh"
+# Under ASan: libslurm's own leaks are not kace's (see the file).
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$HERE/lsan-slurm.supp"
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "SKIP: needs root (slurmd and munged run as root)"
+    exit 77
+fi
+if missing=$(slurm_cluster_missing); then
+    echo "SKIP: $missing not installed (.ci/install-deps installs munge, slurmctld, slurmd, slurm-client)"
+    exit 77
+fi
+if [ ! -f "$PLUGINS/job_submit_kace.so" ] || [ ! -f "$PLUGINS/spank_kace.so" ]; then
+    echo "SKIP: plugins not built (no libslurm-dev at configure time)"
+    exit 77
+fi
+
+fails=0
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+check_eq() { # what expected actual
+    if [ "$2" == "$3" ]; then echo "ok: $1 = $3"; else fail "$1: expected '$2', got '$3'"; fi
+}
+
+# The cluster lives in a short path (the munge socket path has a length limit).
+mkdir -p "$SCRATCH"
+C=$(mktemp -d /tmp/kace-slurm.XXXXXX)
+LOCK_PID=""
+cleanup() {
+    [ -n "$LOCK_PID" ] && kill "$LOCK_PID" 2>/dev/null
+    scancel --quiet --user=root 2>/dev/null
+    slurm_cluster_stop
+    # Keep the logs for a failed run, drop the rest.
+    mkdir -p "$SCRATCH/logs"
+    cp -r "$C/cluster/log" "$C/jobs" "$C/kace.conf" "$SCRATCH/logs/" 2>/dev/null
+    rm -rf "$C"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# --- the store, the model and the placer's configuration ---------------------
+"$KACE" import --db "$C/store/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
+"$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
+
+slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster did not start"; cat "$C"/cluster/log/*.log 2>/dev/null | tail -30; exit 1; }
+mkdir -p "$C/jobs"
+LOG=$C/cluster/log/slurmctld.log
+write_conf() { # gres
+    cat >"$C/cluster/kace.conf" <<EOF
+# kace's placer (job_submit/kace)
+store = $C/store/kace.db
+model_file = $C/store/model.txt
+gres = $1
+refresh_seconds = 1
+EOF
+    cp "$C/cluster/kace.conf" "$C/kace.conf"
+}
+log_has() { grep -qF -- "$1" "$LOG"; }
+# Waits for a new line in slurmctld's log after line $1 that contains $2.
+log_after_has() { tail -n +$(($1 + 1)) "$LOG" | grep -qF -- "$2"; }
+wait_log_after() { slurm_wait "${3:-30}" log_after_has "$1" "$2"; }
+log_lines() { wc -l <"$LOG"; }
+
+marker=$(log_lines)
+write_conf mps
+wait_log_after 0 "placer ready: 52 workloads, 2 shared GPUs (gres/mps)" 60 || fail "placer never became ready"
+
+# A job that prints where it ran and its MPS percentage, then sleeps $1 s.
+cat >"$C/job.sh" <<'EOF'
+#!/bin/bash
+echo "node=$SLURMD_NODENAME pct=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none} workload=${KACE_WORKLOAD:-none}"
+if [ -n "${2:-}" ]; then scontrol update job="$SLURM_JOB_ID" comment="kace:throughput=$2"; fi
+sleep "${1:-0}"
+EOF
+chmod +x "$C/job.sh"
+
+# Runs a short job to the end; prints its "node=... pct=..." line.
+run_batch() { # name workload-option...
+    local name=$1
+    shift
+    timeout 90 sbatch --wait --quiet -o "$C/jobs/$name.out" "$@" "$C/job.sh" 0 >/dev/null 2>"$C/jobs/$name.err"
+    cat "$C/jobs/$name.out" 2>/dev/null | head -1
+}
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+node_of() { squeue -h -j "$1" -o '%N'; }
+job_running() { [ "$(squeue -h -j "$1" -o '%T')" == RUNNING ]; }
+
+# --- which workloads: T and two partners, one good and one bad for it ----------
+T=bert-base-cased_batch8-train
+mapfile -t ranked < <("$KACE" predict --db "$C/store/kace.db" --model-file "$C/store/model.txt" --target "$T" |
+    awk 'NR > 2 { print $2 }')
+[ "${#ranked[@]}" -ge 10 ] || { echo "FAIL: kace predict ranked ${#ranked[@]} partners"; exit 1; }
+# Partners must leave room on the GPU: their share (on an idle cluster) <= 80%.
+share_on_idle() { field share "$("$KACE" slurm place --config "$C/cluster/kace.conf" --workload "$1")"; }
+pick() {
+    local w s
+    for w in "$@"; do
+        [ "$w" == "$T" ] && continue
+        s=$(share_on_idle "$w")
+        [ -n "$s" ] && [ "$s" -le 80 ] && { echo "$w"; return; }
+    done
+}
+GOOD=$(pick "${ranked[@]}")
+BAD=$(pick $(printf '%s\n' "${ranked[@]}" | tac))
+echo "target $T, partners good=$GOOD bad=$BAD"
+[ -n "$GOOD" ] && [ -n "$BAD" ] && [ "$GOOD" != "$BAD" ] || { echo "FAIL: no partners with room"; exit 1; }
+
+# --- placement follows the partner: two rounds with the residents swapped ------
+round() { # first-resident second-resident submit-with(sbatch|srun)
+    local a=$1 b=$2 how=$3 ja jb expected out node pct share
+    ja=$(sbatch --parsable --kace-workload="$a" -o /dev/null "$C/job.sh" 300 12.5)
+    slurm_wait 30 job_running "$ja" || fail "job $ja did not start"
+    jb=$(sbatch --parsable --kace-workload="$b" -o /dev/null "$C/job.sh" 300)
+    slurm_wait 30 job_running "$jb" || fail "job $jb did not start"
+    check_eq "first resident ($a) on the first idle GPU" n1 "$(node_of "$ja")"
+    check_eq "second resident ($b) on the other idle GPU, not beside the first" n2 "$(node_of "$jb")"
+    sleep 1.5 # one refresh: the placer sees both residents from slurmctld
+    expected=$("$KACE" slurm place --config "$C/cluster/kace.conf" --workload "$T")
+    echo "kace slurm place: $expected"
+    if [ "$how" == srun ]; then
+        out=$(timeout 90 srun --kace-workload="$T" "$C/job.sh" 0 2>"$C/jobs/srun.err" | head -1)
+    else
+        out=$(run_batch "round-$a" --kace-workload="$T")
+    fi
+    echo "$how job of $T: $out"
+    node=$(field node "$out")
+    pct=$(field pct "$out")
+    check_eq "$how: $T ran where kace placed it" "$(field node "$expected")" "$node"
+    check_eq "$how: $T's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is kace's share" "$(field share "$expected")" "$pct"
+    check_eq "$how: KACE_WORKLOAD in the job" "$T" "$(field workload "$out")"
+    if [ "$node" == n1 ]; then WINNER=$a; else WINNER=$b; fi
+    # kace slurm status: both GPUs, their jobs, predicted and observed throughput.
+    "$KACE" slurm status --config "$C/cluster/kace.conf" >"$C/jobs/status-$a.txt" 2>&1
+    grep -qE "^n1 +up +1 .* 12\.50 +[0-9]+\.[0-9]+$" "$C/jobs/status-$a.txt" ||
+        fail "status: n1 should hold 1 job with predicted and observed throughput and their ratio"
+    grep -qE "job $ja +$a .*running.*observed +12\.50" "$C/jobs/status-$a.txt" ||
+        fail "status does not show job $ja ($a) with its observed throughput"
+    grep -qE "job $jb +$b .*predicted +[0-9]" "$C/jobs/status-$a.txt" || fail "status does not predict job $jb ($b)"
+    scancel "$ja" "$jb"
+    slurm_wait 60 slurm_nodes_idle || fail "nodes did not come back to idle"
+    sleep 2 # a refresh of the placer's view
+}
+round "$GOOD" "$BAD" sbatch
+first_winner=$WINNER
+cat "$C/jobs/status-$GOOD.txt"
+round "$BAD" "$GOOD" srun
+check_eq "the target follows the same partner when the residents swap nodes" "$first_winner" "$WINNER"
+
+# --- gres/shard: the SPANK plugin exports the percentage ------------------------
+marker=$(log_lines)
+write_conf shard
+wait_log_after "$marker" "shared GPUs (gres/shard)" || fail "placer did not switch to gres/shard"
+expected=$("$KACE" slurm place --config "$C/cluster/kace.conf" --workload "$T")
+out=$(run_batch shard --kace-workload="$T")
+echo "shard job: $out (kace slurm place: $expected)"
+check_eq "shard: node" n3 "$(field node "$out")"
+# 4 shards per GPU: the share kace asks for, rounded down to a whole shard.
+want=$(field share "$expected")
+check_eq "shard: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the SPANK plugin" "$((want / 25 * 25))" "$(field pct "$out")"
+marker=$(log_lines)
+write_conf mps
+wait_log_after "$marker" "shared GPUs (gres/mps)" || fail "placer did not switch back to gres/mps"
+
+# --- bad inputs: the job runs as submitted, slurmctld says why ----------------
+out=$(run_batch unknown --kace-workload=no-such-workload)
+check_eq "unknown workload: job ran unchanged (no MPS share)" none "$(field pct "$out")"
+log_has "job of workload no-such-workload left as submitted: unknown workload 'no-such-workload'" ||
+    fail "no log line for the unknown workload"
+
+if sbatch --kace-workload="two words" --wrap true >/dev/null 2>"$C/jobs/badname.err"; then
+    fail "sbatch accepted a workload name with a space"
+else
+    grep -q "a workload name has no spaces" "$C/jobs/badname.err" || fail "no message for a bad workload name"
+fi
+
+marker=$(log_lines)
+mv "$C/store/model.txt" "$C/store/model.moved"
+wait_log_after "$marker" "cannot load the placer's state" || fail "missing model file not noticed"
+out=$(run_batch nomodel --kace-workload="$T")
+check_eq "model file missing: job ran unchanged" none "$(field pct "$out")"
+log_has "job of workload $T left as submitted: no model loaded" || fail "no log line for the missing model"
+marker=$(log_lines)
+mv "$C/store/model.moved" "$C/store/model.txt"
+wait_log_after "$marker" "placer ready" || fail "placer did not recover when the model came back"
+
+marker=$(log_lines)
+# Another process holds the store's write lock (as during a long import).
+mkfifo "$C/lockfifo"
+sqlite3 "$C/store/kace.db" <"$C/lockfifo" >/dev/null 2>&1 &
+LOCK_PID=$!
+exec 7>"$C/lockfifo"
+echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'schema_version';" >&7
+wait_log_after "$marker" "locked" || fail "locked store not noticed"
+out=$(run_batch locked --kace-workload="$T")
+check_eq "store locked: job ran unchanged" none "$(field pct "$out")"
+grep "left as submitted" "$LOG" | tail -1 | grep -q "locked" || fail "no log line naming the locked store"
+exec 7>&-
+wait "$LOCK_PID" 2>/dev/null
+LOCK_PID=""
+marker=$(log_lines)
+wait_log_after "$marker" "placer ready" || fail "placer did not recover when the store was unlocked"
+out=$(run_batch recovered --kace-workload="$T")
+[ "$(field pct "$out")" != none ] || fail "after recovery the job got no share: $out"
+
+# Only nodes of the job's partition are a choice (on an idle cluster kace
+# would take n1 first; partition "second" has only n2).
+out=$(run_batch partition -p second --kace-workload="$T")
+check_eq "partition second: node" n2 "$(field node "$out")"
+[ "$(field pct "$out")" != none ] || fail "partition second: the job got no share: $out"
+
+# slurmctld is still there and answered everything.
+scontrol ping | grep -q UP || fail "slurmctld is down"
+grep -E "kace" "$LOG" | tail -20
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails check(s) failed; logs in $SCRATCH/logs"
+    exit 1
+fi
+echo "all Slurm checks passed"

@@ -1,0 +1,133 @@
+# A real Slurm cluster on localhost for tests and benchmarks (sourced, not a
+# test itself): munged, slurmctld and three slurmd (`slurmd -N`, one port
+# each) with the kace plugins, fake GPU device files, and every config, state,
+# log and pid file under one folder. Needs root and the Debian packages
+# munge, slurmctld, slurmd, slurm-client.
+#
+#   slurm_cluster_start DIR PLUGIN_DIR   starts it; exports SLURM_CONF
+#   slurm_cluster_stop                   stops every daemon by its pid
+#   slurm_wait SECONDS CMD...            polls CMD until it succeeds
+#
+# Nodes: n1 and n2 have one GPU with gres/mps (Count=100), n3 one GPU with
+# gres/shard (Count=4). Partitions: debug (all, default) and second (n2). kace.conf (beside slurm.conf) is the test's to write.
+
+slurm_cluster_missing() {
+    local b
+    for b in munged slurmctld slurmd sbatch srun scontrol sinfo squeue; do
+        command -v "$b" >/dev/null 2>&1 || { echo "$b"; return 0; }
+    done
+    return 1
+}
+
+slurm_wait() {
+    local limit=$1 start=$SECONDS
+    shift
+    until "$@" >/dev/null 2>&1; do
+        if ((SECONDS - start >= limit)); then
+            echo "timed out after ${limit}s waiting for: $*" >&2
+            return 1
+        fi
+        sleep 0.3
+    done
+}
+
+slurm_nodes_idle() {
+    local states
+    states=$(sinfo -h -N -o '%T' 2>/dev/null) || return 1
+    [ -n "$states" ] && ! grep -qv '^idle$' <<<"$states"
+}
+
+slurm_cluster_stop() {
+    local f pid
+    for f in "$SLURM_DIR"/slurmd-*.pid "$SLURM_DIR"/slurmctld.pid "$SLURM_DIR"/munge/munged.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f" 2>/dev/null)
+        [ -n "$pid" ] && kill "$pid" 2>/dev/null
+    done
+    # Give them a moment, then make sure (still by pid only).
+    for f in "$SLURM_DIR"/slurmd-*.pid "$SLURM_DIR"/slurmctld.pid "$SLURM_DIR"/munge/munged.pid; do
+        [ -f "$f" ] || continue
+        pid=$(cat "$f" 2>/dev/null)
+        [ -n "$pid" ] || continue
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.3
+        done
+        kill -9 "$pid" 2>/dev/null
+        rm -f "$f"
+    done
+    return 0
+}
+
+slurm_cluster_start() {
+    SLURM_DIR=$1
+    local plugins=$2 d=$1
+    # Ports from the pid, so that two runs on one machine do not collide.
+    local base=$((20000 + ($$ % 2000) * 10))
+    rm -rf "$d"
+    mkdir -p "$d"/munge "$d"/state "$d"/spool "$d"/log "$d"/dev/n1 "$d"/dev/n2 "$d"/dev/n3 || return 1
+    chmod 755 "$d" "$d"/munge "$(dirname "$d")"
+    touch "$d"/dev/n1/nvidia0 "$d"/dev/n2/nvidia0 "$d"/dev/n3/nvidia0
+    head -c 1024 /dev/urandom >"$d"/munge/munge.key
+    chmod 400 "$d"/munge/munge.key
+    munged --socket="$d"/munge/sock --key-file="$d"/munge/munge.key --pid-file="$d"/munge/munged.pid \
+        --log-file="$d"/munge/munged.log --seed-file="$d"/munge/seed || return 1
+    cat >"$d"/slurm.conf <<EOF
+ClusterName=kacetest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$base
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$d/munge/sock
+CredType=cred/munge
+StateSaveLocation=$d/state
+SlurmdSpoolDir=$d/spool/%n
+SlurmctldPidFile=$d/slurmctld.pid
+SlurmdPidFile=$d/slurmd-%n.pid
+SlurmctldLogFile=$d/log/slurmctld.log
+SlurmdLogFile=$d/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu,mps,shard
+SlurmdParameters=config_overrides
+ReturnToService=2
+SlurmdTimeout=60
+MessageTimeout=20
+InactiveLimit=0
+KillWait=2
+MinJobAge=30
+JobSubmitPlugins=kace
+PluginDir=$plugins:/usr/lib/x86_64-linux-gnu/slurm-wlm
+PlugStackConfig=$d/plugstack.conf
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 State=UNKNOWN
+NodeName=n3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=4 RealMemory=1000 Gres=gpu:1,shard:4 State=UNKNOWN
+PartitionName=debug Nodes=n1,n2,n3 Default=YES MaxTime=INFINITE State=UP
+PartitionName=second Nodes=n2 MaxTime=INFINITE State=UP
+EOF
+    cat >"$d"/gres.conf <<EOF
+NodeName=n1 Name=gpu File=$d/dev/n1/nvidia0
+NodeName=n1 Name=mps Count=100 File=$d/dev/n1/nvidia0
+NodeName=n2 Name=gpu File=$d/dev/n2/nvidia0
+NodeName=n2 Name=mps Count=100 File=$d/dev/n2/nvidia0
+NodeName=n3 Name=gpu File=$d/dev/n3/nvidia0
+NodeName=n3 Name=shard Count=4 File=$d/dev/n3/nvidia0
+EOF
+    echo "required $plugins/spank_kace.so shards_per_gpu=4" >"$d"/plugstack.conf
+    export SLURM_CONF=$d/slurm.conf
+    slurmctld -f "$SLURM_CONF" -c || return 1
+    local n
+    for n in n1 n2 n3; do
+        slurmd -f "$SLURM_CONF" -N "$n" || return 1
+    done
+    slurm_wait 60 slurm_nodes_idle
+}
