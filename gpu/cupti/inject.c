@@ -1,0 +1,1 @@
+int kace_cupti_placeholder;

@@ -1,0 +1,389 @@
+/* NVML sampler through dlopen. Only the NVML types and functions used here
+ * are declared (from the NVML API reference); no NVML header is needed. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kace/nvml.h"
+
+/* ---- the NVML subset ------------------------------------------------------ */
+
+typedef int nvml_return;
+typedef struct nvml_device_st *nvml_device;
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_CLOCK_SM = 1,
+    NVML_PCIE_UTIL_TX_BYTES = 0,
+    NVML_PCIE_UTIL_RX_BYTES = 1,
+};
+typedef struct {
+    unsigned int gpu, memory;
+} nvml_utilization;
+typedef struct {
+    unsigned long long total, free, used;
+} nvml_memory;
+typedef struct {
+    unsigned int pid;
+    unsigned long long timestamp; /* microseconds */
+    unsigned int sm_util, mem_util, enc_util, dec_util;
+} nvml_process_util_sample;
+typedef struct { /* nvmlProcessInfo_t of _v2 and _v3 */
+    unsigned int pid;
+    unsigned long long used_gpu_memory;
+    unsigned int gpu_instance_id, compute_instance_id;
+} nvml_process_info_v2;
+typedef struct { /* the unversioned call's nvmlProcessInfo_v1_t */
+    unsigned int pid;
+    unsigned long long used_gpu_memory;
+} nvml_process_info_v1;
+#define NVML_VALUE_NOT_AVAILABLE (~0ULL)
+
+typedef nvml_return (*fn_void)(void);
+typedef const char *(*fn_error_string)(nvml_return);
+typedef nvml_return (*fn_handle_by_index)(unsigned int, nvml_device *);
+typedef nvml_return (*fn_name)(nvml_device, char *, unsigned int);
+typedef nvml_return (*fn_utilization)(nvml_device, nvml_utilization *);
+typedef nvml_return (*fn_memory)(nvml_device, nvml_memory *);
+typedef nvml_return (*fn_uint)(nvml_device, unsigned int *);
+typedef nvml_return (*fn_uint_arg)(nvml_device, int, unsigned int *);
+typedef nvml_return (*fn_process_util)(nvml_device, nvml_process_util_sample *, unsigned int *, unsigned long long);
+typedef nvml_return (*fn_processes)(nvml_device, unsigned int *, void *);
+
+struct kace_nvml {
+    void *lib;
+    nvml_device dev;
+    char name[96];
+    char symbols[512];
+    /* required */
+    fn_void init, shutdown;
+    fn_handle_by_index handle_by_index;
+    fn_utilization utilization;
+    fn_memory memory;
+    /* optional (NULL when absent) */
+    fn_error_string error_string;
+    fn_name device_name;
+    fn_uint power;
+    fn_uint_arg clock, pcie;
+    fn_process_util process_util;
+    fn_processes processes;
+    bool processes_v1; /* the unversioned call with the short struct */
+    unsigned long long last_seen_us;
+};
+
+const char *kace_gpu_field_name(kace_gpu_field f)
+{
+    static const char *const names[KACE_GPU_N_FIELDS] = {"sm%", "mem%", "memused_MiB", "power_W",
+                                                          "sm_clock_MHz", "pcie_tx_MBps", "pcie_rx_MBps"};
+    return (unsigned)f < KACE_GPU_N_FIELDS ? names[f] : "?";
+}
+
+/* The first of the names that the library exports; records which in symbols. */
+static void *find_symbol(kace_nvml *n, const char *const *names, const char **found)
+{
+    for (; *names; names++) {
+        void *p = dlsym(n->lib, *names);
+        if (p) {
+            size_t used = strlen(n->symbols);
+            snprintf(n->symbols + used, sizeof n->symbols - used, "%s%s", used ? " " : "", *names);
+            if (found)
+                *found = *names;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static const char *nvml_error(const kace_nvml *n, nvml_return r)
+{
+    const char *s = n->error_string ? n->error_string(r) : NULL;
+    return s ? s : "unknown NVML error";
+}
+
+void kace_nvml_close(kace_nvml **pn)
+{
+    if (!pn || !*pn)
+        return;
+    kace_nvml *n = *pn;
+    if (n->shutdown && n->dev)
+        n->shutdown();
+    if (n->lib)
+        dlclose(n->lib);
+    free(n);
+    *pn = NULL;
+}
+
+kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace_nvml **out)
+{
+    *out = NULL;
+    if (!path || !*path)
+        path = getenv(KACE_NVML_LIBRARY_ENV);
+    if (!path || !*path)
+        path = "libnvidia-ml.so.1";
+    kace_nvml *n = calloc(1, sizeof *n);
+    if (!n)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory opening NVML");
+    kace_status st = KACE_OK;
+    dlerror();
+    n->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!n->lib) {
+        const char *why = dlerror();
+        st = kace_fail(ctx, KACE_ERR_UNSUPPORTED,
+                       "no NVIDIA driver found: cannot load %s (%s); kace profile needs a machine with an NVIDIA GPU "
+                       "and its driver",
+                       path, why ? why : "unknown reason");
+        goto fail;
+    }
+    static const char *const init_names[] = {"nvmlInit_v2", "nvmlInit", NULL};
+    static const char *const shutdown_names[] = {"nvmlShutdown", NULL};
+    static const char *const handle_names[] = {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex", NULL};
+    static const char *const util_names[] = {"nvmlDeviceGetUtilizationRates", NULL};
+    static const char *const mem_names[] = {"nvmlDeviceGetMemoryInfo", NULL};
+    const struct {
+        const char *const *names;
+        void **slot;
+    } required[] = {
+        {init_names, (void **)&n->init},          {shutdown_names, (void **)&n->shutdown},
+        {handle_names, (void **)&n->handle_by_index}, {util_names, (void **)&n->utilization},
+        {mem_names, (void **)&n->memory},
+    };
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        *required[i].slot = find_symbol(n, required[i].names, NULL);
+        if (!*required[i].slot) {
+            st = kace_fail(ctx, KACE_ERR_UNSUPPORTED,
+                           "%s lacks %s, which kace needs (an NVIDIA driver too old, or not NVML at all)", path,
+                           required[i].names[0]);
+            goto fail;
+        }
+    }
+    static const char *const err_names[] = {"nvmlErrorString", NULL};
+    static const char *const name_names[] = {"nvmlDeviceGetName", NULL};
+    static const char *const power_names[] = {"nvmlDeviceGetPowerUsage", NULL};
+    static const char *const clock_names[] = {"nvmlDeviceGetClockInfo", NULL};
+    static const char *const pcie_names[] = {"nvmlDeviceGetPcieThroughput", NULL};
+    static const char *const putil_names[] = {"nvmlDeviceGetProcessUtilization", NULL};
+    static const char *const procs_names[] = {"nvmlDeviceGetComputeRunningProcesses_v3",
+                                              "nvmlDeviceGetComputeRunningProcesses_v2",
+                                              "nvmlDeviceGetComputeRunningProcesses", NULL};
+    n->error_string = (fn_error_string)find_symbol(n, err_names, NULL);
+    n->device_name = (fn_name)find_symbol(n, name_names, NULL);
+    n->power = (fn_uint)find_symbol(n, power_names, NULL);
+    n->clock = (fn_uint_arg)find_symbol(n, clock_names, NULL);
+    n->pcie = (fn_uint_arg)find_symbol(n, pcie_names, NULL);
+    n->process_util = (fn_process_util)find_symbol(n, putil_names, NULL);
+    const char *procs_found = NULL;
+    n->processes = (fn_processes)find_symbol(n, procs_names, &procs_found);
+    n->processes_v1 = procs_found && strcmp(procs_found, "nvmlDeviceGetComputeRunningProcesses") == 0;
+
+    nvml_return r = n->init();
+    if (r != NVML_SUCCESS) {
+        n->shutdown = NULL; /* nothing to shut down */
+        st = kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s: %s (NVML error %d: %s)", path,
+                       r == NVML_ERROR_DRIVER_NOT_LOADED ? "no NVIDIA driver is loaded"
+                                                         : "NVML could not be initialised",
+                       r, nvml_error(n, r));
+        goto fail;
+    }
+    r = n->handle_by_index(index, &n->dev);
+    if (r != NVML_SUCCESS) {
+        n->init = NULL;
+        st = kace_fail(ctx, KACE_ERR_UNSUPPORTED, "NVML has no GPU %u (NVML error %d: %s)", index, r,
+                       nvml_error(n, r));
+        n->shutdown();
+        n->shutdown = NULL;
+        goto fail;
+    }
+    if (n->device_name && n->device_name(n->dev, n->name, sizeof n->name) != NVML_SUCCESS)
+        n->name[0] = '\0';
+    n->name[sizeof n->name - 1] = '\0';
+    *out = n;
+    return KACE_OK;
+fail:
+    kace_nvml_close(&n);
+    return st;
+}
+
+const char *kace_nvml_device_name(const kace_nvml *n)
+{
+    return n->name;
+}
+
+const char *kace_nvml_symbols(const kace_nvml *n)
+{
+    return n->symbols;
+}
+
+static bool in_groups(unsigned int pid, const int *pgids, size_t n)
+{
+    pid_t g = getpgid((pid_t)pid);
+    if (g < 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (pgids[i] > 0 && g == pgids[i])
+            return true;
+    return false;
+}
+
+/* Sum over the workload's processes of their GPU memory; false when NVML
+ * lists none of them (or cannot say). */
+static bool process_memory(kace_nvml *n, const int *pgids, size_t n_pgids, double *mib)
+{
+    if (!n->processes || n_pgids == 0)
+        return false;
+    unsigned int count = 64;
+    size_t item = n->processes_v1 ? sizeof(nvml_process_info_v1) : sizeof(nvml_process_info_v2);
+    void *buf = NULL;
+    nvml_return r = NVML_ERROR_INSUFFICIENT_SIZE;
+    for (int attempt = 0; attempt < 3 && r == NVML_ERROR_INSUFFICIENT_SIZE; attempt++) {
+        free(buf);
+        count += 16; /* processes may start between the calls */
+        buf = calloc(count, item);
+        if (!buf)
+            return false;
+        r = n->processes(n->dev, &count, buf);
+    }
+    bool found = false;
+    double bytes = 0;
+    if (r == NVML_SUCCESS)
+        for (unsigned int i = 0; i < count; i++) {
+            unsigned int pid;
+            unsigned long long used;
+            if (n->processes_v1) {
+                nvml_process_info_v1 *p = (nvml_process_info_v1 *)buf + i;
+                pid = p->pid, used = p->used_gpu_memory;
+            } else {
+                nvml_process_info_v2 *p = (nvml_process_info_v2 *)buf + i;
+                pid = p->pid, used = p->used_gpu_memory;
+            }
+            if (used != NVML_VALUE_NOT_AVAILABLE && in_groups(pid, pgids, n_pgids)) {
+                bytes += (double)used;
+                found = true;
+            }
+        }
+    free(buf);
+    if (found)
+        *mib = bytes / 1048576.0;
+    return found;
+}
+
+/* The workload's SM and memory utilization since the last sample: each
+ * process's samples averaged, summed over its processes. */
+static bool process_utilization(kace_nvml *n, const int *pgids, size_t n_pgids, double *sm, double *mem)
+{
+    if (!n->process_util || n_pgids == 0)
+        return false;
+    unsigned int count = 0;
+    nvml_return r = n->process_util(n->dev, NULL, &count, n->last_seen_us);
+    if ((r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0 || count > 100000)
+        return false;
+    count += 8;
+    nvml_process_util_sample *s = calloc(count, sizeof *s);
+    if (!s)
+        return false;
+    r = n->process_util(n->dev, s, &count, n->last_seen_us);
+    bool found = false;
+    if (r == NVML_SUCCESS) {
+        /* Per pid: mean of its samples; then the sum over pids. */
+        double sum_sm = 0, sum_mem = 0;
+        for (unsigned int i = 0; i < count; i++) {
+            if (s[i].timestamp > n->last_seen_us)
+                n->last_seen_us = s[i].timestamp;
+            bool first = true;
+            for (unsigned int j = 0; j < i && first; j++)
+                first = s[j].pid != s[i].pid;
+            if (!first || !in_groups(s[i].pid, pgids, n_pgids))
+                continue;
+            double a = 0, b = 0;
+            int k = 0;
+            for (unsigned int j = i; j < count; j++)
+                if (s[j].pid == s[i].pid) {
+                    a += s[j].sm_util;
+                    b += s[j].mem_util;
+                    k++;
+                }
+            sum_sm += a / k;
+            sum_mem += b / k;
+            found = true;
+        }
+        if (found) {
+            *sm = sum_sm > 100 ? 100 : sum_sm;
+            *mem = sum_mem > 100 ? 100 : sum_mem;
+        }
+    }
+    free(s);
+    return found;
+}
+
+kace_status kace_nvml_sample(kace_ctx *ctx, kace_nvml *n, const int *pgids, size_t n_pgids, kace_gpu_sample *out)
+{
+    for (int f = 0; f < KACE_GPU_N_FIELDS; f++) {
+        out->v[f] = NAN;
+        out->per_process[f] = false;
+    }
+    nvml_utilization u;
+    nvml_return r = n->utilization(n->dev, &u);
+    if (r != NVML_SUCCESS)
+        return kace_fail(ctx, KACE_ERR_IO, "nvmlDeviceGetUtilizationRates failed (NVML error %d: %s)", r,
+                         nvml_error(n, r));
+    nvml_memory m;
+    r = n->memory(n->dev, &m);
+    if (r != NVML_SUCCESS)
+        return kace_fail(ctx, KACE_ERR_IO, "nvmlDeviceGetMemoryInfo failed (NVML error %d: %s)", r, nvml_error(n, r));
+    out->v[KACE_GPU_SM_PCT] = u.gpu;
+    out->v[KACE_GPU_MEM_PCT] = u.memory;
+    out->v[KACE_GPU_MEM_USED_MIB] = (double)m.used / 1048576.0;
+
+    double sm, mem, mib;
+    if (process_utilization(n, pgids, n_pgids, &sm, &mem)) {
+        out->v[KACE_GPU_SM_PCT] = sm;
+        out->v[KACE_GPU_MEM_PCT] = mem;
+        out->per_process[KACE_GPU_SM_PCT] = out->per_process[KACE_GPU_MEM_PCT] = true;
+    }
+    if (process_memory(n, pgids, n_pgids, &mib)) {
+        out->v[KACE_GPU_MEM_USED_MIB] = mib;
+        out->per_process[KACE_GPU_MEM_USED_MIB] = true;
+    }
+    unsigned int x;
+    if (n->power && n->power(n->dev, &x) == NVML_SUCCESS)
+        out->v[KACE_GPU_POWER_W] = x / 1000.0;
+    if (n->clock && n->clock(n->dev, NVML_CLOCK_SM, &x) == NVML_SUCCESS)
+        out->v[KACE_GPU_SM_CLOCK_MHZ] = x;
+    if (n->pcie && n->pcie(n->dev, NVML_PCIE_UTIL_TX_BYTES, &x) == NVML_SUCCESS)
+        out->v[KACE_GPU_PCIE_TX_MBPS] = x / 1000.0; /* KB/s -> MB/s */
+    if (n->pcie && n->pcie(n->dev, NVML_PCIE_UTIL_RX_BYTES, &x) == NVML_SUCCESS)
+        out->v[KACE_GPU_PCIE_RX_MBPS] = x / 1000.0;
+    return KACE_OK;
+}
+
+void kace_gpu_stats_init(kace_gpu_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->peak_mem_mib = NAN;
+}
+
+void kace_gpu_stats_add(kace_gpu_stats *s, const kace_gpu_sample *x)
+{
+    s->samples++;
+    for (int f = 0; f < KACE_GPU_N_FIELDS; f++) {
+        if (isnan(x->v[f]))
+            continue;
+        s->sum[f] += x->v[f];
+        s->count[f]++;
+        if (x->per_process[f])
+            s->per_process[f]++;
+    }
+    double mem = x->v[KACE_GPU_MEM_USED_MIB];
+    if (!isnan(mem) && (isnan(s->peak_mem_mib) || mem > s->peak_mem_mib))
+        s->peak_mem_mib = mem;
+}
+
+double kace_gpu_stats_mean(const kace_gpu_stats *s, kace_gpu_field f)
+{
+    return s->count[f] ? s->sum[f] / (double)s->count[f] : NAN;
+}

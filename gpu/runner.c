@@ -1,0 +1,620 @@
+/* Process runner: K workloads at once, each in its own process group, with
+ * progress pipes, a steady window, a timeout and clean termination. See
+ * include/kace/runner.h for the contract. */
+#define _GNU_SOURCE /* pipe2 */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include "kace/runner.h"
+
+extern char **environ;
+
+/* The progress descriptor number inside every workload. */
+#define CHILD_PROGRESS_FD 3
+
+int64_t kace_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+const char *kace_proc_status_name(kace_proc_status s)
+{
+    switch (s) {
+    case KACE_PROC_OK: return "ok";
+    case KACE_PROC_CRASHED: return "crashed";
+    case KACE_PROC_OOM: return "oom";
+    case KACE_PROC_TIMEOUT: return "timeout";
+    case KACE_PROC_EXITED_EARLY: return "exited-early";
+    case KACE_PROC_BAD_PROGRESS: return "bad-progress";
+    case KACE_PROC_STOPPED: return "stopped";
+    case KACE_PROC_CANCELLED: return "cancelled";
+    case KACE_PROC_SPAWN_FAILED: return "spawn-failed";
+    }
+    return "unknown";
+}
+
+void kace_run_options_init(kace_run_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->warmup_s = 10;
+    opt->window_s = 30;
+    opt->timeout_s = 0; /* warmup + window + 120 */
+    opt->term_grace_s = 3;
+    opt->stderr_fd = -1;
+    opt->tick_s = 0.1;
+}
+
+/* Settings left at 0 get their defaults. */
+static void fill_defaults(kace_run_options *opt)
+{
+    if (!(opt->window_s > 0))
+        opt->window_s = 30;
+    if (!(opt->timeout_s > 0))
+        opt->timeout_s = opt->warmup_s + opt->window_s + 120;
+    if (!(opt->term_grace_s > 0))
+        opt->term_grace_s = 3;
+    if (!(opt->tick_s > 0))
+        opt->tick_s = 0.1;
+}
+
+typedef enum { P_RUNNING, P_TERMINATING, P_DONE } proc_phase;
+
+typedef struct proc {
+    const kace_proc_spec *spec;
+    kace_proc_result *res;
+    const char *label;
+    char **envp;
+    pid_t pid;
+    int progress_fd, stderr_fd; /* read ends, -1 when closed */
+    kace_progress *progress;
+    proc_phase phase;
+    bool decided;         /* res->status is final */
+    bool leader_reaped;
+    bool complete;        /* reported through its window */
+    int64_t start_ns, term_ns, end_ns;
+    size_t tail_len;
+} proc;
+
+/* ---- environment --------------------------------------------------------- */
+
+static bool env_name_eq(const char *entry, const char *other)
+{
+    const char *eq = strchr(other, '=');
+    size_t n = eq ? (size_t)(eq - other) : strlen(other);
+    return strncmp(entry, other, n) == 0 && entry[n] == '=';
+}
+
+static void free_env(char **envp)
+{
+    if (!envp)
+        return;
+    for (char **e = envp; *e; e++)
+        free(*e);
+    free(envp);
+}
+
+/* The caller's environment with extra entries added or replacing, plus
+ * KACE_PROGRESS_FD. */
+static char **build_env(const char *const *extra)
+{
+    size_t n_env = 0, n_extra = 0;
+    while (environ && environ[n_env])
+        n_env++;
+    while (extra && extra[n_extra])
+        n_extra++;
+    char **envp = calloc(n_env + n_extra + 2, sizeof *envp);
+    if (!envp)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++) {
+        bool replaced = env_name_eq(environ[i], KACE_PROGRESS_FD_ENV "=");
+        for (size_t j = 0; j < n_extra && !replaced; j++)
+            replaced = env_name_eq(environ[i], extra[j]);
+        if (replaced)
+            continue;
+        if (!(envp[k++] = strdup(environ[i])))
+            goto fail;
+    }
+    for (size_t j = 0; j < n_extra; j++)
+        if (!(envp[k++] = strdup(extra[j])))
+            goto fail;
+    char fdvar[64];
+    snprintf(fdvar, sizeof fdvar, "%s=%d", KACE_PROGRESS_FD_ENV, CHILD_PROGRESS_FD);
+    if (!(envp[k++] = strdup(fdvar)))
+        goto fail;
+    return envp;
+fail:
+    free_env(envp);
+    return NULL;
+}
+
+/* ---- spawning -------------------------------------------------------------- */
+
+/* In the child, between fork and exec: only async-signal-safe calls. */
+static void child_exec(const proc *p, int progress_w, int stderr_w, int err_w, int parent_pid)
+{
+    setpgid(0, 0);
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* the leader dies with kace (SIGKILL to kace) */
+    if (getppid() != parent_pid)
+        _exit(127);
+#else
+    (void)parent_pid;
+#endif
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    int in = open("/dev/null", O_RDONLY);
+    int out = p->spec->stdout_path ? open(p->spec->stdout_path, O_WRONLY | O_CREAT | O_TRUNC, 0644)
+                                   : open("/dev/null", O_WRONLY);
+    int e = 0;
+    if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(stderr_w, 2) < 0)
+        e = errno ? errno : EIO;
+    if (!e) {
+        if (progress_w == CHILD_PROGRESS_FD)
+            e = fcntl(progress_w, F_SETFD, 0) < 0 ? errno : 0;
+        else
+            e = dup2(progress_w, CHILD_PROGRESS_FD) < 0 ? errno : 0;
+    }
+    if (!e) {
+        environ = p->envp;
+        execvp(p->spec->argv[0], p->spec->argv);
+        e = errno;
+    }
+    ssize_t w = write(err_w, &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* Starts one workload. Failures to start are a status of the process, not an
+ * error of the run (except when the runner itself lacks resources). */
+static kace_status spawn(kace_ctx *ctx, proc *p)
+{
+    int prog[2] = {-1, -1}, errp[2] = {-1, -1}, errx[2] = {-1, -1};
+    kace_status st = KACE_OK;
+    if (pipe2(prog, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0 || pipe2(errx, O_CLOEXEC) != 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "cannot create pipes for workload %s: %s", p->label, strerror(errno));
+        goto done;
+    }
+    p->envp = build_env(p->spec->extra_env);
+    if (!p->envp) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory building the environment of %s", p->label);
+        goto done;
+    }
+    int parent = (int)getpid();
+    p->start_ns = kace_monotonic_ns();
+    pid_t pid = fork();
+    if (pid < 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "cannot start workload %s: fork: %s", p->label, strerror(errno));
+        goto done;
+    }
+    if (pid == 0)
+        child_exec(p, prog[1], errp[1], errx[1], parent);
+    setpgid(pid, pid); /* also in the child: whichever runs first */
+    p->pid = pid;
+    p->res->pid = (int)pid;
+    close_fd(&prog[1]);
+    close_fd(&errp[1]);
+    close_fd(&errx[1]);
+    int child_errno = 0;
+    ssize_t got;
+    do
+        got = read(errx[0], &child_errno, sizeof child_errno);
+    while (got < 0 && errno == EINTR);
+    if (got == (ssize_t)sizeof child_errno) {
+        p->res->status = KACE_PROC_SPAWN_FAILED;
+        p->decided = true;
+        snprintf(p->res->detail, sizeof p->res->detail, "cannot run '%s': %s", p->spec->argv[0],
+                 strerror(child_errno));
+    }
+    fcntl(prog[0], F_SETFL, O_NONBLOCK);
+    fcntl(errp[0], F_SETFL, O_NONBLOCK);
+    p->progress_fd = prog[0];
+    p->stderr_fd = errp[0];
+    prog[0] = errp[0] = -1;
+done:
+    for (int i = 0; i < 2; i++) {
+        close_fd(&prog[i]);
+        close_fd(&errp[i]);
+        close_fd(&errx[i]);
+    }
+    return st;
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+static void keep_tail(proc *p, const char *buf, size_t n)
+{
+    char *tail = p->res->stderr_tail;
+    size_t cap = sizeof p->res->stderr_tail - 1;
+    if (n >= cap) {
+        memcpy(tail, buf + n - cap, cap);
+        p->tail_len = cap;
+    } else {
+        if (p->tail_len + n > cap) {
+            size_t drop = p->tail_len + n - cap;
+            memmove(tail, tail + drop, p->tail_len - drop);
+            p->tail_len -= drop;
+        }
+        memcpy(tail + p->tail_len, buf, n);
+        p->tail_len += n;
+    }
+    tail[p->tail_len] = '\0';
+}
+
+static void decide(proc *p, kace_proc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void decide(proc *p, kace_proc_status s, const char *fmt, ...)
+{
+    if (p->decided)
+        return;
+    p->decided = true;
+    p->res->status = s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->res->detail, sizeof p->res->detail, fmt, ap);
+    va_end(ap);
+}
+
+/* Reads what is available on the progress pipe. */
+static void read_progress(kace_ctx *ctx, proc *p)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(p->progress_fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                close_fd(&p->progress_fd);
+            return;
+        }
+        if (p->res->status == KACE_PROC_BAD_PROGRESS && p->decided)
+            continue; /* already unusable: drain */
+        if (kace_progress_feed(ctx, p->progress, buf, (size_t)n, kace_monotonic_ns()) != KACE_OK)
+            decide(p, KACE_PROC_BAD_PROGRESS, "%s", ctx ? kace_errmsg(ctx) : "bad progress record");
+    }
+}
+
+static void read_stderr(proc *p, int copy_fd)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = read(p->stderr_fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                close_fd(&p->stderr_fd);
+            return;
+        }
+        keep_tail(p, buf, (size_t)n);
+        for (ssize_t off = 0; copy_fd >= 0 && off < n;) {
+            ssize_t w = write(copy_fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                break;
+            off += w;
+        }
+    }
+}
+
+/* ---- ending -------------------------------------------------------------- */
+
+static bool stderr_says_oom(const char *tail)
+{
+    static const char *const marks[] = {"out of memory", "OUT_OF_MEMORY", "OutOfMemoryError",
+                                        "cudaErrorMemoryAllocation", "Out of memory"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (strstr(tail, marks[i]))
+            return true;
+    return false;
+}
+
+/* The leader exited on its own (or after kace's signal): record how. */
+static void leader_exited(proc *p, int wstatus, int64_t now)
+{
+    p->leader_reaped = true;
+    kace_proc_result *r = p->res;
+    r->exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+    r->term_signal = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+    if (p->decided)
+        return;
+    if (p->complete) {
+        decide(p, KACE_PROC_OK, "reported through its steady window, then exited");
+        return;
+    }
+    double t = (double)(now - p->start_ns) / 1e9;
+    if (WIFEXITED(wstatus) && r->exit_code == 0) {
+        decide(p, KACE_PROC_EXITED_EARLY, "exited with status 0 after %.1f s, before its steady window was complete",
+               t);
+    } else if (stderr_says_oom(r->stderr_tail)) {
+        decide(p, KACE_PROC_OOM, "ran out of memory (its stderr says so) and %s %d after %.1f s",
+               WIFEXITED(wstatus) ? "exited with status" : "was killed by signal",
+               WIFEXITED(wstatus) ? r->exit_code : r->term_signal, t);
+    } else if (WIFEXITED(wstatus)) {
+        decide(p, KACE_PROC_CRASHED, "exited with status %d after %.1f s", r->exit_code, t);
+    } else {
+        decide(p, KACE_PROC_CRASHED, "killed by signal %d (%s) after %.1f s%s", r->term_signal,
+               strsignal(r->term_signal), t,
+               r->term_signal == SIGKILL ? " that kace did not send (the kernel's OOM killer?)" : "");
+    }
+}
+
+static bool group_exists(pid_t pgid)
+{
+    return kill(-pgid, 0) == 0 || errno != ESRCH;
+}
+
+static void terminate(proc *p, int64_t now)
+{
+    if (p->phase != P_RUNNING)
+        return;
+    p->phase = P_TERMINATING;
+    p->term_ns = now;
+    if (p->pid > 0 && group_exists(p->pid)) {
+        kill(-p->pid, SIGTERM);
+        p->res->got_sigterm = true;
+    }
+}
+
+/* Reaps whatever of p's group has exited; marks p done once the group is gone. */
+static void reap(proc *p, double grace_s, int64_t now)
+{
+    if (p->phase == P_DONE)
+        return;
+    if (p->pid <= 0) { /* never started (the runner failed before) */
+        decide(p, KACE_PROC_SPAWN_FAILED, "not started: the runner failed before");
+        p->phase = P_DONE;
+        p->end_ns = p->start_ns = now;
+        return;
+    }
+    int ws;
+    pid_t w;
+    while ((w = waitpid(-p->pid, &ws, WNOHANG)) > 0)
+        if (w == p->pid)
+            leader_exited(p, ws, now);
+    if (!p->leader_reaped) { /* the leader may have left its group (setpgid) */
+        w = waitpid(p->pid, &ws, WNOHANG);
+        if (w == p->pid)
+            leader_exited(p, ws, now);
+    }
+    if (p->leader_reaped && p->phase == P_RUNNING)
+        terminate(p, now); /* whatever it left behind goes too */
+    if (p->phase == P_TERMINATING && (double)(now - p->term_ns) / 1e9 >= grace_s && group_exists(p->pid)) {
+        kill(-p->pid, SIGKILL);
+        p->res->got_sigkill = true;
+    }
+    if (p->leader_reaped && !group_exists(p->pid)) {
+        p->phase = P_DONE;
+        p->end_ns = now;
+    }
+}
+
+/* ---- the run -------------------------------------------------------------- */
+
+static bool proc_failed(const proc *p)
+{
+    return p->decided && p->res->status != KACE_PROC_OK;
+}
+
+/* Start of the common steady window: when the last live workload has passed
+ * its warm-up; 0 while one has not reported yet. After the run (final), it
+ * is taken over every workload that reported, failed ones included, so that
+ * a failed workload's partial window is still measured. */
+static int64_t window_start(proc *ps, size_t n, double warmup_s, bool final)
+{
+    int64_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!final && proc_failed(&ps[i]))
+            continue;
+        size_t nr;
+        const kace_progress_record *r = kace_progress_records(ps[i].progress, &nr);
+        if (nr == 0) {
+            if (final)
+                continue;
+            return 0;
+        }
+        int64_t end = r[0].t_ns + (int64_t)(warmup_s * 1e9);
+        if (end > start)
+            start = end;
+    }
+    return start;
+}
+
+kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const kace_run_options *opt_in,
+                     kace_proc_result *results)
+{
+    if (n < 1 || n > KACE_RUN_MAX_PROCS)
+        return kace_fail(ctx, KACE_ERR_INVALID, "%zu workloads to run (expected 1 to %d)", n, KACE_RUN_MAX_PROCS);
+    for (size_t i = 0; i < n; i++)
+        if (!spec[i].argv || !spec[i].argv[0] || !spec[i].argv[0][0])
+            return kace_fail(ctx, KACE_ERR_INVALID, "workload %zu has no command", i + 1);
+    kace_run_options opt = *opt_in;
+    if (opt.warmup_s < 0 || !isfinite(opt.warmup_s) || !(opt.window_s >= 0) || !(opt.timeout_s >= 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "warm-up %g s, window %g s, timeout %g s (expected finite, >= 0)",
+                         opt.warmup_s, opt.window_s, opt.timeout_s);
+    fill_defaults(&opt);
+
+#ifdef __linux__
+    prctl(PR_SET_CHILD_SUBREAPER, 1); /* reap what workloads leave behind */
+#endif
+    proc ps[KACE_RUN_MAX_PROCS];
+    memset(ps, 0, sizeof ps);
+    kace_status st = KACE_OK;
+    for (size_t i = 0; i < n; i++) {
+        memset(&results[i], 0, sizeof results[i]);
+        results[i].exit_code = -1;
+        results[i].throughput.samples_per_s = NAN;
+        ps[i].spec = &spec[i];
+        ps[i].res = &results[i];
+        ps[i].label = spec[i].name ? spec[i].name : spec[i].argv[0];
+        ps[i].progress_fd = ps[i].stderr_fd = -1;
+        if ((st = kace_progress_new(ctx, ps[i].label, &ps[i].progress)))
+            goto cleanup;
+    }
+    /* A runner error after some workloads started still ends them all. */
+    for (size_t i = 0; i < n; i++)
+        if ((st = spawn(ctx, &ps[i])))
+            break;
+
+    int64_t t0 = kace_monotonic_ns();
+    int64_t deadline = t0 + (int64_t)(opt.timeout_s * 1e9);
+    int64_t next_tick = t0;
+    kace_ctx *scratch = kace_ctx_new(); /* progress errors: copied into details */
+    if (!scratch && !st)
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting the run");
+    bool stopping = st != KACE_OK;
+    for (;;) {
+        int64_t now = kace_monotonic_ns();
+        /* Ends the ones that must end. */
+        if (stopping || (opt.cancel && *opt.cancel))
+            for (size_t i = 0; i < n; i++) {
+                if (!stopping)
+                    decide(&ps[i], KACE_PROC_CANCELLED, "cancelled (kace was interrupted)");
+                else
+                    decide(&ps[i], KACE_PROC_STOPPED, "stopped: the run could not go on");
+                terminate(&ps[i], now);
+            }
+        bool all_done = true;
+        for (size_t i = 0; i < n; i++) {
+            reap(&ps[i], opt.term_grace_s, now);
+            if (ps[i].phase != P_DONE)
+                all_done = false;
+        }
+        if (all_done)
+            break;
+
+        /* Completion of each live workload's window. */
+        int64_t wstart = window_start(ps, n, opt.warmup_s, false);
+        bool all_complete = true, any_failed = false;
+        for (size_t i = 0; i < n; i++) {
+            proc *p = &ps[i];
+            if (proc_failed(p)) {
+                any_failed = true;
+                if (p->phase == P_RUNNING)
+                    terminate(p, now);
+                continue;
+            }
+            if (!p->complete && wstart > 0) {
+                size_t nr;
+                const kace_progress_record *r = kace_progress_records(p->progress, &nr);
+                kace_throughput tp;
+                if (nr >= 2 && kace_progress_throughput(scratch, r, nr, wstart, opt.window_s, 0, &tp) == KACE_OK)
+                    p->complete = true;
+            }
+            if (!p->complete)
+                all_complete = false;
+        }
+        if (any_failed && !opt.keep_going)
+            for (size_t i = 0; i < n; i++) {
+                if (!ps[i].complete)
+                    decide(&ps[i], KACE_PROC_STOPPED, "stopped because another workload of the run failed");
+                terminate(&ps[i], now);
+            }
+        if (all_complete)
+            for (size_t i = 0; i < n; i++) {
+                if (!proc_failed(&ps[i]))
+                    decide(&ps[i], KACE_PROC_OK, "reported through its steady window; stopped by kace");
+                terminate(&ps[i], now);
+            }
+        if (now >= deadline)
+            for (size_t i = 0; i < n; i++) {
+                size_t nr;
+                kace_progress_records(ps[i].progress, &nr);
+                if (ps[i].complete)
+                    decide(&ps[i], KACE_PROC_OK, "reported through its steady window; stopped at the timeout");
+                else if (nr == 0)
+                    decide(&ps[i], KACE_PROC_TIMEOUT, "no progress record within the %.0f s timeout (hung, or it does "
+                           "not report progress: see docs/progress-protocol.md)", opt.timeout_s);
+                else if (wstart == 0)
+                    decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %.0f s: the steady window never started (a "
+                           "workload of the run sent no progress record)", opt.timeout_s);
+                else
+                    decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %.0f s: %zu progress record%s, the steady window "
+                           "was not complete (hung or too slow?)", opt.timeout_s, nr, nr == 1 ? "" : "s");
+                terminate(&ps[i], now);
+            }
+
+        if (opt.tick && now >= next_tick) {
+            int pg[KACE_RUN_MAX_PROCS];
+            for (size_t i = 0; i < n; i++)
+                pg[i] = ps[i].phase == P_DONE ? 0 : (int)ps[i].pid;
+            kace_run_view v = {.n = n, .pgids = pg, .now_ns = now, .window_start_ns = wstart,
+                               .steady = wstart > 0 && now >= wstart};
+            opt.tick(opt.tick_user, &v);
+            next_tick = now + (int64_t)(opt.tick_s * 1e9);
+        }
+
+        /* Waits for output, at most 20 ms (children are checked by polling). */
+        struct pollfd fds[2 * KACE_RUN_MAX_PROCS];
+        int nf = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (ps[i].progress_fd >= 0)
+                fds[nf++] = (struct pollfd){.fd = ps[i].progress_fd, .events = POLLIN};
+            if (ps[i].stderr_fd >= 0)
+                fds[nf++] = (struct pollfd){.fd = ps[i].stderr_fd, .events = POLLIN};
+        }
+        if (nf > 0)
+            poll(fds, (nfds_t)nf, 20);
+        else
+            nanosleep(&(struct timespec){0, 20000000}, NULL);
+        for (size_t i = 0; i < n; i++) {
+            if (ps[i].progress_fd >= 0)
+                read_progress(scratch, &ps[i]);
+            if (ps[i].stderr_fd >= 0)
+                read_stderr(&ps[i], opt.stderr_fd);
+        }
+    }
+
+    /* Results. */
+    int64_t wstart = window_start(ps, n, opt.warmup_s, true);
+    for (size_t i = 0; i < n; i++) {
+        proc *p = &ps[i];
+        if (p->progress_fd >= 0)
+            read_progress(scratch, p);
+        if (p->stderr_fd >= 0)
+            read_stderr(p, opt.stderr_fd);
+        size_t nr;
+        const kace_progress_record *r = kace_progress_records(p->progress, &nr);
+        p->res->n_records = nr;
+        p->res->first_record_ns = nr ? r[0].t_ns : 0;
+        p->res->runtime_s = (double)(p->end_ns - p->start_ns) / 1e9;
+        if (wstart > 0 && nr >= 2 && p->res->status != KACE_PROC_BAD_PROGRESS)
+            kace_progress_throughput(scratch, r, nr, wstart, opt.window_s, 1, &p->res->throughput);
+    }
+    kace_ctx_free(&scratch);
+cleanup:
+    for (size_t i = 0; i < n; i++) {
+        close_fd(&ps[i].progress_fd);
+        close_fd(&ps[i].stderr_fd);
+        kace_progress_free(&ps[i].progress);
+        free_env(ps[i].envp);
+    }
+    return st;
+}

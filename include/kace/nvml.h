@@ -1,0 +1,80 @@
+/* NVML sampler: GPU system metrics while a workload runs.
+ *
+ * libnvidia-ml.so.1 is opened at run time with dlopen (no NVML header or
+ * library is needed to build), so one kace binary runs with and without a GPU
+ * and says clearly when there is no driver. Newer versioned entry points are
+ * tried first (nvmlInit_v2, then nvmlInit; ..._v3, _v2, then unversioned).
+ * A value that NVML cannot give is NaN (missing), never 0.
+ */
+#ifndef KACE_NVML_H
+#define KACE_NVML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kace/kace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Overrides the library path (tests load fake libraries through it). */
+#define KACE_NVML_LIBRARY_ENV "KACE_NVML_LIBRARY"
+
+typedef enum kace_gpu_field {
+    KACE_GPU_SM_PCT,       /* SM utilization %: the workload's processes, else the device */
+    KACE_GPU_MEM_PCT,      /* memory (controller) utilization % */
+    KACE_GPU_MEM_USED_MIB, /* GPU memory used, MiB: the workload's processes, else the device */
+    KACE_GPU_POWER_W,      /* board power, W (device) */
+    KACE_GPU_SM_CLOCK_MHZ, /* SM clock, MHz (device) */
+    KACE_GPU_PCIE_TX_MBPS, /* PCIe transmit, MB/s (device) */
+    KACE_GPU_PCIE_RX_MBPS, /* PCIe receive, MB/s (device) */
+    KACE_GPU_N_FIELDS
+} kace_gpu_field;
+
+const char *kace_gpu_field_name(kace_gpu_field f);
+
+typedef struct kace_gpu_sample {
+    double v[KACE_GPU_N_FIELDS];           /* NaN = not available */
+    bool per_process[KACE_GPU_N_FIELDS];   /* restricted to the workload's processes */
+} kace_gpu_sample;
+
+typedef struct kace_nvml kace_nvml;
+
+/* Loads NVML (path NULL: $KACE_NVML_LIBRARY, else libnvidia-ml.so.1),
+ * initialises it and opens device `index`. KACE_ERR_UNSUPPORTED with a clear
+ * message when there is no driver, a symbol is missing, or NVML fails. */
+kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace_nvml **out);
+/* Shuts NVML down and unloads it. */
+void kace_nvml_close(kace_nvml **n);
+/* The device's name, e.g. "NVIDIA H100 80GB HBM3" ("" when unknown). */
+const char *kace_nvml_device_name(const kace_nvml *n);
+/* Which entry points were found, e.g. "nvmlInit_v2 ... ProcessUtilization",
+ * for messages and tests. */
+const char *kace_nvml_symbols(const kace_nvml *n);
+
+/* One sample. Per-process values cover the processes whose process group is
+ * one of pgids (n_pgids 0: device-wide values only). Fails (KACE_ERR_IO) when
+ * a required query (utilization, memory) fails. */
+kace_status kace_nvml_sample(kace_ctx *ctx, kace_nvml *n, const int *pgids, size_t n_pgids, kace_gpu_sample *out);
+
+/* Mean of samples per field (NaN samples skipped) and peak memory. */
+typedef struct kace_gpu_stats {
+    double sum[KACE_GPU_N_FIELDS];
+    size_t count[KACE_GPU_N_FIELDS];
+    size_t per_process[KACE_GPU_N_FIELDS]; /* samples that were per-process */
+    double peak_mem_mib;                    /* NaN until a memory sample */
+    size_t samples;
+} kace_gpu_stats;
+
+void kace_gpu_stats_init(kace_gpu_stats *s);
+void kace_gpu_stats_add(kace_gpu_stats *s, const kace_gpu_sample *x);
+/* Mean of a field, NaN when no sample had it. */
+double kace_gpu_stats_mean(const kace_gpu_stats *s, kace_gpu_field f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,70 @@
+/* Progress records of a workload and its steady-window throughput.
+ *
+ * The protocol is described in docs/progress-protocol.md: a workload writes
+ * lines "done <samples> [<t_ns>]" (cumulative samples, CLOCK_MONOTONIC ns) to
+ * the descriptor kace passes in $KACE_PROGRESS_FD. The parser is incremental
+ * (bytes arrive from a pipe in arbitrary pieces) and pure: it never touches
+ * the descriptor itself.
+ */
+#ifndef KACE_PROGRESS_H
+#define KACE_PROGRESS_H
+
+#include <stdint.h>
+
+#include "kace/kace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KACE_PROGRESS_FD_ENV "KACE_PROGRESS_FD"
+#define KACE_PROGRESS_VERSION 1
+#define KACE_PROGRESS_MAX_LINE 512      /* longer lines are an error */
+#define KACE_PROGRESS_MAX_SAMPLES 1e15  /* larger counts are an error */
+
+typedef struct kace_progress_record {
+    int64_t t_ns;   /* CLOCK_MONOTONIC nanoseconds */
+    double samples; /* cumulative samples done */
+} kace_progress_record;
+
+typedef struct kace_progress kace_progress;
+
+/* A parser for one workload's stream; origin names it in messages. */
+kace_status kace_progress_new(kace_ctx *ctx, const char *origin, kace_progress **out);
+void kace_progress_free(kace_progress **p);
+
+/* Feeds bytes as they arrive; received_ns is the time they were read (used for
+ * records that carry no time). Complete lines are parsed at once. After the
+ * first error every later call returns the same error (the stream is
+ * unusable); the message names origin:line:column. */
+kace_status kace_progress_feed(kace_ctx *ctx, kace_progress *p, const char *data, size_t len, int64_t received_ns);
+
+/* The records parsed so far (valid until the next feed). */
+const kace_progress_record *kace_progress_records(const kace_progress *p, size_t *n);
+/* Bytes of an unfinished last line (ignored at the end, see the protocol). */
+size_t kace_progress_pending(const kace_progress *p);
+
+typedef struct kace_throughput {
+    double samples_per_s; /* NaN when the window could not be measured */
+    double sd;            /* standard deviation of the pieces' rates, samples/s */
+    double cv;            /* sd / samples_per_s */
+    double window_s;      /* length actually measured */
+    double samples;       /* samples counted in the window */
+    int n_pieces;         /* pieces the spread was computed from */
+    int64_t start_ns, end_ns; /* the window's first and last record */
+} kace_throughput;
+
+/* Steady-window throughput of records (sorted by time, as the parser gives
+ * them): the window starts at the first record at or after window_start_ns
+ * and ends at the first record at or after its start + window_s (or at the
+ * last record, when allow_short is true and the stream ends before). Fails
+ * with KACE_ERR_INVALID when fewer than two records fall in the window or no
+ * time passes between them. */
+kace_status kace_progress_throughput(kace_ctx *ctx, const kace_progress_record *r, size_t n, int64_t window_start_ns,
+                                     double window_s, int allow_short, kace_throughput *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,108 @@
+/* Runs K workloads at once, each in its own process group, and measures
+ * their steady-window throughput from progress records
+ * (docs/progress-protocol.md).
+ *
+ * Every run has a timeout; a run ends with every process group gone:
+ * SIGTERM to the group, SIGKILL after a grace period, then waiting until no
+ * process of the group is left. On Linux the calling process becomes a child
+ * subreaper (prctl PR_SET_CHILD_SUBREAPER) so that processes a workload leaves
+ * behind are reaped here and not left as zombies; only the runner's own
+ * process groups are waited for. The runner never prints: the workloads'
+ * stderr goes where the caller says, and its last bytes are kept per process.
+ */
+#ifndef KACE_RUNNER_H
+#define KACE_RUNNER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kace/kace.h"
+#include "kace/progress.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KACE_RUN_MAX_PROCS 16
+#define KACE_STDERR_TAIL 2048
+
+typedef struct kace_proc_spec {
+    const char *name;               /* label for messages (NULL: argv[0]) */
+    char *const *argv;              /* NULL-terminated; argv[0] searched in PATH */
+    const char *const *extra_env;   /* NULL-terminated "NAME=value" entries added to
+                                       (or replacing in) the caller's environment, e.g.
+                                       "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"; may be NULL */
+    const char *stdout_path;        /* workload stdout to this file (NULL: /dev/null) */
+} kace_proc_spec;
+
+typedef enum kace_proc_status {
+    KACE_PROC_OK = 0,      /* reported through its whole steady window */
+    KACE_PROC_CRASHED,     /* exited non-zero or was killed by a signal it did not get from kace */
+    KACE_PROC_OOM,         /* crashed and its stderr says it ran out of (GPU) memory, or the OOM killer struck */
+    KACE_PROC_TIMEOUT,     /* hung, never reported, or too slow to finish its window in time */
+    KACE_PROC_EXITED_EARLY,/* exited with status 0 before its window was complete */
+    KACE_PROC_BAD_PROGRESS,/* wrote records that break the protocol */
+    KACE_PROC_STOPPED,     /* stopped by kace because another workload of the run failed */
+    KACE_PROC_CANCELLED,   /* the caller cancelled the run (SIGINT/SIGTERM in the CLI) */
+    KACE_PROC_SPAWN_FAILED /* could not be started (command not found, ...) */
+} kace_proc_status;
+
+const char *kace_proc_status_name(kace_proc_status s);
+
+typedef struct kace_proc_result {
+    kace_proc_status status;
+    int pid;                 /* also the process group id */
+    int exit_code;           /* -1 when it did not exit normally */
+    int term_signal;         /* signal that ended it, 0 when none */
+    bool got_sigterm, got_sigkill; /* what kace had to send to the group */
+    double runtime_s;        /* from start to the end of its group */
+    kace_throughput throughput;    /* samples_per_s is NaN when not measured */
+    size_t n_records;        /* progress records received */
+    int64_t first_record_ns; /* 0 when none */
+    char detail[512];        /* human-readable reason ("exited with status 3", ...) */
+    char stderr_tail[KACE_STDERR_TAIL]; /* last bytes of its stderr */
+} kace_proc_result;
+
+/* What the tick callback sees while the run goes on. */
+typedef struct kace_run_view {
+    size_t n;                    /* processes */
+    const int *pgids;            /* process group ids (0 when not running) */
+    int64_t now_ns;              /* CLOCK_MONOTONIC */
+    int64_t window_start_ns;     /* 0 until every workload has passed its warm-up */
+    bool steady;                 /* now inside the steady window */
+} kace_run_view;
+
+typedef struct kace_run_options {
+    double warmup_s;      /* discarded after each workload's first record (default 10; 0 = none) */
+    double window_s;      /* steady window (default 30) */
+    double timeout_s;     /* the whole run, from start (0: warmup + window + 120) */
+    double term_grace_s;  /* SIGTERM -> SIGKILL (default 3) */
+    bool keep_going;      /* false (default): one failure stops the others */
+    int stderr_fd;        /* workload stderr copied here (-1: only the tail is kept) */
+    volatile sig_atomic_t *cancel; /* when it becomes non-zero the run stops (NULL: never) */
+    double tick_s;        /* tick callback period (default 0.1) */
+    void (*tick)(void *user, const kace_run_view *view);
+    void *tick_user;
+} kace_run_options;
+
+/* Sets every field to its default; change fields after this call. A run
+ * gives window_s, timeout_s, term_grace_s and tick_s left at 0 their default. */
+void kace_run_options_init(kace_run_options *opt);
+
+/* Runs n (1..KACE_RUN_MAX_PROCS) workloads at once until every one has
+ * reported through its steady window, or fails, or the timeout. results[i]
+ * describes spec[i]. Returns KACE_OK when the run took place (whatever the
+ * processes did: see each status); an error only for bad arguments or when
+ * the runner itself could not work (pipes, fork). */
+kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const kace_run_options *opt,
+                     kace_proc_result *results);
+
+/* CLOCK_MONOTONIC in nanoseconds (the progress records' clock). */
+int64_t kace_monotonic_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

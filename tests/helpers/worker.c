@@ -1,0 +1,126 @@
+/* A stand-in workload for the runner tests: a real process that reports
+ * progress through workloads/kace_progress.h and then misbehaves on demand.
+ *
+ *   kace-test-worker MODE [RATE] [SECONDS]
+ *
+ * RATE samples/s (default 1000) in batches every 10 ms, for SECONDS (default
+ * 1000, i.e. until stopped). Modes:
+ *   report        report steadily until stopped or SECONDS pass, exit 0
+ *   crash         report for SECONDS, then abort() (SIGABRT)
+ *   exit-code     report for SECONDS, then exit 3
+ *   hang          report for SECONDS, then sleep without reporting
+ *   silent        never report, sleep until killed
+ *   ignore-term   ignore SIGTERM, report until SIGKILL
+ *   grandchild    fork a child that ignores SIGTERM and sleeps forever, then report
+ *   oom           report for SECONDS, print a CUDA out-of-memory error, exit 1
+ *   garbage       report for SECONDS, then write a malformed record and go on
+ *   env           print $NAME=value of argv[2] to stderr, then report
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kace_progress.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Reports RATE samples/s for `seconds` on an exact 10 ms schedule. */
+static void report_for(double rate, double seconds)
+{
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    double t0 = now_s();
+    unsigned long long done = 0;
+    kace_progress_report(0);
+    for (long tick = 1; now_s() - t0 < seconds; tick++) {
+        next.tv_nsec += 10000000L;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_nsec -= 1000000000L;
+            next.tv_sec++;
+        }
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        done = (unsigned long long)(rate * 0.01 * (double)tick + 0.5);
+        kace_progress_report(done);
+    }
+}
+
+static void sleep_forever(void)
+{
+    for (;;)
+        pause();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODE [RATE] [SECONDS]\n", argv[0]);
+        return 2;
+    }
+    const char *mode = argv[1];
+    double rate = argc > 2 ? strtod(argv[2], NULL) : 1000;
+    double seconds = argc > 3 ? strtod(argv[3], NULL) : 1000;
+    if (strcmp(mode, "report") == 0) {
+        report_for(rate, seconds);
+        return 0;
+    }
+    if (strcmp(mode, "crash") == 0) {
+        report_for(rate, seconds);
+        abort();
+    }
+    if (strcmp(mode, "exit-code") == 0) {
+        report_for(rate, seconds);
+        return 3;
+    }
+    if (strcmp(mode, "hang") == 0) {
+        report_for(rate, seconds);
+        sleep_forever();
+    }
+    if (strcmp(mode, "silent") == 0)
+        sleep_forever();
+    if (strcmp(mode, "ignore-term") == 0) {
+        signal(SIGTERM, SIG_IGN);
+        report_for(rate, seconds);
+        sleep_forever();
+    }
+    if (strcmp(mode, "grandchild") == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            signal(SIGTERM, SIG_IGN);
+            printf("%d\n", (int)getpid());
+            fflush(stdout);
+            sleep_forever();
+        }
+        fprintf(stderr, "grandchild %d\n", (int)pid);
+        report_for(rate, seconds);
+        return 0;
+    }
+    if (strcmp(mode, "oom") == 0) {
+        report_for(rate, seconds);
+        fprintf(stderr, "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n");
+        return 1;
+    }
+    if (strcmp(mode, "garbage") == 0) {
+        report_for(rate, seconds);
+        int fd = kace_progress_fd();
+        if (fd >= 0 && write(fd, "done lots\n", 10) < 0)
+            return 1;
+        report_for(rate, 1000);
+        return 0;
+    }
+    if (strcmp(mode, "env") == 0) {
+        const char *v = getenv(argc > 2 ? argv[2] : "KACE_PROGRESS_FD");
+        fprintf(stderr, "%s=%s\n", argc > 2 ? argv[2] : "KACE_PROGRESS_FD", v ? v : "(unset)");
+        report_for(1000, 1000);
+        return 0;
+    }
+    fprintf(stderr, "%s: unknown mode %s\n", argv[0], mode);
+    return 2;
+}

@@ -1,0 +1,181 @@
+/* The progress protocol parser and the steady-window throughput. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kace/progress.h"
+#include "testutil.h"
+
+static kace_ctx *ctx;
+
+static int setup(void **state)
+{
+    ctx = kace_ctx_new();
+    return ctx ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    kace_ctx_free(&ctx);
+    return 0;
+}
+
+/* Feeds text in pieces of `step` bytes, each piece received at its own time. */
+static kace_status feed_pieces(kace_progress *p, const char *text, size_t step, int64_t t0)
+{
+    size_t len = strlen(text);
+    for (size_t off = 0; off < len; off += step) {
+        size_t n = len - off < step ? len - off : step;
+        kace_status st = kace_progress_feed(ctx, p, text + off, n, t0 + (int64_t)off);
+        if (st)
+            return st;
+    }
+    return KACE_OK;
+}
+
+static void test_records_in_any_pieces(void **state)
+{
+    const char *text = "kace-progress 1\n# comment\n\ndone 0 1000\r\ndone 64 2000\n  done\t128   3000  \ndone 192\ndone 2";
+    for (size_t step = 1; step <= strlen(text); step++) {
+        kace_progress *p = NULL;
+        assert_kace_ok(ctx, kace_progress_new(ctx, "w", &p));
+        assert_kace_ok(ctx, feed_pieces(p, text, step, 5000));
+        size_t n;
+        const kace_progress_record *r = kace_progress_records(p, &n);
+        assert_int_equal(n, 4);
+        assert_true(r[1].samples == 64 && r[1].t_ns == 2000);
+        assert_true(r[2].samples == 128 && r[2].t_ns == 3000);
+        /* No time given: the time the line's last piece was received. */
+        assert_true(r[3].samples == 192);
+        assert_true(r[3].t_ns >= 5000 && r[3].t_ns < 5000 + (int64_t)strlen(text));
+        assert_int_equal(kace_progress_pending(p), 6); /* "done 2" has no newline yet */
+        kace_progress_free(&p);
+        assert_null(p);
+    }
+}
+
+static void expect_error(const char *text, kace_status want, const char *where, const char *what)
+{
+    kace_progress *p = NULL;
+    assert_kace_ok(ctx, kace_progress_new(ctx, "wl", &p));
+    kace_status st = kace_progress_feed(ctx, p, text, strlen(text), 1);
+    if (st != want)
+        fail_msg("'%s': status %d (%s), expected %d", text, st, kace_errmsg(ctx), want);
+    if (!strstr(kace_errmsg(ctx), where) || !strstr(kace_errmsg(ctx), what))
+        fail_msg("'%s': message '%s' lacks '%s' or '%s'", text, kace_errmsg(ctx), where, what);
+    /* Sticky: the stream stays unusable. */
+    assert_int_equal(kace_progress_feed(ctx, p, "done 1\n", 7, 2), want);
+    kace_progress_free(&p);
+}
+
+static void test_errors_name_line_and_column(void **state)
+{
+    expect_error("done 1 5\nfinished 3\n", KACE_ERR_PARSE, "wl:2:1:", "unknown progress record");
+    expect_error("done 1 5\ndone -3\n", KACE_ERR_PARSE, "wl:2:6:", "not a number");
+    expect_error("done 1e3\n", KACE_ERR_PARSE, "wl:1:6:", "not a number");
+    expect_error("done nan\n", KACE_ERR_PARSE, "wl:1:6:", "not a number");
+    expect_error("done\n", KACE_ERR_PARSE, "wl:1:5:", "without a sample count");
+    expect_error("done 1 2 3\n", KACE_ERR_PARSE, "wl:1:10:", "too many fields");
+    expect_error("done 5 10\ndone 4 20\n", KACE_ERR_INVALID, "wl:2:6:", "decreases");
+    expect_error("done 5 10\ndone 6 9\n", KACE_ERR_INVALID, "wl:2:8:", "backwards");
+    expect_error("done 5 1x\n", KACE_ERR_PARSE, "wl:1:8:", "nanoseconds");
+    expect_error("done 5 1234567890123456789\n", KACE_ERR_PARSE, "wl:1:8:", "nanoseconds");
+    expect_error("done 2000000000000000\n", KACE_ERR_INVALID, "wl:1:6:", "1e15");
+    expect_error("kace-progress 2\n", KACE_ERR_PARSE, "wl:1:15:", "version");
+    expect_error("done 1\nkace-progress 1\n", KACE_ERR_PARSE, "wl:2:1:", "first record");
+    char longline[700];
+    memset(longline, 'x', sizeof longline - 1);
+    longline[sizeof longline - 1] = '\0';
+    expect_error(longline, KACE_ERR_PARSE, "wl:1:513:", "longer than 512");
+}
+
+static void test_nul_inside_line(void **state)
+{
+    /* expect_error uses strlen: feed a NUL explicitly. */
+    kace_progress *p = NULL;
+    assert_kace_ok(ctx, kace_progress_new(ctx, "wl", &p));
+    const char text[] = "done 1\0 2\n";
+    assert_int_equal(kace_progress_feed(ctx, p, text, sizeof text - 1, 1), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "wl:1:7: NUL"));
+    kace_progress_free(&p);
+}
+
+/* Records at a known rate with a slow warm-up. */
+static size_t synth(kace_progress_record *r, size_t cap, double warm_rate, double rate, double warm_s, double total_s)
+{
+    size_t n = 0;
+    double samples = 0;
+    for (double t = 0; t <= total_s + 1e-9 && n < cap; t += 0.05) {
+        r[n].t_ns = (int64_t)llround(1e9 + t * 1e9);
+        r[n].samples = samples;
+        samples += (t < warm_s ? warm_rate : rate) * 0.05;
+        n++;
+    }
+    return n;
+}
+
+static void test_steady_window_discards_warmup(void **state)
+{
+    kace_progress_record r[1000];
+    size_t n = synth(r, 1000, 100, 1000, 2.0, 20.0);
+    kace_throughput tp;
+    /* Whole run: the slow warm-up drags the mean down. */
+    assert_kace_ok(ctx, kace_progress_throughput(ctx, r, n, 0, 15, 0, &tp));
+    assert_true(tp.samples_per_s < 900);
+    /* After the warm-up: exactly the steady rate, no spread. */
+    assert_kace_ok(ctx, kace_progress_throughput(ctx, r, n, (int64_t)3e9, 10, 0, &tp));
+    assert_true(fabs(tp.samples_per_s - 1000) < 1e-6);
+    assert_true(fabs(tp.window_s - 10) < 1e-6);
+    assert_int_equal(tp.n_pieces, 10);
+    assert_true(tp.sd < 1e-6);
+    assert_true(fabs(tp.samples - 10000) < 1e-6);
+}
+
+static void test_spread_reflects_unsteady_rate(void **state)
+{
+    kace_progress_record r[401];
+    size_t n = 0;
+    double samples = 0;
+    for (int i = 0; i < 401; i++) {
+        r[n].t_ns = (int64_t)i * 50000000LL;
+        r[n].samples = samples;
+        samples += ((i / 40) % 2 ? 150.0 : 50.0); /* alternating 1000 and 3000 samples/s, 2 s each */
+        n++;
+    }
+    kace_throughput tp;
+    assert_kace_ok(ctx, kace_progress_throughput(ctx, r, n, 0, 20, 0, &tp));
+    assert_true(fabs(tp.samples_per_s - 2000) < 60);
+    assert_true(tp.sd > 800 && tp.sd < 1300);
+    assert_true(tp.cv > 0.4);
+}
+
+static void test_window_errors(void **state)
+{
+    kace_progress_record r[100];
+    size_t n = synth(r, 100, 1000, 1000, 0, 3.0);
+    kace_throughput tp;
+    assert_int_equal(kace_progress_throughput(ctx, r, n, 0, 10, 0, &tp), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "cover only"));
+    assert_true(isnan(tp.samples_per_s));
+    /* Short windows are accepted when asked for. */
+    assert_kace_ok(ctx, kace_progress_throughput(ctx, r, n, 0, 10, 1, &tp));
+    assert_true(fabs(tp.samples_per_s - 1000) < 1e-6);
+    assert_int_equal(kace_progress_throughput(ctx, r, n, (int64_t)100e9, 1, 1, &tp), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "after the warm-up"));
+    assert_int_equal(kace_progress_throughput(ctx, r, 1, 0, 1, 1, &tp), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "fewer than two"));
+    assert_int_equal(kace_progress_throughput(ctx, r, n, 0, 0, 1, &tp), KACE_ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_records_in_any_pieces),
+        cmocka_unit_test(test_errors_name_line_and_column),
+        cmocka_unit_test(test_nul_inside_line),
+        cmocka_unit_test(test_steady_window_discards_warmup),
+        cmocka_unit_test(test_spread_reflects_unsteady_rate),
+        cmocka_unit_test(test_window_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

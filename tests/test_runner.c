@@ -1,0 +1,296 @@
+/* The process runner with stand-in workloads that are real processes
+ * (tests/helpers/worker.c, tests/helpers/report.sh): statuses, measured
+ * throughput, and that no process of any workload is left behind. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kace/runner.h"
+#include "testutil.h"
+
+static kace_ctx *ctx;
+
+static int setup(void **state)
+{
+    ctx = kace_ctx_new();
+    return ctx ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    kace_ctx_free(&ctx);
+    return 0;
+}
+
+static void assert_group_gone(const kace_proc_result *r)
+{
+    assert_true(r->pid > 0);
+    errno = 0;
+    if (kill(-r->pid, 0) == 0 || errno != ESRCH)
+        fail_msg("process group %d still exists after the run", r->pid);
+}
+
+static kace_run_options quick_options(void)
+{
+    kace_run_options o;
+    kace_run_options_init(&o);
+    o.warmup_s = 0.3;
+    o.window_s = 1.0;
+    o.timeout_s = 8;
+    o.term_grace_s = 0.5;
+    return o;
+}
+
+static kace_proc_result run_one(char **argv, kace_run_options o)
+{
+    kace_proc_spec spec = {.name = argv[1], .argv = argv};
+    kace_proc_result r;
+    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    assert_group_gone(&r);
+    return r;
+}
+
+static void expect_status(const kace_proc_result *r, kace_proc_status want)
+{
+    if (r->status != want)
+        fail_msg("status %s (%s), expected %s", kace_proc_status_name(r->status), r->detail,
+                 kace_proc_status_name(want));
+}
+
+static void test_steady_throughput(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "report", "2000", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_OK);
+    assert_true(r.got_sigterm);
+    assert_false(r.got_sigkill);
+    assert_true(r.n_records > 50);
+    assert_true(fabs(r.throughput.samples_per_s - 2000) < 0.03 * 2000);
+    assert_true(r.throughput.window_s >= 1.0 && r.throughput.window_s < 1.2);
+    assert_true(r.throughput.n_pieces >= 5);
+    assert_true(r.throughput.cv < 0.1);
+    /* The window starts after the warm-up. */
+    assert_true(r.throughput.start_ns - r.first_record_ns >= (int64_t)(0.3e9));
+}
+
+static void test_three_at_once_with_env(void **state)
+{
+    char *a[] = {KACE_TEST_WORKER, "report", "500", NULL};
+    char *b[] = {KACE_TEST_WORKER, "report", "1000", NULL};
+    char *c[] = {KACE_TEST_WORKER, "env", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", NULL};
+    const char *env_a[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30", NULL};
+    const char *env_c[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=70", NULL};
+    kace_proc_spec spec[3] = {{.name = "a", .argv = a, .extra_env = env_a},
+                              {.name = "b", .argv = b},
+                              {.name = "c", .argv = c, .extra_env = env_c}};
+    kace_proc_result r[3];
+    kace_run_options o = quick_options();
+    assert_kace_ok(ctx, kace_run(ctx, spec, 3, &o, r));
+    const double want[3] = {500, 1000, 1000};
+    for (int i = 0; i < 3; i++) {
+        expect_status(&r[i], KACE_PROC_OK);
+        assert_group_gone(&r[i]);
+        if (fabs(r[i].throughput.samples_per_s - want[i]) > 0.03 * want[i])
+            fail_msg("workload %d: %g samples/s, expected %g", i, r[i].throughput.samples_per_s, want[i]);
+    }
+    /* One common steady window: they start within a record period (10 ms). */
+    assert_true(llabs(r[0].throughput.start_ns - r[1].throughput.start_ns) < 30000000LL);
+    assert_true(llabs(r[0].throughput.start_ns - r[2].throughput.start_ns) < 30000000LL);
+    assert_non_null(strstr(r[2].stderr_tail, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=70"));
+}
+
+static void test_crash_stops_the_others(void **state)
+{
+    char *a[] = {KACE_TEST_WORKER, "crash", "1000", "0.2", NULL};
+    char *b[] = {KACE_TEST_WORKER, "report", "1000", NULL};
+    kace_proc_spec spec[2] = {{.name = "crasher", .argv = a}, {.name = "healthy", .argv = b}};
+    kace_proc_result r[2];
+    kace_run_options o = quick_options();
+    assert_kace_ok(ctx, kace_run(ctx, spec, 2, &o, r));
+    expect_status(&r[0], KACE_PROC_CRASHED);
+    assert_int_equal(r[0].term_signal, SIGABRT);
+    assert_non_null(strstr(r[0].detail, "signal"));
+    expect_status(&r[1], KACE_PROC_STOPPED);
+    assert_true(r[1].runtime_s < 3);
+    assert_group_gone(&r[0]);
+    assert_group_gone(&r[1]);
+}
+
+static void test_exit_code(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "exit-code", "1000", "0.2", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_CRASHED);
+    assert_int_equal(r.exit_code, 3);
+    assert_non_null(strstr(r.detail, "status 3"));
+}
+
+static void test_exited_early(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "report", "1000", "0.8", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_EXITED_EARLY);
+    assert_int_equal(r.exit_code, 0);
+    /* What it reported after the warm-up still gives a (short) measurement. */
+    assert_true(fabs(r.throughput.samples_per_s - 1000) < 50);
+    assert_true(r.throughput.window_s < 0.6);
+}
+
+static void test_hang_times_out(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "hang", "1000", "0.5", NULL};
+    kace_run_options o = quick_options();
+    o.timeout_s = 2.0;
+    kace_proc_result r = run_one(argv, o);
+    expect_status(&r, KACE_PROC_TIMEOUT);
+    assert_true(r.got_sigterm);
+    assert_true(r.runtime_s >= 2.0 && r.runtime_s < 4.0);
+    assert_int_equal(r.term_signal, SIGTERM);
+}
+
+static void test_never_reports(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "silent", NULL};
+    kace_run_options o = quick_options();
+    o.timeout_s = 1.0;
+    kace_proc_result r = run_one(argv, o);
+    expect_status(&r, KACE_PROC_TIMEOUT);
+    assert_int_equal(r.n_records, 0);
+    assert_non_null(strstr(r.detail, "no progress record"));
+    assert_true(isnan(r.throughput.samples_per_s));
+}
+
+static void test_ignores_sigterm(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "ignore-term", "1000", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_OK);
+    assert_true(r.got_sigterm);
+    assert_true(r.got_sigkill);
+    assert_int_equal(r.term_signal, SIGKILL);
+}
+
+static void test_grandchild_is_killed(void **state)
+{
+    const char *dir = scratch_dir("test_runner");
+    char out[4096];
+    snprintf(out, sizeof out, "%s/grandchild.out", dir);
+    char *argv[] = {KACE_TEST_WORKER, "grandchild", "1000", NULL};
+    kace_proc_spec spec = {.name = "grandchild", .argv = argv, .stdout_path = out};
+    kace_proc_result r;
+    kace_run_options o = quick_options();
+    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    expect_status(&r, KACE_PROC_OK);
+    assert_group_gone(&r);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    int gc = 0;
+    assert_int_equal(fscanf(f, "%d", &gc), 1);
+    fclose(f);
+    assert_true(gc > 0 && gc != r.pid);
+    errno = 0;
+    assert_int_equal(kill(gc, 0), -1);
+    assert_int_equal(errno, ESRCH);
+    assert_true(r.got_sigkill); /* the grandchild ignored SIGTERM */
+}
+
+static void test_oom(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "oom", "1000", "0.2", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_OOM);
+    assert_non_null(strstr(r.stderr_tail, "CUDA out of memory"));
+}
+
+static void test_bad_progress(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "garbage", "1000", "0.2", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_BAD_PROGRESS);
+    assert_non_null(strstr(r.detail, "garbage:"));
+    assert_non_null(strstr(r.detail, "not a number"));
+}
+
+static void test_spawn_failure(void **state)
+{
+    char *argv[] = {"/nonexistent/kace-no-such-workload", "x", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_SPAWN_FAILED);
+    assert_non_null(strstr(r.detail, "No such file"));
+}
+
+static void test_shell_workload(void **state)
+{
+    char *argv[] = {"/bin/sh", KACE_TEST_DATA "/../helpers/report.sh", NULL};
+    kace_run_options o = quick_options();
+    o.window_s = 1.5;
+    kace_proc_result r = run_one(argv, o);
+    expect_status(&r, KACE_PROC_OK);
+    /* 10 samples per 0.1 s sleep plus the shell's own time per loop. */
+    assert_true(r.throughput.samples_per_s > 80 && r.throughput.samples_per_s <= 101);
+}
+
+typedef struct tick_state {
+    volatile sig_atomic_t cancel;
+    int ticks, steady_ticks;
+    int pgid;
+} tick_state;
+
+static void on_tick(void *user, const kace_run_view *v)
+{
+    tick_state *t = user;
+    t->ticks++;
+    t->pgid = v->pgids[0];
+    if (v->steady && ++t->steady_ticks == 3)
+        t->cancel = 1; /* what the CLI's SIGINT handler does */
+}
+
+static void test_cancel_from_tick(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "report", "1000", NULL};
+    tick_state t = {0};
+    kace_run_options o = quick_options();
+    o.window_s = 5;
+    o.tick_s = 0.05;
+    o.tick = on_tick;
+    o.tick_user = &t;
+    o.cancel = &t.cancel;
+    kace_proc_result r = run_one(argv, o);
+    expect_status(&r, KACE_PROC_CANCELLED);
+    assert_true(t.ticks >= 5);
+    assert_int_equal(t.pgid, r.pid);
+    assert_true(r.runtime_s < 3);
+}
+
+static void test_bad_arguments(void **state)
+{
+    kace_run_options o = quick_options();
+    kace_proc_result r;
+    char *argv[] = {NULL};
+    kace_proc_spec spec = {.argv = argv};
+    assert_int_equal(kace_run(ctx, &spec, 1, &o, &r), KACE_ERR_INVALID);
+    assert_int_equal(kace_run(ctx, &spec, 0, &o, &r), KACE_ERR_INVALID);
+    o.warmup_s = -1;
+    char *ok[] = {"true", NULL};
+    spec.argv = ok;
+    assert_int_equal(kace_run(ctx, &spec, 1, &o, &r), KACE_ERR_INVALID);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_steady_throughput),  cmocka_unit_test(test_three_at_once_with_env),
+        cmocka_unit_test(test_crash_stops_the_others), cmocka_unit_test(test_exit_code),
+        cmocka_unit_test(test_exited_early),       cmocka_unit_test(test_hang_times_out),
+        cmocka_unit_test(test_never_reports),      cmocka_unit_test(test_ignores_sigterm),
+        cmocka_unit_test(test_grandchild_is_killed), cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_bad_progress),       cmocka_unit_test(test_spawn_failure),
+        cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_cancel_from_tick),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
