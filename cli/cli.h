@@ -33,6 +33,9 @@ int cmd_train(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_workload(int argc, char **argv);
+int cmd_measure(int argc, char **argv);
+int cmd_campaign(int argc, char **argv);
 
 /* Imports every reference file under dir (profiles first, splits last);
  * all files are parsed before anything is stored. */

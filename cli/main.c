@@ -21,6 +21,9 @@ static const command commands[] = {
     {"train", cmd_train, "fit a model on stored colocations and save it"},
     {"predict", cmd_predict, "rank colocation partners for a workload"},
     {"eval", cmd_eval, "the KACE paper's evaluation (paper and clean mode), tables, CSV, figures"},
+    {"workload", cmd_workload, "register the command that runs a workload (kace workload add NAME -- CMD...)"},
+    {"measure", cmd_measure, "run workloads together under MPS (or time-slicing) and record their throughput"},
+    {"campaign", cmd_campaign, "measure a plan of colocations (pairs, triples, MPS splits), resumably"},
 };
 
 static void usage(FILE *f)

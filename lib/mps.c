@@ -459,6 +459,8 @@ const char *kace_mps_log_dir(const kace_mps *m)
 bool kace_mps_alive(const kace_mps *m)
 {
     pid_t pids[MPS_MAX_PIDS];
+    if (!m)
+        return false;
     return instance_pids(m, pids, MPS_MAX_PIDS) > 0;
 }
 
@@ -486,8 +488,8 @@ kace_status kace_mps_stop(kace_ctx *ctx, kace_mps **mp, kace_mps_stop_report *re
 
 /* ---- MPS percentage lists ------------------------------------------------- */
 
-kace_status kace_mps_pct_parse(kace_ctx *ctx, const char *text, const char *origin, int k, int max, int *pct,
-                               int *n_out)
+kace_status kace_mps_pct_parse_at(kace_ctx *ctx, const char *text, const char *origin, int line, int col0, int k,
+                                  int max, int *pct, int *n_out)
 {
     int n = 0;
     const char *p = text;
@@ -496,30 +498,40 @@ kace_status kace_mps_pct_parse(kace_ctx *ctx, const char *text, const char *orig
     for (;;) {
         while (*p == ' ' || *p == '\t')
             p++;
-        int col = (int)(p - text) + 1;
+        int col = col0 + (int)(p - text);
         if (!isdigit((unsigned char)*p))
-            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%d: expected an MPS percentage 1..100, got '%.20s'", origin,
-                             col, *p ? p : "end of list");
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: expected an MPS percentage 1..100, got '%.20s'", origin,
+                             line, col, *p ? p : "end of list");
         long v = 0;
-        while (isdigit((unsigned char)*p) && v <= 1000)
-            v = v * 10 + (*p++ - '0');
+        while (isdigit((unsigned char)*p)) {
+            if (v <= 1000)
+                v = v * 10 + (*p - '0');
+            p++;
+        }
         if (v < 1 || v > 100)
-            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%d: MPS percentage out of range 1..100", origin, col);
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: MPS percentage out of range 1..100", origin, line, col);
         if (n >= max)
-            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%d: more than %d MPS percentages", origin, col, max);
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: more than %d MPS percentages", origin, line, col, max);
         pct[n++] = (int)v;
         while (*p == ' ' || *p == '\t')
             p++;
         if (*p == '\0')
             break;
         if (*p != ',')
-            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%d: expected ',' between MPS percentages, got '%c'", origin,
-                             (int)(p - text) + 1, *p);
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: expected ',' between MPS percentages, got '%c'", origin,
+                             line, col0 + (int)(p - text), *p);
         p++;
     }
     if (k > 0 && n != k)
-        return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: %d MPS percentage(s) for %d workloads", origin, n, k);
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: %d MPS percentage(s) for %d workloads", origin, line, col0, n,
+                         k);
     if (n_out)
         *n_out = n;
     return KACE_OK;
+}
+
+kace_status kace_mps_pct_parse(kace_ctx *ctx, const char *text, const char *origin, int k, int max, int *pct,
+                               int *n_out)
+{
+    return kace_mps_pct_parse_at(ctx, text, origin, 1, 1, k, max, pct, n_out);
 }

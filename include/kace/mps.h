@@ -49,7 +49,7 @@ kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps 
 const char *const *kace_mps_client_env(const kace_mps *m);
 const char *kace_mps_pipe_dir(const kace_mps *m);
 const char *kace_mps_log_dir(const kace_mps *m);
-/* Whether a process of this instance is still alive (false: the daemon died). */
+/* Whether a process of this instance is still alive (false: the daemon died, or m is NULL). */
 bool kace_mps_alive(const kace_mps *m);
 
 typedef struct kace_mps_stop_report {
@@ -70,6 +70,9 @@ kace_status kace_mps_stop(kace_ctx *ctx, kace_mps **m, kace_mps_stop_report *rep
  * ("<origin>:1:<col>: ..."). */
 kace_status kace_mps_pct_parse(kace_ctx *ctx, const char *text, const char *origin, int k, int max, int *pct,
                                int *n_out);
+/* Same, for a list found at line:col0 of a larger input (messages say so). */
+kace_status kace_mps_pct_parse_at(kace_ctx *ctx, const char *text, const char *origin, int line, int col0, int k,
+                                  int max, int *pct, int *n_out);
 
 #ifdef __cplusplus
 }
