@@ -7,7 +7,7 @@
 
 #include "kace/campaign.h"
 
-#define MAX_TOKENS 64
+#define MAX_TOKENS (KACE_PLAN_MAX_WORKLOADS + 8)
 
 typedef struct token {
     const char *text; /* NUL-terminated inside the parser's line copy */
@@ -73,7 +73,7 @@ static kace_status parse_int(parser *p, const token *t, long lo, long hi, const 
 static kace_status add_item(parser *p, const kace_measure_spec *spec, int col)
 {
     if (p->n_planned + (size_t)p->repeat > KACE_PLAN_MAX_ENTRIES)
-        return fail_at(p, col, "the plan grows past %s measurements", "100000");
+        return fail_at(p, col, "the plan grows past %s measurements", "50000");
     if (p->n_items == p->cap_items) {
         size_t cap = p->cap_items ? p->cap_items * 2 : 64;
         item *it = realloc(p->items, cap * sizeof *it);
@@ -367,7 +367,7 @@ static kace_status tokenize(parser *p, char *s, token *t, int *nt)
         if (*c == '\0' || *c == '#')
             break;
         if (*nt == MAX_TOKENS)
-            return fail_at(p, (int)(c - s) + 1, "more than %s words on one line", "64");
+            return fail_at(p, (int)(c - s) + 1, "more than %s words on one line", "264");
         t[*nt].text = c;
         t[*nt].col = (int)(c - s) + 1;
         (*nt)++;

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define KACE_PLAN_MAX_WORKLOADS 256
-#define KACE_PLAN_MAX_ENTRIES 100000
+#define KACE_PLAN_MAX_ENTRIES 50000
 #define KACE_PLAN_MAX_LINE 4096
 
 typedef struct kace_plan_entry {
