@@ -355,8 +355,8 @@ kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps 
                        "puts UNIX sockets in it)", m->run_dir);
         goto fail;
     }
-    snprintf(m->pipe_dir, sizeof m->pipe_dir, "%s/pipe", m->run_dir);
-    snprintf(m->log_dir, sizeof m->log_dir, "%s/log", m->run_dir);
+    snprintf(m->pipe_dir, sizeof m->pipe_dir, "%.900s/pipe", m->run_dir);
+    snprintf(m->log_dir, sizeof m->log_dir, "%.900s/log", m->run_dir);
     snprintf(m->pipe_env, sizeof m->pipe_env, "CUDA_MPS_PIPE_DIRECTORY=%s", m->pipe_dir);
     snprintf(m->log_env, sizeof m->log_env, "CUDA_MPS_LOG_DIRECTORY=%s", m->log_dir);
     m->client_env[0] = m->pipe_env;

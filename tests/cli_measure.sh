@@ -21,7 +21,8 @@ export KACE_DB="$scratch/kace.db"
 export KACE_MPS_CONTROL="$scratch/bin/mps-control"
 export KACE_TEST_MPS_MODE=normal
 run_dir=$(mktemp -d /tmp/kace-cli-measure-XXXXXX)
-trap 'pkill -KILL -f "$marker" 2>/dev/null; rm -rf "$run_dir"' EXIT
+# On exit, whatever of this test is still running (only after a failure) is ended by id.
+trap 'for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
 quick=(--warmup 0.2 --window 0.3 --run-dir "$run_dir")
 
 failures=0
