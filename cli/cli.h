@@ -38,6 +38,9 @@ int cmd_schedule(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_slurm(int argc, char **argv);
+int cmd_workload(int argc, char **argv);
+int cmd_measure(int argc, char **argv);
+int cmd_campaign(int argc, char **argv);
 
 /* Imports every reference file under dir (profiles first, splits last);
  * all files are parsed before anything is stored. */

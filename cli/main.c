@@ -26,6 +26,9 @@ static const command commands[] = {
     {"serve", cmd_serve, "HTTP colocation advisor: JSON endpoints, Kubernetes extender, Prometheus metrics"},
     {"profile", cmd_profile, "run a workload alone on the GPU and store its profile (CUPTI, NVML, throughput)"},
     {"slurm", cmd_slurm, "what runs where on the Slurm cluster's shared GPUs, predicted vs observed"},
+    {"workload", cmd_workload, "register the command that runs a workload (kace workload add NAME -- CMD...)"},
+    {"measure", cmd_measure, "run workloads together under MPS (or time-slicing) and record their throughput"},
+    {"campaign", cmd_campaign, "measure a plan of colocations (pairs, triples, MPS splits), resumably"},
 };
 
 static void usage(FILE *f)

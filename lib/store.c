@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
 #include <sqlite3.h>
 
 #include "kace/store.h"
@@ -72,6 +73,37 @@ static int mkdir_parents(const char *path)
         *p = '/';
     }
     return 0;
+}
+
+/* Schema migrations, one step per version, each in its own transaction.
+ * 1 -> 2 (kace measure): a measured run's mode (mps/timeslice), repetition,
+ * time and window; each member's own status, spread and reason; the command
+ * that runs a workload. */
+static const char *const migrate_sql[] = {
+    [1] = "ALTER TABLE runs ADD COLUMN mode TEXT;"
+          "ALTER TABLE runs ADD COLUMN repetition INTEGER NOT NULL DEFAULT 0;"
+          "ALTER TABLE runs ADD COLUMN measured_at TEXT;"
+          "ALTER TABLE runs ADD COLUMN window_s REAL;"
+          "ALTER TABLE run_members ADD COLUMN status TEXT;"
+          "ALTER TABLE run_members ADD COLUMN throughput_cv REAL;"
+          "ALTER TABLE run_members ADD COLUMN detail TEXT;"
+          "CREATE TABLE IF NOT EXISTS workload_commands("
+          "  workload_id INTEGER PRIMARY KEY REFERENCES workloads(id), argv TEXT NOT NULL);"
+          "UPDATE meta SET value='2' WHERE key='schema_version';",
+};
+
+static kace_status migrate(kace_ctx *ctx, kace_store *s, int from)
+{
+    for (int v = from; v < KACE_STORE_SCHEMA_VERSION; v++) {
+        kace_status st;
+        if ((st = exec(ctx, s, "BEGIN IMMEDIATE;")))
+            return st;
+        if ((st = exec(ctx, s, migrate_sql[v])) || (st = exec(ctx, s, "COMMIT;"))) {
+            exec(NULL, s, "ROLLBACK;");
+            return st;
+        }
+    }
+    return KACE_OK;
 }
 
 kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
@@ -152,7 +184,10 @@ kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
             exec(NULL, s, "ROLLBACK;");
             goto fail;
         }
+        version = 1;
     }
+    if (version < KACE_STORE_SCHEMA_VERSION && (st = migrate(ctx, s, version)))
+        goto fail;
     *out = s;
     return KACE_OK;
 fail:
@@ -752,4 +787,290 @@ kace_status kace_store_count(kace_ctx *ctx, kace_store *s, kace_store_counts *c)
         sqlite3_finalize(q);
     }
     return KACE_OK;
+}
+
+/* ---- measured runs -------------------------------------------------------- */
+
+static kace_status ensure_workload(kace_ctx *ctx, kace_store *s, const char *name, sqlite3_int64 *id)
+{
+    if (!name || !*name || strlen(name) >= KACE_NAME_MAX)
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s: bad workload name '%s'", s->path, name ? name : "");
+    char family[KACE_NAME_MAX];
+    int batch;
+    kace_workload_parse_name(name, family, &batch);
+    sqlite3_stmt *q = NULL;
+    kace_status st = prepare(ctx, s, "INSERT OR IGNORE INTO workloads(name, family, batch) VALUES(?,?,?)", &q);
+    if (st)
+        return st;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, family, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 3, batch);
+    int rc = sqlite3_step(q);
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE)
+        return db_fail(ctx, s, "insert workload");
+    if ((st = prepare(ctx, s, "SELECT id FROM workloads WHERE name=?", &q)))
+        return st;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return rc == SQLITE_ROW ? KACE_OK : db_fail(ctx, s, "find workload");
+}
+
+kace_status kace_store_set_command(kace_ctx *ctx, kace_store *s, const char *workload, char *const *argv)
+{
+    if (!argv || !argv[0] || !*argv[0])
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s: empty command for workload '%s'", s->path, workload);
+    cJSON *arr = cJSON_CreateArray();
+    char *json = NULL;
+    sqlite3_stmt *q = NULL;
+    kace_status st = KACE_OK;
+    for (size_t i = 0; arr && argv[i]; i++) {
+        cJSON *item = cJSON_CreateString(argv[i]);
+        if (!item || !cJSON_AddItemToArray(arr, item)) {
+            cJSON_Delete(item);
+            cJSON_Delete(arr);
+            arr = NULL;
+        }
+    }
+    if (!arr || !(json = cJSON_PrintUnformatted(arr))) {
+        cJSON_Delete(arr);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    cJSON_Delete(arr);
+    if ((st = exec(ctx, s, "SAVEPOINT kace_command;")))
+        goto done;
+    sqlite3_int64 id;
+    if ((st = ensure_workload(ctx, s, workload, &id)) ||
+        (st = prepare(ctx, s, "INSERT OR REPLACE INTO workload_commands(workload_id, argv) VALUES(?,?)", &q)))
+        goto rollback;
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_text(q, 2, json, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+        st = db_fail(ctx, s, "store command");
+        goto rollback;
+    }
+    st = exec(ctx, s, "RELEASE kace_command;");
+    goto done;
+rollback:
+    exec(NULL, s, "ROLLBACK TO kace_command; RELEASE kace_command;");
+done:
+    sqlite3_finalize(q);
+    cJSON_free(json);
+    return st;
+}
+
+kace_status kace_store_get_command(kace_ctx *ctx, kace_store *s, const char *workload, char ***argv_out)
+{
+    *argv_out = NULL;
+    sqlite3_stmt *q = NULL;
+    kace_status st = prepare(ctx, s,
+                             "SELECT c.argv FROM workload_commands c JOIN workloads w ON w.id=c.workload_id "
+                             "WHERE w.name=?",
+                             &q);
+    if (st)
+        return st;
+    sqlite3_bind_text(q, 1, workload, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_DONE) {
+        sqlite3_finalize(q);
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND,
+                         "%s: workload '%s' has no command (register it: kace workload add %s -- COMMAND...)", s->path,
+                         workload, workload);
+    }
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(q);
+        return db_fail(ctx, s, "read command");
+    }
+    cJSON *arr = cJSON_Parse((const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    int n = cJSON_IsArray(arr) ? cJSON_GetArraySize(arr) : 0;
+    size_t bytes = (size_t)(n + 1) * sizeof(char *);
+    for (int i = 0; i < n; i++) {
+        const cJSON *item = cJSON_GetArrayItem(arr, i);
+        if (!cJSON_IsString(item)) {
+            n = 0;
+            break;
+        }
+        bytes += strlen(item->valuestring) + 1;
+    }
+    if (n == 0) {
+        cJSON_Delete(arr);
+        return kace_fail(ctx, KACE_ERR_STORE, "%s: the stored command of '%s' is not a list of strings", s->path,
+                         workload);
+    }
+    /* One block: the pointers, then the strings. */
+    char **argv = malloc(bytes);
+    if (!argv) {
+        cJSON_Delete(arr);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    char *text = (char *)(argv + n + 1);
+    for (int i = 0; i < n; i++) {
+        const char *v = cJSON_GetArrayItem(arr, i)->valuestring;
+        size_t len = strlen(v) + 1;
+        memcpy(text, v, len);
+        argv[i] = text;
+        text += len;
+    }
+    argv[n] = NULL;
+    cJSON_Delete(arr);
+    *argv_out = argv;
+    return KACE_OK;
+}
+
+/* Member order of a run key: by name, then MPS percentage. */
+static int member_cmp(const kace_measured_member *x, const kace_measured_member *y)
+{
+    int c = strcmp(x->workload, y->workload);
+    return c ? c : x->mps_pct - y->mps_pct;
+}
+
+void kace_measured_run_key(const kace_measured_run *r, char *out, size_t size)
+{
+    /* Insertion sort of member indices by (name, pct): k is at most 8. */
+    int order[KACE_MAX_K];
+    int k = r->k < 0 ? 0 : (r->k > KACE_MAX_K ? KACE_MAX_K : r->k);
+    for (int i = 0; i < k; i++) {
+        int j = i;
+        order[j] = i;
+        while (j > 0 && member_cmp(&r->member[order[j - 1]], &r->member[order[j]]) > 0) {
+            int t = order[j - 1];
+            order[j - 1] = order[j];
+            order[j] = t;
+            j--;
+        }
+    }
+    size_t at = (size_t)snprintf(out, size, "measured|%s|%s", r->set ? r->set : "", r->mode ? r->mode : "");
+    for (int i = 0; i < k && at < size; i++)
+        at += (size_t)snprintf(out + at, size - at, "|%s@%d", r->member[order[i]].workload, r->member[order[i]].mps_pct);
+    if (at < size)
+        snprintf(out + at, size - at, "|#%d", r->repetition);
+}
+
+kace_status kace_store_has_measured_run(kace_ctx *ctx, kace_store *s, const kace_measured_run *r, bool *has)
+{
+    char key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 320];
+    kace_measured_run_key(r, key, sizeof key);
+    sqlite3_stmt *q = NULL;
+    kace_status st = prepare(ctx, s, "SELECT 1 FROM runs WHERE run_key=?", &q);
+    if (st)
+        return st;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_fail(ctx, s, "find run");
+    *has = rc == SQLITE_ROW;
+    return KACE_OK;
+}
+
+static void bind_double_or_null(sqlite3_stmt *q, int i, double v)
+{
+    if (isfinite(v))
+        sqlite3_bind_double(q, i, v);
+    else
+        sqlite3_bind_null(q, i);
+}
+
+kace_status kace_store_add_measured_run(kace_ctx *ctx, kace_store *s, const kace_measured_run *r, long long *run_id)
+{
+    if (r->k < 1 || r->k > KACE_MAX_K || !r->set || !*r->set || !r->mode)
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s: a measured run needs 1..%d members, a set and a mode", s->path,
+                         KACE_MAX_K);
+    char key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 320], date[32], stamp[32];
+    kace_measured_run_key(r, key, sizeof key);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%d", &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    sqlite3_stmt *q = NULL;
+    kace_status st;
+    if ((st = exec(ctx, s, "SAVEPOINT kace_measured;")))
+        return st;
+    /* The source: this GPU, kace-measure, today. */
+    if ((st = prepare(ctx, s, "INSERT OR IGNORE INTO sources(gpu, tool, date, file) VALUES(?,'kace-measure',?,'measure')",
+                      &q)))
+        goto fail;
+    bind_text_or_null(q, 1, r->gpu);
+    sqlite3_bind_text(q, 2, date, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+        st = db_fail(ctx, s, "insert source");
+        goto fail;
+    }
+    sqlite3_finalize(q);
+    if ((st = prepare(ctx, s, "SELECT id FROM sources WHERE gpu IS ? AND tool='kace-measure' AND date=? AND file='measure'",
+                      &q)))
+        goto fail;
+    bind_text_or_null(q, 1, r->gpu);
+    sqlite3_bind_text(q, 2, date, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_ROW) {
+        st = db_fail(ctx, s, "find source");
+        goto fail;
+    }
+    sqlite3_int64 source = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+
+    if ((st = prepare(ctx, s,
+                      "INSERT OR IGNORE INTO runs(set_name, k, status, run_key, source_id, mode, repetition, measured_at, "
+                      "window_s) VALUES(?,?,?,?,?,?,?,?,?)",
+                      &q)))
+        goto fail;
+    sqlite3_bind_text(q, 1, r->set, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 2, r->k);
+    sqlite3_bind_text(q, 3, run_status_name(r->status), -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 5, source);
+    sqlite3_bind_text(q, 6, r->mode, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 7, r->repetition);
+    sqlite3_bind_text(q, 8, stamp, -1, SQLITE_STATIC);
+    bind_double_or_null(q, 9, r->window_s);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+        st = db_fail(ctx, s, "insert run");
+        goto fail;
+    }
+    if (sqlite3_changes(s->db) == 0) {
+        st = kace_fail(ctx, KACE_ERR_INVALID, "%s: run %s is already stored", s->path, key);
+        goto fail;
+    }
+    sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
+    sqlite3_finalize(q);
+    if ((st = prepare(ctx, s,
+                      "INSERT INTO run_members(run_id, slot, workload_id, mps_pct, throughput, status, throughput_cv, "
+                      "detail) VALUES(?,?,?,?,?,?,?,?)",
+                      &q)))
+        goto fail;
+    for (int m = 0; m < r->k; m++) {
+        const kace_measured_member *mb = &r->member[m];
+        sqlite3_int64 wid;
+        if ((st = ensure_workload(ctx, s, mb->workload, &wid)))
+            goto fail;
+        sqlite3_reset(q);
+        sqlite3_bind_int64(q, 1, id);
+        sqlite3_bind_int(q, 2, m);
+        sqlite3_bind_int64(q, 3, wid);
+        sqlite3_bind_int(q, 4, mb->mps_pct);
+        bind_double_or_null(q, 5, mb->throughput);
+        bind_text_or_null(q, 6, mb->status);
+        bind_double_or_null(q, 7, mb->cv);
+        bind_text_or_null(q, 8, mb->detail);
+        if (sqlite3_step(q) != SQLITE_DONE) {
+            st = db_fail(ctx, s, "insert run member");
+            goto fail;
+        }
+    }
+    sqlite3_finalize(q);
+    if ((st = exec(ctx, s, "RELEASE kace_measured;")))
+        goto fail_done;
+    if (run_id)
+        *run_id = (long long)id;
+    return KACE_OK;
+fail:
+    sqlite3_finalize(q);
+fail_done:
+    exec(NULL, s, "ROLLBACK TO kace_measured; RELEASE kace_measured;");
+    return st;
 }

@@ -616,7 +616,9 @@ static void test_locked_store_fails_promptly(void **state)
     kace_import_batch_free(&b);
     kace_store_close(&s);
     /* And the schema version survived the locked open attempt. */
-    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), "1");
+    char version[16];
+    snprintf(version, sizeof version, "%d", KACE_STORE_SCHEMA_VERSION);
+    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), version);
     kace_ctx_free(&ctx);
     free(path);
 }

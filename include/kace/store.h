@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define KACE_STORE_SCHEMA_VERSION 1
+#define KACE_STORE_SCHEMA_VERSION 2
 
 typedef struct kace_store kace_store;
 
@@ -85,6 +85,47 @@ typedef struct kace_store_counts {
     size_t workloads, profile_values, runs, splits, models;
 } kace_store_counts;
 kace_status kace_store_count(kace_ctx *ctx, kace_store *store, kace_store_counts *counts);
+
+/* ---- measured runs (kace measure / kace campaign) ---------------------- */
+
+/* The command line that runs a workload (argv NULL-terminated, argv[0]
+ * searched in PATH), stored with the workload (created when new). */
+kace_status kace_store_set_command(kace_ctx *ctx, kace_store *store, const char *workload, char *const *argv);
+/* *argv is NULL-terminated and one allocation: free(*argv). Fails with
+ * KACE_ERR_NOT_FOUND when the workload has no command. */
+kace_status kace_store_get_command(kace_ctx *ctx, kace_store *store, const char *workload, char ***argv);
+
+typedef struct kace_measured_member {
+    const char *workload;
+    int mps_pct;        /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (100 under time-slicing) */
+    double throughput;  /* samples/s in the steady window; NaN when not measured */
+    double cv;          /* spread of the window (sd / mean); NaN when unknown */
+    const char *status; /* the runner's word: ok, crashed, oom, timeout, stopped, ... */
+    const char *detail; /* why, for a member that did not finish (may be NULL) */
+} kace_measured_member;
+
+typedef struct kace_measured_run {
+    const char *set;   /* colocation set, e.g. "pairs" */
+    const char *mode;  /* "mps" or "timeslice" */
+    int repetition;    /* 0, 1, ...: repeated measurements of one colocation */
+    int k;
+    kace_measured_member member[KACE_MAX_K];
+    kace_run_status status;
+    double window_s;
+    const char *gpu;   /* GPU name (NULL: unknown) */
+} kace_measured_run;
+
+/* The identity of a measured run: set, mode, members with their MPS
+ * percentages (in name order, so A+B is B+A) and repetition. */
+void kace_measured_run_key(const kace_measured_run *r, char *out, size_t size);
+
+/* Stores a measured run and its members in one transaction (a savepoint
+ * inside a caller's transaction). KACE_ERR_INVALID when a run of that
+ * identity is already stored. run_id may be NULL. */
+kace_status kace_store_add_measured_run(kace_ctx *ctx, kace_store *store, const kace_measured_run *r,
+                                        long long *run_id);
+/* Whether a run of r's identity is stored (only the identity fields are read). */
+kace_status kace_store_has_measured_run(kace_ctx *ctx, kace_store *store, const kace_measured_run *r, bool *has);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,221 @@
+/* kace campaign PLAN: measures a plan of colocations, resumably. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "measure_cli.h"
+
+static int campaign_usage(void)
+{
+    printf("usage: kace campaign [options] PLAN\n"
+           "Measures every colocation of PLAN (see include/kace/campaign.h or the README for the format:\n"
+           "workloads, pairs, triples, occur N [seed S], splits P..., run A B @ P,Q, repeat N, mode, set)\n"
+           "that the store does not hold yet, so an interrupted campaign continues where it stopped.\n"
+           "One MPS daemon serves the whole campaign; a run that fails is recorded and not retried.\n"
+           "  --db PATH        the store\n"
+           "  --dry-run        list the plan (done / to do) and measure nothing\n"
+           "  --max-runs N     stop after measuring N runs (device time is short: continue later)\n"
+           MEASURE_CLI_USAGE
+           "Exit status: 0 the plan is done or --max-runs reached, 1 an error stopped it, 2 usage,\n"
+           "128+N interrupted by signal N (finished runs are kept, the current one is not recorded).\n");
+    return EXIT_OK;
+}
+
+static kace_measured_run identity(const kace_plan_entry *e)
+{
+    kace_measured_run r;
+    memset(&r, 0, sizeof r);
+    r.set = e->spec.set;
+    r.mode = e->spec.timeslice ? "timeslice" : "mps";
+    r.repetition = e->spec.repetition;
+    r.k = e->spec.k;
+    for (int i = 0; i < r.k; i++) {
+        r.member[i].workload = e->spec.workload[i];
+        r.member[i].mps_pct = e->spec.mps_pct[i];
+    }
+    return r;
+}
+
+static void describe(const kace_measure_spec *s, char *out, size_t size)
+{
+    size_t at = 0;
+    for (int i = 0; i < s->k && at < size; i++)
+        at += (size_t)snprintf(out + at, size - at, "%s%s", i ? " + " : "", s->workload[i]);
+    bool split = false;
+    for (int i = 0; i < s->k; i++)
+        split |= s->mps_pct[i] != 100;
+    if (split)
+        for (int i = 0; i < s->k && at < size; i++)
+            at += (size_t)snprintf(out + at, size - at, "%s%d", i ? "," : " @", s->mps_pct[i]);
+    if (at < size)
+        snprintf(out + at, size - at, "%s #%d", s->timeslice ? " (time-slicing)" : "", s->repetition);
+}
+
+int cmd_campaign(int argc, char **argv)
+{
+    const char *db = cli_default_db();
+    bool dry_run = false;
+    long max_runs = -1;
+    measure_cli_options mo;
+    measure_cli_defaults(&mo);
+    static const struct option longopts[] = {{"db", required_argument, 0, 'd'},
+                                             {"dry-run", no_argument, 0, 'n'},
+                                             {"max-runs", required_argument, 0, 'm'},
+                                             {"help", no_argument, 0, 'h'},
+                                             MEASURE_CLI_LONGOPTS,
+                                             {0, 0, 0, 0}};
+    int c;
+    bool bad = false;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:nm:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 'n': dry_run = true; break;
+        case 'm': {
+            char *end = NULL;
+            max_runs = strtol(optarg, &end, 10);
+            if (end == optarg || *end || max_runs < 0)
+                return cli_usage("campaign", "--max-runs must be a count >= 0, not '%s'", optarg);
+            break;
+        }
+        case 'h': return campaign_usage();
+        default:
+            if (!measure_cli_option(&mo, c, optarg, "campaign", &bad))
+                return cli_usage("campaign", "unknown option");
+            if (bad)
+                return EXIT_USAGE;
+        }
+    }
+    if (argc - optind != 1)
+        return cli_usage("campaign", "expected one PLAN file");
+    const char *plan_path = argv[optind];
+
+    kace_ctx *ctx = kace_ctx_new();
+    kace_plan *plan = NULL;
+    kace_store *store = NULL;
+    kace_mps *mps = NULL;
+    bool *done_before = NULL;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st = kace_plan_parse_file(ctx, plan_path, &plan);
+    if (st) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if (!(store = cli_open_store(ctx, db)))
+        goto done;
+    if (!(done_before = calloc(plan->n, sizeof *done_before))) {
+        fprintf(stderr, "kace: out of memory\n");
+        goto done;
+    }
+    /* What is left, and whether every workload can be started. */
+    size_t todo = 0, todo_mps = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        kace_measured_run r = identity(&plan->entries[i]);
+        if ((st = kace_store_has_measured_run(ctx, store, &r, &done_before[i]))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        if (!done_before[i]) {
+            todo++;
+            todo_mps += !plan->entries[i].spec.timeslice;
+        }
+        for (int m = 0; m < plan->entries[i].spec.k; m++) {
+            char **cmd = NULL;
+            if ((st = kace_store_get_command(ctx, store, plan->entries[i].spec.workload[m], &cmd))) {
+                fprintf(stderr, "kace: %s:%d: %s\n", plan_path, plan->entries[i].line, kace_errmsg(ctx));
+                goto done;
+            }
+            free(cmd);
+        }
+    }
+    printf("plan %s: %zu runs (%d workloads, up to %d repetitions); %zu stored already, %zu to measure\n", plan_path,
+           plan->n, plan->n_workloads, plan->max_repeat, plan->n - todo, todo);
+    if (dry_run) {
+        for (size_t i = 0; i < plan->n; i++) {
+            char what[1200];
+            describe(&plan->entries[i].spec, what, sizeof what);
+            printf("  %-6s %-12s %s\n", done_before[i] ? "done" : "to do", plan->entries[i].spec.set, what);
+        }
+        rc = EXIT_OK;
+        goto done;
+    }
+    if (mo.log_path && (mo.log_fd = open(mo.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+        fprintf(stderr, "kace: %s: %s\n", mo.log_path, strerror(errno));
+        goto done;
+    }
+    cli_install_interrupt_handlers();
+    if (todo_mps > 0 && (max_runs != 0) && (st = measure_cli_start_mps(ctx, &mo, &mps))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+
+    size_t measured = 0, ok = 0, failed = 0, index = 0;
+    bool stopped_by_error = false;
+    for (size_t i = 0; i < plan->n && !cli_interrupted; i++) {
+        if (done_before[i])
+            continue;
+        if (max_runs >= 0 && (long)measured >= max_runs)
+            break;
+        index++;
+        kace_plan_entry *e = &plan->entries[i];
+        /* A daemon that died between runs is started again. */
+        if (!e->spec.timeslice && !kace_mps_alive(mps)) {
+            fprintf(stderr, "kace: warning: the MPS daemon died; starting it again\n");
+            measure_cli_stop_mps(ctx, &mps, true);
+            if ((st = measure_cli_start_mps(ctx, &mo, &mps))) {
+                cli_error(ctx, st);
+                stopped_by_error = true;
+                break;
+            }
+        }
+        char what[1200], label[64];
+        describe(&e->spec, what, sizeof what);
+        snprintf(label, sizeof label, "[%zu/%zu]", index, todo);
+        kace_measure_options opt = {.mps = e->spec.timeslice ? NULL : mps, .gpu = mo.gpu};
+        measure_cli_run_options(&mo, &opt.run, label);
+        kace_measure_result res;
+        st = kace_measure(ctx, store, &e->spec, &opt, &res);
+        measure_cli_progress_done();
+        if (st) {
+            fprintf(stderr, "kace: %s %s: %s\n", label, what, kace_errmsg(ctx));
+            /* A daemon that died during the run: the run is left to do; go on. */
+            if (st == KACE_ERR_IO && !e->spec.timeslice && !kace_mps_alive(mps))
+                continue;
+            stopped_by_error = true;
+            break;
+        }
+        if (res.cancelled)
+            break;
+        measured++;
+        if (res.status == KACE_RUN_OK)
+            ok++;
+        else
+            failed++;
+        printf("%s %s: ", label, what);
+        measure_cli_print_result(&e->spec, &res, false);
+    }
+    if (measure_cli_stop_mps(ctx, &mps, true) != 0)
+        stopped_by_error = true;
+    size_t left = todo - measured;
+    printf("campaign: %zu runs measured (%zu ok, %zu failed), %zu were stored before, %zu left\n", measured, ok,
+           failed, plan->n - todo, left);
+    if (cli_interrupted) {
+        fprintf(stderr, "kace: interrupted: %zu runs kept, the current one not recorded; rerun to continue\n",
+                measured);
+        rc = cli_interrupted_exit();
+    } else {
+        rc = stopped_by_error ? EXIT_FAILURE_RUN : EXIT_OK;
+    }
+done:
+    if (mo.log_fd >= 0)
+        close(mo.log_fd);
+    free(done_before);
+    kace_plan_free(&plan);
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}

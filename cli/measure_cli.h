@@ -1,0 +1,56 @@
+/* Pieces shared by kace measure and kace campaign (cli/cmd_measure.c). */
+#ifndef KACE_MEASURE_CLI_H
+#define KACE_MEASURE_CLI_H
+
+#include <signal.h>
+
+#include "kace/campaign.h"
+#include "kace/measure.h"
+#include "kace/mps.h"
+#include "kace/runner.h"
+
+/* Set by SIGINT / SIGTERM / SIGHUP (the signal number) once the handlers are installed. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_install_interrupt_handlers(void);
+/* 128 + the signal, the shell's convention for "ended by a signal". */
+int cli_interrupted_exit(void);
+
+/* Options both commands take. */
+typedef struct measure_cli_options {
+    double warmup_s, window_s, timeout_s;
+    const char *run_dir, *mps_control, *gpu, *log_path;
+    bool quiet;       /* no progress bar even on a terminal */
+    int log_fd;       /* workloads' stderr copied here (-1: none) */
+} measure_cli_options;
+
+void measure_cli_defaults(measure_cli_options *o);
+/* Handles one of the shared long options (by its getopt code); returns false
+ * when it is not one of them, sets *bad on a bad value. */
+bool measure_cli_option(measure_cli_options *o, int code, const char *arg, const char *cmd, bool *bad);
+/* Fills run options (warm-up, window, timeout, cancel flag, progress bar). */
+void measure_cli_run_options(measure_cli_options *o, kace_run_options *run, const char *label);
+/* Ends the progress bar line, if one was drawn. */
+void measure_cli_progress_done(void);
+kace_status measure_cli_start_mps(kace_ctx *ctx, const measure_cli_options *o, kace_mps **mps);
+/* Stops the daemon, printing what it took; returns 0 or 1. */
+int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet);
+/* Prints one run's outcome (members, throughputs, reasons). */
+void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_result *r, bool verbose);
+
+#define MEASURE_CLI_LONGOPTS                                                                                   \
+    {"warmup", required_argument, 0, 1001}, {"window", required_argument, 0, 1002},                           \
+        {"timeout", required_argument, 0, 1003}, {"run-dir", required_argument, 0, 1004},                     \
+        {"mps-control", required_argument, 0, 1005}, {"gpu", required_argument, 0, 1006},                     \
+        {"log", required_argument, 0, 1007}, {"quiet", no_argument, 0, 1008}
+
+#define MEASURE_CLI_USAGE                                                                                     \
+    "  --warmup S       seconds discarded after each workload's first progress record (default 10)\n"         \
+    "  --window S       steady window, aligned across the workloads (default 30)\n"                           \
+    "  --timeout S      the whole run (default warm-up + window + 120)\n"                                     \
+    "  --run-dir DIR    MPS pipe/log folder and lock (default $TMPDIR or /tmp + /kace-mps-<uid>)\n"           \
+    "  --mps-control P  the MPS control program (default $KACE_MPS_CONTROL, else nvidia-cuda-mps-control)\n"   \
+    "  --gpu NAME       GPU name recorded with the runs\n"                                                    \
+    "  --log FILE       append the workloads' stderr to FILE\n"                                               \
+    "  --quiet          no progress bar (it is drawn only when stderr is a terminal anyway)\n"
+
+#endif

@@ -1,0 +1,72 @@
+/* One colocation measurement: k workloads started together (under a private
+ * MPS daemon, or plain time-slicing), their steady windows aligned by the
+ * runner (include/kace/runner.h), each one's throughput and status stored as
+ * one run in one transaction.
+ *
+ * What is stored: a run whose status is ok (every member reported through
+ * its window), or failed / oom / timeout with each member's own status
+ * (crashed, oom, timeout, stopped, ...). What is not: a run cancelled by the
+ * caller (kace interrupted), a run whose MPS daemon died (the clients may have
+ * run without MPS), and a workload that could not be started at all (a setup
+ * error, not a measurement).
+ */
+#ifndef KACE_MEASURE_H
+#define KACE_MEASURE_H
+
+#include <stdbool.h>
+
+#include "kace/dataset.h"
+#include "kace/mps.h"
+#include "kace/runner.h"
+#include "kace/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KACE_SET_NAME_MAX 128
+
+typedef struct kace_measure_spec {
+    int k;
+    char workload[KACE_MAX_K][KACE_NAME_MAX];
+    int mps_pct[KACE_MAX_K]; /* 1..100 each (100 = no limit; must be 100 under time-slicing) */
+    bool timeslice;          /* no MPS: the GPU time-slices between the processes */
+    int repetition;          /* 0, 1, ...: which measurement of this colocation */
+    char set[KACE_SET_NAME_MAX]; /* "" = default (kace_measure_default_set) */
+} kace_measure_spec;
+
+/* "pairs", "triples" or "k<N>" ("solo" for one workload); "timeslice-"
+ * before it without MPS. MPS splits other than 100% go to the same set
+ * (kace train uses only the 100% runs of a set). */
+void kace_measure_default_set(const kace_measure_spec *spec, char *out, size_t size);
+
+typedef struct kace_measure_options {
+    kace_run_options run;   /* warm-up, window, timeout, cancel flag, tick callback */
+    kace_mps *mps;          /* the daemon clients join (required unless spec->timeslice) */
+    const char *gpu;        /* GPU name recorded with the run (NULL: unknown) */
+} kace_measure_options;
+
+typedef struct kace_measure_result {
+    kace_proc_result proc[KACE_MAX_K];
+    kace_run_status status; /* ok, failed, oom or timeout */
+    bool cancelled;         /* interrupted: nothing stored */
+    bool stored;
+    long long run_id;
+    char set[KACE_SET_NAME_MAX];
+} kace_measure_result;
+
+/* Measures spec (see the top of this file). Returns KACE_OK when the run took
+ * place, whatever the workloads did (see result); an error when it could not
+ * (unknown workload or command, bad spec, MPS daemon down, store error). */
+kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                         const kace_measure_options *opt, kace_measure_result *result);
+
+/* The env entry time-sliced clients get, so that they never join an MPS
+ * daemon that happens to run on the machine. */
+#define KACE_NO_MPS_PIPE_ENV "CUDA_MPS_PIPE_DIRECTORY=/nonexistent/kace-no-mps"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# kace workload / measure / campaign end to end, without a GPU: real stand-in
+# workloads (tests/helpers/worker.c) under the stand-in MPS control daemon
+# (tests/helpers/mps_standin.c). kace is interrupted with SIGINT, SIGTERM and
+# SIGKILL midway; after each: no process of the test is left, the store holds
+# no half-written run, and a rerun of the campaign continues without
+# duplicates.
+#
+#   cli_measure.sh KACE SHARED_DATA SCRATCH
+set -uo pipefail
+kace=$1
+scratch=$3
+build=$(dirname "$kace")
+rm -rf "$scratch" && mkdir -p "$scratch/bin" || exit 1
+# Copies under the scratch folder: every process of this test has it in its
+# command line, so pgrep -f finds strays of this test and of no other.
+cp "$build/tests/kace-test-worker" "$scratch/bin/worker" || exit 1
+cp "$build/tests/kace-test-mps-control" "$scratch/bin/mps-control" || exit 1
+marker="$scratch/bin/"
+export KACE_DB="$scratch/kace.db"
+export KACE_MPS_CONTROL="$scratch/bin/mps-control"
+export KACE_TEST_MPS_MODE=normal
+run_dir=$(mktemp -d /tmp/kace-cli-measure-XXXXXX)
+# On exit, whatever of this test is still running (only after a failure) is ended by id.
+trap 'for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
+quick=(--warmup 0.2 --window 0.3 --run-dir "$run_dir")
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+sql() { sqlite3 -cmd ".timeout 5000" "$KACE_DB" "$1"; }
+# No process of this test may outlive a kace command.
+no_strays() {
+    local left
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        left=$(pgrep -f "$marker") || break
+        sleep 0.1
+    done
+    left=$(pgrep -af "$marker")
+    [ -z "$left" ] || fail "$1: processes left behind: $left"
+}
+# Every stored run has exactly its k members.
+whole_runs() {
+    local half
+    half=$(sql "SELECT count(*) FROM runs r WHERE k != (SELECT count(*) FROM run_members m WHERE m.run_id=r.id)")
+    [ "$half" = 0 ] || fail "$1: $half half-written runs"
+    local dup
+    dup=$(sql "SELECT count(*) - count(DISTINCT run_key) FROM runs")
+    [ "$dup" = 0 ] || fail "$1: $dup duplicate runs"
+}
+# Waits until a worker runs (kace is measuring), at most 5 s.
+wait_for_workers() {
+    for _ in $(seq 50); do
+        pgrep -f "${marker}worker" >/dev/null && return 0
+        sleep 0.1
+    done
+    fail "no workload started"
+}
+
+"$kace" workload add fast -- "$scratch/bin/worker" report 4000 >/dev/null || fail "workload add fast"
+"$kace" workload add slow -- "$scratch/bin/worker" report 1000 >/dev/null || fail "workload add slow"
+"$kace" workload add medium -- "$scratch/bin/worker" report 2000 >/dev/null || fail "workload add medium"
+"$kace" workload add stubborn -- "$scratch/bin/worker" ignore-term 1000 >/dev/null || fail "workload add stubborn"
+"$kace" workload add crasher -- "$scratch/bin/worker" crash 1000 0.3 >/dev/null || fail "workload add crasher"
+[ "$("$kace" workload list | wc -l)" = 5 ] || fail "workload list"
+"$kace" workload add "bad name" -- true 2>/dev/null && fail "a name with a space was accepted"
+
+# 1. A pair under MPS with a split: stored whole, daemon quit.
+out=$("$kace" measure fast slow --mps-pct 30,70 "${quick[@]}" 2>"$scratch/err")
+rc=$?
+[ $rc = 0 ] || fail "measure ok: exit $rc: $(cat "$scratch/err")"
+grep -q "): ok" <<<"$out" || fail "measure ok: output: $out"
+grep -q $'\r' "$scratch/err" && fail "a progress bar was drawn into a pipe"
+[ "$(sql "SELECT group_concat(m.mps_pct || ':' || m.status, ' ') FROM run_members m")" = "30:ok 70:ok" ] ||
+    fail "measure ok: members $(sql 'SELECT * FROM run_members')"
+# The stand-in reports 4000 samples/s (10% slack: the machine may be loaded).
+[ "$(sql "SELECT throughput BETWEEN 3600 AND 4400 FROM run_members WHERE slot=0")" = 1 ] ||
+    fail "measure ok: throughput $(sql 'SELECT throughput FROM run_members WHERE slot=0')"
+grep -q "] quit" "$run_dir/log/control.log" || fail "the daemon never got 'quit'"
+no_strays "measure ok"
+whole_runs "measure ok"
+# The same pair again is its next repetition.
+"$kace" measure fast slow --mps-pct 30,70 "${quick[@]}" >/dev/null 2>&1 || fail "second measurement"
+[ "$(sql "SELECT group_concat(repetition) FROM runs")" = "0,1" ] || fail "repetitions: $(sql 'SELECT repetition FROM runs')"
+
+# 2. A crash is recorded as such, its partner stopped; exit status 1.
+"$kace" measure slow crasher --warmup 1 --window 0.3 --run-dir "$run_dir" >"$scratch/out" 2>&1
+rc=$?
+[ $rc = 1 ] || fail "measure crash: exit $rc"
+[ "$(sql "SELECT r.status || ':' || group_concat(m.status, ',') FROM runs r JOIN run_members m ON m.run_id=r.id \
+          WHERE r.id=(SELECT max(id) FROM runs)")" = "failed:stopped,crashed" ] || fail "measure crash: $(cat "$scratch/out")"
+no_strays "measure crash"
+
+# 3. Bad input: clear errors, nothing stored.
+runs_before=$(sql "SELECT count(*) FROM runs")
+"$kace" measure fast slow --mps-pct 50,x 2>"$scratch/err"
+[ $? = 2 ] && grep -q -- "--mps-pct:1:4: expected an MPS percentage" "$scratch/err" || fail "bad --mps-pct: $(cat "$scratch/err")"
+"$kace" measure fast nobody 2>"$scratch/err"
+[ $? = 1 ] && grep -q "kace workload add nobody" "$scratch/err" || fail "unknown workload: $(cat "$scratch/err")"
+KACE_TEST_MPS_MODE=refuse "$kace" measure fast slow "${quick[@]}" 2>"$scratch/err"
+[ $? = 1 ] && grep -q "already running" "$scratch/err" || fail "daemon refusing to start: $(cat "$scratch/err")"
+[ "$(sql "SELECT count(*) FROM runs")" = "$runs_before" ] || fail "bad input stored something"
+no_strays "bad input"
+
+# 4. Interrupted midway (SIGINT, then SIGTERM): nothing recorded, workloads
+#    (one ignores SIGTERM) and daemon gone, exit 128+N.
+for sig in INT TERM; do
+    "$kace" measure fast stubborn --warmup 0.2 --window 30 --run-dir "$run_dir" >/dev/null 2>"$scratch/err" &
+    pid=$!
+    wait_for_workers
+    sleep 0.3
+    kill -s $sig $pid
+    wait $pid
+    rc=$?
+    want=$((128 + $(kill -l $sig)))
+    [ $rc = $want ] || fail "SIG$sig: exit $rc, expected $want: $(cat "$scratch/err")"
+    grep -q "nothing recorded" "$scratch/err" || fail "SIG$sig: $(cat "$scratch/err")"
+    [ "$(sql "SELECT count(*) FROM runs")" = "$runs_before" ] || fail "SIG$sig: a run was recorded"
+    no_strays "SIG$sig"
+done
+
+# 5. The progress bar on a terminal.
+if script -qec "true" /dev/null >/dev/null 2>&1; then
+    script -qec "'$kace' measure fast slow --set tty ${quick[*]}" /dev/null >"$scratch/tty" 2>&1
+    grep -q "\[#" "$scratch/tty" || fail "no progress bar on a terminal: $(head -c 300 "$scratch/tty")"
+    no_strays "terminal"
+fi
+
+# 6. A campaign: 3 pairs x 2 repetitions + 2 splits + 1 time-sliced pair = 9 runs.
+cat >"$scratch/plan.txt" <<'EOF'
+workloads fast slow medium
+repeat 2
+pairs
+repeat 1
+splits 20 on fast slow
+splits 60 on fast slow
+mode timeslice
+run fast medium
+EOF
+before=$(sql "SELECT count(*) FROM runs")
+"$kace" campaign --dry-run "$scratch/plan.txt" >"$scratch/out" || fail "dry run"
+grep -q "9 runs" "$scratch/out" && [ "$(grep -c 'to do' "$scratch/out")" = 9 ] || fail "dry run: $(cat "$scratch/out")"
+# Stopped with SIGTERM after some runs, then with SIGKILL (no chance to clean
+# up: the next kace quits the daemon it left, the workloads die on their
+# broken progress pipe).
+"$kace" campaign "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+    [ "$(sql "SELECT count(*) FROM runs")" -ge $((before + 2)) ] && break
+    sleep 0.1
+done
+wait_for_workers
+kill -TERM $pid
+wait $pid
+rc=$?
+[ $rc = 143 ] || fail "campaign SIGTERM: exit $rc: $(cat "$scratch/out")"
+after_term=$(sql "SELECT count(*) FROM runs")
+[ "$after_term" -ge $((before + 2)) ] && [ "$after_term" -lt $((before + 9)) ] || fail "campaign SIGTERM: $after_term runs"
+no_strays "campaign SIGTERM"
+whole_runs "campaign SIGTERM"
+
+"$kace" campaign "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+    [ "$(sql "SELECT count(*) FROM runs")" -ge $((after_term + 1)) ] && break
+    sleep 0.1
+done
+wait_for_workers
+kill -KILL $pid
+wait $pid 2>/dev/null
+whole_runs "campaign SIGKILL"
+after_kill=$(sql "SELECT count(*) FROM runs")
+
+"$kace" campaign "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>&1
+rc=$?
+[ $rc = 0 ] || fail "campaign resume: exit $rc: $(cat "$scratch/out")"
+grep -q "$((after_kill - before)) were stored before, 0 left" "$scratch/out" || fail "campaign resume: $(cat "$scratch/out")"
+[ "$(sql "SELECT count(*) FROM runs")" = $((before + 9)) ] || fail "campaign: $(sql 'SELECT count(*) FROM runs') runs"
+[ "$(sql "SELECT count(*) FROM runs WHERE mode='timeslice' AND set_name='timeslice-pairs'")" = 1 ] || fail "timeslice run"
+[ "$(sql "SELECT count(*) FROM run_members WHERE mps_pct IN (20, 80, 60, 40)")" = 4 ] || fail "split runs"
+whole_runs "campaign resume"
+no_strays "campaign resume"
+# Everything done: a rerun measures nothing and starts no daemon.
+"$kace" campaign "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>&1 || fail "campaign rerun"
+grep -q "0 runs measured" "$scratch/out" || fail "campaign rerun: $(cat "$scratch/out")"
+
+# 7. A plan naming a workload without a command fails before measuring.
+printf 'workloads fast\nrun fast ghost\n' >"$scratch/ghost.txt"
+"$kace" campaign "$scratch/ghost.txt" "${quick[@]}" 2>"$scratch/err"
+[ $? = 1 ] && grep -q "ghost.txt:2: .*kace workload add ghost" "$scratch/err" || fail "ghost plan: $(cat "$scratch/err")"
+printf 'workloads fast\npairs\n' >"$scratch/bad.txt"
+"$kace" campaign "$scratch/bad.txt" 2>"$scratch/err"
+[ $? = 1 ] && grep -q "bad.txt:2:1: 'pairs' needs at least 2 workloads" "$scratch/err" || fail "bad plan: $(cat "$scratch/err")"
+
+if [ $failures -gt 0 ]; then
+    echo "$failures failure(s)" >&2
+    exit 1
+fi
+echo "cli_measure: all checks passed"

@@ -1,0 +1,190 @@
+/* A stand-in for nvidia-cuda-mps-control, for the MPS lifecycle tests on
+ * machines without a GPU. It is a real daemon that behaves like the real one
+ * where kace relies on it:
+ *
+ *   kace-test-mps-control -d     daemonize: the parent returns 0 once the
+ *                                daemon is up; the daemon creates the named
+ *                                pipe $CUDA_MPS_PIPE_DIRECTORY/control and
+ *                                $CUDA_MPS_LOG_DIRECTORY/control.log, starts a
+ *                                stand-in "server" child and reads commands
+ *                                from the pipe until "quit"
+ *   kace-test-mps-control        client: copies stdin to the daemon's pipe;
+ *                                fails when no daemon reads it
+ *
+ * $KACE_TEST_MPS_MODE picks a misbehaviour (default "normal"):
+ *   refuse        -d fails with status 1 and a message (daemon never starts)
+ *   die           the daemon exits right after -d returned (stale pipe left)
+ *   ignore-quit   the daemon logs "quit" but goes on; dies on SIGTERM
+ *   stubborn      ignores "quit" and SIGTERM: only SIGKILL ends it
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *mode(void)
+{
+    const char *m = getenv("KACE_TEST_MPS_MODE");
+    return m && *m ? m : "normal";
+}
+
+static int path_in(char *out, size_t size, const char *env, const char *name)
+{
+    const char *dir = getenv(env);
+    if (!dir || !*dir) {
+        fprintf(stderr, "%s is not set\n", env);
+        return -1;
+    }
+    snprintf(out, size, "%s/%s", dir, name);
+    return 0;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int run_client(void)
+{
+    char pipe_path[4096];
+    if (path_in(pipe_path, sizeof pipe_path, "CUDA_MPS_PIPE_DIRECTORY", "control") != 0)
+        return 1;
+    /* O_NONBLOCK: ENXIO at once when no daemon holds the pipe open. */
+    int fd = open(pipe_path, O_WRONLY | O_NONBLOCK);
+    if (fd < 0) {
+        fprintf(stderr, "Cannot find MPS control daemon process\n");
+        return 1;
+    }
+    char buf[512];
+    ssize_t n;
+    while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0)
+        if (write(fd, buf, (size_t)n) != n)
+            return 1;
+    close(fd);
+    return 0;
+}
+
+static void logf_line(FILE *log, const char *what)
+{
+    fprintf(log, "[%ld] %s\n", (long)getpid(), what);
+    fflush(log);
+}
+
+static void run_daemon(int ready_fd)
+{
+    char pipe_path[4096], log_path[4096];
+    if (path_in(pipe_path, sizeof pipe_path, "CUDA_MPS_PIPE_DIRECTORY", "control") != 0 ||
+        path_in(log_path, sizeof log_path, "CUDA_MPS_LOG_DIRECTORY", "control.log") != 0)
+        _exit(1);
+    FILE *log = fopen(log_path, "a");
+    if (!log)
+        _exit(1);
+    unlink(pipe_path);
+    if (mkfifo(pipe_path, 0600) != 0) {
+        logf_line(log, "cannot create the control pipe");
+        _exit(1);
+    }
+    int fd = open(pipe_path, O_RDWR); /* RDWR: never sees end-of-file */
+    if (fd < 0)
+        _exit(1);
+    int stubborn = strcmp(mode(), "stubborn") == 0;
+    if (stubborn)
+        signal(SIGTERM, SIG_IGN);
+    pid_t server = fork();
+    if (server == 0) {
+        /* The stand-in MPS server: sleeps until killed. */
+        for (;;)
+            pause();
+    }
+    logf_line(log, "daemon started");
+    if (write(ready_fd, "1", 1) != 1)
+        _exit(1);
+    close(ready_fd);
+    if (strcmp(mode(), "die") == 0) {
+        sleep_ms(300);
+        kill(server, SIGKILL);
+        logf_line(log, "dying without cleanup");
+        _exit(7);
+    }
+    char line[256];
+    size_t len = 0;
+    for (;;) {
+        char c;
+        ssize_t n = read(fd, &c, 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            _exit(1);
+        if (c != '\n') {
+            if (len + 1 < sizeof line)
+                line[len++] = c;
+            continue;
+        }
+        line[len] = '\0';
+        len = 0;
+        logf_line(log, line);
+        if (strcmp(line, "quit") != 0)
+            continue;
+        if (strcmp(mode(), "ignore-quit") == 0 || stubborn)
+            continue;
+        kill(server, SIGTERM);
+        waitpid(server, NULL, 0);
+        unlink(pipe_path);
+        logf_line(log, "exiting");
+        _exit(0);
+    }
+}
+
+static int start_daemon(void)
+{
+    if (strcmp(mode(), "refuse") == 0) {
+        fprintf(stderr, "An instance of this daemon is already running (stand-in refuses to start)\n");
+        return 1;
+    }
+    int ready[2];
+    if (pipe(ready) != 0)
+        return 1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        close(ready[0]);
+        setsid();
+        if (fork() != 0)
+            _exit(0); /* the session leader exits: the daemon is orphaned */
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, STDIN_FILENO);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        run_daemon(ready[1]);
+        _exit(0);
+    }
+    close(ready[1]);
+    waitpid(pid, NULL, 0);
+    char c;
+    ssize_t n = read(ready[0], &c, 1);
+    close(ready[0]);
+    if (n != 1) {
+        fprintf(stderr, "the daemon did not start\n");
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "-d") == 0)
+        return start_daemon();
+    if (argc > 1) {
+        fprintf(stderr, "usage: %s [-d]\n", argv[0]);
+        return 2;
+    }
+    return run_client();
+}

@@ -1,0 +1,209 @@
+/* Campaign plans (lib/campaign.c): expansion, order, duplicates, the n_occur
+ * plan and every error's position. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/campaign.h"
+#include "testutil.h"
+
+static kace_plan *parse(kace_ctx *ctx, const char *text)
+{
+    kace_plan *p = NULL;
+    assert_kace_ok(ctx, kace_plan_parse(ctx, text, strlen(text), "plan", &p));
+    return p;
+}
+
+static bool has_pair(const kace_plan *p, const char *a, const char *b, int pa, int pb)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const kace_measure_spec *s = &p->entries[i].spec;
+        if (s->k != 2)
+            continue;
+        if ((strcmp(s->workload[0], a) == 0 && strcmp(s->workload[1], b) == 0 && s->mps_pct[0] == pa &&
+             s->mps_pct[1] == pb) ||
+            (strcmp(s->workload[0], b) == 0 && strcmp(s->workload[1], a) == 0 && s->mps_pct[0] == pb &&
+             s->mps_pct[1] == pa))
+            return true;
+    }
+    return false;
+}
+
+static void test_pairs_triples_and_splits(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_plan *p = parse(ctx, "# four workloads\n"
+                              "workloads a b\n"
+                              "workloads c d a   # 'a' again is ignored\n"
+                              "pairs\n"
+                              "triples\n");
+    assert_int_equal(p->n_workloads, 4);
+    assert_int_equal(p->n, 6 + 4);
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(p->entries[i].spec.k, 2);
+        assert_string_equal(p->entries[i].spec.set, "pairs");
+        assert_int_equal(p->entries[i].line, 4);
+    }
+    for (size_t i = 6; i < 10; i++) {
+        assert_int_equal(p->entries[i].spec.k, 3);
+        assert_string_equal(p->entries[i].spec.set, "triples");
+        assert_int_equal(p->entries[i].spec.mps_pct[2], 100);
+    }
+    assert_true(has_pair(p, "c", "d", 100, 100));
+    kace_plan_free(&p);
+    assert_null(p);
+
+    p = parse(ctx, "workloads a b c\npairs\nsplits 10 50\nsplits 30 on a x\n");
+    assert_int_equal(p->n, 3 + 3 * 2 + 1);
+    assert_true(has_pair(p, "a", "b", 10, 90));
+    assert_true(has_pair(p, "b", "c", 50, 50));
+    assert_true(has_pair(p, "a", "x", 30, 70));
+    assert_false(has_pair(p, "a", "x", 100, 100));
+    kace_plan_free(&p);
+    kace_ctx_free(&ctx);
+}
+
+static void test_repeat_order_duplicates_modes(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_plan *p = parse(ctx, "workloads a b c\r\n"
+                              "repeat 3\n"
+                              "pairs\n"
+                              "repeat 1\n"
+                              "run b a            # the same as pairs' a b: listed once\n"
+                              "run a b @ 30, 70   # a split is another colocation\n"
+                              "mode timeslice\n"
+                              "run a b\n"
+                              "set mine\n"
+                              "run a b c @100,100,100\n");
+    /* 3 pairs x 3 + split + timeslice + triple */
+    assert_int_equal(p->n, 9 + 3);
+    assert_int_equal(p->max_repeat, 3);
+    /* Repetition-major: every repetition 0 first. */
+    int last = 0;
+    size_t rep0 = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        assert_true(p->entries[i].spec.repetition >= last);
+        last = p->entries[i].spec.repetition;
+        rep0 += last == 0;
+    }
+    assert_int_equal(rep0, 3 + 3);
+    const kace_measure_spec *ts = &p->entries[4].spec;
+    assert_true(ts->timeslice);
+    assert_string_equal(ts->set, "timeslice-pairs");
+    assert_string_equal(p->entries[5].spec.set, "mine");
+    assert_true(p->entries[5].spec.timeslice);
+    assert_int_equal(p->entries[3].spec.mps_pct[0], 30);
+    assert_int_equal(p->entries[3].line, 6);
+    char k1[2048], k2[2048];
+    kace_plan_entry_key(&p->entries[0], k1, sizeof k1);
+    kace_plan_entry_key(&p->entries[6], k2, sizeof k2);
+    assert_string_equal(k1, "measured|pairs|mps|a@100|b@100|#0");
+    assert_string_equal(k2, "measured|pairs|mps|a@100|b@100|#1");
+    kace_plan_free(&p);
+    kace_ctx_free(&ctx);
+}
+
+static void test_occur_plan(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *text = "workloads w0 w1 w2 w3 w4 w5 w6 w7 w8 w9\noccur 3 seed 7\n";
+    kace_plan *p = parse(ctx, text), *again = parse(ctx, text);
+    int count[10] = {0};
+    assert_true(p->n < 45); /* fewer than all pairs */
+    assert_true(p->n >= 15); /* 10 workloads x 3 / 2 */
+    for (size_t i = 0; i < p->n; i++)
+        for (int m = 0; m < 2; m++)
+            count[p->entries[i].spec.workload[m][1] - '0']++;
+    for (int w = 0; w < 10; w++)
+        assert_true(count[w] >= 3);
+    /* The same seed gives the same plan; another seed another one. */
+    assert_int_equal(again->n, p->n);
+    for (size_t i = 0; i < p->n; i++)
+        assert_memory_equal(&again->entries[i].spec, &p->entries[i].spec, sizeof p->entries[i].spec);
+    kace_plan *other = parse(ctx, "workloads w0 w1 w2 w3 w4 w5 w6 w7 w8 w9\noccur 3 seed 8\n");
+    bool differs = other->n != p->n;
+    for (size_t i = 0; !differs && i < p->n; i++)
+        differs = memcmp(&other->entries[i].spec, &p->entries[i].spec, sizeof p->entries[i].spec) != 0;
+    assert_true(differs);
+    kace_plan_free(&p);
+    kace_plan_free(&again);
+    kace_plan_free(&other);
+    kace_ctx_free(&ctx);
+}
+
+static void test_errors_name_line_and_column(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *message;
+    } bad[] = {
+        {"", "plan:1:1: the plan has no colocation"},
+        {"workloads a b\n", "plan:1:1: the plan has no colocation"},
+        {"pairs\n", "plan:1:1: 'pairs' needs at least 2 workloads"},
+        {"workloads a b\ntriples\n", "plan:2:1: 'triples' needs at least 3 workloads"},
+        {"workloads a b\n  pairs now\n", "plan:2:9: 'pairs' takes no arguments"},
+        {"frobnicate\n", "plan:1:1: unknown statement 'frobnicate'"},
+        {"workloads a@b\n", "plan:1:11: expected a name"},
+        {"repeat 0\n", "plan:1:8: expected a repetition count (1..100), got '0'"},
+        {"repeat 3x\n", "plan:1:8: expected a repetition count"},
+        {"mode fast\n", "plan:1:6: expected 'mode mps' or 'mode timeslice'"},
+        {"workloads a b c\noccur 3\n", "plan:2:7: expected pairs per workload (1..2), got '3'"},
+        {"workloads a b\noccur 1 seeds 2\n", "plan:2:1: expected 'occur N [seed S]'"},
+        {"workloads a b\npairs\nsplits\n", "plan:3:1: 'splits' needs at least one percentage"},
+        {"workloads a b\npairs\nsplits 100\n", "plan:3:8: expected an MPS split percentage (1..99)"},
+        {"splits 50\n", "plan:1:1: 'splits': no pair planned before it"},
+        {"splits 50 on a\n", "plan:1:11: expected 'on A B'"},
+        {"mode timeslice\nsplits 50 on a b\n", "plan:2:1: 'splits' needs MPS"},
+        {"run\n", "plan:1:1: 'run' needs at least one workload"},
+        {"run a b @ 50\n", "plan:1:10: 1 MPS percentage(s) for 2 workloads"},
+        {"run a b @ 50,x\n", "plan:1:14: expected an MPS percentage"},
+        {"run a b @50,0\n", "plan:1:13: MPS percentage out of range"},
+        {"mode timeslice\nrun a b @ 50,50\n", "plan:2:9: MPS percentages need MPS"},
+        {"run a b c d e f g h i\n", "plan:1:21: more than 8 workloads"},
+        {"set a,b\n", "plan:1:5: expected a name"},
+        {"run a\x01 b\n", "plan:1:5: expected a name"},
+    };
+    kace_ctx *ctx = kace_ctx_new();
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        kace_plan *p = (kace_plan *)ctx; /* must come back NULL */
+        kace_status st = kace_plan_parse(ctx, bad[i].text, strlen(bad[i].text), "plan", &p);
+        if (st != KACE_ERR_PARSE || p != NULL)
+            fail_msg("'%s': status %d", bad[i].text, (int)st);
+        if (strncmp(kace_errmsg(ctx), bad[i].message, strlen(bad[i].message)) != 0)
+            fail_msg("'%s': got '%s', want '%s...'", bad[i].text, kace_errmsg(ctx), bad[i].message);
+    }
+    /* A NUL byte and an overlong line. */
+    kace_plan *p = NULL;
+    assert_int_equal(kace_plan_parse(ctx, "run a\0b\n", 8, "plan", &p), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "plan:1:6: unexpected NUL"));
+    char *long_line = malloc(KACE_PLAN_MAX_LINE + 10);
+    memset(long_line, 'a', KACE_PLAN_MAX_LINE + 9);
+    long_line[KACE_PLAN_MAX_LINE + 9] = '\0';
+    assert_int_equal(kace_plan_parse(ctx, long_line, strlen(long_line), "plan", &p), KACE_ERR_PARSE);
+    free(long_line);
+    /* Too many measurements: 256 workloads' triples. */
+    char big[256 * 8 + 64] = "workloads";
+    for (int i = 0; i < 256; i++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), " w%d", i);
+    strcat(big, "\ntriples\n");
+    assert_int_equal(kace_plan_parse(ctx, big, strlen(big), "plan", &p), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "plan:2:1: the plan grows past 50000"));
+    assert_int_equal(kace_plan_parse_file(ctx, "/nonexistent/plan.txt", &p), KACE_ERR_IO);
+    assert_non_null(strstr(kace_errmsg(ctx), "/nonexistent/plan.txt"));
+    kace_ctx_free(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pairs_triples_and_splits),
+        cmocka_unit_test(test_repeat_order_duplicates_modes),
+        cmocka_unit_test(test_occur_plan),
+        cmocka_unit_test(test_errors_name_line_and_column),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,442 @@
+/* kace_measure end to end without a GPU: real stand-in workloads
+ * (tests/helpers/worker.c: reporting, crashing, running out of memory,
+ * hanging, exiting early, ignoring SIGTERM, leaving a grandchild) under the
+ * stand-in MPS daemon (tests/helpers/mps_standin.c) and a real SQLite store.
+ * After every run: no process of any workload is left, the daemon is still
+ * the only MPS process, and the store holds the whole run or nothing. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "kace/measure.h"
+#include "testutil.h"
+
+static kace_ctx *ctx;
+static kace_store *store;
+static kace_mps *mps;
+static char db_path[4200];
+static char run_dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    ctx = kace_ctx_new();
+    snprintf(db_path, sizeof db_path, "%s/measure.db", scratch_dir("test_measure"));
+    snprintf(run_dir, sizeof run_dir, "/tmp/kace-test-measure-XXXXXX");
+    if (!ctx || !mkdtemp(run_dir) || kace_store_open(ctx, db_path, &store) != KACE_OK)
+        return -1;
+    setenv("KACE_TEST_MPS_MODE", "normal", 1);
+    kace_mps_options mo = {.control = KACE_TEST_MPS_CONTROL, .run_dir = run_dir, .quit_timeout_s = 1,
+                           .kill_grace_s = 0.5};
+    if (kace_mps_start(ctx, &mo, &mps) != KACE_OK)
+        return -1;
+    /* The stand-in workloads, by behaviour. */
+    static const char *const commands[][5] = {
+        {"fast", "report", "4000", NULL},
+        {"slow", "report", "1000", NULL},
+        {"crasher", "crash", "1000", "0.4", NULL},
+        {"oomer", "oom", "1000", "0.4", NULL},
+        {"hanger", "hang", "1000", "0.3", NULL},
+        {"quitter", "report", "1000", "0.2", NULL},
+        {"stubborn", "ignore-term", "1000", NULL},
+        {"parent", "grandchild", "1000", NULL},
+        {"pct", "env", KACE_MPS_PCT_ENV, NULL},
+        {"pipe", "env", "CUDA_MPS_PIPE_DIRECTORY", NULL},
+    };
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++) {
+        char *argv[6] = {KACE_TEST_WORKER};
+        for (int j = 1; j < 5 && commands[i][j]; j++)
+            argv[j] = (char *)commands[i][j];
+        if (kace_store_set_command(ctx, store, commands[i][0], argv) != KACE_OK)
+            return -1;
+    }
+    char *missing[] = {"/nonexistent/kace-no-such-workload", NULL};
+    return kace_store_set_command(ctx, store, "missing", missing) == KACE_OK ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    int rc = kace_mps_stop(ctx, &mps, NULL) == KACE_OK ? 0 : -1;
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
+    return system(cmd) == 0 ? rc : -1;
+}
+
+static long long query_int(const char *sql)
+{
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        fail_msg("open %s", db_path);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    long long v = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
+static const char *query_text(const char *sql)
+{
+    static char out[512];
+    sqlite3 *db = NULL;
+    if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        fail_msg("open %s", db_path);
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    out[0] = '\0';
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+        snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return out;
+}
+
+/* A run is whole: as many members as k, or no run at all. */
+static void assert_no_half_runs(void)
+{
+    assert_int_equal(query_int("SELECT count(*) FROM runs r WHERE k != (SELECT count(*) FROM run_members m "
+                               "WHERE m.run_id=r.id)"),
+                     0);
+    assert_int_equal(query_int("SELECT count(*) FROM run_members WHERE run_id NOT IN (SELECT id FROM runs)"), 0);
+}
+
+static void assert_nothing_left(const kace_measure_spec *spec, const kace_measure_result *r)
+{
+    for (int i = 0; i < spec->k; i++) {
+        if (r->proc[i].pid <= 0)
+            continue;
+        errno = 0;
+        if (kill(-r->proc[i].pid, 0) == 0 || errno != ESRCH)
+            fail_msg("process group %d of %s still exists", r->proc[i].pid, spec->workload[i]);
+    }
+    assert_true(kace_mps_alive(mps));
+    assert_no_half_runs();
+}
+
+static kace_measure_options quick(void)
+{
+    kace_measure_options o = {.mps = mps, .gpu = "stand-in GPU"};
+    kace_run_options_init(&o.run);
+    o.run.warmup_s = 0.3;
+    o.run.window_s = 0.5;
+    o.run.timeout_s = 5;
+    o.run.term_grace_s = 0.3;
+    return o;
+}
+
+static kace_measure_spec pair(const char *a, const char *b, int pa, int pb)
+{
+    kace_measure_spec s;
+    memset(&s, 0, sizeof s);
+    s.k = 2;
+    snprintf(s.workload[0], KACE_NAME_MAX, "%s", a);
+    snprintf(s.workload[1], KACE_NAME_MAX, "%s", b);
+    s.mps_pct[0] = pa;
+    s.mps_pct[1] = pb;
+    return s;
+}
+
+static void expect(const kace_measure_result *r, int i, kace_proc_status want)
+{
+    if (r->proc[i].status != want)
+        fail_msg("member %d: %s (%s), expected %s", i, kace_proc_status_name(r->proc[i].status), r->proc[i].detail,
+                 kace_proc_status_name(want));
+}
+
+static void test_pair_ok_is_stored_whole(void **state)
+{
+    (void)state;
+    kace_measure_spec s = pair("fast", "slow", 30, 70);
+    kace_measure_options o = quick();
+    kace_measure_result r;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    expect(&r, 0, KACE_PROC_OK);
+    expect(&r, 1, KACE_PROC_OK);
+    assert_int_equal(r.status, KACE_RUN_OK);
+    assert_true(r.stored);
+    assert_string_equal(r.set, "pairs");
+    /* The stand-ins report 4000 and 1000 samples/s. */
+    assert_true(fabs(r.proc[0].throughput.samples_per_s / 4000 - 1) < 0.1);
+    assert_true(fabs(r.proc[1].throughput.samples_per_s / 1000 - 1) < 0.1);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT status || '/' || mode || '/' || set_name FROM runs WHERE id=%lld", r.run_id);
+    assert_string_equal(query_text(sql), "ok/mps/pairs");
+    snprintf(sql, sizeof sql,
+             "SELECT group_concat(w.name || '@' || m.mps_pct || ':' || m.status, ' ') FROM run_members m JOIN "
+             "workloads w ON w.id=m.workload_id WHERE m.run_id=%lld ORDER BY m.slot",
+             r.run_id);
+    assert_string_equal(query_text(sql), "fast@30:ok slow@70:ok");
+    snprintf(sql, sizeof sql, "SELECT round(throughput, -2) FROM run_members WHERE run_id=%lld AND slot=0", r.run_id);
+    assert_int_equal(query_int(sql), 4000);
+    snprintf(sql, sizeof sql, "SELECT s.gpu FROM runs r JOIN sources s ON s.id=r.source_id WHERE r.id=%lld", r.run_id);
+    assert_string_equal(query_text(sql), "stand-in GPU");
+
+    /* The same identity again is refused; the next repetition is not. */
+    bool has = false;
+    kace_measured_run id = {.set = "pairs", .mode = "mps", .k = 2};
+    id.member[0] = (kace_measured_member){.workload = "slow", .mps_pct = 70};
+    id.member[1] = (kace_measured_member){.workload = "fast", .mps_pct = 30};
+    assert_kace_ok(ctx, kace_store_has_measured_run(ctx, store, &id, &has));
+    assert_true(has); /* member order does not matter */
+    assert_int_equal(kace_store_add_measured_run(ctx, store, &id, NULL), KACE_ERR_INVALID);
+    id.repetition = 1;
+    assert_kace_ok(ctx, kace_store_has_measured_run(ctx, store, &id, &has));
+    assert_false(has);
+    assert_no_half_runs();
+}
+
+static void test_clients_get_their_mps_environment(void **state)
+{
+    (void)state;
+    kace_measure_spec s = pair("pct", "pipe", 40, 60);
+    kace_measure_options o = quick();
+    kace_measure_result r;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    assert_non_null(strstr(r.proc[0].stderr_tail, KACE_MPS_PCT_ENV "=40"));
+    char want[160];
+    snprintf(want, sizeof want, "CUDA_MPS_PIPE_DIRECTORY=%s", kace_mps_pipe_dir(mps));
+    assert_non_null(strstr(r.proc[1].stderr_tail, want));
+
+    /* Time-slicing: no percentage, and a pipe folder no daemon can hold. */
+    s = pair("pct", "pipe", 100, 100);
+    s.timeslice = true;
+    o.mps = NULL;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_int_equal(r.status, KACE_RUN_OK);
+    assert_string_equal(r.set, "timeslice-pairs");
+    assert_non_null(strstr(r.proc[0].stderr_tail, KACE_MPS_PCT_ENV "=(unset)"));
+    assert_non_null(strstr(r.proc[1].stderr_tail, KACE_NO_MPS_PIPE_ENV));
+    /* Percentages need MPS. */
+    s.mps_pct[0] = 50;
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_INVALID);
+}
+
+static void test_crash_is_recorded_and_partner_stopped(void **state)
+{
+    (void)state;
+    kace_measure_spec s = pair("fast", "crasher", 100, 100);
+    kace_measure_options o = quick();
+    o.run.warmup_s = 1; /* the crash comes before the window */
+    kace_measure_result r;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    expect(&r, 0, KACE_PROC_STOPPED);
+    expect(&r, 1, KACE_PROC_CRASHED);
+    assert_int_equal(r.status, KACE_RUN_FAILED);
+    assert_true(r.stored);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT r.status || ':' || group_concat(m.status || '/' || coalesce(m.throughput, 'null'), ' ') FROM runs "
+             "r JOIN run_members m ON m.run_id=r.id WHERE r.id=%lld ORDER BY m.slot",
+             r.run_id);
+    assert_string_equal(query_text(sql), "failed:stopped/null crashed/null");
+}
+
+static void test_oom_and_timeout_and_early_exit(void **state)
+{
+    (void)state;
+    kace_measure_options o = quick();
+    o.run.warmup_s = 1;
+    kace_measure_result r;
+    kace_measure_spec s = pair("slow", "oomer", 100, 100);
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    expect(&r, 1, KACE_PROC_OOM);
+    assert_int_equal(r.status, KACE_RUN_OOM);
+
+    s = pair("slow", "hanger", 100, 100);
+    o.run.timeout_s = 1.5;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    expect(&r, 1, KACE_PROC_TIMEOUT);
+    assert_int_equal(r.status, KACE_RUN_TIMEOUT);
+
+    s = pair("slow", "quitter", 100, 100);
+    o.run.timeout_s = 5;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    expect(&r, 1, KACE_PROC_EXITED_EARLY);
+    assert_int_equal(r.status, KACE_RUN_FAILED);
+
+    assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='oom'"), 1);
+    assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='timeout'"), 1);
+    assert_int_equal(query_int("SELECT count(*) FROM run_members WHERE status='exited-early'"), 1);
+}
+
+static void test_sigterm_ignored_and_grandchild_are_killed(void **state)
+{
+    (void)state;
+    kace_measure_spec s = pair("stubborn", "parent", 100, 100);
+    kace_measure_options o = quick();
+    kace_measure_result r;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    expect(&r, 0, KACE_PROC_OK);
+    expect(&r, 1, KACE_PROC_OK);
+    assert_true(r.proc[0].got_sigkill); /* it ignored SIGTERM */
+    assert_true(r.proc[1].got_sigkill); /* its grandchild ignored SIGTERM */
+}
+
+static volatile sig_atomic_t cancel_flag;
+
+static void cancel_after_a_while(void *user, const kace_run_view *v)
+{
+    int64_t *start = user;
+    if (!*start)
+        *start = v->now_ns;
+    if (v->now_ns - *start > 400000000LL)
+        cancel_flag = 1;
+}
+
+static void test_cancelled_run_records_nothing(void **state)
+{
+    (void)state;
+    long long before = query_int("SELECT count(*) FROM runs");
+    kace_measure_spec s = pair("fast", "stubborn", 100, 100);
+    kace_measure_options o = quick();
+    o.run.window_s = 10;
+    int64_t start = 0;
+    cancel_flag = 0;
+    o.run.cancel = &cancel_flag;
+    o.run.tick = cancel_after_a_while;
+    o.run.tick_user = &start;
+    o.run.tick_s = 0.05;
+    kace_measure_result r;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    assert_true(r.cancelled);
+    assert_false(r.stored);
+    expect(&r, 0, KACE_PROC_CANCELLED);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before);
+}
+
+static void test_setup_errors_record_nothing(void **state)
+{
+    (void)state;
+    long long before = query_int("SELECT count(*) FROM runs");
+    kace_measure_options o = quick();
+    kace_measure_result r;
+    kace_measure_spec s = pair("fast", "nobody", 100, 100);
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_NOT_FOUND);
+    assert_non_null(strstr(kace_errmsg(ctx), "kace workload add nobody"));
+    s = pair("fast", "missing", 100, 100);
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_NOT_FOUND);
+    assert_non_null(strstr(kace_errmsg(ctx), "could not start"));
+    assert_nothing_left(&s, &r);
+    s = pair("fast", "slow", 0, 100);
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_INVALID);
+    o.mps = NULL;
+    s = pair("fast", "slow", 100, 100);
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_INVALID);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before);
+}
+
+static void test_daemon_dying_mid_run_records_nothing(void **state)
+{
+    (void)state;
+    /* A second daemon of its own, which dies 0.3 s after it started. */
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/kace-test-measure-die-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    setenv("KACE_TEST_MPS_MODE", "die", 1);
+    kace_mps_options mo = {.control = KACE_TEST_MPS_CONTROL, .run_dir = dir, .quit_timeout_s = 1,
+                           .kill_grace_s = 0.5};
+    kace_mps *dying = NULL;
+    kace_status st = kace_mps_start(ctx, &mo, &dying);
+    setenv("KACE_TEST_MPS_MODE", "normal", 1);
+    assert_int_equal(st, KACE_OK);
+    long long before = query_int("SELECT count(*) FROM runs");
+    kace_measure_spec s = pair("fast", "slow", 100, 100);
+    kace_measure_options o = quick();
+    o.mps = dying;
+    o.run.window_s = 0.6;
+    kace_measure_result r;
+    st = kace_measure(ctx, store, &s, &o, &r);
+    assert_int_equal(st, KACE_ERR_IO);
+    assert_non_null(strstr(kace_errmsg(ctx), "MPS daemon"));
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before);
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &dying, NULL));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_commands_round_trip(void **state)
+{
+    (void)state;
+    char *argv[] = {"python3", "-c", "print(\"a b\")", "--flag=ü", NULL};
+    assert_kace_ok(ctx, kace_store_set_command(ctx, store, "py", argv));
+    char **back = NULL;
+    assert_kace_ok(ctx, kace_store_get_command(ctx, store, "py", &back));
+    for (int i = 0; argv[i]; i++)
+        assert_string_equal(back[i], argv[i]);
+    assert_null(back[4]);
+    free(back);
+    char *empty[] = {NULL};
+    assert_int_equal(kace_store_set_command(ctx, store, "py", empty), KACE_ERR_INVALID);
+}
+
+/* A version-1 store (before kace measure) is migrated and keeps its runs. */
+static void test_schema_1_is_migrated(void **state)
+{
+    (void)state;
+    char path[sizeof db_path];
+    snprintf(path, sizeof path, "%.4000s/v1.db", scratch_dir("test_measure_v1"));
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    kace_store_close(&s);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    const char *downgrade =
+        "ALTER TABLE runs DROP COLUMN mode; ALTER TABLE runs DROP COLUMN repetition;"
+        "ALTER TABLE runs DROP COLUMN measured_at; ALTER TABLE runs DROP COLUMN window_s;"
+        "ALTER TABLE run_members DROP COLUMN status; ALTER TABLE run_members DROP COLUMN throughput_cv;"
+        "ALTER TABLE run_members DROP COLUMN detail; DROP TABLE workload_commands;"
+        "UPDATE meta SET value='1' WHERE key='schema_version';"
+        "INSERT INTO workloads VALUES(1, 'a_batch2-train', 'a-train', 2);"
+        "INSERT INTO sources VALUES(1, NULL, NULL, NULL, 'old.csv');"
+        "INSERT INTO runs VALUES(1, 'pairs', 1, 'ok', 'pairs|a_batch2-train@100', 1);"
+        "INSERT INTO run_members VALUES(1, 0, 1, 100, 12.5);";
+    char *err = NULL;
+    if (sqlite3_exec(db, downgrade, NULL, NULL, &err) != SQLITE_OK)
+        fail_msg("downgrade: %s", err);
+    sqlite3_close(db);
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    char *argv[] = {"true", NULL};
+    assert_kace_ok(ctx, kace_store_set_command(ctx, s, "a_batch2-train", argv));
+    kace_store_close(&s);
+    snprintf(db_path, sizeof db_path, "%s", path); /* query_* read db_path */
+    assert_string_equal(query_text("SELECT value FROM meta WHERE key='schema_version'"), "2");
+    assert_int_equal(query_int("SELECT count(*) FROM run_members WHERE throughput=12.5 AND status IS NULL"), 1);
+    assert_int_equal(query_int("SELECT count(*) FROM workload_commands"), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pair_ok_is_stored_whole),
+        cmocka_unit_test(test_clients_get_their_mps_environment),
+        cmocka_unit_test(test_crash_is_recorded_and_partner_stopped),
+        cmocka_unit_test(test_oom_and_timeout_and_early_exit),
+        cmocka_unit_test(test_sigterm_ignored_and_grandchild_are_killed),
+        cmocka_unit_test(test_cancelled_run_records_nothing),
+        cmocka_unit_test(test_setup_errors_record_nothing),
+        cmocka_unit_test(test_daemon_dying_mid_run_records_nothing),
+        cmocka_unit_test(test_commands_round_trip),
+        cmocka_unit_test(test_schema_1_is_migrated), /* last: it moves db_path */
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,333 @@
+/* The MPS daemon lifecycle (lib/mps.c) against a stand-in control daemon
+ * (tests/helpers/mps_standin.c): a real daemon process with a real server
+ * child, that can refuse to start, die, ignore `quit` or ignore SIGTERM.
+ * Every case ends by checking that no process of the instance is left. */
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kace/mps.h"
+#include "testutil.h"
+
+static char run_dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    /* Under /tmp: the real daemon's socket paths must stay short. */
+    snprintf(run_dir, sizeof run_dir, "/tmp/kace-test-mps-XXXXXX");
+    if (!mkdtemp(run_dir))
+        return -1;
+    setenv("KACE_TEST_MPS_MODE", "normal", 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", run_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Processes whose environment names the pipe folder of run_dir. */
+static int count_instance(void)
+{
+    char want[128];
+    snprintf(want, sizeof want, "CUDA_MPS_PIPE_DIRECTORY=%s/pipe", run_dir);
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0]) || atoi(e->d_name) == getpid())
+            continue;
+        char path[300], stat_path[300], buf[16384], st[256] = "";
+        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
+        snprintf(stat_path, sizeof stat_path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(stat_path, "r");
+        if (f) {
+            size_t got = fread(st, 1, sizeof st - 1, f);
+            st[got] = '\0';
+            fclose(f);
+        }
+        const char *paren = strrchr(st, ')');
+        if (paren && paren[1] && (paren[2] == 'Z' || paren[2] == 'X'))
+            continue;
+        int fd = open(path, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        for (ssize_t at = 0; len > 0 && at < len; at += (ssize_t)strlen(buf + at) + 1) {
+            buf[len] = '\0';
+            if (strcmp(buf + at, want) == 0) {
+                n++;
+                break;
+            }
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static kace_mps_options options(void)
+{
+    kace_mps_options o = {.control = KACE_TEST_MPS_CONTROL, .run_dir = run_dir, .start_timeout_s = 5,
+                          .quit_timeout_s = 0.5, .kill_grace_s = 0.5};
+    return o;
+}
+
+static bool file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static void test_normal_start_and_quit(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    assert_true(kace_mps_alive(m));
+    assert_int_equal(count_instance(), 2); /* daemon + stand-in server */
+
+    const char *const *env = kace_mps_client_env(m);
+    char want[128];
+    snprintf(want, sizeof want, "CUDA_MPS_PIPE_DIRECTORY=%s/pipe", run_dir);
+    assert_string_equal(env[0], want);
+    snprintf(want, sizeof want, "CUDA_MPS_LOG_DIRECTORY=%s/log", run_dir);
+    assert_string_equal(env[1], want);
+    assert_null(env[2]);
+
+    kace_mps_stop_report r;
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, &r));
+    assert_null(m);
+    assert_true(r.was_running);
+    assert_true(r.quit_accepted);
+    assert_false(r.sent_sigterm);
+    assert_int_equal(r.n_processes, 2);
+    assert_int_equal(count_instance(), 0);
+    char log_path[128];
+    snprintf(log_path, sizeof log_path, "%s/log/control.log", run_dir);
+    assert_true(file_contains(log_path, "] quit"));
+    /* Stopping nothing is fine. */
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    kace_ctx_free(&ctx);
+}
+
+static void test_daemon_refuses_to_start(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    setenv("KACE_TEST_MPS_MODE", "refuse", 1);
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_int_equal(kace_mps_start(ctx, &o, &m), KACE_ERR_IO);
+    assert_null(m);
+    assert_non_null(strstr(kace_errmsg(ctx), "status 1"));
+    assert_non_null(strstr(kace_errmsg(ctx), "already running"));
+    assert_int_equal(count_instance(), 0);
+    /* The lock was released: a well-behaved daemon starts in the same folder. */
+    setenv("KACE_TEST_MPS_MODE", "normal", 1);
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    assert_int_equal(count_instance(), 0);
+    kace_ctx_free(&ctx);
+}
+
+static void test_daemon_dies(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    setenv("KACE_TEST_MPS_MODE", "die", 1);
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    kace_status st = kace_mps_start(ctx, &o, &m);
+    if (st == KACE_OK) {
+        /* Started, then died on its own: alive() must notice. */
+        for (int i = 0; i < 200 && kace_mps_alive(m); i++)
+            usleep(10000);
+        assert_false(kace_mps_alive(m));
+        kace_mps_stop_report r;
+        assert_kace_ok(ctx, kace_mps_stop(ctx, &m, &r));
+        assert_false(r.was_running);
+    } else {
+        assert_int_equal(st, KACE_ERR_IO); /* died before start looked */
+        assert_non_null(strstr(kace_errmsg(ctx), "no daemon is running"));
+    }
+    assert_int_equal(count_instance(), 0);
+    kace_ctx_free(&ctx);
+}
+
+static void test_daemon_ignores_quit(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    setenv("KACE_TEST_MPS_MODE", "ignore-quit", 1);
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    kace_mps_stop_report r;
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, &r));
+    assert_true(r.quit_accepted);
+    assert_true(r.sent_sigterm);
+    assert_false(r.sent_sigkill);
+    assert_int_equal(count_instance(), 0);
+    kace_ctx_free(&ctx);
+}
+
+static void test_daemon_ignores_sigterm(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    setenv("KACE_TEST_MPS_MODE", "stubborn", 1);
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    kace_mps_stop_report r;
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, &r));
+    assert_true(r.sent_sigterm);
+    assert_true(r.sent_sigkill);
+    assert_int_equal(count_instance(), 0);
+    kace_ctx_free(&ctx);
+}
+
+static void test_run_folder_is_locked(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_mps_options o = options();
+    kace_mps *a = NULL, *b = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &a));
+    assert_int_equal(kace_mps_start(ctx, &o, &b), KACE_ERR_IO);
+    assert_null(b);
+    assert_non_null(strstr(kace_errmsg(ctx), "in use by another kace"));
+    assert_int_equal(count_instance(), 2); /* the first one was not disturbed */
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &a, NULL));
+    assert_int_equal(count_instance(), 0);
+    kace_ctx_free(&ctx);
+}
+
+static void capture_log(void *user, kace_log_level level, const char *message)
+{
+    if (level == KACE_LOG_WARN)
+        snprintf((char *)user, 512, "%s", message);
+}
+
+static void test_stale_daemon_is_shut_down(void **state)
+{
+    (void)state;
+    /* A daemon whose kace was SIGKILLed: started here by hand. */
+    char pipe_env[128], log_env[128], pipe_dir[96], log_dir[96];
+    snprintf(pipe_dir, sizeof pipe_dir, "%s/pipe", run_dir);
+    snprintf(log_dir, sizeof log_dir, "%s/log", run_dir);
+    assert_int_equal(mkdir(pipe_dir, 0700), 0);
+    assert_int_equal(mkdir(log_dir, 0700), 0);
+    snprintf(pipe_env, sizeof pipe_env, "CUDA_MPS_PIPE_DIRECTORY=%s", pipe_dir);
+    snprintf(log_env, sizeof log_env, "CUDA_MPS_LOG_DIRECTORY=%s", log_dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        putenv(pipe_env);
+        putenv(log_env);
+        execl(KACE_TEST_MPS_CONTROL, KACE_TEST_MPS_CONTROL, "-d", (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(count_instance(), 2);
+
+    kace_ctx *ctx = kace_ctx_new();
+    char warning[512] = "";
+    kace_ctx_set_log(ctx, capture_log, warning);
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    assert_non_null(strstr(warning, "left by an earlier kace"));
+    assert_int_equal(count_instance(), 2); /* only the new daemon and its server */
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    assert_int_equal(count_instance(), 0);
+    kace_ctx_free(&ctx);
+}
+
+static void test_missing_control_program(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_mps_options o = options();
+    o.control = "/nonexistent/nvidia-cuda-mps-control";
+    kace_mps *m = NULL;
+    assert_int_equal(kace_mps_start(ctx, &o, &m), KACE_ERR_UNSUPPORTED);
+    assert_non_null(strstr(kace_errmsg(ctx), "/nonexistent/nvidia-cuda-mps-control"));
+    o.control = "kace-no-such-program-in-path";
+    assert_int_equal(kace_mps_start(ctx, &o, &m), KACE_ERR_UNSUPPORTED);
+    assert_null(m);
+    kace_ctx_free(&ctx);
+}
+
+static void test_pct_lists(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    int pct[8], n = 0;
+    assert_kace_ok(ctx, kace_mps_pct_parse(ctx, "50,50", "--mps-pct", 2, 8, pct, &n));
+    assert_int_equal(n, 2);
+    assert_int_equal(pct[0], 50);
+    assert_int_equal(pct[1], 50);
+    assert_kace_ok(ctx, kace_mps_pct_parse(ctx, " 10 , 20,70", "--mps-pct", 0, 8, pct, &n));
+    assert_int_equal(n, 3);
+    assert_int_equal(pct[2], 70);
+    struct {
+        const char *text, *message;
+        int k;
+    } bad[] = {
+        {"", "--mps-pct:1:1: expected an MPS percentage", 2},
+        {"50,", "--mps-pct:1:4: expected an MPS percentage", 2},
+        {"0,100", "--mps-pct:1:1: MPS percentage out of range", 2},
+        {"50,101", "--mps-pct:1:4: MPS percentage out of range", 2},
+        {"99999999999999999999", "--mps-pct:1:1: MPS percentage out of range", 1},
+        {"50;50", "--mps-pct:1:3: expected ','", 2},
+        {"50,50", "--mps-pct:1:1: 2 MPS percentage(s) for 3 workloads", 3},
+        {"-5,50", "--mps-pct:1:1: expected an MPS percentage", 2},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(kace_mps_pct_parse(ctx, bad[i].text, "--mps-pct", bad[i].k, 8, pct, &n), KACE_ERR_PARSE);
+        if (!strstr(kace_errmsg(ctx), bad[i].message))
+            fail_msg("'%s': got '%s', want '%s'", bad[i].text, kace_errmsg(ctx), bad[i].message);
+    }
+    assert_int_equal(kace_mps_pct_parse(ctx, "1,1,1", "x", 0, 2, pct, &n), KACE_ERR_PARSE);
+    kace_ctx_free(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_normal_start_and_quit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_refuses_to_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_dies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_ignores_quit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_ignores_sigterm, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_folder_is_locked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_daemon_is_shut_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_control_program, setup, teardown),
+        cmocka_unit_test(test_pct_lists),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
