@@ -383,13 +383,14 @@ int cmd_eval(int argc, char **argv)
         {"triples-set", required_argument, 0, 't'}, {"no-figures", no_argument, 0, 'F'},
         {"no-kace", no_argument, 0, 'K'}, {"kace-rounds", required_argument, 0, 'R'}, {"kace-eta", required_argument, 0, 'E'},
         {"kace-alpha", required_argument, 0, 'A'}, {"kace-tree-weight", required_argument, 0, 'W'},
-        {"kace-depth", required_argument, 0, 'P'},
+        {"kace-depth", required_argument, 0, 'P'}, {"kace-select", no_argument, 0, 'Q'},
+        {"kace-monotone", required_argument, 0, 'N'},
         {"groups", no_argument, 0, 'G'},       {"splits", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     kace_slowdown_params_default(&req.slowdown);
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:GSh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:GSQN:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 'm': mode = optarg; break;
@@ -407,6 +408,8 @@ int cmd_eval(int argc, char **argv)
         case 'E': req.slowdown.learning_rate = atof(optarg); break;
         case 'A': req.slowdown.ridge_alpha = atof(optarg); break;
         case 'W': req.slowdown.tree_weight = atof(optarg); break;
+        case 'Q': req.slowdown.select = true; break;
+        case 'N': req.slowdown.monotone = atoi(optarg); break;
         case 'P': req.slowdown.max_depth = atoi(optarg); break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"

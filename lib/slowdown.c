@@ -40,6 +40,8 @@ void kace_slowdown_params_default(kace_slowdown_params *p)
     p->learning_rate = 0.1;
     p->subsample = 0.8;
     p->seed = 0;
+    p->monotone = KACE_MONOTONE_SHARES;
+    p->select = false;
 }
 
 static kace_status check_workload(kace_ctx *ctx, const kace_dataset *ds, int w)
@@ -288,18 +290,21 @@ static kace_status xgb_fail(kace_ctx *ctx, const char *what)
     return kace_fail(ctx, KACE_ERR_MODEL, "boosted trees: %s failed: %s", what, first);
 }
 
-/* Domain knowledge, not a tuned setting: a workload cannot keep more of its
- * speed when its partners use more of the GPU. The trees' fraction is made
- * non-increasing in the partners' summed shares (features 5..9) and in the
- * partners' part of each resource (15..19); see member_features. This keeps
- * the trees sane where few pairs were measured. */
-static void monotone_constraints(char *out, size_t size)
+/* Domain knowledge: a workload cannot keep more of its speed when its
+ * partners use more of the GPU. The trees' fraction is made non-increasing
+ * in the partners' summed shares (features 5..9) and the partners' part of
+ * each resource (15..19); KACE_MONOTONE_PARTNERS adds the own x partners
+ * products (10..14) and the partners' thread count (22). See
+ * member_features for the layout. */
+static void monotone_constraints(int which, char *out, size_t size)
 {
     size_t at = 0;
     out[at++] = '(';
     for (int j = 0; j < N_MEMBER; j++) {
-        bool partners = (j >= 5 && j < 10) || (j >= 15 && j < 20);
-        at += (size_t)snprintf(out + at, size - at, "%s%s", j ? "," : "", partners ? "-1" : "0");
+        bool shares = (j >= 5 && j < 10) || (j >= 15 && j < 20);
+        bool partners = shares || (j >= 10 && j < 15) || j == 22;
+        bool down = which == KACE_MONOTONE_PARTNERS ? partners : (which == KACE_MONOTONE_SHARES && shares);
+        at += (size_t)snprintf(out + at, size - at, "%s%s", j ? "," : "", down ? "-1" : "0");
     }
     snprintf(out + at, size - at, ")");
 }
@@ -354,7 +359,7 @@ static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, cons
             goto done;
         }
     char monotone[4 * N_MEMBER + 3];
-    monotone_constraints(monotone, sizeof monotone);
+    monotone_constraints(p->monotone, monotone, sizeof monotone);
     if (XGBoosterSetParam(b, "monotone_constraints", monotone) != 0) {
         st = xgb_fail(ctx, "XGBoosterSetParam");
         goto done;
@@ -399,8 +404,14 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     else
         kace_slowdown_params_default(&p);
     if (p.ridge_alpha < 0 || p.tree_weight < 0 || p.tree_weight > 1 || p.n_rounds < 0 || p.n_rounds > 100000 ||
-        p.max_depth < 1 || p.max_depth > 16 || !(p.learning_rate > 0) || !(p.subsample > 0 && p.subsample <= 1))
+        p.max_depth < 1 || p.max_depth > 16 || !(p.learning_rate > 0) || !(p.subsample > 0 && p.subsample <= 1) ||
+        p.monotone < KACE_MONOTONE_NONE || p.monotone > KACE_MONOTONE_PARTNERS)
         return kace_fail(ctx, KACE_ERR_INVALID, "slowdown model: parameters out of range");
+    if (p.select) {
+        kace_status sst = kace_slowdown_select(ctx, ds, rows, n, &p, &p);
+        if (sst)
+            return sst;
+    }
     size_t n_samples = 0;
     for (size_t r = 0; r < n; r++)
         n_samples += (size_t)ds->colocations[rows[r]].k;
@@ -541,4 +552,93 @@ const kace_metric *kace_slowdown_needed_metrics(int *n)
 {
     *n = (int)(sizeof needed / sizeof *needed);
     return needed;
+}
+
+/* Deals n items into n_folds folds by a seeded shuffle (xorshift). */
+static void deal_folds(size_t n, int n_folds, uint64_t seed, int *fold)
+{
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++)
+        fold[i] = (int)(i % (size_t)n_folds);
+    for (size_t i = n; i > 1; i--) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        size_t j = (size_t)(state % i);
+        int t = fold[i - 1];
+        fold[i - 1] = fold[j];
+        fold[j] = t;
+    }
+}
+
+kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                                 const kace_slowdown_params *params, kace_slowdown_params *chosen)
+{
+    kace_slowdown_params base;
+    if (params)
+        base = *params;
+    else
+        kace_slowdown_params_default(&base);
+    base.select = false;
+    *chosen = base;
+    enum { N_FOLDS = 5, N_MONO = 3, N_WEIGHT = 5 };
+    /* Too few rows to hold any out, or no trees to blend: keep the fallback. */
+    if (n < 2 * N_FOLDS || base.n_rounds == 0)
+        return KACE_OK;
+    /* Ties keep the earlier entry: the default comes first. */
+    static const int monotone[N_MONO] = {KACE_MONOTONE_SHARES, KACE_MONOTONE_NONE, KACE_MONOTONE_PARTNERS};
+    static const double weight[N_WEIGHT] = {0.5, 0.25, 0.75, 0, 1};
+    int *fold = malloc(n * sizeof *fold), *train = malloc(n * sizeof *train);
+    double *ridge_sum = malloc(N_MONO * n * sizeof *ridge_sum), *tree_sum = malloc(N_MONO * n * sizeof *tree_sum);
+    kace_status st = KACE_OK;
+    if (!fold || !train || !ridge_sum || !tree_sum) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    deal_folds(n, N_FOLDS, base.seed ^ 0x5E1EC7ull, fold);
+    for (int c = 0; c < N_MONO && !st; c++) {
+        kace_slowdown_params p = base;
+        p.monotone = monotone[c];
+        for (int f = 0; f < N_FOLDS && !st; f++) {
+            size_t n_train = 0;
+            for (size_t i = 0; i < n; i++)
+                if (fold[i] != f)
+                    train[n_train++] = rows[i];
+            kace_model *m = NULL;
+            if ((st = kace_model_fit_slowdown(ctx, ds, train, n_train, &p, &m)))
+                break;
+            for (size_t i = 0; i < n; i++)
+                if (fold[i] == f) {
+                    const kace_colocation *col = &ds->colocations[rows[i]];
+                    double blend;
+                    predict_group(m, ds, col->workload, col->k, &blend, &ridge_sum[c * n + i],
+                                  &tree_sum[c * n + i], NULL);
+                }
+            kace_model_free(&m);
+        }
+    }
+    if (st)
+        goto done;
+    double best = INFINITY;
+    for (int c = 0; c < N_MONO; c++)
+        for (int w = 0; w < N_WEIGHT; w++) {
+            double err = 0;
+            for (size_t i = 0; i < n; i++) {
+                double truth = kace_colocation_sum(&ds->colocations[rows[i]]);
+                double pred = (1 - weight[w]) * ridge_sum[c * n + i] + weight[w] * tree_sum[c * n + i];
+                double e = log(fmax(pred, 1e-9) / fmax(truth, 1e-9));
+                err += e * e;
+            }
+            if (err < best) {
+                best = err;
+                chosen->monotone = monotone[c];
+                chosen->tree_weight = weight[w];
+            }
+        }
+done:
+    free(fold);
+    free(train);
+    free(ridge_sum);
+    free(tree_sum);
+    return st;
 }

@@ -188,11 +188,19 @@ static void test_no_test_row_reaches_fitting(void **state)
             for (int j = 0; j < poisoned.colocations[i].k; j++)
                 poisoned.colocations[i].throughput[j] = NAN;
     }
-    kace_fit_spec specs[3] = {{.kind = KACE_MODEL_SLOWDOWN},
+    kace_fit_spec specs[4] = {{.kind = KACE_MODEL_SLOWDOWN},
                               {.kind = KACE_MODEL_LINEAR, .features = &kace_features_kace},
-                              {.kind = KACE_MODEL_FOREST, .features = &kace_features_kace, .search = {2, 3, 1, 1, 0.05}}};
+                              {.kind = KACE_MODEL_FOREST, .features = &kace_features_kace, .search = {2, 3, 1, 1, 0.05}},
+                              {.kind = KACE_MODEL_SLOWDOWN}};
     kace_slowdown_params_default(&specs[0].slowdown);
-    for (int s = 0; s < 3; s++) {
+    kace_slowdown_params_default(&specs[3].slowdown);
+    specs[3].slowdown.select = true; /* the cross-validated choice sees only the given rows too */
+    kace_slowdown_params chosen;
+    assert_kace_ok(ctx, kace_slowdown_select(ctx, &poisoned, train, n_train, &specs[3].slowdown, &chosen));
+    assert_false(chosen.select);
+    assert_true(chosen.tree_weight >= 0 && chosen.tree_weight <= 1);
+    assert_true(chosen.monotone >= KACE_MONOTONE_NONE && chosen.monotone <= KACE_MONOTONE_PARTNERS);
+    for (int s = 0; s < 4; s++) {
         kace_model *clean = NULL, *dirty = NULL;
         char *a = NULL, *b = NULL;
         assert_kace_ok(ctx, kace_model_fit_rows(ctx, pairs, train, n_train, &specs[s], &clean));

@@ -108,9 +108,21 @@ typedef struct kace_slowdown_params {
     double learning_rate;
     double subsample;
     uint64_t seed;
+    /* Which features the trees' fraction must not increase with:
+     * KACE_MONOTONE_NONE, _SHARES (the partners' summed shares and their part
+     * of each resource) or _PARTNERS (also the own x partners products and
+     * the partners' thread count). */
+    int monotone;
+    /* true: choose monotone and tree_weight by 5-fold cross-validation over
+     * the fitting rows (a colocation's members stay in one fold) before the
+     * fit; the values above are then only the fallback. */
+    bool select;
 } kace_slowdown_params;
 
-/* alpha by CV, weight 0.5, 100 rounds of depth-3 trees, eta 0.1, subsample 0.8. */
+enum { KACE_MONOTONE_NONE = 0, KACE_MONOTONE_SHARES = 1, KACE_MONOTONE_PARTNERS = 2 };
+
+/* alpha by CV, weight 0.5, 100 rounds of depth-3 trees, eta 0.1, subsample
+ * 0.8, monotone in the partners' shares, select off. */
 void kace_slowdown_params_default(kace_slowdown_params *p);
 
 /* Fits the slowdown model on colocations rows[0..n) of ds (k may differ
@@ -118,6 +130,12 @@ void kace_slowdown_params_default(kace_slowdown_params *p);
  * every member and a positive exclusive throughput. */
 kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                                     const kace_slowdown_params *params, kace_model **out);
+
+/* The cross-validated choice select=true makes: *chosen = params with the
+ * monotone set and tree weight of the lowest held-out error (squared log
+ * ratio of predicted to measured sums) over rows[0..n) only. */
+kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                                 const kace_slowdown_params *params, kace_slowdown_params *chosen);
 
 /* Predicted throughput sum of one group of k workloads (indices into ds).
  * confidence (may be NULL) is in [0, 1]: how well the two learners agree.
