@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "kace/group.h"
 
 static bool is_dir(const char *p)
 {
@@ -132,6 +133,16 @@ int cmd_demo(int argc, char **argv)
                 printf("  %zu. %-36s predicted %8.2f  measured        -  confidence %.2f\n", i + 1,
                        ds->workloads[ranked[i].workload].name, ranked[i].predicted, ranked[i].confidence);
         }
+        /* The same model, trained on pairs, also picks whole groups. */
+        kace_group_query q = {.target = w, .k = 3};
+        kace_group_result best;
+        if ((st = kace_group_best(ctx, ds, m, &q, &best))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        if (best.found)
+            printf("  best group of 3 (branch and bound, %.1f of 32 GB): %s + %s, predicted %.2f\n", best.memcap_gb,
+                   ds->workloads[best.workload[1]].name, ds->workloads[best.workload[2]].name, best.predicted);
     }
 
     printf("\n== 4. evaluate every policy as the KACE paper did ==\n");
