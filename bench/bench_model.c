@@ -12,18 +12,7 @@
 #include "kace/eval.h"
 #include "kace/store.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "bench_common.h"
 
 static int die(kace_ctx *ctx, const char *what)
 {
@@ -38,13 +27,13 @@ static double median_fit_ms(kace_ctx *ctx, const kace_dataset *ds, const int *ro
     double t[FIT_RUNS];
     for (int i = 0; i < FIT_RUNS; i++) {
         kace_model *m = NULL;
-        double t0 = now();
+        double t0 = bench_now();
         if (kace_model_fit_rows(ctx, ds, rows, n, spec, &m))
             return -1;
-        t[i] = (now() - t0) * 1e3;
+        t[i] = (bench_now() - t0) * 1e3;
         kace_model_free(&m);
     }
-    qsort(t, FIT_RUNS, sizeof *t, cmp_double);
+    qsort(t, FIT_RUNS, sizeof *t, bench_cmp_double);
     return t[FIT_RUNS / 2];
 }
 
@@ -58,14 +47,9 @@ int main(int argc, char **argv)
     if (kace_store_open(ctx, db, &store))
         return die(ctx, db);
     static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv", "splits.csv"};
-    for (int i = 0; i < 3; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", data, files[i]);
-        kace_import_batch *b = NULL;
-        if (kace_import_parse_file(ctx, path, NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL))
-            return die(ctx, path);
-        kace_import_batch_free(&b);
-    }
+    const char *failed = NULL;
+    if (bench_import(ctx, store, data, files, 3, &failed))
+        return die(ctx, failed);
     kace_dataset *ds = NULL;
     kace_splits *splits = NULL;
     if (kace_store_load_dataset(ctx, store, "pairs", false, &ds) || kace_store_load_splits(ctx, store, ds, &splits))
@@ -92,7 +76,7 @@ int main(int argc, char **argv)
         return die(ctx, "fit");
     /* One colocation per call, every measured pair in turn. */
     volatile double sink = 0;
-    double t0 = now();
+    double t0 = bench_now();
     for (int r = 0; r < PREDICT_ROUNDS; r++)
         for (size_t i = 0; i < ds->n_colocations; i++) {
             const kace_colocation *c = &ds->colocations[i];
@@ -101,8 +85,8 @@ int main(int argc, char **argv)
             kace_model_predict(ctx, ml, x, 1, KACE_NORM_TRAIN, &p);
             sink += p;
         }
-    double ns_linear = (now() - t0) * 1e9 / ((double)PREDICT_ROUNDS * (double)ds->n_colocations);
-    t0 = now();
+    double ns_linear = (bench_now() - t0) * 1e9 / ((double)PREDICT_ROUNDS * (double)ds->n_colocations);
+    t0 = bench_now();
     for (int r = 0; r < PREDICT_ROUNDS; r++)
         for (size_t i = 0; i < ds->n_colocations; i++) {
             const kace_colocation *c = &ds->colocations[i];
@@ -110,7 +94,7 @@ int main(int argc, char **argv)
             kace_slowdown_predict(ctx, ms, ds, c->workload, c->k, &p, &conf, NULL);
             sink += p;
         }
-    double ns_slowdown = (now() - t0) * 1e9 / ((double)PREDICT_ROUNDS * (double)ds->n_colocations);
+    double ns_slowdown = (bench_now() - t0) * 1e9 / ((double)PREDICT_ROUNDS * (double)ds->n_colocations);
     (void)sink;
 
     printf("training rows: %zu pairs (published split n_occur=10, seed 10); one thread\n", n);

@@ -15,20 +15,9 @@
 #include "kace/place.h"
 #include "kace/store.h"
 
+#include "bench_common.h"
+
 enum { NODES = 100, GPUS_PER_NODE = 4, JOBS = 1000, DECISIONS = 5000 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -70,9 +59,9 @@ int main(int argc, char **argv)
         gpu->resident[gpu->n_residents++] = usable[rand() % n_usable];
         gpu->share_free -= share;
     }
-    double t0 = now();
+    double t0 = bench_now();
     kace_place_prepare(ctx, m, ds, gpus, n_gpus);
-    double prepare_ms = (now() - t0) * 1e3;
+    double prepare_ms = (bench_now() - t0) * 1e3;
 
     double *lat = malloc(DECISIONS * sizeof *lat);
     kace_place_options opt;
@@ -81,7 +70,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < DECISIONS; i++) {
         int w = usable[rand() % n_usable];
         kace_placement p;
-        double a = now();
+        double a = bench_now();
         if (kace_place_job(ctx, m, ds, gpus, n_gpus, w, &opt, &p) == KACE_OK) {
             /* The plugin then re-scores the chosen GPU with the job on it;
              * here on a copy so that the cluster stays the same size. */
@@ -90,9 +79,9 @@ int main(int argc, char **argv)
             kace_place_prepare(ctx, m, ds, &chosen, 1);
             placed++;
         }
-        lat[i] = (now() - a) * 1e6;
+        lat[i] = (bench_now() - a) * 1e6;
     }
-    qsort(lat, DECISIONS, sizeof *lat, cmp_double);
+    qsort(lat, DECISIONS, sizeof *lat, bench_cmp_double);
     printf("cluster: %d nodes x %d GPUs, %d running jobs of %d profiled workloads; %d of %d decisions placed the job\n",
            NODES, GPUS_PER_NODE, JOBS, n_usable, placed, DECISIONS);
     printf("snapshot_prepare_ms=%.3f\n", prepare_ms);
