@@ -495,20 +495,56 @@ static double tree_upper(const kace_trees *t, int node, const float *lo, const f
     return l > r ? l : r;
 }
 
+/* Largest value of a*x + c*x/(d + x) for x in [lo, hi] (d > 0): the ridge
+ * terms one partner share contributes (x = the partners' share, d = the
+ * member's own share plus 1e-3). The function is concave when c > 0, so
+ * its maximum is at a stationary point inside the interval or at an end;
+ * when c <= 0 it is convex or monotone and an end is the maximum. */
+static double share_term_max(double a, double c, double d, double lo, double hi)
+{
+    double best = fmax(a * lo + c * lo / (d + lo), a * hi + c * hi / (d + hi));
+    if (c > 0 && a < 0) {
+        double x = sqrt(-c * d / a) - d; /* where a + c*d/(d+x)^2 = 0 */
+        if (x > lo && x < hi)
+            best = fmax(best, a * x + c * x / (d + x));
+    }
+    return best;
+}
+
 double kace_slowdown_member_upper(const kace_model *m, const double *own, const double *other_lo,
                                   const double *other_hi)
 {
+    static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
+                                         KACE_M_MEM_THROUGHPUT};
     double flo[N_MEMBER], fhi[N_MEMBER];
     contention_features(own, other_lo, flo);
     contention_features(own, other_hi, fhi);
-    /* Ridge: a linear function is largest at a corner of the box. The slack
-     * covers rounding (summation order differs from the exact prediction). */
+    /* Ridge: z is a sum of one-variable functions of the partner sums, so
+     * its maximum over the box is the sum of each function's maximum over
+     * its interval (exact, unlike taking each feature at its own best end:
+     * one partner share feeds three features whose weights pull opposite
+     * ways). The slack covers rounding (summation order differs from the
+     * exact prediction). */
+    const double *w = m->ridge_raw + 1;
     double z = m->ridge_raw[0], mag = fabs(z);
-    for (int j = 0; j < N_MEMBER; j++) {
-        double a = m->ridge_raw[j + 1] * flo[j], b = m->ridge_raw[j + 1] * fhi[j];
-        z += a > b ? a : b;
-        mag += fabs(a) + fabs(b);
+    for (int j = 0; j < 5; j++) { /* the member's own shares */
+        z += w[j] * flo[j];
+        mag += fabs(w[j] * flo[j]);
     }
+    for (int s = 0; s < 5; s++) {
+        double o = own[share[s]] / 100, lo = other_lo[share[s]] / 100, hi = other_hi[share[s]] / 100;
+        double a = w[5 + s] + w[10 + s] * o, c = w[15 + s];
+        z += share_term_max(a, c, o + 1e-3, lo, hi);
+        mag += fabs(w[5 + s] * hi) + fabs(w[10 + s] * o * hi) + fabs(c);
+    }
+    for (int j = 20; j < N_MEMBER; j++) {
+        if (j == 20 || j == 21 || j == 23) /* own size, threads and memcap */
+            z += w[j] * flo[j];
+        mag += fabs(w[j] * flo[j]) + fabs(w[j] * fhi[j]);
+    }
+    z += fmax(w[22] * flo[22], w[22] * fhi[22]); /* partners' threads: monotone */
+    /* Partners' memcap and the group's memcap: linear in the same sum. */
+    z += fmax(w[24] * flo[24] + w[25] * flo[25], w[24] * fhi[24] + w[25] * fhi[25]);
     z += 1e-9 * mag + 1e-12;
     double excl = own[KACE_M_EXCLUSIVE];
     double ridge = excl * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
