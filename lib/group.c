@@ -37,6 +37,7 @@ typedef struct candidate {
     int workload; /* index into the dataset */
     double upper; /* u_c */
     double memcap;
+    kace_member_bound *bound; /* prepared member bound */
 } candidate;
 
 typedef struct search {
@@ -62,6 +63,9 @@ typedef struct search {
     double *chunk_min, *chunk_max; /* n_chunks x n_metric */
     /* The partial group: target at 0, then chosen candidates. */
     int chosen[KACE_GROUP_MAX_K];
+    const kace_member_bound *chosen_bound[KACE_GROUP_MAX_K];
+    kace_member_bound *bounds; /* one per distinct workload */
+    size_t n_bounds;
     int depth;
     kace_group_result *best;
     int best_pos[KACE_GROUP_MAX_K]; /* sorted pool positions of the best group */
@@ -230,7 +234,7 @@ kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const ka
 /* Upper bound on member `who` (a workload) of the partial group, whose
  * known partners sum to known[] and which still gets r partners from
  * candidates s.cand[from..). */
-static double member_bound(const search *s, int who, const double *known, int r, size_t from)
+static double member_bound(const search *s, const kace_member_bound *who, const double *known, int r, size_t from)
 {
     double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
     for (int i = 0; i < s->n_metric; i++) {
@@ -238,7 +242,7 @@ static double member_bound(const search *s, int who, const double *known, int r,
         lo[mt] = (known[i] + r * s->suf_min[from * (size_t)s->n_metric + (size_t)i]) * (1 - 1e-12);
         hi[mt] = (known[i] + r * s->suf_max[from * (size_t)s->n_metric + (size_t)i]) * (1 + 1e-12);
     }
-    return kace_slowdown_member_upper(s->m, s->ds->workloads[who].metric, lo, hi);
+    return kace_slowdown_member_bound(s->m, who, lo, hi);
 }
 
 /* Sum of the model's metrics over the partial group's members other than
@@ -265,7 +269,7 @@ static double members_bound_box(search *s, const double *lo_box, const double *h
             lo[s->metric[i]] = (known[i] + lo_box[i]) * (1 - 1e-12);
             hi[s->metric[i]] = (known[i] + hi_box[i]) * (1 + 1e-12);
         }
-        bound += kace_slowdown_member_upper(s->m, s->ds->workloads[s->chosen[j]].metric, lo, hi);
+        bound += kace_slowdown_member_bound(s->m, s->chosen_bound[j], lo, hi);
     }
     s->best->nodes_bounded++;
     return bound;
@@ -278,7 +282,7 @@ static double members_bound(search *s, int r, size_t from)
     double bound = 0, known[KACE_N_METRICS];
     for (int j = 0; j <= s->depth; j++) {
         partners_of(s, j, known);
-        bound += member_bound(s, s->chosen[j], known, r, from);
+        bound += member_bound(s, s->chosen_bound[j], known, r, from);
     }
     s->best->nodes_bounded++;
     return bound;
@@ -337,7 +341,7 @@ static void candidate_bounds(search *s, int r, size_t from, const double *parent
             known[i] += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
     }
     for (size_t j = from; j < s->n; j++) {
-        double b = member_bound(s, s->cand[j].workload, known, r - 1, from);
+        double b = member_bound(s, s->cand[j].bound, known, r - 1, from);
         v[j] = b < parent[j] ? b : parent[j];
     }
     s->best->nodes_bounded++;
@@ -404,6 +408,7 @@ static void descend(search *s, size_t from, const double *parent, int *pos_stack
         if (least > s->capacity * (1 + 1e-12)) /* consider() decides the exact edge */
             continue;
         s->chosen[++s->depth] = c->workload;
+        s->chosen_bound[s->depth] = c->bound;
         pos_stack[s->depth - 1] = c->pos;
         if (!cut(s, members_bound(s, r - 1, i + 1) + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
             descend(s, i + 1, v, pos_stack);
@@ -453,7 +458,8 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     size_t n_chunks = n / CHUNK + 1;
     s.chunk_min = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_min);
     s.chunk_max = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_max);
-    if (!s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
+    s.bounds = calloc(n + 1, sizeof *s.bounds);
+    if (!s.bounds || !s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -471,6 +477,26 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
         }
     }
     const double *target = ds->workloads[q->target].metric;
+    /* Each workload's bound is prepared once; repeated jobs share it. */
+    int *slot = malloc(ds->n_workloads * sizeof *slot);
+    if (!slot) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t w = 0; w < ds->n_workloads; w++)
+        slot[w] = -1;
+    for (size_t c = 0; c <= n && !st; c++) {
+        int w = c < n ? pool[c] : q->target;
+        if (slot[w] < 0 && !(st = kace_slowdown_member_bound_init(ctx, m, ds->workloads[w].metric,
+                                                                  &s.bounds[s.n_bounds])))
+            slot[w] = (int)s.n_bounds++;
+        if (c < n)
+            s.cand[c].bound = &s.bounds[slot[w]];
+    }
+    s.chosen_bound[0] = st ? NULL : &s.bounds[slot[q->target]];
+    free(slot);
+    if (st)
+        goto done;
     for (size_t c = 0; c < n; c++) {
         double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
         for (int i = 0; i < s.n_metric; i++) {
@@ -481,7 +507,7 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
         s.cand[c].pos = (int)c;
         s.cand[c].workload = pool[c];
         s.cand[c].memcap = ds->workloads[pool[c]].metric[KACE_M_MEMCAP];
-        s.cand[c].upper = kace_slowdown_member_upper(m, ds->workloads[pool[c]].metric, lo, hi);
+        s.cand[c].upper = kace_slowdown_member_bound(m, s.cand[c].bound, lo, hi);
     }
     qsort(s.cand, n, sizeof *s.cand, by_upper_desc);
     size_t d = (size_t)s.n_metric;
@@ -526,6 +552,9 @@ done:
     free(s.top);
     free(s.chunk_min);
     free(s.chunk_max);
+    for (size_t i = 0; i < s.n_bounds; i++)
+        kace_slowdown_member_bound_release(&s.bounds[i]);
+    free(s.bounds);
     free(own);
     return st;
 }
