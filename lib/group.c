@@ -30,7 +30,7 @@
 #include "kace/group.h"
 #include "model_internal.h"
 
-#define CHUNK 8
+#define CHUNK 16
 
 typedef struct candidate {
     int pos;      /* position in the caller's pool (tie order) */
@@ -60,6 +60,7 @@ typedef struct search {
      * order (similar bounds, mostly similar workloads): a chunk's metric
      * box gives a far tighter bound on the partial group than the whole
      * suffix does. */
+    size_t *sim;                   /* search positions, chunk after chunk */
     double *chunk_min, *chunk_max; /* n_chunks x n_metric */
     /* The partial group: target at 0, then chosen candidates. */
     int chosen[KACE_GROUP_MAX_K];
@@ -351,21 +352,23 @@ static void candidate_bounds(search *s, int r, size_t from, const double *parent
  * chunks of candidates whose box bound cannot reach the incumbent. */
 static void last_slot(search *s, size_t from, const double *v, double wide, double mem, const int *pos_stack)
 {
-    for (size_t c0 = from - from % CHUNK; c0 < s->n && !s->st; c0 += CHUNK) {
-        size_t c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n, lo = c0 > from ? c0 : from;
+    for (size_t c0 = 0; c0 < s->n && !s->st; c0 += CHUNK) {
+        size_t c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n;
         double vmax = -INFINITY;
-        for (size_t i = lo; i < c1; i++)
-            vmax = fmax(vmax, v[i]);
-        if (cut(s, wide + vmax))
+        for (size_t e = c0; e < c1; e++)
+            if (s->sim[e] >= from)
+                vmax = fmax(vmax, v[s->sim[e]]);
+        if (cut(s, wide + vmax)) /* also when no member is left (vmax -inf) */
             continue;
         size_t chunk = c0 / CHUNK;
         double bound = members_bound_box(s, s->chunk_min + chunk * (size_t)s->n_metric,
                                          s->chunk_max + chunk * (size_t)s->n_metric);
         if (cut(s, bound + vmax))
             continue;
-        for (size_t i = lo; i < c1 && !s->st; i++) {
+        for (size_t e = c0; e < c1 && !s->st; e++) {
+            size_t i = s->sim[e];
             const candidate *c = &s->cand[i];
-            if (cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
+            if (i < from || cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
                 continue;
             int pos[KACE_GROUP_MAX_K];
             memcpy(pos, pos_stack, (size_t)(s->k - 2) * sizeof *pos);
@@ -375,29 +378,79 @@ static void last_slot(search *s, size_t from, const double *v, double wide, doub
     }
 }
 
+/* Orders the candidates for the last slot into chunks of similar jobs:
+ * each chunk starts at the first unplaced candidate in search order and
+ * takes its CHUNK - 1 nearest unplaced neighbours (distance over the log
+ * of the model's metrics, each scaled by its spread in the pool), so a
+ * chunk's metric box stays narrow and its bound tight. */
+static void similar_chunks(search *s)
+{
+    size_t n = s->n, d = (size_t)s->n_metric;
+    double *x = malloc(n * d * sizeof *x), *dist = malloc(n * sizeof *dist);
+    bool *placed = calloc(n ? n : 1, sizeof *placed);
+    if (!x || !dist || !placed) { /* fall back to search order */
+        for (size_t i = 0; i < n; i++)
+            s->sim[i] = i;
+        goto done;
+    }
+    for (size_t j = 0; j < d; j++) {
+        double sum = 0, ss = 0;
+        for (size_t i = 0; i < n; i++) {
+            x[i * d + j] = log(s->ds->workloads[s->cand[i].workload].metric[s->metric[j]] + 1e-3);
+            sum += x[i * d + j];
+        }
+        for (size_t i = 0; i < n; i++)
+            ss += (x[i * d + j] - sum / (double)n) * (x[i * d + j] - sum / (double)n);
+        double scale = ss > 0 ? 1 / sqrt(ss / (double)n) : 0;
+        for (size_t i = 0; i < n; i++)
+            x[i * d + j] *= scale;
+    }
+    size_t at = 0, lead = 0;
+    while (at < n) {
+        while (placed[lead])
+            lead++;
+        placed[lead] = true;
+        s->sim[at++] = lead;
+        for (size_t i = 0; i < n; i++) {
+            dist[i] = 0;
+            for (size_t j = 0; j < d; j++)
+                dist[i] += (x[i * d + j] - x[lead * d + j]) * (x[i * d + j] - x[lead * d + j]);
+        }
+        for (int taken = 1; taken < CHUNK && at < n; taken++) {
+            size_t near = n;
+            for (size_t i = 0; i < n; i++)
+                if (!placed[i] && (near == n || dist[i] < dist[near]))
+                    near = i;
+            placed[near] = true;
+            s->sim[at++] = near;
+        }
+    }
+done:
+    free(x);
+    free(dist);
+    free(placed);
+}
+
 /* Extends the partial group chosen[0..depth] with candidates from
  * cand[from..). parent[j] bounds candidate j as a member of any completion;
  * pos_stack holds the chosen candidates' pool positions. */
-static void descend(search *s, size_t from, const double *parent, int *pos_stack)
+static void descend(search *s, size_t from, const double *parent, int *pos_stack, double wide)
 {
     int r = s->k - 1 - s->depth; /* slots still open, >= 1 */
     double mem = partial_memory(s);
     /* Tighter candidate bounds now that the group is partly known; at the
      * last slot the parent's are used (computing them would cost as much as
      * scoring the groups). */
+    if (r == 1) {
+        last_slot(s, from, parent, wide, mem, pos_stack);
+        return;
+    }
     double *v = s->v + (size_t)s->depth * s->n, *top = s->top + (size_t)s->depth * (s->n + 1) * KACE_GROUP_MAX_K;
-    if (r > 1 && s->depth > 0)
+    if (s->depth > 0)
         candidate_bounds(s, r, from, parent, v);
     else
         memcpy(v + from, parent + from, (s->n - from) * sizeof *v);
     suffix_top(v, from, s->n, r, top);
-    /* Valid for every candidate i >= from: the members' partners then come
-     * from cand[from..). */
-    double wide = members_bound(s, r, from);
-    if (r == 1) {
-        last_slot(s, from, v, wide, mem, pos_stack);
-        return;
-    }
     for (size_t i = from; i + (size_t)r <= s->n && !s->st; i++) {
         if (cut(s, wide + top[i * KACE_GROUP_MAX_K + (size_t)r]))
             break; /* no completion from cand[i..) can win */
@@ -410,8 +463,11 @@ static void descend(search *s, size_t from, const double *parent, int *pos_stack
         s->chosen[++s->depth] = c->workload;
         s->chosen_bound[s->depth] = c->bound;
         pos_stack[s->depth - 1] = c->pos;
-        if (!cut(s, members_bound(s, r - 1, i + 1) + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
-            descend(s, i + 1, v, pos_stack);
+        /* Valid for every completion from cand[i+1..): the members'
+         * partners then come from there. */
+        double child = members_bound(s, r - 1, i + 1);
+        if (!cut(s, child + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
+            descend(s, i + 1, v, pos_stack, child);
         s->depth--;
     }
 }
@@ -443,6 +499,10 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
                          "branch and bound needs kace's slowdown model (bounds come from its structure); "
                          "this model can only be searched by enumeration");
     }
+    if (q->k == 2) { /* scoring every pair costs less than bounding them */
+        free(own);
+        return kace_group_enumerate(ctx, ds, m, q, out);
+    }
     s.metric = kace_slowdown_needed_metrics(&s.n_metric);
     kace_group_query local = *q;
     local.pool = pool; /* consider() maps positions through it */
@@ -459,7 +519,8 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     s.chunk_min = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_min);
     s.chunk_max = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_max);
     s.bounds = calloc(n + 1, sizeof *s.bounds);
-    if (!s.bounds || !s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
+    s.sim = malloc((n ? n : 1) * sizeof *s.sim);
+    if (!s.sim || !s.bounds || !s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -529,18 +590,19 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     int pos_stack[KACE_GROUP_MAX_K];
     for (size_t c = 0; c < n; c++)
         s.u[c] = s.cand[c].upper;
+    similar_chunks(&s);
     for (size_t ch = 0; ch < n_chunks; ch++)
         for (int i = 0; i < s.n_metric; i++) {
             double lo = INFINITY, hi = 0;
-            for (size_t c = ch * CHUNK; c < n && c < (ch + 1) * CHUNK; c++) {
-                double v = ds->workloads[s.cand[c].workload].metric[s.metric[i]];
+            for (size_t e = ch * CHUNK; e < n && e < (ch + 1) * CHUNK; e++) {
+                double v = ds->workloads[s.cand[s.sim[e]].workload].metric[s.metric[i]];
                 lo = fmin(lo, v);
                 hi = fmax(hi, v);
             }
             s.chunk_min[ch * (size_t)s.n_metric + (size_t)i] = lo;
             s.chunk_max[ch * (size_t)s.n_metric + (size_t)i] = hi;
         }
-    descend(&s, 0, s.u, pos_stack);
+    descend(&s, 0, s.u, pos_stack, members_bound(&s, q->k - 1, 0));
     st = s.st;
 done:
     free(s.cand);
@@ -550,6 +612,7 @@ done:
     free(s.u);
     free(s.v);
     free(s.top);
+    free(s.sim);
     free(s.chunk_min);
     free(s.chunk_max);
     for (size_t i = 0; i < s.n_bounds; i++)
