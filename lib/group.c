@@ -21,7 +21,10 @@
  * memcap plus the r smallest remaining memcaps must fit.
  * Because candidates are sorted by u_c, once u[i..i+r-1] plus the S bound
  * (taken over the widest box, from the first remaining candidate) is below
- * the incumbent, every later candidate is too: the loop stops. */
+ * the incumbent, every later candidate is too: the loop stops.
+ * The last slot is scored chunk by chunk (16 similar candidates each): a
+ * chunk whose metric box bounds the partial group below the incumbent is
+ * skipped whole. For k = 2 every pair is simply scored (cheaper). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,10 +59,9 @@ typedef struct search {
     double *u;                 /* n: u_c in search order */
     double *v;                 /* k x n: candidate bounds at each depth */
     double *top;               /* k x (n + 1) x KACE_GROUP_MAX_K: suffix_top at each depth */
-    /* The last slot is searched by chunks of CHUNK neighbours in search
-     * order (similar bounds, mostly similar workloads): a chunk's metric
-     * box gives a far tighter bound on the partial group than the whole
-     * suffix does. */
+    /* The last slot is searched by chunks of CHUNK similar candidates
+     * (similar_chunks): a chunk's metric box gives a far tighter bound on
+     * the partial group than the whole suffix does. */
     size_t *sim;                   /* search positions, chunk after chunk */
     double *chunk_min, *chunk_max; /* n_chunks x n_metric */
     /* The partial group: target at 0, then chosen candidates. */
