@@ -21,7 +21,10 @@
  * memcap plus the r smallest remaining memcaps must fit.
  * Because candidates are sorted by u_c, once u[i..i+r-1] plus the S bound
  * (taken over the widest box, from the first remaining candidate) is below
- * the incumbent, every later candidate is too: the loop stops. */
+ * the incumbent, every later candidate is too: the loop stops.
+ * The last slot is scored chunk by chunk (16 similar candidates each): a
+ * chunk whose metric box bounds the partial group below the incumbent is
+ * skipped whole. For k = 2 every pair is simply scored (cheaper). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,13 +33,14 @@
 #include "kace/group.h"
 #include "model_internal.h"
 
-#define CHUNK 8
+#define CHUNK 16
 
 typedef struct candidate {
     int pos;      /* position in the caller's pool (tie order) */
     int workload; /* index into the dataset */
     double upper; /* u_c */
     double memcap;
+    kace_member_bound *bound; /* prepared member bound */
 } candidate;
 
 typedef struct search {
@@ -55,13 +59,16 @@ typedef struct search {
     double *u;                 /* n: u_c in search order */
     double *v;                 /* k x n: candidate bounds at each depth */
     double *top;               /* k x (n + 1) x KACE_GROUP_MAX_K: suffix_top at each depth */
-    /* The last slot is searched by chunks of CHUNK neighbours in search
-     * order (similar bounds, mostly similar workloads): a chunk's metric
-     * box gives a far tighter bound on the partial group than the whole
-     * suffix does. */
+    /* The last slot is searched by chunks of CHUNK similar candidates
+     * (similar_chunks): a chunk's metric box gives a far tighter bound on
+     * the partial group than the whole suffix does. */
+    size_t *sim;                   /* search positions, chunk after chunk */
     double *chunk_min, *chunk_max; /* n_chunks x n_metric */
     /* The partial group: target at 0, then chosen candidates. */
     int chosen[KACE_GROUP_MAX_K];
+    const kace_member_bound *chosen_bound[KACE_GROUP_MAX_K];
+    kace_member_bound *bounds; /* one per distinct workload */
+    size_t n_bounds;
     int depth;
     kace_group_result *best;
     int best_pos[KACE_GROUP_MAX_K]; /* sorted pool positions of the best group */
@@ -230,7 +237,7 @@ kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const ka
 /* Upper bound on member `who` (a workload) of the partial group, whose
  * known partners sum to known[] and which still gets r partners from
  * candidates s.cand[from..). */
-static double member_bound(const search *s, int who, const double *known, int r, size_t from)
+static double member_bound(const search *s, const kace_member_bound *who, const double *known, int r, size_t from)
 {
     double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
     for (int i = 0; i < s->n_metric; i++) {
@@ -238,7 +245,7 @@ static double member_bound(const search *s, int who, const double *known, int r,
         lo[mt] = (known[i] + r * s->suf_min[from * (size_t)s->n_metric + (size_t)i]) * (1 - 1e-12);
         hi[mt] = (known[i] + r * s->suf_max[from * (size_t)s->n_metric + (size_t)i]) * (1 + 1e-12);
     }
-    return kace_slowdown_member_upper(s->m, s->ds->workloads[who].metric, lo, hi);
+    return kace_slowdown_member_bound(s->m, who, lo, hi);
 }
 
 /* Sum of the model's metrics over the partial group's members other than
@@ -265,7 +272,7 @@ static double members_bound_box(search *s, const double *lo_box, const double *h
             lo[s->metric[i]] = (known[i] + lo_box[i]) * (1 - 1e-12);
             hi[s->metric[i]] = (known[i] + hi_box[i]) * (1 + 1e-12);
         }
-        bound += kace_slowdown_member_upper(s->m, s->ds->workloads[s->chosen[j]].metric, lo, hi);
+        bound += kace_slowdown_member_bound(s->m, s->chosen_bound[j], lo, hi);
     }
     s->best->nodes_bounded++;
     return bound;
@@ -278,7 +285,7 @@ static double members_bound(search *s, int r, size_t from)
     double bound = 0, known[KACE_N_METRICS];
     for (int j = 0; j <= s->depth; j++) {
         partners_of(s, j, known);
-        bound += member_bound(s, s->chosen[j], known, r, from);
+        bound += member_bound(s, s->chosen_bound[j], known, r, from);
     }
     s->best->nodes_bounded++;
     return bound;
@@ -337,7 +344,7 @@ static void candidate_bounds(search *s, int r, size_t from, const double *parent
             known[i] += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
     }
     for (size_t j = from; j < s->n; j++) {
-        double b = member_bound(s, s->cand[j].workload, known, r - 1, from);
+        double b = member_bound(s, s->cand[j].bound, known, r - 1, from);
         v[j] = b < parent[j] ? b : parent[j];
     }
     s->best->nodes_bounded++;
@@ -347,21 +354,23 @@ static void candidate_bounds(search *s, int r, size_t from, const double *parent
  * chunks of candidates whose box bound cannot reach the incumbent. */
 static void last_slot(search *s, size_t from, const double *v, double wide, double mem, const int *pos_stack)
 {
-    for (size_t c0 = from - from % CHUNK; c0 < s->n && !s->st; c0 += CHUNK) {
-        size_t c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n, lo = c0 > from ? c0 : from;
+    for (size_t c0 = 0; c0 < s->n && !s->st; c0 += CHUNK) {
+        size_t c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n;
         double vmax = -INFINITY;
-        for (size_t i = lo; i < c1; i++)
-            vmax = fmax(vmax, v[i]);
-        if (cut(s, wide + vmax))
+        for (size_t e = c0; e < c1; e++)
+            if (s->sim[e] >= from)
+                vmax = fmax(vmax, v[s->sim[e]]);
+        if (cut(s, wide + vmax)) /* also when no member is left (vmax -inf) */
             continue;
         size_t chunk = c0 / CHUNK;
         double bound = members_bound_box(s, s->chunk_min + chunk * (size_t)s->n_metric,
                                          s->chunk_max + chunk * (size_t)s->n_metric);
         if (cut(s, bound + vmax))
             continue;
-        for (size_t i = lo; i < c1 && !s->st; i++) {
+        for (size_t e = c0; e < c1 && !s->st; e++) {
+            size_t i = s->sim[e];
             const candidate *c = &s->cand[i];
-            if (cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
+            if (i < from || cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
                 continue;
             int pos[KACE_GROUP_MAX_K];
             memcpy(pos, pos_stack, (size_t)(s->k - 2) * sizeof *pos);
@@ -371,29 +380,79 @@ static void last_slot(search *s, size_t from, const double *v, double wide, doub
     }
 }
 
+/* Orders the candidates for the last slot into chunks of similar jobs:
+ * each chunk starts at the first unplaced candidate in search order and
+ * takes its CHUNK - 1 nearest unplaced neighbours (distance over the log
+ * of the model's metrics, each scaled by its spread in the pool), so a
+ * chunk's metric box stays narrow and its bound tight. */
+static void similar_chunks(search *s)
+{
+    size_t n = s->n, d = (size_t)s->n_metric;
+    double *x = malloc(n * d * sizeof *x), *dist = malloc(n * sizeof *dist);
+    bool *placed = calloc(n ? n : 1, sizeof *placed);
+    if (!x || !dist || !placed) { /* fall back to search order */
+        for (size_t i = 0; i < n; i++)
+            s->sim[i] = i;
+        goto done;
+    }
+    for (size_t j = 0; j < d; j++) {
+        double sum = 0, ss = 0;
+        for (size_t i = 0; i < n; i++) {
+            x[i * d + j] = log(s->ds->workloads[s->cand[i].workload].metric[s->metric[j]] + 1e-3);
+            sum += x[i * d + j];
+        }
+        for (size_t i = 0; i < n; i++)
+            ss += (x[i * d + j] - sum / (double)n) * (x[i * d + j] - sum / (double)n);
+        double scale = ss > 0 ? 1 / sqrt(ss / (double)n) : 0;
+        for (size_t i = 0; i < n; i++)
+            x[i * d + j] *= scale;
+    }
+    size_t at = 0, lead = 0;
+    while (at < n) {
+        while (placed[lead])
+            lead++;
+        placed[lead] = true;
+        s->sim[at++] = lead;
+        for (size_t i = 0; i < n; i++) {
+            dist[i] = 0;
+            for (size_t j = 0; j < d; j++)
+                dist[i] += (x[i * d + j] - x[lead * d + j]) * (x[i * d + j] - x[lead * d + j]);
+        }
+        for (int taken = 1; taken < CHUNK && at < n; taken++) {
+            size_t near = n;
+            for (size_t i = 0; i < n; i++)
+                if (!placed[i] && (near == n || dist[i] < dist[near]))
+                    near = i;
+            placed[near] = true;
+            s->sim[at++] = near;
+        }
+    }
+done:
+    free(x);
+    free(dist);
+    free(placed);
+}
+
 /* Extends the partial group chosen[0..depth] with candidates from
  * cand[from..). parent[j] bounds candidate j as a member of any completion;
  * pos_stack holds the chosen candidates' pool positions. */
-static void descend(search *s, size_t from, const double *parent, int *pos_stack)
+static void descend(search *s, size_t from, const double *parent, int *pos_stack, double wide)
 {
     int r = s->k - 1 - s->depth; /* slots still open, >= 1 */
     double mem = partial_memory(s);
     /* Tighter candidate bounds now that the group is partly known; at the
      * last slot the parent's are used (computing them would cost as much as
      * scoring the groups). */
+    if (r == 1) {
+        last_slot(s, from, parent, wide, mem, pos_stack);
+        return;
+    }
     double *v = s->v + (size_t)s->depth * s->n, *top = s->top + (size_t)s->depth * (s->n + 1) * KACE_GROUP_MAX_K;
-    if (r > 1 && s->depth > 0)
+    if (s->depth > 0)
         candidate_bounds(s, r, from, parent, v);
     else
         memcpy(v + from, parent + from, (s->n - from) * sizeof *v);
     suffix_top(v, from, s->n, r, top);
-    /* Valid for every candidate i >= from: the members' partners then come
-     * from cand[from..). */
-    double wide = members_bound(s, r, from);
-    if (r == 1) {
-        last_slot(s, from, v, wide, mem, pos_stack);
-        return;
-    }
     for (size_t i = from; i + (size_t)r <= s->n && !s->st; i++) {
         if (cut(s, wide + top[i * KACE_GROUP_MAX_K + (size_t)r]))
             break; /* no completion from cand[i..) can win */
@@ -404,9 +463,13 @@ static void descend(search *s, size_t from, const double *parent, int *pos_stack
         if (least > s->capacity * (1 + 1e-12)) /* consider() decides the exact edge */
             continue;
         s->chosen[++s->depth] = c->workload;
+        s->chosen_bound[s->depth] = c->bound;
         pos_stack[s->depth - 1] = c->pos;
-        if (!cut(s, members_bound(s, r - 1, i + 1) + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
-            descend(s, i + 1, v, pos_stack);
+        /* Valid for every completion from cand[i+1..): the members'
+         * partners then come from there. */
+        double child = members_bound(s, r - 1, i + 1);
+        if (!cut(s, child + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
+            descend(s, i + 1, v, pos_stack, child);
         s->depth--;
     }
 }
@@ -438,6 +501,10 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
                          "branch and bound needs kace's slowdown model (bounds come from its structure); "
                          "this model can only be searched by enumeration");
     }
+    if (q->k == 2) { /* scoring every pair costs less than bounding them */
+        free(own);
+        return kace_group_enumerate(ctx, ds, m, q, out);
+    }
     s.metric = kace_slowdown_needed_metrics(&s.n_metric);
     kace_group_query local = *q;
     local.pool = pool; /* consider() maps positions through it */
@@ -453,7 +520,9 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     size_t n_chunks = n / CHUNK + 1;
     s.chunk_min = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_min);
     s.chunk_max = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_max);
-    if (!s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
+    s.bounds = calloc(n + 1, sizeof *s.bounds);
+    s.sim = malloc((n ? n : 1) * sizeof *s.sim);
+    if (!s.sim || !s.bounds || !s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -471,6 +540,26 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
         }
     }
     const double *target = ds->workloads[q->target].metric;
+    /* Each workload's bound is prepared once; repeated jobs share it. */
+    int *slot = malloc(ds->n_workloads * sizeof *slot);
+    if (!slot) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t w = 0; w < ds->n_workloads; w++)
+        slot[w] = -1;
+    for (size_t c = 0; c <= n && !st; c++) {
+        int w = c < n ? pool[c] : q->target;
+        if (slot[w] < 0 && !(st = kace_slowdown_member_bound_init(ctx, m, ds->workloads[w].metric,
+                                                                  &s.bounds[s.n_bounds])))
+            slot[w] = (int)s.n_bounds++;
+        if (c < n)
+            s.cand[c].bound = &s.bounds[slot[w]];
+    }
+    s.chosen_bound[0] = st ? NULL : &s.bounds[slot[q->target]];
+    free(slot);
+    if (st)
+        goto done;
     for (size_t c = 0; c < n; c++) {
         double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
         for (int i = 0; i < s.n_metric; i++) {
@@ -481,7 +570,7 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
         s.cand[c].pos = (int)c;
         s.cand[c].workload = pool[c];
         s.cand[c].memcap = ds->workloads[pool[c]].metric[KACE_M_MEMCAP];
-        s.cand[c].upper = kace_slowdown_member_upper(m, ds->workloads[pool[c]].metric, lo, hi);
+        s.cand[c].upper = kace_slowdown_member_bound(m, s.cand[c].bound, lo, hi);
     }
     qsort(s.cand, n, sizeof *s.cand, by_upper_desc);
     size_t d = (size_t)s.n_metric;
@@ -503,18 +592,19 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     int pos_stack[KACE_GROUP_MAX_K];
     for (size_t c = 0; c < n; c++)
         s.u[c] = s.cand[c].upper;
+    similar_chunks(&s);
     for (size_t ch = 0; ch < n_chunks; ch++)
         for (int i = 0; i < s.n_metric; i++) {
             double lo = INFINITY, hi = 0;
-            for (size_t c = ch * CHUNK; c < n && c < (ch + 1) * CHUNK; c++) {
-                double v = ds->workloads[s.cand[c].workload].metric[s.metric[i]];
+            for (size_t e = ch * CHUNK; e < n && e < (ch + 1) * CHUNK; e++) {
+                double v = ds->workloads[s.cand[s.sim[e]].workload].metric[s.metric[i]];
                 lo = fmin(lo, v);
                 hi = fmax(hi, v);
             }
             s.chunk_min[ch * (size_t)s.n_metric + (size_t)i] = lo;
             s.chunk_max[ch * (size_t)s.n_metric + (size_t)i] = hi;
         }
-    descend(&s, 0, s.u, pos_stack);
+    descend(&s, 0, s.u, pos_stack, members_bound(&s, q->k - 1, 0));
     st = s.st;
 done:
     free(s.cand);
@@ -524,8 +614,12 @@ done:
     free(s.u);
     free(s.v);
     free(s.top);
+    free(s.sim);
     free(s.chunk_min);
     free(s.chunk_max);
+    for (size_t i = 0; i < s.n_bounds; i++)
+        kace_slowdown_member_bound_release(&s.bounds[i]);
+    free(s.bounds);
     free(own);
     return st;
 }

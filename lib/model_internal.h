@@ -2,6 +2,8 @@
 #ifndef KACE_LIB_MODEL_INTERNAL_H
 #define KACE_LIB_MODEL_INTERNAL_H
 
+#include <stdint.h>
+
 #include "kace/model.h"
 
 #define KACE_MODEL_FORMAT_VERSION 1
@@ -77,6 +79,33 @@ int kace_slowdown_member_features(void);
  * only the profile metrics the model reads are used). Exact when lo == hi up
  * to a relative slack of about 1e-5 that covers rounding. */
 double kace_slowdown_member_upper(const kace_model *m, const double *own, const double *other_lo,
+                                  const double *other_hi);
+/* The same bound, prepared once per workload for many boxes: the ridge
+ * terms of its own metrics, and the trees specialized to its own features
+ * (their splits on its own metrics resolved). */
+typedef struct kace_member_node {
+    float value;     /* split threshold, or the leaf's value */
+    int32_t right;   /* index of the right child; the left child is next */
+    int16_t feature; /* -1: a leaf */
+} kace_member_node;
+
+typedef struct kace_member_bound {
+    double excl, own_memcap;
+    double share[5];      /* own sm%, mem%, Nsight throughputs */
+    double a[5];          /* ridge weight of a partner share, own product folded in */
+    double z_own, mag_own; /* ridge intercept plus own-feature terms, and their size */
+    double tree_const, tree_const_mag; /* base score plus trees left with one leaf */
+    kace_member_node *node;
+    int n_nodes;
+    int *active; /* first node of each tree that still splits */
+    int n_active;
+} kace_member_bound;
+
+kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, const double *own,
+                                            kace_member_bound *mb);
+void kace_slowdown_member_bound_release(kace_member_bound *mb);
+/* kace_slowdown_member_upper for a prepared workload. */
+double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
                                   const double *other_hi);
 /* The profile metrics the slowdown model reads, and their count. */
 const kace_metric *kace_slowdown_needed_metrics(int *n);

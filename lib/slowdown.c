@@ -12,8 +12,10 @@
  *    non-increasing in the partners' usage (monotone_constraints).
  * A pair gives two training samples and a k-way group k, and one model serves
  * any k: the partners' features are sums. */
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,54 +495,229 @@ kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m)
     return kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
 }
 
-/* Highest sum of leaves any x with lo <= x <= hi (as floats) can reach in
- * one tree; a split sends x left when x < threshold. */
-static double tree_upper(const kace_trees *t, int node, const float *lo, const float *hi)
+/* Member bounds: an upper bound on a member's predicted throughput when
+ * its partners' summed metrics lie in a box (see model_internal.h).
+ *
+ * Why it holds: every feature depends on the member's own metrics and on
+ * ONE partner sum, and is nondecreasing in that sum (own metrics are
+ * nonnegative). So each feature's range over the box is [f(lo), f(hi)].
+ * - Ridge: z is a sum of one-variable functions of the partner sums, so its
+ *   maximum over the box is the sum of each function's maximum over its
+ *   interval (share_term_max): exact, where taking each feature at its own
+ *   best end would not be (one partner share feeds three features whose
+ *   weights pull opposite ways).
+ * - Trees: the best leaf each tree can reach inside the box. The member's
+ *   own features are fixed, so each tree is first specialized to the
+ *   member (its own-feature splits resolved, trees left with one leaf
+ *   folded into a constant); only splits on partner features remain. */
+
+/* Largest value of a*x + c*x/(d + x) for x in [lo, hi] (d > 0): the ridge
+ * terms one partner share contributes (x = the partners' share, d = the
+ * member's own share plus 1e-3). The function is concave when c > 0, so
+ * its maximum is at a stationary point inside the interval or at an end;
+ * when c <= 0 it is convex or monotone and an end is the maximum. */
+static double share_term_max(double a, double c, double d, double lo, double hi)
 {
-    const kace_tree_node *v = &t->node[node];
-    if (v->left < 0)
-        return v->threshold;
-    bool left = lo[v->feature] < v->threshold, right = !(hi[v->feature] < v->threshold);
-    double l = left ? tree_upper(t, v->left, lo, hi) : -INFINITY;
-    double r = right ? tree_upper(t, v->right, lo, hi) : -INFINITY;
-    return l > r ? l : r;
+    double best = fmax(a * lo + c * lo / (d + lo), a * hi + c * hi / (d + hi));
+    if (c > 0 && a < 0) {
+        double x = sqrt(-c * d / a) - d; /* where a + c*d/(d+x)^2 = 0 */
+        if (x > lo && x < hi)
+            best = fmax(best, a * x + c * x / (d + x));
+    }
+    return best;
+}
+
+/* Features that depend on the member alone. */
+static bool own_feature(int j)
+{
+    return j < 5 || j == 20 || j == 21 || j == 23;
+}
+
+/* The next float below / above x (x finite): the features are computed in
+ * double and compared in float, so a box edge is widened by one step. */
+static float float_down(float x)
+{
+    if (x == 0)
+        return -FLT_TRUE_MIN;
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    b += x > 0 ? (uint32_t)-1 : 1u;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+static float float_up(float x)
+{
+    return -float_down(-x);
+}
+
+/* Copies tree node v into mb->node in preorder (left child next, right
+ * child at .right), following the member's own features through their
+ * splits. Returns false when out of memory. */
+static bool specialize(const kace_trees *t, int v, const float *own_f, kace_member_bound *mb, int *cap)
+{
+    const kace_tree_node *nd = &t->node[v];
+    while (nd->left >= 0 && own_feature(nd->feature)) /* no NaN: x < threshold goes left */
+        nd = &t->node[own_f[nd->feature] < nd->threshold ? nd->left : nd->right];
+    if (mb->n_nodes == *cap) {
+        int grown = *cap ? 2 * *cap : 256;
+        kace_member_node *n = realloc(mb->node, (size_t)grown * sizeof *n);
+        if (!n)
+            return false;
+        mb->node = n;
+        *cap = grown;
+    }
+    int at = mb->n_nodes++;
+    mb->node[at].value = nd->threshold;
+    mb->node[at].feature = (int16_t)(nd->left < 0 ? -1 : nd->feature);
+    if (nd->left < 0)
+        return true;
+    if (!specialize(t, nd->left, own_f, mb, cap))
+        return false;
+    mb->node[at].right = mb->n_nodes;
+    return specialize(t, nd->right, own_f, mb, cap);
+}
+
+kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, const double *own,
+                                            kace_member_bound *mb)
+{
+    static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
+                                         KACE_M_MEM_THROUGHPUT};
+    memset(mb, 0, sizeof *mb);
+    double none[KACE_N_METRICS] = {0}, f[N_MEMBER];
+    contention_features(own, none, f);
+    const double *w = m->ridge_raw + 1;
+    mb->excl = own[KACE_M_EXCLUSIVE];
+    mb->own_memcap = own[KACE_M_MEMCAP];
+    mb->z_own = m->ridge_raw[0];
+    mb->mag_own = fabs(m->ridge_raw[0]);
+    for (int j = 0; j < N_MEMBER; j++)
+        if (own_feature(j)) {
+            mb->z_own += w[j] * f[j];
+            mb->mag_own += fabs(w[j] * f[j]);
+        }
+    for (int s = 0; s < 5; s++) {
+        mb->share[s] = own[share[s]];
+        mb->a[s] = w[5 + s] + w[10 + s] * own[share[s]] / 100;
+    }
+    mb->tree_const = m->trees.base_score;
+    mb->tree_const_mag = fabs(m->trees.base_score);
+    if (!m->trees.n_trees)
+        return KACE_OK;
+    float own_f[N_MEMBER];
+    for (int j = 0; j < N_MEMBER; j++)
+        own_f[j] = (float)f[j];
+    int cap = 0;
+    mb->active = malloc((size_t)m->trees.n_trees * sizeof *mb->active);
+    if (!mb->active)
+        goto nomem;
+    for (int i = 0; i < m->trees.n_trees; i++) {
+        int first = mb->n_nodes;
+        if (!specialize(&m->trees, m->trees.tree_root[i], own_f, mb, &cap))
+            goto nomem;
+        if (mb->node[first].feature < 0) { /* one leaf left: a constant */
+            mb->tree_const += mb->node[first].value;
+            mb->tree_const_mag += fabs(mb->node[first].value);
+            mb->n_nodes = first;
+        } else {
+            mb->active[mb->n_active++] = first;
+        }
+    }
+    return KACE_OK;
+nomem:
+    kace_slowdown_member_bound_release(mb);
+    return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+}
+
+void kace_slowdown_member_bound_release(kace_member_bound *mb)
+{
+    free(mb->node);
+    free(mb->active);
+    mb->node = NULL;
+    mb->active = NULL;
+    mb->n_nodes = mb->n_active = 0;
+}
+
+/* Highest leaf reachable from node i for features in [lo, hi]; a split
+ * sends x left when x < threshold. */
+static float reach_upper(const kace_member_node *node, int i, const float *lo, const float *hi)
+{
+    const kace_member_node *v = &node[i];
+    if (v->feature < 0)
+        return v->value;
+    bool left = lo[v->feature] < v->value, right = !(hi[v->feature] < v->value);
+    if (left && right) {
+        float l = reach_upper(node, i + 1, lo, hi), r = reach_upper(node, v->right, lo, hi);
+        return l > r ? l : r;
+    }
+    return reach_upper(node, left ? i + 1 : v->right, lo, hi);
+}
+
+double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                                  const double *other_hi)
+{
+    static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
+                                         KACE_M_MEM_THROUGHPUT};
+    const double *w = m->ridge_raw + 1;
+    /* The partner features at the box's two corners, as contention_features
+     * computes them. */
+    double flo[N_MEMBER], fhi[N_MEMBER];
+    for (int s = 0; s < 5; s++) {
+        double own = mb->share[s];
+        for (int e = 0; e < 2; e++) {
+            double other = (e ? other_hi : other_lo)[share[s]], *f = e ? fhi : flo;
+            f[5 + s] = other / 100;
+            f[10 + s] = own * other / 1e4;
+            f[15 + s] = (other / 100) / (own / 100 + other / 100 + 1e-3);
+        }
+    }
+    flo[22] = log1p(other_lo[KACE_M_THREADS]);
+    fhi[22] = log1p(other_hi[KACE_M_THREADS]);
+    flo[24] = other_lo[KACE_M_MEMCAP];
+    fhi[24] = other_hi[KACE_M_MEMCAP];
+    flo[25] = mb->own_memcap + other_lo[KACE_M_MEMCAP];
+    fhi[25] = mb->own_memcap + other_hi[KACE_M_MEMCAP];
+    /* Ridge; the slack covers rounding (the prediction sums in another
+     * order). */
+    double z = mb->z_own, mag = mb->mag_own;
+    for (int s = 0; s < 5; s++) {
+        z += share_term_max(mb->a[s], w[15 + s], mb->share[s] / 100 + 1e-3, flo[5 + s], fhi[5 + s]);
+        mag += fabs(w[5 + s] * fhi[5 + s]) + fabs(w[10 + s] * fhi[10 + s]) + fabs(w[15 + s]);
+    }
+    z += fmax(w[22] * flo[22], w[22] * fhi[22]); /* partners' threads: monotone */
+    /* Partners' memcap and the group's memcap: linear in the same sum. */
+    z += fmax(w[24] * flo[24] + w[25] * flo[25], w[24] * fhi[24] + w[25] * fhi[25]);
+    mag += fabs(w[22] * fhi[22]) + fabs(w[24] * fhi[24]) + fabs(w[25] * fhi[25]);
+    z += 1e-9 * mag + 1e-12;
+    double ridge = mb->excl * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
+    if (!m->trees.n_trees)
+        return ridge * (1 + 1e-9);
+    float lo[N_MEMBER], hi[N_MEMBER];
+    for (int j = 5; j < N_MEMBER; j++)
+        if (!own_feature(j)) {
+            lo[j] = float_down((float)flo[j]);
+            hi[j] = float_up((float)fhi[j]);
+        }
+    double t = mb->tree_const, tmag = mb->tree_const_mag;
+    for (int i = 0; i < mb->n_active; i++) {
+        float leaf = reach_upper(mb->node, mb->active[i], lo, hi);
+        t += leaf;
+        tmag += fabsf(leaf);
+    }
+    t += 1e-5 * tmag; /* the prediction sums the leaves in float */
+    double trees = mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
+    return ((1 - m->tree_weight) * ridge + m->tree_weight * trees) * (1 + 1e-9);
 }
 
 double kace_slowdown_member_upper(const kace_model *m, const double *own, const double *other_lo,
                                   const double *other_hi)
 {
-    double flo[N_MEMBER], fhi[N_MEMBER];
-    contention_features(own, other_lo, flo);
-    contention_features(own, other_hi, fhi);
-    /* Ridge: a linear function is largest at a corner of the box. The slack
-     * covers rounding (summation order differs from the exact prediction). */
-    double z = m->ridge_raw[0], mag = fabs(z);
-    for (int j = 0; j < N_MEMBER; j++) {
-        double a = m->ridge_raw[j + 1] * flo[j], b = m->ridge_raw[j + 1] * fhi[j];
-        z += a > b ? a : b;
-        mag += fabs(a) + fabs(b);
-    }
-    z += 1e-9 * mag + 1e-12;
-    double excl = own[KACE_M_EXCLUSIVE];
-    double ridge = excl * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
-    if (!m->trees.n_trees)
-        return ridge * (1 + 1e-9);
-    /* Trees: the best leaf each tree can reach inside the box (features
-     * widened by one float step on each side against rounding). */
-    float lo[N_MEMBER], hi[N_MEMBER];
-    for (int j = 0; j < N_MEMBER; j++) {
-        lo[j] = nextafterf((float)flo[j], -INFINITY);
-        hi[j] = nextafterf((float)fhi[j], INFINITY);
-    }
-    double t = m->trees.base_score, tmag = fabs(t);
-    for (int i = 0; i < m->trees.n_trees; i++) {
-        double leaf = tree_upper(&m->trees, m->trees.tree_root[i], lo, hi);
-        t += leaf;
-        tmag += fabs(leaf);
-    }
-    t += 1e-5 * tmag; /* the prediction sums the leaves in float */
-    double trees = excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
-    return ((1 - m->tree_weight) * ridge + m->tree_weight * trees) * (1 + 1e-9);
+    kace_member_bound mb;
+    if (kace_slowdown_member_bound_init(NULL, m, own, &mb))
+        return INFINITY; /* out of memory: no bound, still an upper one */
+    double b = kace_slowdown_member_bound(m, &mb, other_lo, other_hi);
+    kace_slowdown_member_bound_release(&mb);
+    return b;
 }
 
 int kace_slowdown_member_features(void)

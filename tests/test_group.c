@@ -9,6 +9,7 @@
 
 #include "kace/group.h"
 #include "kace/store.h"
+#include "model_internal.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;
@@ -128,6 +129,78 @@ static void test_equals_enumeration_on_random_pools(void **state)
     assert_true(scored_bb < scored_enum); /* the bounds do cut */
 }
 
+/* Larger pools at k = 4, where the search prunes by chunks of similar
+ * jobs: still exactly enumeration's group. */
+static void test_equals_enumeration_on_large_pools(void **state)
+{
+    (void)state;
+    size_t n_synth = ds->n_workloads - n_real;
+    for (int trial = 0; trial < 4; trial++) {
+        int pool[80];
+        for (size_t i = 0; i < 80; i++)
+            pool[i] = (int)(n_real + draw(n_synth));
+        int target = (int)draw(n_real);
+        while (!complete(target))
+            target = (int)draw(n_real);
+        kace_group_query q = {.target = target, .k = 4, .pool = pool, .n_pool = 60 + draw(21)};
+        q.gpu_memory_gb = trial % 2 ? 16 + (double)draw(8) : 0;
+        kace_group_result bb, en;
+        assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
+        assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+        assert_same(&bb, &en);
+        assert_true(bb.groups_scored * 4 < en.groups_scored);
+    }
+}
+
+/* The member bound the search prunes with: over a box spanning several
+ * real partner groups it is at least each of their predictions, and on a
+ * single group (a point box) it is close to the prediction itself. */
+static void test_member_bound_covers_predictions(void **state)
+{
+    (void)state;
+    int n_metric;
+    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    double worst_point = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        int member = (int)(n_real + draw(ds->n_workloads - n_real));
+        int groups[4][KACE_MAX_K], sizes[4];
+        double lo[KACE_N_METRICS], hi[KACE_N_METRICS];
+        for (int i = 0; i < KACE_N_METRICS; i++) {
+            lo[i] = INFINITY;
+            hi[i] = 0;
+        }
+        int n_groups = 1 + (int)draw(4);
+        for (int g = 0; g < n_groups; g++) {
+            sizes[g] = 2 + (int)draw(3);
+            groups[g][0] = member;
+            for (int i = 1; i < sizes[g]; i++)
+                groups[g][i] = (int)(n_real + draw(ds->n_workloads - n_real));
+            for (int j = 0; j < n_metric; j++) {
+                double sum = 0;
+                for (int i = 1; i < sizes[g]; i++)
+                    sum += ds->workloads[groups[g][i]].metric[metric[j]];
+                lo[metric[j]] = fmin(lo[metric[j]], sum * (1 - 1e-12));
+                hi[metric[j]] = fmax(hi[metric[j]], sum * (1 + 1e-12));
+            }
+        }
+        kace_member_bound mb;
+        assert_kace_ok(ctx, kace_slowdown_member_bound_init(ctx, model, ds->workloads[member].metric, &mb));
+        double bound = kace_slowdown_member_bound(model, &mb, lo, hi);
+        kace_slowdown_member_bound_release(&mb);
+        assert_true(bound == kace_slowdown_member_upper(model, ds->workloads[member].metric, lo, hi));
+        for (int g = 0; g < n_groups; g++) {
+            double sum, each[KACE_MAX_K];
+            assert_kace_ok(ctx, kace_slowdown_predict(ctx, model, ds, groups[g], sizes[g], &sum, NULL, each));
+            if (!(each[0] <= bound))
+                fail_msg("member prediction %.17g above its bound %.17g", each[0], bound);
+            if (n_groups == 1)
+                worst_point = fmax(worst_point, bound / each[0]);
+        }
+    }
+    printf("point boxes: bound / prediction at most %.6f\n", worst_point);
+    assert_true(worst_point > 1 && worst_point < 1.01);
+}
+
 /* The memory cap holds even when the best unconstrained group does not fit:
  * the search returns the best group that does, never one over the cap. */
 static void test_memory_cap_is_never_exceeded(void **state)
@@ -208,6 +281,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equals_enumeration_on_random_pools),
+        cmocka_unit_test(test_equals_enumeration_on_large_pools),
+        cmocka_unit_test(test_member_bound_covers_predictions),
         cmocka_unit_test(test_memory_cap_is_never_exceeded),
         cmocka_unit_test(test_filter_restricts_the_choice),
         cmocka_unit_test(test_bad_queries),
