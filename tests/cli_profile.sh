@@ -103,6 +103,22 @@ else
 fi
 before=$(fingerprint)
 
+# 6. kace import-cupti: a recording made outside kace profile (Slurm's
+#    --kace-profile): a broken one names its line and stores nothing; a good
+#    one stores the kernel metrics of all its kernels.
+printf 'kace-cupti 1\nkernel 1 2 x\n' >"$SCRATCH/broken.cupti"
+expect import-cupti-broken nonzero "broken.cupti:2:" -- "$KACE" import-cupti --db "$DB" --workload c_batch1-inf \
+    "$SCRATCH/broken.cupti"
+expect import-cupti-usage 2 "--workload W is required" -- "$KACE" import-cupti --db "$DB" "$SCRATCH/recording.txt"
+if "$KACE" import-cupti --db "$DB" --workload c_batch1-inf "$SCRATCH/recording.txt" >"$SCRATCH/ic.out" 2>&1; then
+    [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                        WHERE w.name='c_batch1-inf' AND p.value IS NOT NULL")" = 11 ] ||
+        fail "import-cupti: expected 11 kernel metrics: $(cat "$SCRATCH/ic.out")"
+else
+    fail "import-cupti: $(cat "$SCRATCH/ic.out")"
+fi
+before=$(fingerprint)
+
 # 4. SIGINT while a workload that ignores SIGTERM runs: kace ends its group and says so.
 token="kace-cli-profile-$$"
 "$KACE" profile --db "$DB" --timeout 60 --name w -- "$WORKER" ignore-term 1000 1000 "$token" \
