@@ -41,6 +41,7 @@ int cmd_slurm(int argc, char **argv);
 int cmd_workload(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_campaign(int argc, char **argv);
+int cmd_import_cupti(int argc, char **argv);
 
 /* Imports every reference file under dir (profiles first, splits last);
  * all files are parsed before anything is stored. */

@@ -71,26 +71,6 @@ static void split_fill(int k, int i, int left, int *p, int *out, size_t *n)
     }
 }
 
-/* Every partitions_* campaign in the store as grids over ds's workloads. */
-static kace_status load_grids(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_grid **grids,
-                              size_t *n)
-{
-    kace_set_info *sets = NULL;
-    size_t n_sets = 0;
-    kace_status st = kace_store_list_sets(ctx, store, &sets, &n_sets);
-    int campaign = 0;
-    for (size_t i = 0; i < n_sets && !st; i++) {
-        if (strncmp(sets[i].name, "partitions_", 11) != 0 || sets[i].k != 2)
-            continue;
-        kace_dataset *camp = NULL;
-        if (!(st = kace_store_load_dataset(ctx, store, sets[i].name, true, &camp)))
-            st = kace_split_grids_collect(ctx, camp, ds, campaign++, grids, n);
-        kace_dataset_free(&camp);
-    }
-    free(sets);
-    return st;
-}
-
 int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, const int *group, int k,
                       const char *policy, double ls_target)
 {
@@ -111,7 +91,7 @@ int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, 
         goal.policy = KACE_SPLIT_LATENCY;
     else
         return cli_usage("predict", "--policy must be max-sum, max-min or latency");
-    if ((st = load_grids(ctx, store, ds, &grids, &n_grids))) {
+    if ((st = kace_split_grids_load(ctx, store, ds, &grids, &n_grids))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -325,7 +305,7 @@ static int eval_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds,
     int rc = -1;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    kace_status st = load_grids(ctx, store, ds, &grids, &n_grids);
+    kace_status st = kace_split_grids_load(ctx, store, ds, &grids, &n_grids);
     if (!st)
         st = kace_split_evaluate(ctx, ds, grids, n_grids, &e);
     if (st) {

@@ -3,7 +3,8 @@
  * Runs one workload alone on the GPU with the CUPTI injection library
  * (libkace_cupti.so) and the NVML sampler, measures its exclusive throughput
  * from its progress records, and stores its profile (kernel metrics, system
- * metrics, exclusive throughput) in one store transaction. */
+ * metrics, exclusive throughput) and the command in one store transaction,
+ * so that `kace measure` can run the workload without `kace workload add`. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -94,8 +95,8 @@ static void usage(FILE *f)
                "                    [--cupti LIB] [--keep-recording FILE] -- COMMAND [ARG...]\n"
                "Runs COMMAND alone on the GPU and stores workload W's profile: the six kernel metrics (CUPTI),\n"
                "sm%%, mem%%, memcap, power, SM clock, PCIe (NVML) and exclusive throughput (samples/s, from the\n"
-               "progress records of docs/progress-protocol.md). Defaults: warm-up 10 s, window 30 s, timeout\n"
-               "warm-up + window + 120 s.\n");
+               "progress records of docs/progress-protocol.md), and COMMAND as W's command for kace measure.\n"
+               "Defaults: warm-up 10 s, window 30 s, timeout warm-up + window + 120 s.\n");
 }
 
 /* Prints the end of a workload's stderr, indented. */
@@ -294,12 +295,12 @@ int cmd_profile(int argc, char **argv)
     kace_source src = {kace_nvml_device_name(smp.nvml)[0] ? kace_nvml_device_name(smp.nvml) : NULL, "kace-profile",
                        date};
     kace_import_stats stats;
-    if ((st = kace_store_import(ctx, store, batch, &src, &stats))) {
+    if ((st = kace_store_add_profile(ctx, store, batch, &src, name, argv + optind, &stats))) {
         cli_error(ctx, st);
         goto done;
     }
     printf("%s: %.4g samples/s (sd %.3g, %.1f s window), sm%% %.1f, mem%% %.1f, memcap %.2f GB; %zu kernels "
-           "(%zu with counters, %.0f%% of kernel time); stored in %s\n",
+           "(%zu with counters, %.0f%% of kernel time); stored with its command in %s\n",
            name, res.throughput.samples_per_s, res.throughput.sd, res.throughput.window_s,
            kace_gpu_stats_mean(&smp.steady, KACE_GPU_SM_PCT), kace_gpu_stats_mean(&smp.steady, KACE_GPU_MEM_PCT),
            smp.all.peak_mem_mib / 1024.0, ks.n_kernels, ks.n_with_counters, 100 * ks.counter_time_share, db);

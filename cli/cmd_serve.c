@@ -135,6 +135,41 @@ static void release(held_advisor *h)
     }
 }
 
+/* The MPS split model of /v1/mps-split, fitted once per load on the store's
+ * partitions_* campaigns. No campaigns, or too few measured cells with
+ * complete profiles, is not an error: the endpoint then uses its profile
+ * rule, and note says which it is. */
+static kace_status fit_split_model(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_model **out,
+                                   size_t *n_grids, char *note, size_t note_size)
+{
+    kace_split_grid *grids = NULL;
+    size_t *rows = NULL;
+    kace_status st = kace_split_grids_load(ctx, store, ds, &grids, n_grids);
+    if (st)
+        return st;
+    if (*n_grids == 0) {
+        snprintf(note, note_size, "mps-split: no partitions_* campaigns in the store, advising by the profile rule");
+        return KACE_OK;
+    }
+    if (!(rows = malloc(*n_grids * sizeof *rows))) {
+        free(grids);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < *n_grids; i++)
+        rows[i] = i;
+    st = kace_split_fit(ctx, ds, grids, rows, *n_grids, 0, out);
+    if (st == KACE_ERR_MODEL) { /* too few usable cells */
+        snprintf(note, note_size, "mps-split: advising by the profile rule (%s)", kace_errmsg(ctx));
+        *n_grids = 0;
+        st = KACE_OK;
+    } else if (!st) {
+        snprintf(note, note_size, "mps-split: split model fitted on %zu measured grids", *n_grids);
+    }
+    free(rows);
+    free(grids);
+    return st;
+}
+
 /* Loads dataset and model; on success swaps them in. Requests in progress
  * keep the advisor they started with. */
 static kace_status load(kace_ctx *ctx, server *s)
@@ -147,16 +182,23 @@ static kace_status load(kace_ctx *ctx, server *s)
     kace_status st;
     if (!db_stamp.exists)
         return kace_fail(ctx, KACE_ERR_IO, "%s: no such store (kace import first)", s->db);
+    kace_split_model *split = NULL;
+    size_t n_grids = 0;
+    char split_note[256] = "";
     if ((st = kace_store_open(ctx, s->db, &store)) || (st = kace_store_load_dataset(ctx, store, NULL, false, &ds)) ||
         (st = s->model_file ? kace_model_load(ctx, s->model_file, &m)
                             : kace_store_load_model(ctx, store, s->model_name, &m)) ||
+        (st = fit_split_model(ctx, store, ds, &split, &n_grids, split_note, sizeof split_note)) ||
         (st = kace_advisor_new(ctx, &ds, &m, &s->options, &adv))) {
         kace_dataset_free(&ds);
         kace_model_free(&m);
+        kace_split_model_free(&split);
         kace_store_close(&store);
         return st;
     }
     kace_store_close(&store);
+    kace_advisor_set_split_model(adv, &split, n_grids);
+    say(s, "%s", split_note);
     held_advisor *h = malloc(sizeof *h);
     if (!h) {
         kace_advisor_free(&adv);

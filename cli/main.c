@@ -29,6 +29,7 @@ static const command commands[] = {
     {"workload", cmd_workload, "register the command that runs a workload (kace workload add NAME -- CMD...)"},
     {"measure", cmd_measure, "run workloads together under MPS (or time-slicing) and record their throughput"},
     {"campaign", cmd_campaign, "measure a plan of colocations (pairs, triples, MPS splits), resumably"},
+    {"import-cupti", cmd_import_cupti, "import a libkace_cupti.so kernel recording (e.g. from Slurm's --kace-profile)"},
 };
 
 static void usage(FILE *f)

@@ -3,7 +3,9 @@
  *
  * Input: the first byte picks the route (modulo the JSON routes), the rest
  * is the request body. The advisor is built once from made-up workloads and
- * a slowdown model fitted on made-up colocations (ridge only, fast).
+ * a slowdown model fitted on made-up colocations (ridge only, fast), with a
+ * split model fitted on made-up split grids; workload e has no
+ * exclusive_by_mps profile, so /v1/mps-split with e takes the profile rule.
  *
  * Checks, beyond the sanitizers:
  *  - there is always a reply body, and it is valid JSON;
@@ -34,8 +36,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
     FUZZ_CHECK(ctx && kace_dataset_new(ctx, &ds) == KACE_OK, "dataset");
-    static const char *const names[] = {"a_batch1-inf", "b_batch2-train", "c_batch4-inf", "d_batch8-train"};
-    for (int w = 0; w < 4; w++) {
+    static const char *const names[] = {"a_batch1-inf", "b_batch2-train", "c_batch4-inf", "d_batch8-train",
+                                        "e_batch16-inf"};
+    for (int w = 0; w < 5; w++) {
         int idx;
         FUZZ_CHECK(kace_dataset_intern(ctx, ds, names[w], &idx) == KACE_OK, "intern");
         for (int k = 0; k < KACE_N_METRICS; k++)
@@ -44,6 +47,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
             ds->workloads[idx].metric[KACE_M_EXCLUSIVE_MPS10 + p] = (10.0 + w) * (p + 1) / 10.0;
         ds->workloads[idx].metric[KACE_M_EXCLUSIVE] = 10.0 + w;
     }
+    for (int p = 0; p < 10; p++)
+        ds->workloads[4].metric[KACE_M_EXCLUSIVE_MPS10 + p] = NAN;
     int pairs[][2] = {{0, 1}, {0, 2}, {1, 2}, {0, 3}, {1, 3}, {2, 3}, {0, 0}, {3, 3}};
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
         kace_colocation c = {.k = 2, .workload = {pairs[i][0], pairs[i][1]}, .mps_pct = {100, 100}};
@@ -57,7 +62,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     spec.slowdown.tree_weight = 0;
     spec.slowdown.ridge_alpha = 1;
     FUZZ_CHECK(kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m) == KACE_OK, "fit: %s", kace_errmsg(ctx));
+    /* made-up split grids of every pair of a..d: each member keeps a share
+     * of its exclusive throughput at its percentage that varies by split */
+    kace_split_grid grids[6];
+    size_t rows[6], n_grids = 0;
+    for (int x = 0; x < 4; x++)
+        for (int y = x + 1; y < 4; y++, n_grids++) {
+            kace_split_grid *g = &grids[n_grids];
+            *g = (kace_split_grid){.workload = {x, y}};
+            for (int sp = 0; sp < KACE_SPLIT_GRID; sp++)
+                for (int i = 0; i < 2; i++) {
+                    int pct = kace_split_grid_pct(sp, i);
+                    g->thr[sp][i] = (10.0 + g->workload[i]) * pct / 100.0 * (0.6 + 0.03 * sp + 0.05 * i + 0.02 * x);
+                }
+            rows[n_grids] = n_grids;
+        }
+    kace_split_model *split = NULL;
+    FUZZ_CHECK(kace_split_fit(ctx, ds, grids, rows, n_grids, 0, &split) == KACE_OK, "split fit: %s", kace_errmsg(ctx));
     FUZZ_CHECK(kace_advisor_new(ctx, &ds, &m, NULL, &advisor) == KACE_OK, "advisor: %s", kace_errmsg(ctx));
+    kace_advisor_set_split_model(advisor, &split, n_grids);
     kace_ctx_free(&ctx);
     return 0;
 }

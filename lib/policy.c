@@ -148,6 +148,7 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
         goto done;
     }
     size_t n = 0;
+    bool slowdown = kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN;
     for (size_t i = 0; i < n_cand; i++) {
         int w = among ? among[i] : (int)i;
         if (w < 0 || (size_t)w >= ds->n_workloads) {
@@ -163,12 +164,12 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
             continue;
         }
         int group[2] = {target, w};
-        if ((st = kace_features_group(ctx, ds, fs, group, 2, X + n * (size_t)fs->n)))
+        /* the slowdown model builds its own features per member */
+        if (!slowdown && (st = kace_features_group(ctx, ds, fs, group, 2, X + n * (size_t)fs->n)))
             goto done;
         who[n++] = w;
     }
     measured_pairs(ds, target, measured);
-    bool slowdown = kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN;
     if (n && !slowdown && (st = kace_model_predict(ctx, m, X, n, norm, pred)))
         goto done;
     for (size_t i = 0; i < n; i++) {

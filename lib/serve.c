@@ -89,9 +89,25 @@ void kace_advisor_free(kace_advisor **a)
     if (a && *a) {
         kace_dataset_free(&(*a)->ds);
         kace_model_free(&(*a)->m);
+        kace_split_model_free(&(*a)->split);
         free(*a);
         *a = NULL;
     }
+}
+
+void kace_advisor_set_split_model(kace_advisor *a, kace_split_model **split, size_t n_grids)
+{
+    kace_split_model_free(&a->split);
+    a->split = *split;
+    a->split_grids = a->split ? n_grids : 0;
+    *split = NULL;
+}
+
+const kace_split_model *kace_advisor_split_model(const kace_advisor *a, size_t *n_grids)
+{
+    if (n_grids)
+        *n_grids = a->split_grids;
+    return a->split;
 }
 
 const kace_dataset *kace_advisor_dataset(const kace_advisor *a)
@@ -292,9 +308,16 @@ static kace_status require(kace_ctx *ctx, const cJSON *obj, const char *field, c
     return KACE_OK;
 }
 
+/* Written with one "%.17g" (exact round trip) as a raw JSON value: cJSON's
+ * own number printing tries "%1.15g", reads it back with sscanf and often
+ * prints "%1.17g" too, which was a fifth of a partner ranking's time. */
 cJSON *kace_serve_add_number(cJSON *obj, const char *name, double v)
 {
-    return isfinite(v) ? cJSON_AddNumberToObject(obj, name, v) : cJSON_AddNullToObject(obj, name);
+    if (!isfinite(v))
+        return cJSON_AddNullToObject(obj, name);
+    char text[32];
+    snprintf(text, sizeof text, "%.17g", v);
+    return cJSON_AddRawToObject(obj, name, text);
 }
 
 static cJSON *add_names(cJSON *obj, const char *field, const kace_dataset *ds, const int *w, int n)
@@ -590,21 +613,30 @@ static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSO
 
 /* ---- MPS split --------------------------------------------------------------
  *
- * No split model is in the library yet; the advice rests on what the
- * published partition campaigns show: with the GPU split between clients
- * (percentages adding up to 100), each one keeps 96-99% (median, per share)
- * of what it achieves alone at its share, against 86% when both run at 100%.
- * So under a split p, member i is predicted to keep
- *     exclusive(i) * exclusive_mps<p>(i) / exclusive_mps100(i)
- * (its exclusive_by_mps_pct curve, scaled to its exclusive throughput), and
- * "no split" (everyone at 100%) is predicted by the model. Candidates are the
- * percentages 10..90 in steps of 10 that add up to 100, plus "no split".
- * tests/test_serve.c scores the advice on the partition campaigns. */
+ * Candidates: every split of the GPU in 10% steps (each member >= 10%,
+ * adding up to 100), then "no split" (everyone at 100%). Each candidate's
+ * per-member throughput is predicted by
+ *  - the advisor's split model (include/kace/split.h, fitted at load on the
+ *    store's partitions_* campaigns) when it has one and every member has the
+ *    profile it reads: "method": "split-model";
+ *  - otherwise the profile rule, the documented fallback: the published
+ *    partition campaigns show that with the GPU split between clients each
+ *    one keeps 96-99% (median, per share) of what it achieves alone at its
+ *    share, against 86% when both run at 100%, so member i at p% is predicted
+ *    at exclusive(i) * exclusive_mps<p>(i) / exclusive_mps100(i), and "no
+ *    split" by the slowdown model: "method": "mps-profile".
+ * The advice is the candidate with the best kace_split_value under the
+ * request's policy (max-sum, max-min, or latency: member ls_member keeps
+ * ls_target of its exclusive throughput, asked of the split model with its
+ * over-prediction margin) among those that keep every member's
+ * min_fraction; ties go to the earlier candidate, as in kace_split_advise.
+ * tests/test_serve.c checks the choice against kace_split_advise and scores
+ * the rule on the partition campaigns. */
 
 typedef struct split_candidate {
     int pct[KACE_MAX_K];
     double predicted[KACE_MAX_K];
-    double sum, normalized;
+    double sum, normalized, value;
     bool feasible; /* every member keeps its min_fraction */
 } split_candidate;
 
@@ -624,14 +656,44 @@ static void enumerate_splits(int k, int at, int left, int *pct, split_candidate 
     }
 }
 
+/* The request's policy and its latency target. */
+static kace_status parse_split_goal(kace_ctx *ctx, const cJSON *req, int k, kace_split_goal *goal)
+{
+    const cJSON *policy = cJSON_GetObjectItem(req, "policy"), *target = cJSON_GetObjectItem(req, "ls_target"),
+                *member = cJSON_GetObjectItem(req, "ls_member");
+    *goal = (kace_split_goal){.policy = KACE_SPLIT_MAX_SUM, .ls_member = 0, .ls_target = 0.8};
+    if (policy && !cJSON_IsNull(policy)) {
+        int p = KACE_SPLIT_N_POLICIES;
+        if (cJSON_IsString(policy))
+            for (p = 0; p < KACE_SPLIT_N_POLICIES; p++)
+                if (strcmp(policy->valuestring, kace_split_policy_name((kace_split_policy)p)) == 0)
+                    break;
+        if (p == KACE_SPLIT_N_POLICIES)
+            return kace_fail(ctx, KACE_ERR_INVALID, "policy must be \"max-sum\", \"max-min\" or \"latency\"");
+        goal->policy = (kace_split_policy)p;
+    }
+    if (target && !cJSON_IsNull(target)) {
+        if (!cJSON_IsNumber(target) || !(target->valuedouble > 0 && target->valuedouble <= 1))
+            return kace_fail(ctx, KACE_ERR_INVALID, "ls_target must be a number in (0, 1]");
+        goal->ls_target = target->valuedouble;
+    }
+    if (member && !cJSON_IsNull(member)) {
+        if (!cJSON_IsNumber(member) || member->valuedouble != floor(member->valuedouble) ||
+            !(member->valuedouble >= 0 && member->valuedouble < k))
+            return kace_fail(ctx, KACE_ERR_INVALID, "ls_member must be an index into workloads (0..%d)", k - 1);
+        goal->ls_member = (int)member->valuedouble;
+    }
+    return KACE_OK;
+}
+
 static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
                                     const char **decision)
 {
-    static const char *const known[] = {"workloads", "min_fraction", "objective", NULL};
-    const cJSON *list, *minf = cJSON_GetObjectItem(req, "min_fraction"), *objective = cJSON_GetObjectItem(req, "objective");
+    static const char *const known[] = {"workloads", "min_fraction", "policy", "ls_target", "ls_member", NULL};
+    const cJSON *list, *minf = cJSON_GetObjectItem(req, "min_fraction");
     int group[KACE_MAX_K], k = 0;
-    double min_fraction[KACE_MAX_K] = {0};
-    bool by_sum = false;
+    double min_fraction[KACE_MAX_K] = {0}, exclusive[KACE_MAX_K];
+    kace_split_goal goal;
     kace_status st;
     if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "workloads", &list)) ||
         (st = kace_serve_workload_list(ctx, a, list, "workloads", KACE_MAX_K, group, &k)))
@@ -639,12 +701,8 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
     if (k < 2)
         return kace_fail(ctx, KACE_ERR_INVALID, "workloads must name 2..%d workloads to split a GPU between",
                          KACE_MAX_K);
-    if (objective && !cJSON_IsNull(objective)) {
-        if (!cJSON_IsString(objective) ||
-            (strcmp(objective->valuestring, "normalized") != 0 && strcmp(objective->valuestring, "sum") != 0))
-            return kace_fail(ctx, KACE_ERR_INVALID, "objective must be \"normalized\" or \"sum\"");
-        by_sum = strcmp(objective->valuestring, "sum") == 0;
-    }
+    if ((st = parse_split_goal(ctx, req, k, &goal)))
+        return st;
     if (minf && !cJSON_IsNull(minf)) {
         if (!cJSON_IsArray(minf) || cJSON_GetArraySize(minf) != k)
             return kace_fail(ctx, KACE_ERR_INVALID, "min_fraction must be an array of %d numbers in [0, 1]", k);
@@ -655,17 +713,24 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
             min_fraction[i] = it->valuedouble;
         }
     }
-    /* "no split" needs the model; without a full profile it is left out */
+    for (int i = 0; i < k; i++) {
+        exclusive[i] = exclusive_of(a, group[i]);
+        if (!(exclusive[i] > 0))
+            return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
+                             a->ds->workloads[group[i]].name);
+    }
+    bool by_model = a->split != NULL;
+    for (int i = 0; by_model && i < k; i++)
+        by_model = kace_split_workload_ok(a->ds, group[i]);
+    /* The rule's "no split" needs the slowdown model; without a full profile
+     * it is left out. The split model predicts 100/100 itself. */
     double sum, conf = NAN, member[KACE_MAX_K];
-    bool no_split = kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN;
-    if (no_split && predict_group(ctx, a, group, k, &sum, &conf, member) != KACE_OK) {
+    bool no_split = by_model || kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN;
+    if (!by_model && no_split && predict_group(ctx, a, group, k, &sum, &conf, member) != KACE_OK) {
         no_split = false;
         conf = NAN;
     }
-    for (int i = 0; i < k; i++)
-        if (!(exclusive_of(a, group[i]) > 0))
-            return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
-                             a->ds->workloads[group[i]].name);
+    double need = by_model ? kace_split_model_overshoot(a->split) : 1.0;
 
     enum { MAX_SPLITS = 128 }; /* compositions of 10 into k >= 2 parts: at most 126 */
     split_candidate *cand = calloc(MAX_SPLITS + 1, sizeof *cand);
@@ -683,20 +748,27 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
     for (int c = 0; arr && c < n; c++) {
         split_candidate *s = &cand[c];
         bool complete = true;
+        if (by_model) {
+            if ((st = kace_split_predict(ctx, a->split, a->ds, group, k, s->pct, s->predicted)))
+                break;
+        } else {
+            for (int i = 0; i < k; i++) {
+                const kace_workload *w = &a->ds->workloads[group[i]];
+                double at_share = w->metric[KACE_M_EXCLUSIVE_MPS10 + s->pct[i] / 10 - 1];
+                s->predicted[i] = no_split && c == n - 1 ? member[i]
+                                                         : exclusive[i] * at_share / w->metric[KACE_M_EXCLUSIVE_MPS100];
+            }
+        }
         s->feasible = true;
         for (int i = 0; i < k; i++) {
-            const kace_workload *w = &a->ds->workloads[group[i]];
-            double at_share = w->metric[KACE_M_EXCLUSIVE_MPS10 + s->pct[i] / 10 - 1];
-            s->predicted[i] = no_split && c == n - 1
-                                  ? member[i]
-                                  : w->metric[KACE_M_EXCLUSIVE] * at_share / w->metric[KACE_M_EXCLUSIVE_MPS100];
             complete &= isfinite(s->predicted[i]);
             s->sum += s->predicted[i];
-            s->normalized += s->predicted[i] / exclusive_of(a, group[i]);
-            s->feasible &= s->predicted[i] / exclusive_of(a, group[i]) >= min_fraction[i];
+            s->normalized += s->predicted[i] / exclusive[i];
+            s->feasible &= s->predicted[i] / exclusive[i] >= min_fraction[i];
         }
         if (!complete) /* no exclusive_mps profile at one of the percentages */
             continue;
+        s->value = kace_split_value(&goal, s->predicted, exclusive, k, need);
         kept++;
         cJSON *o = cJSON_CreateObject();
         if (!cJSON_AddItemToArray(arr, o))
@@ -705,25 +777,37 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
         cJSON_AddItemToObject(o, "predicted", cJSON_CreateDoubleArray(s->predicted, k));
         kace_serve_add_number(o, "predicted_sum", s->sum);
         kace_serve_add_number(o, "normalized", s->normalized);
+        kace_serve_add_number(o, "value", s->value);
         cJSON_AddBoolToObject(o, "feasible", s->feasible);
-        double score = by_sum ? s->sum : s->normalized;
-        if (s->feasible && (best < 0 || score > (by_sum ? cand[best].sum : cand[best].normalized)))
+        if (s->feasible && (best < 0 || s->value > cand[best].value))
             best = c;
     }
+    if (st) {
+        cJSON_Delete(arr);
+        free(cand);
+        return st;
+    }
     add_names(out, "workloads", a->ds, group, k);
+    cJSON_AddStringToObject(out, "policy", kace_split_policy_name(goal.policy));
+    cJSON_AddStringToObject(out, "method", by_model ? "split-model" : "mps-profile");
+    if (goal.policy == KACE_SPLIT_LATENCY) {
+        cJSON_AddNumberToObject(out, "ls_member", goal.ls_member);
+        cJSON_AddNumberToObject(out, "ls_target", goal.ls_target);
+        cJSON_AddNumberToObject(out, "ls_margin", need);
+    }
     if (best >= 0) {
         cJSON_AddItemToObject(out, "split", cJSON_CreateIntArray(cand[best].pct, k));
         cJSON_AddItemToObject(out, "predicted", cJSON_CreateDoubleArray(cand[best].predicted, k));
         kace_serve_add_number(out, "predicted_sum", cand[best].sum);
         kace_serve_add_number(out, "normalized", cand[best].normalized);
-        *decision = no_split && best == n - 1 ? kace_advisor_policy(a) : "mps-profile";
+        kace_serve_add_number(out, "value", cand[best].value);
+        *decision = by_model ? "split-model" : no_split && best == n - 1 ? kace_advisor_policy(a) : "mps-profile";
     } else {
         cJSON_AddNullToObject(out, "split");
         cJSON_AddStringToObject(out, "reason", kept ? "no split keeps every member's min_fraction"
                                                     : "no exclusive_by_mps_pct profile for these workloads");
         *decision = "none";
     }
-    cJSON_AddStringToObject(out, "objective", by_sum ? "sum" : "normalized");
     kace_serve_add_number(out, "confidence", conf);
     cJSON_AddItemToObject(out, "candidates", arr);
     free(cand);
@@ -803,6 +887,8 @@ static kace_status handle_health(const kace_advisor *a, cJSON *out)
     cJSON_AddStringToObject(out, "model", model_kind_name(a->m));
     cJSON_AddNumberToObject(out, "workloads", (double)a->ds->n_workloads);
     cJSON_AddNumberToObject(out, "colocations", (double)a->ds->n_colocations);
+    cJSON_AddStringToObject(out, "mps_split", a->split ? "split-model" : "mps-profile");
+    cJSON_AddNumberToObject(out, "split_grids", (double)a->split_grids);
     return KACE_OK;
 }
 

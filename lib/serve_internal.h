@@ -11,6 +11,8 @@ struct kace_advisor {
     kace_dataset *ds;
     kace_model *m;
     kace_advisor_options opt;
+    kace_split_model *split; /* NULL: /v1/mps-split uses the profile rule */
+    size_t split_grids;      /* grids the split model was fitted on */
 };
 
 /* Parses a request body that must be one JSON object (nothing after it).

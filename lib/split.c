@@ -158,6 +158,32 @@ kace_status kace_split_grids_collect(kace_ctx *ctx, const kace_dataset *from, co
     return KACE_OK;
 }
 
+kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_grid **grids,
+                                  size_t *n)
+{
+    *grids = NULL;
+    *n = 0;
+    kace_set_info *sets = NULL;
+    size_t n_sets = 0;
+    kace_status st = kace_store_list_sets(ctx, store, &sets, &n_sets);
+    int campaign = 0;
+    for (size_t i = 0; i < n_sets && !st; i++) {
+        if (strncmp(sets[i].name, "partitions_", 11) != 0 || sets[i].k != 2)
+            continue;
+        kace_dataset *camp = NULL;
+        if (!(st = kace_store_load_dataset(ctx, store, sets[i].name, true, &camp)))
+            st = kace_split_grids_collect(ctx, camp, ds, campaign++, grids, n);
+        kace_dataset_free(&camp);
+    }
+    free(sets);
+    if (st) {
+        free(*grids);
+        *grids = NULL;
+        *n = 0;
+    }
+    return st;
+}
+
 void kace_split_model_free(kace_split_model **m)
 {
     if (m) {

@@ -862,6 +862,21 @@ done:
     return st;
 }
 
+kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *s, const kace_import_batch *batch,
+                                   const kace_source *source, const char *workload, char *const *argv,
+                                   kace_import_stats *stats)
+{
+    kace_status st = kace_store_begin(ctx, s);
+    if (st)
+        return st;
+    if ((st = kace_store_import(ctx, s, batch, source, stats)) ||
+        (st = kace_store_set_command(ctx, s, workload, argv)) || (st = kace_store_commit(ctx, s))) {
+        kace_store_rollback(s);
+        return st;
+    }
+    return KACE_OK;
+}
+
 kace_status kace_store_get_command(kace_ctx *ctx, kace_store *s, const char *workload, char ***argv_out)
 {
     *argv_out = NULL;

@@ -4,9 +4,21 @@
  *                        salloc and srun the name goes into the job control
  *                        environment (SPANK_KACE_WORKLOAD), where
  *                        job_submit/kace reads it to place the job.
- *  --kace-profile        run the job under kace's profiler: sets
- *                        KACE_PROFILE=1 and, when plugstack.conf gives
- *                        profiler=PATH, CUDA_INJECTION64_PATH=PATH.
+ *  --kace-profile        record the job's CUDA kernels with kace's CUPTI
+ *                        injection library: every task gets
+ *                        CUDA_INJECTION64_PATH=<profiler=PATH of
+ *                        plugstack.conf, libkace_cupti.so> and
+ *                        KACE_CUPTI_OUTPUT=<profile_dir>/kace-<job>.<step>.<task>.cupti
+ *                        (profile_dir=DIR of plugstack.conf, else the job's
+ *                        submit directory), plus KACE_PROFILE=1. The CUDA
+ *                        driver loads the library into every CUDA process of
+ *                        the task, unchanged; `kace import-cupti --workload W
+ *                        FILE` stores the recording's kernel metrics after
+ *                        the job. The task itself is not wrapped: a SPANK
+ *                        plugin cannot replace the program slurmstepd
+ *                        executes, so exclusive throughput and NVML metrics
+ *                        (which need `kace profile` to run the program alone
+ *                        and read its progress) are not collected.
  *
  * On the node (slurmstepd), every task gets KACE_WORKLOAD and the MPS share
  * kace chose as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. job_submit/kace encodes
@@ -16,10 +28,13 @@
  * shards_per_gpu=N.
  */
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <slurm/slurm.h>
 #include <slurm/spank.h>
 
 SPANK_PLUGIN(kace, 1);
@@ -29,6 +44,7 @@ SPANK_PLUGIN(kace, 1);
 static char workload[NAME_MAX_LEN];
 static int profile;
 static char profiler[1024];
+static char profile_dir[1024];
 static long shards_per_gpu;
 
 static int workload_option(int val, const char *optarg, int remote)
@@ -62,7 +78,8 @@ static struct spank_option options[] = {
     {"kace-workload", "NAME", "Workload of this job as kace knows it (kace info lists them); job_submit/kace "
                               "places the job on the shared GPU where it is predicted to run best",
      1, 0, workload_option},
-    {"kace-profile", NULL, "Run the job under kace's profiler", 0, 0, profile_option},
+    {"kace-profile", NULL, "Record the job's CUDA kernels with kace's CUPTI library (kace import-cupti stores them)",
+     0, 0, profile_option},
     SPANK_OPTIONS_TABLE_END};
 
 static int parse_args(int ac, char **av)
@@ -70,6 +87,8 @@ static int parse_args(int ac, char **av)
     for (int i = 0; i < ac; i++) {
         if (strncmp(av[i], "profiler=", 9) == 0) {
             snprintf(profiler, sizeof profiler, "%s", av[i] + 9);
+        } else if (strncmp(av[i], "profile_dir=", 12) == 0) {
+            snprintf(profile_dir, sizeof profile_dir, "%s", av[i] + 12);
         } else if (strncmp(av[i], "shards_per_gpu=", 15) == 0) {
             char *end;
             shards_per_gpu = strtol(av[i] + 15, &end, 10);
@@ -78,7 +97,7 @@ static int parse_args(int ac, char **av)
                 return -1;
             }
         } else {
-            slurm_error("kace: plugstack.conf: unknown argument '%s' (expected profiler=PATH, shards_per_gpu=N)",
+            slurm_error("kace: plugstack.conf: unknown argument '%s' (expected profiler=PATH, profile_dir=DIR, shards_per_gpu=N)",
                         av[i]);
             return -1;
         }
@@ -127,6 +146,41 @@ static int chosen_share(spank_t sp)
     return 0;
 }
 
+/* --kace-profile on the node: point the CUDA driver at the injection
+ * library and the library at a recording file of its own for this task.
+ * Without a readable library the task runs unprofiled (and says why in the
+ * job's log): a missing CUDA_INJECTION64_PATH target would make CUDA fail. */
+static void setup_profile(spank_t sp)
+{
+    spank_setenv(sp, "KACE_PROFILE", "1", 1);
+    if (!profiler[0] || access(profiler, R_OK) != 0) {
+        slurm_error("kace: --kace-profile: no CUPTI library %s%s (plugstack.conf: profiler=PATH of "
+                    "libkace_cupti.so); the task runs without recording",
+                    profiler[0] ? "at " : "configured", profiler);
+        return;
+    }
+    char dir[1024] = "", path[1400];
+    if (profile_dir[0])
+        snprintf(dir, sizeof dir, "%s", profile_dir);
+    else if (spank_getenv(sp, "SLURM_SUBMIT_DIR", dir, sizeof dir) != ESPANK_SUCCESS)
+        snprintf(dir, sizeof dir, "/tmp");
+    uint32_t job = 0, step = 0, task = 0;
+    spank_get_item(sp, S_JOB_ID, &job);
+    spank_get_item(sp, S_JOB_STEPID, &step);
+    spank_get_item(sp, S_TASK_GLOBAL_ID, &task);
+    char step_name[16];
+    if (step == SLURM_BATCH_SCRIPT)
+        snprintf(step_name, sizeof step_name, "batch");
+    else if (step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP)
+        snprintf(step_name, sizeof step_name, "%s", step == SLURM_EXTERN_CONT ? "extern" : "interactive");
+    else
+        snprintf(step_name, sizeof step_name, "%u", step);
+    snprintf(path, sizeof path, "%s/kace-%u.%s.%u.cupti", dir, job, step_name, task);
+    if (spank_setenv(sp, "CUDA_INJECTION64_PATH", profiler, 1) != ESPANK_SUCCESS ||
+        spank_setenv(sp, "KACE_CUPTI_OUTPUT", path, 1) != ESPANK_SUCCESS)
+        slurm_error("kace: --kace-profile: cannot set the task's environment");
+}
+
 /* Node side: configure every task of the job. */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
@@ -141,10 +195,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (workload[0])
         spank_setenv(sp, "KACE_WORKLOAD", workload, 1);
-    if (profile) {
-        spank_setenv(sp, "KACE_PROFILE", "1", 1);
-        if (profiler[0])
-            spank_setenv(sp, "CUDA_INJECTION64_PATH", profiler, 1);
-    }
+    if (profile)
+        setup_profile(sp);
     return 0;
 }

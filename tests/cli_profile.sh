@@ -3,7 +3,8 @@
 # NVML library (tests/helpers/fake_nvml.c) the failure paths of a run: a
 # non-CUDA workload, a crash, a hang, an interrupt. Each ends with a clear
 # message, exit status != 0, the workload's process group gone and the store
-# unchanged.
+# unchanged. And one whole profile with a stand-in recording: the profile and
+# the profiled command are stored together.
 #
 #   bash cli_profile.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 set -u
@@ -70,6 +71,53 @@ expect hang nonzero "timeout" -- "$KACE" "${P[@]}" --timeout 1.5 --name w -- "$W
 expect missing-cmd nonzero "spawn-failed: cannot run" -- "$KACE" "${P[@]}" --name w -- /nonexistent/cmd
 KACE_CUPTI_LIBRARY=/nonexistent/libkace_cupti.so \
     expect no-cupti nonzero "CUPTI injection library" -- "$KACE" "${P[@]}" --name w -- true
+
+# 5. A whole profile without a GPU: a stand-in "CUDA program" writes a kernel
+#    recording where the CUPTI library would (KACE_CUPTI_OUTPUT; the test's
+#    recording with its clock marked non-monotonic, so all of it counts) and
+#    reports progress. kace stores the profile and the command in one
+#    transaction, and `kace workload list` then shows the command that
+#    `kace measure` would run.
+SRC=$(cd "$(dirname "$0")" && pwd)
+sed 's/^clock monotonic/clock realtime/' "$SRC/data/cupti/small.txt" >"$SCRATCH/recording.txt"
+cat >"$SCRATCH/fake-cuda.sh" <<EOS
+#!/bin/sh
+cp "$SCRATCH/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
+exec "$WORKER" report 1000
+EOS
+chmod +x "$SCRATCH/fake-cuda.sh"
+if "$KACE" "${P[@]}" --name ok_batch4-train -- "$SCRATCH/fake-cuda.sh" --batch 4 \
+    >"$SCRATCH/ok.out" 2>"$SCRATCH/ok.err"; then
+    grep -q "stored with its command" "$SCRATCH/ok.out" || fail "ok: $(cat "$SCRATCH/ok.out")"
+    thr=$(sqlite3 "$DB" "SELECT value FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         WHERE w.name='ok_batch4-train' AND p.metric='exclusive_throughput'")
+    awk -v t="$thr" 'BEGIN { exit !(t > 900 && t < 1100) }' || fail "ok: exclusive throughput '$thr', expected ~1000"
+    [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         WHERE w.name='ok_batch4-train' AND p.metric='Registers' AND p.value > 0")" = 1 ] ||
+        fail "ok: no kernel metric stored"
+    "$KACE" workload --db "$DB" list >"$SCRATCH/list.out" 2>&1 || fail "workload list: $(cat "$SCRATCH/list.out")"
+    grep -qx "ok_batch4-train: $SCRATCH/fake-cuda.sh --batch 4" "$SCRATCH/list.out" ||
+        fail "ok: the profiled command is not stored: $(cat "$SCRATCH/list.out")"
+else
+    fail "ok: exit $?: $(cat "$SCRATCH/ok.err")"
+fi
+before=$(fingerprint)
+
+# 6. kace import-cupti: a recording made outside kace profile (Slurm's
+#    --kace-profile): a broken one names its line and stores nothing; a good
+#    one stores the kernel metrics of all its kernels.
+printf 'kace-cupti 1\nkernel 1 2 x\n' >"$SCRATCH/broken.cupti"
+expect import-cupti-broken nonzero "broken.cupti:2:" -- "$KACE" import-cupti --db "$DB" --workload c_batch1-inf \
+    "$SCRATCH/broken.cupti"
+expect import-cupti-usage 2 "--workload W is required" -- "$KACE" import-cupti --db "$DB" "$SCRATCH/recording.txt"
+if "$KACE" import-cupti --db "$DB" --workload c_batch1-inf "$SCRATCH/recording.txt" >"$SCRATCH/ic.out" 2>&1; then
+    [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                        WHERE w.name='c_batch1-inf' AND p.value IS NOT NULL")" = 11 ] ||
+        fail "import-cupti: expected 11 kernel metrics: $(cat "$SCRATCH/ic.out")"
+else
+    fail "import-cupti: $(cat "$SCRATCH/ic.out")"
+fi
+before=$(fingerprint)
 
 # 4. SIGINT while a workload that ignores SIGTERM runs: kace ends its group and says so.
 token="kace-cli-profile-$$"

@@ -60,6 +60,12 @@ trap 'exit 1' INT TERM
 "$KACE" import --db "$C/store/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
 "$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
 
+# --kace-profile: the plugin points tasks at a CUPTI library and a recording
+# folder. No GPU here, so the "library" is a placeholder file that nothing
+# loads, and the profiled job writes the recording itself (below).
+mkdir -p "$C/profiles"
+: >"$C/libkace_cupti.so"
+export KACE_TEST_SPANK_ARGS="profiler=$C/libkace_cupti.so profile_dir=$C/profiles"
 slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster did not start"; cat "$C"/cluster/log/*.log 2>/dev/null | tail -30; exit 1; }
 mkdir -p "$C/jobs"
 LOG=$C/cluster/log/slurmctld.log
@@ -225,6 +231,34 @@ out=$(run_batch recovered --kace-workload="$T")
 out=$(run_batch partition -p second --kace-workload="$T")
 check_eq "partition second: node" n2 "$(field node "$out")"
 [ "$(field pct "$out")" != none ] || fail "partition second: the job got no share: $out"
+
+# --kace-profile: every task gets CUDA_INJECTION64_PATH (the library) and
+# KACE_CUPTI_OUTPUT (its own recording file); the CUDA driver would load the
+# library into the task's CUDA processes, which write the recording. Here the
+# job writes a hand-made recording there in the library's place, and
+# `kace import-cupti` stores its kernel metrics.
+cat >"$C/profjob.sh" <<EOF
+#!/bin/bash
+echo "inject=\${CUDA_INJECTION64_PATH:-none} out=\${KACE_CUPTI_OUTPUT:-none} profile=\${KACE_PROFILE:-none}"
+if [ -n "\${KACE_CUPTI_OUTPUT:-}" ]; then cp "$HERE/data/cupti/small.txt" "\$KACE_CUPTI_OUTPUT"; fi
+EOF
+chmod +x "$C/profjob.sh"
+job=$(timeout 90 sbatch --wait --parsable -o "$C/jobs/profile.out" --kace-profile "$C/profjob.sh" 2>"$C/jobs/profile.err")
+job=${job%%;*}
+out=$(head -1 "$C/jobs/profile.out" 2>/dev/null)
+echo "profiled job $job: $out"
+check_eq "--kace-profile: CUDA_INJECTION64_PATH" "$C/libkace_cupti.so" "$(field inject "$out")"
+check_eq "--kace-profile: KACE_CUPTI_OUTPUT" "$C/profiles/kace-$job.batch.0.cupti" "$(field out "$out")"
+check_eq "--kace-profile: KACE_PROFILE" 1 "$(field profile "$out")"
+if "$KACE" import-cupti --db "$C/prof.db" --workload prof_batch1-inf "$C/profiles/kace-$job.batch.0.cupti" \
+    >"$C/jobs/import-cupti.out" 2>&1; then
+    check_eq "import-cupti: kernel metrics stored" 11 "$(sqlite3 "$C/prof.db" "SELECT count(*) FROM profiles p
+        JOIN workloads w ON w.id = p.workload_id WHERE w.name = 'prof_batch1-inf' AND p.value IS NOT NULL")"
+else
+    fail "import-cupti: $(cat "$C/jobs/import-cupti.out")"
+fi
+timeout 90 sbatch --wait --quiet -o "$C/jobs/noprofile.out" "$C/profjob.sh" >/dev/null 2>&1
+check_eq "without --kace-profile: no injection" none "$(field inject "$(head -1 "$C/jobs/noprofile.out")")"
 
 # slurmctld is still there and answered everything.
 scontrol ping | grep -q UP || fail "slurmctld is down"

@@ -122,7 +122,8 @@ NodeName=n2 Name=mps Count=100 File=$d/dev/n2/nvidia0
 NodeName=n3 Name=gpu File=$d/dev/n3/nvidia0
 NodeName=n3 Name=shard Count=4 File=$d/dev/n3/nvidia0
 EOF
-    echo "required $plugins/spank_kace.so shards_per_gpu=4" >"$d"/plugstack.conf
+    # KACE_TEST_SPANK_ARGS: more plugstack.conf arguments (cli_slurm.sh: profiler=, profile_dir=)
+    echo "required $plugins/spank_kace.so shards_per_gpu=4 ${KACE_TEST_SPANK_ARGS:-}" >"$d"/plugstack.conf
     export SLURM_CONF=$d/slurm.conf
     slurmctld -f "$SLURM_CONF" -c || return 1
     local n

@@ -178,7 +178,10 @@ static void test_pair_ok_is_stored_whole(void **state)
              "workloads w ON w.id=m.workload_id WHERE m.run_id=%lld ORDER BY m.slot",
              r.run_id);
     assert_string_equal(query_text(sql), "fast@30:ok slow@70:ok");
-    snprintf(sql, sizeof sql, "SELECT round(throughput, -2) FROM run_members WHERE run_id=%lld AND slot=0", r.run_id);
+    /* to the nearest 100 (SQLite's round() takes no negative digits: round(x, -2) is round(x)) */
+    snprintf(sql, sizeof sql,
+             "SELECT CAST(round(throughput / 100.0) * 100 AS INTEGER) FROM run_members WHERE run_id=%lld AND slot=0",
+             r.run_id);
     assert_int_equal(query_int(sql), 4000);
     snprintf(sql, sizeof sql, "SELECT s.gpu FROM runs r JOIN sources s ON s.id=r.source_id WHERE r.id=%lld", r.run_id);
     assert_string_equal(query_text(sql), "stand-in GPU");

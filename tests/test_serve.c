@@ -1,7 +1,8 @@
 /* The advisor behind `kace serve` (lib/serve*.c), without sockets: every
  * endpoint's answers against the library computing the same thing, bad
- * requests, the Kubernetes extender protocol, the metrics text, and how the
- * MPS split advice does on the published partition campaigns. */
+ * requests, the Kubernetes extender protocol, the metrics text, the MPS
+ * split advice against kace_split_advise (split model) and how it and the
+ * profile rule do on the published partition campaigns. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 static kace_ctx *ctx;
 static kace_advisor *adv;      /* slowdown model, every 100% run */
 static kace_advisor *adv_lin;  /* the paper's linear model */
+static kace_advisor *adv_split; /* slowdown model + the split model fitted on the partition campaigns */
 #define N_CAMPAIGNS 4
 static const char *const campaigns[N_CAMPAIGNS] = {"partitions_0505_train-inf", "partitions_0520_inf-inf",
                                                    "partitions_0520_train-train", "partitions_0617_train-inf"};
@@ -70,12 +72,28 @@ static int setup(void **state)
     }
     adv = make_advisor(store, KACE_MODEL_SLOWDOWN);
     adv_lin = make_advisor(store, KACE_MODEL_LINEAR);
+    /* as kace serve loads it: every grid of the store's partitions_* sets */
+    adv_split = make_advisor(store, KACE_MODEL_SLOWDOWN);
+    kace_split_grid *grids = NULL;
+    size_t n_grids = 0, *rows = NULL;
+    kace_split_model *split = NULL;
+    if (adv_split && !kace_split_grids_load(ctx, store, kace_advisor_dataset(adv_split), &grids, &n_grids) &&
+        (rows = malloc(n_grids * sizeof *rows))) {
+        for (size_t i = 0; i < n_grids; i++)
+            rows[i] = i;
+        if (!kace_split_fit(ctx, kace_advisor_dataset(adv_split), grids, rows, n_grids, 0, &split))
+            kace_advisor_set_split_model(adv_split, &split, n_grids);
+    }
+    free(rows);
+    free(grids);
+    if (!adv_split || !kace_advisor_split_model(adv_split, NULL))
+        kace_advisor_free(&adv_split);
     bool loaded = true;
     for (int i = 0; i < N_CAMPAIGNS; i++)
         loaded &= kace_store_load_dataset(ctx, store, campaigns[i], true, &campaign_ds[i]) == KACE_OK &&
                   campaign_ds[i]->n_colocations > 0;
     kace_store_close(&store);
-    if (!adv || !adv_lin || !loaded) {
+    if (!adv || !adv_lin || !adv_split || !loaded) {
         fprintf(stderr, "setup: %s\n", kace_errmsg(ctx));
         return -1;
     }
@@ -87,6 +105,7 @@ static int teardown(void **state)
     (void)state;
     kace_advisor_free(&adv);
     kace_advisor_free(&adv_lin);
+    kace_advisor_free(&adv_split);
     for (int i = 0; i < N_CAMPAIGNS; i++)
         kace_dataset_free(&campaign_ds[i]);
     kace_ctx_free(&ctx);
@@ -324,6 +343,18 @@ static void test_bad_requests(void **state)
         {KACE_ROUTE_MPS_SPLIT,
          "{\"workloads\": [\"bert-base-cased_batch8-train\", \"bert-base-cased_batch2-inf\"], \"min_fraction\": [2, 0]}",
          400, "min_fraction[0]"},
+        {KACE_ROUTE_MPS_SPLIT,
+         "{\"workloads\": [\"bert-base-cased_batch8-train\", \"bert-base-cased_batch2-inf\"], \"policy\": \"fast\"}",
+         400, "max-sum"},
+        {KACE_ROUTE_MPS_SPLIT,
+         "{\"workloads\": [\"bert-base-cased_batch8-train\", \"bert-base-cased_batch2-inf\"], \"ls_target\": 1.5}",
+         400, "ls_target"},
+        {KACE_ROUTE_MPS_SPLIT,
+         "{\"workloads\": [\"bert-base-cased_batch8-train\", \"bert-base-cased_batch2-inf\"], \"ls_member\": 2}",
+         400, "ls_member"},
+        {KACE_ROUTE_MPS_SPLIT,
+         "{\"workloads\": [\"bert-base-cased_batch8-train\", \"bert-base-cased_batch2-inf\"], \"objective\": \"sum\"}",
+         400, "unknown field 'objective'"},
         {KACE_ROUTE_OBSERVE, "{\"gpu\": \"g\", \"workloads\": [\"bert-base-cased_batch8-train\"], \"throughput\": []}",
          400, "throughput"},
         {KACE_ROUTE_K8S_FILTER, "{\"nodes\": {\"items\": []}}", 400, "pod"},
@@ -357,14 +388,21 @@ static void test_bad_requests(void **state)
 
 /* The split advice against what was measured: for every ordered pair of the
  * partition campaigns measured at every split 10/90 .. 90/10 and at 100/100,
- * the measured normalized throughput (each one's throughput over its
- * exclusive_mps100, summed) at the advised split, against the best of those
- * ten, a fixed 50/50 split, no split (100/100) and a split picked blindly. */
-static void test_mps_split_on_the_partition_campaigns(void **state)
+ * the measured value of the advised split under the policy (throughput sum,
+ * or the smallest fraction of exclusive throughput), against the best of
+ * those ten, a fixed 50/50 split, no split (100/100) and a split picked
+ * blindly. The rule is scored out of sample (nothing is fitted); the split
+ * model was fitted on these very grids, so its score here is in-sample (its
+ * leave-one-pair-out score is tests/test_split.c's). */
+typedef struct split_score {
+    double pick, half, full, blind;
+    int n_pairs, n_no_split;
+} split_score;
+
+static split_score score_on_campaigns(const kace_advisor *a, kace_split_policy policy)
 {
-    (void)state;
-    double sum_pick = 0, sum_half = 0, sum_full = 0, sum_mean = 0;
-    int n_pairs = 0, n_no_split = 0;
+    split_score sc = {0};
+    kace_split_goal goal = {.policy = policy};
     for (int camp = 0; camp < N_CAMPAIGNS; camp++) {
         const kace_dataset *sd = campaign_ds[camp];
         for (size_t c = 0; c < sd->n_colocations; c++) {
@@ -372,8 +410,8 @@ static void test_mps_split_on_the_partition_campaigns(void **state)
             if (first->k != 2 || first->mps_pct[0] != 50 || first->mps_pct[1] != 50 || first->status != KACE_RUN_OK)
                 continue;
             const kace_workload *w0 = &sd->workloads[first->workload[0]], *w1 = &sd->workloads[first->workload[1]];
-            double x0 = w0->metric[KACE_M_EXCLUSIVE_MPS100], x1 = w1->metric[KACE_M_EXCLUSIVE_MPS100];
-            double measured[11]; /* [p / 10]; [10] = 100/100 */
+            double excl[2] = {w0->metric[KACE_M_EXCLUSIVE], w1->metric[KACE_M_EXCLUSIVE]};
+            double measured[11]; /* value under the policy at [p / 10]; [10] = 100/100 */
             int have = 0;
             for (int p = 0; p <= 10; p++)
                 measured[p] = NAN;
@@ -385,20 +423,21 @@ static void test_mps_split_on_the_partition_campaigns(void **state)
                     continue;
                 int at = o->mps_pct[0] / 10;
                 if (isnan(measured[at])) {
-                    measured[at] = o->throughput[0] / x0 + o->throughput[1] / x1;
+                    measured[at] = kace_split_value(&goal, o->throughput, excl, 2, 1);
                     have++;
                 }
             }
-            if (have != 10 || !isfinite(x0 + x1))
+            if (have != 10 || !isfinite(excl[0] + excl[1]))
                 continue;
             char body[512];
-            snprintf(body, sizeof body, "{\"workloads\": [\"%s\", \"%s\"]}", w0->name, w1->name);
-            cJSON *j = ask(adv, KACE_ROUTE_MPS_SPLIT, body, 200, NULL);
+            snprintf(body, sizeof body, "{\"workloads\": [\"%s\", \"%s\"], \"policy\": \"%s\"}", w0->name, w1->name,
+                     kace_split_policy_name(policy));
+            cJSON *j = ask(a, KACE_ROUTE_MPS_SPLIT, body, 200, NULL);
             const cJSON *split = cJSON_GetObjectItemCaseSensitive(j, "split");
             assert_true(cJSON_IsArray(split));
             int p = cJSON_GetArrayItem(split, 0)->valueint, q = cJSON_GetArrayItem(split, 1)->valueint;
             assert_true(p + q == 100 || (p == 100 && q == 100));
-            double best = 0, mean = 0;
+            double best = -INFINITY, mean = 0;
             for (int i = 1; i <= 10; i++) {
                 best = fmax(best, measured[i]);
                 mean += measured[i] / 10;
@@ -406,21 +445,116 @@ static void test_mps_split_on_the_partition_campaigns(void **state)
             if (getenv("KACE_TEST_VERBOSE"))
                 printf("  %s + %s: advised %d/%d, measured there %.3f, best %.3f, 50/50 %.3f, 100/100 %.3f\n",
                        w0->name, w1->name, p, q, measured[p / 10], best, measured[5], measured[10]);
-            n_no_split += p == 100;
-            sum_pick += measured[p / 10] / best;
-            sum_half += measured[5] / best;
-            sum_full += measured[10] / best;
-            sum_mean += mean / best;
-            n_pairs++;
+            sc.n_no_split += p == 100;
+            sc.pick += measured[p / 10] / best;
+            sc.half += measured[5] / best;
+            sc.full += measured[10] / best;
+            sc.blind += mean / best;
+            sc.n_pairs++;
             cJSON_Delete(j);
         }
     }
-    printf("mps-split on %d measured pairs (%d advised no split): advised %.3f, 50/50 %.3f, 100/100 %.3f, "
-           "a blind pick %.3f of the best measured\n",
-           n_pairs, n_no_split, sum_pick / n_pairs, sum_half / n_pairs, sum_full / n_pairs, sum_mean / n_pairs);
-    assert_true(n_pairs >= 100);
-    /* the advice beats every fixed choice */
-    assert_true(sum_pick > sum_half && sum_pick > sum_full && sum_pick > sum_mean);
+    sc.pick /= sc.n_pairs;
+    sc.half /= sc.n_pairs;
+    sc.full /= sc.n_pairs;
+    sc.blind /= sc.n_pairs;
+    return sc;
+}
+
+static void test_mps_split_on_the_partition_campaigns(void **state)
+{
+    (void)state;
+    static const kace_split_policy policies[] = {KACE_SPLIT_MAX_SUM, KACE_SPLIT_MAX_MIN};
+    for (int model = 0; model < 2; model++)
+        for (int p = 0; p < 2; p++) {
+            split_score sc = score_on_campaigns(model ? adv_split : adv, policies[p]);
+            printf("mps-split, %s, %s, on %d measured pairs (%d advised no split): advised %.3f, 50/50 %.3f, "
+                   "100/100 %.3f, a blind pick %.3f of the best measured\n",
+                   model ? "split model (in-sample)" : "profile rule", kace_split_policy_name(policies[p]), sc.n_pairs,
+                   sc.n_no_split, sc.pick, sc.half, sc.full, sc.blind);
+            assert_true(sc.n_pairs >= 100);
+            /* the advice beats every fixed choice */
+            assert_true(sc.pick > sc.half && sc.pick > sc.full && sc.pick > sc.blind);
+        }
+}
+
+/* With a split model, the endpoint advises exactly as kace_split_advise
+ * does on the same model and candidates (the 9 splits of two, then
+ * 100/100), for every policy, and says so. */
+static void test_mps_split_model_matches_the_library(void **state)
+{
+    (void)state;
+    const kace_dataset *ds = kace_advisor_dataset(adv_split);
+    const kace_split_model *m = kace_advisor_split_model(adv_split, NULL);
+    int pcts[10 * 2];
+    for (int s = 0; s < 10; s++) {
+        pcts[2 * s] = kace_split_grid_pct(s, 0);
+        pcts[2 * s + 1] = kace_split_grid_pct(s, 1);
+    }
+    static const char *const pairs[][2] = {{"bert-base-cased_batch8-train", "vit-base-patch16-224_batch2-inf"},
+                                           {"whisper-large-v2_batch8-inf", "bert-base-cased_batch2-inf"},
+                                           {"albert-base-v2_batch16-train", "wav2vec2-base-960h_batch2-inf"}};
+    static const struct {
+        kace_split_policy policy;
+        int ls_member;
+        double ls_target;
+    } goals[] = {{KACE_SPLIT_MAX_SUM, 0, 0.8}, {KACE_SPLIT_MAX_MIN, 0, 0.8}, {KACE_SPLIT_LATENCY, 0, 0.5},
+                 {KACE_SPLIT_LATENCY, 0, 0.9}, {KACE_SPLIT_LATENCY, 1, 0.7}};
+    int n_checked = 0, n_distinct = 0;
+    for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
+        int group[2] = {kace_dataset_find(ds, pairs[p][0]), kace_dataset_find(ds, pairs[p][1])};
+        if (group[0] < 0 || group[1] < 0 || !kace_split_workload_ok(ds, group[0]) ||
+            !kace_split_workload_ok(ds, group[1]))
+            fail_msg("%s + %s: not usable by the split model", pairs[p][0], pairs[p][1]);
+        int first_split = -1;
+        bool differ = false;
+        for (size_t g = 0; g < sizeof goals / sizeof *goals; g++) {
+            kace_split_goal goal = {.policy = goals[g].policy, .ls_member = goals[g].ls_member,
+                                    .ls_target = goals[g].ls_target};
+            size_t choice;
+            double pred[10 * 2];
+            assert_kace_ok(ctx, kace_split_advise(ctx, m, ds, group, 2, &goal, pcts, 10, &choice, pred));
+            char body[512];
+            snprintf(body, sizeof body,
+                     "{\"workloads\": [\"%s\", \"%s\"], \"policy\": \"%s\", \"ls_member\": %d, \"ls_target\": %g}",
+                     pairs[p][0], pairs[p][1], kace_split_policy_name(goal.policy), goal.ls_member, goal.ls_target);
+            const char *decision;
+            cJSON *j = ask(adv_split, KACE_ROUTE_MPS_SPLIT, body, 200, &decision);
+            assert_string_equal(decision, "split-model");
+            assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "method")->valuestring, "split-model");
+            assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "policy")->valuestring,
+                                kace_split_policy_name(goal.policy));
+            const cJSON *split = cJSON_GetObjectItemCaseSensitive(j, "split");
+            assert_int_equal(cJSON_GetArrayItem(split, 0)->valueint, pcts[2 * choice]);
+            assert_int_equal(cJSON_GetArrayItem(split, 1)->valueint, pcts[2 * choice + 1]);
+            const cJSON *predicted = cJSON_GetObjectItemCaseSensitive(j, "predicted");
+            for (int i = 0; i < 2; i++)
+                assert_float_equal(cJSON_GetArrayItem(predicted, i)->valuedouble, pred[2 * choice + i],
+                                   1e-9 * pred[2 * choice + i]);
+            assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "candidates")), 10);
+            if (goal.policy == KACE_SPLIT_LATENCY)
+                assert_float_equal(num(j, "ls_margin"), kace_split_model_overshoot(m), 1e-12);
+            if (first_split < 0)
+                first_split = (int)choice;
+            differ |= (int)choice != first_split;
+            n_checked++;
+            cJSON_Delete(j);
+        }
+        n_distinct += differ;
+    }
+    assert_int_equal(n_checked, 15);
+    assert_true(n_distinct >= 1); /* the policy matters for some pair */
+    /* the advisor without a split model says it used the rule */
+    const char *decision;
+    cJSON *j = ask(adv, KACE_ROUTE_MPS_SPLIT, "{\"workloads\": [\"bert-base-cased_batch8-train\", "
+                   "\"vit-base-patch16-224_batch2-inf\"]}", 200, &decision);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "method")->valuestring, "mps-profile");
+    assert_true(strcmp(decision, "mps-profile") == 0 || strcmp(decision, "kace") == 0);
+    cJSON_Delete(j);
+    j = ask(adv_split, KACE_ROUTE_HEALTH, NULL, 200, NULL);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "mps_split")->valuestring, "split-model");
+    assert_true(num(j, "split_grids") >= 200);
+    cJSON_Delete(j);
 }
 
 static void test_mps_split_min_fraction(void **state)
@@ -437,7 +571,7 @@ static void test_mps_split_min_fraction(void **state)
         const char *decision;
         cJSON *j = ask(adv, KACE_ROUTE_MPS_SPLIT, body, 200, &decision);
         /* candidates: the 9 splits of two plus "no split"; the advice is the
-         * best normalized one among those that keep a's share */
+         * best one by value (max-sum by default) among those that keep a's share */
         const cJSON *cands = cJSON_GetObjectItemCaseSensitive(j, "candidates");
         assert_int_equal(cJSON_GetArraySize(cands), 10);
         double best = -1;
@@ -446,15 +580,16 @@ static void test_mps_split_min_fraction(void **state)
             double pa = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "predicted"), 0)->valuedouble;
             bool feasible = pa / xa >= keep_a[t];
             assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "feasible")), feasible);
-            if (feasible && num(c, "normalized") > best) {
-                best = num(c, "normalized");
+            assert_float_equal(num(c, "value"), num(c, "predicted_sum"), 0);
+            if (feasible && num(c, "value") > best) {
+                best = num(c, "value");
                 best_split = cJSON_GetObjectItemCaseSensitive(c, "split");
             }
         }
         const cJSON *split = cJSON_GetObjectItemCaseSensitive(j, "split");
         if (best_split) {
             assert_true(cJSON_Compare(split, best_split, true));
-            assert_float_equal(num(j, "normalized"), best, 0);
+            assert_float_equal(num(j, "value"), best, 0);
             assert_true(strcmp(decision, "mps-profile") == 0 || strcmp(decision, "kace") == 0);
             n_chosen++;
         } else {
@@ -704,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_place_picks_the_largest_gain),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_mps_split_on_the_partition_campaigns),
+        cmocka_unit_test(test_mps_split_model_matches_the_library),
         cmocka_unit_test(test_mps_split_min_fraction),
         cmocka_unit_test(test_k8s_extender),
         cmocka_unit_test(test_observations_and_metrics),

@@ -12,6 +12,7 @@
 
 #include <sqlite3.h>
 
+#include "kace/kernels.h"
 #include "kace/store.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -428,6 +429,54 @@ static void test_profile_values_keep_their_source(void **state)
     free(path);
 }
 
+/* kace profile's write: the profile and the profiled command in one
+ * transaction, so a command that cannot be stored leaves no profile. */
+static void test_profile_and_command_together(void **state)
+{
+    (void)state;
+    char *path = db_path("store_profile", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    kace_import_batch *b = NULL;
+    assert_kace_ok(ctx, kace_profile_batch_new(ctx, "kace-profile", &b));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, "p_batch4-train", "exclusive_throughput", 123.5));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, "p_batch4-train", "sm%", 61));
+    kace_source src = {"NVIDIA H100", "kace-profile", "2025-01-02"};
+
+    /* An empty command is refused: neither the profile nor a command stays. */
+    char *empty[] = {NULL};
+    assert_int_equal(kace_store_add_profile(ctx, s, b, &src, "p_batch4-train", empty, NULL), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "empty command"));
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM profiles"), "0");
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM workloads"), "0");
+
+    char *argv[] = {"python3", "bert.py", "--batch", "4", NULL};
+    kace_import_stats stats;
+    assert_kace_ok(ctx, kace_store_add_profile(ctx, s, b, &src, "p_batch4-train", argv, &stats));
+    assert_int_equal(stats.values_added, 2);
+    char **got = NULL;
+    assert_kace_ok(ctx, kace_store_get_command(ctx, s, "p_batch4-train", &got));
+    for (int i = 0; i < 5; i++)
+        if (argv[i])
+            assert_string_equal(got[i], argv[i]);
+        else
+            assert_null(got[i]);
+    free(got);
+    /* Profiling again with another command replaces the command. */
+    char *again[] = {"./gemm", NULL};
+    assert_kace_ok(ctx, kace_store_add_profile(ctx, s, b, &src, "p_batch4-train", again, &stats));
+    assert_int_equal(stats.values_unchanged, 2);
+    assert_string_equal(raw_query(path, "SELECT argv FROM workload_commands"), "[\"./gemm\"]");
+    kace_store_close(&s);
+    assert_string_equal(raw_query(path, "SELECT value FROM profiles p JOIN workloads w ON w.id=p.workload_id "
+                                        "WHERE w.name='p_batch4-train' AND p.metric='sm%'"),
+                        "61.0");
+    kace_import_batch_free(&b);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
 /* ---- the reference data ------------------------------------------------------- */
 
 static void test_reference_dataset(void **state)
@@ -631,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_import_stats_and_idempotence),
         cmocka_unit_test(test_failed_batch_rolls_back),
         cmocka_unit_test(test_profile_values_keep_their_source),
+        cmocka_unit_test(test_profile_and_command_together),
         cmocka_unit_test(test_reference_dataset),
         cmocka_unit_test(test_models_by_name),
         cmocka_unit_test(test_locked_store_fails_promptly),

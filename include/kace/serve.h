@@ -24,6 +24,7 @@
 
 #include "kace/dataset.h"
 #include "kace/model.h"
+#include "kace/split.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +70,14 @@ typedef struct kace_advisor kace_advisor;
 kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, const kace_advisor_options *opt,
                              kace_advisor **out);
 void kace_advisor_free(kace_advisor **a);
+/* Gives the advisor an MPS split model fitted on the advisor's own dataset
+ * (kace_split_fit on the grids of kace_split_grids_load), taking ownership
+ * of *split (set to NULL); n_grids is how many grids it was fitted on.
+ * POST /v1/mps-split then advises with it; without one it uses the profile
+ * rule (docs/openapi.yaml). Call it before the advisor is shared. */
+void kace_advisor_set_split_model(kace_advisor *a, kace_split_model **split, size_t n_grids);
+/* The advisor's split model (NULL when none) and its number of grids. */
+const kace_split_model *kace_advisor_split_model(const kace_advisor *a, size_t *n_grids);
 const kace_dataset *kace_advisor_dataset(const kace_advisor *a);
 const kace_model *kace_advisor_model(const kace_advisor *a);
 /* The policy label of the advisor's model decisions: "kace" for the
@@ -92,7 +101,7 @@ typedef struct kace_reply {
     int http_status;       /* 200, or the 4xx/5xx the error maps to */
     char *body;            /* JSON text, malloc'ed, owned by the caller */
     const char *decision;  /* policy that made a decision ("kace" or the model's policy,
-                              "mps-profile", "confidence-fallback", "none"), NULL when
+                              "split-model", "mps-profile", "confidence-fallback", "none"), NULL when
                               the route decides nothing */
     bool has_observation;  /* KACE_ROUTE_OBSERVE: observation is filled */
     kace_observation observation;

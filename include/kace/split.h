@@ -19,6 +19,7 @@
 #define KACE_SPLIT_H
 
 #include "kace/dataset.h"
+#include "kace/store.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,6 +44,12 @@ int kace_split_grid_pct(int s, int member);
  * tagging them with campaign. */
 kace_status kace_split_grids_collect(kace_ctx *ctx, const kace_dataset *from, const kace_dataset *into, int campaign,
                                      kace_split_grid **grids, size_t *n);
+
+/* Every 2-way partitions_* campaign of a store (loaded with all its splits)
+ * as grids over ds's workloads, each campaign numbered in set order.
+ * *grids is malloc'ed (NULL with *n = 0 when the store has none). */
+kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_grid **grids,
+                                  size_t *n);
 
 typedef struct kace_split_model kace_split_model;
 

@@ -95,6 +95,13 @@ kace_status kace_store_set_command(kace_ctx *ctx, kace_store *store, const char 
  * KACE_ERR_NOT_FOUND when the workload has no command. */
 kace_status kace_store_get_command(kace_ctx *ctx, kace_store *store, const char *workload, char ***argv);
 
+/* Stores a workload's profile batch (kace profile) and the command that was
+ * profiled in one transaction: both or neither, so a profiled workload can
+ * be measured (kace measure) without a separate `kace workload add`. */
+kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
+                                   const kace_source *source, const char *workload, char *const *argv,
+                                   kace_import_stats *stats);
+
 typedef struct kace_measured_member {
     const char *workload;
     int mps_pct;        /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (100 under time-slicing) */
