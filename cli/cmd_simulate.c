@@ -213,7 +213,7 @@ static const char *const simulate_help =
     "(default: exclusive,packing,random,MEMCAP,SM%%,MEM%%,kace,Oracle). Colocated jobs progress at the rates\n"
     "measured in the store's 'pairs' and 'triples' sets; kace predicts them with a slowdown model fitted on one\n"
     "published training split (default n_occur 3, seed 10). Writes CSV and PNG figures to DIR (default kace-sim).\n"
-    "--tune first picks kace's --min-gain, --min-confidence and --overload-queue on held-out pod lists (default\n"
+    "--tune first picks kace's --min-gain, --min-confidence, --overload-queue, --reserve on held-out pod lists (default\n"
     "openb_pod_list_gpushare{20,60,80}.csv beside --trace) over cluster sizes (default 16,24,32,48,64): the grid\n"
     "point with the lowest geometric mean of kace's mean JCT over every list x size (first wins ties); it writes\n"
     "DIR/tune.csv and then reports on --trace with the chosen values (refused if --trace is a tuning list).\n";
@@ -389,7 +389,8 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
 {
     static const double gains[] = {0, 0.05, 0.1, 0.2};
     static const double confidences[] = {0, 0.3, 0.6, 0.8};
-    static const double queues[] = {-1, 0, 0.5, 2}; /* -1: never overloaded */
+    static const double queues[] = {-1, 0, 0.5, 2}; /* jobs waiting per GPU; -1: never overloaded */
+    static const bool reserves[] = {false, true};
     enum { MAX_LISTS = 8, MAX_SIZES = 8, MAX_CELLS = MAX_LISTS * MAX_SIZES };
     char trace_buf[4096], gpus_buf[512];
     char *lists[MAX_LISTS], *sizes[MAX_SIZES];
@@ -446,7 +447,7 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
         fprintf(stderr, "kace: cannot write %s\n", path);
         goto done;
     }
-    fprintf(f, "min_gain,min_confidence,overload_queue,geomean_jct_h");
+    fprintf(f, "min_gain,min_confidence,overload_queue,reserve,geomean_jct_h");
     for (int i = 0; i < n_cells; i++)
         fprintf(f, ",%s", cells[i].name);
     fprintf(f, "\n");
@@ -456,34 +457,34 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
     printf(" x %s GPUs)\n", gpus_list);
     double best = INFINITY, jct[MAX_CELLS], best_jct[MAX_CELLS];
     sched_options chosen = *so;
-    for (size_t a = 0; a < sizeof gains / sizeof *gains; a++)
-        for (size_t b = 0; b < sizeof confidences / sizeof *confidences; b++)
-            for (size_t q = 0; q < sizeof queues / sizeof *queues; q++) {
-                sched_options t = *so;
-                t.min_gain = gains[a];
-                t.min_confidence = confidences[b];
-                t.overload_queue = queues[q];
-                double score = 0;
-                if ((st = tune_score(ctx, w, &t, cells, n_cells, jct, &score))) {
-                    fclose(f);
-                    rc = cli_error(ctx, st);
-                    goto done;
-                }
-                fprintf(f, "%g,%g,%g,%.6f", t.min_gain, t.min_confidence, t.overload_queue, score);
-                for (int i = 0; i < n_cells; i++)
-                    fprintf(f, ",%.6f", jct[i]);
-                fprintf(f, "\n");
-                if (score < best) {
-                    best = score;
-                    chosen = t;
-                    memcpy(best_jct, jct, sizeof jct);
-                }
-            }
+    enum { N_GAINS = 4, N_CONFIDENCES = 4, N_QUEUES = 4, N_RESERVES = 2 };
+    int n_points = N_GAINS * N_CONFIDENCES * N_QUEUES * N_RESERVES;
+    for (int point = 0; point < n_points; point++) {
+        sched_options t = *so;
+        t.min_gain = gains[point / (N_CONFIDENCES * N_QUEUES * N_RESERVES)];
+        t.min_confidence = confidences[point / (N_QUEUES * N_RESERVES) % N_CONFIDENCES];
+        t.overload_queue = queues[point / N_RESERVES % N_QUEUES];
+        t.reserve = reserves[point % N_RESERVES];
+        double score = 0;
+        if ((st = tune_score(ctx, w, &t, cells, n_cells, jct, &score))) {
+            fclose(f);
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        fprintf(f, "%g,%g,%g,%s,%.6f", t.min_gain, t.min_confidence, t.overload_queue, t.reserve ? "on" : "off", score);
+        for (int i = 0; i < n_cells; i++)
+            fprintf(f, ",%.6f", jct[i]);
+        fprintf(f, "\n");
+        if (score < best) {
+            best = score;
+            chosen = t;
+            memcpy(best_jct, jct, sizeof jct);
+        }
+    }
     fclose(f);
-    printf("chosen: --min-gain %g --min-confidence %g --overload-queue %g (geometric mean of kace's mean JCT %.3f h;"
-           " all %zu grid points in %s)\n",
-           chosen.min_gain, chosen.min_confidence, chosen.overload_queue, best,
-           sizeof gains / sizeof *gains * (sizeof confidences / sizeof *confidences) * (sizeof queues / sizeof *queues),
+    printf("chosen: --min-gain %g --min-confidence %g --overload-queue %g --reserve %s (geometric mean of kace's mean"
+           " JCT %.3f h; all %d grid points in %s)\n",
+           chosen.min_gain, chosen.min_confidence, chosen.overload_queue, chosen.reserve ? "on" : "off", best, n_points,
            path);
     for (int i = 0; i < n_cells; i++)
         printf("  %-36s kace mean JCT %9.2f h\n", cells[i].name, best_jct[i]);
