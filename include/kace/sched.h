@@ -75,10 +75,10 @@ size_t kace_group_set_size(const kace_group_set *s);
 
 /* kace's thresholds, chosen by `kace simulate --tune` on pod lists that are
  * never reported (README "Cluster scale" gives the protocol and its output). */
-#define KACE_SCHED_TUNED_MIN_GAIN 0.05
+#define KACE_SCHED_TUNED_MIN_GAIN 0.2
 #define KACE_SCHED_TUNED_MIN_CONFIDENCE 0.6
-#define KACE_SCHED_TUNED_OVERLOAD_QUEUE (-1.0)
-#define KACE_SCHED_TUNED_RESERVE false
+#define KACE_SCHED_TUNED_OVERLOAD_QUEUE 0.0
+#define KACE_SCHED_TUNED_RESERVE true
 
 typedef struct kace_sched_config {
     kace_sched_policy policy;
