@@ -648,9 +648,9 @@ int cmd_simulate(int argc, char **argv)
            trace_path, trace->n_jobs, n_jobs, n_jobs - n_multi, n_multi, n_ls, n_cpu, t_parse);
     printf("cluster: %zu GPUs on %zu nodes sampled from %s (%zu GPUs), each a V100 32GB (%.0f GB, groups <= %d)\n",
            cluster_gpus, n_nodes, nodes_path, nodes->n_gpus, so.gpu_mem, so.max_group);
-    printf("kace: --min-gain %g --min-confidence %g --overload-queue %g --overload-min-rate %g --reserve %s "
+    printf("kace: --min-gain %g --min-confidence %g --overload-queue %g --reserve %s --overload-min-rate %g "
            "--ls-target %g\n",
-           so.min_gain, so.min_confidence, so.overload_queue, so.overload_min_rate, so.reserve ? "on" : "off",
+           so.min_gain, so.min_confidence, so.overload_queue, so.reserve ? "on" : "off", so.overload_min_rate,
            so.ls_target);
     printf("workloads: %d (LS jobs -> inference, others -> training, by FNV-1a hash of the pod name); truth: %zu "
            "measured groups may share;\nkace's model: slowdown model fitted on %zu training pairs (n_occur %d, seed %d)\n",
