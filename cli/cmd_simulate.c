@@ -133,7 +133,8 @@ static double seconds_now(void)
 
 typedef struct sched_options {
     int max_group;
-    double gpu_mem, ls_target, min_confidence, min_gain;
+    double gpu_mem, ls_target, min_confidence, min_gain, overload_queue, overload_min_rate;
+    bool reserve;
     int n_occur, seed;
 } sched_options;
 
@@ -146,6 +147,9 @@ static void sched_options_default(sched_options *o)
     o->ls_target = c.ls_target;
     o->min_confidence = c.min_confidence;
     o->min_gain = c.min_gain;
+    o->overload_queue = c.overload_queue;
+    o->overload_min_rate = c.overload_min_rate;
+    o->reserve = c.reserve;
     o->n_occur = 3;
     o->seed = 10;
 }
@@ -157,6 +161,9 @@ static void apply_options(const sched_options *o, kace_sched_config *c)
     c->ls_target = o->ls_target;
     c->min_confidence = o->min_confidence;
     c->min_gain = o->min_gain;
+    c->overload_queue = o->overload_queue;
+    c->overload_min_rate = o->overload_min_rate;
+    c->reserve = o->reserve;
 }
 
 /* Parses a number option; false (with a message) when it is not one. */
@@ -173,17 +180,43 @@ static bool number_arg(const char *cmd, const char *name, const char *s, double 
 }
 
 enum { O_GPUS = 256, O_NODES, O_POLICIES, O_MAX_GROUP, O_GPU_MEM, O_LS, O_CONF, O_GAIN, O_NOCCUR, O_SEED, O_IMPORT,
-       O_NOFIG, O_CLUSTER };
+       O_NOFIG, O_CLUSTER, O_OVER_QUEUE, O_OVER_RATE, O_TUNE, O_TUNE_TRACES, O_TUNE_GPUS, O_RESERVE };
+
+/* The threshold options both commands share; 0 when opt is not one of them,
+ * -1 after a usage message. */
+static int threshold_option(const char *cmd, int opt, const char *arg, sched_options *so)
+{
+    switch (opt) {
+    case O_OVER_QUEUE:
+        return number_arg(cmd, "overload-queue", arg, -1, 1e6, &so->overload_queue) ? 1 : -1;
+    case O_OVER_RATE:
+        return number_arg(cmd, "overload-min-rate", arg, 0, 3, &so->overload_min_rate) ? 1 : -1;
+    case O_RESERVE:
+        if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
+            cli_usage(cmd, "--reserve: '%s' is not on or off", arg);
+            return -1;
+        }
+        so->reserve = strcmp(arg, "on") == 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 static const char *const simulate_help =
     "usage: kace simulate [--trace FILE] [--nodes FILE] [--gpus N] [--policies LIST] [--out DIR] [--db PATH]\n"
     "                     [--import DIR] [--max-group K] [--gpu-mem GB] [--ls-target F] [--min-confidence C]\n"
-    "                     [--min-gain G] [--train-n-occur N] [--train-seed S] [--no-figures]\n"
+    "                     [--min-gain G] [--overload-queue Q] [--overload-min-rate R] [--reserve on|off]\n"
+    "                     [--train-n-occur N] [--train-seed S] [--no-figures] [--tune [--tune-traces F1,F2,..] [--tune-gpus G1,G2,..]]\n"
     "Replays a pod list of the Alibaba GPU trace (default ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv)\n"
     "on a cluster sampled from its node list (--gpus N, default 32; 0 = all 6,212 GPUs) under each policy\n"
     "(default: exclusive,packing,random,MEMCAP,SM%%,MEM%%,kace,Oracle). Colocated jobs progress at the rates\n"
     "measured in the store's 'pairs' and 'triples' sets; kace predicts them with a slowdown model fitted on one\n"
-    "published training split (default n_occur 3, seed 10). Writes CSV and PNG figures to DIR (default kace-sim).\n";
+    "published training split (default n_occur 3, seed 10). Writes CSV and PNG figures to DIR (default kace-sim).\n"
+    "--tune first picks kace's --min-gain, --min-confidence, --overload-queue, --reserve on held-out pod lists (default\n"
+    "openb_pod_list_gpushare{20,60,80}.csv beside --trace) over cluster sizes (default 16,24,32,48,64): the grid\n"
+    "point with the lowest geometric mean of kace's mean JCT over every list x size (first wins ties); it writes\n"
+    "DIR/tune.csv and then reports on --trace with the chosen values (refused if --trace is a tuning list).\n";
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -299,6 +332,172 @@ static int parse_policies(const char *list, int *policies, int *n)
     return *n ? EXIT_OK : cli_usage("simulate", "--policies is empty");
 }
 
+/* ---- kace simulate --tune ---- */
+
+/* One held-out cell of the tuning protocol: a pod list on a cluster size. */
+typedef struct tune_cell {
+    char name[160];
+    kace_sim_job *jobs;
+    size_t n_jobs;
+    int *node_gpus;
+    size_t n_nodes;
+} tune_cell;
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Splits a comma list into at most max items of buf; returns how many. */
+static int split_list(char *buf, char **items, int max)
+{
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
+        items[n++] = tok;
+    return n;
+}
+
+/* kace's mean JCT on every cell under one grid point: the geometric mean
+ * (so that each list and size weighs the same in relative terms). */
+static kace_status tune_score(kace_ctx *ctx, const sim_world *w, const sched_options *so, const tune_cell *cells,
+                              int n_cells, double *jct, double *geomean)
+{
+    double log_sum = 0;
+    for (int i = 0; i < n_cells; i++) {
+        kace_sim_config cfg = {.record_timeline = false};
+        kace_sched_config_default(&cfg.sched, KACE_SCHED_KACE);
+        apply_options(so, &cfg.sched);
+        kace_sim_result *r = NULL;
+        kace_status st = kace_sim_run(ctx, &cfg, w->profiles, w->truth, w->pool, w->n_pool, &w->rates,
+                                      cells[i].node_gpus, cells[i].n_nodes, cells[i].jobs, cells[i].n_jobs, &r);
+        if (st)
+            return st;
+        jct[i] = r->mean_jct / 3600;
+        log_sum += log(jct[i]);
+        kace_sim_result_free(&r);
+    }
+    *geomean = exp(log_sum / n_cells);
+    return KACE_OK;
+}
+
+/* The tuning protocol (README "Cluster scale"): a fixed grid of kace's
+ * thresholds, scored on pod lists that are never reported, over several
+ * cluster sizes; the best grid point replaces so's thresholds. */
+static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_list *nodes, const char *traces,
+                           const char *gpus_list, const char *report_trace, const char *out, sched_options *so)
+{
+    static const double gains[] = {0, 0.05, 0.1, 0.2};
+    static const double confidences[] = {0, 0.3, 0.6, 0.8};
+    static const double queues[] = {-1, 0, 0.5, 2}; /* jobs waiting per GPU; -1: never overloaded */
+    static const bool reserves[] = {false, true};
+    enum { MAX_LISTS = 8, MAX_SIZES = 8, MAX_CELLS = MAX_LISTS * MAX_SIZES };
+    char trace_buf[4096], gpus_buf[512];
+    char *lists[MAX_LISTS], *sizes[MAX_SIZES];
+    if (traces) {
+        snprintf(trace_buf, sizeof trace_buf, "%s", traces);
+    } else {
+        /* The resampled lists beside the reported one, minus those reported. */
+        int dir = (int)(base_name(report_trace) - report_trace);
+        snprintf(trace_buf, sizeof trace_buf,
+                 "%.*sopenb_pod_list_gpushare20.csv,%.*sopenb_pod_list_gpushare60.csv,%.*sopenb_pod_list_gpushare80.csv",
+                 dir, report_trace, dir, report_trace, dir, report_trace);
+    }
+    snprintf(gpus_buf, sizeof gpus_buf, "%s", gpus_list);
+    int n_lists = split_list(trace_buf, lists, MAX_LISTS), n_sizes = split_list(gpus_buf, sizes, MAX_SIZES);
+    if (n_lists < 1 || n_sizes < 1)
+        return cli_usage("simulate", "--tune needs at least one pod list and one cluster size");
+    for (int i = 0; i < n_lists; i++)
+        if (strcmp(base_name(lists[i]), base_name(report_trace)) == 0)
+            return cli_usage("simulate", "--tune: %s is the reported list; tune on other lists", lists[i]);
+    tune_cell cells[MAX_CELLS];
+    int n_cells = 0, rc = EXIT_FAILURE_RUN;
+    kace_status st = KACE_OK;
+    memset(cells, 0, sizeof cells);
+    for (int l = 0; l < n_lists; l++) {
+        kace_trace *trace = NULL;
+        if ((st = kace_trace_load(ctx, lists[l], &trace))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        for (int g = 0; g < n_sizes; g++) {
+            double size = 0;
+            if (!number_arg("simulate", "tune-gpus", sizes[g], 1, 1e7, &size)) {
+                kace_trace_free(&trace);
+                rc = EXIT_USAGE;
+                goto done;
+            }
+            tune_cell *cell = &cells[n_cells++];
+            snprintf(cell->name, sizeof cell->name, "%s@%.0f", base_name(lists[l]), size);
+            size_t n_cpu = 0;
+            if ((st = kace_sim_jobs_from_trace(ctx, trace, w->profiles, w->pool, w->n_pool, &cell->jobs,
+                                               &cell->n_jobs, &n_cpu)) ||
+                (st = kace_sim_cluster(ctx, nodes, (size_t)size, &cell->node_gpus, &cell->n_nodes))) {
+                kace_trace_free(&trace);
+                rc = cli_error(ctx, st);
+                goto done;
+            }
+        }
+        kace_trace_free(&trace);
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tune.csv", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "kace: cannot write %s\n", path);
+        goto done;
+    }
+    fprintf(f, "min_gain,min_confidence,overload_queue,reserve,geomean_jct_h");
+    for (int i = 0; i < n_cells; i++)
+        fprintf(f, ",%s", cells[i].name);
+    fprintf(f, "\n");
+    printf("tuning kace on %d held-out cells (", n_cells);
+    for (int l = 0; l < n_lists; l++)
+        printf("%s%s", l ? ", " : "", base_name(lists[l]));
+    printf(" x %s GPUs)\n", gpus_list);
+    double best = INFINITY, jct[MAX_CELLS], best_jct[MAX_CELLS];
+    sched_options chosen = *so;
+    enum { N_GAINS = 4, N_CONFIDENCES = 4, N_QUEUES = 4, N_RESERVES = 2 };
+    int n_points = N_GAINS * N_CONFIDENCES * N_QUEUES * N_RESERVES;
+    for (int point = 0; point < n_points; point++) {
+        sched_options t = *so;
+        t.min_gain = gains[point / (N_CONFIDENCES * N_QUEUES * N_RESERVES)];
+        t.min_confidence = confidences[point / (N_QUEUES * N_RESERVES) % N_CONFIDENCES];
+        t.overload_queue = queues[point / N_RESERVES % N_QUEUES];
+        t.reserve = reserves[point % N_RESERVES];
+        double score = 0;
+        if ((st = tune_score(ctx, w, &t, cells, n_cells, jct, &score))) {
+            fclose(f);
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        fprintf(f, "%g,%g,%g,%s,%.6f", t.min_gain, t.min_confidence, t.overload_queue, t.reserve ? "on" : "off", score);
+        for (int i = 0; i < n_cells; i++)
+            fprintf(f, ",%.6f", jct[i]);
+        fprintf(f, "\n");
+        if (score < best) {
+            best = score;
+            chosen = t;
+            memcpy(best_jct, jct, sizeof jct);
+        }
+    }
+    fclose(f);
+    printf("chosen: --min-gain %g --min-confidence %g --overload-queue %g --reserve %s (geometric mean of kace's mean"
+           " JCT %.3f h; all %d grid points in %s)\n",
+           chosen.min_gain, chosen.min_confidence, chosen.overload_queue, chosen.reserve ? "on" : "off", best, n_points,
+           path);
+    for (int i = 0; i < n_cells; i++)
+        printf("  %-36s kace mean JCT %9.2f h\n", cells[i].name, best_jct[i]);
+    *so = chosen;
+    rc = EXIT_OK;
+done:
+    for (int i = 0; i < n_cells; i++) {
+        free(cells[i].jobs);
+        free(cells[i].node_gpus);
+    }
+    return rc;
+}
+
 int cmd_simulate(int argc, char **argv)
 {
     const char *db = cli_default_db(), *trace_path = NULL, *nodes_path = NULL, *out = "kace-sim", *import_dir = NULL;
@@ -316,12 +515,26 @@ int cmd_simulate(int argc, char **argv)
         {"min-gain", required_argument, 0, O_GAIN},  {"train-n-occur", required_argument, 0, O_NOCCUR},
         {"train-seed", required_argument, 0, O_SEED}, {"import", required_argument, 0, O_IMPORT},
         {"no-figures", no_argument, 0, O_NOFIG},     {"help", no_argument, 0, 'h'},
+        {"overload-queue", required_argument, 0, O_OVER_QUEUE},
+        {"overload-min-rate", required_argument, 0, O_OVER_RATE}, {"reserve", required_argument, 0, O_RESERVE},
+        {"tune", no_argument, 0, O_TUNE},            {"tune-traces", required_argument, 0, O_TUNE_TRACES},
+        {"tune-gpus", required_argument, 0, O_TUNE_GPUS},
         {0, 0, 0, 0}};
     int c;
     double v = 0;
+    bool tune = false;
+    const char *tune_traces = NULL, *tune_gpus = "16,24,32,48,64";
     optind = 1;
     while ((c = getopt_long(argc, argv, "d:t:o:h", longopts, NULL)) != -1) {
+        int t = threshold_option("simulate", c, optarg, &so);
+        if (t < 0)
+            return EXIT_USAGE;
+        if (t > 0)
+            continue;
         switch (c) {
+        case O_TUNE: tune = true; break;
+        case O_TUNE_TRACES: tune_traces = optarg; break;
+        case O_TUNE_GPUS: tune_gpus = optarg; break;
         case 'd': db = optarg; break;
         case 't': trace_path = optarg; break;
         case 'o': out = optarg; break;
@@ -413,6 +626,16 @@ int cmd_simulate(int argc, char **argv)
         goto done;
     }
     t_parse = seconds_now() - t_parse;
+    if (tune) {
+        if (cli_mkdirs(out) != 0) {
+            fprintf(stderr, "kace: cannot create %s\n", out);
+            goto done;
+        }
+        if ((rc = tune_thresholds(ctx, &w, nodes, tune_traces, tune_gpus, trace_path, out, &so)) != EXIT_OK)
+            goto done;
+        rc = EXIT_FAILURE_RUN;
+        printf("\n");
+    }
     size_t cluster_gpus = 0, n_multi = 0, n_ls = 0;
     for (size_t i = 0; i < n_nodes; i++)
         cluster_gpus += (size_t)node_gpus[i];
@@ -425,6 +648,10 @@ int cmd_simulate(int argc, char **argv)
            trace_path, trace->n_jobs, n_jobs, n_jobs - n_multi, n_multi, n_ls, n_cpu, t_parse);
     printf("cluster: %zu GPUs on %zu nodes sampled from %s (%zu GPUs), each a V100 32GB (%.0f GB, groups <= %d)\n",
            cluster_gpus, n_nodes, nodes_path, nodes->n_gpus, so.gpu_mem, so.max_group);
+    printf("kace: --min-gain %g --min-confidence %g --overload-queue %g --reserve %s --overload-min-rate %g "
+           "--ls-target %g\n",
+           so.min_gain, so.min_confidence, so.overload_queue, so.reserve ? "on" : "off", so.overload_min_rate,
+           so.ls_target);
     printf("workloads: %d (LS jobs -> inference, others -> training, by FNV-1a hash of the pod name); truth: %zu "
            "measured groups may share;\nkace's model: slowdown model fitted on %zu training pairs (n_occur %d, seed %d)\n",
            w.n_pool, kace_group_set_size(kace_truth_runnable(w.truth)), w.n_train, so.n_occur, so.seed);
@@ -524,6 +751,7 @@ static void print_start(void *user, int job_id, const int *gpus, int n)
 static const char *const schedule_help =
     "usage: kace schedule [--db PATH] [--cluster NxG | --nodes FILE --gpus N] [--policy P] [--max-group K]\n"
     "                     [--gpu-mem GB] [--ls-target F] [--min-confidence C] [--min-gain G]\n"
+    "                     [--overload-queue Q] [--overload-min-rate R] [--reserve on|off]\n"
     "The online scheduler. Reads commands from stdin, one per line, and answers on stdout:\n"
     "  submit ID WORKLOAD [LS|BE] [GPU_MILLI] [NUM_GPU]   ->  'start ID gpu G[,G...]' or 'queued ID'\n"
     "  finish ID                                          ->  'start ...' for queued jobs that now run, then 'ok'\n"
@@ -543,10 +771,17 @@ int cmd_schedule(int argc, char **argv)
         {"policy", required_argument, 0, O_POLICIES}, {"max-group", required_argument, 0, O_MAX_GROUP},
         {"gpu-mem", required_argument, 0, O_GPU_MEM}, {"ls-target", required_argument, 0, O_LS},
         {"min-confidence", required_argument, 0, O_CONF}, {"min-gain", required_argument, 0, O_GAIN},
-        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},               {"overload-queue", required_argument, 0, O_OVER_QUEUE},
+        {"overload-min-rate", required_argument, 0, O_OVER_RATE}, {"reserve", required_argument, 0, O_RESERVE},
+        {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
+        int t = threshold_option("schedule", c, optarg, &so);
+        if (t < 0)
+            return EXIT_USAGE;
+        if (t > 0)
+            continue;
         switch (c) {
         case 'd': db = optarg; break;
         case O_NODES: nodes_path = optarg; break;

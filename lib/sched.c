@@ -55,8 +55,11 @@ void kace_sched_config_default(kace_sched_config *c, kace_sched_policy policy)
     c->max_group = KACE_SCHED_MAX_GROUP;
     c->gpu_mem_gb = 32.0;
     c->ls_target = 0.5;
-    c->min_confidence = 0.6;
-    c->min_gain = 0.05;
+    c->min_confidence = KACE_SCHED_TUNED_MIN_CONFIDENCE;
+    c->min_gain = KACE_SCHED_TUNED_MIN_GAIN;
+    c->overload_queue = KACE_SCHED_TUNED_OVERLOAD_QUEUE;
+    c->overload_min_rate = 1.0;
+    c->reserve = KACE_SCHED_TUNED_RESERVE;
     c->seed = 1;
 }
 
@@ -257,6 +260,7 @@ typedef struct gpu_state {
     int bucket;                    /* (sig * n_levels + level), -1 when in none */
     int pos;                       /* in its bucket, or in its node's idle stack */
     bool gang;
+    bool reserved;                 /* held for the reserved job: nobody else joins it */
 } gpu_state;
 
 typedef struct node_state {
@@ -287,9 +291,12 @@ struct kace_sched {
     uint64_t *sig_nonempty;  /* bitset over signatures */
     int sig_words;
     uint64_t *level_bits;    /* PACKING: per signature, bitset over levels (2 words) */
-    int **rank;              /* per class: joinable signatures, best first */
+    int **rank;              /* per class: joinable signatures, best first; KACE/ORACLE: those
+                                that pass the normal gate first, then overload-only ones */
     int *n_rank;
-    uint64_t *feasible;      /* per class: bitset of its joinable signatures */
+    int *n_normal;           /* per class: the first n_normal of rank pass the normal gate */
+    uint64_t *feasible;      /* per class: bitset of its joinable signatures (normal gate) */
+    uint64_t *feasible_over; /* per class: the same, overload gate included */
     int *rank_pos;           /* per class x signature: position in rank, -1 (naive scan) */
 
     gpu_state *gpus;
@@ -306,6 +313,8 @@ struct kace_sched {
     queue *queues;           /* n_classes single-GPU queues, then gang sizes */
     int n_queues;
     size_t n_queued;
+
+    int reserved_gpu, reserved_job; /* -1: no reservation */
 
     uint64_t rng;
     uint64_t visits;
@@ -406,11 +415,13 @@ static const group_info *group_of_classes(const kace_sched *s, const int *cls, i
 }
 
 /* The policy's score for class c joining a GPU of signature classes
- * sig[0..k); false when it may not join at all. Higher is better. */
-static bool join_score(const kace_sched *s, const int *sig, int k, int c, double *score)
+ * sig[0..k); false when it may not join at all. Higher is better. *overload
+ * is set when KACE/ORACLE allow it only while overloaded. */
+static bool join_score(const kace_sched *s, const int *sig, int k, int c, double *score, bool *overload)
 {
     int g[KACE_SCHED_MAX_GROUP];
     int n = merge_classes(sig, k, c, g);
+    *overload = false;
     if (n > s->cfg.max_group)
         return false;
     const group_info *after = group_of_classes(s, g, n);
@@ -435,20 +446,23 @@ static bool join_score(const kace_sched *s, const int *sig, int k, int c, double
     case KACE_SCHED_KACE:
     case KACE_SCHED_ORACLE: {
         const group_info *before = group_of_classes(s, sig, k);
-        if (after->confidence < s->cfg.min_confidence)
-            return false;
-        double gain = 0;
+        double rate = 0, gain;
         for (int i = 0; i < n; i++) {
-            gain += after->fraction[i];
+            rate += after->fraction[i];
+            /* The LS guarantee holds in every mode. */
             if ((g[i] & 1) && after->fraction[i] < s->cfg.ls_target)
                 return false;
         }
+        gain = rate;
         for (int i = 0; i < k; i++)
             gain -= before->fraction[i];
-        if (gain < s->cfg.min_gain)
-            return false;
         *score = gain;
-        return true;
+        if (after->confidence >= s->cfg.min_confidence && gain >= s->cfg.min_gain)
+            return true;
+        /* Overloaded, a job that would wait delivers nothing: any group
+         * whose GPU still beats overload_min_rate is better than the queue. */
+        *overload = true;
+        return s->cfg.overload_queue >= 0 && rate >= s->cfg.overload_min_rate;
     }
     default:
         return false;
@@ -469,12 +483,15 @@ static int sig_classes(int C, int sig, int *cls)
 
 typedef struct ranked {
     int sig;
+    bool overload; /* allowed only while overloaded: ranked after every normal one */
     double score;
 } ranked;
 
 static int cmp_ranked(const void *a, const void *b)
 {
     const ranked *x = a, *y = b;
+    if (x->overload != y->overload)
+        return x->overload ? 1 : -1;
     if (x->score != y->score)
         return x->score > y->score ? -1 : 1;
     return x->sig - y->sig;
@@ -495,8 +512,9 @@ static kace_status build_ranks(kace_ctx *ctx, kace_sched *s)
             if (k == 2 && cls[0] > cls[1])
                 continue; /* not a sorted signature */
             double score = 0;
-            if (join_score(s, cls, k, c, &score))
-                tmp[n++] = (ranked){sig, score};
+            bool overload = false;
+            if (join_score(s, cls, k, c, &score, &overload))
+                tmp[n++] = (ranked){sig, overload, score};
         }
         qsort(tmp, (size_t)n, sizeof *tmp, cmp_ranked);
         s->rank[c] = malloc((size_t)(n ? n : 1) * sizeof *s->rank[c]);
@@ -505,10 +523,16 @@ static kace_status build_ranks(kace_ctx *ctx, kace_sched *s)
             return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
         }
         s->n_rank[c] = n;
+        s->n_normal[c] = 0;
         for (int i = 0; i < n; i++) {
+            size_t word = (size_t)c * (size_t)s->sig_words + (size_t)(tmp[i].sig / 64);
             s->rank[c][i] = tmp[i].sig;
             s->rank_pos[(size_t)c * (size_t)s->n_sigs + (size_t)tmp[i].sig] = i;
-            s->feasible[(size_t)c * (size_t)s->sig_words + (size_t)(tmp[i].sig / 64)] |= 1ULL << (tmp[i].sig % 64);
+            s->feasible_over[word] |= 1ULL << (tmp[i].sig % 64);
+            if (!tmp[i].overload) {
+                s->feasible[word] |= 1ULL << (tmp[i].sig % 64);
+                s->n_normal[c] = i + 1;
+            }
         }
     }
     free(tmp);
@@ -527,7 +551,7 @@ kace_status kace_sched_new(kace_ctx *ctx, const kace_sched_config *cfg, const ka
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: group size limit %d (expected 1..%d)", cfg->max_group,
                          KACE_SCHED_MAX_GROUP);
     if (!(cfg->gpu_mem_gb > 0) || !(cfg->ls_target >= 0 && cfg->ls_target <= 1) || isnan(cfg->min_gain) ||
-        isnan(cfg->min_confidence))
+        isnan(cfg->min_confidence) || isnan(cfg->overload_queue) || isnan(cfg->overload_min_rate))
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: GPU memory must be > 0 and the LS target in 0..1");
     if (n_pool < 1 || n_pool > KACE_SCHED_MAX_WORKLOADS)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: %d workloads (expected 1..%d)", n_pool,
@@ -557,6 +581,7 @@ kace_status kace_sched_new(kace_ctx *ctx, const kace_sched_config *cfg, const ka
     s->on_start = on_start;
     s->user = user;
     s->rng = cfg->seed;
+    s->reserved_gpu = s->reserved_job = -1;
     s->n_pool = n_pool;
     s->n_dataset = (int)profiles->n_workloads;
     s->n_classes = 2 * n_pool;
@@ -574,12 +599,15 @@ kace_status kace_sched_new(kace_ctx *ctx, const kace_sched_config *cfg, const ka
     s->level_bits = calloc((size_t)(s->n_sigs ? s->n_sigs : 1) * 2, sizeof *s->level_bits);
     s->rank = calloc((size_t)C, sizeof *s->rank);
     s->n_rank = calloc((size_t)C, sizeof *s->n_rank);
+    s->n_normal = calloc((size_t)C, sizeof *s->n_normal);
     s->feasible = calloc((size_t)C * (size_t)s->sig_words, sizeof *s->feasible);
+    s->feasible_over = calloc((size_t)C * (size_t)s->sig_words, sizeof *s->feasible_over);
     s->rank_pos = malloc((size_t)C * (size_t)(s->n_sigs ? s->n_sigs : 1) * sizeof *s->rank_pos);
     s->nodes = calloc(n_nodes, sizeof *s->nodes);
     s->queues = malloc((size_t)s->n_queues * sizeof *s->queues);
     if (!s->local_of || !s->groups || !s->buckets || !s->sig_count || !s->sig_nonempty || !s->level_bits ||
-        !s->rank || !s->n_rank || !s->feasible || !s->rank_pos || !s->nodes || !s->queues) {
+        !s->rank || !s->n_rank || !s->n_normal || !s->feasible || !s->feasible_over || !s->rank_pos || !s->nodes ||
+        !s->queues) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
         goto fail;
     }
@@ -674,7 +702,9 @@ void kace_sched_free(kace_sched **sp)
     free(s->level_bits);
     free(s->rank);
     free(s->n_rank);
+    free(s->n_normal);
     free(s->feasible);
+    free(s->feasible_over);
     free(s->rank_pos);
     free(s->nodes);
     free(s->queues);
@@ -752,7 +782,7 @@ static void bucket_remove(kace_sched *s, int g)
 static bool bucket_insert(kace_sched *s, int g)
 {
     gpu_state *gp = &s->gpus[g];
-    if (gp->gang || gp->n_jobs < 1 || gp->n_jobs >= s->cfg.max_group || s->n_sigs == 0)
+    if (gp->gang || gp->reserved || gp->n_jobs < 1 || gp->n_jobs >= s->cfg.max_group || s->n_sigs == 0)
         return true;
     int sig = sig_index(s->n_classes, gp->cls, gp->n_jobs);
     int level = s->n_levels > 1 ? gp->level : 0;
@@ -774,9 +804,21 @@ typedef struct choice {
     bool idle;   /* gpu is idle (taken whole) */
 } choice;
 
+/* KACE/ORACLE are overloaded once overload_queue jobs per GPU wait. */
+static bool overloaded(const kace_sched *s)
+{
+    return s->cfg.overload_queue >= 0 && (double)s->n_queued >= s->cfg.overload_queue * (double)s->n_gpus;
+}
+
+/* How much of class c's ranking applies now. */
+static int rank_limit(const kace_sched *s, int c)
+{
+    return overloaded(s) ? s->n_rank[c] : s->n_normal[c];
+}
+
 static bool may_share(const kace_sched *s, int c)
 {
-    const uint64_t *f = &s->feasible[(size_t)c * (size_t)s->sig_words];
+    const uint64_t *f = &(overloaded(s) ? s->feasible_over : s->feasible)[(size_t)c * (size_t)s->sig_words];
     for (int i = 0; i < s->sig_words; i++)
         if (f[i] & s->sig_nonempty[i])
             return true;
@@ -855,7 +897,7 @@ static choice decide_indexed(kace_sched *s, const job_state *j)
         if (s->n_idle)
             break; /* idle first */
         if (may_share(s, c))
-            for (int i = 0; i < s->n_rank[c]; i++) {
+            for (int i = 0, n = rank_limit(s, c); i < n; i++) {
                 int sig = s->rank[c][i];
                 s->visits++;
                 if (s->sig_count[sig]) {
@@ -880,6 +922,7 @@ static choice decide_scan(kace_sched *s, const job_state *j)
     int first_idle = -1, best = -1;
     long best_key = -1;
     const int *pos = &s->rank_pos[(size_t)c * (size_t)s->n_sigs];
+    int limit = rank_limit(s, c);
     for (size_t g = 0; g < s->n_gpus; g++) {
         const gpu_state *gp = &s->gpus[g];
         s->visits++;
@@ -891,7 +934,7 @@ static choice decide_scan(kace_sched *s, const job_state *j)
         if (gp->bucket < 0)
             continue;
         int sig = gp->bucket / s->n_levels;
-        if (pos[sig] < 0)
+        if (pos[sig] < 0 || pos[sig] >= limit)
             continue;
         long key;
         if (s->cfg.policy == KACE_SCHED_PACKING) {
@@ -977,8 +1020,21 @@ static int try_place(kace_sched *s, int id, choice *ch)
     return ch->gpu;
 }
 
+/* Ends the reservation: its GPU takes joiners again. */
+static bool release_reservation(kace_sched *s)
+{
+    int g = s->reserved_gpu;
+    s->reserved_gpu = s->reserved_job = -1;
+    if (g < 0)
+        return true;
+    s->gpus[g].reserved = false;
+    return s->gpus[g].n_jobs == 0 || bucket_insert(s, g);
+}
+
 static kace_status start(kace_ctx *ctx, kace_sched *s, int id, int where, choice ch)
 {
+    if (id == s->reserved_job && !release_reservation(s))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
     return s->jobs[id].num_gpu > 1 ? start_gang(ctx, s, id, where) : start_single(ctx, s, id, ch);
 }
 
@@ -1013,11 +1069,75 @@ static void dequeue_head(kace_sched *s, int qi)
     s->n_queued--;
 }
 
+/* KACE/ORACLE with `reserve`, overloaded and no GPU idle: the longest
+ * waiting single-GPU job (gangs wait for whole nodes) may never fit next to the jobs that keep refilling the shared
+ * GPUs, so it holds one shared GPU (the least occupied: singletons first)
+ * that nobody else may join until it can start there. */
+static bool reserve_for_oldest(kace_sched *s)
+{
+    bool predicted = s->cfg.policy == KACE_SCHED_KACE || s->cfg.policy == KACE_SCHED_ORACLE;
+    if (!predicted || !s->cfg.reserve || s->reserved_job >= 0 || s->n_idle || !overloaded(s))
+        return true;
+    int oldest = -1;
+    for (int qi = 0; qi < s->n_classes; qi++)
+        if (s->queues[qi].n && (oldest < 0 || s->jobs[s->queues[qi].head].seq < s->jobs[oldest].seq))
+            oldest = s->queues[qi].head;
+    if (oldest < 0)
+        return true;
+    /* Signatures are numbered singletons first, so the first non-empty one
+     * has the fewest residents. */
+    for (int i = 0; i < s->sig_words; i++) {
+        s->visits++;
+        if (!s->sig_nonempty[i])
+            continue;
+        int sig = i * 64;
+        while (!(s->sig_nonempty[i] & (1ULL << (sig % 64))))
+            sig++;
+        int g = -1;
+        for (int l = 0; l < s->n_levels && g < 0; l++)
+            if (s->buckets[sig * s->n_levels + l].n)
+                g = s->buckets[sig * s->n_levels + l].v[0];
+        if (g < 0)
+            return true;
+        bucket_remove(s, g);
+        s->gpus[g].reserved = true;
+        s->reserved_gpu = g;
+        s->reserved_job = oldest;
+        return true;
+    }
+    return true;
+}
+
+/* The reserved job starts on its GPU once it may join what is left there
+ * (an idle GPU is found by the normal path). */
+static kace_status start_reserved(kace_ctx *ctx, kace_sched *s, bool *started)
+{
+    *started = false;
+    int g = s->reserved_gpu, id = s->reserved_job;
+    if (g < 0 || s->gpus[g].n_jobs == 0)
+        return KACE_OK;
+    const gpu_state *gp = &s->gpus[g];
+    int c = s->jobs[id].cls;
+    int sig = sig_index(s->n_classes, gp->cls, gp->n_jobs);
+    int pos = gp->n_jobs < s->cfg.max_group ? s->rank_pos[(size_t)c * (size_t)s->n_sigs + (size_t)sig] : -1;
+    if (pos < 0 || pos >= rank_limit(s, c))
+        return KACE_OK;
+    dequeue_head(s, queue_of(s, &s->jobs[id]));
+    *started = true;
+    return start(ctx, s, id, g, (choice){g, false});
+}
+
 /* Starts queued jobs while one fits, the longest waiting first. Only the
  * head of each class's queue can be next: all of a queue's jobs are alike. */
 static kace_status drain(kace_ctx *ctx, kace_sched *s)
 {
     while (s->n_queued) {
+        bool started = false;
+        kace_status st = start_reserved(ctx, s, &started);
+        if (st)
+            return st;
+        if (started)
+            continue;
         int best_q = -1, best_where = -1;
         choice best_ch = {-1, false};
         uint64_t best_seq = UINT64_MAX;
@@ -1037,14 +1157,13 @@ static kace_status drain(kace_ctx *ctx, kace_sched *s)
             }
         }
         if (best_q < 0)
-            return KACE_OK;
+            break;
         int id = s->queues[best_q].head;
         dequeue_head(s, best_q);
-        kace_status st = start(ctx, s, id, best_where, best_ch);
-        if (st)
+        if ((st = start(ctx, s, id, best_where, best_ch)))
             return st;
     }
-    return KACE_OK;
+    return reserve_for_oldest(s) ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
 }
 
 kace_status kace_sched_submit(kace_ctx *ctx, kace_sched *s, const kace_sched_job *job)

@@ -8,6 +8,7 @@
  * whose group changed since are stale and skipped (version numbers). */
 #include "kace/sim.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -682,7 +683,11 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
             int done_ids[KACE_SCHED_MAX_GROUP], n_done = 0;
             for (int i = 0; i < k; i++) {
                 const sim_job *j = &S.state[ids[i]];
-                if (j->remaining <= 1e-9 * fmax(1.0, jobs[ids[i]].work))
+                /* Done when nothing is left, up to rounding: also when what is
+                 * left would finish within the clock's resolution at this time
+                 * (else its next event lands on now and the replay never moves). */
+                double resolution = 4 * DBL_EPSILON * fabs(S.now) * j->rate;
+                if (j->remaining <= fmax(1e-9 * fmax(1.0, jobs[ids[i]].work), resolution))
                     done_ids[n_done++] = ids[i];
             }
             for (int i = 0; i < n_done; i++) {

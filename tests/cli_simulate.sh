@@ -9,6 +9,8 @@
 #   the PNG figures when gnuplot is installed) are written;
 # - a pod list with a negative time, a non-numeric field or an unknown column
 #   fails with exit 1 and one message naming FILE:LINE:COL;
+# - --tune scores every grid point on a held-out list, picks the lowest and
+#   reports with it; it refuses to tune on the reported list;
 # - kace schedule answers its line protocol.
 set -u
 KACE=${1:?usage: cli_simulate.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
@@ -64,6 +66,26 @@ printf 'name,num_gpu,gpu_milli,qos,creation_time,deletion_time,owner\nx,1,1000,B
 "$KACE" simulate --db "$db" --trace "$SCRATCH/unknown.csv" --nodes "$TRACE/openb_node_list_gpu_node.csv" \
     --out "$SCRATCH/bad" 2>"$SCRATCH/unknown.err" >/dev/null
 grep -q "unknown.csv:1:56: unknown column 'owner'" "$SCRATCH/unknown.err" || fail "unknown column not named"
+
+# --tune on one held-out cell: tune.csv holds every grid point, the chosen one
+# has the lowest score, and the report runs with the chosen values.
+tune="$SCRATCH/tune"
+if "$KACE" simulate --db "$db" --trace "$TRACE/openb_pod_list_default.csv" --tune \
+        --tune-traces "$TRACE/openb_pod_list_gpushare80.csv" --tune-gpus 24 --policies kace,Oracle --no-figures \
+        --out "$tune" >"$tune.txt" 2>"$tune.err"; then
+    [ "$(wc -l <"$tune/tune.csv")" -eq 129 ] || fail "tune: $(wc -l <"$tune/tune.csv") lines in tune.csv, expected 1 + 128"
+    chosen=$(sed -n 's/^chosen: \(--min-gain .* --reserve [a-z]*\) (.*/\1/p' "$tune.txt")
+    best=$(awk -F, 'NR > 1 && (min == "" || $5 < min) { min = $5; p = "--min-gain " $1 " --min-confidence " $2 " --overload-queue " $3 " --reserve " $4 }
+                    END { print p }' "$tune/tune.csv")
+    [ -n "$chosen" ] && [ "$chosen" = "$best" ] || fail "tune: chose '$chosen', the lowest row of tune.csv is '$best'"
+    grep -q "^kace: $chosen --overload-min-rate" "$tune.txt" || fail "tune: the report does not use the chosen values"
+else
+    fail "simulate --tune: exit $?"; cat "$tune.err"
+fi
+"$KACE" simulate --db "$db" --trace "$TRACE/openb_pod_list_default.csv" --tune \
+    --tune-traces "$TRACE/openb_pod_list_default.csv" --out "$tune" >/dev/null 2>"$tune.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "reported list" "$tune.err" || fail "tune on the reported list: exit $rc, expected a usage error"
 
 # kace schedule: two nodes of one GPU; a third job must share or wait.
 answers=$(printf 'submit 1 bert-base-cased_batch8-train BE\nsubmit 2 bert-base-cased_batch8-train BE\nsubmit 3 vit_h_14_batch16-train BE\nstate\nfinish 1\nsubmit 4 no-such-workload\nstate\n' |

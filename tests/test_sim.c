@@ -257,8 +257,9 @@ static void test_oracle_gains_at_least_exclusive(void **state)
     (void)state;
     kace_sim_result *o = simulate(KACE_SCHED_ORACLE, 3, 32, truth, trace_jobs, n_trace_jobs, node_gpus, n_nodes);
     kace_sim_result *e = simulate(KACE_SCHED_EXCLUSIVE, 3, 32, truth, trace_jobs, n_trace_jobs, node_gpus, n_nodes);
-    /* The Oracle shares only on a measured gain and keeps LS jobs at their
-     * target on measured rates. */
+    /* The Oracle shares on a measured gain, or (overloaded) where the GPU's
+     * measured throughput stays at least that of one exclusive job, and keeps
+     * LS jobs at their target on measured rates. */
     assert_true(o->efficiency >= e->efficiency);
     assert_true(o->gpu_hours <= e->gpu_hours);
     assert_int_equal(o->n_ls_met, o->n_ls);
@@ -389,6 +390,116 @@ static void test_policies_never_read_the_truth(void **state)
     kace_dataset_free(&t2);
 }
 
+/* Whether BE jobs of pool workloads a and b may share a GPU at all, and the
+ * measured throughput of that GPU (jobs' worth of exclusive speed). */
+static bool pair_rate(int a, int b, double *rate)
+{
+    int group[2] = {pool[a], pool[b]};
+    double frac[2];
+    double mem = profiles->workloads[pool[a]].metric[KACE_M_MEMCAP] + profiles->workloads[pool[b]].metric[KACE_M_MEMCAP];
+    if (mem > 32 || !kace_group_set_has(kace_truth_runnable(truth), group, 2) ||
+        kace_truth_rates(ctx, truth, group, 2, frac) != KACE_OK)
+        return false;
+    *rate = frac[0] + frac[1];
+    return true;
+}
+
+static kace_sched *oracle_sched(double overload_queue, bool reserve, int n_gpus)
+{
+    kace_sched_config cfg;
+    kace_sched_config_default(&cfg, KACE_SCHED_ORACLE);
+    cfg.max_group = 2;
+    cfg.min_gain = 3; /* no pair gains this much: only the overload gate can let a job share */
+    cfg.overload_queue = overload_queue;
+    cfg.reserve = reserve;
+    kace_rate_source truth_rates;
+    kace_truth_rate_source(truth, &truth_rates);
+    kace_sched *s = NULL;
+    int gpus[1] = {n_gpus};
+    assert_kace_ok(ctx, kace_sched_new(ctx, &cfg, profiles, pool, n_pool, kace_truth_runnable(truth), &truth_rates,
+                                       gpus, 1, NULL, NULL, &s));
+    return s;
+}
+
+/* With no GPU idle, a job below min_gain waits unless the scheduler is
+ * overloaded; overloaded, it joins exactly when the GPU's throughput stays
+ * >= overload_min_rate (1: sharing beats running one job alone). */
+static void test_overload_gate_shares_when_throughput_holds(void **state)
+{
+    (void)state;
+    int joined = 0, refused = 0;
+    for (int a = 0; a < n_pool; a++)
+        for (int b = 0; b < n_pool; b++) {
+            double rate = 0;
+            bool may = pair_rate(a, b, &rate);
+            for (int mode = 0; mode < 2; mode++) {
+                kace_sched *s = oracle_sched(mode ? 0 : -1, false, 1);
+                kace_sched_job first = {0, pool[a], false, 1000, 1}, second = {1, pool[b], false, 1000, 1};
+                assert_kace_ok(ctx, kace_sched_submit(ctx, s, &first));
+                assert_kace_ok(ctx, kace_sched_submit(ctx, s, &second));
+                bool shared = kace_sched_n_queued(s) == 0;
+                if (mode == 0 && shared)
+                    fail_msg("not overloaded, %s joined %s below min_gain", profiles->workloads[pool[b]].name,
+                             profiles->workloads[pool[a]].name);
+                if (mode == 1 && shared != (may && rate >= 1))
+                    fail_msg("overloaded, %s next to %s (measured throughput %.3f, may share %d): shared %d",
+                             profiles->workloads[pool[b]].name, profiles->workloads[pool[a]].name, rate, may, shared);
+                if (mode == 1) {
+                    joined += shared;
+                    refused += !shared;
+                }
+                kace_sched_free(&s);
+            }
+        }
+    /* Both outcomes occur, so the test tells the gate from "always" or "never". */
+    assert_true(joined > 0 && refused > 0);
+}
+
+/* Overloaded with the oldest job unable to join anyone: with reserve on, it
+ * holds the GPU (a younger job that could join waits) and starts there when
+ * the GPU frees; with reserve off, the younger job takes the place. */
+static void test_reservation_keeps_the_oldest_job_from_starving(void **state)
+{
+    (void)state;
+    int found = 0;
+    for (int b = 0; b < n_pool && !found; b++)
+        for (int x = 0; x < n_pool && !found; x++)
+            for (int y = 0; y < n_pool && !found; y++) {
+                double r_bb = 0, r_bx = 0, r_by = 0;
+                bool bb = pair_rate(b, b, &r_bb), bx = pair_rate(b, x, &r_bx), by = pair_rate(b, y, &r_by);
+                /* b next to b (the first two jobs), x never next to b, y next to b. */
+                if (!bb || r_bb < 1 || (bx && r_bx >= 1) || !by || r_by < 1)
+                    continue;
+                found = 1;
+                for (int reserve = 0; reserve < 2; reserve++) {
+                    kace_sched *s = oracle_sched(0, reserve, 1);
+                    kace_sched_job j0 = {0, pool[b], false, 1000, 1}, j1 = {1, pool[b], false, 1000, 1};
+                    kace_sched_job jx = {2, pool[x], false, 1000, 1}, jy = {3, pool[y], false, 1000, 1};
+                    assert_kace_ok(ctx, kace_sched_submit(ctx, s, &j0));
+                    assert_kace_ok(ctx, kace_sched_submit(ctx, s, &j1));
+                    assert_kace_ok(ctx, kace_sched_submit(ctx, s, &jx));
+                    assert_int_equal(kace_sched_n_queued(s), 1);
+                    assert_kace_ok(ctx, kace_sched_finish(ctx, s, 0)); /* x still cannot join b */
+                    assert_int_equal(kace_sched_n_queued(s), 1);
+                    assert_kace_ok(ctx, kace_sched_submit(ctx, s, &jy));
+                    int ids[3];
+                    int n = kace_sched_gpu_jobs(s, 0, ids);
+                    if (reserve) {
+                        assert_int_equal(n, 1); /* y waits: the GPU is held for x */
+                        assert_int_equal(kace_sched_n_queued(s), 2);
+                        assert_kace_ok(ctx, kace_sched_finish(ctx, s, 1));
+                        n = kace_sched_gpu_jobs(s, 0, ids);
+                        assert_true(n >= 1 && (ids[0] == 2 || (n == 2 && ids[1] == 2))); /* x runs */
+                    } else {
+                        assert_int_equal(n, 2); /* y joined b; x still waits */
+                        assert_int_equal(kace_sched_n_queued(s), 1);
+                    }
+                    kace_sched_free(&s);
+                }
+            }
+    assert_true(found);
+}
+
 static void test_scheduler_refuses_impossible_jobs(void **state)
 {
     (void)state;
@@ -429,6 +540,8 @@ int main(void)
         cmocka_unit_test(test_oracle_choice_dominates),
         cmocka_unit_test(test_policies_never_read_the_truth),
         cmocka_unit_test(test_scheduler_refuses_impossible_jobs),
+        cmocka_unit_test(test_overload_gate_shares_when_throughput_holds),
+        cmocka_unit_test(test_reservation_keeps_the_oldest_job_from_starving),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -73,6 +73,13 @@ kace_status kace_group_set_add(kace_ctx *ctx, kace_group_set *s, const int *grou
 bool kace_group_set_has(const kace_group_set *s, const int *group, int k);
 size_t kace_group_set_size(const kace_group_set *s);
 
+/* kace's thresholds, chosen by `kace simulate --tune` on pod lists that are
+ * never reported (README "Cluster scale" gives the protocol and its output). */
+#define KACE_SCHED_TUNED_MIN_GAIN 0.2
+#define KACE_SCHED_TUNED_MIN_CONFIDENCE 0.6
+#define KACE_SCHED_TUNED_OVERLOAD_QUEUE 0.0
+#define KACE_SCHED_TUNED_RESERVE true
+
 typedef struct kace_sched_config {
     kace_sched_policy policy;
     int max_group;          /* 1..KACE_SCHED_MAX_GROUP */
@@ -81,12 +88,22 @@ typedef struct kace_sched_config {
     double min_confidence;  /* KACE: share only on predictions at least this sure */
     double min_gain;        /* KACE/ORACLE: share only when the GPU gains at least this
                                (in jobs' worth of exclusive speed) */
+    double overload_queue;  /* KACE/ORACLE: once this many jobs per GPU wait in the queue, a
+                               job that would wait also joins groups below min_gain and
+                               min_confidence, as long as their predicted throughput stays
+                               >= overload_min_rate (waiting delivers nothing); < 0: never */
+    double overload_min_rate; /* in jobs' worth of exclusive speed; 1 = sharing beats exclusive */
+    bool reserve;           /* KACE/ORACLE, while overloaded with no GPU idle: the longest
+                               waiting single-GPU job holds one shared GPU (nobody else joins
+                               it) until it can start there, so it is not starved */
     uint64_t seed;          /* RANDOM */
     bool scan_all;          /* find the same kind of GPU by looking at every GPU per
                                decision: the naive peer the benchmark compares with */
 } kace_sched_config;
 
-/* max_group 3, 32 GB, ls_target 0.5, min_confidence 0.6, min_gain 0.05. */
+/* max_group 3, 32 GB, ls_target 0.5 (the LS guarantee), and the thresholds
+ * `kace simulate --tune` chose on held-out pod lists (README "Cluster scale"):
+ * KACE_SCHED_TUNED_*; overload_min_rate 1. */
 void kace_sched_config_default(kace_sched_config *c, kace_sched_policy policy);
 
 typedef struct kace_sched_job {
