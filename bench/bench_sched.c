@@ -19,12 +19,7 @@
 #include "kace/sim.h"
 #include "kace/store.h"
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "bench_common.h"
 
 static int die(kace_ctx *ctx, const char *what)
 {
@@ -71,16 +66,11 @@ static int load_world(kace_ctx *ctx, const char *data, world *w)
     kace_store *store = NULL;
     if (kace_store_open(ctx, db, &store))
         return die(ctx, "store");
-    static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv", "colocations/triples.csv",
-                                        "splits.csv"};
-    for (size_t i = 0; i < 4; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/kace-v100/%s", data, files[i]);
-        kace_import_batch *b = NULL;
-        if (kace_import_parse_file(ctx, path, NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL))
-            return die(ctx, path);
-        kace_import_batch_free(&b);
-    }
+    static const char *const files[] = {"kace-v100/profiles/system.csv", "kace-v100/colocations/pairs.csv",
+                                        "kace-v100/colocations/triples.csv", "kace-v100/splits.csv"};
+    const char *failed = NULL;
+    if (bench_import(ctx, store, data, files, 4, &failed))
+        return die(ctx, failed);
     kace_splits *splits = NULL;
     if (kace_store_load_dataset(ctx, store, "pairs", false, &w->pairs) ||
         kace_store_load_dataset(ctx, store, "triples", false, &w->triples) ||
@@ -116,10 +106,10 @@ static int run_sim(kace_ctx *ctx, world *w, kace_sched_policy p, bool scan, cons
     kace_sim_config cfg = {.record_latency = true};
     kace_sched_config_default(&cfg.sched, p);
     cfg.sched.scan_all = scan;
-    double t0 = now_s();
+    double t0 = bench_now();
     if (kace_sim_run(ctx, &cfg, w->profiles, w->truth, w->pool, w->n_pool, &w->rates, ng, nn, jobs, n_jobs, r))
         return die(ctx, "simulate");
-    *secs = now_s() - t0;
+    *secs = bench_now() - t0;
     return 0;
 }
 
@@ -134,7 +124,7 @@ static int bench_trace(kace_ctx *ctx, world *w, const char *data)
         double parse_t[5], kace_t[5], all_t[5];
         size_t n_jobs = 0, cluster = 0;
         for (int rep = 0; rep < 5; rep++) {
-            double t0 = now_s();
+            double t0 = bench_now();
             kace_trace *trace = NULL;
             kace_node_list *nodes = NULL;
             kace_sim_job *jobs = NULL;
@@ -144,7 +134,7 @@ static int bench_trace(kace_ctx *ctx, world *w, const char *data)
                 kace_sim_jobs_from_trace(ctx, trace, w->profiles, w->pool, w->n_pool, &jobs, &n_jobs, &n_cpu) ||
                 kace_sim_cluster(ctx, nodes, sizes[s], &ng, &nn))
                 return die(ctx, "trace");
-            parse_t[rep] = now_s() - t0;
+            parse_t[rep] = bench_now() - t0;
             cluster = 0;
             for (size_t i = 0; i < nn; i++)
                 cluster += (size_t)ng[i];
