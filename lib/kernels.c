@@ -9,6 +9,7 @@
 #include "csv.h"
 #include "import_internal.h"
 #include "kace/kernels.h"
+#include "weighted_mean.h"
 
 /* Xu et al.'s short/long split, microseconds (as lib/ncu.c). */
 #define LONG_KERNEL_US 200.0
@@ -435,17 +436,6 @@ void kace_kernels_info(const kace_kernel_recording *r, kace_kernel_info *info)
 
 /* ---- reduction ------------------------------------------------------------- */
 
-typedef struct wsum {
-    double num, den;
-    size_t n;
-} wsum;
-
-static void wsum_add(wsum *w, double x, double d)
-{
-    w->num += x * d;
-    w->den += d;
-    w->n++;
-}
 
 kace_status kace_kernels_reduce(kace_ctx *ctx, const kace_kernel_recording *r, int64_t from_ns, int64_t to_ns,
                                 kace_kernel_summary *out)

@@ -74,6 +74,7 @@
 
 #include "csv.h"
 #include "import_internal.h"
+#include "weighted_mean.h"
 
 /* ---- metrics read from the export --------------------------------------- */
 
@@ -684,17 +685,6 @@ static kace_status read_row(kace_ctx *ctx, kace_csv *csv, const ncu_columns *c, 
 
 /* ---- reduction ------------------------------------------------------------- */
 
-typedef struct wsum {
-    double num, den;
-    size_t n;
-} wsum;
-
-static void wsum_add(wsum *w, double x, double d)
-{
-    w->num += x * d;
-    w->den += d;
-    w->n++;
-}
 
 static kace_status reduce(kace_ctx *ctx, const char *origin, const ncu_state *st, double out[OUT_N], bool have[OUT_N])
 {
