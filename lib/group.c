@@ -34,6 +34,7 @@
 #include "model_internal.h"
 
 #define CHUNK 16
+#define GREEDY_POOL 64
 
 typedef struct candidate {
     int pos;      /* position in the caller's pool (tie order) */
@@ -583,7 +584,8 @@ static void descend(search *s, size_t from, const double *parent, const double *
 
 /* A good group to start from, so the first bounds already cut: the
  * target's best partner by prediction, then the best third next to both,
- * and so on. It is scored like any other group. */
+ * and so on, among the GREEDY_POOL candidates with the highest bounds (all
+ * of them cost more than they save). It is scored like any other group. */
 static void greedy_start(search *s)
 {
     int group[KACE_GROUP_MAX_K], pos[KACE_GROUP_MAX_K];
@@ -595,7 +597,7 @@ static void greedy_start(search *s)
     for (int slot = 1; slot < s->k; slot++) {
         double best = -INFINITY;
         size_t pick = s->n;
-        for (size_t c = 0; c < s->n; c++) {
+        for (size_t c = 0; c < s->n && c < GREEDY_POOL; c++) {
             double least = mem + s->cand[c].memcap + (s->k - 1 - slot) * s->suf_min_mem[0];
             if (taken[c] || least > s->capacity)
                 continue;

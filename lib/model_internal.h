@@ -80,6 +80,9 @@ void kace_zscore(const double *X, size_t n, int d, const double *mean, const dou
 /* Slowdown backend (slowdown.c). */
 kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m); /* trees from booster_json */
 int kace_slowdown_member_features(void);
+/* A member's features from its own metrics and its partners' summed ones
+ * (both indexed by kace_metric); f has kace_slowdown_member_features(). */
+void kace_slowdown_member_features_of(const double *own, const double *other, double *f);
 /* An upper bound on the throughput (samples/s) the slowdown model predicts
  * for a workload with metrics own (indexed by kace_metric) whose partners'
  * summed metrics lie between other_lo and other_hi (indexed the same way;

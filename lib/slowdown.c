@@ -569,32 +569,23 @@ static float float_up(float x)
 /* Copies node v of tree `tree` into mb->node in preorder (left child next,
  * right child at .right), following the member's own features through
  * their splits, and renumbering splits on features the tree is monotone in
- * (see kace_member_node). Returns false when out of memory. */
-static bool specialize(const kace_trees *t, int tree, int v, const float *own_f, kace_member_bound *mb, int *cap)
+ * (see kace_member_node). */
+static void specialize(const kace_trees *t, int tree, int v, const float *own_f, kace_member_bound *mb)
 {
     const kace_tree_node *nd = &t->node[v];
     while (nd->left >= 0 && own_feature(nd->feature)) /* no NaN: x < threshold goes left */
         nd = &t->node[own_f[nd->feature] < nd->threshold ? nd->left : nd->right];
-    if (mb->n_nodes == *cap) {
-        int grown = *cap ? 2 * *cap : 256;
-        kace_member_node *n = realloc(mb->node, (size_t)grown * sizeof *n);
-        if (!n)
-            return false;
-        mb->node = n;
-        *cap = grown;
-    }
-    int at = mb->n_nodes++;
+    int at = mb->n_nodes++; /* room for every node of the model (init) */
     mb->node[at].value = nd->threshold;
     if (nd->left < 0) {
         mb->node[at].feature = -1;
-        return true;
+        return;
     }
     int mono = t->monotone ? t->monotone[(size_t)tree * N_MEMBER + (size_t)nd->feature] : 0;
     mb->node[at].feature = (int16_t)(nd->feature + (mono < 0 ? N_MEMBER : mono > 0 ? 2 * N_MEMBER : 0));
-    if (!specialize(t, tree, nd->left, own_f, mb, cap))
-        return false;
+    specialize(t, tree, nd->left, own_f, mb);
     mb->node[at].right = mb->n_nodes;
-    return specialize(t, tree, nd->right, own_f, mb, cap);
+    specialize(t, tree, nd->right, own_f, mb);
 }
 
 static const kace_metric share_metric[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT,
@@ -632,14 +623,13 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
     float own_f[N_MEMBER];
     for (int j = 0; j < N_MEMBER; j++)
         own_f[j] = (float)f[j];
-    int cap = 0;
     mb->active = malloc((size_t)m->trees.n_trees * sizeof *mb->active);
-    if (!mb->active)
+    mb->node = malloc((size_t)m->trees.n_nodes * sizeof *mb->node);
+    if (!mb->active || !mb->node)
         goto nomem;
     for (int i = 0; i < m->trees.n_trees; i++) {
         int first = mb->n_nodes;
-        if (!specialize(&m->trees, i, m->trees.tree_root[i], own_f, mb, &cap))
-            goto nomem;
+        specialize(&m->trees, i, m->trees.tree_root[i], own_f, mb);
         if (mb->node[first].feature < 0) { /* one leaf left: a constant */
             mb->tree_const += mb->node[first].value;
             mb->tree_const_mag += fabs(mb->node[first].value);
@@ -648,6 +638,9 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
             mb->active[mb->n_active++] = first;
         }
     }
+    kace_member_node *fit = realloc(mb->node, (size_t)(mb->n_nodes ? mb->n_nodes : 1) * sizeof *fit);
+    if (fit) /* else keep the larger block */
+        mb->node = fit;
     return KACE_OK;
 nomem:
     kace_slowdown_member_bound_release(mb);
@@ -782,6 +775,11 @@ double kace_slowdown_member_upper(const kace_model *m, const double *own, const 
 int kace_slowdown_member_features(void)
 {
     return N_MEMBER;
+}
+
+void kace_slowdown_member_features_of(const double *own, const double *other, double *f)
+{
+    contention_features(own, other, f);
 }
 
 const kace_metric *kace_slowdown_needed_metrics(int *n)
