@@ -362,7 +362,97 @@ void kace_trees_free(kace_trees *m)
     free(m->c_feature);
     free(m->c_threshold);
     free(m->c_leaf);
+    free(m->monotone);
     memset(m, 0, sizeof *m);
+}
+
+#define MONOTONE_MAX_LEAVES 32
+
+typedef struct leaf_region {
+    float value;
+    float lo[KACE_MAX_FEATURES], hi[KACE_MAX_FEATURES]; /* lo <= x < hi on the leaf's path */
+} leaf_region;
+
+/* The leaves under node v and the regions their paths carve out; -1 when
+ * there are more than MONOTONE_MAX_LEAVES. */
+static int leaf_regions(const kace_trees *t, int v, float *lo, float *hi, int nf, leaf_region *out, int n)
+{
+    if (n < 0 || n >= MONOTONE_MAX_LEAVES)
+        return -1;
+    const kace_tree_node *nd = &t->node[v];
+    if (nd->left < 0) {
+        out[n].value = nd->threshold;
+        memcpy(out[n].lo, lo, (size_t)nf * sizeof *lo);
+        memcpy(out[n].hi, hi, (size_t)nf * sizeof *hi);
+        return n + 1;
+    }
+    int f = nd->feature;
+    float keep = hi[f];
+    hi[f] = fminf(keep, nd->threshold);
+    n = leaf_regions(t, nd->left, lo, hi, nf, out, n);
+    hi[f] = keep;
+    keep = lo[f];
+    lo[f] = fmaxf(keep, nd->threshold);
+    n = leaf_regions(t, nd->right, lo, hi, nf, out, n);
+    lo[f] = keep;
+    return n;
+}
+
+/* A tree is monotone in feature j when any two points that differ only in
+ * j are ordered by value. Two such points lie in leaves whose regions
+ * overlap in every feature but j (and are apart in j), so it is enough to
+ * compare the leaves of each such pair. */
+void kace_trees_find_monotone(kace_trees *t, int n_features)
+{
+    free(t->monotone);
+    t->monotone = NULL;
+    if (n_features < 1 || n_features > KACE_MAX_FEATURES || t->n_trees < 1)
+        return;
+    signed char *mono = calloc((size_t)t->n_trees * (size_t)n_features, 1);
+    leaf_region *leaf = malloc(MONOTONE_MAX_LEAVES * sizeof *leaf);
+    if (!mono || !leaf) {
+        free(mono);
+        free(leaf);
+        return;
+    }
+    for (int i = 0; i < t->n_trees; i++) {
+        float lo[KACE_MAX_FEATURES], hi[KACE_MAX_FEATURES];
+        for (int f = 0; f < n_features; f++) {
+            lo[f] = -INFINITY;
+            hi[f] = INFINITY;
+        }
+        int n = leaf_regions(t, t->tree_root[i], lo, hi, n_features, leaf, 0);
+        if (n < 0)
+            continue; /* too large to check: 0s */
+        bool falls[KACE_MAX_FEATURES], rises[KACE_MAX_FEATURES]; /* somewhere, as the feature grows */
+        memset(falls, 0, sizeof falls);
+        memset(rises, 0, sizeof rises);
+        for (int a = 0; a < n; a++)
+            for (int b = a + 1; b < n; b++) {
+                int apart = 0, j = -1;
+                for (int f = 0; f < n_features && apart < 2; f++)
+                    if (!(fmaxf(leaf[a].lo[f], leaf[b].lo[f]) < fminf(leaf[a].hi[f], leaf[b].hi[f]))) {
+                        apart++;
+                        j = f;
+                    }
+                if (apart != 1)
+                    continue; /* no two points differing in one feature only */
+                const leaf_region *low = &leaf[a], *high = &leaf[b];
+                if (leaf[b].hi[j] <= leaf[a].lo[j]) {
+                    low = &leaf[b];
+                    high = &leaf[a];
+                } else if (!(leaf[a].hi[j] <= leaf[b].lo[j])) {
+                    falls[j] = rises[j] = true; /* an empty region: do not decide */
+                    continue;
+                }
+                falls[j] |= high->value < low->value;
+                rises[j] |= high->value > low->value;
+            }
+        for (int f = 0; f < n_features; f++)
+            mono[(size_t)i * (size_t)n_features + (size_t)f] = (signed char)(!rises[f] ? -1 : !falls[f] ? 1 : 0);
+    }
+    free(leaf);
+    t->monotone = mono;
 }
 
 /* Writes the subtree of node v at position p (depth d) of a complete tree

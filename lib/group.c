@@ -24,7 +24,15 @@
  * the incumbent, every later candidate is too: the loop stops.
  * The last slot is scored chunk by chunk (16 similar candidates each): a
  * chunk whose metric box bounds the partial group below the incumbent is
- * skipped whole. For k = 2 every pair is simply scored (cheaper). */
+ * skipped whole, and a job is scored only if the chunk's bound plus its
+ * own bound with the partial group as its (known) partners still reaches
+ * the incumbent. For k = 2 every pair is simply scored (cheaper).
+ * Cost: a member bound's tree part costs ~10x its ridge part and barely
+ * tightens as the box shrinks, so tests first blend the ridge part over
+ * the box with a tree part already computed over an enclosing box (the
+ * node's members', the candidates' from the root), and compute tree parts
+ * member by member only while the bound still reaches the incumbent. A
+ * greedy group scored before the search gives the first incumbent. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,11 +42,13 @@
 #include "model_internal.h"
 
 #define CHUNK 16
+#define GREEDY_POOL 64
 
 typedef struct candidate {
     int pos;      /* position in the caller's pool (tie order) */
     int workload; /* index into the dataset */
     double upper; /* u_c */
+    double upper_trees; /* its tree part */
     double memcap;
     kace_member_bound *bound; /* prepared member bound */
 } candidate;
@@ -56,20 +66,29 @@ typedef struct search {
     size_t n;
     double *suf_min, *suf_max; /* (n + 1) x n_metric, over cand[i..n) */
     double *suf_min_mem;       /* n + 1 */
-    double *u;                 /* n: u_c in search order */
-    double *v;                 /* k x n: candidate bounds at each depth */
+    double *u, *ut;            /* n: u_c in search order, and its tree part */
+    double *v, *vt;            /* k x n: candidate bounds at each depth, and their tree parts */
     double *top;               /* k x (n + 1) x KACE_GROUP_MAX_K: suffix_top at each depth */
     /* The last slot is searched by chunks of CHUNK similar candidates
      * (similar_chunks): a chunk's metric box gives a far tighter bound on
      * the partial group than the whole suffix does. */
     size_t *sim;                   /* search positions, chunk after chunk */
     double *chunk_min, *chunk_max; /* n_chunks x n_metric */
+    double *chunk_vmax;            /* n_chunks: scratch for last_slot */
+    size_t *chunk_order;
+    /* Tree part of each member's bound at the current node of each depth
+     * (members_bound): valid for any narrower box. */
+    double node_trees[KACE_GROUP_MAX_K][KACE_GROUP_MAX_K];
     /* The partial group: target at 0, then chosen candidates. */
     int chosen[KACE_GROUP_MAX_K];
     const kace_member_bound *chosen_bound[KACE_GROUP_MAX_K];
     kace_member_bound *bounds; /* one per distinct workload */
     size_t n_bounds;
     int depth;
+    /* Metric sums at each depth (node_sums): each member's partners', and
+     * the whole partial group's. */
+    double partners[KACE_GROUP_MAX_K][KACE_GROUP_MAX_K][KACE_N_METRICS];
+    double total[KACE_GROUP_MAX_K][KACE_N_METRICS];
     kace_group_result *best;
     int best_pos[KACE_GROUP_MAX_K]; /* sorted pool positions of the best group */
     kace_status st;
@@ -234,61 +253,123 @@ kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const ka
     return st;
 }
 
-/* Upper bound on member `who` (a workload) of the partial group, whose
- * known partners sum to known[] and which still gets r partners from
- * candidates s.cand[from..). */
-static double member_bound(const search *s, const kace_member_bound *who, const double *known, int r, size_t from)
+/* The box of partner sums of a member whose known partners sum to known[]
+ * and which still gets r partners from candidates s.cand[from..) (widened
+ * for rounding: the prediction sums in another order). */
+static void suffix_box(const search *s, const double *known, int r, size_t from, double *lo, double *hi)
 {
-    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
     for (int i = 0; i < s->n_metric; i++) {
         kace_metric mt = s->metric[i];
         lo[mt] = (known[i] + r * s->suf_min[from * (size_t)s->n_metric + (size_t)i]) * (1 - 1e-12);
         hi[mt] = (known[i] + r * s->suf_max[from * (size_t)s->n_metric + (size_t)i]) * (1 + 1e-12);
     }
-    return kace_slowdown_member_bound(s->m, who, lo, hi);
 }
 
-/* Sum of the model's metrics over the partial group's members other than
- * member j, summed in a fixed order. */
-static void partners_of(const search *s, int j, double *known)
+/* Upper bound on member `who` when its partner sums lie in [lo, hi]: its
+ * ridge part over the box, blended with `trees`, a bound on its tree part
+ * over a box that contains this one. The tree part costs most and loosens
+ * little with the box, so this cheap bound cuts most of what the full one
+ * would. */
+static double cheap_bound(const search *s, const kace_member_bound *who, const double *lo, const double *hi,
+                          double trees)
 {
+    return kace_slowdown_blend_upper(s->m, kace_slowdown_member_ridge(s->m, who, lo, hi), trees);
+}
+
+/* Fills the partial group's metric sums for the current depth: each
+ * member's partners' (in a fixed order; bounds are widened for rounding)
+ * and the whole group's. */
+static void node_sums(search *s)
+{
+    int d = s->depth;
     for (int i = 0; i < s->n_metric; i++) {
-        known[i] = 0;
-        for (int o = 0; o <= s->depth; o++)
-            if (o != j)
-                known[i] += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
+        double total = 0;
+        for (int j = 0; j <= d; j++) {
+            double sum = 0;
+            for (int o = 0; o <= d; o++)
+                if (o != j)
+                    sum += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
+            s->partners[d][j][i] = sum;
+            total += s->ds->workloads[s->chosen[j]].metric[s->metric[i]];
+        }
+        s->total[d][i] = total;
     }
+}
+
+/* Worse than the incumbent: strictly below it (a tie may still win on
+ * pool order, so it is explored). */
+static bool cut(const search *s, double bound)
+{
+    return s->best->found && bound < s->best->predicted;
+}
+
+/* Bound on the partial group's members, member j's partner sums in
+ * [lo[j], hi[j]]. First the ridge parts with tree parts trees[j], bounded
+ * over boxes containing these (cheap); then, while the bound plus `extra`
+ * still reaches the incumbent, member by member (largest first) with tree
+ * parts over their own boxes, kept in trees[]. *all_trees tells whether
+ * every member got its own. */
+static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], double (*hi)[KACE_N_METRICS],
+                                   double *trees, double extra, bool *all_trees)
+{
+    int n = s->depth + 1, order[KACE_GROUP_MAX_K];
+    double ridge[KACE_GROUP_MAX_K], b[KACE_GROUP_MAX_K], bound = 0;
+    for (int j = 0; j < n; j++) {
+        ridge[j] = kace_slowdown_member_ridge(s->m, s->chosen_bound[j], lo[j], hi[j]);
+        b[j] = kace_slowdown_blend_upper(s->m, ridge[j], trees[j]);
+        bound += b[j];
+        int at = j;
+        for (; at > 0 && b[order[at - 1]] < b[j]; at--)
+            order[at] = order[at - 1];
+        order[at] = j;
+    }
+    s->best->nodes_bounded++;
+    *all_trees = false;
+    for (int o = 0; o < n && !cut(s, bound + extra); o++) {
+        int j = order[o];
+        double t = kace_slowdown_member_trees(s->m, s->chosen_bound[j], lo[j], hi[j]);
+        if (t < trees[j])
+            trees[j] = t;
+        b[j] = kace_slowdown_blend_upper(s->m, ridge[j], trees[j]);
+        bound = 0;
+        for (int i = 0; i < n; i++)
+            bound += b[i];
+        *all_trees = o == n - 1;
+    }
+    return bound;
 }
 
 /* Bound on the partial group's own members when each gets exactly one more
- * partner whose metrics lie in [lo, hi] (per model metric). */
-static double members_bound_box(search *s, const double *lo_box, const double *hi_box)
+ * partner whose metrics lie in [lo_box, hi_box] (per model metric), with
+ * the node's tree parts to start from (see members_bound_staged). */
+static double members_bound_box(search *s, const double *lo_box, const double *hi_box, double extra)
 {
-    double bound = 0, known[KACE_N_METRICS];
+    double lo[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}}, hi[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}};
+    double trees[KACE_GROUP_MAX_K];
     for (int j = 0; j <= s->depth; j++) {
-        partners_of(s, j, known);
-        double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+        const double *known = s->partners[s->depth][j];
         for (int i = 0; i < s->n_metric; i++) {
-            lo[s->metric[i]] = (known[i] + lo_box[i]) * (1 - 1e-12);
-            hi[s->metric[i]] = (known[i] + hi_box[i]) * (1 + 1e-12);
+            lo[j][s->metric[i]] = (known[i] + lo_box[i]) * (1 - 1e-12);
+            hi[j][s->metric[i]] = (known[i] + hi_box[i]) * (1 + 1e-12);
         }
-        bound += kace_slowdown_member_bound(s->m, s->chosen_bound[j], lo, hi);
+        trees[j] = s->node_trees[s->depth][j];
     }
-    s->best->nodes_bounded++;
-    return bound;
+    bool all;
+    return members_bound_staged(s, lo, hi, trees, extra, &all);
 }
 
 /* Bound on the partial group's own members when each still gets r partners
- * from cand[from..). */
-static double members_bound(search *s, int r, size_t from)
+ * from cand[from..), starting from tree parts trees[] (see
+ * members_bound_staged). *all_trees: the node's tree parts are set. */
+static double members_bound(search *s, int r, size_t from, const double *trees, double extra, bool *all_trees)
 {
-    double bound = 0, known[KACE_N_METRICS];
+    double lo[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}}, hi[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}};
+    double *t = s->node_trees[s->depth];
     for (int j = 0; j <= s->depth; j++) {
-        partners_of(s, j, known);
-        bound += member_bound(s, s->chosen_bound[j], known, r, from);
+        suffix_box(s, s->partners[s->depth][j], r, from, lo[j], hi[j]);
+        t[j] = trees[j];
     }
-    s->best->nodes_bounded++;
-    return bound;
+    return members_bound_staged(s, lo, hi, t, extra, all_trees);
 }
 
 static double partial_memory(const search *s)
@@ -299,12 +380,6 @@ static double partial_memory(const search *s)
     return mem;
 }
 
-/* Worse than the incumbent: strictly below it (a tie may still win on
- * pool order, so it is explored). */
-static bool cut(const search *s, double bound)
-{
-    return s->best->found && bound < s->best->predicted;
-}
 
 /* For every suffix cand[i..n), the sums of its q largest bounds v[] for
  * q = 1..r: top[i * KACE_GROUP_MAX_K + q]. */
@@ -332,19 +407,18 @@ static void suffix_top(const double *v, size_t from, size_t n, int r, double *to
     }
 }
 
-/* Bounds on each candidate j >= from as the next member of the partial
- * group: its partners are the group plus r - 1 jobs from cand[from..).
- * Never above the parent's bound (which is also valid here). */
-static void candidate_bounds(search *s, int r, size_t from, const double *parent, double *v)
+/* Cheap bounds on each candidate j >= from as the next member of the
+ * partial group: its partners are the group plus r - 1 jobs from
+ * cand[from..). The tree parts come from the parent's (their boxes contain
+ * these), and the parent's bound also holds here. */
+static void candidate_bounds(search *s, int r, size_t from, const double *parent, const double *parent_trees,
+                             double *v, double *vt)
 {
-    double known[KACE_N_METRICS];
-    for (int i = 0; i < s->n_metric; i++) {
-        known[i] = 0;
-        for (int o = 0; o <= s->depth; o++)
-            known[i] += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
-    }
+    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    suffix_box(s, s->total[s->depth], r - 1, from, lo, hi);
     for (size_t j = from; j < s->n; j++) {
-        double b = member_bound(s, s->cand[j].bound, known, r - 1, from);
+        vt[j] = parent_trees[j];
+        double b = cheap_bound(s, s->cand[j].bound, lo, hi, vt[j]);
         v[j] = b < parent[j] ? b : parent[j];
     }
     s->best->nodes_bounded++;
@@ -352,25 +426,55 @@ static void candidate_bounds(search *s, int r, size_t from, const double *parent
 
 /* The last open slot: scores the groups that may still win, skipping whole
  * chunks of candidates whose box bound cannot reach the incumbent. */
-static void last_slot(search *s, size_t from, const double *v, double wide, double mem, const int *pos_stack)
+static void last_slot(search *s, size_t from, const double *v, const double *vt, double wide, double mem,
+                      const int *pos_stack)
 {
-    for (size_t c0 = 0; c0 < s->n && !s->st; c0 += CHUNK) {
-        size_t c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n;
+    /* The last member's partners are the partial group itself: a point box,
+     * where its ridge part is nearly exact. */
+    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    suffix_box(s, s->total[s->depth], 0, from, lo, hi);
+    /* Chunks by their best candidate bound, most promising first: good
+     * groups early raise the incumbent, and once one chunk is cut by that
+     * bound, so are the rest. */
+    size_t n_chunks = (s->n + CHUNK - 1) / CHUNK, n_live = 0;
+    for (size_t chunk = 0; chunk < n_chunks; chunk++) {
         double vmax = -INFINITY;
-        for (size_t e = c0; e < c1; e++)
-            if (s->sim[e] >= from)
-                vmax = fmax(vmax, v[s->sim[e]]);
-        if (cut(s, wide + vmax)) /* also when no member is left (vmax -inf) */
-            continue;
-        size_t chunk = c0 / CHUNK;
-        double bound = members_bound_box(s, s->chunk_min + chunk * (size_t)s->n_metric,
-                                         s->chunk_max + chunk * (size_t)s->n_metric);
+        for (size_t e = chunk * CHUNK; e < s->n && e < (chunk + 1) * CHUNK; e++)
+            if (s->sim[e] >= from && v[s->sim[e]] > vmax)
+                vmax = v[s->sim[e]];
+        if (vmax == -INFINITY)
+            continue; /* no candidate left in it */
+        size_t at = n_live++;
+        for (; at > 0 && s->chunk_vmax[at - 1] < vmax; at--) {
+            s->chunk_vmax[at] = s->chunk_vmax[at - 1];
+            s->chunk_order[at] = s->chunk_order[at - 1];
+        }
+        s->chunk_vmax[at] = vmax;
+        s->chunk_order[at] = chunk;
+    }
+    for (size_t live = 0; live < n_live && !s->st; live++) {
+        size_t chunk = s->chunk_order[live], c0 = chunk * CHUNK, c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n;
+        double vmax = s->chunk_vmax[live];
+        if (cut(s, wide + vmax))
+            break;
+        /* The chunk's box, within the suffix's (only jobs from `from` on
+         * count): first the ridge parts over it with the node's tree parts
+         * (cheap), then with the trees over it too. */
+        double box_lo[KACE_N_METRICS], box_hi[KACE_N_METRICS];
+        for (int i = 0; i < s->n_metric; i++) {
+            size_t at = chunk * (size_t)s->n_metric + (size_t)i, suf = from * (size_t)s->n_metric + (size_t)i;
+            box_lo[i] = fmax(s->chunk_min[at], s->suf_min[suf]);
+            box_hi[i] = fmin(s->chunk_max[at], s->suf_max[suf]);
+        }
+        double bound = members_bound_box(s, box_lo, box_hi, vmax);
         if (cut(s, bound + vmax))
             continue;
         for (size_t e = c0; e < c1 && !s->st; e++) {
             size_t i = s->sim[e];
             const candidate *c = &s->cand[i];
             if (i < from || cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
+                continue;
+            if (cut(s, bound + cheap_bound(s, c->bound, lo, hi, vt[i])))
                 continue;
             int pos[KACE_GROUP_MAX_K];
             memcpy(pos, pos_stack, (size_t)(s->k - 2) * sizeof *pos);
@@ -436,7 +540,8 @@ done:
 /* Extends the partial group chosen[0..depth] with candidates from
  * cand[from..). parent[j] bounds candidate j as a member of any completion;
  * pos_stack holds the chosen candidates' pool positions. */
-static void descend(search *s, size_t from, const double *parent, int *pos_stack, double wide)
+static void descend(search *s, size_t from, const double *parent, const double *parent_trees, int *pos_stack,
+                    double wide)
 {
     int r = s->k - 1 - s->depth; /* slots still open, >= 1 */
     double mem = partial_memory(s);
@@ -444,34 +549,85 @@ static void descend(search *s, size_t from, const double *parent, int *pos_stack
      * last slot the parent's are used (computing them would cost as much as
      * scoring the groups). */
     if (r == 1) {
-        last_slot(s, from, parent, wide, mem, pos_stack);
+        last_slot(s, from, parent, parent_trees, wide, mem, pos_stack);
         return;
     }
-    double *v = s->v + (size_t)s->depth * s->n, *top = s->top + (size_t)s->depth * (s->n + 1) * KACE_GROUP_MAX_K;
-    if (s->depth > 0)
-        candidate_bounds(s, r, from, parent, v);
-    else
+    size_t level = (size_t)s->depth * s->n;
+    double *v = s->v + level, *vt = s->vt + level, *top = s->top + (size_t)s->depth * (s->n + 1) * KACE_GROUP_MAX_K;
+    if (s->depth > 0) {
+        candidate_bounds(s, r, from, parent, parent_trees, v, vt);
+    } else {
         memcpy(v + from, parent + from, (s->n - from) * sizeof *v);
+        memcpy(vt + from, parent_trees + from, (s->n - from) * sizeof *vt);
+    }
     suffix_top(v, from, s->n, r, top);
     for (size_t i = from; i + (size_t)r <= s->n && !s->st; i++) {
         if (cut(s, wide + top[i * KACE_GROUP_MAX_K + (size_t)r]))
             break; /* no completion from cand[i..) can win */
         const candidate *c = &s->cand[i];
-        if (cut(s, wide + v[i] + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
+        const double *rest = &top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)];
+        if (cut(s, wide + v[i] + *rest))
             continue;
         double least = mem + c->memcap + (r - 1) * s->suf_min_mem[i + 1];
         if (least > s->capacity * (1 + 1e-12)) /* consider() decides the exact edge */
             continue;
+        /* The child's tree parts: each old member's from this node, the new
+         * one's from its candidate bound (their boxes contain the child's). */
+        double trees[KACE_GROUP_MAX_K];
+        memcpy(trees, s->node_trees[s->depth], (size_t)(s->depth + 1) * sizeof *trees);
+        trees[s->depth + 1] = vt[i];
         s->chosen[++s->depth] = c->workload;
         s->chosen_bound[s->depth] = c->bound;
         pos_stack[s->depth - 1] = c->pos;
+        node_sums(s);
         /* Valid for every completion from cand[i+1..): the members'
-         * partners then come from there. */
-        double child = members_bound(s, r - 1, i + 1);
-        if (!cut(s, child + top[(i + 1) * KACE_GROUP_MAX_K + (size_t)(r - 1)]))
-            descend(s, i + 1, v, pos_stack, child);
+         * partners then come from there. Cheap first, then full. */
+        bool all_trees;
+        double child = members_bound(s, r - 1, i + 1, trees, *rest, &all_trees);
+        if (!cut(s, child + *rest)) /* then every member got its own tree part */
+            descend(s, i + 1, v, vt, pos_stack, child);
         s->depth--;
     }
+}
+
+/* A good group to start from, so the first bounds already cut: the
+ * target's best partner by prediction, then the best third next to both,
+ * and so on, among the GREEDY_POOL candidates with the highest bounds (all
+ * of them cost more than they save). It is scored like any other group. */
+static void greedy_start(search *s)
+{
+    int group[KACE_GROUP_MAX_K], pos[KACE_GROUP_MAX_K];
+    bool *taken = calloc(s->n ? s->n : 1, sizeof *taken);
+    if (!taken)
+        return; /* only a head start: the search does without */
+    group[0] = s->q->target;
+    double mem = s->ds->workloads[s->q->target].metric[KACE_M_MEMCAP];
+    for (int slot = 1; slot < s->k; slot++) {
+        double best = -INFINITY;
+        size_t pick = s->n;
+        for (size_t c = 0; c < s->n && c < GREEDY_POOL; c++) {
+            double least = mem + s->cand[c].memcap + (s->k - 1 - slot) * s->suf_min_mem[0];
+            if (taken[c] || least > s->capacity)
+                continue;
+            double sum;
+            group[slot] = s->cand[c].workload;
+            if (kace_slowdown_predict(s->ctx, s->m, s->ds, group, slot + 1, &sum, NULL, NULL) == KACE_OK &&
+                sum > best) {
+                best = sum;
+                pick = c;
+            }
+        }
+        if (pick == s->n) {
+            free(taken);
+            return;
+        }
+        taken[pick] = true;
+        group[slot] = s->cand[pick].workload;
+        pos[slot - 1] = s->cand[pick].pos;
+        mem += s->cand[pick].memcap;
+    }
+    free(taken);
+    s->st = consider(s->ctx, s->ds, s->m, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
 }
 
 static int by_upper_desc(const void *a, const void *b)
@@ -515,6 +671,8 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     s.suf_max = malloc((n + 1) * (size_t)s.n_metric * sizeof *s.suf_max);
     s.suf_min_mem = malloc((n + 1) * sizeof *s.suf_min_mem);
     s.u = malloc((n ? n : 1) * sizeof *s.u);
+    s.ut = malloc((n ? n : 1) * sizeof *s.ut);
+    s.vt = malloc((size_t)q->k * (n ? n : 1) * sizeof *s.vt);
     s.v = malloc((size_t)q->k * (n ? n : 1) * sizeof *s.v);
     s.top = malloc((size_t)q->k * (n + 1) * KACE_GROUP_MAX_K * sizeof *s.top);
     size_t n_chunks = n / CHUNK + 1;
@@ -522,7 +680,10 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     s.chunk_max = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_max);
     s.bounds = calloc(n + 1, sizeof *s.bounds);
     s.sim = malloc((n ? n : 1) * sizeof *s.sim);
-    if (!s.sim || !s.bounds || !s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top) {
+    s.chunk_vmax = malloc(n_chunks * sizeof *s.chunk_vmax);
+    s.chunk_order = malloc(n_chunks * sizeof *s.chunk_order);
+    if (!s.sim || !s.chunk_vmax || !s.chunk_order || !s.bounds || !s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top ||
+        !s.ut || !s.vt) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -570,7 +731,9 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
         s.cand[c].pos = (int)c;
         s.cand[c].workload = pool[c];
         s.cand[c].memcap = ds->workloads[pool[c]].metric[KACE_M_MEMCAP];
-        s.cand[c].upper = kace_slowdown_member_bound(m, s.cand[c].bound, lo, hi);
+        s.cand[c].upper_trees = kace_slowdown_member_trees(m, s.cand[c].bound, lo, hi);
+        s.cand[c].upper = kace_slowdown_blend_upper(m, kace_slowdown_member_ridge(m, s.cand[c].bound, lo, hi),
+                                                    s.cand[c].upper_trees);
     }
     qsort(s.cand, n, sizeof *s.cand, by_upper_desc);
     size_t d = (size_t)s.n_metric;
@@ -589,9 +752,13 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     }
     s.chosen[0] = q->target;
     s.depth = 0;
+    node_sums(&s);
     int pos_stack[KACE_GROUP_MAX_K];
     for (size_t c = 0; c < n; c++)
+    {
         s.u[c] = s.cand[c].upper;
+        s.ut[c] = s.cand[c].upper_trees;
+    }
     similar_chunks(&s);
     for (size_t ch = 0; ch < n_chunks; ch++)
         for (int i = 0; i < s.n_metric; i++) {
@@ -604,7 +771,16 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
             s.chunk_min[ch * (size_t)s.n_metric + (size_t)i] = lo;
             s.chunk_max[ch * (size_t)s.n_metric + (size_t)i] = hi;
         }
-    descend(&s, 0, s.u, pos_stack, members_bound(&s, q->k - 1, 0));
+    double no_trees[KACE_GROUP_MAX_K];
+    for (int j = 0; j < KACE_GROUP_MAX_K; j++)
+        no_trees[j] = INFINITY;
+    greedy_start(&s);
+    if (!s.st)
+        {
+        bool all_trees;
+        double root = members_bound(&s, q->k - 1, 0, no_trees, INFINITY, &all_trees);
+        descend(&s, 0, s.u, s.ut, pos_stack, root);
+    }
     st = s.st;
 done:
     free(s.cand);
@@ -612,9 +788,13 @@ done:
     free(s.suf_max);
     free(s.suf_min_mem);
     free(s.u);
+    free(s.ut);
+    free(s.vt);
     free(s.v);
     free(s.top);
     free(s.sim);
+    free(s.chunk_vmax);
+    free(s.chunk_order);
     free(s.chunk_min);
     free(s.chunk_max);
     for (size_t i = 0; i < s.n_bounds; i++)

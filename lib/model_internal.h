@@ -29,12 +29,19 @@ typedef struct kace_trees {
     float *c_threshold;
     float *c_leaf;        /* n_trees x 2^D */
     double base_score;
+    /* n_trees x n_features, from kace_trees_find_monotone (NULL: not
+     * known): -1 when the tree never rises as the feature grows (all other
+     * features fixed), +1 when it never falls, 0 otherwise. */
+    signed char *monotone;
 } kace_trees;
 
 /* Reads and checks the trees of an xgboost JSON model with n_features
  * features (every node reached once, children and features in range). */
 kace_status kace_trees_from_json(kace_ctx *ctx, const char *json, size_t len, int n_features, kace_trees *out);
 void kace_trees_free(kace_trees *t);
+/* Fills t->monotone by checking every tree's leaves (trees with more than
+ * 32 leaves get 0s). Leaves it NULL when out of memory. */
+void kace_trees_find_monotone(kace_trees *t, int n_features);
 /* Sum of the leaves x falls into, plus the base score, computed in float
  * like xgboost (x < threshold goes left; NaN goes the default way). */
 double kace_trees_predict(const kace_trees *t, const double *x);
@@ -73,6 +80,9 @@ void kace_zscore(const double *X, size_t n, int d, const double *mean, const dou
 /* Slowdown backend (slowdown.c). */
 kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m); /* trees from booster_json */
 int kace_slowdown_member_features(void);
+/* A member's features from its own metrics and its partners' summed ones
+ * (both indexed by kace_metric); f has kace_slowdown_member_features(). */
+void kace_slowdown_member_features_of(const double *own, const double *other, double *f);
 /* An upper bound on the throughput (samples/s) the slowdown model predicts
  * for a workload with metrics own (indexed by kace_metric) whose partners'
  * summed metrics lie between other_lo and other_hi (indexed the same way;
@@ -86,13 +96,15 @@ double kace_slowdown_member_upper(const kace_model *m, const double *own, const 
 typedef struct kace_member_node {
     float value;     /* split threshold, or the leaf's value */
     int32_t right;   /* index of the right child; the left child is next */
-    int16_t feature; /* -1: a leaf */
+    int16_t feature; /* -1: a leaf; a member feature j: both ends of its range, j + 26 (the member feature
+                        count): its low end only, j + 52: its high end only (the tree is monotone in j) */
 } kace_member_node;
 
 typedef struct kace_member_bound {
     double excl, own_memcap;
     double share[5];      /* own sm%, mem%, Nsight throughputs */
     double a[5];          /* ridge weight of a partner share, own product folded in */
+    double d[5], peak[5]; /* own share + 1e-3, and where the share's ridge terms peak (NAN: nowhere) */
     double z_own, mag_own; /* ridge intercept plus own-feature terms, and their size */
     double tree_const, tree_const_mag; /* base score plus trees left with one leaf */
     kace_member_node *node;
@@ -107,6 +119,16 @@ void kace_slowdown_member_bound_release(kace_member_bound *mb);
 /* kace_slowdown_member_upper for a prepared workload. */
 double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
                                   const double *other_hi);
+/* The bound's two parts: the ridge part and the tree part (0 for a model
+ * without trees), each a bound over the box; kace_slowdown_blend_upper
+ * blends the two into the member's bound. A part's bound over a box that
+ * contains this one still holds, so a caller may reuse the costly tree
+ * part. */
+double kace_slowdown_member_ridge(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                                  const double *other_hi);
+double kace_slowdown_member_trees(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                                  const double *other_hi);
+double kace_slowdown_blend_upper(const kace_model *m, double ridge, double trees);
 /* The profile metrics the slowdown model reads, and their count. */
 const kace_metric *kace_slowdown_needed_metrics(int *n);
 

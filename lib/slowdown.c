@@ -386,6 +386,8 @@ static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, cons
     m->booster_json[len] = '\0';
     m->booster_json_len = (size_t)len;
     st = kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
+    if (!st)
+        kace_trees_find_monotone(&m->trees, N_MEMBER); /* for the member bounds */
 done:
     if (b)
         XGBoosterFree(b);
@@ -492,7 +494,10 @@ kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m)
     kace_trees_free(&m->trees);
     if (!m->booster_json_len)
         return KACE_OK; /* ridge only */
-    return kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
+    kace_status st = kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
+    if (!st)
+        kace_trees_find_monotone(&m->trees, N_MEMBER); /* for the member bounds */
+    return st;
 }
 
 /* Member bounds: an upper bound on a member's predicted throughput when
@@ -509,22 +514,32 @@ kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m)
  * - Trees: the best leaf each tree can reach inside the box. The member's
  *   own features are fixed, so each tree is first specialized to the
  *   member (its own-feature splits resolved, trees left with one leaf
- *   folded into a constant); only splits on partner features remain. */
+ *   folded into a constant); only splits on partner features remain.
+ *   Where a tree is monotone in a partner feature (kace_trees_find_monotone:
+ *   xgboost's monotone constraints make most share features so), its
+ *   maximum over the box lies at that feature's low end (never rising) or
+ *   high end (never falling), so the walk takes only the side that end
+ *   falls on: same maximum, fewer branches.
+ * The tree part costs most, and a bound over a larger box is still a bound,
+ * so callers may compute the ridge part alone and reuse a tree part
+ * computed for a box that contains this one (kace_slowdown_member_bound_parts). */
+
+static double max2(double a, double b)
+{
+    return a > b ? a : b;
+}
 
 /* Largest value of a*x + c*x/(d + x) for x in [lo, hi] (d > 0): the ridge
  * terms one partner share contributes (x = the partners' share, d = the
  * member's own share plus 1e-3). The function is concave when c > 0, so
- * its maximum is at a stationary point inside the interval or at an end;
- * when c <= 0 it is convex or monotone and an end is the maximum. */
-static double share_term_max(double a, double c, double d, double lo, double hi)
+ * its maximum is at its stationary point `peak` (NAN: none; see
+ * kace_slowdown_member_bound_init) when inside the interval, else at an
+ * end; when c <= 0 it is convex or monotone and an end is the maximum. */
+static double share_term_max(double a, double c, double d, double peak, double lo, double hi)
 {
-    double best = fmax(a * lo + c * lo / (d + lo), a * hi + c * hi / (d + hi));
-    if (c > 0 && a < 0) {
-        double x = sqrt(-c * d / a) - d; /* where a + c*d/(d+x)^2 = 0 */
-        if (x > lo && x < hi)
-            best = fmax(best, a * x + c * x / (d + x));
-    }
-    return best;
+    if (peak > lo && peak < hi)
+        return a * peak + c * peak / (d + peak);
+    return max2(a * lo + c * lo / (d + lo), a * hi + c * hi / (d + hi));
 }
 
 /* Features that depend on the member alone. */
@@ -551,38 +566,34 @@ static float float_up(float x)
     return -float_down(-x);
 }
 
-/* Copies tree node v into mb->node in preorder (left child next, right
- * child at .right), following the member's own features through their
- * splits. Returns false when out of memory. */
-static bool specialize(const kace_trees *t, int v, const float *own_f, kace_member_bound *mb, int *cap)
+/* Copies node v of tree `tree` into mb->node in preorder (left child next,
+ * right child at .right), following the member's own features through
+ * their splits, and renumbering splits on features the tree is monotone in
+ * (see kace_member_node). */
+static void specialize(const kace_trees *t, int tree, int v, const float *own_f, kace_member_bound *mb)
 {
     const kace_tree_node *nd = &t->node[v];
     while (nd->left >= 0 && own_feature(nd->feature)) /* no NaN: x < threshold goes left */
         nd = &t->node[own_f[nd->feature] < nd->threshold ? nd->left : nd->right];
-    if (mb->n_nodes == *cap) {
-        int grown = *cap ? 2 * *cap : 256;
-        kace_member_node *n = realloc(mb->node, (size_t)grown * sizeof *n);
-        if (!n)
-            return false;
-        mb->node = n;
-        *cap = grown;
-    }
-    int at = mb->n_nodes++;
+    int at = mb->n_nodes++; /* room for every node of the model (init) */
     mb->node[at].value = nd->threshold;
-    mb->node[at].feature = (int16_t)(nd->left < 0 ? -1 : nd->feature);
-    if (nd->left < 0)
-        return true;
-    if (!specialize(t, nd->left, own_f, mb, cap))
-        return false;
+    if (nd->left < 0) {
+        mb->node[at].feature = -1;
+        return;
+    }
+    int mono = t->monotone ? t->monotone[(size_t)tree * N_MEMBER + (size_t)nd->feature] : 0;
+    mb->node[at].feature = (int16_t)(nd->feature + (mono < 0 ? N_MEMBER : mono > 0 ? 2 * N_MEMBER : 0));
+    specialize(t, tree, nd->left, own_f, mb);
     mb->node[at].right = mb->n_nodes;
-    return specialize(t, nd->right, own_f, mb, cap);
+    specialize(t, tree, nd->right, own_f, mb);
 }
+
+static const kace_metric share_metric[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT,
+                                            KACE_M_DRAM_THROUGHPUT, KACE_M_MEM_THROUGHPUT};
 
 kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, const double *own,
                                             kace_member_bound *mb)
 {
-    static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
-                                         KACE_M_MEM_THROUGHPUT};
     memset(mb, 0, sizeof *mb);
     double none[KACE_N_METRICS] = {0}, f[N_MEMBER];
     contention_features(own, none, f);
@@ -597,8 +608,13 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
             mb->mag_own += fabs(w[j] * f[j]);
         }
     for (int s = 0; s < 5; s++) {
-        mb->share[s] = own[share[s]];
-        mb->a[s] = w[5 + s] + w[10 + s] * own[share[s]] / 100;
+        double a = w[5 + s] + w[10 + s] * own[share_metric[s]] / 100, c = w[15 + s];
+        double d = own[share_metric[s]] / 100 + 1e-3;
+        mb->share[s] = own[share_metric[s]];
+        mb->a[s] = a;
+        mb->d[s] = d;
+        /* where a + c*d/(d+x)^2 = 0: a maximum when c > 0 > a */
+        mb->peak[s] = c > 0 && a < 0 ? sqrt(-c * d / a) - d : NAN;
     }
     mb->tree_const = m->trees.base_score;
     mb->tree_const_mag = fabs(m->trees.base_score);
@@ -607,14 +623,13 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
     float own_f[N_MEMBER];
     for (int j = 0; j < N_MEMBER; j++)
         own_f[j] = (float)f[j];
-    int cap = 0;
     mb->active = malloc((size_t)m->trees.n_trees * sizeof *mb->active);
-    if (!mb->active)
+    mb->node = malloc((size_t)m->trees.n_nodes * sizeof *mb->node);
+    if (!mb->active || !mb->node)
         goto nomem;
     for (int i = 0; i < m->trees.n_trees; i++) {
         int first = mb->n_nodes;
-        if (!specialize(&m->trees, m->trees.tree_root[i], own_f, mb, &cap))
-            goto nomem;
+        specialize(&m->trees, i, m->trees.tree_root[i], own_f, mb);
         if (mb->node[first].feature < 0) { /* one leaf left: a constant */
             mb->tree_const += mb->node[first].value;
             mb->tree_const_mag += fabs(mb->node[first].value);
@@ -623,6 +638,9 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
             mb->active[mb->n_active++] = first;
         }
     }
+    kace_member_node *fit = realloc(mb->node, (size_t)(mb->n_nodes ? mb->n_nodes : 1) * sizeof *fit);
+    if (fit) /* else keep the larger block */
+        mb->node = fit;
     return KACE_OK;
 nomem:
     kace_slowdown_member_bound_release(mb);
@@ -642,30 +660,29 @@ void kace_slowdown_member_bound_release(kace_member_bound *mb)
  * sends x left when x < threshold. */
 static float reach_upper(const kace_member_node *node, int i, const float *lo, const float *hi)
 {
-    const kace_member_node *v = &node[i];
-    if (v->feature < 0)
-        return v->value;
-    bool left = lo[v->feature] < v->value, right = !(hi[v->feature] < v->value);
-    if (left && right) {
-        float l = reach_upper(node, i + 1, lo, hi), r = reach_upper(node, v->right, lo, hi);
-        return l > r ? l : r;
+    for (;;) {
+        const kace_member_node *v = &node[i];
+        if (v->feature < 0)
+            return v->value;
+        bool left = lo[v->feature] < v->value, right = !(hi[v->feature] < v->value);
+        if (left && right) {
+            float l = reach_upper(node, i + 1, lo, hi), r = reach_upper(node, v->right, lo, hi);
+            return l > r ? l : r;
+        }
+        i = left ? i + 1 : v->right;
     }
-    return reach_upper(node, left ? i + 1 : v->right, lo, hi);
 }
 
-double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
-                                  const double *other_hi)
+/* The tree part's bound for partner sums in [other_lo, other_hi]. */
+static double trees_upper(const kace_member_bound *mb, const double *other_lo, const double *other_hi)
 {
-    static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
-                                         KACE_M_MEM_THROUGHPUT};
-    const double *w = m->ridge_raw + 1;
     /* The partner features at the box's two corners, as contention_features
      * computes them. */
     double flo[N_MEMBER], fhi[N_MEMBER];
     for (int s = 0; s < 5; s++) {
         double own = mb->share[s];
         for (int e = 0; e < 2; e++) {
-            double other = (e ? other_hi : other_lo)[share[s]], *f = e ? fhi : flo;
+            double other = (e ? other_hi : other_lo)[share_metric[s]], *f = e ? fhi : flo;
             f[5 + s] = other / 100;
             f[10 + s] = own * other / 1e4;
             f[15 + s] = (other / 100) / (own / 100 + other / 100 + 1e-3);
@@ -677,26 +694,13 @@ double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *
     fhi[24] = other_hi[KACE_M_MEMCAP];
     flo[25] = mb->own_memcap + other_lo[KACE_M_MEMCAP];
     fhi[25] = mb->own_memcap + other_hi[KACE_M_MEMCAP];
-    /* Ridge; the slack covers rounding (the prediction sums in another
-     * order). */
-    double z = mb->z_own, mag = mb->mag_own;
-    for (int s = 0; s < 5; s++) {
-        z += share_term_max(mb->a[s], w[15 + s], mb->share[s] / 100 + 1e-3, flo[5 + s], fhi[5 + s]);
-        mag += fabs(w[5 + s] * fhi[5 + s]) + fabs(w[10 + s] * fhi[10 + s]) + fabs(w[15 + s]);
-    }
-    z += fmax(w[22] * flo[22], w[22] * fhi[22]); /* partners' threads: monotone */
-    /* Partners' memcap and the group's memcap: linear in the same sum. */
-    z += fmax(w[24] * flo[24] + w[25] * flo[25], w[24] * fhi[24] + w[25] * fhi[25]);
-    mag += fabs(w[22] * fhi[22]) + fabs(w[24] * fhi[24]) + fabs(w[25] * fhi[25]);
-    z += 1e-9 * mag + 1e-12;
-    double ridge = mb->excl * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
-    if (!m->trees.n_trees)
-        return ridge * (1 + 1e-9);
-    float lo[N_MEMBER], hi[N_MEMBER];
+    /* Feature j's range, then its low end alone (j + N_MEMBER) and its high
+     * end alone (j + 2 * N_MEMBER) for monotone splits. */
+    float lo[3 * N_MEMBER], hi[3 * N_MEMBER];
     for (int j = 5; j < N_MEMBER; j++)
         if (!own_feature(j)) {
-            lo[j] = float_down((float)flo[j]);
-            hi[j] = float_up((float)fhi[j]);
+            lo[j] = lo[j + N_MEMBER] = hi[j + N_MEMBER] = float_down((float)flo[j]);
+            hi[j] = lo[j + 2 * N_MEMBER] = hi[j + 2 * N_MEMBER] = float_up((float)fhi[j]);
         }
     double t = mb->tree_const, tmag = mb->tree_const_mag;
     for (int i = 0; i < mb->n_active; i++) {
@@ -705,8 +709,61 @@ double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *
         tmag += fabsf(leaf);
     }
     t += 1e-5 * tmag; /* the prediction sums the leaves in float */
-    double trees = mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
+    return mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
+}
+
+/* The ridge part's bound for partner sums in [other_lo, other_hi]. */
+static double ridge_upper(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                          const double *other_hi)
+{
+    const double *w = m->ridge_raw + 1;
+    double z = mb->z_own, mag = mb->mag_own;
+    for (int s = 0; s < 5; s++) {
+        double lo = other_lo[share_metric[s]] / 100, hi = other_hi[share_metric[s]] / 100;
+        z += share_term_max(mb->a[s], w[15 + s], mb->d[s], mb->peak[s], lo, hi);
+        mag += fabs(w[5 + s] * hi) + fabs(w[10 + s] * mb->share[s] / 100 * hi) + fabs(w[15 + s]);
+    }
+    /* Partners' threads: monotone, so the better end. logf costs far less
+     * than log1p and stays within a few float steps of it (at most ~1e-5
+     * here); 1e-4 more toward the bound's side covers that. */
+    double threads_end = (w[22] < 0 ? other_lo : other_hi)[KACE_M_THREADS];
+    double threads = logf((float)(1 + threads_end)) + (w[22] < 0 ? -1e-4 : 1e-4);
+    z += w[22] * threads;
+    /* Partners' memcap and the group's memcap: linear in the same sum. */
+    double mem_lo = other_lo[KACE_M_MEMCAP], mem_hi = other_hi[KACE_M_MEMCAP];
+    z += max2(w[24] * mem_lo + w[25] * (mb->own_memcap + mem_lo), w[24] * mem_hi + w[25] * (mb->own_memcap + mem_hi));
+    double threads_hi = w[22] < 0 ? logf((float)(1 + other_hi[KACE_M_THREADS])) + 1e-4 : threads;
+    mag += fabs(w[22] * threads_hi) + fabs(w[24] * mem_hi) + fabs(w[25] * (mb->own_memcap + mem_hi));
+    z += 1e-9 * mag + 1e-12; /* rounding: the prediction sums in another order */
+    /* expf in place of exp, for speed: z as a float and expf's own error
+     * stay far below the 1e-5 added. */
+    return mb->excl * (double)expf((float)clamp(z, log(FRACTION_MIN), log(FRACTION_MAX))) * (1 + 1e-5);
+}
+
+double kace_slowdown_member_ridge(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                                  const double *other_hi)
+{
+    return ridge_upper(m, mb, other_lo, other_hi);
+}
+
+double kace_slowdown_member_trees(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                                  const double *other_hi)
+{
+    return m->trees.n_trees ? trees_upper(mb, other_lo, other_hi) : 0;
+}
+
+double kace_slowdown_blend_upper(const kace_model *m, double ridge, double trees)
+{
+    if (!m->trees.n_trees)
+        return ridge * (1 + 1e-9);
     return ((1 - m->tree_weight) * ridge + m->tree_weight * trees) * (1 + 1e-9);
+}
+
+double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                                  const double *other_hi)
+{
+    return kace_slowdown_blend_upper(m, ridge_upper(m, mb, other_lo, other_hi),
+                                     kace_slowdown_member_trees(m, mb, other_lo, other_hi));
 }
 
 double kace_slowdown_member_upper(const kace_model *m, const double *own, const double *other_lo,
@@ -723,6 +780,11 @@ double kace_slowdown_member_upper(const kace_model *m, const double *own, const 
 int kace_slowdown_member_features(void)
 {
     return N_MEMBER;
+}
+
+void kace_slowdown_member_features_of(const double *own, const double *other, double *f)
+{
+    contention_features(own, other, f);
 }
 
 const kace_metric *kace_slowdown_needed_metrics(int *n)

@@ -201,6 +201,101 @@ static void test_member_bound_covers_predictions(void **state)
     assert_true(worst_point > 1 && worst_point < 1.01);
 }
 
+/* The bound's parts: blended they give the member bound, and a tree part
+ * over a larger box is never below one over a box inside it (the search
+ * reuses tree parts from enclosing boxes). */
+static void test_bound_parts_nest(void **state)
+{
+    (void)state;
+    int n_metric;
+    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    for (int trial = 0; trial < 200; trial++) {
+        int member = (int)(n_real + draw(ds->n_workloads - n_real));
+        double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0}, in_lo[KACE_N_METRICS] = {0},
+               in_hi[KACE_N_METRICS] = {0};
+        for (int j = 0; j < n_metric; j++) {
+            double a = ds->workloads[n_real + draw(ds->n_workloads - n_real)].metric[metric[j]];
+            double b = ds->workloads[n_real + draw(ds->n_workloads - n_real)].metric[metric[j]];
+            lo[metric[j]] = fmin(a, b);
+            hi[metric[j]] = 2 * fmax(a, b);
+            double u = (double)draw(1000) / 1000, v = (double)draw(1000) / 1000;
+            in_lo[metric[j]] = lo[metric[j]] + fmin(u, v) * (hi[metric[j]] - lo[metric[j]]);
+            in_hi[metric[j]] = lo[metric[j]] + fmax(u, v) * (hi[metric[j]] - lo[metric[j]]);
+        }
+        kace_member_bound mb;
+        assert_kace_ok(ctx, kace_slowdown_member_bound_init(ctx, model, ds->workloads[member].metric, &mb));
+        double ridge = kace_slowdown_member_ridge(model, &mb, lo, hi), trees = kace_slowdown_member_trees(model, &mb, lo, hi);
+        assert_true(kace_slowdown_blend_upper(model, ridge, trees) == kace_slowdown_member_bound(model, &mb, lo, hi));
+        assert_true(kace_slowdown_member_trees(model, &mb, in_lo, in_hi) <= trees);
+        assert_true(kace_slowdown_member_ridge(model, &mb, in_lo, in_hi) <= ridge);
+        kace_slowdown_member_bound_release(&mb);
+    }
+}
+
+/* kace_trees_find_monotone on trees built by hand: a split whose low side
+ * pays more is non-increasing, the reverse non-decreasing, and a feature
+ * whose direction depends on another feature neither. */
+static void test_find_monotone_by_hand(void **state)
+{
+    (void)state;
+    /* tree 0: x0 < 0.5 ? 2 : 1; tree 1: x0 < 0.5 ? 1 : 2;
+     * tree 2: x1 < 0.5 ? (x0 < 0.3 ? 3 : 1) : (x0 < 0.7 ? 0 : 5) */
+    kace_tree_node node[] = {
+        {0.5f, 0, 1, 2, 1}, {2, -1, -1, -1, 0}, {1, -1, -1, -1, 0},
+        {0.5f, 0, 4, 5, 1}, {1, -1, -1, -1, 0}, {2, -1, -1, -1, 0},
+        {0.5f, 1, 7, 10, 1}, {0.3f, 0, 8, 9, 1}, {3, -1, -1, -1, 0}, {1, -1, -1, -1, 0},
+        {0.7f, 0, 11, 12, 1}, {0, -1, -1, -1, 0}, {5, -1, -1, -1, 0},
+    };
+    int root[] = {0, 3, 6};
+    kace_trees t = {.n_trees = 3, .n_nodes = 13, .tree_root = root, .node = node};
+    kace_trees_find_monotone(&t, 2);
+    assert_non_null(t.monotone);
+    assert_int_equal(t.monotone[0 * 2 + 0], -1);
+    assert_int_equal(t.monotone[1 * 2 + 0], 1);
+    assert_int_equal(t.monotone[2 * 2 + 0], 0);
+    assert_int_equal(t.monotone[2 * 2 + 1], 0); /* x1 raises (1 -> 5) and lowers (3 -> 0) */
+    free(t.monotone);
+}
+
+/* What the fitted model's monotone table claims holds on its trees: raising
+ * such a feature at random points never moves the tree the wrong way. */
+static void test_model_monotone_claims_hold(void **state)
+{
+    (void)state;
+    const kace_trees *all = &model->trees;
+    assert_non_null(all->monotone);
+    int claims = 0;
+    for (int i = 0; i < all->n_trees; i++) {
+        kace_trees one = {.n_trees = 1, .tree_root = &all->tree_root[i], .node = all->node};
+        for (int trial = 0; trial < 20; trial++) {
+            double x[KACE_MAX_FEATURES];
+            int group[3] = {(int)(n_real + draw(ds->n_workloads - n_real)),
+                            (int)(n_real + draw(ds->n_workloads - n_real)),
+                            (int)(n_real + draw(ds->n_workloads - n_real))};
+            /* a real member's features, each then moved up in turn */
+            double other[KACE_N_METRICS] = {0};
+            int n_metric;
+            const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+            for (int j = 0; j < n_metric; j++)
+                other[metric[j]] = ds->workloads[group[1]].metric[metric[j]] + ds->workloads[group[2]].metric[metric[j]];
+            kace_slowdown_member_features_of(ds->workloads[group[0]].metric, other, x);
+            double base = kace_trees_predict(&one, x);
+            for (int f = 0; f < kace_slowdown_member_features(); f++) {
+                signed char dir = all->monotone[(size_t)i * (size_t)kace_slowdown_member_features() + (size_t)f];
+                if (!dir)
+                    continue;
+                claims++;
+                double keep = x[f];
+                x[f] = keep + fabs(keep) * (double)(1 + draw(100)) / 50 + 1e-3;
+                double moved = kace_trees_predict(&one, x);
+                x[f] = keep;
+                assert_true(dir < 0 ? moved <= base : moved >= base);
+            }
+        }
+    }
+    assert_true(claims > 0);
+}
+
 /* The memory cap holds even when the best unconstrained group does not fit:
  * the search returns the best group that does, never one over the cap. */
 static void test_memory_cap_is_never_exceeded(void **state)
@@ -283,6 +378,9 @@ int main(void)
         cmocka_unit_test(test_equals_enumeration_on_random_pools),
         cmocka_unit_test(test_equals_enumeration_on_large_pools),
         cmocka_unit_test(test_member_bound_covers_predictions),
+        cmocka_unit_test(test_bound_parts_nest),
+        cmocka_unit_test(test_find_monotone_by_hand),
+        cmocka_unit_test(test_model_monotone_claims_hold),
         cmocka_unit_test(test_memory_cap_is_never_exceeded),
         cmocka_unit_test(test_filter_restricts_the_choice),
         cmocka_unit_test(test_bad_queries),
