@@ -109,8 +109,18 @@ typedef struct kace_member_bound {
     double tree_const, tree_const_mag; /* base score plus trees left with one leaf */
     kace_member_node *node;
     int n_nodes;
-    int *active; /* first node of each tree that still splits */
+    int *active; /* first node of each tree that still splits on several features */
     int n_active;
+    /* Trees left splitting on one partner feature, summed per feature into
+     * a step function: thresholds step_thr[first .. first + n_thr), sorted,
+     * and the sum's value in each of the n_thr + 1 cells between them,
+     * step_cell[first + f .. first + f + n_thr] for step function f. */
+    struct {
+        int feature, first, n_thr;
+    } step[32];
+    int n_steps;
+    float *step_thr;
+    double *step_cell;
 } kace_member_bound;
 
 kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, const double *own,

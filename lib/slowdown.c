@@ -588,6 +588,107 @@ static void specialize(const kace_trees *t, int tree, int v, const float *own_f,
     specialize(t, tree, nd->right, own_f, mb);
 }
 
+/* The one member feature the specialized tree at node[first .. end) splits
+ * on, or -1 when it splits on several. */
+static int tree_feature(const kace_member_node *node, int first, int end)
+{
+    int feature = -1;
+    for (int i = first; i < end; i++)
+        if (node[i].feature >= 0) {
+            int j = node[i].feature % N_MEMBER;
+            if (feature >= 0 && j != feature)
+                return -1;
+            feature = j;
+        }
+    return feature;
+}
+
+/* The leaf a one-feature tree gives for feature value x. */
+static float point_leaf(const kace_member_node *node, int i, float x)
+{
+    while (node[i].feature >= 0)
+        i = x < node[i].value ? i + 1 : node[i].right;
+    return node[i].value;
+}
+
+/* Sums the active trees that split on one feature, feature by feature,
+ * into step functions (kace_member_bound.step) and drops them from the
+ * walked trees. The step function's maximum over a range is at most the sum
+ * of the trees' maxima, so the bound only tightens, and one scan of sorted
+ * thresholds replaces many walks. Nonzero when out of memory. */
+static int merge_step_trees(kace_member_bound *mb)
+{
+    int n_active = mb->n_active, *feature = malloc((size_t)(n_active ? n_active : 1) * 3 * sizeof *feature);
+    int *tree = feature + n_active; /* one-feature trees, grouped by feature */
+    int *start = tree + n_active;   /* each tree's first node (mb->active is compacted) */
+    mb->step_thr = malloc((size_t)(mb->n_nodes ? mb->n_nodes : 1) * sizeof *mb->step_thr);
+    mb->step_cell = malloc((size_t)(mb->n_nodes + N_MEMBER) * sizeof *mb->step_cell);
+    if (!feature || !mb->step_thr || !mb->step_cell) {
+        free(feature);
+        return 1;
+    }
+    int count[N_MEMBER + 1] = {0}, kept = 0; /* count[j]: where feature j's trees start in tree[] */
+    memcpy(start, mb->active, (size_t)n_active * sizeof *start);
+    for (int i = 0; i < n_active; i++) {
+        feature[i] = tree_feature(mb->node, start[i], i + 1 < n_active ? start[i + 1] : mb->n_nodes);
+        if (feature[i] >= 0)
+            count[feature[i] + 1]++;
+    }
+    for (int j = 0; j < N_MEMBER; j++)
+        count[j + 1] += count[j];
+    int at[N_MEMBER + 1];
+    memcpy(at, count, sizeof at);
+    for (int i = 0; i < n_active; i++)
+        if (feature[i] >= 0)
+            tree[at[feature[i]]++] = i;
+        else
+            mb->active[kept++] = mb->active[i]; /* still walked */
+    int n_thr_all = 0;
+    for (int j = 0; j < N_MEMBER; j++) {
+        int first = n_thr_all, n_thr = 0;
+        for (int e = count[j]; e < count[j + 1]; e++) {
+            int i = tree[e], end = i + 1 < n_active ? start[i + 1] : mb->n_nodes;
+            float mag = 0;
+            for (int v = start[i]; v < end; v++) {
+                float x = mb->node[v].value;
+                if (mb->node[v].feature >= 0) { /* insert x, keeping thresholds sorted and distinct */
+                    int p = n_thr;
+                    while (p > 0 && mb->step_thr[first + p - 1] > x)
+                        p--;
+                    if (p > 0 && mb->step_thr[first + p - 1] == x)
+                        continue;
+                    memmove(mb->step_thr + first + p + 1, mb->step_thr + first + p,
+                            (size_t)(n_thr - p) * sizeof *mb->step_thr);
+                    mb->step_thr[first + p] = x;
+                    n_thr++;
+                } else if (fabsf(x) > mag) {
+                    mag = fabsf(x);
+                }
+            }
+            mb->tree_const_mag += mag; /* covers the leaf a cell takes from this tree */
+        }
+        if (!n_thr)
+            continue;
+        const float *thr = mb->step_thr + first;
+        int f = mb->n_steps++;
+        mb->step[f].feature = j;
+        mb->step[f].first = first;
+        mb->step[f].n_thr = n_thr;
+        /* cell c holds [thr[c-1], thr[c]); its lowest point stands for it */
+        for (int c = 0; c <= n_thr; c++) {
+            float x = c ? thr[c - 1] : -INFINITY;
+            double sum = 0;
+            for (int e = count[j]; e < count[j + 1]; e++)
+                sum += point_leaf(mb->node, start[tree[e]], x);
+            mb->step_cell[first + f + c] = sum;
+        }
+        n_thr_all += n_thr;
+    }
+    mb->n_active = kept;
+    free(feature);
+    return 0;
+}
+
 static const kace_metric share_metric[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT,
                                             KACE_M_DRAM_THROUGHPUT, KACE_M_MEM_THROUGHPUT};
 
@@ -638,6 +739,8 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
             mb->active[mb->n_active++] = first;
         }
     }
+    if (merge_step_trees(mb))
+        goto nomem;
     kace_member_node *fit = realloc(mb->node, (size_t)(mb->n_nodes ? mb->n_nodes : 1) * sizeof *fit);
     if (fit) /* else keep the larger block */
         mb->node = fit;
@@ -651,6 +754,11 @@ void kace_slowdown_member_bound_release(kace_member_bound *mb)
 {
     free(mb->node);
     free(mb->active);
+    free(mb->step_thr);
+    free(mb->step_cell);
+    mb->step_thr = NULL;
+    mb->step_cell = NULL;
+    mb->n_steps = 0;
     mb->node = NULL;
     mb->active = NULL;
     mb->n_nodes = mb->n_active = 0;
@@ -707,6 +815,18 @@ static double trees_upper(const kace_member_bound *mb, const double *other_lo, c
         float leaf = reach_upper(mb->node, mb->active[i], lo, hi);
         t += leaf;
         tmag += fabsf(leaf);
+    }
+    for (int f = 0; f < mb->n_steps; f++) {
+        const float *thr = mb->step_thr + mb->step[f].first;
+        const double *cell = mb->step_cell + mb->step[f].first + f;
+        int j = mb->step[f].feature, n = mb->step[f].n_thr, c = 0;
+        while (c < n && !(lo[j] < thr[c])) /* the cell lo[j] falls in */
+            c++;
+        double best = cell[c];
+        while (c < n && !(hi[j] < thr[c])) /* and each cell up to hi[j]'s */
+            if (cell[++c] > best)
+                best = cell[c];
+        t += best;
     }
     t += 1e-5 * tmag; /* the prediction sums the leaves in float */
     return mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
