@@ -315,6 +315,11 @@ static int eval_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds,
     printf("\n== MPS thread split advisor, leave-one-pair-out on the partitions_* campaigns (%zu cases, %zu pairs, "
            "%.2f s) ==\n",
            e->n, e->n_pairs, seconds_since(&t0));
+    printf("ridge penalty chosen by %d-fold pair-grouped cross-validation inside each fit's training pairs:",
+           KACE_SPLIT_CV_FOLDS);
+    for (int a = 0; a < KACE_SPLIT_N_ALPHAS; a++)
+        printf(" alpha %g in %zu fits%s", kace_split_alphas[a], e->alpha_fits[a],
+               a + 1 < KACE_SPLIT_N_ALPHAS ? "," : "\n");
     printf("chosen split's measured value / best measured split (Oracle), mean over cases; target >= 0.95\n");
     printf("%-10s %9s %9s %9s\n", "policy", "advisor", "50/50", "100/100");
     printf("%-10s %9.3f %9.3f %9.3f\n", "max-sum", e->advisor[0], e->fixed50[0], e->fixed100[0]);
@@ -347,14 +352,14 @@ static int eval_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds,
         f = fopen(path, "w");
         if (f) {
             fprintf(f, "ls,be,campaign,n_train,measured_splits,maxsum_advisor,maxsum_50,maxsum_100,maxmin_advisor,"
-                       "maxmin_50,maxmin_100,maxsum_chosen_ls_pct,maxmin_chosen_ls_pct\n");
+                       "maxmin_50,maxmin_100,maxsum_chosen_ls_pct,maxmin_chosen_ls_pct,alpha\n");
             for (size_t i = 0; i < e->n; i++) {
                 const kace_split_case *c = &e->cases[i];
                 const kace_split_grid *g = &grids[c->grid];
-                fprintf(f, "%s,%s,%d,%zu,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%d,%d\n", ds->workloads[g->workload[0]].name,
+                fprintf(f, "%s,%s,%d,%zu,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%d,%d,%g\n", ds->workloads[g->workload[0]].name,
                         ds->workloads[g->workload[1]].name, g->campaign, c->n_train, c->n_measured, c->advisor[0],
                         c->fixed50[0], c->fixed100[0], c->advisor[1], c->fixed50[1], c->fixed100[1],
-                        kace_split_grid_pct(c->chosen[0], 0), kace_split_grid_pct(c->chosen[1], 0));
+                        kace_split_grid_pct(c->chosen[0], 0), kace_split_grid_pct(c->chosen[1], 0), c->alpha);
             }
             fclose(f);
         }

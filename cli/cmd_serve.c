@@ -163,7 +163,8 @@ static kace_status fit_split_model(kace_ctx *ctx, kace_store *store, const kace_
         *n_grids = 0;
         st = KACE_OK;
     } else if (!st) {
-        snprintf(note, note_size, "mps-split: split model fitted on %zu measured grids", *n_grids);
+        snprintf(note, note_size, "mps-split: split model fitted on %zu measured grids (ridge alpha %g by cross-validation)",
+                 *n_grids, kace_split_model_alpha(*out, NULL));
     }
     free(rows);
     free(grids);

@@ -15,11 +15,14 @@
 #define OVERSHOOT_QUANTILE 0.90
 
 const double kace_split_ls_targets[KACE_SPLIT_N_LS_TARGETS] = {0.3, 0.5, 0.7, 0.9};
+const double kace_split_alphas[KACE_SPLIT_N_ALPHAS] = {0.1, 1, 10, 100};
 
 struct kace_split_model {
     double mean[N_SPLIT_FEATURES], std[N_SPLIT_FEATURES];
     double w[N_SPLIT_FEATURES + 1]; /* intercept, then z-scored features */
     double overshoot;
+    double alpha;                        /* ridge penalty fitted with */
+    double cv_mse[KACE_SPLIT_N_ALPHAS];  /* held-out error per candidate penalty (NaN: not chosen by CV) */
 };
 
 static const kace_metric share[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
@@ -197,13 +200,165 @@ double kace_split_model_overshoot(const kace_split_model *m)
     return m->overshoot;
 }
 
-static double predict_member(const kace_split_model *m, const double *f, double excl_at_pct)
+double kace_split_model_alpha(const kace_split_model *m, double cv_mse[KACE_SPLIT_N_ALPHAS])
+{
+    if (cv_mse)
+        memcpy(cv_mse, m->cv_mse, sizeof m->cv_mse);
+    return m->alpha;
+}
+
+/* Raw moment sums of a set of cells; a training set's sums are the total's
+ * minus its held-out fold's, so cross-validation costs one pass. */
+typedef struct moments {
+    double n, sy;
+    double sx[N_SPLIT_FEATURES], sxy[N_SPLIT_FEATURES];
+    double sxx[N_SPLIT_FEATURES * N_SPLIT_FEATURES]; /* lower triangle */
+} moments;
+
+static void moments_add(moments *mo, const double *x, double y)
+{
+    mo->n += 1;
+    mo->sy += y;
+    for (int j = 0; j < N_SPLIT_FEATURES; j++) {
+        mo->sx[j] += x[j];
+        mo->sxy[j] += x[j] * y;
+        for (int l = 0; l <= j; l++)
+            mo->sxx[j * N_SPLIT_FEATURES + l] += x[j] * x[l];
+    }
+}
+
+/* out = total + sign x part (sign -1: a training set from the total and its
+ * held-out fold). */
+static void moments_combine(moments *out, const moments *total, const moments *part, double sign)
+{
+    out->n = total->n + sign * part->n;
+    out->sy = total->sy + sign * part->sy;
+    for (int j = 0; j < N_SPLIT_FEATURES; j++) {
+        out->sx[j] = total->sx[j] + sign * part->sx[j];
+        out->sxy[j] = total->sxy[j] + sign * part->sxy[j];
+        for (int l = 0; l <= j; l++)
+            out->sxx[j * N_SPLIT_FEATURES + l] =
+                total->sxx[j * N_SPLIT_FEATURES + l] + sign * part->sxx[j * N_SPLIT_FEATURES + l];
+    }
+}
+
+/* Ridge on z-scored features from moment sums: (Z'Z + alpha I) w = Z'y,
+ * with Z'Z and Z'y from the centred moments. Sets mean, std and w. */
+static kace_status ridge_solve(kace_ctx *ctx, const moments *mo, double alpha, kace_split_model *m)
+{
+    double n = mo->n, ymean = mo->sy / n;
+    for (int j = 0; j < N_SPLIT_FEATURES; j++) {
+        m->mean[j] = mo->sx[j] / n;
+        double var = mo->sxx[j * N_SPLIT_FEATURES + j] / n - m->mean[j] * m->mean[j];
+        /* Constant in these cells (up to rounding of the moment sums): unused. */
+        m->std[j] = var > 1e-12 * (1 + m->mean[j] * m->mean[j]) ? sqrt(var) : 0;
+    }
+    double A[N_SPLIT_FEATURES * N_SPLIT_FEATURES], b[N_SPLIT_FEATURES];
+    for (int j = 0; j < N_SPLIT_FEATURES; j++) {
+        double sj = m->std[j];
+        b[j] = sj > 0 ? (mo->sxy[j] - n * m->mean[j] * ymean) / sj : 0;
+        for (int l = 0; l <= j; l++) {
+            double sl = m->std[l];
+            double c = sj > 0 && sl > 0
+                           ? (mo->sxx[j * N_SPLIT_FEATURES + l] - n * m->mean[j] * m->mean[l]) / (sj * sl)
+                           : 0;
+            A[j * N_SPLIT_FEATURES + l] = A[l * N_SPLIT_FEATURES + j] = c;
+        }
+        A[j * N_SPLIT_FEATURES + j] += alpha;
+    }
+    lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', N_SPLIT_FEATURES, 1, A, N_SPLIT_FEATURES, b, 1);
+    if (info != 0)
+        return kace_fail(ctx, KACE_ERR_MODEL, "split model: ridge system not solvable (LAPACKE_dposv info=%d)",
+                         (int)info);
+    m->w[0] = ymean;
+    for (int j = 0; j < N_SPLIT_FEATURES; j++)
+        m->w[j + 1] = m->std[j] > 0 ? b[j] : 0;
+    return KACE_OK;
+}
+
+static double predict_log_fraction(const kace_split_model *m, const double *f)
 {
     double z = m->w[0];
     for (int j = 0; j < N_SPLIT_FEATURES; j++)
         if (m->std[j] > 0)
             z += m->w[j + 1] * (f[j] - m->mean[j]) / m->std[j];
-    z = fmin(fmax(z, log(FRACTION_MIN)), log(FRACTION_MAX));
+    return z;
+}
+
+static bool same_pair(const int *w, int a, int b)
+{
+    return (w[0] == a && w[1] == b) || (w[0] == b && w[1] == a);
+}
+
+int kace_split_cv_folds(const kace_dataset *ds, const kace_split_grid *grids, const size_t *rows, size_t n_rows,
+                        int *fold)
+{
+    int n_pairs = 0;
+    for (size_t r = 0; r < n_rows; r++) {
+        const int *w = grids[rows[r]].workload;
+        fold[r] = -1;
+        if (!kace_split_workload_ok(ds, w[0]) || !kace_split_workload_ok(ds, w[1]))
+            continue;
+        size_t first = r;
+        for (size_t q = 0; q < r && first == r; q++)
+            if (fold[q] >= 0 && same_pair(grids[rows[q]].workload, w[0], w[1]))
+                first = q;
+        fold[r] = first < r ? fold[first] : n_pairs++ % KACE_SPLIT_CV_FOLDS;
+    }
+    return n_pairs < KACE_SPLIT_CV_FOLDS ? n_pairs : KACE_SPLIT_CV_FOLDS;
+}
+
+/* Chooses the penalty with the lowest pooled held-out squared error of
+ * log(fraction) over the folds (ties: the earlier, smaller one). fold[f]
+ * holds the moments of fold f's cells, total those of all cells. */
+static kace_status choose_alpha(kace_ctx *ctx, const double *X, const double *y, const int *cell_fold, size_t n,
+                                const moments *fold, int n_folds, const moments *total, double *alpha,
+                                double *cv_mse)
+{
+    moments *train = malloc(sizeof *train);
+    kace_split_model *cv = calloc(1, sizeof *cv);
+    kace_status st = KACE_OK;
+    double sse[KACE_SPLIT_N_ALPHAS] = {0};
+    size_t held = 0;
+    if (!train || !cv) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int f = 0; f < n_folds; f++) {
+        moments_combine(train, total, &fold[f], -1);
+        if (fold[f].n == 0 || train->n == 0)
+            continue;
+        for (int a = 0; a < KACE_SPLIT_N_ALPHAS; a++) {
+            if ((st = ridge_solve(ctx, train, kace_split_alphas[a], cv)))
+                goto done;
+            for (size_t i = 0; i < n; i++)
+                if (cell_fold[i] == f) {
+                    double e = predict_log_fraction(cv, X + i * N_SPLIT_FEATURES) - y[i];
+                    sse[a] += e * e;
+                }
+        }
+        held += (size_t)fold[f].n;
+    }
+    if (held == 0) {
+        st = kace_fail(ctx, KACE_ERR_MODEL, "split model: cross-validation needs grids of at least 2 pairs");
+        goto done;
+    }
+    int best = 0;
+    for (int a = 0; a < KACE_SPLIT_N_ALPHAS; a++) {
+        cv_mse[a] = sse[a] / (double)held;
+        if (cv_mse[a] < cv_mse[best])
+            best = a;
+    }
+    *alpha = kace_split_alphas[best];
+done:
+    free(train);
+    free(cv);
+    return st;
+}
+
+static double predict_member(const kace_split_model *m, const double *f, double excl_at_pct)
+{
+    double z = fmin(fmax(predict_log_fraction(m, f), log(FRACTION_MIN)), log(FRACTION_MAX));
     return excl_at_pct * exp(z);
 }
 
@@ -219,21 +374,23 @@ kace_status kace_split_fit(kace_ctx *ctx, const kace_dataset *ds, const kace_spl
     *out = NULL;
     if (alpha < 0 || isnan(alpha))
         return kace_fail(ctx, KACE_ERR_INVALID, "split model: the ridge penalty must be >= 0");
-    if (alpha == 0)
-        alpha = 1.0;
-    size_t cap = n_rows * KACE_SPLIT_GRID * 2, n = 0;
-    double *X = malloc((cap ? cap : 1) * N_SPLIT_FEATURES * sizeof *X), *y = malloc((cap ? cap : 1) * sizeof *y);
-    double *excl = malloc((cap ? cap : 1) * sizeof *excl), *ratio = malloc((cap ? cap : 1) * sizeof *ratio);
+    size_t cap = (n_rows ? n_rows : 1) * KACE_SPLIT_GRID * 2, n = 0;
+    double *X = malloc(cap * N_SPLIT_FEATURES * sizeof *X), *y = malloc(cap * sizeof *y);
+    double *excl = malloc(cap * sizeof *excl), *ratio = malloc(cap * sizeof *ratio);
+    int *row_fold = malloc((n_rows ? n_rows : 1) * sizeof *row_fold), *cell_fold = malloc(cap * sizeof *cell_fold);
+    /* Moments per cross-validation fold, then of all cells. */
+    moments *mo = calloc(KACE_SPLIT_CV_FOLDS + 1, sizeof *mo), *all = mo ? &mo[KACE_SPLIT_CV_FOLDS] : NULL;
     kace_split_model *m = calloc(1, sizeof *m);
     kace_status st = KACE_OK;
-    if (!X || !y || !excl || !ratio || !m) {
+    if (!X || !y || !excl || !ratio || !row_fold || !cell_fold || !mo || !m) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
+    int n_folds = kace_split_cv_folds(ds, grids, rows, n_rows, row_fold);
     for (size_t r = 0; r < n_rows; r++) {
         const kace_split_grid *g = &grids[rows[r]];
-        if (!kace_split_workload_ok(ds, g->workload[0]) || !kace_split_workload_ok(ds, g->workload[1]))
-            continue;
+        if (row_fold[r] < 0)
+            continue; /* a member without a complete profile */
         for (int s = 0; s < KACE_SPLIT_GRID; s++)
             for (int i = 0; i < 2; i++) {
                 if (!(g->thr[s][i] > 0))
@@ -244,6 +401,7 @@ kace_status kace_split_fit(kace_ctx *ctx, const kace_dataset *ds, const kace_spl
                 double frac = g->thr[s][i] / excl[n];
                 y[n] = log(fmin(fmax(frac, FRACTION_MIN), FRACTION_MAX));
                 ratio[n] = g->thr[s][i];
+                cell_fold[n] = row_fold[r];
                 n++;
             }
     }
@@ -253,48 +411,17 @@ kace_status kace_split_fit(kace_ctx *ctx, const kace_dataset *ds, const kace_spl
                        n, 2 * N_SPLIT_FEATURES);
         goto done;
     }
-    /* z-score, then ridge by the normal equations (Z'Z + alpha I) w = Z'y. */
-    double ymean = 0;
+    for (int a = 0; a < KACE_SPLIT_N_ALPHAS; a++)
+        m->cv_mse[a] = NAN;
     for (size_t i = 0; i < n; i++)
-        ymean += y[i] / (double)n;
-    for (int j = 0; j < N_SPLIT_FEATURES; j++) {
-        double s = 0, ss = 0;
-        for (size_t i = 0; i < n; i++)
-            s += X[i * N_SPLIT_FEATURES + j];
-        m->mean[j] = s / (double)n;
-        for (size_t i = 0; i < n; i++) {
-            double d = X[i * N_SPLIT_FEATURES + j] - m->mean[j];
-            ss += d * d;
-        }
-        m->std[j] = sqrt(ss / (double)n);
-        if (m->std[j] < 1e-12)
-            m->std[j] = 0;
-    }
-    double A[N_SPLIT_FEATURES * N_SPLIT_FEATURES] = {0}, b[N_SPLIT_FEATURES] = {0};
-    for (size_t i = 0; i < n; i++) {
-        double z[N_SPLIT_FEATURES];
-        for (int j = 0; j < N_SPLIT_FEATURES; j++)
-            z[j] = m->std[j] > 0 ? (X[i * N_SPLIT_FEATURES + j] - m->mean[j]) / m->std[j] : 0;
-        for (int j = 0; j < N_SPLIT_FEATURES; j++) {
-            b[j] += z[j] * (y[i] - ymean);
-            for (int l = 0; l <= j; l++)
-                A[j * N_SPLIT_FEATURES + l] += z[j] * z[l];
-        }
-    }
-    for (int j = 0; j < N_SPLIT_FEATURES; j++) {
-        A[j * N_SPLIT_FEATURES + j] += alpha;
-        for (int l = 0; l < j; l++)
-            A[l * N_SPLIT_FEATURES + j] = A[j * N_SPLIT_FEATURES + l];
-    }
-    lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', N_SPLIT_FEATURES, 1, A, N_SPLIT_FEATURES, b, 1);
-    if (info != 0) {
-        st = kace_fail(ctx, KACE_ERR_MODEL, "split model: ridge system not solvable (LAPACKE_dposv info=%d)",
-                       (int)info);
+        moments_add(&mo[cell_fold[i]], X + i * N_SPLIT_FEATURES, y[i]);
+    for (int f = 0; f < n_folds; f++)
+        moments_combine(all, all, &mo[f], 1);
+    if (alpha == 0 && (st = choose_alpha(ctx, X, y, cell_fold, n, mo, n_folds, all, &alpha, m->cv_mse)))
         goto done;
-    }
-    m->w[0] = ymean;
-    for (int j = 0; j < N_SPLIT_FEATURES; j++)
-        m->w[j + 1] = m->std[j] > 0 ? b[j] : 0;
+    m->alpha = alpha;
+    if ((st = ridge_solve(ctx, all, alpha, m)))
+        goto done;
     /* Over-prediction on the training cells: predicted / measured. */
     for (size_t i = 0; i < n; i++)
         ratio[i] = predict_member(m, X + i * N_SPLIT_FEATURES, excl[i]) / ratio[i];
@@ -307,6 +434,9 @@ done:
     free(y);
     free(excl);
     free(ratio);
+    free(row_fold);
+    free(cell_fold);
+    free(mo);
     free(m);
     return st;
 }
@@ -495,9 +625,14 @@ kace_status kace_split_evaluate(kace_ctx *ctx, const kace_dataset *ds, const kac
             st = kace_fail(ctx, KACE_ERR_MODEL, "internal: the advised pair is in its own training set");
             goto done;
         }
+        /* alpha 0: the penalty is chosen by cross-validation over these
+         * training rows only, so the advised pair never informs it. */
         if ((st = kace_split_fit(ctx, ds, grids, rows, n_train, 0, &m)))
             goto done;
         e->n_pairs++;
+        double alpha = kace_split_model_alpha(m, NULL);
+        for (int j = 0; j < KACE_SPLIT_N_ALPHAS; j++)
+            e->alpha_fits[j] += alpha == kace_split_alphas[j];
         for (size_t h = g; h < n_grids; h++) {
             const int *w = grids[h].workload;
             if (done[h] || !((w[0] == a && w[1] == b) || (w[0] == b && w[1] == a)))
@@ -507,6 +642,7 @@ kace_status kace_split_evaluate(kace_ctx *ctx, const kace_dataset *ds, const kac
             c->grid = h;
             c->n_train = n_train;
             c->n_train_same_pair = same;
+            c->alpha = alpha;
             int n_measured = 0;
             for (int s = 0; s < KACE_SPLIT_GRID; s++)
                 n_measured += grids[h].thr[s][0] > 0 && grids[h].thr[s][1] > 0;

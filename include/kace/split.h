@@ -57,13 +57,33 @@ typedef struct kace_split_model kace_split_model;
  * exclusive throughput at 10..100%). */
 bool kace_split_workload_ok(const kace_dataset *ds, int w);
 
+/* Ridge penalties the fit chooses from (0.1, 1, 10, 100) and the number of
+ * pair-grouped cross-validation folds it uses to choose. */
+#define KACE_SPLIT_N_ALPHAS 4
+extern const double kace_split_alphas[KACE_SPLIT_N_ALPHAS];
+#define KACE_SPLIT_CV_FOLDS 5
+
 /* Fits the split model on grids[rows[i]] (every measured cell of each);
  * workloads without a complete profile are skipped. alpha: ridge penalty on
- * z-scored features (0 = 1.0, picked from 0.1, 1, 10, 100 by the
- * leave-one-pair-out evaluation on the reference campaigns). */
+ * z-scored features; 0 chooses it from kace_split_alphas by cross-validation
+ * inside these rows only (folds of kace_split_cv_folds: a pair's grids never
+ * straddle folds), on the held-out squared error of log(fraction), then
+ * refits on all rows with the chosen penalty. */
 kace_status kace_split_fit(kace_ctx *ctx, const kace_dataset *ds, const kace_split_grid *grids, const size_t *rows,
                            size_t n_rows, double alpha, kace_split_model **out);
 void kace_split_model_free(kace_split_model **m);
+
+/* The penalty the model was fitted with. cv_mse (may be NULL) receives, per
+ * kace_split_alphas entry, the cross-validated mean squared error of
+ * log(fraction) (NaN when the penalty was given, not chosen). */
+double kace_split_model_alpha(const kace_split_model *m, double cv_mse[KACE_SPLIT_N_ALPHAS]);
+
+/* Cross-validation fold of each of grids[rows[i]]: the distinct unordered
+ * pairs with complete profiles, in order of first appearance, dealt
+ * round-robin into min(KACE_SPLIT_CV_FOLDS, pairs) folds; -1 for grids the
+ * fit skips. Returns the number of folds. */
+int kace_split_cv_folds(const kace_dataset *ds, const kace_split_grid *grids, const size_t *rows, size_t n_rows,
+                        int *fold);
 
 /* Predicted throughput (samples/s) of each of the k members of group at
  * thread percentages pct[0..k) (1..100 each). */
@@ -114,6 +134,7 @@ typedef struct kace_split_case {
     size_t grid;            /* index into grids */
     size_t n_train;         /* grids the model was fitted on */
     size_t n_train_same_pair; /* of those, grids of the advised pair (always 0: checked) */
+    double alpha;           /* ridge penalty chosen by cross-validation inside the training grids */
     int n_measured;         /* measured splits of the grid */
     /* Achieved / best measured, per policy (MAX_SUM, MAX_MIN): the advisor,
      * fixed 50/50 and fixed 100/100 (NaN where that split was not measured). */
@@ -135,6 +156,7 @@ typedef struct kace_split_eval {
         ls_met100_rate[KACE_SPLIT_N_LS_TARGETS], ls_be[KACE_SPLIT_N_LS_TARGETS];
     size_t ls_cases[KACE_SPLIT_N_LS_TARGETS]; /* cases where some measured split meets the target */
     size_t n_pairs;                            /* distinct unordered pairs (= fits) */
+    size_t alpha_fits[KACE_SPLIT_N_ALPHAS];    /* fits that chose each kace_split_alphas entry */
 } kace_split_eval;
 
 kace_status kace_split_evaluate(kace_ctx *ctx, const kace_dataset *ds, const kace_split_grid *grids, size_t n_grids,
