@@ -61,14 +61,9 @@ static int setup(void **state)
                                         "colocations/raw/partitions_0520_inf-inf.csv",
                                         "colocations/raw/partitions_0520_train-train.csv",
                                         "colocations/raw/partitions_0617_train-inf.csv"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        kace_import_batch *b = NULL;
-        if (kace_import_parse_file(ctx, ref_path(files[i]), NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL)) {
-            fprintf(stderr, "%s: %s\n", files[i], kace_errmsg(ctx));
-            kace_import_batch_free(&b);
-            return -1;
-        }
-        kace_import_batch_free(&b);
+    if (import_reference(ctx, store, files, sizeof files / sizeof *files)) {
+        fprintf(stderr, "%s\n", kace_errmsg(ctx));
+        return -1;
     }
     adv = make_advisor(store, KACE_MODEL_SLOWDOWN);
     adv_lin = make_advisor(store, KACE_MODEL_LINEAR);

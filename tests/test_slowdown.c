@@ -25,12 +25,8 @@ static int setup(void **state)
         return -1;
     static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv", "colocations/triples.csv",
                                         "splits.csv"};
-    for (size_t i = 0; i < 4; i++) {
-        kace_import_batch *b = NULL;
-        if (kace_import_parse_file(ctx, ref_path(files[i]), NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL))
-            return -1;
-        kace_import_batch_free(&b);
-    }
+    if (import_reference(ctx, store, files, 4))
+        return -1;
     if (kace_store_load_dataset(ctx, store, "pairs", false, &pairs) ||
         kace_store_load_dataset(ctx, store, "triples", false, &triples) ||
         kace_store_load_splits(ctx, store, pairs, &splits))

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "kace/import.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,4 +36,18 @@ char *write_file(const char *dir, const char *name, const char *text)
     fputs(text, f);
     fclose(f);
     return path;
+}
+
+kace_status import_reference(kace_ctx *ctx, kace_store *store, const char *const *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        kace_import_batch *b = NULL;
+        kace_status st = kace_import_parse_file(ctx, ref_path(files[i]), NULL, &b);
+        if (!st)
+            st = kace_store_import(ctx, store, b, NULL, NULL);
+        kace_import_batch_free(&b);
+        if (st)
+            return st;
+    }
+    return KACE_OK;
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "kace/kace.h"
+#include "kace/store.h"
 
 /* Path of a reference file: KACE_SHARED_DATA "/kace-v100/" rel. Static buffer. */
 const char *ref_path(const char *rel);
@@ -17,6 +18,10 @@ const char *ref_path(const char *rel);
 const char *scratch_dir(const char *test_name);
 /* Writes text to dir/name and returns the full path (static buffer, one slot per call site avoided: copy it). */
 char *write_file(const char *dir, const char *name, const char *text);
+
+/* Imports the reference files (paths relative to kace-v100/) into store, in
+ * order; stops at the first failure, whose message stays on ctx. */
+kace_status import_reference(kace_ctx *ctx, kace_store *store, const char *const *files, size_t n);
 
 /* Asserts that status is KACE_OK, printing the context's message otherwise. */
 #define assert_kace_ok(ctx, expr)                                                   \
