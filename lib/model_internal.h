@@ -48,6 +48,27 @@ double kace_trees_predict(const kace_trees *t, const double *x);
 /* The same for n rows of d floats without NaN (the hot path). */
 void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n, double *out);
 
+/* Gradient-boosted regression trees on squared error (boost.c): xgboost's
+ * exact greedy method with lambda 0, min_child_weight 1, gamma 0, starting
+ * from the label mean. subsample < 1 draws that share of the rows without
+ * replacement for each tree. monotone (NULL = none): per feature -1 (the
+ * prediction never rises with it), +1 (never falls) or 0. */
+typedef struct kace_boost_params {
+    int n_rounds, max_depth;
+    double learning_rate, subsample;
+    uint64_t seed;
+    const signed char *monotone;
+} kace_boost_params;
+
+/* Fits n x d row-major X to y. json (may be NULL): the trees as an
+ * xgboost-style JSON model (malloc'ed; read it with kace_trees_from_json).
+ * eval_out (n_eval entries) receives the model's predictions for the rows
+ * of X_eval, as kace_trees_predict would give them (cross-validation needs
+ * nothing else). */
+kace_status kace_boost_fit(kace_ctx *ctx, const double *X, const double *y, size_t n, int d,
+                           const kace_boost_params *p, char **json, size_t *json_len, const double *X_eval,
+                           size_t n_eval, double *eval_out);
+
 struct kace_model {
     kace_model_kind kind;
     const kace_feature_set *features;

@@ -8,7 +8,7 @@
  * partners' summed ones, their products and the member's share of each
  * resource, plus log sizes and memory capacity. Two learners are averaged:
  *  - ridge regression on log(fraction) (z-scored features), and
- *  - gradient-boosted trees (libxgboost) on the fraction, constrained to be
+ *  - gradient-boosted trees (boost.c) on the fraction, constrained to be
  *    non-increasing in the partners' usage (monotone_constraints).
  * A pair gives two training samples and a k-way group k, and one model serves
  * any k: the partners' features are sums. */
@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include <lapacke.h>
-#include <xgboost/c_api.h>
 
 #include "model_internal.h"
 
@@ -281,120 +280,106 @@ done:
     return st;
 }
 
-static kace_status xgb_fail(kace_ctx *ctx, const char *what)
-{
-    const char *e = XGBGetLastError();
-    char first[256];
-    snprintf(first, sizeof first, "%s", e ? e : "");
-    char *nl = strchr(first, '\n');
-    if (nl)
-        *nl = '\0';
-    return kace_fail(ctx, KACE_ERR_MODEL, "boosted trees: %s failed: %s", what, first);
-}
-
 /* Domain knowledge: a workload cannot keep more of its speed when its
  * partners use more of the GPU. The trees' fraction is made non-increasing
  * in the partners' summed shares (features 5..9) and the partners' part of
  * each resource (15..19); KACE_MONOTONE_PARTNERS adds the own x partners
  * products (10..14) and the partners' thread count (22). See
  * member_features for the layout. */
-static void monotone_constraints(int which, char *out, size_t size)
+static void monotone_constraints(int which, signed char *out)
 {
-    size_t at = 0;
-    out[at++] = '(';
     for (int j = 0; j < N_MEMBER; j++) {
         bool shares = (j >= 5 && j < 10) || (j >= 15 && j < 20);
         bool partners = shares || (j >= 10 && j < 15) || j == 22;
         bool down = which == KACE_MONOTONE_PARTNERS ? partners : (which == KACE_MONOTONE_SHARES && shares);
-        at += (size_t)snprintf(out + at, size - at, "%s%s", j ? "," : "", down ? "-1" : "0");
+        out[j] = down ? -1 : 0;
     }
-    snprintf(out + at, size - at, ")");
 }
 
+/* Boosted trees on the fraction, as scikit-learn's GradientBoostingRegressor
+ * (squared error, no L2 on leaves, starting from the mean), fitted by
+ * kace's own booster (boost.c): xgboost's algorithm at a twentieth of its
+ * cost on a few hundred rows. */
 static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, const double *frac, size_t n,
                              const kace_slowdown_params *p)
 {
-    int d = N_MEMBER;
-    float *fx = malloc(n * (size_t)d * sizeof *fx), *fy = malloc(n * sizeof *fy);
-    DMatrixHandle dm = NULL;
-    BoosterHandle b = NULL;
-    kace_status st = KACE_OK;
-    if (!fx || !fy) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    double mean = 0;
-    for (size_t i = 0; i < n; i++) {
-        for (int j = 0; j < d; j++)
-            fx[i * d + j] = (float)X[i * d + j];
-        fy[i] = (float)frac[i];
-        mean += frac[i] / (double)n;
-    }
-    if (XGDMatrixCreateFromMat(fx, (bst_ulong)n, (bst_ulong)d, NAN, &dm) != 0) {
-        st = xgb_fail(ctx, "XGDMatrixCreateFromMat");
-        goto done;
-    }
-    if (XGDMatrixSetFloatInfo(dm, "label", fy, (bst_ulong)n) != 0) {
-        st = xgb_fail(ctx, "XGDMatrixSetFloatInfo");
-        goto done;
-    }
-    if (XGBoosterCreate(&dm, 1, &b) != 0) {
-        st = xgb_fail(ctx, "XGBoosterCreate");
-        goto done;
-    }
-    char eta[32], depth[16], sub[32], seed[32], base[32];
-    snprintf(eta, sizeof eta, "%.17g", p->learning_rate);
-    snprintf(depth, sizeof depth, "%d", p->max_depth);
-    snprintf(sub, sizeof sub, "%.17g", p->subsample);
-    snprintf(seed, sizeof seed, "%d", (int)(p->seed & 0x7fffffff));
-    snprintf(base, sizeof base, "%.9g", mean);
-    /* Plain gradient boosting on squared error, as scikit-learn's
-     * GradientBoostingRegressor: no L2 on leaves, start from the mean. */
-    const char *kv[][2] = {{"verbosity", "0"},     {"nthread", "1"},         {"booster", "gbtree"},
-                           {"objective", "reg:squarederror"}, {"tree_method", "exact"}, {"eta", eta},
-                           {"max_depth", depth},   {"subsample", sub},       {"lambda", "0"},
-                           {"alpha", "0"},         {"min_child_weight", "1"}, {"seed", seed},
-                           {"base_score", base}};
-    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
-        if (XGBoosterSetParam(b, kv[i][0], kv[i][1]) != 0) {
-            st = xgb_fail(ctx, "XGBoosterSetParam");
-            goto done;
-        }
-    char monotone[4 * N_MEMBER + 3];
-    monotone_constraints(p->monotone, monotone, sizeof monotone);
-    if (XGBoosterSetParam(b, "monotone_constraints", monotone) != 0) {
-        st = xgb_fail(ctx, "XGBoosterSetParam");
-        goto done;
-    }
-    for (int it = 0; it < p->n_rounds; it++)
-        if (XGBoosterUpdateOneIter(b, it, dm) != 0) {
-            st = xgb_fail(ctx, "XGBoosterUpdateOneIter");
-            goto done;
-        }
-    bst_ulong len = 0;
-    const char *json = NULL;
-    if (XGBoosterSaveModelToBuffer(b, "{\"format\": \"json\"}", &len, &json) != 0) {
-        st = xgb_fail(ctx, "XGBoosterSaveModelToBuffer");
-        goto done;
-    }
-    m->booster_json = malloc((size_t)len + 1);
-    if (!m->booster_json) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    memcpy(m->booster_json, json, (size_t)len);
-    m->booster_json[len] = '\0';
-    m->booster_json_len = (size_t)len;
+    signed char monotone[N_MEMBER];
+    monotone_constraints(p->monotone, monotone);
+    kace_boost_params bp = {.n_rounds = p->n_rounds,
+                            .max_depth = p->max_depth,
+                            .learning_rate = p->learning_rate,
+                            .subsample = p->subsample,
+                            .seed = p->seed,
+                            .monotone = monotone};
+    char *json = NULL;
+    size_t len = 0;
+    kace_status st = kace_boost_fit(ctx, X, frac, n, N_MEMBER, &bp, &json, &len, NULL, 0, NULL);
+    if (st)
+        return st;
+    m->booster_json = json;
+    m->booster_json_len = len;
     st = kace_trees_from_json(ctx, m->booster_json, m->booster_json_len, N_MEMBER, &m->trees);
     if (!st)
         kace_trees_find_monotone(&m->trees, N_MEMBER); /* for the member bounds */
-done:
-    if (b)
-        XGBoosterFree(b);
-    if (dm)
-        XGDMatrixFree(dm);
-    free(fx);
-    free(fy);
+    return st;
+}
+
+/* The member samples of colocations rows[0..n): features, fraction of
+ * exclusive throughput, its clamped log, the exclusive throughput, and the
+ * colocation (index into rows) each came from. */
+typedef struct member_samples {
+    size_t n;
+    double *X, *frac, *logf, *exclusive;
+    size_t *row_of;
+} member_samples;
+
+static void member_samples_free(member_samples *s)
+{
+    free(s->X);
+    free(s->frac);
+    free(s->logf);
+    free(s->exclusive);
+    free(s->row_of);
+    memset(s, 0, sizeof *s);
+}
+
+static kace_status member_samples_of(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                                     member_samples *s)
+{
+    memset(s, 0, sizeof *s);
+    for (size_t r = 0; r < n; r++)
+        s->n += (size_t)ds->colocations[rows[r]].k;
+    s->X = malloc((s->n ? s->n : 1) * N_MEMBER * sizeof *s->X);
+    s->frac = malloc((s->n ? s->n : 1) * sizeof *s->frac);
+    s->logf = malloc((s->n ? s->n : 1) * sizeof *s->logf);
+    s->exclusive = malloc((s->n ? s->n : 1) * sizeof *s->exclusive);
+    s->row_of = malloc((s->n ? s->n : 1) * sizeof *s->row_of);
+    kace_status st = KACE_OK;
+    if (!s->X || !s->frac || !s->logf || !s->exclusive || !s->row_of) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    size_t at = 0;
+    for (size_t r = 0; r < n; r++) {
+        const kace_colocation *c = &ds->colocations[rows[r]];
+        if (!isfinite(kace_colocation_sum(c))) {
+            st = kace_fail(ctx, KACE_ERR_INVALID, "colocation %d has no finite throughput", rows[r]);
+            goto fail;
+        }
+        for (int i = 0; i < c->k; i++) {
+            if ((st = check_workload(ctx, ds, c->workload[i])))
+                goto fail;
+            member_features(ds, c->workload, c->k, i, s->X + at * N_MEMBER);
+            s->exclusive[at] = ds->workloads[c->workload[i]].metric[KACE_M_EXCLUSIVE];
+            s->frac[at] = c->throughput[i] / s->exclusive[at];
+            s->logf[at] = log(clamp(s->frac[at], FRACTION_MIN, 1.5));
+            s->row_of[at] = r;
+            at++;
+        }
+    }
+    return KACE_OK;
+fail:
+    member_samples_free(s);
     return st;
 }
 
@@ -408,25 +393,24 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     else
         kace_slowdown_params_default(&p);
     if (p.ridge_alpha < 0 || p.tree_weight < 0 || p.tree_weight > 1 || p.n_rounds < 0 || p.n_rounds > 100000 ||
-        p.max_depth < 1 || p.max_depth > 16 || !(p.learning_rate > 0) || !(p.subsample > 0 && p.subsample <= 1) ||
+        p.max_depth < 1 || p.max_depth > 6 || !(p.learning_rate > 0) || !(p.subsample > 0 && p.subsample <= 1) ||
         p.monotone < KACE_MONOTONE_NONE || p.monotone > KACE_MONOTONE_PARTNERS)
         return kace_fail(ctx, KACE_ERR_INVALID, "slowdown model: parameters out of range");
-    if (p.select) {
-        kace_status sst = kace_slowdown_select(ctx, ds, rows, n, &p, &p);
-        if (sst)
-            return sst;
-    }
-    size_t n_samples = 0;
-    for (size_t r = 0; r < n; r++)
-        n_samples += (size_t)ds->colocations[rows[r]].k;
     if (n < 2)
         return kace_fail(ctx, KACE_ERR_MODEL, "cannot fit a model on %zu colocation(s) (need at least 2)", n);
-    kace_model *m = calloc(1, sizeof *m);
-    double *X = malloc(n_samples * N_MEMBER * sizeof *X), *frac = malloc(n_samples * sizeof *frac),
-           *logf = malloc(n_samples * sizeof *logf);
-    size_t *row_of = malloc(n_samples * sizeof *row_of);
-    kace_status st = KACE_OK;
-    if (!m || !X || !frac || !logf || !row_of) {
+    member_samples s;
+    kace_status st = member_samples_of(ctx, ds, rows, n, &s);
+    if (st)
+        return st;
+    kace_model *m = NULL;
+    /* The ridge penalty is chosen by CV here, or by the selection below
+     * (the same choice on the same rows, made once). */
+    if (p.ridge_alpha == 0 && (st = choose_alpha(ctx, s.X, s.logf, s.row_of, s.n, n, p.seed, &p.ridge_alpha)))
+        goto fail;
+    if (p.select && (st = kace_slowdown_select(ctx, ds, rows, n, &p, &p)))
+        goto fail;
+    m = calloc(1, sizeof *m);
+    if (!m) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -435,55 +419,31 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     m->n_features = kace_features_kace.n;
     m->n_member_features = N_MEMBER;
     m->n_fit = n;
-    m->ridge_alpha = p.ridge_alpha;
     m->tree_weight = p.n_rounds > 0 ? p.tree_weight : 0;
-    size_t at = 0;
+    /* Label statistics of the sums, kept for the model file's header. */
     double ysum = 0, yss = 0;
     for (size_t r = 0; r < n; r++) {
-        const kace_colocation *c = &ds->colocations[rows[r]];
-        double label = kace_colocation_sum(c);
-        if (!isfinite(label)) {
-            st = kace_fail(ctx, KACE_ERR_INVALID, "colocation %d has no finite throughput", rows[r]);
-            goto fail;
-        }
+        double label = kace_colocation_sum(&ds->colocations[rows[r]]);
         ysum += label;
         yss += label * label;
-        for (int i = 0; i < c->k; i++) {
-            if ((st = check_workload(ctx, ds, c->workload[i])))
-                goto fail;
-            member_features(ds, c->workload, c->k, i, X + at * N_MEMBER);
-            frac[at] = c->throughput[i] / ds->workloads[c->workload[i]].metric[KACE_M_EXCLUSIVE];
-            logf[at] = log(clamp(frac[at], FRACTION_MIN, 1.5));
-            row_of[at] = r;
-            at++;
-        }
     }
-    /* Label statistics of the sums, kept for the model file's header. */
     m->y_mean = ysum / (double)n;
     m->y_std = sqrt(fmax(yss / (double)n - m->y_mean * m->y_mean, 0) * (double)n / (double)(n - 1));
     if (!(m->y_std > 0))
         m->y_std = 1;
     for (int j = 0; j < m->n_features; j++)
         m->x_std[j] = 1;
-    if (p.ridge_alpha == 0 && (st = choose_alpha(ctx, X, logf, row_of, n_samples, n, p.seed, &p.ridge_alpha)))
-        goto fail;
     m->ridge_alpha = p.ridge_alpha;
-    if ((st = fit_ridge(ctx, m, X, logf, n_samples, p.ridge_alpha)))
+    if ((st = fit_ridge(ctx, m, s.X, s.logf, s.n, p.ridge_alpha)))
         goto fail;
     prepare_ridge(m);
-    if (p.n_rounds > 0 && (st = fit_trees(ctx, m, X, frac, n_samples, &p)))
+    if (p.n_rounds > 0 && (st = fit_trees(ctx, m, s.X, s.frac, s.n, &p)))
         goto fail;
-    free(X);
-    free(frac);
-    free(logf);
-    free(row_of);
+    member_samples_free(&s);
     *out = m;
     return KACE_OK;
 fail:
-    free(X);
-    free(frac);
-    free(logf);
-    free(row_of);
+    member_samples_free(&s);
     kace_model_free(&m);
     return st;
 }
@@ -930,6 +890,34 @@ static void deal_folds(size_t n, int n_folds, uint64_t seed, int *fold)
     }
 }
 
+/* Ranks the candidates as the evaluation does: for every workload, the
+ * measured sum of the training colocation with the highest held-out
+ * prediction, over the best measured one, averaged over workloads. */
+static double ranking_score(const kace_dataset *ds, const int *rows, size_t n, const double *pred)
+{
+    double score = 0;
+    int n_workloads = 0;
+    for (size_t v = 0; v < ds->n_workloads; v++) {
+        double top_pred = -INFINITY, picked = 0, top = 0;
+        for (size_t i = 0; i < n; i++) {
+            const kace_colocation *c = &ds->colocations[rows[i]];
+            if (!kace_colocation_has(c, (int)v))
+                continue;
+            double truth = kace_colocation_sum(c);
+            if (pred[i] > top_pred) {
+                top_pred = pred[i];
+                picked = truth;
+            }
+            top = fmax(top, truth);
+        }
+        if (top > 0) {
+            score += picked / top;
+            n_workloads++;
+        }
+    }
+    return n_workloads ? score / n_workloads : 0;
+}
+
 kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                                  const kace_slowdown_params *params, kace_slowdown_params *chosen)
 {
@@ -940,64 +928,99 @@ kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const in
         kace_slowdown_params_default(&base);
     base.select = false;
     *chosen = base;
-    enum { N_FOLDS = 5, N_MONO = 3, N_WEIGHT = 5 };
-    /* Too few rows to hold any out, or no trees to blend: keep the fallback. */
+    enum { N_FOLDS = 5, N_MONO = 3 };
+    /* Too few rows to hold any out, or no trees: keep the fallback. */
     if (n < 2 * N_FOLDS || base.n_rounds == 0)
         return KACE_OK;
-    /* Ties keep the earlier entry: the default comes first. */
+    /* Ties keep the earlier entry: the fallback's order. */
     static const int monotone[N_MONO] = {KACE_MONOTONE_SHARES, KACE_MONOTONE_NONE, KACE_MONOTONE_PARTNERS};
-    static const double weight[N_WEIGHT] = {0.5, 0.25, 0.75, 0, 1};
-    int *fold = malloc(n * sizeof *fold), *train = malloc(n * sizeof *train);
-    double *ridge_sum = malloc(N_MONO * n * sizeof *ridge_sum), *tree_sum = malloc(N_MONO * n * sizeof *tree_sum);
-    kace_status st = KACE_OK;
-    if (!fold || !train || !ridge_sum || !tree_sum) {
+    member_samples s;
+    kace_status st = member_samples_of(ctx, ds, rows, n, &s);
+    if (st)
+        return st;
+    int *fold = malloc(n * sizeof *fold);
+    double *Xt = malloc(s.n * N_MEMBER * sizeof *Xt), *ft = malloc(s.n * sizeof *ft), *lt = malloc(s.n * sizeof *lt);
+    double *Xh = malloc(s.n * N_MEMBER * sizeof *Xh), *tree_frac = malloc(s.n * sizeof *tree_frac);
+    size_t *held = malloc(s.n * sizeof *held);
+    double *ridge_sum = calloc(n, sizeof *ridge_sum), *tree_sum = calloc(N_MONO * n, sizeof *tree_sum);
+    double *blend = malloc(n * sizeof *blend);
+    kace_model *tmp = calloc(1, sizeof *tmp);
+    if (!fold || !Xt || !ft || !lt || !Xh || !tree_frac || !held || !ridge_sum || !tree_sum || !blend || !tmp) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
+    /* The ridge penalty: chosen once on all the rows (it does not depend on
+     * the trees), then kept for every fold and for the final fit. */
+    if (base.ridge_alpha == 0 &&
+        (st = choose_alpha(ctx, s.X, s.logf, s.row_of, s.n, n, base.seed, &base.ridge_alpha)))
+        goto done;
+    chosen->ridge_alpha = base.ridge_alpha;
     deal_folds(n, N_FOLDS, base.seed ^ 0x5E1EC7ull, fold);
-    for (int c = 0; c < N_MONO && !st; c++) {
-        kace_slowdown_params p = base;
-        p.monotone = monotone[c];
-        for (int f = 0; f < N_FOLDS && !st; f++) {
-            size_t n_train = 0;
-            for (size_t i = 0; i < n; i++)
-                if (fold[i] != f)
-                    train[n_train++] = rows[i];
-            kace_model *m = NULL;
-            if ((st = kace_model_fit_slowdown(ctx, ds, train, n_train, &p, &m)))
+    for (int f = 0; f < N_FOLDS && !st; f++) {
+        size_t nt = 0, nh = 0;
+        for (size_t i = 0; i < s.n; i++)
+            if (fold[s.row_of[i]] != f) {
+                memcpy(Xt + nt * N_MEMBER, s.X + i * N_MEMBER, N_MEMBER * sizeof *Xt);
+                ft[nt] = s.frac[i];
+                lt[nt++] = s.logf[i];
+            } else {
+                memcpy(Xh + nh * N_MEMBER, s.X + i * N_MEMBER, N_MEMBER * sizeof *Xh);
+                held[nh++] = i;
+            }
+        if (nt < 2 || nh == 0)
+            continue;
+        if ((st = fit_ridge(ctx, tmp, Xt, lt, nt, base.ridge_alpha)))
+            break;
+        prepare_ridge(tmp);
+        for (size_t h = 0; h < nh; h++) {
+            const double *x = Xh + h * N_MEMBER;
+            double z = tmp->ridge_raw[0];
+            for (int j = 0; j < N_MEMBER; j++)
+                z += tmp->ridge_raw[j + 1] * x[j];
+            size_t i = held[h];
+            ridge_sum[s.row_of[i]] += s.exclusive[i] * exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
+        }
+        for (int c = 0; c < N_MONO && !st; c++) {
+            signed char mono[N_MEMBER];
+            monotone_constraints(monotone[c], mono);
+            kace_boost_params bp = {.n_rounds = base.n_rounds,
+                                    .max_depth = base.max_depth,
+                                    .learning_rate = base.learning_rate,
+                                    .subsample = base.subsample,
+                                    .seed = base.seed,
+                                    .monotone = mono};
+            if ((st = kace_boost_fit(ctx, Xt, ft, nt, N_MEMBER, &bp, NULL, NULL, Xh, nh, tree_frac)))
                 break;
-            for (size_t i = 0; i < n; i++)
-                if (fold[i] == f) {
-                    const kace_colocation *col = &ds->colocations[rows[i]];
-                    double blend;
-                    predict_group(m, ds, col->workload, col->k, &blend, &ridge_sum[c * n + i],
-                                  &tree_sum[c * n + i], NULL);
-                }
-            kace_model_free(&m);
+            for (size_t h = 0; h < nh; h++) {
+                size_t i = held[h];
+                tree_sum[c * n + s.row_of[i]] += s.exclusive[i] * clamp(tree_frac[h], FRACTION_MIN, FRACTION_MAX);
+            }
         }
     }
     if (st)
         goto done;
-    double best = INFINITY;
-    for (int c = 0; c < N_MONO; c++)
-        for (int w = 0; w < N_WEIGHT; w++) {
-            double err = 0;
-            for (size_t i = 0; i < n; i++) {
-                double truth = kace_colocation_sum(&ds->colocations[rows[i]]);
-                double pred = (1 - weight[w]) * ridge_sum[c * n + i] + weight[w] * tree_sum[c * n + i];
-                double e = log(fmax(pred, 1e-9) / fmax(truth, 1e-9));
-                err += e * e;
-            }
-            if (err < best) {
-                best = err;
-                chosen->monotone = monotone[c];
-                chosen->tree_weight = weight[w];
-            }
+    double best = -INFINITY;
+    for (int c = 0; c < N_MONO; c++) {
+        for (size_t i = 0; i < n; i++)
+            blend[i] = (1 - base.tree_weight) * ridge_sum[i] + base.tree_weight * tree_sum[c * n + i];
+        double score = ranking_score(ds, rows, n, blend);
+        if (score > best + 1e-12) {
+            best = score;
+            chosen->monotone = monotone[c];
         }
+    }
 done:
+    member_samples_free(&s);
     free(fold);
-    free(train);
+    free(Xt);
+    free(ft);
+    free(lt);
+    free(Xh);
+    free(tree_frac);
+    free(held);
     free(ridge_sum);
     free(tree_sum);
+    free(blend);
+    free(tmp);
     return st;
 }

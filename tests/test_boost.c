@@ -1,0 +1,193 @@
+/* kace's booster (lib/boost.c) against libxgboost's exact greedy method on
+ * the same data and settings: the same trees, so the same predictions. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xgboost/c_api.h>
+
+#include "model_internal.h"
+#include "testutil.h"
+
+#define N_ROWS 240
+#define N_COLS 12
+
+static double uniform(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*s >> 11) / 9007199254740992.0;
+}
+
+/* A target with interactions and a monotone fall in columns 0 and 1. */
+static void make_data(double *X, double *y, uint64_t seed)
+{
+    for (int i = 0; i < N_ROWS; i++) {
+        for (int j = 0; j < N_COLS; j++)
+            X[i * N_COLS + j] = 100 * uniform(&seed);
+        const double *x = X + i * N_COLS;
+        y[i] = 1.0 / (1.0 + x[0] / 50 + x[1] * x[2] / 4000) + 0.1 * sin(x[3] / 10) + 0.05 * uniform(&seed);
+    }
+}
+
+static char *xgboost_json(const double *X, const double *y, const char *monotone, size_t *len)
+{
+    float fx[N_ROWS * N_COLS], fy[N_ROWS];
+    double mean = 0;
+    for (int i = 0; i < N_ROWS * N_COLS; i++)
+        fx[i] = (float)X[i];
+    for (int i = 0; i < N_ROWS; i++) {
+        fy[i] = (float)y[i];
+        mean += y[i] / N_ROWS;
+    }
+    DMatrixHandle dm;
+    BoosterHandle b;
+    assert_int_equal(XGDMatrixCreateFromMat(fx, N_ROWS, N_COLS, NAN, &dm), 0);
+    assert_int_equal(XGDMatrixSetFloatInfo(dm, "label", fy, N_ROWS), 0);
+    assert_int_equal(XGBoosterCreate(&dm, 1, &b), 0);
+    char base[32];
+    snprintf(base, sizeof base, "%.9g", mean);
+    const char *kv[][2] = {{"verbosity", "0"}, {"nthread", "1"},      {"objective", "reg:squarederror"},
+                           {"tree_method", "exact"}, {"eta", "0.1"},  {"max_depth", "3"},
+                           {"lambda", "0"},     {"min_child_weight", "1"}, {"base_score", base}};
+    for (size_t i = 0; i < sizeof kv / sizeof *kv; i++)
+        assert_int_equal(XGBoosterSetParam(b, kv[i][0], kv[i][1]), 0);
+    if (monotone)
+        assert_int_equal(XGBoosterSetParam(b, "monotone_constraints", monotone), 0);
+    for (int it = 0; it < 60; it++)
+        assert_int_equal(XGBoosterUpdateOneIter(b, it, dm), 0);
+    bst_ulong n = 0;
+    const char *json = NULL;
+    assert_int_equal(XGBoosterSaveModelToBuffer(b, "{\"format\": \"json\"}", &n, &json), 0);
+    char *copy = malloc(n + 1);
+    memcpy(copy, json, n);
+    copy[n] = '\0';
+    *len = n;
+    XGBoosterFree(b);
+    XGDMatrixFree(dm);
+    return copy;
+}
+
+static void compare(const char *xgb_monotone, const signed char *monotone, uint64_t seed)
+{
+    double X[N_ROWS * N_COLS], y[N_ROWS];
+    make_data(X, y, seed);
+    kace_ctx *ctx = kace_ctx_new();
+    size_t xlen = 0, klen = 0;
+    char *xjson = xgboost_json(X, y, xgb_monotone, &xlen), *kjson = NULL;
+    kace_boost_params p = {.n_rounds = 60, .max_depth = 3, .learning_rate = 0.1, .subsample = 1, .monotone = monotone};
+    assert_kace_ok(ctx, kace_boost_fit(ctx, X, y, N_ROWS, N_COLS, &p, &kjson, &klen, NULL, 0, NULL));
+    kace_trees xt, kt;
+    assert_kace_ok(ctx, kace_trees_from_json(ctx, xjson, xlen, N_COLS, &xt));
+    assert_kace_ok(ctx, kace_trees_from_json(ctx, kjson, klen, N_COLS, &kt));
+    assert_int_equal(kt.n_trees, 60);
+    /* The same trees: predictions agree on the training rows and on new ones. */
+    double Z[N_ROWS * N_COLS], yz[N_ROWS];
+    make_data(Z, yz, seed + 1000);
+    double worst = 0;
+    for (int i = 0; i < N_ROWS; i++) {
+        worst = fmax(worst, fabs(kace_trees_predict(&xt, X + i * N_COLS) - kace_trees_predict(&kt, X + i * N_COLS)));
+        worst = fmax(worst, fabs(kace_trees_predict(&xt, Z + i * N_COLS) - kace_trees_predict(&kt, Z + i * N_COLS)));
+    }
+    printf("seed %llu monotone %s: largest prediction difference %.3g\n", (unsigned long long)seed,
+           xgb_monotone ? xgb_monotone : "none", worst);
+    assert_true(worst < 1e-4);
+    /* Predictions asked of the fit itself are the stored model's. */
+    double *eval = malloc(N_ROWS * sizeof *eval);
+    char *again = NULL;
+    size_t again_len = 0;
+    assert_kace_ok(ctx, kace_boost_fit(ctx, X, y, N_ROWS, N_COLS, &p, &again, &again_len, Z, N_ROWS, eval));
+    assert_int_equal(again_len, klen);
+    assert_memory_equal(again, kjson, klen);
+    for (int i = 0; i < N_ROWS; i++)
+        assert_true(fabs(eval[i] - kace_trees_predict(&kt, Z + i * N_COLS)) < 1e-6);
+    free(eval);
+    free(again);
+    kace_trees_free(&xt);
+    kace_trees_free(&kt);
+    free(xjson);
+    free(kjson);
+    kace_ctx_free(&ctx);
+}
+
+static void test_same_trees_as_xgboost(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        compare(NULL, NULL, seed);
+}
+
+static void test_same_monotone_trees_as_xgboost(void **state)
+{
+    (void)state;
+    signed char mono[N_COLS] = {-1, -1, -1, 0, 1};
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        compare("(-1,-1,-1,0,1,0,0,0,0,0,0,0)", mono, seed);
+}
+
+/* The constraint holds: raising a "never rising" feature never raises the
+ * prediction, wherever the other features sit. */
+static void test_monotone_holds(void **state)
+{
+    (void)state;
+    double X[N_ROWS * N_COLS], y[N_ROWS];
+    make_data(X, y, 7);
+    signed char mono[N_COLS] = {-1, -1, 0, 0, 1};
+    kace_ctx *ctx = kace_ctx_new();
+    kace_boost_params p = {.n_rounds = 100, .max_depth = 3, .learning_rate = 0.1, .subsample = 0.8, .seed = 3,
+                           .monotone = mono};
+    char *json = NULL;
+    size_t len = 0;
+    assert_kace_ok(ctx, kace_boost_fit(ctx, X, y, N_ROWS, N_COLS, &p, &json, &len, NULL, 0, NULL));
+    kace_trees t;
+    assert_kace_ok(ctx, kace_trees_from_json(ctx, json, len, N_COLS, &t));
+    int checked = 0;
+    for (int i = 0; i < N_ROWS; i++)
+        for (int j = 0; j < 5; j++) {
+            if (!mono[j])
+                continue;
+            double x[N_COLS];
+            memcpy(x, X + i * N_COLS, sizeof x);
+            double prev = NAN;
+            for (double v = 0; v <= 100; v += 2.5) {
+                x[j] = v;
+                double f = kace_trees_predict(&t, x);
+                if (!isnan(prev))
+                    assert_true(mono[j] < 0 ? f <= prev + 1e-6 : f >= prev - 1e-6);
+                prev = f;
+                checked++;
+            }
+        }
+    assert_true(checked > 1000);
+    kace_trees_free(&t);
+    free(json);
+    kace_ctx_free(&ctx);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    double X[4] = {1, 2, NAN, 4}, y[2] = {1, 2};
+    kace_boost_params p = {.n_rounds = 10, .max_depth = 3, .learning_rate = 0.1, .subsample = 1};
+    char *json = NULL;
+    size_t len = 0;
+    assert_int_equal(kace_boost_fit(ctx, X, y, 2, 2, &p, &json, &len, NULL, 0, NULL), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "not finite"));
+    X[2] = 3;
+    p.max_depth = 0;
+    assert_int_equal(kace_boost_fit(ctx, X, y, 2, 2, &p, &json, &len, NULL, 0, NULL), KACE_ERR_INVALID);
+    assert_null(json);
+    kace_ctx_free(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_trees_as_xgboost),
+        cmocka_unit_test(test_same_monotone_trees_as_xgboost),
+        cmocka_unit_test(test_monotone_holds),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
