@@ -409,7 +409,18 @@ int cmd_eval(int argc, char **argv)
         case 'A': req.slowdown.ridge_alpha = atof(optarg); break;
         case 'W': req.slowdown.tree_weight = atof(optarg); break;
         case 'Q': req.slowdown.select = true; break;
-        case 'N': req.slowdown.monotone = atoi(optarg); break;
+        case 'N':
+            /* a fixed constraint set instead of the cross-validated choice */
+            if (strcmp(optarg, "none") == 0)
+                req.slowdown.monotone = KACE_MONOTONE_NONE;
+            else if (strcmp(optarg, "shares") == 0)
+                req.slowdown.monotone = KACE_MONOTONE_SHARES;
+            else if (strcmp(optarg, "partners") == 0)
+                req.slowdown.monotone = KACE_MONOTONE_PARTNERS;
+            else
+                return cli_usage("eval", "--kace-monotone must be none, shares or partners");
+            req.slowdown.select = false;
+            break;
         case 'P': req.slowdown.max_depth = atoi(optarg); break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
@@ -421,7 +432,8 @@ int cmd_eval(int argc, char **argv)
                    "Xu et al.: random forest, randomized search (N configurations, 5-fold CV); --xu-trees 1 uses\n"
                    "the paper's 200..2000 trees (minutes), the default 0.05 uses 10..100 (same scores, seconds).\n"
                    "kace's slowdown model (--no-kace leaves it out): --kace-rounds N --kace-eta X --kace-depth D --kace-alpha A\n"
-                   "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5).\n"
+                   "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5); --kace-monotone none|shares|partners\n"
+                   "fixes the trees' monotone constraints instead of choosing them by 3-fold CV on the training rows.\n"
                    "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
                    "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out).\n");
             return EXIT_OK;

@@ -99,9 +99,13 @@ typedef struct booster {
     const signed char *monotone;
     double *grad;
     int *pos; /* each row's node, -1 when not in this round's sample */
-    double *hist_g; /* per open node of a level, per bin: gradient sum */
+    double *hist_g; /* per node above the leaves, per bin: gradient sum */
     int *hist_h;    /* ... and row count */
-    int *nonempty;  /* scratch: a node's non-empty bins */
+    /* Per node above the leaves: its non-empty bins, ascending (a child's
+     * are a subset of its parent's, so deep nodes cost little), with where
+     * each feature's start (d + 1 entries). */
+    int *nonempty, *n_nonempty, *feature_start;
+    const int *all_bins; /* 0, 1, ..., total - 1 */
     boost_node node[BOOST_MAX_NODES];
     int n_nodes;
 } booster;
@@ -156,15 +160,51 @@ static int *hist_h_of(const booster *b, int v)
     return b->hist_h + (size_t)v * (size_t)b->first[b->d];
 }
 
+static int *nonempty_of(const booster *b, int v)
+{
+    return b->nonempty + (size_t)v * (size_t)b->first[b->d];
+}
+
+/* Lists node v's non-empty bins among the candidates (ascending), feature
+ * j's candidates being candidates[start[j] .. start[j + 1]), and where each
+ * feature's start in the list: branch-free. */
+static void list_nonempty(booster *b, int v, const int *candidates, const int *start)
+{
+    const int *hh = hist_h_of(b, v);
+    int *out = nonempty_of(b, v), *out_start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
+    int m = 0;
+    for (int j = 0; j < b->d; j++) {
+        out_start[j] = m;
+        for (int i = start[j]; i < start[j + 1]; i++) {
+            int k = candidates[i];
+            out[m] = k;
+            m += hh[k] != 0;
+        }
+    }
+    out_start[b->d] = m;
+    b->n_nonempty[v] = m;
+}
+
 /* Sums the gradients and counts of the rows of the marked nodes per bin
- * (one pass over the rows). */
+ * (one pass over the rows). Only the bins listed for each marked node's
+ * parent are cleared: the only ones read later. */
 static void build_hists(booster *b, const bool *marked)
 {
-    size_t total_bins = (size_t)b->first[b->d];
     for (int v = 0; v < b->n_nodes; v++)
         if (marked[v]) {
-            memset(hist_g_of(b, v), 0, total_bins * sizeof *b->hist_g);
-            memset(hist_h_of(b, v), 0, total_bins * sizeof *b->hist_h);
+            double *hg = hist_g_of(b, v);
+            int *hh = hist_h_of(b, v);
+            if (v == 0) {
+                memset(hg, 0, (size_t)b->first[b->d] * sizeof *hg);
+                memset(hh, 0, (size_t)b->first[b->d] * sizeof *hh);
+            } else {
+                int parent = b->node[v].parent, m = b->n_nonempty[parent];
+                const int *list = nonempty_of(b, parent);
+                for (int i = 0; i < m; i++) {
+                    hg[list[i]] = 0;
+                    hh[list[i]] = 0;
+                }
+            }
         }
     for (int r = 0; r < b->n; r++) {
         int v = b->pos[r];
@@ -181,12 +221,10 @@ static void build_hists(booster *b, const bool *marked)
     }
 }
 
-/* The best split of every node of the level from its histogram: its
- * non-empty bins are listed first (deep nodes have few), then each
- * feature's are scanned. */
+/* The best split of every node of the level from its histogram, scanning
+ * each feature's non-empty bins. */
 static void find_splits(booster *b, int level)
 {
-    int total_bins = b->first[b->d];
     for (int v = 0; v < b->n_nodes; v++) {
         boost_node *nd = &b->node[v];
         if (nd->depth != level)
@@ -195,20 +233,11 @@ static void find_splits(booster *b, int level)
         nd->best_feature = -1;
         double parent_gain = gain_at(nd->G, nd->H, node_weight(nd));
         const double *hg = hist_g_of(b, v);
-        const int *hh = hist_h_of(b, v);
-        int m = 0;
-        for (int k = 0; k < total_bins; k++) { /* branch-free compaction */
-            b->nonempty[m] = k;
-            m += hh[k] != 0;
-        }
-        int at = 0;
-        for (int j = 0; j < b->d; j++) {
-            int from = at;
-            while (at < m && b->nonempty[at] < b->first[j + 1])
-                at++;
-            best_split_of(nd, parent_gain, j, b->monotone ? b->monotone[j] : 0, hg, hh, b->value,
-                          b->nonempty + from, at - from, b->inverse);
-        }
+        const int *hh = hist_h_of(b, v), *list = nonempty_of(b, v);
+        const int *start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
+        for (int j = 0; j < b->d; j++)
+            best_split_of(nd, parent_gain, j, b->monotone ? b->monotone[j] : 0, hg, hh, b->value, list + start[j],
+                          start[j + 1] - start[j], b->inverse);
     }
 }
 
@@ -239,7 +268,7 @@ static void grow_tree(booster *b, int max_depth)
             b->node[0].H += 1;
         }
     build_hists(b, marked);
-    size_t total_bins = (size_t)b->first[b->d];
+    list_nonempty(b, 0, b->all_bins, b->first);
     for (int level = 0; level < max_depth; level++) {
         find_splits(b, level);
         int first_child = b->n_nodes, n_open = b->n_nodes;
@@ -291,10 +320,16 @@ static void grow_tree(booster *b, int max_depth)
                 const int *ph = hist_h_of(b, v), *sh = hist_h_of(b, small);
                 double *bg = hist_g_of(b, big);
                 int *bh = hist_h_of(b, big);
-                for (size_t k = 0; k < total_bins; k++) {
+                const int *list = nonempty_of(b, v);
+                int m = b->n_nonempty[v];
+                for (int i = 0; i < m; i++) {
+                    int k = list[i];
                     bg[k] = pg[k] - sg[k];
                     bh[k] = ph[k] - sh[k];
                 }
+                const int *start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
+                list_nonempty(b, small, list, start);
+                list_nonempty(b, big, list, start);
             }
     }
 }
@@ -387,87 +422,174 @@ static float tree_value_at(const booster *b, const float *x, double eta)
     return (float)(eta * node_weight(&b->node[v]));
 }
 
-kace_status kace_boost_fit(kace_ctx *ctx, const double *X, const double *y, size_t n_rows, int d,
-                           const kace_boost_params *p, char **json_out, size_t *json_len, const double *X_eval,
-                           size_t n_eval, double *eval_out)
+/* The binned training matrix: every feature's distinct values, sorted
+ * once, shared by every fit on these rows (cross-validation folds). */
+struct kace_boost_data {
+    int n, d;
+    float *col;     /* d columns of n floats */
+    float *value;   /* see booster */
+    int *first, *bin, *all_bins;
+    double *inverse;
+};
+
+void kace_boost_data_free(kace_boost_data **data)
+{
+    if (!data || !*data)
+        return;
+    kace_boost_data *x = *data;
+    free(x->col);
+    free(x->value);
+    free(x->first);
+    free(x->bin);
+    free(x->all_bins);
+    free(x->inverse);
+    free(x);
+    *data = NULL;
+}
+
+kace_status kace_boost_data_new(kace_ctx *ctx, const double *X, size_t n_rows, int d, kace_boost_data **out)
+{
+    *out = NULL;
+    if (n_rows < 1 || n_rows > (1u << 24) || d < 1 || d > KACE_MAX_FEATURES)
+        return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: %zu rows of %d features is out of range", n_rows, d);
+    for (size_t i = 0; i < n_rows * (size_t)d; i++)
+        if (!isfinite(X[i]) || fabs(X[i]) > 3.0e38)
+            return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: feature %zu of row %zu is not finite",
+                             i % (size_t)d, i / (size_t)d);
+    int n = (int)n_rows;
+    size_t cells = (size_t)n * (size_t)d;
+    kace_boost_data *x = calloc(1, sizeof *x);
+    sort_item *sorted = malloc((size_t)n * sizeof *sorted);
+    if (x) {
+        x->n = n;
+        x->d = d;
+        x->col = malloc(cells * sizeof *x->col);
+        x->value = malloc(cells * sizeof *x->value);
+        x->first = malloc(((size_t)d + 1) * sizeof *x->first);
+        x->bin = malloc(cells * sizeof *x->bin);
+        x->all_bins = malloc(cells * sizeof *x->all_bins);
+        x->inverse = malloc(((size_t)n + 1) * sizeof *x->inverse);
+    }
+    if (!x || !sorted || !x->col || !x->value || !x->first || !x->bin || !x->all_bins ||
+        !x->inverse) {
+        free(sorted);
+        kace_boost_data_free(&x);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
+    }
+    x->inverse[0] = 0;
+    for (int k = 1; k <= n; k++)
+        x->inverse[k] = 1.0 / k;
+    int n_values = 0;
+    for (int j = 0; j < d; j++) {
+        for (int i = 0; i < n; i++) {
+            x->col[(size_t)j * (size_t)n + (size_t)i] = (float)X[(size_t)i * (size_t)d + (size_t)j];
+            sorted[i].value = x->col[(size_t)j * (size_t)n + (size_t)i];
+            sorted[i].row = i;
+        }
+        qsort(sorted, (size_t)n, sizeof *sorted, by_value);
+        x->first[j] = n_values;
+        for (int i = 0; i < n; i++) {
+            if (i == 0 || sorted[i].value > sorted[i - 1].value)
+                x->value[n_values++] = sorted[i].value;
+            x->bin[(size_t)sorted[i].row * (size_t)d + (size_t)j] = n_values - 1;
+        }
+    }
+    x->first[d] = n_values;
+    for (int k = 0; k < n_values; k++)
+        x->all_bins[k] = k;
+    free(sorted);
+    *out = x;
+    return KACE_OK;
+}
+
+/* Appends the tree just grown to trees (capacity checked by the caller). */
+static void keep_tree(const booster *b, double eta, kace_trees *trees)
+{
+    int base = trees->n_nodes;
+    trees->tree_root[trees->n_trees++] = base;
+    for (int v = 0; v < b->n_nodes; v++) {
+        const boost_node *nd = &b->node[v];
+        kace_tree_node *out = &trees->node[base + v];
+        bool leaf = nd->feature < 0;
+        out->feature = leaf ? 0 : nd->feature;
+        out->threshold = leaf ? (float)(eta * node_weight(nd)) : nd->threshold;
+        out->left = leaf ? -1 : base + nd->left;
+        out->right = leaf ? -1 : base + nd->right;
+        out->default_left = 0;
+        if (nd->depth > trees->max_depth)
+            trees->max_depth = nd->depth;
+    }
+    trees->n_nodes += b->n_nodes;
+}
+
+static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const double *y, const unsigned char *use,
+                         const kace_boost_params *p, char **json_out, size_t *json_len, const double *X_eval,
+                         size_t n_eval, double *eval_out, kace_trees *trees)
 {
     if (json_out) {
         *json_out = NULL;
         *json_len = 0;
     }
-    if (n_rows < 1 || n_rows > (1u << 24) || d < 1 || d > KACE_MAX_FEATURES || p->n_rounds < 1 ||
-        p->n_rounds > 100000 || p->max_depth < 1 || p->max_depth > BOOST_MAX_DEPTH || !(p->learning_rate > 0) ||
-        !(p->subsample > 0 && p->subsample <= 1))
+    int n = data->n, d = data->d;
+    if (p->n_rounds < 1 || p->n_rounds > 100000 || p->max_depth < 1 || p->max_depth > BOOST_MAX_DEPTH ||
+        !(p->learning_rate > 0) || !(p->subsample > 0 && p->subsample <= 1))
         return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: parameters out of range");
-    int n = (int)n_rows;
-    for (size_t i = 0; i < n_rows * (size_t)d; i++)
-        if (!isfinite(X[i]) || fabs(X[i]) > 3.0e38)
-            return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: feature %zu of row %zu is not finite",
-                             i % (size_t)d, i / (size_t)d);
     for (size_t i = 0; i < n_eval * (size_t)d; i++)
         if (!isfinite(X_eval[i]) || fabs(X_eval[i]) > 3.0e38)
             return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: feature %zu of row %zu to predict is not finite",
                              i % (size_t)d, i / (size_t)d);
-    for (int i = 0; i < n; i++)
+    int n_used = 0;
+    for (int i = 0; i < n; i++) {
+        if (use && !use[i])
+            continue;
         if (!isfinite(y[i]))
             return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: label of row %d is not finite", i);
-    booster b = {.n = n, .d = d, .monotone = p->monotone};
-    float *col = malloc((size_t)n * (size_t)d * sizeof *col);
-    float *value = malloc((size_t)n * (size_t)d * sizeof *value);
-    sort_item *sorted = malloc((size_t)n * sizeof *sorted);
-    int *first = malloc(((size_t)d + 1) * sizeof *first), *bin = malloc((size_t)n * (size_t)d * sizeof *bin);
-    double *inverse = malloc(((size_t)n + 1) * sizeof *inverse);
+        n_used++;
+    }
+    if (n_used < 1)
+        return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: no rows to fit");
+    booster b = {.n = n,
+                 .d = d,
+                 .col = data->col,
+                 .value = data->value,
+                 .first = data->first,
+                 .bin = data->bin,
+                 .all_bins = data->all_bins,
+                 .inverse = data->inverse,
+                 .monotone = p->monotone};
     double *pred = malloc((size_t)n * sizeof *pred);
     b.grad = malloc((size_t)n * sizeof *b.grad);
     b.pos = malloc((size_t)n * sizeof *b.pos);
     /* a histogram for each node above the leaves' level (ids < 2^max_depth - 1) */
-    size_t hist_size = (((size_t)1 << p->max_depth) - 1) * (size_t)n * (size_t)d;
-    b.hist_g = malloc(hist_size * sizeof *b.hist_g);
-    b.hist_h = malloc(hist_size * sizeof *b.hist_h);
-    b.nonempty = malloc((size_t)n * (size_t)d * sizeof *b.nonempty);
-    int *pick = malloc((size_t)n * sizeof *pick);
+    size_t n_hist_nodes = ((size_t)1 << p->max_depth) - 1, total_bins = (size_t)data->first[d];
+    b.hist_g = malloc(n_hist_nodes * total_bins * sizeof *b.hist_g);
+    b.hist_h = malloc(n_hist_nodes * total_bins * sizeof *b.hist_h);
+    b.nonempty = malloc(n_hist_nodes * total_bins * sizeof *b.nonempty);
+    b.n_nonempty = malloc(n_hist_nodes * sizeof *b.n_nonempty);
+    b.feature_start = malloc(n_hist_nodes * ((size_t)d + 1) * sizeof *b.feature_start);
+    int *used = malloc((size_t)n_used * sizeof *used), *pick = malloc((size_t)n_used * sizeof *pick);
     float *acc = calloc((size_t)n, sizeof *acc); /* the trees' summed outputs */
     float *x_eval = malloc((n_eval ? n_eval : 1) * (size_t)d * sizeof *x_eval);
     float *acc_eval = calloc(n_eval ? n_eval : 1, sizeof *acc_eval);
     text t = {.cap = json_out ? 4096 : 0};
     t.p = json_out ? malloc(t.cap) : NULL;
     kace_status st = KACE_OK;
-    if (!col || !value || !sorted || !first || !bin || !inverse || !pred || !b.grad || !b.pos || !b.hist_g ||
-        !b.hist_h || !b.nonempty || !pick || !acc || !x_eval ||
-        !acc_eval || (json_out && !t.p)) {
+    if (!pred || !b.grad || !b.pos || !b.hist_g || !b.hist_h || !b.nonempty || !b.n_nonempty || !b.feature_start ||
+        !used || !pick || !acc || !x_eval || !acc_eval || (json_out && !t.p)) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
         goto done;
     }
-    b.col = col;
-    b.value = value;
-    b.first = first;
-    b.bin = bin;
-    b.inverse = inverse;
-    inverse[0] = 0;
-    for (int k = 1; k <= n; k++)
-        inverse[k] = 1.0 / k;
     double mean = 0;
-    for (int i = 0; i < n; i++)
-        mean += y[i] / n;
-    int n_values = 0;
-    for (int j = 0; j < d; j++) {
-        for (int i = 0; i < n; i++) {
-            col[(size_t)j * (size_t)n + (size_t)i] = (float)X[(size_t)i * (size_t)d + (size_t)j];
-            sorted[i].value = col[(size_t)j * (size_t)n + (size_t)i];
-            sorted[i].row = i;
-        }
-        qsort(sorted, (size_t)n, sizeof *sorted, by_value);
-        first[j] = n_values;
-        for (int i = 0; i < n; i++) {
-            if (i == 0 || sorted[i].value > sorted[i - 1].value)
-                value[n_values++] = sorted[i].value;
-            bin[(size_t)sorted[i].row * (size_t)d + (size_t)j] = n_values - 1;
-        }
-    }
-    first[d] = n_values;
-    for (int i = 0; i < n; i++)
+    for (int i = 0, at = 0; i < n; i++)
+        if (!use || use[i])
+            used[at++] = i;
+    for (int u = 0; u < n_used; u++)
+        mean += y[used[u]] / n_used;
+    for (int i = 0; i < n; i++) {
         pred[i] = mean;
-    int n_sample = p->subsample < 1 ? (int)floor(p->subsample * n) : n;
+        b.pos[i] = -1;
+    }
+    int n_sample = p->subsample < 1 ? (int)floor(p->subsample * n_used) : n_used;
     if (n_sample < 1)
         n_sample = 1;
     for (size_t i = 0; i < n_eval * (size_t)d; i++)
@@ -476,19 +598,19 @@ kace_status kace_boost_fit(kace_ctx *ctx, const double *X, const double *y, size
     if (json_out)
         put(&t, "{\"learner\":{\"learner_model_param\":{\"base_score\":\"%.17g\",\"num_feature\":\"%d\"},"
             "\"gradient_booster\":{\"model\":{\"trees\":[",
-        mean, d);
+            mean, d);
     for (int round = 0; round < p->n_rounds; round++) {
-        for (int i = 0; i < n; i++) {
+        for (int u = 0; u < n_used; u++) {
+            int i = used[u];
             /* in float, as xgboost computes gradients: the same data then
              * gives the same trees */
             b.grad[i] = (double)((float)pred[i] - (float)y[i]);
-            b.pos[i] = n_sample == n ? 0 : -1;
+            b.pos[i] = n_sample == n_used ? 0 : -1;
         }
-        if (n_sample < n) { /* n_sample rows without replacement (partial Fisher-Yates) */
-            for (int i = 0; i < n; i++)
-                pick[i] = i;
+        if (n_sample < n_used) { /* n_sample rows without replacement (partial Fisher-Yates) */
+            memcpy(pick, used, (size_t)n_used * sizeof *pick);
             for (int i = 0; i < n_sample; i++) {
-                int k = i + (int)(splitmix64(&rng) % (uint64_t)(n - i));
+                int k = i + (int)(splitmix64(&rng) % (uint64_t)(n_used - i));
                 int tmp = pick[i];
                 pick[i] = pick[k];
                 pick[k] = tmp;
@@ -498,15 +620,25 @@ kace_status kace_boost_fit(kace_ctx *ctx, const double *X, const double *y, size
         grow_tree(&b, p->max_depth);
         if (json_out)
             put_tree(&t, &b, round, p->learning_rate);
+        if (trees)
+            keep_tree(&b, p->learning_rate, trees);
         for (size_t i = 0; i < n_eval; i++)
             acc_eval[i] += tree_value_at(&b, x_eval + i * (size_t)d, p->learning_rate);
-        for (int i = 0; i < n; i++) { /* in float, as kace_trees_predict sums */
+        for (int u = 0; u < n_used; u++) { /* in float, as kace_trees_predict sums */
+            int i = used[u];
             acc[i] += tree_value(&b, i, p->learning_rate);
             pred[i] = (double)(acc[i] + (float)mean);
         }
     }
     for (size_t i = 0; i < n_eval; i++)
         eval_out[i] = (double)acc_eval[i] + mean;
+    if (trees) {
+        /* the base score as the JSON text gives it back */
+        char text_of_mean[32];
+        snprintf(text_of_mean, sizeof text_of_mean, "%.17g", mean);
+        trees->base_score = strtod(text_of_mean, NULL);
+        kace_trees_finish(trees);
+    }
     if (!json_out)
         goto done;
     put(&t, "],\"tree_info\":[");
@@ -522,21 +654,60 @@ kace_status kace_boost_fit(kace_ctx *ctx, const double *X, const double *y, size
     t.p = NULL;
 done:
     free(t.p);
-    free(col);
-    free(value);
-    free(sorted);
-    free(first);
-    free(bin);
-    free(inverse);
     free(b.hist_g);
     free(b.hist_h);
     free(b.nonempty);
+    free(b.n_nonempty);
+    free(b.feature_start);
     free(x_eval);
     free(acc_eval);
     free(pred);
     free(b.grad);
     free(b.pos);
+    free(used);
     free(pick);
     free(acc);
+    return st;
+}
+
+kace_status kace_boost_train(kace_ctx *ctx, const kace_boost_data *data, const double *y, const unsigned char *use,
+                             const kace_boost_params *p, char **json, size_t *json_len, const double *X_eval,
+                             size_t n_eval, double *eval_out)
+{
+    return train(ctx, data, y, use, p, json, json_len, X_eval, n_eval, eval_out, NULL);
+}
+
+kace_status kace_boost_train_trees(kace_ctx *ctx, const kace_boost_data *data, const double *y,
+                                   const kace_boost_params *p, char **json, size_t *json_len, kace_trees *trees)
+{
+    memset(trees, 0, sizeof *trees);
+    if (p->max_depth < 1 || p->max_depth > BOOST_MAX_DEPTH || p->n_rounds < 1 || p->n_rounds > 100000)
+        return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: parameters out of range");
+    int per_tree = (1 << (p->max_depth + 1)) - 1;
+    trees->tree_root = malloc((size_t)p->n_rounds * sizeof *trees->tree_root);
+    trees->node = malloc((size_t)p->n_rounds * (size_t)per_tree * sizeof *trees->node);
+    if (!trees->tree_root || !trees->node) {
+        kace_trees_free(trees);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
+    }
+    kace_status st = train(ctx, data, y, NULL, p, json, json_len, NULL, 0, NULL, trees);
+    if (st)
+        kace_trees_free(trees);
+    return st;
+}
+
+kace_status kace_boost_fit(kace_ctx *ctx, const double *X, const double *y, size_t n_rows, int d,
+                           const kace_boost_params *p, char **json_out, size_t *json_len, const double *X_eval,
+                           size_t n_eval, double *eval_out)
+{
+    if (json_out) {
+        *json_out = NULL;
+        *json_len = 0;
+    }
+    kace_boost_data *data = NULL;
+    kace_status st = kace_boost_data_new(ctx, X, n_rows, d, &data);
+    if (!st)
+        st = train(ctx, data, y, NULL, p, json_out, json_len, X_eval, n_eval, eval_out, NULL);
+    kace_boost_data_free(&data);
     return st;
 }

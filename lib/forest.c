@@ -502,6 +502,11 @@ static void build_complete(kace_trees *t)
     t->complete_depth = D;
 }
 
+void kace_trees_finish(kace_trees *t)
+{
+    build_complete(t);
+}
+
 /* Checks one tree (node arrays of num_nodes finite numbers, every node
  * reached once from the root with a matching parent, splits on known
  * features) and appends it to the model's arrays at *at. */

@@ -39,6 +39,9 @@ typedef struct kace_trees {
  * features (every node reached once, children and features in range). */
 kace_status kace_trees_from_json(kace_ctx *ctx, const char *json, size_t len, int n_features, kace_trees *out);
 void kace_trees_free(kace_trees *t);
+/* For trees built in memory (n_trees, n_nodes, tree_root, node, max_depth
+ * and base_score set): adds the complete-tree arrays of the fast path. */
+void kace_trees_finish(kace_trees *t);
 /* Fills t->monotone by checking every tree's leaves (trees with more than
  * 32 leaves get 0s). Leaves it NULL when out of memory. */
 void kace_trees_find_monotone(kace_trees *t, int n_features);
@@ -68,6 +71,21 @@ typedef struct kace_boost_params {
 kace_status kace_boost_fit(kace_ctx *ctx, const double *X, const double *y, size_t n, int d,
                            const kace_boost_params *p, char **json, size_t *json_len, const double *X_eval,
                            size_t n_eval, double *eval_out);
+
+/* The same in two steps, for many fits on subsets of one matrix
+ * (cross-validation): the features are sorted once. A fit on the rows with
+ * use[i] != 0 (use NULL: all) gives the same trees as kace_boost_fit on
+ * those rows alone. */
+typedef struct kace_boost_data kace_boost_data;
+kace_status kace_boost_data_new(kace_ctx *ctx, const double *X, size_t n, int d, kace_boost_data **out);
+void kace_boost_data_free(kace_boost_data **data);
+kace_status kace_boost_train(kace_ctx *ctx, const kace_boost_data *data, const double *y, const unsigned char *use,
+                             const kace_boost_params *p, char **json, size_t *json_len, const double *X_eval,
+                             size_t n_eval, double *eval_out);
+/* The trees of the fit as kace evaluates them (what kace_trees_from_json
+ * reads from json), without writing and parsing the text. */
+kace_status kace_boost_train_trees(kace_ctx *ctx, const kace_boost_data *data, const double *y,
+                                   const kace_boost_params *p, char **json, size_t *json_len, kace_trees *trees);
 
 struct kace_model {
     kace_model_kind kind;

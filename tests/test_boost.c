@@ -101,6 +101,44 @@ static void compare(const char *xgb_monotone, const signed char *monotone, uint6
     assert_memory_equal(again, kjson, klen);
     for (int i = 0; i < N_ROWS; i++)
         assert_true(fabs(eval[i] - kace_trees_predict(&kt, Z + i * N_COLS)) < 1e-6);
+    /* The trees built in memory are the ones the JSON text describes. */
+    kace_boost_data *data = NULL;
+    kace_trees mt;
+    char *third = NULL;
+    size_t third_len = 0;
+    assert_kace_ok(ctx, kace_boost_data_new(ctx, X, N_ROWS, N_COLS, &data));
+    assert_kace_ok(ctx, kace_boost_train_trees(ctx, data, y, &p, &third, &third_len, &mt));
+    assert_int_equal(third_len, klen);
+    assert_int_equal(mt.n_trees, kt.n_trees);
+    assert_int_equal(mt.n_nodes, kt.n_nodes);
+    assert_int_equal(mt.max_depth, kt.max_depth);
+    assert_int_equal(mt.complete_depth, kt.complete_depth);
+    assert_true(mt.base_score == kt.base_score);
+    assert_memory_equal(mt.tree_root, kt.tree_root, (size_t)kt.n_trees * sizeof *kt.tree_root);
+    assert_memory_equal(mt.node, kt.node, (size_t)kt.n_nodes * sizeof *kt.node);
+    /* A fit on a subset of the rows gives the trees of a fit on them alone. */
+    unsigned char use[N_ROWS];
+    double Xs[N_ROWS * N_COLS], ys[N_ROWS], sub_eval[N_ROWS], alone_eval[N_ROWS];
+    int ns = 0;
+    for (int i = 0; i < N_ROWS; i++) {
+        use[i] = i % 3 != 1;
+        if (use[i]) {
+            memcpy(Xs + ns * N_COLS, X + i * N_COLS, N_COLS * sizeof *X);
+            ys[ns++] = y[i];
+        }
+    }
+    kace_boost_params ps = p;
+    ps.subsample = 0.8;
+    ps.seed = seed;
+    char *alone = NULL;
+    size_t alone_len = 0;
+    assert_kace_ok(ctx, kace_boost_train(ctx, data, y, use, &ps, NULL, NULL, Z, N_ROWS, sub_eval));
+    assert_kace_ok(ctx, kace_boost_fit(ctx, Xs, ys, (size_t)ns, N_COLS, &ps, &alone, &alone_len, Z, N_ROWS, alone_eval));
+    assert_memory_equal(sub_eval, alone_eval, sizeof sub_eval);
+    free(alone);
+    kace_boost_data_free(&data);
+    kace_trees_free(&mt);
+    free(third);
     free(eval);
     free(again);
     kace_trees_free(&xt);

@@ -113,16 +113,19 @@ typedef struct kace_slowdown_params {
      * of each resource) or _PARTNERS (also the own x partners products and
      * the partners' thread count). */
     int monotone;
-    /* true: choose monotone and tree_weight by 5-fold cross-validation over
-     * the fitting rows (a colocation's members stay in one fold) before the
-     * fit; the values above are then only the fallback. */
+    /* true (the default): choose whether the trees are constrained (none or
+     * the partners' shares) by 3-fold cross-validation over the fitting rows
+     * (a colocation's members stay in one fold), scored as the evaluation
+     * scores: for each workload, the measured sum of the colocation with
+     * the best held-out prediction over the best measured one. monotone is
+     * then only the fallback (fewer than 6 rows). */
     bool select;
 } kace_slowdown_params;
 
 enum { KACE_MONOTONE_NONE = 0, KACE_MONOTONE_SHARES = 1, KACE_MONOTONE_PARTNERS = 2 };
 
 /* alpha by CV, weight 0.5, 100 rounds of depth-3 trees, eta 0.1, subsample
- * 0.8, monotone in the partners' shares, select off. */
+ * 0.8, monotone constraints chosen by CV (select on; fallback: shares). */
 void kace_slowdown_params_default(kace_slowdown_params *p);
 
 /* Fits the slowdown model on colocations rows[0..n) of ds (k may differ
@@ -132,8 +135,8 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
                                     const kace_slowdown_params *params, kace_model **out);
 
 /* The cross-validated choice select=true makes: *chosen = params with the
- * monotone set and tree weight of the lowest held-out error (squared log
- * ratio of predicted to measured sums) over rows[0..n) only. */
+ * monotone set of the best held-out partner choice over rows[0..n) only,
+ * and the ridge penalty chosen on those rows. */
 kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                                  const kace_slowdown_params *params, kace_slowdown_params *chosen);
 
