@@ -688,19 +688,6 @@ double kace_trees_predict(const kace_trees *t, const double *x)
     return (double)sum + t->base_score;
 }
 
-/* The leaf (0..7) row x reaches in a complete depth-3 tree: all 7 splits
- * tested at once, independent loads the CPU overlaps, and the leaf read
- * off the bits (rows are NaN-free here). */
-static inline int depth3_leaf(const float *x, const int *f, const float *h)
-{
-    int b0 = !(x[f[0]] < h[0]), b1 = !(x[f[1]] < h[1]), b2 = !(x[f[2]] < h[2]);
-    int b3 = !(x[f[3]] < h[3]), b4 = !(x[f[4]] < h[4]), b5 = !(x[f[5]] < h[5]);
-    int b6 = !(x[f[6]] < h[6]);
-    int second = b0 ? b2 : b1;
-    int third = b0 ? (second ? b6 : b5) : (second ? b4 : b3);
-    return 4 * b0 + 2 * second + third;
-}
-
 void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n, double *out)
 {
     int D = t->complete_depth;
@@ -718,26 +705,22 @@ void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n
     const float *thr = t->c_threshold, *leaf = t->c_leaf;
     int r = 0;
     if (D == 3) {
-        /* The common shape (depth-3 boosting). */
-        /* Two rows at a time: each row's sum is a chain of float adds (in
-         * tree order, as the walker sums), so two chains overlap. */
-        for (; r + 1 < n; r += 2) {
-            const float *x0 = x + (size_t)r * (size_t)d, *x1 = x0 + d;
-            float s0 = 0, s1 = 0;
-            for (int i = 0; i < t->n_trees; i++) {
-                const int *f = feat + (size_t)i * 7;
-                const float *h = thr + (size_t)i * 7;
-                s0 += leaf[(size_t)i * 8 + (size_t)depth3_leaf(x0, f, h)];
-                s1 += leaf[(size_t)i * 8 + (size_t)depth3_leaf(x1, f, h)];
-            }
-            out[r] = (double)s0 + t->base_score;
-            out[r + 1] = (double)s1 + t->base_score;
-        }
+        /* The common shape (depth-3 boosting): all 7 splits of a tree are
+         * tested at once, independent loads the CPU overlaps, and the leaf
+         * is read off the bits (rows are NaN-free here). */
         for (; r < n; r++) {
             const float *xr = x + (size_t)r * (size_t)d;
             float sum = 0;
-            for (int i = 0; i < t->n_trees; i++)
-                sum += leaf[(size_t)i * 8 + (size_t)depth3_leaf(xr, feat + (size_t)i * 7, thr + (size_t)i * 7)];
+            for (int i = 0; i < t->n_trees; i++) {
+                const int *f = feat + (size_t)i * 7;
+                const float *h = thr + (size_t)i * 7;
+                int b0 = !(xr[f[0]] < h[0]), b1 = !(xr[f[1]] < h[1]), b2 = !(xr[f[2]] < h[2]);
+                int b3 = !(xr[f[3]] < h[3]), b4 = !(xr[f[4]] < h[4]), b5 = !(xr[f[5]] < h[5]);
+                int b6 = !(xr[f[6]] < h[6]);
+                int second = b0 ? b2 : b1;
+                int third = b0 ? (second ? b6 : b5) : (second ? b4 : b3);
+                sum += leaf[(size_t)i * 8 + (size_t)(4 * b0 + 2 * second + third)];
+            }
             out[r] = (double)sum + t->base_score;
         }
         return;
