@@ -14,7 +14,6 @@
  * trees are stored, read back and checked exactly like xgboost's
  * (kace_trees_from_json). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +21,7 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "text_buf.h"
 
 #define BOOST_MAX_DEPTH 6
 #define BOOST_MAX_NODES ((1 << (BOOST_MAX_DEPTH + 1)) - 1)
@@ -334,69 +334,33 @@ static void grow_tree(booster *b, int max_depth)
     }
 }
 
-/* A growable text buffer; fails once and stays failed. */
-typedef struct text {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (w < 0) {
-            t->failed = true;
-            return;
-        }
-        if ((size_t)w < t->cap - t->len) {
-            t->len += (size_t)w;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)w + 1;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->failed = true;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
-}
-
-static void put_tree(text *t, const booster *b, int id, double eta)
+static void put_tree(text_buf *t, const booster *b, int id, double eta)
 {
     const char *sep = id ? "," : "";
-    put(t, "%s{\"id\":%d,\"tree_param\":{\"num_nodes\":\"%d\",\"num_feature\":\"%d\",\"size_leaf_vector\":\"0\"}",
+    tb_printf(t, "%s{\"id\":%d,\"tree_param\":{\"num_nodes\":\"%d\",\"num_feature\":\"%d\",\"size_leaf_vector\":\"0\"}",
         sep, id, b->n_nodes, b->d);
-    put(t, ",\"left_children\":[");
+    tb_printf(t, ",\"left_children\":[");
     for (int v = 0; v < b->n_nodes; v++)
-        put(t, "%s%d", v ? "," : "", b->node[v].left);
-    put(t, "],\"right_children\":[");
+        tb_printf(t, "%s%d", v ? "," : "", b->node[v].left);
+    tb_printf(t, "],\"right_children\":[");
     for (int v = 0; v < b->n_nodes; v++)
-        put(t, "%s%d", v ? "," : "", b->node[v].right);
-    put(t, "],\"split_indices\":[");
+        tb_printf(t, "%s%d", v ? "," : "", b->node[v].right);
+    tb_printf(t, "],\"split_indices\":[");
     for (int v = 0; v < b->n_nodes; v++)
-        put(t, "%s%d", v ? "," : "", b->node[v].feature < 0 ? 0 : b->node[v].feature);
-    put(t, "],\"split_conditions\":[");
+        tb_printf(t, "%s%d", v ? "," : "", b->node[v].feature < 0 ? 0 : b->node[v].feature);
+    tb_printf(t, "],\"split_conditions\":[");
     for (int v = 0; v < b->n_nodes; v++) {
         const boost_node *nd = &b->node[v];
         float value = nd->feature >= 0 ? nd->threshold : (float)(eta * node_weight(nd));
-        put(t, "%s%.9g", v ? "," : "", (double)value);
+        tb_printf(t, "%s%.9g", v ? "," : "", (double)value);
     }
-    put(t, "],\"default_left\":[");
+    tb_printf(t, "],\"default_left\":[");
     for (int v = 0; v < b->n_nodes; v++)
-        put(t, "%s%d", v ? "," : "", 0);
-    put(t, "],\"parents\":[");
+        tb_printf(t, "%s%d", v ? "," : "", 0);
+    tb_printf(t, "],\"parents\":[");
     for (int v = 0; v < b->n_nodes; v++)
-        put(t, "%s%d", v ? "," : "", b->node[v].parent);
-    put(t, "]}");
+        tb_printf(t, "%s%d", v ? "," : "", b->node[v].parent);
+    tb_printf(t, "]}");
 }
 
 /* The tree's prediction for row r of the column-major data (leaf values as
@@ -571,11 +535,10 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     float *acc = calloc((size_t)n, sizeof *acc); /* the trees' summed outputs */
     float *x_eval = malloc((n_eval ? n_eval : 1) * (size_t)d * sizeof *x_eval);
     float *acc_eval = calloc(n_eval ? n_eval : 1, sizeof *acc_eval);
-    text t = {.cap = json_out ? 4096 : 0};
-    t.p = json_out ? malloc(t.cap) : NULL;
+    text_buf t = {0};
     kace_status st = KACE_OK;
     if (!pred || !b.grad || !b.pos || !b.hist_g || !b.hist_h || !b.nonempty || !b.n_nonempty || !b.feature_start ||
-        !used || !pick || !acc || !x_eval || !acc_eval || (json_out && !t.p)) {
+        !used || !pick || !acc || !x_eval || !acc_eval) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
         goto done;
     }
@@ -596,7 +559,7 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
         x_eval[i] = (float)X_eval[i];
     uint64_t rng = p->seed ^ 0x6b616365u;
     if (json_out)
-        put(&t, "{\"learner\":{\"learner_model_param\":{\"base_score\":\"%.17g\",\"num_feature\":\"%d\"},"
+        tb_printf(&t, "{\"learner\":{\"learner_model_param\":{\"base_score\":\"%.17g\",\"num_feature\":\"%d\"},"
             "\"gradient_booster\":{\"model\":{\"trees\":[",
             mean, d);
     for (int round = 0; round < p->n_rounds; round++) {
@@ -641,11 +604,11 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     }
     if (!json_out)
         goto done;
-    put(&t, "],\"tree_info\":[");
+    tb_printf(&t, "],\"tree_info\":[");
     for (int round = 0; round < p->n_rounds; round++)
-        put(&t, "%s0", round ? "," : "");
-    put(&t, "]}}}}");
-    if (t.failed) {
+        tb_printf(&t, "%s0", round ? "," : "");
+    tb_printf(&t, "]}}}}");
+    if (t.oom || !t.p) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory writing boosted trees");
         goto done;
     }
