@@ -384,7 +384,7 @@ int cmd_eval(int argc, char **argv)
         {"no-kace", no_argument, 0, 'K'}, {"kace-rounds", required_argument, 0, 'R'}, {"kace-eta", required_argument, 0, 'E'},
         {"kace-alpha", required_argument, 0, 'A'}, {"kace-tree-weight", required_argument, 0, 'W'},
         {"kace-depth", required_argument, 0, 'P'}, {"kace-select", no_argument, 0, 'Q'},
-        {"kace-monotone", required_argument, 0, 'N'},
+        {"kace-monotone", required_argument, 0, 'N'}, {"kace-seed", required_argument, 0, 'Y'},
         {"groups", no_argument, 0, 'G'},       {"splits", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     kace_slowdown_params_default(&req.slowdown);
@@ -422,6 +422,7 @@ int cmd_eval(int argc, char **argv)
             req.slowdown.select = false;
             break;
         case 'P': req.slowdown.max_depth = atoi(optarg); break;
+        case 'Y': req.slowdown.seed = strtoull(optarg, NULL, 10); break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
                    "                 [--xu-trees SCALE] [--pairs-set pairs] [--triples-set triples] [--no-figures]\n"
@@ -433,7 +434,8 @@ int cmd_eval(int argc, char **argv)
                    "the paper's 200..2000 trees (minutes), the default 0.05 uses 10..100 (same scores, seconds).\n"
                    "kace's slowdown model (--no-kace leaves it out): --kace-rounds N --kace-eta X --kace-depth D --kace-alpha A\n"
                    "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5); --kace-monotone none|shares|partners\n"
-                   "fixes the trees' monotone constraints instead of choosing them by 3-fold CV on the training rows.\n"
+                   "fixes the trees' monotone constraints instead of choosing them by 3-fold CV on the training rows;\n"
+                   "--kace-seed S seeds the trees' row subsampling and the CV folds (default 0).\n"
                    "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
                    "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out).\n");
             return EXIT_OK;
