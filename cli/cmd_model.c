@@ -34,7 +34,8 @@ int cmd_train(int argc, char **argv)
                    "                  [--name default] [--out FILE] [--search-iter N]\n"
                    "Fits a model on every successful 100%% MPS run of the set and stores it under NAME\n"
                    "(and in FILE, a versioned text model). slowdown (default) = kace's model: each workload's\n"
-                   "throughput as a fraction of its exclusive one, from contention features, summed;\n"
+                   "throughput as a fraction of its exclusive one, from contention features, summed (ridge +\n"
+                   "boosted trees; whether the trees are monotone in the partners' usage is chosen by 3-fold CV);\n"
                    "linear = the paper's KACE (z-scored least squares on summed features);\n"
                    "forest = random forest with randomized search and 5-fold CV (the Xu et al. procedure).\n");
             return EXIT_OK;
