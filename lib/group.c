@@ -593,19 +593,24 @@ static void descend(search *s, size_t from, const double *parent, const double *
 /* A good group to start from, so the first bounds already cut: the
  * target's best partner by prediction, then the best third next to both,
  * and so on, among the GREEDY_POOL candidates with the highest bounds (all
- * of them cost more than they save). It is scored like any other group. */
+ * of them cost more than they save); then, while swapping one partner for
+ * another of those candidates raises the prediction, the best such swap
+ * (a greedy start can sit 10% below the optimum, and every node the search
+ * bounds against a low incumbent costs). It is scored like any other group. */
 static void greedy_start(search *s)
 {
     int group[KACE_GROUP_MAX_K], pos[KACE_GROUP_MAX_K];
+    size_t picked[KACE_GROUP_MAX_K];
     bool *taken = calloc(s->n ? s->n : 1, sizeof *taken);
     if (!taken)
         return; /* only a head start: the search does without */
+    size_t pool_n = s->n < GREEDY_POOL ? s->n : GREEDY_POOL;
     group[0] = s->q->target;
-    double mem = s->ds->workloads[s->q->target].metric[KACE_M_MEMCAP];
+    double mem = s->ds->workloads[s->q->target].metric[KACE_M_MEMCAP], current = -INFINITY;
     for (int slot = 1; slot < s->k; slot++) {
         double best = -INFINITY;
         size_t pick = s->n;
-        for (size_t c = 0; c < s->n && c < GREEDY_POOL; c++) {
+        for (size_t c = 0; c < pool_n; c++) {
             double least = mem + s->cand[c].memcap + (s->k - 1 - slot) * s->suf_min_mem[0];
             if (taken[c] || least > s->capacity)
                 continue;
@@ -622,11 +627,46 @@ static void greedy_start(search *s)
             return;
         }
         taken[pick] = true;
+        picked[slot] = pick;
         group[slot] = s->cand[pick].workload;
-        pos[slot - 1] = s->cand[pick].pos;
         mem += s->cand[pick].memcap;
+        current = best;
+    }
+    for (int pass = 0; pass < 4 * s->k; pass++) {
+        double best = current;
+        int swap_slot = -1;
+        size_t swap_in = 0;
+        for (int slot = 1; slot < s->k; slot++) {
+            int kept = group[slot];
+            double without = mem - s->cand[picked[slot]].memcap;
+            for (size_t c = 0; c < pool_n; c++) {
+                if (taken[c] || without + s->cand[c].memcap > s->capacity)
+                    continue;
+                group[slot] = s->cand[c].workload;
+                if (s->q->filter && !s->q->filter(s->q->filter_user, group, s->k))
+                    continue;
+                double sum;
+                if (kace_slowdown_predict(s->ctx, s->m, s->ds, group, s->k, &sum, NULL, NULL) == KACE_OK &&
+                    sum > best) {
+                    best = sum;
+                    swap_slot = slot;
+                    swap_in = c;
+                }
+            }
+            group[slot] = kept;
+        }
+        if (swap_slot < 0)
+            break;
+        taken[picked[swap_slot]] = false;
+        mem += s->cand[swap_in].memcap - s->cand[picked[swap_slot]].memcap;
+        taken[swap_in] = true;
+        picked[swap_slot] = swap_in;
+        group[swap_slot] = s->cand[swap_in].workload;
+        current = best;
     }
     free(taken);
+    for (int slot = 1; slot < s->k; slot++)
+        pos[slot - 1] = s->cand[picked[slot]].pos;
     s->st = consider(s->ctx, s->ds, s->m, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
 }
 
