@@ -32,7 +32,8 @@
  * the box with a tree part already computed over an enclosing box (the
  * node's members', the candidates' from the root), and compute tree parts
  * member by member only while the bound still reaches the incumbent. A
- * greedy group scored before the search gives the first incumbent. */
+ * greedy group, improved by swaps and scored before the search, gives the
+ * first incumbent. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
