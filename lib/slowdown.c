@@ -404,6 +404,10 @@ fail:
     return st;
 }
 
+static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                             const member_samples *s, const kace_slowdown_params *params,
+                             kace_slowdown_params *chosen);
+
 kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                                     const kace_slowdown_params *params, kace_model **out)
 {
@@ -428,7 +432,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
      * (the same choice on the same rows, made once). */
     if (p.ridge_alpha == 0 && (st = choose_alpha(ctx, s.X, s.logf, s.row_of, s.n, n, p.seed, &p.ridge_alpha)))
         goto fail;
-    if (p.select && (st = kace_slowdown_select(ctx, ds, rows, n, &p, &p)))
+    if (p.select && (st = select_on(ctx, ds, rows, n, &s, &p, &p)))
         goto fail;
     m = calloc(1, sizeof *m);
     if (!m) {
@@ -939,8 +943,10 @@ static double ranking_score(const kace_dataset *ds, const int *rows, size_t n, c
     return n_workloads ? score / n_workloads : 0;
 }
 
-kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
-                                 const kace_slowdown_params *params, kace_slowdown_params *chosen)
+/* kace_slowdown_select on the member samples s of rows[0..n). */
+static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                             const member_samples *sp, const kace_slowdown_params *params,
+                             kace_slowdown_params *chosen)
 {
     kace_slowdown_params base;
     if (params)
@@ -959,10 +965,8 @@ kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const in
         return KACE_OK;
     /* Ties keep the earlier entry: the fallback. */
     static const int monotone[N_MONO] = {KACE_MONOTONE_SHARES, KACE_MONOTONE_NONE};
-    member_samples s;
-    kace_status st = member_samples_of(ctx, ds, rows, n, &s);
-    if (st)
-        return st;
+    const member_samples s = *sp;
+    kace_status st = KACE_OK;
     int *fold = malloc(n * sizeof *fold);
     double *Xt = malloc(s.n * N_MEMBER * sizeof *Xt), *lt = malloc(s.n * sizeof *lt);
     unsigned char *use = malloc(s.n);
@@ -1040,7 +1044,6 @@ kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const in
         }
     }
 done:
-    member_samples_free(&s);
     free(fold);
     free(Xt);
     free(use);
@@ -1053,5 +1056,16 @@ done:
     free(tree_sum);
     free(blend);
     free(tmp);
+    return st;
+}
+
+kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                                 const kace_slowdown_params *params, kace_slowdown_params *chosen)
+{
+    member_samples s;
+    kace_status st = member_samples_of(ctx, ds, rows, n, &s);
+    if (!st)
+        st = select_on(ctx, ds, rows, n, &s, params, chosen);
+    member_samples_free(&s);
     return st;
 }
