@@ -6,6 +6,23 @@
 
 #include "text_buf.h"
 
+/* Room for `extra` more bytes and the NUL; false (and oom) when the
+ * allocation fails. */
+static bool tb_reserve(text_buf *t, size_t extra)
+{
+    if (t->p && t->len + extra < t->cap)
+        return true;
+    size_t cap = (t->cap ? t->cap * 2 : 1024) + extra + 1;
+    char *p = realloc(t->p, cap);
+    if (!p) {
+        t->oom = true;
+        return false;
+    }
+    t->p = p;
+    t->cap = cap;
+    return true;
+}
+
 void tb_printf(text_buf *t, const char *fmt, ...)
 {
     if (t->oom)
@@ -23,31 +40,15 @@ void tb_printf(text_buf *t, const char *fmt, ...)
             t->len += (size_t)n;
             return;
         }
-        size_t cap = (t->cap ? t->cap * 2 : 1024) + (size_t)n;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->oom = true;
+        if (!tb_reserve(t, (size_t)n))
             return;
-        }
-        t->p = p;
-        t->cap = cap;
     }
 }
 
 void tb_append(text_buf *t, const char *data, size_t n)
 {
-    if (t->oom || n == 0)
+    if (t->oom || n == 0 || !tb_reserve(t, n))
         return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap * 2 + n + 1;
-        char *p = realloc(t->p, cap);
-        if (!p) {
-            t->oom = true;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
-    }
     memcpy(t->p + t->len, data, n);
     t->len += n;
     t->p[t->len] = '\0';
