@@ -269,6 +269,60 @@ static void report_targets(const kace_dataset *ds, const kace_target_score *t, s
     }
 }
 
+/* kace's model is stochastic (row subsampling, CV folds), so its scores
+ * can be averaged over several seeds: the other runs fit kace's model (and
+ * the cheap linear one) again with the next seeds, their kace fields are
+ * summed into the first run's and divided at the end. The splits come in
+ * the same order every run. */
+static void add_slowdown_targets(kace_target_score *a, const kace_target_score *b, size_t n, double scale)
+{
+    for (size_t t = 0; t < n; t++)
+        a[t].score[KACE_POL_SLOWDOWN] = (a[t].score[KACE_POL_SLOWDOWN] + (b ? b[t].score[KACE_POL_SLOWDOWN] : 0)) * scale;
+}
+
+static void add_slowdown_splits(kace_split_results *a, const kace_split_results *b, double scale)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        kace_split_result *x = &a->items[i];
+        const kace_split_result *y = b ? &b->items[i] : NULL;
+        double *fields[] = {&x->score[KACE_POL_SLOWDOWN], &x->slowdown_mse, &x->slowdown_r2, &x->slowdown_mae_pct,
+                            &x->slowdown_err_confident, &x->slowdown_err_unsure, &x->slowdown_fit_seconds};
+        const double *more[] = {y ? &y->score[KACE_POL_SLOWDOWN] : NULL, y ? &y->slowdown_mse : NULL,
+                                y ? &y->slowdown_r2 : NULL, y ? &y->slowdown_mae_pct : NULL,
+                                y ? &y->slowdown_err_confident : NULL, y ? &y->slowdown_err_unsure : NULL,
+                                y ? &y->slowdown_fit_seconds : NULL};
+        for (size_t f = 0; f < sizeof fields / sizeof *fields; f++)
+            *fields[f] = (*fields[f] + (more[f] ? *more[f] : 0)) * scale;
+        add_slowdown_targets(x->targets, y ? y->targets : NULL, x->n_targets, scale);
+    }
+}
+
+/* The other seeds' unseen-family (or 3-way) scores, summed into out and
+ * averaged. */
+static kace_status unseen_other_seeds(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *common,
+                                      int n_seeds, kace_target_score *out[2], size_t n_out)
+{
+    kace_eval_options opt = *common;
+    opt.with_xu = false;
+    for (int k = 1; k < n_seeds; k++) {
+        opt.slowdown.seed = common->slowdown.seed + (uint64_t)k;
+        kace_target_score *more[2] = {NULL, NULL};
+        size_t n_more = 0;
+        kace_status st = kace_eval_unseen(ctx, ds, &opt, more, &n_more);
+        if (!st && n_more != n_out)
+            st = kace_fail(ctx, KACE_ERR_INVALID, "unseen-family runs disagree on their targets");
+        for (int m = 0; m < 2 && !st; m++)
+            add_slowdown_targets(out[m], more[m], n_out, 1);
+        free(more[0]);
+        free(more[1]);
+        if (st)
+            return st;
+    }
+    for (int m = 0; m < 2 && n_seeds > 1; m++)
+        add_slowdown_targets(out[m], NULL, n_out, 1.0 / n_seeds);
+    return KACE_OK;
+}
+
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
 {
     kace_dataset *pairs = NULL, *triples = NULL;
@@ -310,13 +364,16 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     common.with_slowdown = !req->without_slowdown;
     struct timespec t_unseen;
     clock_gettime(CLOCK_MONOTONIC, &t_unseen);
-    if ((st = kace_eval_unseen(ctx, pairs, &common, unseen, &n_unseen))) {
+    int n_seeds = common.with_slowdown && req->kace_seeds > 1 ? req->kace_seeds : 1;
+    if ((st = kace_eval_unseen(ctx, pairs, &common, unseen, &n_unseen)) ||
+        (st = unseen_other_seeds(ctx, pairs, &common, n_seeds, unseen, n_unseen))) {
         rc = cli_error(ctx, st);
         goto done;
     }
     double unseen_seconds = seconds_since(&t_unseen);
     clock_gettime(CLOCK_MONOTONIC, &t_unseen);
-    if (triples->n_colocations && (st = kace_eval_unseen(ctx, triples, &common, three, &n_three))) {
+    if (triples->n_colocations && ((st = kace_eval_unseen(ctx, triples, &common, three, &n_three)) ||
+                                   (st = unseen_other_seeds(ctx, triples, &common, n_seeds, three, n_three)))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -334,6 +391,20 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
                 rc = cli_error(ctx, st);
                 goto done;
             }
+            for (int k = 1; k < n_seeds; k++) {
+                kace_eval_options other = opt;
+                other.with_xu = false;
+                other.slowdown.seed = opt.slowdown.seed + (uint64_t)k;
+                kace_split_results *more = NULL;
+                if ((st = kace_eval_splits(ctx, pairs, splits, &other, &more))) {
+                    rc = cli_error(ctx, st);
+                    goto done;
+                }
+                add_slowdown_splits(res, more, 1);
+                kace_split_results_free(&more);
+            }
+            if (n_seeds > 1)
+                add_slowdown_splits(res, NULL, 1.0 / n_seeds);
             fflush(stdout);
             if (report_splits(pairs, res, mode_name, req, seconds_since(&t0)) != 0)
                 goto done;
@@ -375,7 +446,7 @@ int cmd_eval(int argc, char **argv)
 {
     const char *db = cli_default_db(), *mode = "both";
     eval_request req = {.out_dir = "kace-eval", .pairs_set = "pairs", .triples_set = "triples", .with_xu = true,
-                        .xu_iter = 10, .figures = true};
+                        .xu_iter = 10, .figures = true, .kace_seeds = 1};
     static const struct option longopts[] = {
         {"db", required_argument, 0, 'd'},     {"mode", required_argument, 0, 'm'},
         {"out", required_argument, 0, 'o'},    {"no-xu", no_argument, 0, 'X'},
@@ -385,6 +456,7 @@ int cmd_eval(int argc, char **argv)
         {"kace-alpha", required_argument, 0, 'A'}, {"kace-tree-weight", required_argument, 0, 'W'},
         {"kace-depth", required_argument, 0, 'P'}, {"kace-select", no_argument, 0, 'Q'},
         {"kace-monotone", required_argument, 0, 'N'}, {"kace-seed", required_argument, 0, 'Y'},
+        {"kace-seeds", required_argument, 0, 'Z'},
         {"groups", no_argument, 0, 'G'},       {"splits", no_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     kace_slowdown_params_default(&req.slowdown);
@@ -423,6 +495,7 @@ int cmd_eval(int argc, char **argv)
             break;
         case 'P': req.slowdown.max_depth = atoi(optarg); break;
         case 'Y': req.slowdown.seed = strtoull(optarg, NULL, 10); break;
+        case 'Z': req.kace_seeds = atoi(optarg); break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
                    "                 [--xu-trees SCALE] [--pairs-set pairs] [--triples-set triples] [--no-figures]\n"
@@ -435,7 +508,8 @@ int cmd_eval(int argc, char **argv)
                    "kace's slowdown model (--no-kace leaves it out): --kace-rounds N --kace-eta X --kace-depth D --kace-alpha A\n"
                    "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5); --kace-monotone none|shares|partners\n"
                    "fixes the trees' monotone constraints instead of choosing them by 3-fold CV on the training rows;\n"
-                   "--kace-seed S seeds the trees' row subsampling and the CV folds (default 0).\n"
+                   "--kace-seed S seeds the trees' row subsampling and the CV folds (default 0); --kace-seeds N\n"
+                   "reports kace's scores as the mean over seeds S .. S+N-1 (default 1).\n"
                    "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
                    "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out).\n");
             return EXIT_OK;
@@ -446,6 +520,8 @@ int cmd_eval(int argc, char **argv)
     req.clean = strcmp(mode, "clean") == 0 || strcmp(mode, "both") == 0;
     if (!req.paper && !req.clean)
         return cli_usage("eval", "--mode must be paper, clean or both");
+    if (req.kace_seeds < 1 || req.kace_seeds > 100)
+        return cli_usage("eval", "--kace-seeds must be 1..100");
     if (req.xu_iter < 1 || req.xu_iter > 10000)
         return cli_usage("eval", "--xu-iter must be 1..10000");
     if (req.xu_tree_scale < 0 || req.xu_tree_scale > 1)

@@ -155,6 +155,31 @@ b=$("$KACE" predict --db "$DB" --target "$TARGET" --among "$AMONG" --model-file 
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "slowdown predictions from the store and from the file differ: '$a' vs '$b'"
 awk '$6 < 0 || $6 > 1 { exit 1 }' <<<"$a" || fail "confidence outside [0, 1]: $a"
 
+# ---- kace eval --kace-seeds: the mean of the single-seed runs ------------------
+# kace's model is stochastic; --kace-seeds 2 must report, column by column,
+# the mean of --kace-seed 0 and --kace-seed 1 (training-size table, unseen
+# families, 3-way), and leave every other policy as a single run gives it.
+# The training-size table must differ between the seeds (the seed is used;
+# the 3-way choices happen not to move).
+for s in 0 1; do
+    "$KACE" eval --db "$DB" --mode clean --no-xu --no-figures --kace-seed "$s" --out "$SCRATCH/eval$s" \
+        >/dev/null 2>"$SCRATCH/eval$s.err" || fail "kace eval --kace-seed $s failed: $(cat "$SCRATCH/eval$s.err")"
+done
+"$KACE" eval --db "$DB" --mode clean --no-xu --no-figures --kace-seeds 2 --out "$SCRATCH/eval01" \
+    >/dev/null 2>"$SCRATCH/eval01.err" || fail "kace eval --kace-seeds 2 failed: $(cat "$SCRATCH/eval01.err")"
+for f in summary_clean.csv unseen_clean.csv triples_clean.csv; do
+    paste -d, "$SCRATCH/eval0/$f" "$SCRATCH/eval1/$f" "$SCRATCH/eval01/$f" | awk -F, -v f="$f" '
+        NR == 1 { n = NF / 3; for (i = 1; i <= n; i++) if ($i == "kace") k = i; next }
+        { if (!k) { print f ": no kace column"; bad = 1; exit }
+          mean = ($k + $(k + n)) / 2; d = mean - $(k + 2 * n)
+          if (d > 2e-6 || d < -2e-6) { print f " line " NR ": kace " $(k + 2 * n) ", mean of the seeds " mean; bad = 1 }
+          if ($(k + 1) != $(k + 1 + 2 * n)) { print f " line " NR ": the next policy changed"; bad = 1 }
+          if ($k != $(k + n)) differ = 1 }
+        END { if (f == "summary_clean.csv" && !differ && !bad) { print f ": seeds 0 and 1 gave identical kace scores (seed not used?)"; bad = 1 }
+              exit bad }' >"$SCRATCH/seeds.out" || fail "$(cat "$SCRATCH/seeds.out")"
+done
+"$KACE" eval --db "$DB" --kace-seeds 0 >/dev/null 2>&1 && fail "kace eval --kace-seeds 0 was accepted"
+
 if [ "$failures" -gt 0 ]; then
     echo "$failures failure(s)" >&2
     exit 1
