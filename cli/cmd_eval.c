@@ -285,16 +285,41 @@ static void add_slowdown_splits(kace_split_results *a, const kace_split_results 
     for (size_t i = 0; i < a->n; i++) {
         kace_split_result *x = &a->items[i];
         const kace_split_result *y = b ? &b->items[i] : NULL;
-        double *fields[] = {&x->score[KACE_POL_SLOWDOWN], &x->slowdown_mse, &x->slowdown_r2, &x->slowdown_mae_pct,
-                            &x->slowdown_err_confident, &x->slowdown_err_unsure, &x->slowdown_fit_seconds};
-        const double *more[] = {y ? &y->score[KACE_POL_SLOWDOWN] : NULL, y ? &y->slowdown_mse : NULL,
-                                y ? &y->slowdown_r2 : NULL, y ? &y->slowdown_mae_pct : NULL,
-                                y ? &y->slowdown_err_confident : NULL, y ? &y->slowdown_err_unsure : NULL,
-                                y ? &y->slowdown_fit_seconds : NULL};
-        for (size_t f = 0; f < sizeof fields / sizeof *fields; f++)
-            *fields[f] = (*fields[f] + (more[f] ? *more[f] : 0)) * scale;
+#define ADD(field) x->field = (x->field + (y ? y->field : 0)) * scale
+        ADD(score[KACE_POL_SLOWDOWN]);
+        ADD(slowdown_mse);
+        ADD(slowdown_r2);
+        ADD(slowdown_mae_pct);
+        ADD(slowdown_err_confident);
+        ADD(slowdown_err_unsure);
+        ADD(slowdown_fit_seconds);
+#undef ADD
         add_slowdown_targets(x->targets, y ? y->targets : NULL, x->n_targets, scale);
     }
+}
+
+/* The other seeds' runs of the published splits, summed into res and
+ * averaged. */
+static kace_status splits_other_seeds(kace_ctx *ctx, const kace_dataset *ds, const kace_splits *splits,
+                                      const kace_eval_options *first, int n_seeds, kace_split_results *res)
+{
+    kace_eval_options opt = *first;
+    opt.with_xu = false;
+    for (int k = 1; k < n_seeds; k++) {
+        opt.slowdown.seed = first->slowdown.seed + (uint64_t)k;
+        kace_split_results *more = NULL;
+        kace_status st = kace_eval_splits(ctx, ds, splits, &opt, &more);
+        if (!st && more->n != res->n)
+            st = kace_fail(ctx, KACE_ERR_INVALID, "split runs disagree on their splits");
+        if (!st)
+            add_slowdown_splits(res, more, 1);
+        kace_split_results_free(&more);
+        if (st)
+            return st;
+    }
+    if (n_seeds > 1)
+        add_slowdown_splits(res, NULL, 1.0 / n_seeds);
+    return KACE_OK;
 }
 
 /* The other seeds' unseen-family (or 3-way) scores, summed into out and
@@ -387,24 +412,11 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         struct timespec t0;
         if (splits->n) {
             clock_gettime(CLOCK_MONOTONIC, &t0);
-            if ((st = kace_eval_splits(ctx, pairs, splits, &opt, &res))) {
+            if ((st = kace_eval_splits(ctx, pairs, splits, &opt, &res)) ||
+                (st = splits_other_seeds(ctx, pairs, splits, &opt, n_seeds, res))) {
                 rc = cli_error(ctx, st);
                 goto done;
             }
-            for (int k = 1; k < n_seeds; k++) {
-                kace_eval_options other = opt;
-                other.with_xu = false;
-                other.slowdown.seed = opt.slowdown.seed + (uint64_t)k;
-                kace_split_results *more = NULL;
-                if ((st = kace_eval_splits(ctx, pairs, splits, &other, &more))) {
-                    rc = cli_error(ctx, st);
-                    goto done;
-                }
-                add_slowdown_splits(res, more, 1);
-                kace_split_results_free(&more);
-            }
-            if (n_seeds > 1)
-                add_slowdown_splits(res, NULL, 1.0 / n_seeds);
             fflush(stdout);
             if (report_splits(pairs, res, mode_name, req, seconds_since(&t0)) != 0)
                 goto done;
