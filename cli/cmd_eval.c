@@ -325,7 +325,8 @@ static kace_status splits_other_seeds(kace_ctx *ctx, const kace_dataset *ds, con
 /* The other seeds' unseen-family (or 3-way) scores, summed into out and
  * averaged. */
 static kace_status unseen_other_seeds(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *common,
-                                      int n_seeds, kace_target_score *out[2], size_t n_out)
+                                      int n_seeds, kace_target_score *out[2], size_t n_out,
+                                      kace_confidence_check *check)
 {
     kace_eval_options opt = *common;
     opt.with_xu = false;
@@ -333,9 +334,12 @@ static kace_status unseen_other_seeds(kace_ctx *ctx, const kace_dataset *ds, con
         opt.slowdown.seed = common->slowdown.seed + (uint64_t)k;
         kace_target_score *more[2] = {NULL, NULL};
         size_t n_more = 0;
-        kace_status st = kace_eval_unseen(ctx, ds, &opt, more, &n_more);
+        kace_confidence_check more_check;
+        kace_status st = kace_eval_unseen(ctx, ds, &opt, more, &n_more, &more_check);
         if (!st && n_more != n_out)
             st = kace_fail(ctx, KACE_ERR_INVALID, "unseen-family runs disagree on their targets");
+        check->err_confident += more_check.err_confident;
+        check->err_unsure += more_check.err_unsure;
         for (int m = 0; m < 2 && !st; m++)
             add_slowdown_targets(out[m], more[m], n_out, 1);
         free(more[0]);
@@ -345,7 +349,19 @@ static kace_status unseen_other_seeds(kace_ctx *ctx, const kace_dataset *ds, con
     }
     for (int m = 0; m < 2 && n_seeds > 1; m++)
         add_slowdown_targets(out[m], NULL, n_out, 1.0 / n_seeds);
+    check->err_confident /= n_seeds;
+    check->err_unsure /= n_seeds;
     return KACE_OK;
+}
+
+/* The same confidence line as the training-size study's, for a
+ * family-exclusion study (one fit per target, so every mode shares it). */
+static void report_confidence(const kace_confidence_check *check)
+{
+    if (!isnan(check->err_confident))
+        printf("kace confidence: relative error of the predicted sum %.1f%% where confidence >= median, %.1f%% below "
+               "(every target's test colocations pooled)\n",
+               check->err_confident, check->err_unsure);
 }
 
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
@@ -390,15 +406,17 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     struct timespec t_unseen;
     clock_gettime(CLOCK_MONOTONIC, &t_unseen);
     int n_seeds = common.with_slowdown && req->kace_seeds > 1 ? req->kace_seeds : 1;
-    if ((st = kace_eval_unseen(ctx, pairs, &common, unseen, &n_unseen)) ||
-        (st = unseen_other_seeds(ctx, pairs, &common, n_seeds, unseen, n_unseen))) {
+    kace_confidence_check unseen_check, three_check = {NAN, NAN};
+    if ((st = kace_eval_unseen(ctx, pairs, &common, unseen, &n_unseen, &unseen_check)) ||
+        (st = unseen_other_seeds(ctx, pairs, &common, n_seeds, unseen, n_unseen, &unseen_check))) {
         rc = cli_error(ctx, st);
         goto done;
     }
     double unseen_seconds = seconds_since(&t_unseen);
     clock_gettime(CLOCK_MONOTONIC, &t_unseen);
-    if (triples->n_colocations && ((st = kace_eval_unseen(ctx, triples, &common, three, &n_three)) ||
-                                   (st = unseen_other_seeds(ctx, triples, &common, n_seeds, three, n_three)))) {
+    if (triples->n_colocations &&
+        ((st = kace_eval_unseen(ctx, triples, &common, three, &n_three, &three_check)) ||
+         (st = unseen_other_seeds(ctx, triples, &common, n_seeds, three, n_three, &three_check)))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -431,10 +449,12 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         snprintf(csv, sizeof csv, "unseen_%s.csv", mode_name);
         report_targets(pairs, unseen[mode], n_unseen, "Unseen workload families (pairs)", mode_name, csv, req,
                        unseen_seconds);
+        report_confidence(&unseen_check);
         if (n_three) {
             snprintf(csv, sizeof csv, "triples_%s.csv", mode_name);
             report_targets(triples, three[mode], n_three, "Three workloads at once (family-exclusion splits)",
                            mode_name, csv, req, three_seconds);
+            report_confidence(&three_check);
         }
         if (req->figures && req->out_dir)
             figures_targets(req->out_dir, mode_name, req->with_xu);

@@ -108,6 +108,19 @@ done:
     return rc;
 }
 
+/* Says (on stderr, so the table stays the only thing on stdout) why a
+ * workload lowers the confidence: a profile metric outside the range of the
+ * model's training workloads, so the model extrapolates. */
+static void note_outside_training(const kace_model *m, const kace_dataset *ds, int w)
+{
+    kace_slowdown_coverage c;
+    kace_slowdown_coverage_of(m, ds, &w, 1, &c);
+    if (c.member >= 0)
+        fprintf(stderr,
+                "note: %s has %s %.4g, outside the training workloads' %.4g..%.4g: its confidence is scaled by %.2f\n",
+                ds->workloads[w].name, kace_metric_name(c.metric), c.value, c.lo, c.hi, c.coverage);
+}
+
 int cmd_predict(int argc, char **argv)
 {
     const char *db = cli_default_db(), *target = NULL, *among = NULL, *model_name = "default", *model_file = NULL,
@@ -241,6 +254,11 @@ int cmd_predict(int argc, char **argv)
             snprintf(measured, sizeof measured, "%.2f", ranked[i].measured);
         printf("%4zu  %-36s %10.2f %10s %10.2f %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
                ranked[i].predicted, measured, ranked[i].exclusive_sum, ranked[i].confidence);
+    }
+    if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
+        note_outside_training(m, ds, t);
+        for (size_t i = 0; i < n_ranked && (top <= 0 || (int)i < top); i++)
+            note_outside_training(m, ds, ranked[i].workload);
     }
     rc = EXIT_OK;
 done:

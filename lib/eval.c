@@ -284,30 +284,35 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Does the confidence tell good predictions from bad ones? Mean relative
- * error of the sum above and below the median confidence. */
-static kace_status confidence_split(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const int *rows,
-                                   size_t n, double *confident, double *unsure)
+/* The confidence and the relative error (%) of the predicted sum of
+ * colocations rows[0..n). */
+static kace_status confidence_errors(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const int *rows,
+                                     size_t n, double *conf, double *err)
 {
-    *confident = *unsure = NAN;
-    if (n < 2)
-        return KACE_OK;
-    double *conf = malloc(n * sizeof *conf), *err = malloc(n * sizeof *err), *sorted = malloc(n * sizeof *sorted);
-    kace_status st = KACE_OK;
-    if (!conf || !err || !sorted) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < n && !st; i++) {
+    for (size_t i = 0; i < n; i++) {
         const kace_colocation *c = &ds->colocations[rows[i]];
         double pred;
-        st = kace_slowdown_predict(ctx, m, ds, c->workload, c->k, &pred, &conf[i], NULL);
+        kace_status st = kace_slowdown_predict(ctx, m, ds, c->workload, c->k, &pred, &conf[i], NULL);
+        if (st)
+            return st;
         double y = kace_colocation_sum(c);
         err[i] = y > 0 ? 100.0 * fabs(pred - y) / y : 0;
-        sorted[i] = conf[i];
     }
-    if (st)
-        goto done;
+    return KACE_OK;
+}
+
+/* Does the confidence tell good predictions from bad ones? Mean error above
+ * and below the median confidence. */
+static kace_status split_at_median(kace_ctx *ctx, const double *conf, const double *err, size_t n,
+                                   kace_confidence_check *out)
+{
+    out->err_confident = out->err_unsure = NAN;
+    if (n < 2)
+        return KACE_OK;
+    double *sorted = malloc(n * sizeof *sorted);
+    if (!sorted)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    memcpy(sorted, conf, n * sizeof *sorted);
     qsort(sorted, n, sizeof *sorted, cmp_double);
     double median = sorted[n / 2], hi = 0, lo = 0;
     size_t n_hi = 0, n_lo = 0;
@@ -320,12 +325,25 @@ static kace_status confidence_split(kace_ctx *ctx, const kace_dataset *ds, const
             n_lo++;
         }
     }
-    *confident = n_hi ? hi / (double)n_hi : NAN;
-    *unsure = n_lo ? lo / (double)n_lo : NAN;
-done:
+    out->err_confident = n_hi ? hi / (double)n_hi : NAN;
+    out->err_unsure = n_lo ? lo / (double)n_lo : NAN;
+    free(sorted);
+    return KACE_OK;
+}
+
+static kace_status confidence_split(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const int *rows,
+                                    size_t n, double *confident, double *unsure)
+{
+    kace_confidence_check check = {NAN, NAN};
+    double *conf = malloc((n ? n : 1) * sizeof *conf), *err = malloc((n ? n : 1) * sizeof *err);
+    kace_status st = !conf || !err ? kace_fail(ctx, KACE_ERR_NOMEM, "out of memory")
+                                   : confidence_errors(ctx, ds, m, rows, n, conf, err);
+    if (!st)
+        st = split_at_median(ctx, conf, err, n, &check);
+    *confident = check.err_confident;
+    *unsure = check.err_unsure;
     free(conf);
     free(err);
-    free(sorted);
     return st;
 }
 
@@ -539,6 +557,9 @@ typedef struct unseen_job {
     const kace_eval_options *opt;
     const int *targets;
     kace_target_score *scores[2]; /* by kace_eval_mode */
+    /* Per target: kace's confidence and error on each test row. */
+    double **conf, **err;
+    size_t *n_rows;
 } unseen_job;
 
 static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
@@ -577,6 +598,14 @@ static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
         st = score_target(ctx, ds, &f, mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN, test, n_test,
                           &job->scores[mode][t]);
     }
+    if (!st && f.slowdown && n_test) {
+        job->conf[t] = malloc(n_test * sizeof **job->conf);
+        job->err[t] = malloc(n_test * sizeof **job->err);
+        if (!job->conf[t] || !job->err[t])
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        else if (!(st = confidence_errors(ctx, ds, f.slowdown, test, n_test, job->conf[t], job->err[t])))
+            job->n_rows[t] = n_test;
+    }
 done:
     fitted_free(&f);
     free(train);
@@ -584,22 +613,61 @@ done:
     return st;
 }
 
+/* The confidence check pooled over every target's test rows. */
+static kace_status pooled_check(kace_ctx *ctx, const unseen_job *job, size_t n_targets, kace_confidence_check *out)
+{
+    size_t n = 0;
+    for (size_t t = 0; t < n_targets; t++)
+        n += job->n_rows[t];
+    double *conf = malloc((n ? n : 1) * sizeof *conf), *err = malloc((n ? n : 1) * sizeof *err);
+    kace_status st = KACE_OK;
+    if (!conf || !err)
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t t = 0, at = 0; t < n_targets && !st; t++) {
+        memcpy(conf + at, job->conf[t], job->n_rows[t] * sizeof *conf);
+        memcpy(err + at, job->err[t], job->n_rows[t] * sizeof *err);
+        at += job->n_rows[t];
+    }
+    if (!st)
+        st = split_at_median(ctx, conf, err, n, out);
+    free(conf);
+    free(err);
+    return st;
+}
+
 kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,
-                             kace_target_score *out[2], size_t *n_out)
+                             kace_target_score *out[2], size_t *n_out, kace_confidence_check *check)
 {
     out[0] = out[1] = NULL;
     *n_out = 0;
+    if (check)
+        *check = (kace_confidence_check){NAN, NAN};
     int *targets = NULL;
     size_t n_targets = 0;
     kace_status st;
     if ((st = list_targets(ctx, ds, &targets, &n_targets)))
         return st;
     size_t n = n_targets ? n_targets : 1;
-    unseen_job job = {ds, opt, targets, {calloc(n, sizeof(kace_target_score)), calloc(n, sizeof(kace_target_score))}};
-    if (!job.scores[0] || !job.scores[1])
+    unseen_job job = {ds,
+                      opt,
+                      targets,
+                      {calloc(n, sizeof(kace_target_score)), calloc(n, sizeof(kace_target_score))},
+                      calloc(n, sizeof(double *)),
+                      calloc(n, sizeof(double *)),
+                      calloc(n, sizeof(size_t))};
+    if (!job.scores[0] || !job.scores[1] || !job.conf || !job.err || !job.n_rows)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     else
         st = run_tasks(ctx, opt->n_threads, n_targets, unseen_task, &job);
+    if (!st && check)
+        st = pooled_check(ctx, &job, n_targets, check);
+    for (size_t t = 0; job.conf && job.err && t < n_targets; t++) {
+        free(job.conf[t]);
+        free(job.err[t]);
+    }
+    free(job.conf);
+    free(job.err);
+    free(job.n_rows);
     free(targets);
     if (st) {
         free(job.scores[0]);

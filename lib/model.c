@@ -240,7 +240,13 @@ kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
         tb_printf(&t, "ridge");
         for (int j = 0; j <= m->n_member_features; j++)
             tb_printf(&t, " %.17g", m->ridge[j]);
-        tb_printf(&t, "\nbooster_json %zu\n", m->booster_json_len);
+        int n_range;
+        const kace_metric *ranged = kace_slowdown_needed_metrics(&n_range);
+        tb_printf(&t, "\nprofile_ranges %d\n", m->has_profile_range ? n_range : 0);
+        for (int j = 0; m->has_profile_range && j < n_range; j++)
+            tb_printf(&t, "range %s\t%.17g\t%.17g\n", kace_metric_name(ranged[j]), m->profile_lo[ranged[j]],
+                      m->profile_hi[ranged[j]]);
+        tb_printf(&t, "booster_json %zu\n", m->booster_json_len);
         tb_append(&t, m->booster_json, m->booster_json_len);
         tb_printf(&t, "\n");
     } else {
@@ -348,7 +354,38 @@ static kace_status read_booster(kace_ctx *ctx, line_reader *r, kace_model *m)
     return KACE_OK;
 }
 
-static kace_status read_slowdown(kace_ctx *ctx, line_reader *r, kace_model *m)
+/* Version 2: "profile_ranges <0 or one per metric the model reads>", then
+ * "range <metric>\t<lo>\t<hi>" for each, in kace_slowdown_needed_metrics
+ * order. */
+static kace_status read_profile_ranges(kace_ctx *ctx, line_reader *r, kace_model *m)
+{
+    int n_range;
+    const kace_metric *ranged = kace_slowdown_needed_metrics(&n_range);
+    const char *s;
+    long v;
+    if (!next_line(r) || strncmp(r->buf, "profile_ranges ", 15) != 0)
+        return bad(ctx, r, "'profile_ranges <count>'");
+    s = r->buf + 15;
+    if (!parse_long(&s, 0, n_range, &v) || !at_end(s) || (v != 0 && v != n_range))
+        return bad(ctx, r, "0 or the number of profile metrics the slowdown model reads");
+    for (long j = 0; j < v; j++) {
+        const char *name = kace_metric_name(ranged[j]);
+        size_t len = strlen(name);
+        if (!next_line(r) || strncmp(r->buf, "range ", 6) != 0 || strncmp(r->buf + 6, name, len) != 0 ||
+            r->buf[6 + len] != '\t')
+            return bad(ctx, r, "'range <metric>\\t<lo>\\t<hi>' for the next metric the model reads");
+        s = r->buf + 6 + len;
+        double lo, hi;
+        if (!parse_double(&s, &lo) || !parse_double(&s, &hi) || !at_end(s) || lo > hi)
+            return bad(ctx, r, "two finite numbers lo <= hi after the metric");
+        m->profile_lo[ranged[j]] = lo;
+        m->profile_hi[ranged[j]] = hi;
+    }
+    m->has_profile_range = v > 0;
+    return KACE_OK;
+}
+
+static kace_status read_slowdown(kace_ctx *ctx, line_reader *r, int version, kace_model *m)
 {
     const char *s;
     long v;
@@ -375,7 +412,9 @@ static kace_status read_slowdown(kace_ctx *ctx, line_reader *r, kace_model *m)
             return bad(ctx, r, "member features + 1 finite ridge coefficients");
     if (!at_end(s))
         return bad(ctx, r, "exactly member features + 1 ridge coefficients");
-    kace_status st = read_booster(ctx, r, m);
+    kace_status st = version >= 2 ? read_profile_ranges(ctx, r, m) : KACE_OK;
+    if (!st)
+        st = read_booster(ctx, r, m);
     if (st)
         return st;
     if (m->booster_json_len == 0 && m->tree_weight > 0)
@@ -407,11 +446,12 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
         st = bad(ctx, &r, "a format version number");
         goto fail;
     }
-    if (v != KACE_MODEL_FORMAT_VERSION) {
-        st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:12: model format version %ld is not supported (expected %d)",
+    if (v < 1 || v > KACE_MODEL_FORMAT_VERSION) {
+        st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:12: model format version %ld is not supported (expected 1..%d)",
                        r.origin, r.line, v, KACE_MODEL_FORMAT_VERSION);
         goto fail;
     }
+    int version = (int)v;
     if (!next_line(&r) || strncmp(r.buf, "kind ", 5) != 0) {
         st = bad(ctx, &r, "'kind linear', 'kind forest' or 'kind slowdown'");
         goto fail;
@@ -498,7 +538,7 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
             goto fail;
         }
     } else if (m->kind == KACE_MODEL_SLOWDOWN) {
-        if ((st = read_slowdown(ctx, &r, m)))
+        if ((st = read_slowdown(ctx, &r, version, m)))
             goto fail;
     } else {
         if (!next_line(&r) || strncmp(r.buf, "forest ", 7) != 0) {

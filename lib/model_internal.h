@@ -2,11 +2,14 @@
 #ifndef KACE_LIB_MODEL_INTERNAL_H
 #define KACE_LIB_MODEL_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kace/model.h"
 
-#define KACE_MODEL_FORMAT_VERSION 1
+/* 2 added the slowdown model's training profile ranges; version 1 files
+ * still load (their predictions have no range to check against). */
+#define KACE_MODEL_FORMAT_VERSION 2
 
 /* Regression trees in flat arrays, as xgboost's JSON describes them. */
 typedef struct kace_tree_node {
@@ -111,6 +114,11 @@ struct kace_model {
     double ridge[KACE_MAX_FEATURES + 1];
     double ridge_raw[KACE_MAX_FEATURES + 1]; /* the same on unscaled features (derived, for speed) */
     double ridge_alpha, tree_weight;
+    /* The range of each profile metric the model reads, over the workloads
+     * of its training rows (indexed by kace_metric): a workload outside it
+     * is one the model has to extrapolate to, which lowers the confidence. */
+    bool has_profile_range;
+    double profile_lo[KACE_N_METRICS], profile_hi[KACE_N_METRICS];
 };
 
 /* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */

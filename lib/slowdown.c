@@ -145,6 +145,37 @@ static void predict_group(const kace_model *m, const kace_dataset *ds, const int
     *blend = (1 - m->tree_weight) * *ridge_sum + m->tree_weight * *tree_sum;
 }
 
+/* Distance, in log(1 + value), of v beyond [lo, hi]; 0 inside. Only
+ * values outside pay for a logarithm, which keeps prediction cheap. */
+static double beyond(double v, double lo, double hi)
+{
+    if (v > hi)
+        return log1p(v) - log1p(hi);
+    if (v < lo)
+        return log1p(lo) - log1p(fmax(v, 0));
+    return 0;
+}
+
+void kace_slowdown_coverage_of(const kace_model *m, const kace_dataset *ds, const int *group, int k,
+                               kace_slowdown_coverage *out)
+{
+    *out = (kace_slowdown_coverage){.coverage = 1, .member = -1, .metric = needed[0], .value = NAN, .lo = NAN,
+                                    .hi = NAN};
+    if (!m->has_profile_range)
+        return;
+    double furthest = 0;
+    for (int i = 0; i < k; i++)
+        for (size_t j = 0; j < sizeof needed / sizeof *needed; j++) {
+            kace_metric metric = needed[j];
+            double v = ds->workloads[group[i]].metric[metric];
+            double d = beyond(v, m->profile_lo[metric], m->profile_hi[metric]);
+            if (d > furthest) {
+                furthest = d;
+                *out = (kace_slowdown_coverage){exp(-d), i, metric, v, m->profile_lo[metric], m->profile_hi[metric]};
+            }
+        }
+}
+
 kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group, int k,
                                   double *sum, double *confidence, double *member)
 {
@@ -160,9 +191,15 @@ kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace
     double r, t;
     predict_group(m, ds, group, k, sum, &r, &t, member);
     /* The two learners agree when the colocation looks like the training
-     * data; their gap is the uncertainty a scheduler can act on. */
-    if (confidence)
-        *confidence = m->trees.n_trees && r + t > 0 ? clamp(1.0 - fabs(r - t) / (0.5 * (r + t)), 0, 1) : 1.0;
+     * data; their gap is the uncertainty a scheduler can act on. But both
+     * extrapolate flat or linearly from the training workloads, so they can
+     * agree on a member unlike any of them: coverage says how unlike. */
+    if (confidence) {
+        double agreement = m->trees.n_trees && r + t > 0 ? clamp(1.0 - fabs(r - t) / (0.5 * (r + t)), 0, 1) : 1.0;
+        kace_slowdown_coverage c;
+        kace_slowdown_coverage_of(m, ds, group, k, &c);
+        *confidence = agreement * c.coverage;
+    }
     return KACE_OK;
 }
 
@@ -408,6 +445,26 @@ static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *r
                              const member_samples *s, const kace_slowdown_params *params,
                              kace_slowdown_params *chosen);
 
+/* The range of each metric the model reads over the workloads of the
+ * training rows (check_workload has made sure they are all there). */
+static void profile_range(const kace_dataset *ds, const int *rows, size_t n, kace_model *m)
+{
+    for (size_t j = 0; j < sizeof needed / sizeof *needed; j++) {
+        m->profile_lo[needed[j]] = INFINITY;
+        m->profile_hi[needed[j]] = -INFINITY;
+    }
+    for (size_t r = 0; r < n; r++) {
+        const kace_colocation *c = &ds->colocations[rows[r]];
+        for (int i = 0; i < c->k; i++)
+            for (size_t j = 0; j < sizeof needed / sizeof *needed; j++) {
+                double v = ds->workloads[c->workload[i]].metric[needed[j]];
+                m->profile_lo[needed[j]] = fmin(m->profile_lo[needed[j]], v);
+                m->profile_hi[needed[j]] = fmax(m->profile_hi[needed[j]], v);
+            }
+    }
+    m->has_profile_range = true;
+}
+
 kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                                     const kace_slowdown_params *params, kace_model **out)
 {
@@ -459,6 +516,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     for (int j = 0; j < m->n_features; j++)
         m->x_std[j] = 1;
     m->ridge_alpha = p.ridge_alpha;
+    profile_range(ds, rows, n, m);
     if ((st = fit_ridge(ctx, m, s.X, s.logf, s.n, p.ridge_alpha)))
         goto fail;
     prepare_ridge(m);

@@ -7,7 +7,7 @@
 #   nothing, and the store's fingerprint (sqlite3 .dump | sha256sum) is the same;
 # - kace train, then kace predict ranks the given partners best first, with the
 #   measured sums of pairs.csv;
-# - kace train --out F writes a versioned text model ("kace-model 1") through a
+# - kace train --out F writes a versioned text model ("kace-model 2") through a
 #   temporary file that does not stay behind; predictions from F equal those
 #   from the stored model.
 set -u
@@ -103,10 +103,25 @@ done
 # --top 1 keeps the best one only.
 top1=$("$KACE" predict --db "$DB" --target "$TARGET" --among "$AMONG" --top 1 | awk '$1 ~ /^[0-9]+$/')
 [ "$top1" = "$(head -n1 <<<"$rows")" ] || fail "--top 1 gives '$top1', not the first row"
+# kace's model trained on the triples' batch-2/8 workloads meets whisper-b16,
+# whose kernels are twice the largest it saw: predict says so, and the
+# confidence of every pair with it falls; a partner inside the ranges gets no note.
+"$KACE" train --db "$DB" --set triples --name tri >/dev/null 2>"$SCRATCH/train-tri.err" ||
+    fail "kace train --set triples failed: $(cat "$SCRATCH/train-tri.err")"
+"$KACE" predict --db "$DB" --model tri --target whisper-large-v2_batch16-inf \
+    --among vit-base-patch16-224_batch8-inf,bert-base-cased_batch8-inf >"$SCRATCH/predict-tri.out" \
+    2>"$SCRATCH/predict-tri.err" || fail "kace predict --model tri failed: $(cat "$SCRATCH/predict-tri.err")"
+grep -q "^note: whisper-large-v2_batch16-inf has Threads 1.159e+07, outside the training workloads' .*\.\.5.662e+06" \
+    "$SCRATCH/predict-tri.err" || fail "no note on whisper-b16's threads: $(cat "$SCRATCH/predict-tri.err")"
+! grep -q "^note: vit-base-patch16-224_batch8-inf" "$SCRATCH/predict-tri.err" ||
+    fail "a note on vit-b8, a training workload: $(cat "$SCRATCH/predict-tri.err")"
+! grep -q "^note:" "$SCRATCH/predict-tri.out" || fail "notes on stdout: $(cat "$SCRATCH/predict-tri.out")"
+awk '$1 ~ /^[0-9]+$/ { n++; if (!($6 < 0.5)) bad = 1 } END { exit bad || n != 2 }' "$SCRATCH/predict-tri.out" ||
+    fail "confidences next to whisper-b16 are not all below 0.5: $(cat "$SCRATCH/predict-tri.out")"
 
 # ---- the model file ----------------------------------------------------------
 [ -f "$MODEL" ] || fail "train --out did not write $MODEL"
-[ "$(head -n1 "$MODEL")" = "kace-model 1" ] || fail "model file starts with '$(head -n1 "$MODEL")'"
+[ "$(head -n1 "$MODEL")" = "kace-model 2" ] || fail "model file starts with '$(head -n1 "$MODEL")'"
 [ "$(sed -n 2p "$MODEL")" = "kind linear" ] || fail "model file line 2 is '$(sed -n 2p "$MODEL")'"
 [ "$(tail -n1 "$MODEL")" = "end" ] || fail "model file does not end with 'end'"
 # Same text as the stored model.
@@ -133,7 +148,7 @@ cmp -s "$SCRATCH/all.out" "$SCRATCH/all-file.out" || fail "full rankings differ 
 # again leaves nothing behind.
 "$KACE" train --db "$DB" --kind linear --name second --out "$MODEL" >/dev/null 2>"$SCRATCH/train2.err" ||
     fail "second train --out failed: $(cat "$SCRATCH/train2.err")"
-[ "$(head -n1 "$MODEL")" = "kace-model 1" ] || fail "overwritten model file is not a model"
+[ "$(head -n1 "$MODEL")" = "kace-model 2" ] || fail "overwritten model file is not a model"
 leftovers=$(find "$SCRATCH/models" -mindepth 1 ! -name "$(basename "$MODEL")")
 [ -z "$leftovers" ] || fail "files left next to the model after overwriting it: $leftovers"
 

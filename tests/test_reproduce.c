@@ -145,7 +145,7 @@ static void test_unseen_families(void **state)
     opt.with_xu = false;
     kace_target_score *modes[2], *t;
     size_t n = 0;
-    assert_kace_ok(ctx, kace_eval_unseen(ctx, pairs, &opt, modes, &n));
+    assert_kace_ok(ctx, kace_eval_unseen(ctx, pairs, &opt, modes, &n, NULL));
     t = modes[KACE_MODE_PAPER];
     assert_int_equal(n, 21);
     double kace = 0, memcap = 0;
@@ -173,7 +173,7 @@ static void test_triples(void **state)
     opt.with_xu = false;
     kace_target_score *modes[2], *t;
     size_t n = 0;
-    assert_kace_ok(ctx, kace_eval_unseen(ctx, triples, &opt, modes, &n));
+    assert_kace_ok(ctx, kace_eval_unseen(ctx, triples, &opt, modes, &n, NULL));
     t = modes[KACE_MODE_PAPER];
     assert_int_equal(n, 14);
     double kace = 0, memcap = 0, mem = 0, sm = 0, rnd = 0;

@@ -98,16 +98,25 @@ static void test_unseen_families_and_triples(void **state)
     opt.with_xu = false;
     kace_target_score *modes[2];
     size_t n = 0;
-    assert_kace_ok(ctx, kace_eval_unseen(ctx, pairs, &opt, modes, &n));
+    kace_confidence_check check;
+    assert_kace_ok(ctx, kace_eval_unseen(ctx, pairs, &opt, modes, &n, &check));
     double unseen = mean_score(modes[KACE_MODE_CLEAN], n, KACE_POL_SLOWDOWN);
     printf("unseen families: kace %.4f (paper KACE 0.888, goal 0.93)\n", unseen);
     if (unseen < 0.93)
         fail_msg("unseen families: kace %.4f < 0.93", unseen);
+    /* Unseen workloads are where a confidence matters: it must still tell
+     * the worse predictions (members unlike the training ones) apart. */
+    printf("unseen families: relative error %.2f%% when confident, %.2f%% when unsure\n", check.err_confident,
+           check.err_unsure);
+    assert_true(check.err_confident < check.err_unsure);
     free(modes[0]);
     free(modes[1]);
-    assert_kace_ok(ctx, kace_eval_unseen(ctx, triples, &opt, modes, &n));
+    assert_kace_ok(ctx, kace_eval_unseen(ctx, triples, &opt, modes, &n, &check));
     double three = mean_score(modes[KACE_MODE_CLEAN], n, KACE_POL_SLOWDOWN);
     printf("3-way: kace %.4f (paper linear 0.958, NN 0.979; goal 0.98)\n", three);
+    printf("3-way: relative error %.2f%% when confident, %.2f%% when unsure\n", check.err_confident,
+           check.err_unsure);
+    assert_true(check.err_confident < check.err_unsure);
     /* Short of the 0.98 goal, but it must beat the paper's linear model. */
     if (three <= 0.958)
         fail_msg("3-way: kace %.4f does not beat the paper's 0.958", three);
@@ -256,6 +265,113 @@ static void test_model_file_round_trip(void **state)
     kace_model_free(&back);
 }
 
+/* The text of m as format version 1 wrote it: no profile ranges. */
+static char *as_version_1(const char *text)
+{
+    const char *from = strstr(text, "\nprofile_ranges "), *to = strstr(text, "\nbooster_json ");
+    assert_non_null(from);
+    assert_non_null(to);
+    size_t n = strlen(text);
+    char *v1 = malloc(n + 1);
+    assert_non_null(v1);
+    size_t head = (size_t)(from - text);
+    memcpy(v1, text, head);
+    strcpy(v1 + head, to);
+    char *version = strstr(v1, "kace-model 2\n");
+    assert_ptr_equal(version, v1);
+    version[11] = '1';
+    return v1;
+}
+
+/* Both learners extrapolate from the training workloads, so the confidence
+ * also falls with how far a member lies outside their profiles. */
+static void test_confidence_outside_training_profiles(void **state)
+{
+    (void)state;
+    int w = kace_dataset_find(pairs, "whisper-large-v2_batch16-inf");
+    assert_true(w >= 0);
+    int *train = malloc(pairs->n_colocations * sizeof *train);
+    size_t n_train = 0;
+    int with_w = -1, without_w = -1;
+    for (size_t i = 0; i < pairs->n_colocations; i++) {
+        const kace_colocation *c = &pairs->colocations[i];
+        bool whisper = false;
+        for (int j = 0; j < c->k; j++)
+            whisper |= strcmp(pairs->workloads[c->workload[j]].family, pairs->workloads[w].family) == 0;
+        if (!whisper)
+            train[n_train++] = (int)i;
+        if (!whisper && without_w < 0)
+            without_w = (int)i;
+        if (kace_colocation_has(c, w) && c->workload[0] != c->workload[1] && with_w < 0)
+            with_w = (int)i;
+    }
+    assert_true(with_w >= 0 && without_w >= 0);
+    kace_model *m = NULL, *old = NULL;
+    assert_kace_ok(ctx, kace_model_fit_slowdown(ctx, pairs, train, n_train, NULL, &m));
+    char *text = NULL;
+    assert_kace_ok(ctx, kace_model_to_text(ctx, m, &text));
+    assert_non_null(strstr(text, "\nprofile_ranges 8\n"));
+    assert_non_null(strstr(text, "\nrange Threads\t"));
+    char *v1 = as_version_1(text);
+    assert_kace_ok(ctx, kace_model_from_text(ctx, v1, strlen(v1), "v1", &old));
+
+    /* A group of training workloads: inside every range. */
+    const kace_colocation *in = &pairs->colocations[without_w];
+    kace_slowdown_coverage cov;
+    kace_slowdown_coverage_of(m, pairs, in->workload, in->k, &cov);
+    assert_true(cov.coverage == 1.0 && cov.member == -1);
+    double sum, conf, old_sum, agreement;
+    assert_kace_ok(ctx, kace_slowdown_predict(ctx, m, pairs, in->workload, in->k, &sum, &conf, NULL));
+    assert_kace_ok(ctx, kace_slowdown_predict(ctx, old, pairs, in->workload, in->k, &old_sum, &agreement, NULL));
+    assert_true(sum == old_sum && conf == agreement);
+
+    /* whisper-b16's kernels are the largest of all (11.6 M threads against at
+     * most 4.3 M in training): the furthest member, outside its range. */
+    const kace_colocation *out = &pairs->colocations[with_w];
+    kace_slowdown_coverage_of(m, pairs, out->workload, out->k, &cov);
+    printf("whisper-b16: coverage %.3f (%s %.4g, training range %.4g..%.4g)\n", cov.coverage,
+           kace_metric_name(cov.metric), cov.value, cov.lo, cov.hi);
+    assert_true(cov.member >= 0 && cov.member < out->k);
+    assert_int_equal(out->workload[cov.member], w);
+    assert_true(cov.value > cov.hi || cov.value < cov.lo);
+    double d = cov.value > cov.hi ? log1p(cov.value) - log1p(cov.hi) : log1p(cov.lo) - log1p(cov.value);
+    assert_true(fabs(cov.coverage - exp(-d)) < 1e-12 && cov.coverage < 0.9);
+    assert_kace_ok(ctx, kace_slowdown_predict(ctx, m, pairs, out->workload, out->k, &sum, &conf, NULL));
+    assert_kace_ok(ctx, kace_slowdown_predict(ctx, old, pairs, out->workload, out->k, &old_sum, &agreement, NULL));
+    assert_true(sum == old_sum);
+    assert_true(fabs(conf - agreement * cov.coverage) < 1e-12);
+    /* A version-1 model has no ranges to check against. */
+    kace_slowdown_coverage_of(old, pairs, out->workload, out->k, &cov);
+    assert_true(cov.coverage == 1.0 && cov.member == -1);
+
+    /* A damaged range (lo > hi) is refused with its line. */
+    char *range = strstr(text, "\nrange Threads\t");
+    assert_non_null(range);
+    int line = 1;
+    for (const char *c = text; c <= range; c++)
+        line += *c == '\n';
+    char *lo = range + strlen("\nrange Threads\t");
+    char *hi = strchr(lo, '\t');
+    assert_non_null(hi);
+    size_t size = strlen(text) + 16;
+    char *damaged = malloc(size);
+    assert_non_null(damaged);
+    snprintf(damaged, size, "%.*s1e300\t1%s", (int)(lo - text), text, strchr(hi + 1, '\n'));
+    kace_model *broken = NULL;
+    assert_int_equal(kace_model_from_text(ctx, damaged, strlen(damaged), "mem", &broken), KACE_ERR_PARSE);
+    char want[32];
+    snprintf(want, sizeof want, "mem:%d:", line);
+    printf("%s\n", kace_errmsg(ctx));
+    assert_non_null(strstr(kace_errmsg(ctx), want));
+    assert_null(broken);
+    free(damaged);
+    free(v1);
+    free(text);
+    free(train);
+    kace_model_free(&m);
+    kace_model_free(&old);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_pairs_model_ranks_triples),
         cmocka_unit_test(test_no_test_row_reaches_fitting),
         cmocka_unit_test(test_model_file_round_trip),
+        cmocka_unit_test(test_confidence_outside_training_profiles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -67,14 +67,23 @@ kace_status kace_eval_splits(kace_ctx *ctx, const kace_dataset *ds, const kace_s
                              const kace_eval_options *opt, kace_split_results **out);
 void kace_split_results_free(kace_split_results **r);
 
+/* Does kace's confidence tell good predictions from bad ones? The mean
+ * relative error (%) of the predicted sum over test colocations at or above
+ * the median confidence, and below it (NaN with fewer than 2 rows). */
+typedef struct kace_confidence_check {
+    double err_confident, err_unsure;
+} kace_confidence_check;
+
 /* For each workload W in ds's colocations: fit on the colocations containing
  * no workload of W's family, choose among those containing W. Every
  * colocation is fitted in both modes (there is no published internal split
  * here), so one fit per target is scored both ways: out[KACE_MODE_PAPER] and
  * out[KACE_MODE_CLEAN] each receive *n_out rows, one per target, which the
- * caller frees with free. opt->mode is not used. */
+ * caller frees with free. opt->mode is not used. check (may be NULL)
+ * receives the confidence check of kace's model over every target's test
+ * rows pooled (NaN without the slowdown model). */
 kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,
-                             kace_target_score *out[2], size_t *n_out);
+                             kace_target_score *out[2], size_t *n_out, kace_confidence_check *check);
 
 /* Means over seeds for each n_occur: means[n_occur][policy]. */
 double kace_eval_mean(const kace_split_results *r, int n_occur, kace_policy p);

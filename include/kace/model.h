@@ -141,10 +141,24 @@ kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const in
                                  const kace_slowdown_params *params, kace_slowdown_params *chosen);
 
 /* Predicted throughput sum of one group of k workloads (indices into ds).
- * confidence (may be NULL) is in [0, 1]: how well the two learners agree.
+ * confidence (may be NULL) is in [0, 1]: how well the two learners agree,
+ * times the group's coverage (kace_slowdown_coverage_of).
  * member (may be NULL, k entries) receives each member's throughput. */
 kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group,
                                   int k, double *sum, double *confidence, double *member);
+
+/* Whether a group's members look like the workloads a slowdown model was
+ * trained on. Each profile metric the model reads is compared, as
+ * log(1 + value), with its range over the training rows' workloads; d is
+ * the largest distance by which any member's metric lies outside. */
+typedef struct kace_slowdown_coverage {
+    double coverage;    /* e^-d in (0, 1]: 1 when every metric is inside its range */
+    int member;         /* index into the group of the member furthest outside, -1 if none */
+    kace_metric metric; /* its metric, its value and the training range */
+    double value, lo, hi;
+} kace_slowdown_coverage;
+void kace_slowdown_coverage_of(const kace_model *m, const kace_dataset *ds, const int *group, int k,
+                               kace_slowdown_coverage *out);
 
 /* What to fit: a linear model, a forest chosen by randomized search, or the
  * slowdown model. */
