@@ -268,6 +268,23 @@ static kace_status fit_ridge(kace_ctx *ctx, kace_model *m, const double *X, cons
     return ridge_solve(ctx, m, gram, rhs, ymean, alpha);
 }
 
+/* Deals n items into n_folds folds by a seeded shuffle (xorshift). */
+static void deal_folds(size_t n, int n_folds, uint64_t seed, int *fold)
+{
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++)
+        fold[i] = (int)(i % (size_t)n_folds);
+    for (size_t i = n; i > 1; i--) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        size_t j = (size_t)(state % i);
+        int t = fold[i - 1];
+        fold[i - 1] = fold[j];
+        fold[j] = t;
+    }
+}
+
 /* Chooses the ridge penalty by k-fold cross-validation over the training
  * colocations (a colocation's members stay in one fold): the alpha with the
  * lowest held-out squared error of log(fraction). Only the rows given to
@@ -285,19 +302,7 @@ static kace_status choose_alpha(kace_ctx *ctx, const double *X, const double *y,
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    /* A seeded shuffle of the rows, dealt round-robin into folds. */
-    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n_rows; i++)
-        fold_of_row[i] = (int)(i % (size_t)n_folds);
-    for (size_t i = n_rows; i > 1; i--) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        size_t j = (size_t)(state % i);
-        int t = fold_of_row[i - 1];
-        fold_of_row[i - 1] = fold_of_row[j];
-        fold_of_row[j] = t;
-    }
+    deal_folds(n_rows, n_folds, seed, fold_of_row);
     /* Folds outside, penalties inside: each fold's normal equations are
      * built once and solved for every penalty. */
     enum { N_GRID = sizeof grid / sizeof *grid };
@@ -956,22 +961,6 @@ const kace_metric *kace_slowdown_needed_metrics(int *n)
     return needed;
 }
 
-/* Deals n items into n_folds folds by a seeded shuffle (xorshift). */
-static void deal_folds(size_t n, int n_folds, uint64_t seed, int *fold)
-{
-    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; i < n; i++)
-        fold[i] = (int)(i % (size_t)n_folds);
-    for (size_t i = n; i > 1; i--) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        size_t j = (size_t)(state % i);
-        int t = fold[i - 1];
-        fold[i - 1] = fold[j];
-        fold[j] = t;
-    }
-}
 
 /* Ranks the candidates as the evaluation does: for every workload, the
  * measured sum of the training colocation with the highest held-out
