@@ -4,10 +4,11 @@
 #   make bench   kace eval against Python + scikit-learn, as a ratio
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
+BUILD_TSAN  ?= build-tsan
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 15
 
-.PHONY: all deps build demo check test test-asan fuzz bench clean
+.PHONY: all deps build demo check test test-asan test-tsan fuzz bench clean
 
 all: build
 
@@ -30,10 +31,17 @@ test-asan: deps
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j$(JOBS)
 
+# The CUPTI injection library and its fake-driver tests under ThreadSanitizer
+# (only that part is built: the callbacks run on the workload's threads).
+test-tsan: deps
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=Debug -DKACE_TSAN=ON >/dev/null
+	@cmake --build $(BUILD_TSAN) -j$(JOBS)
+	cd $(BUILD_TSAN) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --output-on-failure -j$(JOBS)
+
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-check: test test-asan fuzz
+check: test test-asan test-tsan fuzz
 
 bench: build
 	bash bench/bench_eval.sh $(BUILD)/kace
@@ -44,4 +52,4 @@ bench: build
 	bash bench/bench_slurm.sh $(BUILD)/kace
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz kace-demo kace-eval
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-fuzz kace-demo kace-eval
