@@ -1,4 +1,4 @@
-"""albert-base-v2 (random weights): python3 workloads/torch/albert.py --mode train|inf --batch B"""
+"""albert-base-v2 (random weights): python3 workloads/torch/albert.py --mode train|inf --batch B [--dtype bf16|tf32|fp32]"""
 from kace_torch import main
 
 if __name__ == "__main__":

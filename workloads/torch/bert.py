@@ -1,4 +1,4 @@
-"""bert-base-cased (random weights): python3 workloads/torch/bert.py --mode train|inf --batch B"""
+"""bert-base-cased (random weights): python3 workloads/torch/bert.py --mode train|inf --batch B [--dtype bf16|tf32|fp32]"""
 from kace_torch import main
 
 if __name__ == "__main__":

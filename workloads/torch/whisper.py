@@ -1,4 +1,4 @@
-"""whisper-large-v2 (random weights): python3 workloads/torch/whisper.py --mode train|inf --batch B"""
+"""whisper-large-v2 (random weights): python3 workloads/torch/whisper.py --mode train|inf --batch B [--dtype bf16|tf32|fp32]"""
 from kace_torch import main
 
 if __name__ == "__main__":

@@ -1,0 +1,5 @@
+"""whisper-small (random weights): python3 workloads/torch/whisper_small.py --mode train|inf --batch B [--dtype bf16|tf32|fp32]"""
+from kace_torch import main
+
+if __name__ == "__main__":
+    main("whisper-small")
