@@ -108,8 +108,8 @@ static void free_env(char **envp)
     free(envp);
 }
 
-/* The caller's environment with extra entries added or replacing, plus
- * KACE_PROGRESS_FD. */
+/* The caller's environment with extra entries added or replacing (an entry
+ * without '=' removes that variable), plus KACE_PROGRESS_FD. */
 static char **build_env(const char *const *extra)
 {
     size_t n_env = 0, n_extra = 0;
@@ -130,9 +130,12 @@ static char **build_env(const char *const *extra)
         if (!(envp[k++] = strdup(environ[i])))
             goto fail;
     }
-    for (size_t j = 0; j < n_extra; j++)
+    for (size_t j = 0; j < n_extra; j++) {
+        if (!strchr(extra[j], '='))
+            continue; /* "NAME" alone: removed above, not added */
         if (!(envp[k++] = strdup(extra[j])))
             goto fail;
+    }
     char fdvar[64];
     snprintf(fdvar, sizeof fdvar, "%s=%d", KACE_PROGRESS_FD_ENV, CHILD_PROGRESS_FD);
     if (!(envp[k++] = strdup(fdvar)))

@@ -23,7 +23,8 @@ extern char **environ;
 
 struct kace_mps {
     char run_dir[MPS_PATH_MAX], pipe_dir[MPS_PATH_MAX], log_dir[MPS_PATH_MAX];
-    char control[MPS_PATH_MAX];
+    char control[MPS_PATH_MAX];      /* "" when not found (start reports control_error) */
+    char control_error[MPS_PATH_MAX + 200];
     char pipe_env[MPS_PATH_MAX + 32], log_env[MPS_PATH_MAX + 32];
     const char *client_env[3];
     char **envp; /* environ with our two variables, for the control program */
@@ -245,7 +246,8 @@ static bool shut_down(kace_mps *m, kace_mps_stop_report *r)
         return true;
     int status = -1;
     char output[512];
-    if (run_control(m, NULL, "quit\n", m->quit_timeout_s, &status, output, sizeof output) == 0 && status == 0)
+    if (m->control[0] &&
+        run_control(m, NULL, "quit\n", m->quit_timeout_s, &status, output, sizeof output) == 0 && status == 0)
         r->quit_accepted = true;
     if (wait_gone(m, r->quit_accepted ? m->quit_timeout_s : 0.2))
         return true;
@@ -316,7 +318,7 @@ static void mps_free(kace_mps *m)
     free(m);
 }
 
-kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps **out)
+kace_status kace_mps_open(kace_ctx *ctx, const kace_mps_options *opt, kace_mps **out)
 {
     *out = NULL;
     kace_mps_options defaults = {0};
@@ -336,12 +338,14 @@ kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps 
         control = getenv(KACE_MPS_CONTROL_ENV);
     if (!control || !*control)
         control = KACE_MPS_DEFAULT_CONTROL;
+    /* Missing is an error only for starting a daemon: a time-sliced
+     * session needs no control program (a stale daemon gets signals). */
     if (!resolve_program(control, m->control, sizeof m->control)) {
-        st = kace_fail(ctx, KACE_ERR_UNSUPPORTED,
-                       "%s: MPS control program not found or not executable (it comes with the NVIDIA driver; "
-                       "set $%s, or measure without MPS)",
-                       control, KACE_MPS_CONTROL_ENV);
-        goto fail;
+        m->control[0] = '\0';
+        snprintf(m->control_error, sizeof m->control_error,
+                 "%.900s: MPS control program not found or not executable (it comes with the NVIDIA driver; set "
+                 "$%s, or measure without MPS)",
+                 control, KACE_MPS_CONTROL_ENV);
     }
     if (opt->run_dir && *opt->run_dir) {
         snprintf(m->run_dir, sizeof m->run_dir, "%s", opt->run_dir);
@@ -405,7 +409,21 @@ kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps 
             goto fail;
         }
     }
+    *out = m;
+    return KACE_OK;
+fail:
+    mps_free(m);
+    return st;
+}
 
+/* Runs `control -d` and waits to see the daemon; on failure whatever part
+ * of it came up goes down again. */
+static kace_status start_daemon(kace_ctx *ctx, kace_mps *m)
+{
+    if (!m->control[0])
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", m->control_error);
+    kace_status st = KACE_OK;
+    pid_t pids[MPS_MAX_PIDS];
     int status = -1;
     char output[512], log_tail[512], log_path[MPS_PATH_MAX + 16];
     snprintf(log_path, sizeof log_path, "%s/control.log", m->log_dir);
@@ -429,15 +447,47 @@ kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps 
         }
         sleep_s(0.01);
     }
-    *out = m;
     return KACE_OK;
 fail_running: {
-    /* Whatever part of it came up goes down again. */
     kace_mps_stop_report r = {0};
     shut_down(m, &r);
 }
-fail:
-    mps_free(m);
+    return st;
+}
+
+kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps **out)
+{
+    kace_mps *m = NULL;
+    kace_status st = kace_mps_open(ctx, opt, &m);
+    if (st)
+        return st;
+    if ((st = start_daemon(ctx, m))) {
+        mps_free(m);
+        return st;
+    }
+    *out = m;
+    return KACE_OK;
+}
+
+kace_status kace_mps_restart(kace_ctx *ctx, kace_mps *m)
+{
+    if (kace_mps_alive(m))
+        return KACE_OK;
+    return start_daemon(ctx, m);
+}
+
+kace_status kace_mps_quit(kace_ctx *ctx, kace_mps *m, kace_mps_stop_report *report)
+{
+    kace_mps_stop_report r = {0};
+    kace_status st = KACE_OK;
+    if (!shut_down(m, &r)) {
+        pid_t pids[MPS_MAX_PIDS];
+        int n = instance_pids(m, pids, MPS_MAX_PIDS);
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: %d MPS process(es) (pid %ld...) survive SIGKILL", m->pipe_dir, n,
+                       n > 0 ? (long)pids[0] : 0L);
+    }
+    if (report)
+        *report = r;
     return st;
 }
 
@@ -466,24 +516,130 @@ bool kace_mps_alive(const kace_mps *m)
 
 kace_status kace_mps_stop(kace_ctx *ctx, kace_mps **mp, kace_mps_stop_report *report)
 {
-    kace_mps_stop_report r = {0};
     if (report)
-        *report = r;
+        *report = (kace_mps_stop_report){0};
     if (!mp || !*mp)
         return KACE_OK;
     kace_mps *m = *mp;
     *mp = NULL;
-    kace_status st = KACE_OK;
-    if (!shut_down(m, &r)) {
-        pid_t pids[MPS_MAX_PIDS];
-        int n = instance_pids(m, pids, MPS_MAX_PIDS);
-        st = kace_fail(ctx, KACE_ERR_IO, "%s: %d MPS process(es) (pid %ld...) survive SIGKILL", m->pipe_dir, n,
-                       n > 0 ? (long)pids[0] : 0L);
-    }
-    if (report)
-        *report = r;
+    kace_status st = kace_mps_quit(ctx, m, report);
     mps_free(m);
     return st;
+}
+
+/* ---- what the daemon says ------------------------------------------------ */
+
+/* Reads at most size-1 bytes from the end of path (whole lines: a cut first
+ * line is dropped). Returns the length, 0 when the file is missing or empty. */
+static size_t read_end(const char *path, char *out, size_t size)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    bool cut = false;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long len = ftell(f);
+        cut = len > (long)size - 1;
+        fseek(f, cut ? len - (long)size + 1 : 0, SEEK_SET);
+    }
+    size_t n = fread(out, 1, size - 1, f);
+    fclose(f);
+    out[n] = '\0';
+    if (cut) {
+        char *nl = strchr(out, '\n');
+        size_t skip = nl ? (size_t)(nl + 1 - out) : 0;
+        memmove(out, out + skip, n - skip + 1);
+        n -= skip;
+    }
+    return n;
+}
+
+kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t max, size_t *n_out)
+{
+    *n_out = 0;
+    if (!m->control[0])
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", m->control_error);
+    int status = -1;
+    char tail[512];
+    if (run_control(m, NULL, "get_server_list\n", m->start_timeout_s, &status, tail, sizeof tail) != 0)
+        return kace_fail(ctx, KACE_ERR_IO, "get_server_list: %s", *tail ? tail : "the control program could not run");
+    if (status != 0)
+        return kace_fail(ctx, KACE_ERR_IO, "get_server_list: %s exited with status %d: %s", m->control, status,
+                         *tail ? tail : "(no output)");
+    /* The whole answer, line by line: a PID per line, nothing else. */
+    char path[MPS_PATH_MAX + 32], text[8192];
+    snprintf(path, sizeof path, "%s/control-client.log", m->run_dir);
+    read_end(path, text, sizeof text);
+    int line = 0;
+    for (char *p = text; *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        line++;
+        char *a = p, *b = p + strlen(p);
+        while (*a == ' ' || *a == '\t')
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\r'))
+            *--b = '\0';
+        if (*a) {
+            long v = 0;
+            const char *d = a;
+            while (*d >= '0' && *d <= '9' && v <= INT_MAX)
+                v = v * 10 + (*d++ - '0');
+            if (*d || v < 1 || v > INT_MAX)
+                return kace_fail(ctx, KACE_ERR_PARSE,
+                                 "get_server_list:%d:%d: expected an MPS server PID, got '%.60s' (control program %s)",
+                                 line, (int)(a - p) + 1, a, m->control);
+            if (*n_out < max)
+                pids[*n_out] = (int)v;
+            (*n_out)++;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    if (*n_out > max)
+        *n_out = max;
+    return KACE_OK;
+}
+
+void kace_mps_server_log_tail(const kace_mps *m, char *out, size_t size)
+{
+    if (size == 0)
+        return;
+    out[0] = '\0';
+    char path[MPS_PATH_MAX + 32], text[4096];
+    const char *names[] = {"server.log", "control.log"};
+    size_t n = 0;
+    const char *name = NULL;
+    for (int i = 0; i < 2 && n == 0; i++) {
+        snprintf(path, sizeof path, "%s/%s", m->log_dir, names[i]);
+        n = read_end(path, text, sizeof text);
+        name = names[i];
+    }
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\r'))
+        text[--n] = '\0';
+    if (n == 0)
+        return;
+    /* Its last four lines, joined with " | " for a one-line message. */
+    const char *from = text + n;
+    for (int lines = 0; from > text; from--)
+        if (from[-1] == '\n' && ++lines == 4)
+            break;
+    size_t at = (size_t)snprintf(out, size, "%s: ", name);
+    for (const char *q = from; *q && at + 1 < size; q++) {
+        if (*q == '\r')
+            continue;
+        if (*q == '\n') {
+            at += (size_t)snprintf(out + at, size - at, " | ");
+            continue;
+        }
+        out[at++] = *q;
+        out[at] = '\0';
+    }
+    if (at >= size)
+        out[size - 1] = '\0';
 }
 
 /* ---- MPS percentage lists ------------------------------------------------- */

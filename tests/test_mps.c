@@ -282,6 +282,101 @@ static void test_missing_control_program(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* get_server_list: the stand-in server's PID while the daemon runs. */
+static void test_server_list(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    int pids[4] = {0};
+    size_t n = 99;
+    assert_kace_ok(ctx, kace_mps_server_pids(ctx, m, pids, 4, &n));
+    assert_int_equal(n, 1);
+    assert_true(pids[0] > 1 && pids[0] != getpid());
+    assert_int_equal(kill(pids[0], 0), 0);
+    char log_path[128];
+    snprintf(log_path, sizeof log_path, "%s/log/control.log", run_dir);
+    assert_true(file_contains(log_path, "] get_server_list"));
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    /* Its server went with the daemon. */
+    assert_int_equal(kill(pids[0], 0), -1);
+    kace_ctx_free(&ctx);
+}
+
+/* A daemon that is alive but whose server never starts: no PID, and the
+ * server's log says why. */
+static void test_daemon_without_server(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    setenv("KACE_TEST_MPS_MODE", "no-server", 1);
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    assert_true(kace_mps_alive(m));
+    assert_int_equal(count_instance(), 1);
+    int pids[4];
+    size_t n = 99;
+    assert_kace_ok(ctx, kace_mps_server_pids(ctx, m, pids, 4, &n));
+    assert_int_equal(n, 0);
+    char tail[512];
+    kace_mps_server_log_tail(m, tail, sizeof tail);
+    assert_non_null(strstr(tail, "server.log: "));
+    assert_non_null(strstr(tail, "Server failed to start"));
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    assert_int_equal(count_instance(), 0);
+
+    /* An answer that is not a list of PIDs is an error, not "no server". */
+    setenv("KACE_TEST_MPS_MODE", "bad-list", 1);
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    assert_int_equal(kace_mps_server_pids(ctx, m, pids, 4, &n), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "get_server_list:1:1: expected an MPS server PID, got 'server "));
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    assert_int_equal(count_instance(), 0);
+    kace_ctx_free(&ctx);
+}
+
+/* quit keeps the folder locked; restart brings daemon and server back. */
+static void test_quit_and_restart(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_mps_options o = options();
+    kace_mps *m = NULL, *other = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    kace_mps_stop_report r;
+    assert_kace_ok(ctx, kace_mps_quit(ctx, m, &r));
+    assert_true(r.quit_accepted);
+    assert_false(kace_mps_alive(m));
+    assert_int_equal(count_instance(), 0);
+    assert_int_equal(kace_mps_start(ctx, &o, &other), KACE_ERR_IO);
+    assert_non_null(strstr(kace_errmsg(ctx), "in use by another kace"));
+    int pids[4];
+    size_t n = 0;
+    assert_int_equal(kace_mps_server_pids(ctx, m, pids, 4, &n), KACE_ERR_IO);
+    assert_non_null(strstr(kace_errmsg(ctx), "Cannot find MPS control daemon"));
+    assert_kace_ok(ctx, kace_mps_restart(ctx, m));
+    assert_int_equal(count_instance(), 2);
+    assert_kace_ok(ctx, kace_mps_restart(ctx, m)); /* already running: nothing to do */
+    assert_int_equal(count_instance(), 2);
+    assert_kace_ok(ctx, kace_mps_server_pids(ctx, m, pids, 4, &n));
+    assert_int_equal(n, 1);
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    assert_int_equal(count_instance(), 0);
+
+    /* A time-sliced session: the folder without a daemon, and no control
+     * program needed until one is started. */
+    o.control = "/nonexistent/nvidia-cuda-mps-control";
+    assert_kace_ok(ctx, kace_mps_open(ctx, &o, &m));
+    assert_false(kace_mps_alive(m));
+    assert_int_equal(kace_mps_restart(ctx, m), KACE_ERR_UNSUPPORTED);
+    assert_non_null(strstr(kace_errmsg(ctx), "/nonexistent/nvidia-cuda-mps-control"));
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    kace_ctx_free(&ctx);
+}
+
 static void test_pct_lists(void **state)
 {
     (void)state;
@@ -327,6 +422,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_run_folder_is_locked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_daemon_is_shut_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_control_program, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_without_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quit_and_restart, setup, teardown),
         cmocka_unit_test(test_pct_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -103,6 +103,29 @@ static void test_three_at_once_with_env(void **state)
     assert_non_null(strstr(r[2].stderr_tail, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=70"));
 }
 
+/* "NAME" without '=' removes an inherited variable (kace profile's clean run
+ * must not inherit CUDA_INJECTION64_PATH); "NAME=" keeps it, empty. */
+static void test_env_entry_removes_inherited(void **state)
+{
+    setenv("CUDA_INJECTION64_PATH", "/inherited/libkace_cupti.so", 1);
+    char *a[] = {KACE_TEST_WORKER, "env", "CUDA_INJECTION64_PATH", NULL};
+    const char *remove[] = {"CUDA_INJECTION64_PATH", NULL};
+    const char *empty[] = {"CUDA_INJECTION64_PATH=", NULL};
+    kace_proc_spec spec[3] = {{.name = "removed", .argv = a, .extra_env = remove},
+                              {.name = "inherited", .argv = a},
+                              {.name = "empty", .argv = a, .extra_env = empty}};
+    kace_proc_result r[3];
+    kace_run_options o = quick_options();
+    kace_status st = kace_run(ctx, spec, 3, &o, r);
+    unsetenv("CUDA_INJECTION64_PATH");
+    assert_kace_ok(ctx, st);
+    for (int i = 0; i < 3; i++)
+        expect_status(&r[i], KACE_PROC_OK);
+    assert_non_null(strstr(r[0].stderr_tail, "CUDA_INJECTION64_PATH=(unset)"));
+    assert_non_null(strstr(r[1].stderr_tail, "CUDA_INJECTION64_PATH=/inherited/libkace_cupti.so"));
+    assert_non_null(strstr(r[2].stderr_tail, "CUDA_INJECTION64_PATH=\n"));
+}
+
 static void test_crash_stops_the_others(void **state)
 {
     char *a[] = {KACE_TEST_WORKER, "crash", "1000", "0.2", NULL};
@@ -296,6 +319,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_steady_throughput),  cmocka_unit_test(test_three_at_once_with_env),
+        cmocka_unit_test(test_env_entry_removes_inherited),
         cmocka_unit_test(test_crash_stops_the_others), cmocka_unit_test(test_exit_code),
         cmocka_unit_test(test_exited_early),       cmocka_unit_test(test_hang_times_out),
         cmocka_unit_test(test_never_reports),      cmocka_unit_test(test_ignores_sigterm),

@@ -9,6 +9,10 @@
  * MPS server: every process whose environment names our pipe folder) is gone,
  * and escalates to SIGTERM, then SIGKILL, when they do not leave.
  *
+ * A daemon that is alive does not prove that MPS served a run: the server
+ * starts when the first client connects. kace_mps_server_pids asks the
+ * daemon which servers run (kace_measure checks it while clients run).
+ *
  * kace never changes the GPU's compute mode, clocks or MIG layout.
  *
  * The run folder is locked (flock) while a session holds it, so two kace
@@ -19,6 +23,7 @@
 #define KACE_MPS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "kace/kace.h"
 
@@ -40,9 +45,28 @@ typedef struct kace_mps_options {
 
 typedef struct kace_mps kace_mps;
 
-/* Starts the daemon. On failure nothing of it is left running and the
- * message says why (with the end of the daemon's own log when there is one). */
+/* Takes the run folder (lock; a daemon left there by a killed kace is shut
+ * down) without starting a daemon: what a time-sliced session holds so that
+ * no MPS process of this instance runs while it measures. The control
+ * program need not exist until kace_mps_restart. */
+kace_status kace_mps_open(kace_ctx *ctx, const kace_mps_options *opt, kace_mps **out);
+
+/* kace_mps_open, then starts the daemon. On failure nothing of it is left
+ * running, the folder is released and the message says why (with the end
+ * of the daemon's own log when there is one). */
 kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps **out);
+
+/* The MPS server PIDs the daemon reports (`get_server_list` on the control
+ * program's stdin; the answer is one PID per line, blank lines ignored):
+ * up to max of them in pids, their count in *n (0: no server runs, e.g.
+ * before the first client connected). Errors: the control program failed
+ * (KACE_ERR_IO) or answered something else than PIDs (KACE_ERR_PARSE,
+ * "get_server_list:LINE:COL: ..."). */
+kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t max, size_t *n);
+/* The last lines of the MPS server's log (else the control daemon's),
+ * joined by " | " and prefixed with the file's name; "" when neither has
+ * any. For messages that say why MPS did not serve a run. */
+void kace_mps_server_log_tail(const kace_mps *m, char *out, size_t size);
 
 /* "CUDA_MPS_PIPE_DIRECTORY=...", "CUDA_MPS_LOG_DIRECTORY=...", NULL: what
  * every client needs in its environment. Owned by m. */
@@ -64,6 +88,14 @@ typedef struct kace_mps_stop_report {
  * is gone, whatever it took (report says what); an error only when some
  * survived SIGKILL. report may be NULL. Safe on *m == NULL. */
 kace_status kace_mps_stop(kace_ctx *ctx, kace_mps **m, kace_mps_stop_report *report);
+
+/* Quits the daemon (as kace_mps_stop) but keeps m and its lock, e.g. before
+ * a time-sliced run: an idle MPS server would hold a context on the GPU.
+ * KACE_OK when no process of the instance is left. report may be NULL. */
+kace_status kace_mps_quit(kace_ctx *ctx, kace_mps *m, kace_mps_stop_report *report);
+/* Starts the daemon again when no process of the instance is alive (no-op
+ * when it is). */
+kace_status kace_mps_restart(kace_ctx *ctx, kace_mps *m);
 
 /* Parses a list of MPS percentages "50,50" (1..100 each, k of them; k = 0:
  * any count up to max) into pct; origin names the input in messages

@@ -32,7 +32,9 @@ typedef struct kace_proc_spec {
     char *const *argv;              /* NULL-terminated; argv[0] searched in PATH */
     const char *const *extra_env;   /* NULL-terminated "NAME=value" entries added to
                                        (or replacing in) the caller's environment, e.g.
-                                       "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"; may be NULL */
+                                       "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50"; an entry
+                                       "NAME" without '=' removes NAME (an inherited
+                                       CUDA_INJECTION64_PATH, say); may be NULL */
     const char *stdout_path;        /* workload stdout to this file (NULL: /dev/null) */
 } kace_proc_spec;
 

@@ -8,14 +8,25 @@
  *                                $CUDA_MPS_LOG_DIRECTORY/control.log, starts a
  *                                stand-in "server" child and reads commands
  *                                from the pipe until "quit"
- *   kace-test-mps-control        client: copies stdin to the daemon's pipe;
- *                                fails when no daemon reads it
+ *   kace-test-mps-control        client: sends each stdin line to the daemon's
+ *                                pipe; fails when no daemon reads it. A
+ *                                "get_..." query waits for the daemon's answer
+ *                                and prints it on the client's stdout, as the
+ *                                real control program does: get_server_list
+ *                                prints the server's PID (one per line)
+ *
+ * The answer travels through a file: the client appends " @PATH" to the
+ * query, the daemon writes PATH.tmp and renames it to PATH.
  *
  * $KACE_TEST_MPS_MODE picks a misbehaviour (default "normal"):
  *   refuse        -d fails with status 1 and a message (daemon never starts)
  *   die           the daemon exits right after -d returned (stale pipe left)
  *   ignore-quit   the daemon logs "quit" but goes on; dies on SIGTERM
  *   stubborn      ignores "quit" and SIGTERM: only SIGKILL ends it
+ *   no-server     the daemon runs but never starts a server (as when the
+ *                 real server fails to start): get_server_list prints
+ *                 nothing, and server.log says why
+ *   bad-list      get_server_list answers "server 1234" (not a bare PID)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +62,26 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* Waits (at most 5 s) for the daemon's answer at path and prints it. */
+static int print_answer(const char *path)
+{
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            char buf[512];
+            size_t n;
+            while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+                fwrite(buf, 1, n, stdout);
+            fclose(f);
+            unlink(path);
+            return fflush(stdout) == 0 ? 0 : 1;
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "no answer from the MPS control daemon\n");
+    return 1;
+}
+
 static int run_client(void)
 {
     char pipe_path[4096];
@@ -62,13 +93,40 @@ static int run_client(void)
         fprintf(stderr, "Cannot find MPS control daemon process\n");
         return 1;
     }
-    char buf[512];
-    ssize_t n;
-    while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0)
-        if (write(fd, buf, (size_t)n) != n)
-            return 1;
+    char line[1024];
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = '\0';
+        char msg[5300], answer[4200];
+        answer[0] = '\0';
+        if (strncmp(line, "get_", 4) == 0) {
+            snprintf(answer, sizeof answer, "%.4000s.answer.%ld", pipe_path, (long)getpid());
+            unlink(answer);
+            snprintf(msg, sizeof msg, "%.1000s @%.4200s\n", line, answer);
+        } else {
+            snprintf(msg, sizeof msg, "%s\n", line);
+        }
+        size_t len = strlen(msg);
+        if (write(fd, msg, len) != (ssize_t)len)
+            rc = 1;
+        else if (answer[0])
+            rc = print_answer(answer);
+    }
     close(fd);
-    return 0;
+    return rc;
+}
+
+/* Writes text to path atomically (the client waits for path to appear). */
+static void answer(const char *path, const char *text)
+{
+    char tmp[2100];
+    snprintf(tmp, sizeof tmp, "%.2048s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    fputs(text, f);
+    fclose(f);
+    rename(tmp, path);
 }
 
 static void logf_line(FILE *log, const char *what)
@@ -97,11 +155,23 @@ static void run_daemon(int ready_fd)
     int stubborn = strcmp(mode(), "stubborn") == 0;
     if (stubborn)
         signal(SIGTERM, SIG_IGN);
-    pid_t server = fork();
-    if (server == 0) {
-        /* The stand-in MPS server: sleeps until killed. */
-        for (;;)
-            pause();
+    pid_t server = 0;
+    if (strcmp(mode(), "no-server") == 0) {
+        char server_log[4096];
+        if (path_in(server_log, sizeof server_log, "CUDA_MPS_LOG_DIRECTORY", "server.log") == 0) {
+            FILE *f = fopen(server_log, "a");
+            if (f) {
+                fprintf(f, "[stand-in] Server failed to start: no CUDA-capable device is detected\n");
+                fclose(f);
+            }
+        }
+    } else {
+        server = fork();
+        if (server == 0) {
+            /* The stand-in MPS server: sleeps until killed. */
+            for (;;)
+                pause();
+        }
     }
     logf_line(log, "daemon started");
     if (write(ready_fd, "1", 1) != 1)
@@ -109,11 +179,12 @@ static void run_daemon(int ready_fd)
     close(ready_fd);
     if (strcmp(mode(), "die") == 0) {
         sleep_ms(300);
-        kill(server, SIGKILL);
+        if (server > 0)
+            kill(server, SIGKILL);
         logf_line(log, "dying without cleanup");
         _exit(7);
     }
-    char line[256];
+    char line[2048];
     size_t len = 0;
     for (;;) {
         char c;
@@ -129,13 +200,28 @@ static void run_daemon(int ready_fd)
         }
         line[len] = '\0';
         len = 0;
+        /* A query: "get_... @ANSWER_PATH". */
+        char *at = strstr(line, " @");
+        if (at) {
+            *at = '\0';
+            char text[64] = "";
+            if (strcmp(line, "get_server_list") == 0 && strcmp(mode(), "bad-list") == 0)
+                snprintf(text, sizeof text, "server %ld\n", (long)server);
+            else if (strcmp(line, "get_server_list") == 0 && server > 0)
+                snprintf(text, sizeof text, "%ld\n", (long)server);
+            logf_line(log, line);
+            answer(at + 2, text);
+            continue;
+        }
         logf_line(log, line);
         if (strcmp(line, "quit") != 0)
             continue;
         if (strcmp(mode(), "ignore-quit") == 0 || stubborn)
             continue;
-        kill(server, SIGTERM);
-        waitpid(server, NULL, 0);
+        if (server > 0) {
+            kill(server, SIGTERM);
+            waitpid(server, NULL, 0);
+        }
         unlink(pipe_path);
         logf_line(log, "exiting");
         _exit(0);
