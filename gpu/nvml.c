@@ -74,6 +74,8 @@ struct kace_nvml {
     fn_process_util process_util;
     fn_processes processes;
     bool processes_v1; /* the unversioned call with the short struct */
+    fn_processes mps_processes; /* MPS clients (nvmlDeviceGetMPSComputeRunningProcesses*) */
+    bool mps_processes_v1;
     unsigned long long last_seen_us;
 };
 
@@ -180,6 +182,12 @@ kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace
     const char *procs_found = NULL;
     n->processes = (fn_processes)find_symbol(n, procs_names, &procs_found);
     n->processes_v1 = procs_found && strcmp(procs_found, "nvmlDeviceGetComputeRunningProcesses") == 0;
+    static const char *const mps_names[] = {"nvmlDeviceGetMPSComputeRunningProcesses_v3",
+                                            "nvmlDeviceGetMPSComputeRunningProcesses_v2",
+                                            "nvmlDeviceGetMPSComputeRunningProcesses", NULL};
+    const char *mps_found = NULL;
+    n->mps_processes = (fn_processes)find_symbol(n, mps_names, &mps_found);
+    n->mps_processes_v1 = mps_found && strcmp(mps_found, "nvmlDeviceGetMPSComputeRunningProcesses") == 0;
 
     nvml_return r = n->init();
     if (r != NVML_SUCCESS) {
@@ -230,46 +238,111 @@ static bool in_groups(unsigned int pid, const int *pgids, size_t n)
     return false;
 }
 
-/* Sum over the workload's processes of their GPU memory; false when NVML
- * lists none of them (or cannot say). */
-static bool process_memory(kace_nvml *n, const int *pgids, size_t n_pgids, double *mib)
+/* One of NVML's process lists (compute or MPS) as pid + used memory in
+ * bytes (NVML_VALUE_NOT_AVAILABLE kept). Returns the NVML status; *out is
+ * malloc'ed (free it) when it is NVML_SUCCESS. */
+static nvml_return list_processes(kace_nvml *n, fn_processes fn, bool v1, nvml_process_info_v2 **out,
+                                  unsigned int *count_out)
 {
-    if (!n->processes || n_pgids == 0)
-        return false;
+    *out = NULL;
+    *count_out = 0;
     unsigned int count = 64;
-    size_t item = n->processes_v1 ? sizeof(nvml_process_info_v1) : sizeof(nvml_process_info_v2);
+    size_t item = v1 ? sizeof(nvml_process_info_v1) : sizeof(nvml_process_info_v2);
     void *buf = NULL;
     nvml_return r = NVML_ERROR_INSUFFICIENT_SIZE;
     for (int attempt = 0; attempt < 3 && r == NVML_ERROR_INSUFFICIENT_SIZE; attempt++) {
         free(buf);
+        if (count > 100000)
+            return NVML_ERROR_INSUFFICIENT_SIZE;
         count += 16; /* processes may start between the calls */
         buf = calloc(count, item);
         if (!buf)
-            return false;
-        r = n->processes(n->dev, &count, buf);
+            return NVML_ERROR_INSUFFICIENT_SIZE;
+        r = fn(n->dev, &count, buf);
     }
+    if (r != NVML_SUCCESS) {
+        free(buf);
+        return r;
+    }
+    nvml_process_info_v2 *list = calloc(count ? count : 1, sizeof *list);
+    if (!list) {
+        free(buf);
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < count; i++) {
+        if (v1) {
+            nvml_process_info_v1 *p = (nvml_process_info_v1 *)buf + i;
+            list[i].pid = p->pid;
+            list[i].used_gpu_memory = p->used_gpu_memory;
+        } else {
+            list[i] = ((nvml_process_info_v2 *)buf)[i];
+        }
+    }
+    free(buf);
+    *out = list;
+    *count_out = count;
+    return NVML_SUCCESS;
+}
+
+/* Sum over the workload's processes in a process list of their GPU memory;
+ * *listed: some of them are in the list; false return: none of them has a
+ * memory value (or NVML cannot say). */
+static bool listed_memory(kace_nvml *n, fn_processes fn, bool v1, const int *pgids, size_t n_pgids, double *mib,
+                          bool *listed)
+{
+    *listed = false;
+    if (!fn || n_pgids == 0)
+        return false;
+    nvml_process_info_v2 *list = NULL;
+    unsigned int count = 0;
+    if (list_processes(n, fn, v1, &list, &count) != NVML_SUCCESS)
+        return false;
     bool found = false;
     double bytes = 0;
-    if (r == NVML_SUCCESS)
-        for (unsigned int i = 0; i < count; i++) {
-            unsigned int pid;
-            unsigned long long used;
-            if (n->processes_v1) {
-                nvml_process_info_v1 *p = (nvml_process_info_v1 *)buf + i;
-                pid = p->pid, used = p->used_gpu_memory;
-            } else {
-                nvml_process_info_v2 *p = (nvml_process_info_v2 *)buf + i;
-                pid = p->pid, used = p->used_gpu_memory;
-            }
-            if (used != NVML_VALUE_NOT_AVAILABLE && in_groups(pid, pgids, n_pgids)) {
-                bytes += (double)used;
-                found = true;
-            }
+    for (unsigned int i = 0; i < count; i++) {
+        if (!in_groups(list[i].pid, pgids, n_pgids))
+            continue;
+        *listed = true;
+        if (list[i].used_gpu_memory != NVML_VALUE_NOT_AVAILABLE) {
+            bytes += (double)list[i].used_gpu_memory;
+            found = true;
         }
-    free(buf);
+    }
+    free(list);
     if (found)
         *mib = bytes / 1048576.0;
     return found;
+}
+
+bool kace_nvml_has_mps_list(const kace_nvml *n)
+{
+    return n && n->mps_processes;
+}
+
+kace_status kace_nvml_mps_processes(kace_ctx *ctx, kace_nvml *n, kace_gpu_process *out, size_t max, size_t *n_out)
+{
+    *n_out = 0;
+    if (!n->mps_processes)
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED,
+                         "this NVML has no nvmlDeviceGetMPSComputeRunningProcesses (driver older than 418?)");
+    nvml_process_info_v2 *list = NULL;
+    unsigned int count = 0;
+    nvml_return r = list_processes(n, n->mps_processes, n->mps_processes_v1, &list, &count);
+    if (r == NVML_ERROR_NOT_SUPPORTED)
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "NVML lists no MPS processes on this GPU (NVML error %d: %s)", r,
+                         nvml_error(n, r));
+    if (r != NVML_SUCCESS)
+        return kace_fail(ctx, KACE_ERR_IO, "nvmlDeviceGetMPSComputeRunningProcesses failed (NVML error %d: %s)", r,
+                         nvml_error(n, r));
+    for (unsigned int i = 0; i < count && i < max; i++) {
+        out[i].pid = (int)list[i].pid;
+        out[i].used_mib = list[i].used_gpu_memory == NVML_VALUE_NOT_AVAILABLE
+                              ? NAN
+                              : (double)list[i].used_gpu_memory / 1048576.0;
+    }
+    *n_out = count < max ? count : max;
+    free(list);
+    return KACE_OK;
 }
 
 /* The workload's SM and memory utilization since the last sample: each
@@ -326,6 +399,7 @@ kace_status kace_nvml_sample(kace_ctx *ctx, kace_nvml *n, const int *pgids, size
         out->v[f] = NAN;
         out->per_process[f] = false;
     }
+    out->mps_client = false;
     nvml_utilization u;
     nvml_return r = n->utilization(n->dev, &u);
     if (r != NVML_SUCCESS)
@@ -345,10 +419,17 @@ kace_status kace_nvml_sample(kace_ctx *ctx, kace_nvml *n, const int *pgids, size
         out->v[KACE_GPU_MEM_PCT] = mem;
         out->per_process[KACE_GPU_SM_PCT] = out->per_process[KACE_GPU_MEM_PCT] = true;
     }
-    if (process_memory(n, pgids, n_pgids, &mib)) {
-        out->v[KACE_GPU_MEM_USED_MIB] = mib;
+    /* An MPS client is listed with its own memory in the MPS list (and
+     * perhaps in the compute list, beside its server). */
+    bool listed = false, mps_listed = false;
+    double mps_mib = NAN;
+    bool own = listed_memory(n, n->processes, n->processes_v1, pgids, n_pgids, &mib, &listed);
+    bool own_mps = listed_memory(n, n->mps_processes, n->mps_processes_v1, pgids, n_pgids, &mps_mib, &mps_listed);
+    if (own || own_mps) {
+        out->v[KACE_GPU_MEM_USED_MIB] = own ? mib : mps_mib;
         out->per_process[KACE_GPU_MEM_USED_MIB] = true;
     }
+    out->mps_client = mps_listed;
     unsigned int x;
     if (n->power && n->power(n->dev, &x) == NVML_SUCCESS)
         out->v[KACE_GPU_POWER_W] = x / 1000.0;
@@ -361,6 +442,18 @@ kace_status kace_nvml_sample(kace_ctx *ctx, kace_nvml *n, const int *pgids, size
     return KACE_OK;
 }
 
+int kace_gpu_sample_drop_device_wide(kace_gpu_sample *x)
+{
+    static const kace_gpu_field own[] = {KACE_GPU_SM_PCT, KACE_GPU_MEM_PCT, KACE_GPU_MEM_USED_MIB};
+    int dropped = 0;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (!x->per_process[own[i]] && !isnan(x->v[own[i]])) {
+            x->v[own[i]] = NAN;
+            dropped++;
+        }
+    return dropped;
+}
+
 void kace_gpu_stats_init(kace_gpu_stats *s)
 {
     memset(s, 0, sizeof *s);
@@ -370,6 +463,8 @@ void kace_gpu_stats_init(kace_gpu_stats *s)
 void kace_gpu_stats_add(kace_gpu_stats *s, const kace_gpu_sample *x)
 {
     s->samples++;
+    if (x->mps_client)
+        s->mps_client_samples++;
     for (int f = 0; f < KACE_GPU_N_FIELDS; f++) {
         if (isnan(x->v[f]))
             continue;

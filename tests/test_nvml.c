@@ -155,12 +155,93 @@ static void test_no_driver(void **state)
     assert_null(n);
 }
 
+/* Without MPS the MPS list is offered and empty: nobody is an MPS client. */
+static void test_full_library_has_empty_mps_list(void **state)
+{
+    kace_nvml *n = NULL;
+    assert_kace_ok(ctx, kace_nvml_open(ctx, fake("full"), 0, &n));
+    assert_true(kace_nvml_has_mps_list(n));
+    assert_non_null(strstr(kace_nvml_symbols(n), "nvmlDeviceGetMPSComputeRunningProcesses_v3"));
+    kace_gpu_process procs[8];
+    size_t count = 99;
+    assert_kace_ok(ctx, kace_nvml_mps_processes(ctx, n, procs, 8, &count));
+    assert_int_equal(count, 0);
+    int pg = (int)getpgrp();
+    kace_gpu_sample s;
+    assert_kace_ok(ctx, kace_nvml_sample(ctx, n, &pg, 1, &s));
+    assert_false(s.mps_client);
+    assert_int_equal(kace_gpu_sample_drop_device_wide(&s), 0); /* all per-process: nothing to drop */
+    kace_nvml_close(&n);
+    /* The old library has no MPS list at all. */
+    assert_kace_ok(ctx, kace_nvml_open(ctx, fake("old"), 0, &n));
+    assert_false(kace_nvml_has_mps_list(n));
+    assert_int_equal(kace_nvml_mps_processes(ctx, n, procs, 8, &count), KACE_ERR_UNSUPPORTED);
+    kace_nvml_close(&n);
+}
+
+/* Under MPS, utilization samples belong to the server: the workload's SM%
+ * and mem% are the device's (per_process false, dropped for a per-member
+ * value), its memory comes from the MPS list. */
+static void test_mps_client_utilization_is_not_its_own(void **state)
+{
+    kace_nvml *n = NULL;
+    assert_kace_ok(ctx, kace_nvml_open(ctx, fake("mps"), 0, &n));
+    assert_true(kace_nvml_has_mps_list(n));
+    int pg = (int)getpgrp();
+    kace_gpu_stats st;
+    kace_gpu_stats_init(&st);
+    for (int i = 0; i < 4; i++) {
+        kace_gpu_sample s;
+        assert_kace_ok(ctx, kace_nvml_sample(ctx, n, &pg, 1, &s));
+        assert_true(s.mps_client);
+        /* Not the server's per-process samples (rows[i][7]) passed off as ours. */
+        assert_false(s.per_process[KACE_GPU_SM_PCT]);
+        assert_false(s.per_process[KACE_GPU_MEM_PCT]);
+        assert_true(fabs(s.v[KACE_GPU_SM_PCT] - rows[i][0]) < 1e-9);
+        assert_true(s.per_process[KACE_GPU_MEM_USED_MIB]);
+        assert_true(fabs(s.v[KACE_GPU_MEM_USED_MIB] - rows[i][9]) < 1e-6);
+        assert_int_equal(kace_gpu_sample_drop_device_wide(&s), 2);
+        assert_true(isnan(s.v[KACE_GPU_SM_PCT]) && isnan(s.v[KACE_GPU_MEM_PCT]));
+        assert_true(fabs(s.v[KACE_GPU_MEM_USED_MIB] - rows[i][9]) < 1e-6); /* kept: it is its own */
+        assert_true(fabs(s.v[KACE_GPU_POWER_W] - rows[i][3] / 1000) < 1e-9); /* device fields stay */
+        kace_gpu_stats_add(&st, &s);
+    }
+    assert_int_equal(st.mps_client_samples, 4);
+    assert_true(isnan(kace_gpu_stats_mean(&st, KACE_GPU_SM_PCT)));
+    assert_true(fabs(st.peak_mem_mib - 18000) < 1e-6);
+
+    /* The list itself: our pid with its memory, the foreign client, and no
+     * server. */
+    kace_gpu_process procs[80];
+    size_t count = 0;
+    assert_kace_ok(ctx, kace_nvml_mps_processes(ctx, n, procs, 80, &count));
+    bool ours = false, foreign = false;
+    for (size_t i = 0; i < count; i++) {
+        ours |= procs[i].pid == (int)getpid() && fabs(procs[i].used_mib - rows[3][9]) < 1e-6;
+        foreign |= procs[i].pid == 1;
+        assert_int_not_equal(procs[i].pid, 2);
+    }
+    assert_true(ours && foreign);
+    /* A workload that did not run under MPS is not in it. */
+    setenv("KACE_FAKE_NVML_MPS_CLIENTS", "none", 1);
+    kace_gpu_sample s;
+    kace_status rc = kace_nvml_sample(ctx, n, &pg, 1, &s);
+    unsetenv("KACE_FAKE_NVML_MPS_CLIENTS");
+    assert_kace_ok(ctx, rc);
+    assert_false(s.mps_client);
+    assert_false(s.per_process[KACE_GPU_MEM_USED_MIB]);
+    assert_int_equal(kace_gpu_sample_drop_device_wide(&s), 3);
+    kace_nvml_close(&n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_library_scripted_values), cmocka_unit_test(test_old_library_falls_back),
         cmocka_unit_test(test_missing_symbol),               cmocka_unit_test(test_failing_calls),
         cmocka_unit_test(test_no_driver),
+        cmocka_unit_test(test_full_library_has_empty_mps_list),
+        cmocka_unit_test(test_mps_client_utilization_is_not_its_own),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

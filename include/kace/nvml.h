@@ -24,7 +24,7 @@ extern "C" {
 
 typedef enum kace_gpu_field {
     KACE_GPU_SM_PCT,       /* SM utilization %: the workload's processes, else the device */
-    KACE_GPU_MEM_PCT,      /* memory (controller) utilization % */
+    KACE_GPU_MEM_PCT,      /* memory (controller) utilization %: the workload's processes, else the device */
     KACE_GPU_MEM_USED_MIB, /* GPU memory used, MiB: the workload's processes, else the device */
     KACE_GPU_POWER_W,      /* board power, W (device) */
     KACE_GPU_SM_CLOCK_MHZ, /* SM clock, MHz (device) */
@@ -37,8 +37,23 @@ const char *kace_gpu_field_name(kace_gpu_field f);
 
 typedef struct kace_gpu_sample {
     double v[KACE_GPU_N_FIELDS];           /* NaN = not available */
-    bool per_process[KACE_GPU_N_FIELDS];   /* restricted to the workload's processes */
+    bool per_process[KACE_GPU_N_FIELDS];   /* restricted to the workload's processes; false: the
+                                              device's value (SM%, mem%, memory used fall back to it) */
+    bool mps_client;                       /* a workload process is in NVML's MPS client list: its SM
+                                              and memory utilization count for the MPS server, so the
+                                              SM% and mem% here are the device's, never its own */
 } kace_gpu_sample;
+
+/* For a value stored as one workload's (a member of an MPS run, say): SM%,
+ * mem% and memory used that are device-wide (per_process false) become NaN.
+ * Returns how many values it dropped. */
+int kace_gpu_sample_drop_device_wide(kace_gpu_sample *x);
+
+/* A process in one of NVML's lists. */
+typedef struct kace_gpu_process {
+    int pid;
+    double used_mib; /* NaN when NVML cannot say */
+} kace_gpu_process;
 
 typedef struct kace_nvml kace_nvml;
 
@@ -55,15 +70,27 @@ const char *kace_nvml_device_name(const kace_nvml *n);
 const char *kace_nvml_symbols(const kace_nvml *n);
 
 /* One sample. Per-process values cover the processes whose process group is
- * one of pgids (n_pgids 0: device-wide values only). Fails (KACE_ERR_IO) when
- * a required query (utilization, memory) fails. */
+ * one of pgids (n_pgids 0: device-wide values only): SM% and mem% from
+ * nvmlDeviceGetProcessUtilization, memory from the compute process list or,
+ * for MPS clients, the MPS process list. Where NVML has no per-process value
+ * the device's is given with per_process false; under MPS that is always so
+ * for SM% and mem% (NVML gives utilization to the MPS server only). Fails
+ * (KACE_ERR_IO) when a required query (utilization, memory) fails. */
 kace_status kace_nvml_sample(kace_ctx *ctx, kace_nvml *n, const int *pgids, size_t n_pgids, kace_gpu_sample *out);
+
+/* Whether this NVML offers nvmlDeviceGetMPSComputeRunningProcesses. */
+bool kace_nvml_has_mps_list(const kace_nvml *n);
+/* NVML's MPS client processes (_v3, _v2, then the unversioned call): up to
+ * max in out, their count in *n_out. KACE_ERR_UNSUPPORTED when the library
+ * or the GPU does not offer the list; KACE_ERR_IO when the query fails. */
+kace_status kace_nvml_mps_processes(kace_ctx *ctx, kace_nvml *n, kace_gpu_process *out, size_t max, size_t *n_out);
 
 /* Mean of samples per field (NaN samples skipped) and peak memory. */
 typedef struct kace_gpu_stats {
     double sum[KACE_GPU_N_FIELDS];
     size_t count[KACE_GPU_N_FIELDS];
     size_t per_process[KACE_GPU_N_FIELDS]; /* samples that were per-process */
+    size_t mps_client_samples;              /* samples with mps_client set */
     double peak_mem_mib;                    /* NaN until a memory sample */
     size_t samples;
 } kace_gpu_stats;

@@ -4,6 +4,18 @@
  *   FAKE_NVML_MISSING  lacks nvmlDeviceGetUtilizationRates (required)
  *   FAKE_NVML_FAILING  initialises, then every device query fails (GPU lost)
  *   FAKE_NVML_NODRIVER nvmlInit_v2 fails with "driver not loaded"
+ *   FAKE_NVML_MPS      as FULL, but the workload runs as an MPS client: its
+ *                      utilization samples belong to the MPS server (pid
+ *                      $KACE_FAKE_NVML_SERVER_PID, default 2), the compute
+ *                      list holds only the server, and
+ *                      nvmlDeviceGetMPSComputeRunningProcesses_v3 lists the
+ *                      clients with their memory (FULL's MPS list is empty)
+ *
+ * The MPS list of FAKE_NVML_MPS: the pid in $KACE_FAKE_NVML_PID (proc_used_MiB),
+ * every direct child of the calling process (the workloads kace started;
+ * 1 MiB each) and a foreign client (pid 1, 100 MiB). With
+ * $KACE_FAKE_NVML_MPS_CLIENTS=none only the foreign client is listed (the
+ * workloads ran without MPS).
  *
  * Scripted values: the file named by $KACE_FAKE_NVML_SCRIPT, one sample per
  * line (the last line repeats):
@@ -11,9 +23,13 @@
  * A sample is taken at each nvmlDeviceGetUtilizationRates call. The
  * per-process values belong to the pid in $KACE_FAKE_NVML_PID; a second,
  * foreign process (pid 1) adds 7% SM and 100 MiB that must not be counted. */
+#include <ctype.h>
+#include <stdbool.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int nvmlReturn_t;
 typedef struct fake_device *nvmlDevice_t;
@@ -71,6 +87,17 @@ static unsigned int own_pid(void)
 {
     const char *s = getenv("KACE_FAKE_NVML_PID");
     return s ? (unsigned int)strtoul(s, NULL, 10) : 0;
+}
+
+/* The pid whose utilization samples NVML reports: the MPS server under MPS. */
+__attribute__((unused)) static unsigned int util_pid(void)
+{
+#ifdef FAKE_NVML_MPS
+    const char *s = getenv("KACE_FAKE_NVML_SERVER_PID");
+    return s ? (unsigned int)strtoul(s, NULL, 10) : 2;
+#else
+    return own_pid();
+#endif
 }
 
 EXPORT const char *nvmlErrorString(nvmlReturn_t r)
@@ -171,9 +198,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d, nvmlProcessU
         return INSUFFICIENT_SIZE;
     }
     unsigned int sm = (unsigned int)row[7], mem = (unsigned int)row[8];
-    s[0] = (nvmlProcessUtilizationSample_t){own_pid(), clock_us - 50000, sm - 2, mem - 1, 0, 0};
+    s[0] = (nvmlProcessUtilizationSample_t){util_pid(), clock_us - 50000, sm - 2, mem - 1, 0, 0};
     s[1] = (nvmlProcessUtilizationSample_t){1, clock_us - 40000, 7, 7, 0, 0};
-    s[2] = (nvmlProcessUtilizationSample_t){own_pid(), clock_us, sm + 2, mem + 1, 0, 0};
+    s[2] = (nvmlProcessUtilizationSample_t){util_pid(), clock_us, sm + 2, mem + 1, 0, 0};
     *count = 3;
     return OK;
 }
@@ -185,8 +212,67 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsi
         return INSUFFICIENT_SIZE;
     }
     p[0] = (nvmlProcessInfo_t){1, 100ULL << 20, 0, 0};
-    p[1] = (nvmlProcessInfo_t){own_pid(), (unsigned long long)(row[9] * 1048576.0), 0, 0};
+    p[1] = (nvmlProcessInfo_t){util_pid(), (unsigned long long)(row[9] * 1048576.0), 0, 0};
     *count = 2;
+    return OK;
+}
+
+/* Direct children of the calling process, at most max. */
+static unsigned int children(unsigned int *pids, unsigned int max)
+{
+    unsigned int n = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    struct dirent *e;
+    long self = (long)getpid();
+    while ((e = readdir(d)) != NULL && n < max) {
+        if (!isdigit((unsigned char)e->d_name[0]))
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        const char *paren = strrchr(buf, ')');
+        char state;
+        long ppid;
+        if (paren && sscanf(paren + 1, " %c %ld", &state, &ppid) == 2 && ppid == self && state != 'Z')
+            pids[n++] = (unsigned int)strtoul(e->d_name, NULL, 10);
+    }
+    closedir(d);
+    return n;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned int *count,
+                                                               nvmlProcessInfo_t *p)
+{
+#ifdef FAKE_NVML_MPS
+    unsigned int kids[64], n_kids = 0, n = 1;
+    const char *who = getenv("KACE_FAKE_NVML_MPS_CLIENTS");
+    bool listed = !(who && strcmp(who, "none") == 0);
+    if (listed) {
+        n_kids = children(kids, 64);
+        n += 1 + n_kids;
+    }
+    if (*count < n) {
+        *count = n;
+        return INSUFFICIENT_SIZE;
+    }
+    p[0] = (nvmlProcessInfo_t){1, 100ULL << 20, 0, 0};
+    if (listed) {
+        p[1] = (nvmlProcessInfo_t){own_pid(), (unsigned long long)(row[9] * 1048576.0), 0, 0};
+        for (unsigned int i = 0; i < n_kids; i++)
+            p[2 + i] = (nvmlProcessInfo_t){kids[i], 1ULL << 20, 0, 0};
+    }
+    *count = n;
+#else
+    (void)children;
+    *count = 0; /* no MPS */
+#endif
     return OK;
 }
 #else
