@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# The example workloads (workloads/), on a machine without a GPU or torch:
+#   1. every workloads/**/*.py compiles (python3 -m py_compile);
+#   2. every PyTorch / LLM script answers --help with exit 0 without importing
+#      torch or transformers (stand-in modules that fail on import come first
+#      on PYTHONPATH), and accepts its catalog line's arguments;
+#   3. workloads/catalog.txt parses: NAME KIND COMMAND..., names
+#      <model>_batch<B>-<train|inf> and unique, KIND cuda|torch|llm, the
+#      referenced programs exist, --batch / --mode agree with the name, the
+#      torch and llm commands state --dtype, at least 3 cuda, 8 torch, 3 llm lines;
+#   4. workloads/kace_progress.py writes records of docs/progress-protocol.md
+#      (checked line by line) that kace itself reads: a Python workload using it
+#      is measured alone with `kace measure --no-mps` and its throughput is right.
+#
+#   cli_workloads.sh KACE SHARED_DATA SCRATCH
+set -uo pipefail
+kace=$1
+scratch=$3
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+w=$root/workloads
+rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
+# Compiled bytecode goes under the scratch folder, never into the source tree.
+export PYTHONPYCACHEPREFIX=$scratch/pycache
+export PYTHONDONTWRITEBYTECODE=1
+unset KACE_PROGRESS_FD
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+command -v python3 >/dev/null || { echo "FAIL: python3 not found" >&2; exit 1; }
+
+# ---- 1. every Python file compiles ------------------------------------------
+mapfile -t pyfiles < <(find "$w" -name '*.py' -not -path '*/__pycache__/*' | sort)
+[ "${#pyfiles[@]}" -ge 3 ] || fail "only ${#pyfiles[@]} Python files under $w"
+for f in "${pyfiles[@]}"; do
+    out=$(python3 -m py_compile "$f" 2>&1) || fail "py_compile ${f#"$root"/}: $out"
+done
+
+# ---- 2. --help without torch ------------------------------------------------
+poison=$scratch/poison
+mkdir -p "$poison/transformers"
+echo 'raise ImportError("kace test: torch imported before the arguments were parsed")' >"$poison/torch.py"
+echo 'raise ImportError("kace test: transformers imported before the arguments were parsed")' \
+    >"$poison/transformers/__init__.py"
+# Runs a workload script with the stand-ins first on the path; stdout+stderr in $scratch/help.out.
+run_py() {
+    PYTHONPATH=$poison${PYTHONPATH:+:$PYTHONPATH} python3 "$@" >"$scratch/help.out" 2>&1
+}
+# The runnable scripts: those with a __main__ block (kace_torch.py, kace_llm.py are modules).
+mapfile -t scripts < <(grep -l '^if __name__ == "__main__":' "$w"/torch/*.py | sort)
+[ "${#scripts[@]}" -ge 7 ] || fail "only ${#scripts[@]} runnable scripts in workloads/torch"
+for s in "${scripts[@]}"; do
+    rel=${s#"$root"/}
+    run_py "$s" --help
+    rc=$?
+    if [ $rc != 0 ]; then
+        fail "$rel --help: exit $rc: $(tail -3 "$scratch/help.out")"
+        continue
+    fi
+    grep -q '^usage:' "$scratch/help.out" || fail "$rel --help: no usage line: $(head -3 "$scratch/help.out")"
+    grep -q -- '--dtype' "$scratch/help.out" || fail "$rel --help: no --dtype option"
+    grep -q -- '--batch' "$scratch/help.out" || fail "$rel --help: no --batch option"
+done
+
+# ---- 3. the catalog ---------------------------------------------------------
+catalog=$w/catalog.txt
+[ -f "$catalog" ] || { echo "FAIL: $catalog missing" >&2; exit 1; }
+declare -A seen=() count=([cuda]=0 [torch]=0 [llm]=0)
+lineno=0
+while IFS= read -r line || [ -n "$line" ]; do
+    lineno=$((lineno + 1))
+    where="catalog.txt:$lineno"
+    case $line in '' | '#'*) continue ;; esac
+    read -r -a f <<<"$line"
+    if [ "${#f[@]}" -lt 3 ]; then
+        fail "$where: want NAME KIND COMMAND...: $line"
+        continue
+    fi
+    name=${f[0]} kind=${f[1]}
+    cmd=("${f[@]:2}")
+    if [[ ! $name =~ ^[A-Za-z0-9._-]+_batch([0-9]+)-(train|inf)$ ]]; then
+        fail "$where: name $name is not <model>_batch<B>-<train|inf>"
+        continue
+    fi
+    batch=${BASH_REMATCH[1]} mode=${BASH_REMATCH[2]}
+    [ -z "${seen[$name]:-}" ] || fail "$where: $name already on line ${seen[$name]}"
+    seen[$name]=$lineno
+    case $kind in
+    cuda)
+        [ "${cmd[0]}" = "@W@/build/kace_kernels" ] || fail "$where: a cuda command runs @W@/build/kace_kernels, not ${cmd[0]}"
+        [ -f "$w/cuda/kace_kernels.cu" ] || fail "$where: workloads/cuda/kace_kernels.cu missing"
+        grep -q 'kace_kernels' "$w/Makefile" || fail "$where: workloads/Makefile does not build kace_kernels"
+        case ${cmd[1]:-} in gemm | stream | latency) ;; *) fail "$where: unknown kace_kernels mode '${cmd[1]:-}'" ;; esac
+        ;;
+    torch | llm)
+        if [ "${cmd[0]}" != "@PY@" ] || [ "${#cmd[@]}" -lt 2 ]; then
+            fail "$where: a $kind command is @PY@ SCRIPT ARGS...: ${cmd[*]}"
+            count[$kind]=$((count[$kind] + 1))
+            continue
+        fi
+        script=${cmd[1]//@W@/$w}
+        args=("${cmd[@]:2}")
+        if [ ! -f "$script" ]; then
+            fail "$where: ${cmd[1]}: no such script"
+        else
+            # The arguments must be the script's: argparse checks them before --help.
+            run_py "$script" "${args[@]}" --help ||
+                fail "$where: ${cmd[1]} rejects its arguments ${args[*]}: $(tail -2 "$scratch/help.out")"
+        fi
+        a=" ${args[*]} "
+        [[ $a == *" --batch $batch "* ]] || fail "$where: $name but the command has no --batch $batch"
+        [[ $a =~ \ --dtype\ (bf16|tf32|fp32)\  ]] || fail "$where: $name: the command does not state --dtype"
+        if [ "$kind" = torch ]; then
+            [[ $a == *" --mode $mode "* ]] || fail "$where: $name but the command has no --mode $mode"
+        else
+            [ "$mode" = inf ] || fail "$where: llm workloads are inference only: $name"
+            [[ $a != *" --mode train "* ]] || fail "$where: $name: --mode train"
+        fi
+        ;;
+    *) fail "$where: unknown KIND '$kind' (cuda, torch or llm)" ;;
+    esac
+    [ -n "${count[$kind]+x}" ] && count[$kind]=$((count[$kind] + 1))
+done <"$catalog"
+[ "${count[cuda]}" -ge 3 ] || fail "catalog.txt: ${count[cuda]} cuda lines, want at least 3"
+[ "${count[torch]}" -ge 8 ] || fail "catalog.txt: ${count[torch]} torch lines, want at least 8"
+[ "${count[llm]}" -ge 3 ] || fail "catalog.txt: ${count[llm]} llm lines, want at least 3"
+# The LLM lines cover two models at batch 1 and 8.
+llm_models=$(grep -E '^[^#]\S* llm ' "$catalog" | sed -E 's/_batch.*//' | sort -u | wc -l)
+[ "$llm_models" -ge 2 ] || fail "catalog.txt: llm lines of $llm_models model(s), want 2"
+for b in 1 8; do
+    grep -qE "^\S+_batch$b-inf llm " "$catalog" || fail "catalog.txt: no llm line at batch $b"
+done
+
+# ---- 4. the progress records ------------------------------------------------
+# A stand-in Python workload: 3 samples every 10 ms on an absolute schedule
+# (300 samples/s), through workloads/kace_progress.py like the real ones.
+cat >"$scratch/pyw.py" <<EOF
+import sys, time
+sys.path.insert(0, "$w")
+from kace_progress import Progress
+p = Progress()
+limit = float(sys.argv[1]) if len(sys.argv) > 1 else 0
+t0 = next_t = time.monotonic()
+while limit <= 0 or time.monotonic() - t0 < limit:
+    next_t += 0.01
+    time.sleep(max(0.0, next_t - time.monotonic()))
+    p.step(3)
+EOF
+# Not run by kace: reports nothing, no error.
+out=$(python3 "$scratch/pyw.py" 0.05 2>&1) || fail "kace_progress without KACE_PROGRESS_FD: exit $?: $out"
+[ -z "$out" ] || fail "kace_progress without KACE_PROGRESS_FD wrote: $out"
+# The records, read back from a file: the grammar of docs/progress-protocol.md
+# (done <samples> [<t_ns>]), samples and times never decreasing.
+KACE_PROGRESS_FD=7 python3 "$scratch/pyw.py" 0.3 7>"$scratch/records.txt" ||
+    fail "the stand-in workload failed with KACE_PROGRESS_FD set"
+awk -v file="$scratch/records.txt" '
+    /^kace-progress 1[ \t]*$/ && NR == 1 { next }
+    /^[ \t]*$/ || /^#/ { next }
+    !/^done[ \t]+[0-9]+(\.[0-9]+)?([ \t]+[0-9]+)?\r?$/ { printf "%s:%d: not a progress record: %s\n", file, NR, $0; bad = 1; next }
+    {
+        n++
+        if ($2 + 0 < last_s) { printf "%s:%d: samples decrease: %s\n", file, NR, $0; bad = 1 }
+        if (NF >= 3 && $3 + 0 < last_t) { printf "%s:%d: times decrease: %s\n", file, NR, $0; bad = 1 }
+        last_s = $2 + 0; if (NF >= 3) last_t = $3 + 0
+    }
+    END {
+        if (n < 10) { printf "%s: %d records in 0.3 s, want at least 10\n", file, n; bad = 1 }
+        if (last_s < 30) { printf "%s: %d samples in 0.3 s, want at least 30\n", file, last_s; bad = 1 }
+        exit bad
+    }' "$scratch/records.txt" >"$scratch/awk.out" || fail "progress records: $(head -5 "$scratch/awk.out")"
+head -1 "$scratch/records.txt" | grep -qx 'done 0 [0-9]*' || fail "the first record is not 'done 0 <t_ns>': $(head -1 "$scratch/records.txt")"
+# Times are CLOCK_MONOTONIC ns, the clock kace reads (/proc/uptime counts from the same boot).
+t_ns=$(sed -n 2p "$scratch/records.txt" | awk '{ print $3 }')
+up=$(awk '{ print $1 }' /proc/uptime 2>/dev/null)
+if [ -n "$t_ns" ] && [ -n "$up" ]; then
+    awk -v t="$t_ns" -v u="$up" 'BEGIN { d = t / 1e9 - u; exit !(d > -3600 && d < 5) }' ||
+        echo "note: record time ${t_ns} ns is far from /proc/uptime ${up} s (suspend or containers: not a failure)" >&2
+fi
+
+# End to end: kace reads the workload's records and measures its throughput.
+run_dir=$(mktemp -d /tmp/kace-cli-workloads-XXXXXX) || exit 1
+trap 'rm -rf "$run_dir"' EXIT
+export KACE_DB=$scratch/kace.db
+"$kace" workload add pyw_batch3-inf -- python3 "$scratch/pyw.py" >/dev/null 2>"$scratch/err" ||
+    fail "kace workload add: $(cat "$scratch/err")"
+out=$("$kace" measure --no-mps --quiet --warmup 0.5 --window 1.5 --run-dir "$run_dir" pyw_batch3-inf 2>"$scratch/err")
+rc=$?
+if [ $rc != 0 ]; then
+    fail "kace measure of a kace_progress.py workload: exit $rc: $out $(cat "$scratch/err")"
+else
+    row=$(awk '$1 == "pyw_batch3-inf"' <<<"$out")
+    read -r _ _ status rate _ <<<"$row"
+    [ "${status:-}" = ok ] || fail "kace measure: status '${status:-}' for the kace_progress.py workload: $out"
+    # 300 samples/s; 20% slack for a loaded machine.
+    awk -v r="${rate:-0}" 'BEGIN { exit !(r > 240 && r < 330) }' ||
+        fail "kace measure: ${rate:-?} samples/s from kace_progress.py, expected 300: $out"
+fi
+
+if [ $failures -gt 0 ]; then
+    echo "$failures check(s) failed" >&2
+    exit 1
+fi
+echo "workloads: ${#pyfiles[@]} Python files, ${#scripts[@]} scripts, catalog ${count[cuda]} cuda + ${count[torch]} torch + ${count[llm]} llm lines: ok"
