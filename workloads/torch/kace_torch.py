@@ -37,8 +37,8 @@ def set_tf32(enabled):
     """TF32 on or off for cuBLAS matrix products and cuDNN convolutions.
 
     PyTorch 2.9+ has the fp32_precision settings and deprecates allow_tf32
-    (and warns about or refuses a mix of the two kinds), so use the new ones where they
-    exist and the old ones otherwise."""
+    (it warns about, or refuses, a mix of the two kinds), so this uses the
+    new ones where they exist and the old ones otherwise."""
     import torch
 
     matmul = torch.backends.cuda.matmul
