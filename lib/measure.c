@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kace/measure.h"
 
@@ -60,6 +61,138 @@ static kace_run_status run_status_of(const kace_proc_result *r, int k)
     return st;
 }
 
+/* ---- checks made while the workloads run --------------------------------- */
+
+#define SERVER_CHECK_PERIOD_NS 500000000LL
+#define MAX_SERVERS 16
+#define MAX_MPS_PROCS 256
+
+typedef struct run_checks {
+    const kace_run_options *caller; /* its tick runs first */
+    kace_mps *mps;
+    kace_nvml *nvml;
+    bool timeslice;
+    kace_ctx *scratch; /* errors of the checks, kept apart from the caller's */
+    int k;
+    /* MPS: the daemon's servers */
+    int64_t next_server_check_ns;
+    bool checked_at_steady;
+    size_t server_checks;
+    int server_pid;
+    char server_error[256];
+    /* MPS: NVML's client list */
+    bool use_nvml;
+    size_t nvml_checks;
+    bool member_seen[KACE_MAX_K];
+    char nvml_error[256];
+    /* time-slicing: kace's MPS instance must stay down */
+    bool instance_seen;
+} run_checks;
+
+static bool all_running(const kace_run_view *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        if (v->pgids[i] <= 0)
+            return false;
+    return v->n > 0;
+}
+
+static void check_servers(run_checks *c)
+{
+    int pids[MAX_SERVERS];
+    size_t n = 0;
+    c->server_checks++;
+    if (kace_mps_server_pids(c->scratch, c->mps, pids, MAX_SERVERS, &n) != KACE_OK) {
+        snprintf(c->server_error, sizeof c->server_error, "%s", kace_errmsg(c->scratch));
+        return;
+    }
+    if (n > 0 && !c->server_pid)
+        c->server_pid = pids[0];
+}
+
+static void check_nvml(run_checks *c, const kace_run_view *v)
+{
+    kace_gpu_process procs[MAX_MPS_PROCS];
+    size_t n = 0;
+    c->nvml_checks++;
+    if (kace_nvml_mps_processes(c->scratch, c->nvml, procs, MAX_MPS_PROCS, &n) != KACE_OK) {
+        snprintf(c->nvml_error, sizeof c->nvml_error, "%s", kace_errmsg(c->scratch));
+        return;
+    }
+    /* A client is its workload's process or any process of its group. */
+    for (size_t i = 0; i < n; i++) {
+        pid_t g = getpgid((pid_t)procs[i].pid);
+        for (size_t m = 0; m < v->n && g > 0; m++)
+            if (g == v->pgids[m])
+                c->member_seen[m] = true;
+    }
+}
+
+static void on_tick(void *user, const kace_run_view *v)
+{
+    run_checks *c = user;
+    if (c->caller->tick)
+        c->caller->tick(c->caller->tick_user, v);
+    if (c->timeslice) {
+        if (c->mps && kace_mps_alive(c->mps))
+            c->instance_seen = true;
+        return;
+    }
+    /* "While the clients run": every one of them started and not yet ended. */
+    if (!all_running(v))
+        return;
+    bool steady_now = v->steady && !c->checked_at_steady;
+    if (!c->server_pid && (v->now_ns >= c->next_server_check_ns || steady_now)) {
+        check_servers(c);
+        c->next_server_check_ns = v->now_ns + SERVER_CHECK_PERIOD_NS;
+    }
+    if (steady_now)
+        c->checked_at_steady = true;
+    if (c->use_nvml) {
+        bool all = true;
+        for (int i = 0; i < c->k; i++)
+            all &= c->member_seen[i];
+        if (!all)
+            check_nvml(c, v);
+    }
+}
+
+/* Fails (nothing is stored) when MPS was not seen serving the run; the
+ * message says what was seen. */
+static kace_status verify_mps(kace_ctx *ctx, const run_checks *c, const kace_measure_spec *spec,
+                              kace_measure_result *res)
+{
+    res->mps_server_pid = c->server_pid;
+    bool missing_member = false;
+    char absent[KACE_MAX_K * (KACE_NAME_MAX + 2)] = "";
+    if (c->use_nvml)
+        for (int i = 0; i < spec->k; i++)
+            if (!c->member_seen[i]) {
+                missing_member = true;
+                size_t at = strlen(absent);
+                snprintf(absent + at, sizeof absent - at, "%s%s", at ? ", " : "", spec->workload[i]);
+            }
+    res->nvml_verified = c->use_nvml && !missing_member && c->nvml_checks > 0;
+    if (c->server_pid && !missing_member)
+        return KACE_OK;
+    char server[512] = "", nvml[1600] = "", log[600] = "";
+    if (!c->server_pid)
+        snprintf(server, sizeof server, "the control daemon named no MPS server in %zu check%s while the clients ran%s%s",
+                 c->server_checks, c->server_checks == 1 ? "" : "s", c->server_error[0] ? " (last: " : "",
+                 c->server_error);
+    if (!c->server_pid && c->server_error[0])
+        strncat(server, ")", sizeof server - strlen(server) - 1);
+    if (missing_member)
+        snprintf(nvml, sizeof nvml, "%s%s never appeared in NVML's MPS client list (%zu check%s%s%s%s)",
+                 server[0] ? "; " : "", absent, c->nvml_checks, c->nvml_checks == 1 ? "" : "s",
+                 c->nvml_error[0] ? ", last: " : "", c->nvml_error,
+                 c->server_pid ? "; they ran without MPS?" : "");
+    kace_mps_server_log_tail(c->mps, log, sizeof log);
+    return kace_fail(ctx, KACE_ERR_IO, "%s: MPS did not serve this run: %s%s; %s; nothing recorded",
+                     kace_mps_pipe_dir(c->mps), server, nvml,
+                     log[0] ? log : "no MPS server log");
+}
+
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *res)
 {
@@ -74,6 +207,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
         kace_measure_default_set(spec, res->set, sizeof res->set);
 
     char **argv[KACE_MAX_K] = {0};
+    run_checks checks = {0};
     char pct_env[KACE_MAX_K][64];
     const char *env[KACE_MAX_K][4];
     kace_proc_spec procs[KACE_MAX_K];
@@ -102,7 +236,24 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
                        kace_mps_pipe_dir(opt->mps));
         goto done;
     }
-    if ((st = kace_run(ctx, procs, (size_t)k, &opt->run, res->proc)))
+    /* An idle MPS server would hold a context on the GPU during the run. */
+    if (spec->timeslice && opt->mps && kace_mps_alive(opt->mps)) {
+        st = kace_fail(ctx, KACE_ERR_INVALID,
+                       "%s: kace's MPS daemon still runs: quit it before a time-sliced run (its idle server would "
+                       "hold a context on the GPU); nothing measured",
+                       kace_mps_pipe_dir(opt->mps));
+        goto done;
+    }
+    checks = (run_checks){.caller = &opt->run, .mps = opt->mps, .nvml = opt->nvml, .timeslice = spec->timeslice,
+                          .k = k, .use_nvml = !spec->timeslice && kace_nvml_has_mps_list(opt->nvml)};
+    if (!(checks.scratch = kace_ctx_new())) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    kace_run_options ro = opt->run;
+    ro.tick = on_tick;
+    ro.tick_user = &checks;
+    if ((st = kace_run(ctx, procs, (size_t)k, &ro, res->proc)))
         goto done;
 
     for (int i = 0; i < k; i++) {
@@ -119,6 +270,15 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     /* Clients that found no daemon run without MPS: not an MPS measurement. */
     if (!spec->timeslice && !kace_mps_alive(opt->mps)) {
         st = kace_fail(ctx, KACE_ERR_IO, "%s: the MPS daemon died during the run; nothing recorded",
+                       kace_mps_pipe_dir(opt->mps));
+        goto done;
+    }
+    if (!spec->timeslice && (st = verify_mps(ctx, &checks, spec, res)))
+        goto done;
+    if (spec->timeslice && checks.instance_seen) {
+        st = kace_fail(ctx, KACE_ERR_IO,
+                       "%s: a process of kace's MPS instance was alive during the time-sliced run (the GPU was "
+                       "not time-sliced alone); nothing recorded",
                        kace_mps_pipe_dir(opt->mps));
         goto done;
     }
@@ -149,6 +309,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
         goto done;
     res->stored = true;
 done:
+    kace_ctx_free(&checks.scratch);
     for (int i = 0; i < k; i++)
         free(argv[i]);
     return st;

@@ -562,7 +562,9 @@ kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t m
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", m->control_error);
     int status = -1;
     char tail[512];
-    if (run_control(m, NULL, "get_server_list\n", m->start_timeout_s, &status, tail, sizeof tail) != 0)
+    /* Asked while workloads run: a control program that hangs must not stall the run long. */
+    double timeout = m->start_timeout_s < 3 ? m->start_timeout_s : 3;
+    if (run_control(m, NULL, "get_server_list\n", timeout, &status, tail, sizeof tail) != 0)
         return kace_fail(ctx, KACE_ERR_IO, "get_server_list: %s", *tail ? tail : "the control program could not run");
     if (status != 0)
         return kace_fail(ctx, KACE_ERR_IO, "get_server_list: %s exited with status %d: %s", m->control, status,

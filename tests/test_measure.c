@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "kace/measure.h"
+#include "kace/nvml.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;
@@ -377,6 +378,152 @@ static void test_daemon_dying_mid_run_records_nothing(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A daemon of its own in run folder dir, in the stand-in's mode. */
+static kace_mps *second_daemon(char *dir, size_t size, const char *mode)
+{
+    snprintf(dir, size, "/tmp/kace-test-measure-2-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    setenv("KACE_TEST_MPS_MODE", mode, 1);
+    kace_mps_options mo = {.control = KACE_TEST_MPS_CONTROL, .run_dir = dir, .quit_timeout_s = 1,
+                           .kill_grace_s = 0.5};
+    kace_mps *m = NULL;
+    kace_status st = kace_mps_start(ctx, &mo, &m);
+    setenv("KACE_TEST_MPS_MODE", "normal", 1);
+    assert_kace_ok(ctx, st);
+    return m;
+}
+
+static void remove_second_daemon(kace_mps **m, const char *dir)
+{
+    assert_kace_ok(ctx, kace_mps_stop(ctx, m, NULL));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* The daemon is alive but no MPS server ever starts: the clients ran
+ * without MPS. Not stored; the message says what was seen and why. */
+static void test_daemon_without_server_records_nothing(void **state)
+{
+    (void)state;
+    char dir[64];
+    kace_mps *lonely = second_daemon(dir, sizeof dir, "no-server");
+    long long before = query_int("SELECT count(*) FROM runs");
+    kace_measure_spec s = pair("fast", "slow", 100, 100);
+    kace_measure_options o = quick();
+    o.mps = lonely;
+    kace_measure_result r;
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_IO);
+    const char *msg = kace_errmsg(ctx);
+    if (!strstr(msg, "MPS did not serve this run") || !strstr(msg, "named no MPS server in ") ||
+        !strstr(msg, "server.log: ") || !strstr(msg, "Server failed to start") || !strstr(msg, "nothing recorded"))
+        fail_msg("message: %s", msg);
+    assert_false(r.stored);
+    assert_int_equal(r.mps_server_pid, 0);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before);
+    assert_true(kace_mps_alive(lonely)); /* alive, and still not MPS */
+    for (int i = 0; i < s.k; i++)
+        if (r.proc[i].pid > 0)
+            assert_int_equal(kill(-r.proc[i].pid, 0), -1);
+    remove_second_daemon(&lonely, dir);
+
+    /* The same run under a daemon whose server runs is stored, with the
+     * server that served it. */
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &(kace_measure_options){quick().run, mps, NULL, NULL}, &r));
+    assert_true(r.stored);
+    assert_true(r.mps_server_pid > 0);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+}
+
+/* Where NVML lists MPS clients, every client must be in the list. */
+static void test_nvml_mps_list_verifies_clients(void **state)
+{
+    (void)state;
+    char path[4200], pid[32];
+    snprintf(path, sizeof path, "%s/libfake_nvml_mps.so", KACE_FAKE_NVML_DIR);
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    setenv("KACE_FAKE_NVML_PID", pid, 1);
+    kace_nvml *nvml = NULL;
+    assert_kace_ok(ctx, kace_nvml_open(ctx, path, 0, &nvml));
+    long long before = query_int("SELECT count(*) FROM runs");
+    kace_measure_spec s = pair("fast", "slow", 50, 50);
+    kace_measure_options o = quick();
+    o.nvml = nvml;
+    kace_measure_result r;
+    /* Listed (the fake lists the caller's children: the workloads). */
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_true(r.stored);
+    assert_true(r.nvml_verified);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+    /* Not listed: the clients ran without MPS although a server ran. */
+    setenv("KACE_FAKE_NVML_MPS_CLIENTS", "none", 1);
+    s.repetition = 1;
+    kace_status st = kace_measure(ctx, store, &s, &o, &r);
+    unsetenv("KACE_FAKE_NVML_MPS_CLIENTS");
+    assert_int_equal(st, KACE_ERR_IO);
+    const char *msg = kace_errmsg(ctx);
+    if (!strstr(msg, "MPS did not serve this run: fast, slow never appeared in NVML's MPS client list") ||
+        !strstr(msg, "they ran without MPS?") || strstr(msg, "named no MPS server"))
+        fail_msg("message: %s", msg);
+    assert_false(r.stored);
+    assert_false(r.nvml_verified);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+    kace_nvml_close(&nvml);
+    /* An NVML whose MPS list is empty (no MPS on the GPU) fails the same way. */
+    snprintf(path, sizeof path, "%s/libfake_nvml_full.so", KACE_FAKE_NVML_DIR);
+    assert_kace_ok(ctx, kace_nvml_open(ctx, path, 0, &nvml));
+    o.nvml = nvml;
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_IO);
+    assert_non_null(strstr(kace_errmsg(ctx), "never appeared in NVML's MPS client list"));
+    kace_nvml_close(&nvml);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+}
+
+static void restart_daemon(void *user, const kace_run_view *v)
+{
+    int64_t *start = user;
+    if (!*start)
+        *start = v->now_ns;
+    if (v->now_ns - *start > 200000000LL && !kace_mps_alive(mps)) {
+        kace_ctx *c = kace_ctx_new();
+        kace_mps_restart(c, mps);
+        kace_ctx_free(&c);
+    }
+}
+
+/* A time-sliced run needs kace's MPS instance down, before and during. */
+static void test_timeslice_needs_the_daemon_quit(void **state)
+{
+    (void)state;
+    long long before = query_int("SELECT count(*) FROM runs");
+    kace_measure_spec s = pair("fast", "slow", 100, 100);
+    s.timeslice = true;
+    s.repetition = 7;
+    kace_measure_options o = quick();
+    kace_measure_result r;
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "kace's MPS daemon still runs: quit it before a time-sliced run"));
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before);
+
+    assert_kace_ok(ctx, kace_mps_quit(ctx, mps, NULL));
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_true(r.stored);
+    assert_false(kace_mps_alive(mps));
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+
+    /* The daemon comes back in the middle of the run: not stored. */
+    int64_t start = 0;
+    o.run.tick = restart_daemon;
+    o.run.tick_user = &start;
+    o.run.window_s = 0.8;
+    s.repetition = 8;
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_IO);
+    assert_non_null(strstr(kace_errmsg(ctx), "a process of kace's MPS instance was alive during the time-sliced run"));
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+    assert_kace_ok(ctx, kace_mps_restart(ctx, mps)); /* for the tests that follow */
+    assert_true(kace_mps_alive(mps));
+}
+
 static void test_commands_round_trip(void **state)
 {
     (void)state;
@@ -438,6 +585,9 @@ int main(void)
         cmocka_unit_test(test_cancelled_run_records_nothing),
         cmocka_unit_test(test_setup_errors_record_nothing),
         cmocka_unit_test(test_daemon_dying_mid_run_records_nothing),
+        cmocka_unit_test(test_daemon_without_server_records_nothing),
+        cmocka_unit_test(test_nvml_mps_list_verifies_clients),
+        cmocka_unit_test(test_timeslice_needs_the_daemon_quit),
         cmocka_unit_test(test_commands_round_trip),
         cmocka_unit_test(test_schema_1_is_migrated), /* last: it moves db_path */
     };

@@ -7,8 +7,17 @@
  * its window), or failed / oom / timeout with each member's own status
  * (crashed, oom, timeout, stopped, ...). What is not: a run cancelled by the
  * caller (kace interrupted), a run whose MPS daemon died (the clients may have
- * run without MPS), and a workload that could not be started at all (a setup
- * error, not a measurement).
+ * run without MPS), an MPS run that MPS was not seen to serve (below), a
+ * time-sliced run during which a process of kace's MPS instance was alive,
+ * and a workload that could not be started at all (a setup error, not a
+ * measurement).
+ *
+ * MPS is verified, not assumed: while every client runs, kace asks the
+ * control daemon for its servers (get_server_list, every 0.5 s and when the
+ * steady window starts); at least one answer must name a server. Where the
+ * NVML handle offers NVML's MPS client list, every client's process group
+ * must appear in it at least once as well. Otherwise nothing is stored and
+ * the error says what was seen, with the server log's last lines.
  */
 #ifndef KACE_MEASURE_H
 #define KACE_MEASURE_H
@@ -17,6 +26,7 @@
 
 #include "kace/dataset.h"
 #include "kace/mps.h"
+#include "kace/nvml.h"
 #include "kace/runner.h"
 #include "kace/store.h"
 
@@ -41,8 +51,12 @@ typedef struct kace_measure_spec {
 void kace_measure_default_set(const kace_measure_spec *spec, char *out, size_t size);
 
 typedef struct kace_measure_options {
-    kace_run_options run;   /* warm-up, window, timeout, cancel flag, tick callback */
-    kace_mps *mps;          /* the daemon clients join (required unless spec->timeslice) */
+    kace_run_options run;   /* warm-up, window, timeout, cancel flag, tick callback (kace_measure
+                               chains its own checks after the caller's tick) */
+    kace_mps *mps;          /* the daemon clients join (required unless spec->timeslice). Under
+                               time-slicing: kace's instance, which must have no process alive
+                               (kace_mps_quit it first); NULL: not checked */
+    kace_nvml *nvml;        /* optional: NVML's MPS client list verifies the clients */
     const char *gpu;        /* GPU name recorded with the run (NULL: unknown) */
 } kace_measure_options;
 
@@ -52,6 +66,8 @@ typedef struct kace_measure_result {
     bool cancelled;         /* interrupted: nothing stored */
     bool stored;
     long long run_id;
+    int mps_server_pid;     /* an MPS server seen while the clients ran (0: none, or time-sliced) */
+    bool nvml_verified;     /* every client was in NVML's MPS client list */
     char set[KACE_SET_NAME_MAX];
 } kace_measure_result;
 
