@@ -15,7 +15,9 @@ static int campaign_usage(void)
            "Measures every colocation of PLAN (see include/kace/campaign.h or the README for the format:\n"
            "workloads, pairs, triples, occur N [seed S], splits P..., run A B @ P,Q, repeat N, mode, set)\n"
            "that the store does not hold yet, so an interrupted campaign continues where it stopped.\n"
-           "One MPS daemon serves the whole campaign; a run that fails is recorded and not retried.\n"
+           "One MPS daemon serves the campaign's MPS runs; it is quit before each time-sliced run and started\n"
+           "again for the next MPS run. A run that fails is recorded and not retried; an MPS run that MPS\n"
+           "was not seen serving is not recorded and stops the campaign.\n"
            "  --db PATH        the store\n"
            "  --dry-run        list the plan (done / to do) and measure nothing\n"
            "  --max-runs N     stop after measuring N runs (device time is short: continue later)\n"
@@ -98,6 +100,7 @@ int cmd_campaign(int argc, char **argv)
     kace_plan *plan = NULL;
     kace_store *store = NULL;
     kace_mps *mps = NULL;
+    kace_nvml *nvml = NULL;
     bool *done_before = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st = kace_plan_parse_file(ctx, plan_path, &plan);
@@ -148,10 +151,15 @@ int cmd_campaign(int argc, char **argv)
         goto done;
     }
     cli_install_interrupt_handlers();
-    if (todo_mps > 0 && (max_runs != 0) && (st = measure_cli_start_mps(ctx, &mo, &mps))) {
+    /* The run folder is held for the whole campaign; the daemon runs only
+     * for MPS runs (started before the first one, quit before a time-sliced one). */
+    if (todo > 0 && max_runs != 0 && (st = measure_cli_open_mps(ctx, &mo, &mps))) {
         rc = cli_error(ctx, st);
         goto done;
     }
+    if (todo_mps > 0 && max_runs != 0)
+        nvml = measure_cli_open_nvml(&mo);
+    bool daemon_wanted = false; /* started by kace and not quit on purpose */
 
     size_t measured = 0, ok = 0, failed = 0, index = 0;
     bool stopped_by_error = false;
@@ -162,20 +170,28 @@ int cmd_campaign(int argc, char **argv)
             break;
         index++;
         kace_plan_entry *e = &plan->entries[i];
-        /* A daemon that died between runs is started again. */
-        if (!e->spec.timeslice && !kace_mps_alive(mps)) {
-            fprintf(stderr, "kace: warning: the MPS daemon died; starting it again\n");
-            measure_cli_stop_mps(ctx, &mps, true);
-            if ((st = measure_cli_start_mps(ctx, &mo, &mps))) {
+        if (e->spec.timeslice) {
+            /* An idle MPS server would hold a context during a time-sliced run. */
+            if (measure_cli_quit_mps(ctx, mps, mo.quiet) != 0) {
+                stopped_by_error = true;
+                break;
+            }
+            daemon_wanted = false;
+        } else if (!kace_mps_alive(mps)) {
+            /* Started for the first MPS run, again after time-sliced ones or when it died. */
+            if (daemon_wanted)
+                fprintf(stderr, "kace: warning: the MPS daemon died; starting it again\n");
+            if ((st = kace_mps_restart(ctx, mps))) {
                 cli_error(ctx, st);
                 stopped_by_error = true;
                 break;
             }
+            daemon_wanted = true;
         }
         char what[1200], label[64];
         describe(&e->spec, what, sizeof what);
         snprintf(label, sizeof label, "[%zu/%zu]", index, todo);
-        kace_measure_options opt = {.mps = e->spec.timeslice ? NULL : mps, .gpu = mo.gpu};
+        kace_measure_options opt = {.mps = mps, .nvml = nvml, .gpu = mo.gpu};
         measure_cli_run_options(&mo, &opt.run, label);
         kace_measure_result res;
         st = kace_measure(ctx, store, &e->spec, &opt, &res);
@@ -198,7 +214,7 @@ int cmd_campaign(int argc, char **argv)
         printf("%s %s: ", label, what);
         measure_cli_print_result(&e->spec, &res, false);
     }
-    if (measure_cli_stop_mps(ctx, &mps, true) != 0)
+    if (measure_cli_stop_mps(ctx, &mps, true, daemon_wanted) != 0)
         stopped_by_error = true;
     size_t left = todo - measured;
     printf("campaign: %zu runs measured (%zu ok, %zu failed), %zu were stored before, %zu left\n", measured, ok,
@@ -211,6 +227,8 @@ int cmd_campaign(int argc, char **argv)
         rc = stopped_by_error ? EXIT_FAILURE_RUN : EXIT_OK;
     }
 done:
+    kace_mps_stop(ctx, &mps, NULL); /* an early error: the folder is released */
+    kace_nvml_close(&nvml);
     if (mo.log_fd >= 0)
         close(mo.log_fd);
     free(done_before);

@@ -76,6 +76,17 @@ bool measure_cli_option(measure_cli_options *o, int code, const char *arg, const
     case 1006: o->gpu = arg; return true;
     case 1007: o->log_path = arg; return true;
     case 1008: o->quiet = true; return true;
+    case 1009: {
+        char *end = NULL;
+        errno = 0;
+        unsigned long v = strtoul(arg, &end, 10);
+        if (end == arg || *end || errno || v > 63 || arg[0] == '-') {
+            cli_usage(cmd, "--nvml-device must be a GPU index 0..63, not '%s'", arg);
+            *bad = true;
+        }
+        o->nvml_device = (unsigned)v;
+        return true;
+    }
     }
     return false;
 }
@@ -158,7 +169,44 @@ kace_status measure_cli_start_mps(kace_ctx *ctx, const measure_cli_options *o, k
     return kace_mps_start(ctx, &mo, mps);
 }
 
-int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet)
+kace_status measure_cli_open_mps(kace_ctx *ctx, const measure_cli_options *o, kace_mps **mps)
+{
+    kace_mps_options mo = {.control = o->mps_control, .run_dir = o->run_dir};
+    kace_ctx_set_log(ctx, print_log, NULL);
+    return kace_mps_open(ctx, &mo, mps);
+}
+
+/* What stopping the daemon took, when it is news. */
+static void report_stop(const kace_mps_stop_report *r, bool quiet, bool expect_running)
+{
+    if (!r->was_running) {
+        if (expect_running)
+            fprintf(stderr, "kace: warning: the MPS daemon had died before kace stopped it\n");
+    } else if (r->sent_sigkill || r->sent_sigterm) {
+        fprintf(stderr, "kace: warning: the MPS daemon ignored 'quit'; ended with %s\n",
+                r->sent_sigkill ? "SIGKILL" : "SIGTERM");
+    } else if (!quiet) {
+        fprintf(stderr, "kace: MPS daemon stopped\n");
+    }
+}
+
+int measure_cli_quit_mps(kace_ctx *ctx, kace_mps *mps, bool quiet)
+{
+    if (!mps || !kace_mps_alive(mps))
+        return 0;
+    kace_mps_stop_report r;
+    kace_status st = kace_mps_quit(ctx, mps, &r);
+    if (st) {
+        cli_error(ctx, st);
+        return 1;
+    }
+    report_stop(&r, true, true);
+    if (!quiet)
+        fprintf(stderr, "kace: MPS daemon quit for time-sliced runs\n");
+    return 0;
+}
+
+int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet, bool expect_running)
 {
     if (!*mps)
         return 0;
@@ -168,14 +216,22 @@ int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet)
         cli_error(ctx, st);
         return 1;
     }
-    if (!r.was_running)
-        fprintf(stderr, "kace: warning: the MPS daemon had died before kace stopped it\n");
-    else if (r.sent_sigkill || r.sent_sigterm)
-        fprintf(stderr, "kace: warning: the MPS daemon ignored 'quit'; ended with %s\n",
-                r.sent_sigkill ? "SIGKILL" : "SIGTERM");
-    else if (!quiet)
-        fprintf(stderr, "kace: MPS daemon stopped\n");
+    report_stop(&r, quiet, expect_running);
     return 0;
+}
+
+kace_nvml *measure_cli_open_nvml(const measure_cli_options *o)
+{
+    kace_ctx *ctx = kace_ctx_new();
+    kace_nvml *n = NULL;
+    if (ctx && kace_nvml_open(ctx, NULL, o->nvml_device, &n) != KACE_OK)
+        fprintf(stderr, "kace: note: %s; MPS is verified through the control daemon's server list only\n",
+                kace_errmsg(ctx));
+    else if (n && !kace_nvml_has_mps_list(n))
+        fprintf(stderr, "kace: note: this NVML has no MPS client list; MPS is verified through the control "
+                        "daemon's server list only\n");
+    kace_ctx_free(&ctx);
+    return n;
 }
 
 /* ---- printing ----------------------------------------------------------- */
@@ -195,6 +251,9 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
 {
     printf("run %lld (%s, %s, repetition %d): %s\n", r->run_id, r->set, spec->timeslice ? "time-slicing" : "MPS",
            spec->repetition, run_status_word(r->status));
+    if (verbose && !spec->timeslice && r->mps_server_pid > 0)
+        printf("  served by MPS server %d%s\n", r->mps_server_pid,
+               r->nvml_verified ? "; every client in NVML's MPS client list" : "");
     if (verbose)
         printf("  %-40s %5s %-13s %12s %7s\n", "workload", "mps%", "status", "samples/s", "cv");
     for (int i = 0; i < spec->k; i++) {
@@ -312,10 +371,12 @@ static int measure_usage(void)
     printf("usage: kace measure [options] A B [C ...]\n"
            "Starts the workloads together (each with its stored command, see kace workload add), aligns\n"
            "their steady windows and records each one's throughput and status as one run in the store.\n"
-           "Under MPS (default) kace starts its own MPS control daemon and quits it afterwards.\n"
+           "Under MPS (default) kace starts its own MPS control daemon and quits it afterwards; the run is\n"
+           "recorded only when MPS was seen serving it (a server in the daemon's list while the clients\n"
+           "ran, and every client in NVML's MPS client list where NVML offers it).\n"
            "  --db PATH        the store\n"
            "  --mps-pct LIST   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of each, e.g. 30,70 (default 100 each)\n"
-           "  --no-mps         plain time-slicing, no MPS daemon (to compare against)\n"
+           "  --no-mps         plain time-slicing (to compare against): no MPS daemon of kace's runs meanwhile\n"
            "  --set NAME       colocation set (default pairs / triples / k<N>, timeslice-... without MPS)\n"
            MEASURE_CLI_USAGE
            "Exit status: 0 the run was ok, 1 it failed (recorded as failed / oom / timeout) or could not\n"
@@ -414,6 +475,7 @@ int cmd_measure(int argc, char **argv)
 
     kace_store *store = cli_open_store(ctx, db);
     kace_mps *mps = NULL;
+    kace_nvml *nvml = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
     if (!store)
@@ -436,11 +498,14 @@ int cmd_measure(int argc, char **argv)
         goto done;
     }
     cli_install_interrupt_handlers();
-    if (!no_mps && (st = measure_cli_start_mps(ctx, &mo, &mps))) {
+    /* Time-slicing holds the run folder too: no daemon of kace's may run meanwhile. */
+    if ((st = no_mps ? measure_cli_open_mps(ctx, &mo, &mps) : measure_cli_start_mps(ctx, &mo, &mps))) {
         rc = cli_error(ctx, st);
         goto done;
     }
-    kace_measure_options opt = {.mps = mps, .gpu = mo.gpu};
+    if (!no_mps)
+        nvml = measure_cli_open_nvml(&mo);
+    kace_measure_options opt = {.mps = mps, .nvml = nvml, .gpu = mo.gpu};
     measure_cli_run_options(&mo, &opt.run, "measuring");
     kace_measure_result res;
     res.stored = false;
@@ -454,7 +519,7 @@ int cmd_measure(int argc, char **argv)
             rc = res.status == KACE_RUN_OK ? EXIT_OK : EXIT_FAILURE_RUN;
         }
     }
-    if (measure_cli_stop_mps(ctx, &mps, true) != 0)
+    if (measure_cli_stop_mps(ctx, &mps, true, !no_mps) != 0)
         rc = EXIT_FAILURE_RUN;
     if (cli_interrupted) {
         fprintf(stderr, "kace: interrupted: %s; workloads%s stopped\n",
@@ -462,6 +527,7 @@ int cmd_measure(int argc, char **argv)
         rc = cli_interrupted_exit();
     }
 done:
+    kace_nvml_close(&nvml);
     if (mo.log_fd >= 0)
         close(mo.log_fd);
     kace_store_close(&store);

@@ -7,6 +7,7 @@
 #include "kace/campaign.h"
 #include "kace/measure.h"
 #include "kace/mps.h"
+#include "kace/nvml.h"
 #include "kace/runner.h"
 
 /* Set by SIGINT / SIGTERM / SIGHUP (the signal number) once the handlers are installed. */
@@ -21,6 +22,7 @@ typedef struct measure_cli_options {
     const char *run_dir, *mps_control, *gpu, *log_path;
     bool quiet;       /* no progress bar even on a terminal */
     int log_fd;       /* workloads' stderr copied here (-1: none) */
+    unsigned nvml_device; /* NVML index of the GPU the workloads use (MPS client check) */
 } measure_cli_options;
 
 void measure_cli_defaults(measure_cli_options *o);
@@ -32,8 +34,17 @@ void measure_cli_run_options(measure_cli_options *o, kace_run_options *run, cons
 /* Ends the progress bar line, if one was drawn. */
 void measure_cli_progress_done(void);
 kace_status measure_cli_start_mps(kace_ctx *ctx, const measure_cli_options *o, kace_mps **mps);
-/* Stops the daemon, printing what it took; returns 0 or 1. */
-int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet);
+/* Takes kace's MPS run folder without a daemon (time-sliced runs only):
+ * a daemon a killed kace left there is shut down first. */
+kace_status measure_cli_open_mps(kace_ctx *ctx, const measure_cli_options *o, kace_mps **mps);
+/* Quits the daemon before a time-sliced run (no-op when none runs); 0 or 1. */
+int measure_cli_quit_mps(kace_ctx *ctx, kace_mps *mps, bool quiet);
+/* Stops the daemon, printing what it took; returns 0 or 1. expect_running
+ * false: a daemon that is not running (quit for time-slicing) is no news. */
+int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet, bool expect_running);
+/* NVML for checking that MPS clients are MPS clients; NULL (with a note on
+ * stderr) when this machine's NVML cannot be opened. */
+kace_nvml *measure_cli_open_nvml(const measure_cli_options *o);
 /* Prints one run's outcome (members, throughputs, reasons). */
 void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_result *r, bool verbose);
 
@@ -41,7 +52,8 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
     {"warmup", required_argument, 0, 1001}, {"window", required_argument, 0, 1002},                           \
         {"timeout", required_argument, 0, 1003}, {"run-dir", required_argument, 0, 1004},                     \
         {"mps-control", required_argument, 0, 1005}, {"gpu", required_argument, 0, 1006},                     \
-        {"log", required_argument, 0, 1007}, {"quiet", no_argument, 0, 1008}
+        {"log", required_argument, 0, 1007}, {"quiet", no_argument, 0, 1008},                                 \
+        {"nvml-device", required_argument, 0, 1009}
 
 #define MEASURE_CLI_USAGE                                                                                     \
     "  --warmup S       seconds discarded after each workload's first progress record (default 10)\n"         \
@@ -51,6 +63,8 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
     "  --mps-control P  the MPS control program (default $KACE_MPS_CONTROL, else nvidia-cuda-mps-control)\n"   \
     "  --gpu NAME       GPU name recorded with the runs\n"                                                    \
     "  --log FILE       append the workloads' stderr to FILE\n"                                               \
-    "  --quiet          no progress bar (it is drawn only when stderr is a terminal anyway)\n"
+    "  --quiet          no progress bar (it is drawn only when stderr is a terminal anyway)\n"              \
+    "  --nvml-device N  NVML index of the GPU the workloads use (default 0): under MPS every client\n"       \
+    "                   must appear in its MPS client list, and a server in the daemon's server list\n"
 
 #endif

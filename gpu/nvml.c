@@ -137,7 +137,7 @@ kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace
     if (!n->lib) {
         const char *why = dlerror();
         st = kace_fail(ctx, KACE_ERR_UNSUPPORTED,
-                       "no NVIDIA driver found: cannot load %s (%s); kace profile needs a machine with an NVIDIA GPU "
+                       "no NVIDIA driver found: cannot load %s (%s); GPU metrics need a machine with an NVIDIA GPU "
                        "and its driver",
                        path, why ? why : "unknown reason");
         goto fail;

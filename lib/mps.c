@@ -422,6 +422,15 @@ static kace_status start_daemon(kace_ctx *ctx, kace_mps *m)
 {
     if (!m->control[0])
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", m->control_error);
+    /* The daemon appends to its logs: an earlier session's lines go to
+     * *.old, so that what a message quotes belongs to this daemon. */
+    const char *const logs[] = {"control.log", "server.log"};
+    for (int i = 0; i < 2; i++) {
+        char from[MPS_PATH_MAX + 32], to[MPS_PATH_MAX + 40];
+        snprintf(from, sizeof from, "%s/%s", m->log_dir, logs[i]);
+        snprintf(to, sizeof to, "%s.old", from);
+        rename(from, to);
+    }
     kace_status st = KACE_OK;
     pid_t pids[MPS_MAX_PIDS];
     int status = -1;

@@ -194,6 +194,56 @@ printf 'workloads fast\npairs\n' >"$scratch/bad.txt"
 "$kace" campaign "$scratch/bad.txt" 2>"$scratch/err"
 [ $? = 1 ] && grep -q "bad.txt:2:1: 'pairs' needs at least 2 workloads" "$scratch/err" || fail "bad plan: $(cat "$scratch/err")"
 
+# 8. MPS is verified, not assumed: a daemon that is alive but never starts a
+#    server (the clients then run without MPS) gets nothing recorded, and the
+#    message says what was seen.
+runs_before=$(sql "SELECT count(*) FROM runs")
+KACE_TEST_MPS_MODE=no-server "$kace" measure fast slow "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 1 ] || fail "no MPS server: exit $rc: $(cat "$scratch/err")"
+grep -q "MPS did not serve this run: the control daemon named no MPS server" "$scratch/err" &&
+    grep -q "Server failed to start" "$scratch/err" || fail "no MPS server: $(cat "$scratch/err")"
+[ "$(sql "SELECT count(*) FROM runs")" = "$runs_before" ] || fail "no MPS server: a run was recorded"
+no_strays "no MPS server"
+# A verified run says which server served it.
+"$kace" measure fast slow --set verified "${quick[@]}" >"$scratch/out" 2>"$scratch/err" ||
+    fail "verified: $(cat "$scratch/err")"
+grep -q "served by MPS server [0-9]" "$scratch/out" || fail "verified: $(cat "$scratch/out")"
+
+# 9. Time-sliced runs run without kace's MPS daemon: a workload that counts
+#    the stand-in daemon's processes ("-d": daemon and server, not a client
+#    asking get_server_list) when it starts sees none under time-slicing,
+#    and the daemon and its server (2) under MPS before and after.
+cat >"$scratch/bin/probe" <<EOS
+#!/bin/sh
+echo "\${CUDA_MPS_PIPE_DIRECTORY:-unset} \$(pgrep -fc "$scratch/bin/mps-control -d")" >>"$scratch/probe.log"
+exec "$scratch/bin/worker" report 2000
+EOS
+chmod +x "$scratch/bin/probe"
+"$kace" workload add probe -- "$scratch/bin/probe" >/dev/null || fail "workload add probe"
+printf '%s\n' "workloads probe slow" "set probe" "run probe slow" "mode timeslice" "set probe-timeslice" \
+    "run probe slow" "mode mps" "set probe-again" "run probe slow" >"$scratch/probe-plan.txt"
+rm -f "$scratch/probe.log"
+"$kace" campaign "$scratch/probe-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "probe campaign: exit $rc: $(cat "$scratch/err")"
+printf '%s\n' "$run_dir/pipe 2" "/nonexistent/kace-no-mps 0" "$run_dir/pipe 2" >"$scratch/probe.want"
+cmp -s "$scratch/probe.log" "$scratch/probe.want" ||
+    fail "probe campaign: MPS processes seen by the workloads: $(cat "$scratch/probe.log") (want: $(cat "$scratch/probe.want"))"
+[ "$(sql "SELECT count(*) FROM runs WHERE set_name LIKE 'probe%'")" = 3 ] || fail "probe campaign: runs"
+grep -q "died" "$scratch/err" && fail "probe campaign: a daemon quit on purpose was taken for dead: $(cat "$scratch/err")"
+no_strays "probe campaign"
+# kace measure --no-mps shuts down a daemon that a killed kace left in the run folder.
+KACE_TEST_MPS_MODE=normal CUDA_MPS_PIPE_DIRECTORY="$run_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$run_dir/log" \
+    "$scratch/bin/mps-control" -d || fail "a left-behind daemon did not start"
+rm -f "$scratch/probe.log"
+"$kace" measure probe slow --no-mps --set probe-stale "${quick[@]}" >"$scratch/out" 2>"$scratch/err" ||
+    fail "--no-mps after a left-behind daemon: $(cat "$scratch/err")"
+[ "$(cat "$scratch/probe.log")" = "/nonexistent/kace-no-mps 0" ] ||
+    fail "--no-mps: MPS processes alive during the time-sliced run: $(cat "$scratch/probe.log")"
+grep -q "left by an earlier kace" "$scratch/err" || fail "--no-mps: $(cat "$scratch/err")"
+no_strays "--no-mps after a left-behind daemon"
+
 if [ $failures -gt 0 ]; then
     echo "$failures failure(s)" >&2
     exit 1

@@ -9,6 +9,9 @@
  * MPS server: every process whose environment names our pipe folder) is gone,
  * and escalates to SIGTERM, then SIGKILL, when they do not leave.
  *
+ * Each daemon start moves an earlier daemon's control.log / server.log to
+ * *.old, so that the log lines quoted in messages are this daemon's.
+ *
  * A daemon that is alive does not prove that MPS served a run: the server
  * starts when the first client connects. kace_mps_server_pids asks the
  * daemon which servers run (kace_measure checks it while clients run).
