@@ -1,0 +1,225 @@
+# Common parts of first-light.sh and campaign.sh (sourced, not run).
+#
+# A call of a device script: at most LIMIT seconds in all (the batch tool's
+# calls end at 10 minutes; plan 8), steps each under their own timeout and
+# within the call's deadline, one line per step in one log:
+#     step NAME ok|fail|skip SECONDS detail
+# and everything it keeps in at most 8 files of one folder ($OUT).
+#
+# Fake mode (KACE_DEVICE_FAKE=1, used by scripts/device/dry-run.sh): the
+# catalog's commands run the fake CUDA program instead (KIND cuda/torch/llm),
+# nvidia-smi and ncu are the stand-ins of fakes/bin, nvcc is skipped.
+DEV_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUNDLE=$(cd "$DEV_DIR/../.." && pwd)
+KACE=${KACE_BIN:-$BUNDLE/bin/kace}
+export LC_ALL=C
+FAKE=${KACE_DEVICE_FAKE:-0}
+PY=${KACE_PYTHON:-python3}
+T_START=$EPOCHREALTIME
+CALL_DEADLINE=0   # set by call_begin
+LOG=/dev/null
+STEP_DIR=/dev/null
+N_OK=0 N_FAIL=0 N_SKIP=0 STEP_NO=0
+
+now() { echo "$EPOCHREALTIME"; }
+# Seconds (integer, >= 0) from now to epoch time $1.
+until_s() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { d = a - b; printf "%d\n", (d > 0 ? d : 0) }'; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }'; }
+
+# call_begin LIMIT_SECONDS RESERVE_SECONDS LOGFILE WORKDIR: the call must be
+# over LIMIT seconds after it started; RESERVE of them are kept for packing.
+call_begin() {
+    CALL_DEADLINE=$(awk -v t="$T_START" -v l="$1" -v r="$2" 'BEGIN { printf "%.3f\n", t + l - r }')
+    LOG=$3
+    STEP_DIR=$4/steps
+    mkdir -p "$STEP_DIR"
+    : >"$LOG"
+    if [ "$FAKE" = 1 ]; then
+        export PATH="$DEV_DIR/fakes/bin:$PATH"
+    fi
+}
+
+# step NAME BUDGET FUNCTION [ARGS...]: runs FUNCTION in this shell with its
+# output in steps/NN-NAME.txt and at most BUDGET seconds (and no later than
+# the call's deadline) for the commands it runs through `tmo`. FUNCTION
+# returns 0 (ok), 2 (skip) or anything else (fail) and sets DETAIL.
+step() {
+    local name=$1 budget=$2 fn=$3
+    shift 3
+    STEP_NO=$((STEP_NO + 1))
+    local t0=$EPOCHREALTIME out
+    out=$(printf '%s/%02d-%s.txt' "$STEP_DIR" "$STEP_NO" "$name")
+    local left
+    left=$(until_s "$CALL_DEADLINE")
+    [ "$left" -lt "$budget" ] && budget=$left
+    DETAIL=""
+    local rc
+    if [ "$budget" -lt 3 ]; then
+        rc=2
+        DETAIL="no time left in this call"
+    else
+        STEP_END=$(awk -v t="$t0" -v b="$budget" 'BEGIN { printf "%.3f\n", t + b }')
+        "$fn" "$@" >"$out" 2>&1 </dev/null
+        rc=$?
+    fi
+    local status=fail
+    case $rc in 0) status=ok; N_OK=$((N_OK + 1)) ;; 2) status=skip; N_SKIP=$((N_SKIP + 1)) ;; *) N_FAIL=$((N_FAIL + 1)) ;; esac
+    [ $rc = 0 ] || [ $rc = 2 ] || [ -n "$DETAIL" ] || DETAIL="exit $rc; see steps/${out##*/}"
+    DETAIL=$(printf '%s' "$DETAIL" | tr '\n\t' '  ' | cut -c1-400)
+    LAST_STATUS=$status
+    printf 'step %s %s %s %s\n' "$name" "$status" "$(since "$t0")" "$DETAIL" | tee -a "$LOG"
+    return 0
+}
+
+# positive INT MIN: INT, at least MIN.
+at_least() { [ "$1" -ge "$2" ] && echo "$1" || echo "$2"; }
+# Seconds left in the current step (at least 1).
+step_left() { local l; l=$(until_s "$STEP_END"); [ "$l" -ge 1 ] && echo "$l" || echo 1; }
+# tmo CMD...: CMD under the step's timeout (SIGTERM, SIGKILL 10 s later).
+tmo() { timeout -k 10 "$(step_left)" "$@"; }
+
+# ---- the catalog -------------------------------------------------------------
+# CATALOG_NAMES[i], CATALOG_KINDS[i], CATALOG_CMDS[i] (the command, one word per
+# line, @W@ and @PY@ replaced; in fake mode the fake CUDA program).
+WDIR=$BUNDLE/workloads
+CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
+CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=()
+FAKE_APP="" FAKE_CUDA_DIR=""
+fake_setup() {
+    FAKE_CUDA_DIR=${KACE_FAKE_CUDA_DIR:-}
+    if [ -n "$FAKE_CUDA_DIR" ] && [ -x "$FAKE_CUDA_DIR/kace-fake-cuda-app" ]; then
+        FAKE_APP=$FAKE_CUDA_DIR/kace-fake-cuda-app
+    else
+        FAKE_APP=$DEV_DIR/fakes/fake-cuda-app # stand-in: writes a synthetic recording itself
+    fi
+}
+catalog_load() {
+    [ "$FAKE" = 1 ] && fake_setup
+    local name kind rest line
+    while IFS= read -r line || [ -n "$line" ]; do
+        line=${line%%$'\r'}
+        case $line in '' | '#'*) continue ;; esac
+        read -r name kind rest <<<"$line"
+        [ -n "$rest" ] || continue
+        local words=() w mode
+        if [ "$FAKE" = 1 ]; then
+            # cuda: the catalog's mode (gemm/stream/latency); torch, llm: by position.
+            mode=gemm
+            for w in $rest; do case $w in gemm | stream | latency) mode=$w; break ;; esac; done
+            if [ "$kind" != cuda ]; then
+                local modes=(gemm stream latency)
+                mode=${modes[$((${#CATALOG_NAMES[@]} % 3))]}
+            fi
+            words=(env "LD_LIBRARY_PATH=$FAKE_CUDA_DIR" "$FAKE_APP" "$mode")
+        else
+            for w in $rest; do
+                w=${w//@W@/$WDIR}
+                w=${w//@PY@/$PY}
+                words+=("$w")
+            done
+        fi
+        CATALOG_NAMES+=("$name")
+        CATALOG_KINDS+=("$kind")
+        CATALOG_CMDS+=("$(printf '%s\n' "${words[@]}")")
+    done <"$CATALOG"
+}
+# catalog_cmd I: the command of entry I into the array CMD.
+catalog_cmd() { mapfile -t CMD <<<"${CATALOG_CMDS[$1]}"; }
+
+# The workloads folder must be writable for `make -C workloads` (build/).
+workloads_writable() {
+    if ! touch "$WDIR/.w" 2>/dev/null; then
+        local copy=${TMPDIR:-/tmp}/kace-workloads-$$
+        rm -rf "$copy"
+        cp -r "$WDIR" "$copy"
+        WDIR=$copy
+    fi
+    rm -f "$WDIR/.w"
+}
+
+# ---- the CUPTI injection library ---------------------------------------------
+# find_cupti: the folder of libcupti.so.13 (CUDA toolkit, extras/CUPTI, Python's
+# nvidia-cuda-cupti wheel, ldconfig), in CUPTI_DIR; "" when none.
+find_cupti() {
+    CUPTI_DIR=""
+    local d cands=()
+    if [ "$FAKE" = 1 ]; then
+        # the fake CUPTI; the real one to build against while the fake is not there
+        cands=("$FAKE_CUDA_DIR" /usr/local/cuda/lib64)
+    else
+        local cuda_home=${CUDA_HOME:-/usr/local/cuda}
+        command -v nvcc >/dev/null 2>&1 && cuda_home=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
+        cands=("$cuda_home/lib64" "$cuda_home/extras/CUPTI/lib64" /usr/local/cuda/lib64 /usr/local/cuda/extras/CUPTI/lib64)
+        d=$("$PY" -c 'import importlib.util as u, os
+s = u.find_spec("nvidia.cuda_cupti")
+print(os.path.join(list(s.submodule_search_locations)[0], "lib") if s else "")' 2>/dev/null)
+        [ -n "$d" ] && cands+=("$d")
+        d=$(ldconfig -p 2>/dev/null | awk '$1 == "libcupti.so.13" { print $NF; exit }')
+        [ -n "$d" ] && cands+=("$(dirname "$d")")
+    fi
+    for d in "${cands[@]}"; do
+        [ -n "$d" ] && [ -e "$d/libcupti.so.13" ] && { CUPTI_DIR=$d; return 0; }
+    done
+    return 1
+}
+# cupti_include: the folder of cupti.h (and cuda.h).
+cupti_include() {
+    local cuda_home=${CUDA_HOME:-/usr/local/cuda} d
+    command -v nvcc >/dev/null 2>&1 && cuda_home=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
+    for d in "$cuda_home/include" "$cuda_home/extras/CUPTI/include" /usr/local/cuda/include; do
+        [ -e "$d/cupti.h" ] && [ -e "$d/cuda.h" ] && { echo "$d"; return 0; }
+    done
+    return 1
+}
+# build_inject OUTPUT: libkace_cupti.so built here against CUPTI_DIR, with
+# that folder in its RUNPATH. libcuda's symbols come from the driver that
+# loads it, so it does not link libcuda.
+build_inject() {
+    local inc cc=${CC:-cc}
+    inc=$(cupti_include) || { echo "no cupti.h/cuda.h found"; return 1; }
+    command -v "$cc" >/dev/null 2>&1 || cc=gcc
+    echo "$cc -shared -fPIC -O2 -fvisibility=hidden -I$inc -o $1 $BUNDLE/src/cupti/inject.c -L$CUPTI_DIR -l:libcupti.so.13 -Wl,-rpath,$CUPTI_DIR -lpthread"
+    tmo "$cc" -shared -fPIC -O2 -fvisibility=hidden -D_GNU_SOURCE -I"$inc" -o "$1" "$BUNDLE/src/cupti/inject.c" \
+        -L"$CUPTI_DIR" -l:libcupti.so.13 -Wl,-rpath,"$CUPTI_DIR" -lpthread
+}
+# recording_counts FILE: "KERNELS COUNTERS ERRORS DROPPED" of a recording.
+recording_counts() {
+    [ -s "$1" ] || { echo "0 0 0 0"; return; }
+    awk '$1 == "kernel" { k++ } $1 == "counters" { c++ } $1 == "error" { e++ } $1 == "dropped" { d += $2 }
+         END { printf "%d %d %d %d\n", k, c, e, d }' "$1"
+}
+# The first error record of a recording, if any.
+recording_error() { [ -s "$1" ] && awk '$1 == "error" { $1 = ""; print substr($0, 2); exit }' "$1"; }
+# Keeps a recording small enough to carry: header + first 40000 + last 2000 lines.
+trim_recording() {
+    local n
+    n=$(wc -l <"$1")
+    [ "$n" -le 42000 ] && return 0
+    { head -n 40000 "$1"; echo "# kace-device: $((n - 42000)) lines left out"; tail -n 2000 "$1"; } >"$1.trim"
+    mv "$1.trim" "$1"
+}
+
+# ---- the output folder ---------------------------------------------------------
+# out_check OUT: at most 8 files, at most 2 folders deep, names of letters,
+# digits and ._-, each at most 16 MiB. Prints what is wrong; 1 then.
+out_check() {
+    local n bad=0 f rel depth
+    n=$(find "$1" -type f | wc -l)
+    [ "$n" -le 8 ] || { echo "$1: $n files (at most 8)"; bad=1; }
+    while IFS= read -r f; do
+        rel=${f#"$1"/}
+        depth=$(awk -F/ '{ print NF - 1 }' <<<"$rel")
+        [ "$depth" -le 2 ] || { echo "$rel: $depth folders deep (at most 2)"; bad=1; }
+        [[ $rel =~ ^[A-Za-z0-9._/-]+$ ]] || { echo "$rel: a name with other characters than letters, digits and ._-"; bad=1; }
+        [ "$(stat -c %s "$f")" -le $((16 * 1024 * 1024)) ] || { echo "$rel: larger than 16 MiB"; bad=1; }
+    done < <(find "$1" -mindepth 1)
+    return $bad
+}
+
+# py_store DB COMMAND...: store queries and exports with Python's sqlite3
+# module (the server may have no sqlite3 program).
+py_store() { "$PY" "$DEV_DIR/store.py" "$@"; }
+
+gpu_name() {
+    nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Reads kace's store with Python's sqlite3 module (GPU servers often have no
+sqlite3 program). Used by first-light.sh and campaign.sh.
+
+  store.py profiled DB                    workloads with an exclusive throughput, one a line
+  store.py compare DB NAME NCU_NAME CSV   kace's kernel metrics of NAME against ncu's (NCU_NAME)
+  store.py summary DB                     one line: what the store holds of measured runs
+  store.py export DB DIR                  CSV files in the layouts `kace import` reads
+"""
+import csv
+import math
+import os
+import sqlite3
+import sys
+
+KERNEL = ["Threads", "Compute (SM) Throughput", "DRAM Throughput", "Memory Throughput", "Registers",
+          "Static Shared Memory"]
+
+
+def connect(path):
+    if not os.path.exists(path):
+        sys.exit("store.py: no store at %s" % path)
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=10)
+    return db
+
+
+def has_column(db, table, col):
+    return any(r[1] == col for r in db.execute("PRAGMA table_info(%s)" % table))
+
+
+def profiled(db):
+    for (name,) in db.execute("SELECT w.name FROM profiles p JOIN workloads w ON w.id = p.workload_id "
+                              "WHERE p.metric = 'exclusive_throughput' AND p.value > 0 ORDER BY w.name"):
+        print(name)
+
+
+def metrics(db, name):
+    return {m: v for m, v in db.execute("SELECT p.metric, p.value FROM profiles p JOIN workloads w "
+                                        "ON w.id = p.workload_id WHERE w.name = ?", (name,))}
+
+
+def compare(db, name, ncu_name, out):
+    a, b = metrics(db, name), metrics(db, ncu_name)
+    rows = []
+    for m in KERNEL:
+        x, y = a.get(m), b.get(m)
+        rel = (x - y) / y if x is not None and y not in (None, 0) else None
+        rows.append((m, x, y, rel))
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["metric", "kace", "ncu", "rel_diff"])
+        for r in rows:
+            w.writerow([r[0]] + ["" if v is None else "%.6g" % v for v in r[1:]])
+    both = [r for r in rows if r[3] is not None]
+    if not both:
+        print("no metric in both")
+        return 1
+    worst = max(both, key=lambda r: abs(r[3]))
+    print("%d/%d metrics in both; largest difference %s %+.1f%%" % (len(both), len(rows), worst[0], 100 * worst[3]))
+    return 0
+
+
+def measured(db):
+    if not has_column(db, "runs", "mode"):
+        return []
+    return db.execute("SELECT r.id, r.k, r.mode, r.status, r.run_key, r.repetition, "
+                      "(SELECT min(mps_pct) = 100 FROM run_members m WHERE m.run_id = r.id) "
+                      "FROM runs r WHERE r.mode IS NOT NULL").fetchall()
+
+
+def base_key(key, rep):
+    return key.replace("|#%d" % rep, "")
+
+
+def summary(db):
+    runs = measured(db)
+    ok = [r for r in runs if r[3] == "ok"]
+    pairs = {base_key(r[4], r[5]) for r in ok if r[2] == "mps" and r[1] == 2 and r[6]}
+    triples = {base_key(r[4], r[5]) for r in ok if r[2] == "mps" and r[1] == 3}
+    splits = [r for r in ok if r[2] == "mps" and not r[6]]
+    ts = [r for r in ok if r[2] == "timeslice"]
+    print("runs %d ok %d failed %d pairs %d triples %d splits %d timeslice %d profiled %d" % (
+        len(runs), len(ok), len(runs) - len(ok), len(pairs), len(triples), len(splits), len(ts),
+        db.execute("SELECT count(*) FROM profiles WHERE metric = 'exclusive_throughput'").fetchone()[0]))
+
+
+def write(path, header, rows, keep_empty=True):
+    if not rows and not keep_empty:
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for r in rows:
+            w.writerow(["" if v is None else v for v in r])
+
+
+def export(db, out):
+    os.makedirs(out, exist_ok=True)
+    names = [r[0] for r in db.execute("SELECT DISTINCT w.name FROM workloads w JOIN profiles p "
+                                      "ON p.workload_id = w.id ORDER BY w.name")]
+    prof = {n: metrics(db, n) for n in names}
+    # Profiles: the kernel and system layouts of the reference data.
+    write(os.path.join(out, "kernel.csv"), KERNEL + ["Type"],
+          [[prof[n].get(m) for m in KERNEL] + [n] for n in names if any(m in prof[n] for m in KERNEL)])
+    write(os.path.join(out, "system.csv"), ["Type", "Exclusive100", "sm%", "mem%", "memcap"],
+          [[n, prof[n].get("exclusive_throughput"), prof[n].get("sm%"), prof[n].get("mem%"), prof[n].get("memcap")]
+           for n in names if "exclusive_throughput" in prof[n]])
+    if not has_column(db, "runs", "mode"):
+        return 0
+    rows = db.execute(
+        "SELECT r.id, r.set_name, r.mode, r.repetition, r.status, r.measured_at, r.window_s, m.slot, w.name, "
+        "m.mps_pct, m.throughput, m.throughput_cv, m.status, m.detail FROM runs r JOIN run_members m "
+        "ON m.run_id = r.id JOIN workloads w ON w.id = m.workload_id WHERE r.mode IS NOT NULL "
+        "ORDER BY r.id, m.slot").fetchall()
+    write(os.path.join(out, "runs.csv"), ["run", "set", "mode", "repetition", "run_status", "measured_at", "window_s",
+                                          "slot", "workload", "mps_pct", "throughput", "throughput_cv", "status",
+                                          "detail"], rows)
+    # Colocations for training: the mean over ok repetitions, one file per k and mode.
+    runs = {}
+    for r in rows:
+        runs.setdefault(r[0], {"mode": r[2], "rep": r[3], "status": r[4], "members": []})["members"].append(r)
+    keys = dict(db.execute("SELECT id, run_key FROM runs WHERE mode IS NOT NULL"))
+    groups = {}
+    for rid, r in runs.items():
+        if r["status"] != "ok":
+            continue
+        k = len(r["members"])
+        all100 = all(m[9] == 100 for m in r["members"])
+        kind = ("pairs" if k == 2 else "triples" if k == 3 else "k%d" % k) if r["mode"] == "mps" and all100 else \
+            ("mps-splits" if r["mode"] == "mps" else "timeslice-pairs" if k == 2 else "timeslice-k%d" % k)
+        g = groups.setdefault(kind, {}).setdefault(base_key(keys[rid], r["rep"]), [])
+        g.append(r["members"])
+    for kind, cols in groups.items():
+        k = len(next(iter(cols.values()))[0])
+        header = ["workload%d" % (i + 1) for i in range(k)] + ["w%dthroughput" % (i + 1) for i in range(k)] + \
+                 ["w%dmps_pct" % (i + 1) for i in range(k)] + ["repetitions"]
+        out_rows = []
+        for reps in cols.values():
+            first = reps[0]
+            thr = []
+            for i in range(k):
+                v = [m[i][10] for m in reps if m[i][10] is not None]
+                thr.append(sum(v) / len(v) if v else None)
+            out_rows.append([m[8] for m in first] + thr + [m[9] for m in first] + [len(reps)])
+        out_rows.sort(key=lambda r: (r[0], r[1]))
+        write(os.path.join(out, kind + ".csv"), header, out_rows)
+    # Run-to-run spread: each member of every colocation measured ok >= 2 times.
+    spread = []
+    for kind, cols in groups.items():
+        for key, reps in cols.items():
+            if len(reps) < 2:
+                continue
+            for i in range(len(reps[0])):
+                v = [m[i][10] for m in reps if m[i][10] is not None]
+                if len(v) < 2:
+                    continue
+                mean = sum(v) / len(v)
+                sd = math.sqrt(max(sum(x * x for x in v) / len(v) - mean * mean, 0))
+                spread.append([key, reps[0][i][8], len(v), mean, sd, sd / mean if mean else None])
+    spread.sort(key=lambda r: -(r[5] or 0))
+    write(os.path.join(out, "spread.csv"), ["colocation", "workload", "repetitions", "mean", "sd", "cv"], spread)
+    return 0
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    cmd, db = argv[1], connect(argv[2])
+    if cmd == "profiled":
+        return profiled(db)
+    if cmd == "compare" and len(argv) == 6:
+        return compare(db, argv[3], argv[4], argv[5])
+    if cmd == "summary":
+        return summary(db)
+    if cmd == "export" and len(argv) == 4:
+        return export(db, argv[3])
+    sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv) or 0)
