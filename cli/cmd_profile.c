@@ -1,10 +1,16 @@
 /* kace profile --name W [options] -- COMMAND...
  *
- * Runs one workload alone on the GPU with the CUPTI injection library
- * (libkace_cupti.so) and the NVML sampler, measures its exclusive throughput
- * from its progress records, and stores its profile (kernel metrics, system
- * metrics, exclusive throughput) and the command in one store transaction,
- * so that `kace measure` can run the workload without `kace workload add`. */
+ * Runs one workload alone on the GPU twice and stores its profile in one
+ * store transaction, with the command, so that `kace measure` can run the
+ * workload without `kace workload add`:
+ *   1. a clean run, without the CUPTI injection library (an inherited
+ *      CUDA_INJECTION64_PATH is removed too): exclusive throughput from its
+ *      progress records, and the NVML system metrics;
+ *   2. a counters run with libkace_cupti.so: the kernel metrics of the
+ *      recording's kernels in that run's steady window. The library replays
+ *      profiled kernels for their counters, so this run's throughput and NVML
+ *      values are not the workload's own and are not stored.
+ * Both must succeed before anything is stored. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -71,6 +77,7 @@ typedef struct sampler {
     kace_ctx *ctx;
     kace_nvml *nvml;
     kace_gpu_stats all, steady;
+    bool mps_client; /* the workload ran as an MPS client (a daemon on the machine) */
     char error[512];
 } sampler;
 
@@ -84,6 +91,12 @@ static void on_tick(void *user, const kace_run_view *v)
         snprintf(s->error, sizeof s->error, "%s", kace_errmsg(s->ctx));
         return;
     }
+    /* Under MPS the device's SM%/mem% include the server's other clients:
+     * only what NVML gives per client may be stored as the workload's. */
+    if (x.mps_client) {
+        s->mps_client = true;
+        kace_gpu_sample_drop_device_wide(&x);
+    }
     kace_gpu_stats_add(&s->all, &x);
     if (v->steady)
         kace_gpu_stats_add(&s->steady, &x);
@@ -91,12 +104,19 @@ static void on_tick(void *user, const kace_run_view *v)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kace profile --name W [--db PATH] [--warmup S] [--window S] [--timeout S] [--device N]\n"
-               "                    [--cupti LIB] [--keep-recording FILE] -- COMMAND [ARG...]\n"
-               "Runs COMMAND alone on the GPU and stores workload W's profile: the six kernel metrics (CUPTI),\n"
-               "sm%%, mem%%, memcap, power, SM clock, PCIe (NVML) and exclusive throughput (samples/s, from the\n"
-               "progress records of docs/progress-protocol.md), and COMMAND as W's command for kace measure.\n"
-               "Defaults: warm-up 10 s, window 30 s, timeout warm-up + window + 120 s.\n");
+    fprintf(f, "usage: kace profile --name W [--db PATH] [--warmup S] [--window S] [--counters-warmup S]\n"
+               "                    [--counters-window S] [--timeout S] [--device N] [--cupti LIB]\n"
+               "                    [--keep-recording FILE] -- COMMAND [ARG...]\n"
+               "Runs COMMAND alone on the GPU twice and stores workload W's profile, and COMMAND as W's command\n"
+               "for kace measure:\n"
+               "  1. clean run, without the CUPTI library: exclusive throughput (samples/s, from the progress\n"
+               "     records of docs/progress-protocol.md) and its sd; sm%%, mem%%, memcap, power, SM clock,\n"
+               "     PCIe (NVML). --warmup S (default 10) and --window S (default 30).\n"
+               "  2. counters run, with libkace_cupti.so: the six kernel metrics of the kernels in its steady\n"
+               "     window. Its throughput is not stored (kernel replay slows it). --counters-warmup S\n"
+               "     (default 10) and --counters-window S (default 15).\n"
+               "Nothing is stored unless both runs succeed. --timeout S bounds each run (default its\n"
+               "warm-up + window + 120). --device N: the NVML index of the GPU (default 0).\n");
 }
 
 /* Prints the end of a workload's stderr, indented. */
@@ -127,17 +147,47 @@ static double parse_seconds(const char *s, bool *ok)
     return v;
 }
 
+/* "%.1f" of a value, or "missing" for NaN (what the store will hold). */
+static const char *fmt1(double v, char *buf, size_t size)
+{
+    if (isnan(v))
+        snprintf(buf, size, "missing");
+    else
+        snprintf(buf, size, "%.1f", v);
+    return buf;
+}
+
+/* One phase's run; prints why it failed. Returns 0 when the workload
+ * reported through its window, else the exit status for kace profile. */
+static int run_phase(kace_ctx *ctx, const char *phase, const char *name, const kace_proc_spec *spec,
+                     const kace_run_options *ro, kace_proc_result *res)
+{
+    kace_status st = kace_run(ctx, spec, 1, ro, res);
+    if (st)
+        return cli_error(ctx, st);
+    if (res->status == KACE_PROC_OK)
+        return 0;
+    fprintf(stderr, "kace profile: %s: workload %s %s: %s; its process group was ended, nothing was stored\n", phase,
+            name, kace_proc_status_name(res->status), res->detail);
+    print_tail(res->stderr_tail);
+    return res->status == KACE_PROC_CANCELLED ? 128 + (int)interrupted : EXIT_FAILURE_RUN;
+}
+
 int cmd_profile(int argc, char **argv)
 {
     const char *name = NULL, *db = cli_default_db(), *cupti = NULL, *keep = NULL;
-    kace_run_options ro;
+    kace_run_options ro, co;
     kace_run_options_init(&ro);
+    kace_run_options_init(&co);
+    co.warmup_s = 10;
+    co.window_s = 15;
     unsigned device = 0;
     static const struct option longopts[] = {
         {"name", required_argument, 0, 'n'},    {"db", required_argument, 0, 'd'},
         {"warmup", required_argument, 0, 'w'},  {"window", required_argument, 0, 'W'},
         {"timeout", required_argument, 0, 't'}, {"device", required_argument, 0, 'g'},
         {"cupti", required_argument, 0, 'c'},   {"keep-recording", required_argument, 0, 'k'},
+        {"counters-warmup", required_argument, 0, 'u'}, {"counters-window", required_argument, 0, 'U'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     optind = 1;
@@ -149,7 +199,9 @@ int cmd_profile(int argc, char **argv)
         case 'd': db = optarg; break;
         case 'w': ro.warmup_s = parse_seconds(optarg, &ok); break;
         case 'W': ro.window_s = parse_seconds(optarg, &ok); break;
-        case 't': ro.timeout_s = parse_seconds(optarg, &ok); break;
+        case 'u': co.warmup_s = parse_seconds(optarg, &ok); break;
+        case 'U': co.window_s = parse_seconds(optarg, &ok); break;
+        case 't': ro.timeout_s = co.timeout_s = parse_seconds(optarg, &ok); break;
         case 'g': device = (unsigned)strtoul(optarg, NULL, 10); break;
         case 'c': cupti = optarg; break;
         case 'k': keep = optarg; break;
@@ -167,6 +219,8 @@ int cmd_profile(int argc, char **argv)
         return cli_usage("profile", "no command to run (expected: kace profile --name W -- COMMAND ...)");
     if (!(ro.window_s > 0))
         return cli_usage("profile", "--window must be > 0");
+    if (!(co.window_s > 0))
+        return cli_usage("profile", "--counters-window must be > 0");
 
     kace_ctx *ctx = kace_ctx_new();
     if (!ctx)
@@ -205,13 +259,14 @@ int cmd_profile(int argc, char **argv)
         }
         close(fd);
     }
+    install_handlers();
+    const char *gpu = kace_nvml_device_name(smp.nvml)[0] ? kace_nvml_device_name(smp.nvml) : "GPU";
 
-    /* 2. The run. */
-    char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
-    snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", cupti);
-    snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, recording);
-    const char *extra[] = {inject_env, output_env, NULL};
-    kace_proc_spec spec = {.name = name, .argv = argv + optind, .extra_env = extra};
+    /* 2. The clean run: no injection library, so no kernel replay; its
+     *    throughput and NVML values are the workload's own. Entries without
+     *    '=' remove inherited variables. */
+    const char *clean_env[] = {"CUDA_INJECTION64_PATH", KACE_CUPTI_OUTPUT_ENV, NULL};
+    kace_proc_spec clean = {.name = name, .argv = argv + optind, .extra_env = clean_env};
     kace_gpu_stats_init(&smp.all);
     kace_gpu_stats_init(&smp.steady);
     ro.stderr_fd = -1;
@@ -219,32 +274,49 @@ int cmd_profile(int argc, char **argv)
     ro.tick = on_tick;
     ro.tick_user = &smp;
     ro.tick_s = 0.1;
-    install_handlers();
-    fprintf(stderr, "kace profile: running %s on %s (warm-up %g s, window %g s)\n", name,
-            kace_nvml_device_name(smp.nvml)[0] ? kace_nvml_device_name(smp.nvml) : "GPU", ro.warmup_s, ro.window_s);
+    fprintf(stderr, "kace profile: 1/2 clean run of %s on %s, without the CUPTI library (warm-up %g s, window %g s)\n",
+            name, gpu, ro.warmup_s, ro.window_s);
     kace_proc_result res;
-    if ((st = kace_run(ctx, &spec, 1, &ro, &res))) {
-        cli_error(ctx, st);
+    if ((rc = run_phase(ctx, "clean run (1/2)", name, &clean, &ro, &res)) != 0)
         goto done;
-    }
-    if (res.status != KACE_PROC_OK) {
-        fprintf(stderr, "kace profile: workload %s %s: %s; its process group was ended, nothing was stored\n", name,
-                kace_proc_status_name(res.status), res.detail);
-        print_tail(res.stderr_tail);
-        rc = res.status == KACE_PROC_CANCELLED ? 128 + (int)interrupted : EXIT_FAILURE_RUN;
-        goto done;
-    }
+    rc = EXIT_FAILURE_RUN;
     if (smp.error[0]) {
-        fprintf(stderr, "kace profile: NVML sampling failed: %s; nothing was stored\n", smp.error);
+        fprintf(stderr, "kace profile: clean run (1/2): NVML sampling failed: %s; nothing was stored\n", smp.error);
         goto done;
     }
+    char sm_text[32], mem_text[32];
+    fmt1(kace_gpu_stats_mean(&smp.steady, KACE_GPU_SM_PCT), sm_text, sizeof sm_text);
+    fmt1(kace_gpu_stats_mean(&smp.steady, KACE_GPU_MEM_PCT), mem_text, sizeof mem_text);
+    fprintf(stderr, "kace profile: 1/2 done: %.4g samples/s (sd %.3g, %.1f s window), sm%% %s, mem%% %s\n",
+            res.throughput.samples_per_s, res.throughput.sd, res.throughput.window_s, sm_text, mem_text);
+    if (smp.mps_client)
+        fprintf(stderr, "kace profile: note: %s ran as an MPS client (it is in NVML's MPS process list: an MPS "
+                        "daemon runs on this machine); NVML gives SM and memory utilization only to the MPS "
+                        "server, so sm%% and mem%% are stored as missing, memcap from its MPS client memory\n",
+                name);
 
-    /* 3. Kernel metrics of the steady window. */
+    /* 3. The counters run: the injection library records every kernel and
+     *    replays the first launch of each signature for its counters. */
+    char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
+    snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", cupti);
+    snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, recording);
+    const char *counters_env[] = {inject_env, output_env, NULL};
+    kace_proc_spec counters = {.name = name, .argv = argv + optind, .extra_env = counters_env};
+    co.stderr_fd = -1;
+    co.cancel = &interrupted;
+    fprintf(stderr, "kace profile: 2/2 counters run of %s with %s (warm-up %g s, window %g s)\n", name, cupti,
+            co.warmup_s, co.window_s);
+    kace_proc_result cres;
+    if ((rc = run_phase(ctx, "counters run (2/2)", name, &counters, &co, &cres)) != 0)
+        goto done;
+    rc = EXIT_FAILURE_RUN;
+
+    /* 4. Kernel metrics of the counters run's steady window. */
     struct stat sb;
     if (stat(recording, &sb) != 0 || sb.st_size == 0) {
         fprintf(stderr,
-                "kace profile: %s never initialised CUDA (no kernel recording from %s): is it a CUDA program? "
-                "Nothing was stored\n",
+                "kace profile: counters run (2/2): %s never initialised CUDA (no kernel recording from %s): is it a "
+                "CUDA program? Nothing was stored\n",
                 name, cupti);
         goto done;
     }
@@ -255,10 +327,10 @@ int cmd_profile(int argc, char **argv)
     kace_kernel_info info;
     kace_kernels_info(rec, &info);
     kace_kernel_summary ks;
-    int64_t from = info.monotonic_clock ? res.throughput.start_ns : 0;
-    int64_t to = info.monotonic_clock ? res.throughput.end_ns : 0;
+    int64_t from = info.monotonic_clock ? cres.throughput.start_ns : 0;
+    int64_t to = info.monotonic_clock ? cres.throughput.end_ns : 0;
     if ((st = kace_kernels_reduce(ctx, rec, from, to, &ks))) {
-        fprintf(stderr, "kace profile: %s: %s%s%s; nothing was stored\n", name, kace_errmsg(ctx),
+        fprintf(stderr, "kace profile: counters run (2/2): %s: %s%s%s; nothing was stored\n", name, kace_errmsg(ctx),
                 info.n_errors ? "; the CUPTI library reported: " : "", info.first_error);
         goto done;
     }
@@ -267,8 +339,13 @@ int cmd_profile(int argc, char **argv)
                 info.n_errors, info.first_error);
     if (ks.n_with_counters == 0)
         fprintf(stderr, "kace profile: warning: no counter values (SM/DRAM/memory throughput are left missing)\n");
+    fprintf(stderr,
+            "kace profile: 2/2 done: %zu kernels in its window (%zu with counters, %.0f%% of kernel time); its %.4g "
+            "samples/s (slowed by kernel replay) are not stored\n",
+            ks.n_kernels, ks.n_with_counters, 100 * ks.counter_time_share, cres.throughput.samples_per_s);
 
-    /* 4. One transaction. */
+    /* 5. One transaction: the clean run's throughput and NVML values, the
+     *    counters run's kernel metrics. */
     if ((st = kace_profile_batch_new(ctx, "kace-profile", &batch)) ||
         (st = kace_profile_batch_add_kernels(ctx, batch, name, &ks)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput", res.throughput.samples_per_s)) ||
@@ -299,10 +376,9 @@ int cmd_profile(int argc, char **argv)
         cli_error(ctx, st);
         goto done;
     }
-    printf("%s: %.4g samples/s (sd %.3g, %.1f s window), sm%% %.1f, mem%% %.1f, memcap %.2f GB; %zu kernels "
-           "(%zu with counters, %.0f%% of kernel time); stored with its command in %s\n",
-           name, res.throughput.samples_per_s, res.throughput.sd, res.throughput.window_s,
-           kace_gpu_stats_mean(&smp.steady, KACE_GPU_SM_PCT), kace_gpu_stats_mean(&smp.steady, KACE_GPU_MEM_PCT),
+    printf("%s: %.4g samples/s (sd %.3g, %.1f s window, clean run), sm%% %s, mem%% %s, memcap %.2f GB; %zu "
+           "kernels (%zu with counters, %.0f%% of kernel time; counters run); stored with its command in %s\n",
+           name, res.throughput.samples_per_s, res.throughput.sd, res.throughput.window_s, sm_text, mem_text,
            smp.all.peak_mem_mib / 1024.0, ks.n_kernels, ks.n_with_counters, 100 * ks.counter_time_share, db);
     rc = EXIT_OK;
 done:

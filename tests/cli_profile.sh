@@ -61,7 +61,7 @@ expect bad-window 2 "not a number of seconds" -- "$KACE" profile --db "$DB" --na
 #    workloads never initialise CUDA, so the driver would never load it.
 export KACE_NVML_LIBRARY=$FAKE KACE_CUPTI_LIBRARY=$SCRATCH/libkace_cupti_placeholder.so
 : >"$KACE_CUPTI_LIBRARY"
-P=(profile --db "$DB" --warmup 0.2 --window 0.6)
+P=(profile --db "$DB" --warmup 0.2 --window 0.6 --counters-warmup 0.2 --counters-window 0.4)
 expect non-cuda nonzero "never initialised CUDA" -- "$KACE" "${P[@]}" --name w -- "$WORKER" report 1000
 expect crash nonzero "crashed: killed by signal 6" -- "$KACE" "${P[@]}" --name w -- "$WORKER" crash 1000 0.2
 grep -q "its process group was ended, nothing was stored" "$SCRATCH/crash.err" || fail "crash: no 'nothing was stored'"
@@ -75,31 +75,81 @@ KACE_CUPTI_LIBRARY=/nonexistent/libkace_cupti.so \
 # 5. A whole profile without a GPU: a stand-in "CUDA program" writes a kernel
 #    recording where the CUPTI library would (KACE_CUPTI_OUTPUT; the test's
 #    recording with its clock marked non-monotonic, so all of it counts) and
-#    reports progress. kace stores the profile and the command in one
-#    transaction, and `kace workload list` then shows the command that
-#    `kace measure` would run.
+#    reports progress. With the injection library it runs at 250 samples/s
+#    (as kernel replay slows a real one), without it at 1000: the stored
+#    exclusive throughput must be the clean run's. kace's environment holds a
+#    CUDA_INJECTION64_PATH of its own, which the clean run must not inherit.
+#    kace stores the profile and the command in one transaction, and
+#    `kace workload list` then shows the command that `kace measure` would run.
 SRC=$(cd "$(dirname "$0")" && pwd)
 sed 's/^clock monotonic/clock realtime/' "$SRC/data/cupti/small.txt" >"$SCRATCH/recording.txt"
 cat >"$SCRATCH/fake-cuda.sh" <<EOS
 #!/bin/sh
-cp "$SCRATCH/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
+# \$1: which run crashes (clean, counters or none).
+if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
+    echo "counters run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"
+    [ "\$1" = counters ] && exec "$WORKER" crash 250 0.1
+    cp "$SCRATCH/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
+    exec "$WORKER" report 250
+fi
+echo "clean run: output=\${KACE_CUPTI_OUTPUT:-none}" >>"$SCRATCH/runs.log"
+[ "\$1" = clean ] && exec "$WORKER" crash 1000 0.1
 exec "$WORKER" report 1000
 EOS
 chmod +x "$SCRATCH/fake-cuda.sh"
-if "$KACE" "${P[@]}" --name ok_batch4-train -- "$SCRATCH/fake-cuda.sh" --batch 4 \
-    >"$SCRATCH/ok.out" 2>"$SCRATCH/ok.err"; then
+rm -f "$SCRATCH/runs.log"
+if CUDA_INJECTION64_PATH=/inherited/libkace_cupti.so "$KACE" "${P[@]}" --name ok_batch4-train -- \
+    "$SCRATCH/fake-cuda.sh" none >"$SCRATCH/ok.out" 2>"$SCRATCH/ok.err"; then
     grep -q "stored with its command" "$SCRATCH/ok.out" || fail "ok: $(cat "$SCRATCH/ok.out")"
+    grep -q "1/2 done: " "$SCRATCH/ok.err" && grep -q "2/2 done: " "$SCRATCH/ok.err" ||
+        fail "ok: the phases' outcomes are not shown: $(cat "$SCRATCH/ok.err")"
+    printf '%s\n' "clean run: output=none" "counters run: $KACE_CUPTI_LIBRARY" >"$SCRATCH/runs.want"
+    cmp -s "$SCRATCH/runs.log" "$SCRATCH/runs.want" || fail "ok: the runs were: $(cat "$SCRATCH/runs.log")"
     thr=$(sqlite3 "$DB" "SELECT value FROM profiles p JOIN workloads w ON w.id=p.workload_id
                          WHERE w.name='ok_batch4-train' AND p.metric='exclusive_throughput'")
-    awk -v t="$thr" 'BEGIN { exit !(t > 900 && t < 1100) }' || fail "ok: exclusive throughput '$thr', expected ~1000"
+    awk -v t="$thr" 'BEGIN { exit !(t > 900 && t < 1100) }' ||
+        fail "ok: exclusive throughput '$thr', expected ~1000 (the clean run's, not the counters run's 250)"
     [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
                          WHERE w.name='ok_batch4-train' AND p.metric='Registers' AND p.value > 0")" = 1 ] ||
         fail "ok: no kernel metric stored"
+    # Not an MPS client: NVML's values are stored (the device's, alone on it).
+    [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         WHERE w.name='ok_batch4-train' AND p.metric='sm%' AND p.value IS NOT NULL")" = 1 ] ||
+        fail "ok: sm% missing"
     "$KACE" workload --db "$DB" list >"$SCRATCH/list.out" 2>&1 || fail "workload list: $(cat "$SCRATCH/list.out")"
-    grep -qx "ok_batch4-train: $SCRATCH/fake-cuda.sh --batch 4" "$SCRATCH/list.out" ||
+    grep -qx "ok_batch4-train: $SCRATCH/fake-cuda.sh none" "$SCRATCH/list.out" ||
         fail "ok: the profiled command is not stored: $(cat "$SCRATCH/list.out")"
 else
     fail "ok: exit $?: $(cat "$SCRATCH/ok.err")"
+fi
+before=$(fingerprint)
+
+# 5b. A failure of either run stores nothing, and says which run failed.
+expect clean-crash nonzero "clean run (1/2): workload w crashed" -- "$KACE" "${P[@]}" --name w -- \
+    "$SCRATCH/fake-cuda.sh" clean
+grep -q "counters run" "$SCRATCH/clean-crash.err" && fail "clean-crash: the counters run started after a failure"
+expect counters-crash nonzero "counters run (2/2): workload w crashed" -- "$KACE" "${P[@]}" --name w -- \
+    "$SCRATCH/fake-cuda.sh" counters
+grep -q "1/2 done" "$SCRATCH/counters-crash.err" || fail "counters-crash: the clean run did not finish first"
+grep -q "nothing was stored" "$SCRATCH/counters-crash.err" || fail "counters-crash: no 'nothing was stored'"
+
+# 5c. The workload runs as an MPS client (an MPS daemon on the machine; the
+#     fake NVML lists kace's children as MPS clients, their utilization
+#     samples belong to a server): sm% and mem% are stored as missing, never
+#     the device's; memcap is its MPS client memory; a note says so once.
+if KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so "$KACE" "${P[@]}" --name mps_batch4-train -- \
+    "$SCRATCH/fake-cuda.sh" none >"$SCRATCH/mps.out" 2>"$SCRATCH/mps.err"; then
+    [ "$(grep -c "ran as an MPS client" "$SCRATCH/mps.err")" = 1 ] || fail "mps: no single note: $(cat "$SCRATCH/mps.err")"
+    [ "$(sqlite3 "$DB" "SELECT group_concat(m, ' ') FROM (SELECT p.metric || '=' || coalesce(p.value, 'null') AS m
+                         FROM profiles p JOIN workloads w ON w.id=p.workload_id WHERE w.name='mps_batch4-train'
+                         AND p.metric IN ('sm%', 'mem%') ORDER BY p.metric)")" = "mem%=null sm%=null" ] ||
+        fail "mps: sm%/mem% stored: $(sqlite3 "$DB" "SELECT p.metric, p.value FROM profiles p JOIN workloads w
+                                      ON w.id=p.workload_id WHERE w.name='mps_batch4-train'")"
+    [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         WHERE w.name='mps_batch4-train' AND p.metric='memcap' AND p.value > 0")" = 1 ] ||
+        fail "mps: memcap missing"
+else
+    fail "mps: exit $?: $(cat "$SCRATCH/mps.err")"
 fi
 before=$(fingerprint)
 
