@@ -1,0 +1,65 @@
+/* A fake CUDA driver (libcuda.so.1) and a fake CUPTI (libcupti.so.13) for
+ * testing libkace_cupti.so without a GPU, built from the real CUDA 13
+ * headers so that every struct the injection library reads has the real
+ * layout. What they do, as the real ones do:
+ *  - cuInit loads $CUDA_INJECTION64_PATH and calls its InitializeInjection;
+ *  - a launch calls the subscriber's driver-API callback at API enter and
+ *    exit (cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel) with
+ *    the real parameter structs; a graph launch calls it once for
+ *    cuGraphLaunch and none for the kernels inside;
+ *  - kernels run asynchronously: a kernel's activity record is complete only
+ *    once its end time has passed;
+ *  - activity buffers are asked of the client when needed; the periodic
+ *    flush (cuptiActivityFlushPeriod) returns only full buffers,
+ *    cuptiActivityFlushAll(0) every buffer whose records are all complete,
+ *    FLUSH_FORCED every buffer, in-flight records with end = 0;
+ *  - the Range Profiler in kernel replay captures the first kernel run in
+ *    its context between Start and Stop, replays it (the launch blocks) and
+ *    decodes values into the counter data image.
+ * Misuse that the real CUPTI would refuse or silently get wrong is printed
+ * on stderr as "fake-cupti: violation: ..." (tests look for it).
+ *
+ * Counter values are a function of the kernel, so tests can check them:
+ * sm% = grid x % 97 + 0.5, dram% = block x % 89 + 0.25, memory% = the larger;
+ * a kernel whose name holds "nan_counters" gets NaN, "negative_counters" -1.
+ */
+#ifndef KACE_FAKE_CUDA_H
+#define KACE_FAKE_CUDA_H
+
+#include <stdint.h>
+
+#include <cuda.h>
+
+#define FAKE_REPLAY_PASSES 12
+
+typedef struct fake_kernel {
+    const char *name;
+    unsigned grid[3], block[3];
+    unsigned regs, static_smem, dynamic_smem;
+    uint64_t duration_ns;
+} fake_kernel;
+
+enum fake_launch_api { FAKE_LAUNCH, FAKE_LAUNCH_EX, FAKE_LAUNCH_COOPERATIVE };
+
+/* Exported by the fake libcuda.so.1 for the fake application. */
+CUcontext fake_ctx_create(int device); /* and makes it current on this thread */
+void fake_ctx_set_current(CUcontext ctx);
+CUresult fake_launch(const fake_kernel *k, int api);
+CUresult fake_graph_launch(const fake_kernel *kernels, int n);
+void fake_synchronize(void); /* waits until this thread's context is idle */
+
+/* The fake CUPTI's entry points into the driver's launches. */
+typedef struct fake_cupti_hooks {
+    /* site: 0 enter, 1 exit (CUpti_ApiCallbackSite) */
+    void (*api)(CUcontext ctx, uint32_t context_id, int cbid, int site, const char *function, const char *symbol,
+                const void *params, uint32_t correlation);
+    /* A kernel about to run in ctx over [start, end] (CLOCK_MONOTONIC ns);
+     * returns extra time the launch blocks (replay), ns. */
+    uint64_t (*kernel)(CUcontext ctx, uint32_t context_id, const fake_kernel *k, uint64_t start, uint64_t end,
+                       uint32_t correlation, int in_graph);
+} fake_cupti_hooks;
+
+void fake_cuda_register_cupti(const fake_cupti_hooks *hooks);
+uint64_t fake_cuda_now_ns(void);
+
+#endif

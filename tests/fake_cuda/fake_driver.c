@@ -1,0 +1,211 @@
+/* The fake CUDA driver, libcuda.so.1 (see fake_cuda.h). */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cupti.h>
+
+#include "fake_cuda.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct CUctx_st {
+    int device;
+    uint32_t id;
+    pthread_mutex_t lock;
+    uint64_t busy_until; /* the stream's last kernel ends then */
+};
+
+static pthread_mutex_t driver_lock = PTHREAD_MUTEX_INITIALIZER;
+static const fake_cupti_hooks *hooks; /* set once, when the injection loads CUPTI */
+static atomic_uint next_ctx_id, next_correlation;
+static __thread CUcontext current;
+static CUcontext primary;
+
+EXPORT uint64_t fake_cuda_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t)
+{
+    for (;;) {
+        uint64_t now = fake_cuda_now_ns();
+        if (now >= t)
+            return;
+        struct timespec ts = {(time_t)((t - now) / 1000000000ull), (long)((t - now) % 1000000000ull)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+EXPORT void fake_cuda_register_cupti(const fake_cupti_hooks *h)
+{
+    pthread_mutex_lock(&driver_lock);
+    hooks = h;
+    pthread_mutex_unlock(&driver_lock);
+}
+
+static const fake_cupti_hooks *get_hooks(void)
+{
+    pthread_mutex_lock(&driver_lock);
+    const fake_cupti_hooks *h = hooks;
+    pthread_mutex_unlock(&driver_lock);
+    return h;
+}
+
+static void load_injection(void)
+{
+    const char *path = getenv("CUDA_INJECTION64_PATH");
+    if (!path || !*path)
+        return;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "fake-cuda: cannot load the injection library %s: %s\n", path, dlerror());
+        return;
+    }
+    int (*init)(void) = (int (*)(void))dlsym(h, "InitializeInjection");
+    if (!init) {
+        fprintf(stderr, "fake-cuda: %s has no InitializeInjection\n", path);
+        return;
+    }
+    init();
+}
+
+/* cuInit loads the injection library, as the real driver does. */
+EXPORT CUresult cuInit(unsigned int flags)
+{
+    (void)flags;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load_injection);
+    return CUDA_SUCCESS;
+}
+
+static CUcontext new_ctx(int device)
+{
+    CUcontext c = calloc(1, sizeof *c);
+    if (!c)
+        abort();
+    c->device = device;
+    c->id = atomic_fetch_add(&next_ctx_id, 1) + 1;
+    pthread_mutex_init(&c->lock, NULL);
+    return c;
+}
+
+EXPORT CUcontext fake_ctx_create(int device)
+{
+    current = new_ctx(device);
+    return current;
+}
+
+EXPORT void fake_ctx_set_current(CUcontext ctx)
+{
+    current = ctx;
+}
+
+/* The primary context, made current on first use (as the runtime does). */
+static CUcontext ctx_of_thread(void)
+{
+    if (!current) {
+        pthread_mutex_lock(&driver_lock);
+        if (!primary)
+            primary = new_ctx(0);
+        current = primary;
+        pthread_mutex_unlock(&driver_lock);
+    }
+    return current;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    if (!current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = current->device;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+    *ctx = current;
+    return CUDA_SUCCESS;
+}
+
+/* Runs one kernel on ctx's stream: queued after the previous one. */
+static void run_kernel(const fake_cupti_hooks *h, CUcontext ctx, const fake_kernel *k, uint32_t correlation,
+                       int in_graph)
+{
+    pthread_mutex_lock(&ctx->lock);
+    uint64_t now = fake_cuda_now_ns();
+    uint64_t start = ctx->busy_until > now ? ctx->busy_until : now;
+    uint64_t end = start + (k->duration_ns ? k->duration_ns : 1000);
+    ctx->busy_until = end;
+    pthread_mutex_unlock(&ctx->lock);
+    uint64_t blocked = h ? h->kernel(ctx, ctx->id, k, start, end, correlation, in_graph) : 0;
+    if (blocked) /* kernel replay: the launch returns after every pass */
+        sleep_until(fake_cuda_now_ns() + blocked);
+}
+
+EXPORT CUresult fake_launch(const fake_kernel *k, int api)
+{
+    CUcontext ctx = ctx_of_thread();
+    const fake_cupti_hooks *h = get_hooks();
+    uint32_t correlation = atomic_fetch_add(&next_correlation, 1) + 1;
+    cuLaunchKernel_params lp;
+    memset(&lp, 0, sizeof lp);
+    lp.gridDimX = k->grid[0], lp.gridDimY = k->grid[1], lp.gridDimZ = k->grid[2];
+    lp.blockDimX = k->block[0], lp.blockDimY = k->block[1], lp.blockDimZ = k->block[2];
+    lp.sharedMemBytes = k->dynamic_smem;
+    CUlaunchConfig config;
+    memset(&config, 0, sizeof config);
+    config.gridDimX = k->grid[0], config.gridDimY = k->grid[1], config.gridDimZ = k->grid[2];
+    config.blockDimX = k->block[0], config.blockDimY = k->block[1], config.blockDimZ = k->block[2];
+    config.sharedMemBytes = k->dynamic_smem;
+    cuLaunchKernelEx_params ep = {.config = &config};
+    const void *params = &lp;
+    int cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+    const char *function = "cuLaunchKernel";
+    if (api == FAKE_LAUNCH_EX) {
+        params = &ep;
+        cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx;
+        function = "cuLaunchKernelEx";
+    } else if (api == FAKE_LAUNCH_COOPERATIVE) {
+        cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel;
+        function = "cuLaunchCooperativeKernel";
+    }
+    if (h)
+        h->api(ctx, ctx->id, cbid, 0, function, k->name, params, correlation);
+    run_kernel(h, ctx, k, correlation, 0);
+    if (h)
+        h->api(ctx, ctx->id, cbid, 1, function, k->name, params, correlation);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult fake_graph_launch(const fake_kernel *kernels, int n)
+{
+    CUcontext ctx = ctx_of_thread();
+    const fake_cupti_hooks *h = get_hooks();
+    uint32_t correlation = atomic_fetch_add(&next_correlation, 1) + 1;
+    cuGraphLaunch_params gp = {0};
+    if (h)
+        h->api(ctx, ctx->id, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 0, "cuGraphLaunch", NULL, &gp, correlation);
+    for (int i = 0; i < n; i++) /* no launch callbacks for a graph's kernels */
+        run_kernel(h, ctx, &kernels[i], correlation, 1);
+    if (h)
+        h->api(ctx, ctx->id, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 1, "cuGraphLaunch", NULL, &gp, correlation);
+    return CUDA_SUCCESS;
+}
+
+EXPORT void fake_synchronize(void)
+{
+    CUcontext ctx = ctx_of_thread();
+    pthread_mutex_lock(&ctx->lock);
+    uint64_t t = ctx->busy_until;
+    pthread_mutex_unlock(&ctx->lock);
+    sleep_until(t);
+}

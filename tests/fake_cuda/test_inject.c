@@ -1,0 +1,388 @@
+/* libkace_cupti.so on the fake CUDA driver and CUPTI (fake_cuda.h): each
+ * scenario runs kace-fake-cuda-app with the injection library, as the real
+ * driver would, and checks the recording line by line.
+ *
+ *   kace-test-inject SCENARIO      (CTest runs one test per scenario)
+ *
+ * A failure prints "FAIL <scenario>: <assertion>" and exits 1. Plain C, no
+ * test framework, so that it also builds under ThreadSanitizer alone. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *scenario_name;
+static int failures;
+
+#define CHECK(cond, ...)                                                                                    \
+    do {                                                                                                     \
+        if (!(cond)) {                                                                                       \
+            fprintf(stderr, "FAIL %s: ", scenario_name);                                                     \
+            fprintf(stderr, __VA_ARGS__);                                                                    \
+            fprintf(stderr, "  [%s, %s:%d]\n", #cond, __FILE__, __LINE__);                                   \
+            failures++;                                                                                      \
+        }                                                                                                    \
+    } while (0)
+
+typedef struct recording {
+    int n_kernels, n_counters, n_errors, n_bad_kernels, n_comments;
+    int ended_sigterm, ended_exit, header_ok;
+    char names_with_counters[64][128];
+    double counters[64][3];
+    unsigned counter_grid[64], counter_block[64];
+    int n_kernel_named_graph, n_kernel_long;
+    char first_error[256];
+} recording;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void read_recording(const char *path, recording *r)
+{
+    memset(r, 0, sizeof *r);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[4096];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (lineno == 1 && !strcmp(line, "kace-cupti 1\n"))
+            r->header_ok = 1;
+        if (!strncmp(line, "kernel ", 7)) {
+            unsigned long long s, e;
+            unsigned g[3], b[3], regs;
+            int ss, ds;
+            char name[1024];
+            if (sscanf(line + 7, "%llu %llu %u %u %u %u %u %u %u %d %d %1023s", &s, &e, &g[0], &g[1], &g[2], &b[0],
+                       &b[1], &b[2], &regs, &ss, &ds, name) != 12 || e < s || !g[0] || !b[0])
+                r->n_bad_kernels++;
+            r->n_kernels++;
+            r->n_kernel_named_graph += strstr(name, "graph_node") != NULL;
+            r->n_kernel_long += strstr(name, "long_one") != NULL;
+        } else if (!strncmp(line, "counters ", 9)) {
+            int i = r->n_counters++;
+            if (i < 64) {
+                unsigned g[3], b[3];
+                char name[128] = "";
+                char v[3][32];
+                if (sscanf(line + 9, "%31s %31s %31s %u %u %u %u %u %u %127s", v[0], v[1], v[2], &g[0], &g[1], &g[2],
+                           &b[0], &b[1], &b[2], name) == 10) {
+                    for (int m = 0; m < 3; m++)
+                        r->counters[i][m] = strtod(v[m], NULL);
+                    r->counter_grid[i] = g[0];
+                    r->counter_block[i] = b[0];
+                    snprintf(r->names_with_counters[i], sizeof r->names_with_counters[i], "%s", name);
+                }
+            }
+        } else if (!strncmp(line, "error ", 6)) {
+            if (r->n_errors++ == 0)
+                snprintf(r->first_error, sizeof r->first_error, "%.200s", line + 6);
+        } else if (line[0] == '#') {
+            r->n_comments++;
+            r->ended_sigterm |= strstr(line, "# end: SIGTERM") == line;
+            r->ended_exit |= strstr(line, "# end: exit") == line;
+        }
+    }
+    fclose(f);
+}
+
+static int count_in_file(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+typedef struct run {
+    pid_t pid;
+    char recording[512], err[512], out[512];
+} run;
+
+static const char *build_dir, *inject_lib;
+
+/* Starts the fake application on a scenario with the injection library. */
+static void start(run *r, const char *tag, const char *const *extra_env, const char *scen, const char *n)
+{
+    snprintf(r->recording, sizeof r->recording, "%s/inject-%s.cupti", build_dir, tag);
+    snprintf(r->err, sizeof r->err, "%s/inject-%s.err", build_dir, tag);
+    snprintf(r->out, sizeof r->out, "%s/inject-%s.out", build_dir, tag);
+    unlink(r->recording);
+    r->pid = fork();
+    if (r->pid == 0) {
+        char app[512];
+        snprintf(app, sizeof app, "%s/kace-fake-cuda-app", build_dir);
+        setenv("LD_LIBRARY_PATH", build_dir, 1); /* the fake libcuda.so.1 and libcupti.so.13 */
+        setenv("CUDA_INJECTION64_PATH", inject_lib, 1);
+        setenv("KACE_CUPTI_OUTPUT", r->recording, 1);
+        unsetenv("KACE_CUPTI_COUNTERS");
+        for (const char *const *e = extra_env; e && *e; e++)
+            putenv((char *)*e);
+        if (!freopen(r->err, "w", stderr) || !freopen(r->out, "w", stdout))
+            _exit(126);
+        execl(app, app, "scenario", scen, n, (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* Waits up to timeout_s; kills it after that. Returns the wait status, or -1 on timeout. */
+static int finish(run *r, double timeout_s)
+{
+    double end = now_s() + timeout_s;
+    int status;
+    for (;;) {
+        pid_t w = waitpid(r->pid, &status, WNOHANG);
+        if (w == r->pid)
+            return status;
+        if (now_s() > end) {
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, &status, 0);
+            return -1;
+        }
+        usleep(10000);
+    }
+}
+
+static void wait_ready(run *r, double timeout_s)
+{
+    double end = now_s() + timeout_s;
+    while (now_s() < end && count_in_file(r->out, "ready") == 0)
+        usleep(10000);
+}
+
+static void expect_clean_exit(run *r, int status)
+{
+    CHECK(status != -1, "the workload did not finish within the time limit (a deadlock in a launch callback?)\n");
+    CHECK(status == -1 || (WIFEXITED(status) && WEXITSTATUS(status) == 0), "the workload exited with status 0x%x\n",
+          status);
+    CHECK(count_in_file(r->err, "violation") == 0, "the fake CUPTI saw misuse: see %s\n", r->err);
+    CHECK(count_in_file(r->err, "ThreadSanitizer") == 0, "ThreadSanitizer reported: see %s\n", r->err);
+}
+
+/* The counters the fake CUPTI gives a kernel of this grid x and block x. */
+static void check_counter_values(const recording *rec)
+{
+    for (int i = 0; i < rec->n_counters && i < 64; i++) {
+        double sm = rec->counter_grid[i] % 97 + 0.5, dram = rec->counter_block[i] % 89 + 0.25;
+        double mem = sm > dram ? sm : dram;
+        if (strstr(rec->names_with_counters[i], "nan_counters") || strstr(rec->names_with_counters[i], "negative"))
+            continue;
+        CHECK(fabs(rec->counters[i][0] - sm) < 1e-3 && fabs(rec->counters[i][1] - dram) < 1e-3 &&
+                  fabs(rec->counters[i][2] - mem) < 1e-3,
+              "counters of %s are %g %g %g, expected %g %g %g\n", rec->names_with_counters[i], rec->counters[i][0],
+              rec->counters[i][1], rec->counters[i][2], sm, dram, mem);
+    }
+}
+
+static void test_counters_off(void)
+{
+    const char *env[] = {"KACE_CUPTI_COUNTERS=0", NULL};
+    run r;
+    start(&r, "counters-off", env, "launches", "50");
+    int st = finish(&r, 30);
+    expect_clean_exit(&r, st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.header_ok, "the recording does not start with 'kace-cupti 1'\n");
+    CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
+    CHECK(rec.n_counters == 0, "%d counter records with counters off, expected 0\n", rec.n_counters);
+    CHECK(rec.n_bad_kernels == 0, "%d malformed kernel records\n", rec.n_bad_kernels);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    CHECK(rec.ended_exit, "no '# end: exit' (the exit-time flush did not run)\n");
+}
+
+static void counters_on(const char *tag, const char *scen)
+{
+    run r;
+    start(&r, tag, NULL, scen, "50");
+    int st = finish(&r, 30);
+    expect_clean_exit(&r, st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
+    CHECK(rec.n_counters == 5, "%d counter records, expected one per signature (5)\n", rec.n_counters);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    check_counter_values(&rec);
+}
+
+static void test_counters_on(void)
+{
+    counters_on("counters-on", "launches");
+}
+
+static void test_launch_ex(void)
+{
+    counters_on("launch-ex", "launches-ex");
+}
+
+static void test_two_threads(void)
+{
+    run r;
+    start(&r, "two-threads", NULL, "threads", "200");
+    int st = finish(&r, 60);
+    expect_clean_exit(&r, st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 400, "%d kernel records, expected 400\n", rec.n_kernels);
+    /* 5 shared signatures + 7 grid sizes of each thread's own kernel */
+    CHECK(rec.n_counters == 5 + 7 + 7, "%d counter records, expected 19 (one per signature)\n", rec.n_counters);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    check_counter_values(&rec);
+}
+
+static void test_sigterm(void)
+{
+    run r;
+    start(&r, "sigterm", NULL, "wait", "100");
+    wait_ready(&r, 20);
+    usleep(50000);
+    kill(r.pid, SIGTERM);
+    int st = finish(&r, 10);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM,
+          "the workload was not ended by SIGTERM (status 0x%x): the library must deliver it again\n", st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 100, "%d kernel records after SIGTERM, expected all 100\n", rec.n_kernels);
+    CHECK(rec.ended_sigterm, "no '# end: SIGTERM' (no flush at SIGTERM)\n");
+    CHECK(count_in_file(r.err, "violation") == 0, "the fake CUPTI saw misuse: see %s\n", r.err);
+}
+
+static void test_in_flight(void)
+{
+    run r;
+    start(&r, "in-flight", NULL, "in-flight", "20");
+    wait_ready(&r, 20);
+    kill(r.pid, SIGTERM);
+    int st = finish(&r, 10);
+    CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "not ended by SIGTERM (status 0x%x)\n", st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 20, "%d kernel records, expected the 20 finished ones\n", rec.n_kernels);
+    CHECK(rec.n_kernel_long == 0, "the kernel still running at SIGTERM was written (it has no end time)\n");
+    CHECK(rec.n_bad_kernels == 0, "%d kernel records with end < start or zero sizes\n", rec.n_bad_kernels);
+    CHECK(count_in_file(r.recording, "without an end time") == 1, "the skipped in-flight kernel is not noted\n");
+}
+
+static void test_periodic(void)
+{
+    run r;
+    start(&r, "periodic", NULL, "steady", "20");
+    usleep(1500000);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels > 50, "%d kernel records in the recording after 1.5 s of a running workload, expected the "
+                              "records of all but the last ~200 ms (periodic delivery)\n", rec.n_kernels);
+    kill(r.pid, SIGTERM);
+    finish(&r, 10);
+}
+
+static void test_bad_counters(void)
+{
+    run r;
+    start(&r, "bad-counters", NULL, "bad-counters", "30");
+    int st = finish(&r, 30);
+    expect_clean_exit(&r, st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 30, "%d kernel records, expected 30\n", rec.n_kernels);
+    CHECK(rec.n_counters == 3, "%d counter records, expected 3 (nan, negative and good written as measured)\n",
+          rec.n_counters);
+    CHECK(count_in_file(r.recording, "counters nan") + count_in_file(r.recording, "counters -nan") == 1,
+          "the NaN counters are not written as nan\n");
+    CHECK(count_in_file(r.recording, "counters -1.0000") == 1, "the negative counters are not written\n");
+}
+
+static void test_graph(void)
+{
+    run r;
+    start(&r, "graph", NULL, "graph", "20");
+    int st = finish(&r, 30);
+    expect_clean_exit(&r, st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 23, "%d kernel records, expected 3 launched + 20 in the graph\n", rec.n_kernels);
+    CHECK(rec.n_kernel_named_graph == 20, "%d of the graph's kernels recorded, expected 20\n",
+          rec.n_kernel_named_graph);
+    CHECK(rec.n_counters == 3, "%d counter records, expected 3 (graph kernels have no launch callback)\n",
+          rec.n_counters);
+}
+
+static void test_contexts(void)
+{
+    run r;
+    start(&r, "contexts", NULL, "contexts", "20");
+    int st = finish(&r, 30);
+    expect_clean_exit(&r, st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 40, "%d kernel records, expected 40\n", rec.n_kernels);
+    int a = 0, b = 0;
+    for (int i = 0; i < rec.n_counters && i < 64; i++) {
+        a += strstr(rec.names_with_counters[i], "in_ctx_a") != NULL;
+        b += strstr(rec.names_with_counters[i], "in_ctx_b") != NULL;
+    }
+    CHECK(a == 2 && b == 2, "counters for %d signatures of context a and %d of context b, expected 2 and 2\n", a, b);
+    CHECK(count_in_file(r.recording, "# context 1:") == 1, "the second context's profiler was not set up\n");
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+}
+
+static void test_max_profiled(void)
+{
+    const char *env[] = {"KACE_CUPTI_MAX_PROFILED=2", NULL};
+    run r;
+    start(&r, "max-profiled", env, "launches", "50");
+    int st = finish(&r, 30);
+    expect_clean_exit(&r, st);
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
+    CHECK(rec.n_counters == 2, "%d counter records with KACE_CUPTI_MAX_PROFILED=2\n", rec.n_counters);
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} tests[] = {
+    {"counters-off", test_counters_off}, {"counters-on", test_counters_on},   {"launch-ex", test_launch_ex},
+    {"two-threads", test_two_threads},   {"sigterm", test_sigterm},           {"in-flight", test_in_flight},
+    {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
+    {"contexts", test_contexts},         {"max-profiled", test_max_profiled},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s SCENARIO FAKE_DIR LIBKACE_CUPTI\n", argv[0]);
+        return 2;
+    }
+    build_dir = argv[2];
+    inject_lib = argv[3];
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (strcmp(argv[1], tests[i].name) != 0)
+            continue;
+        scenario_name = tests[i].name;
+        tests[i].fn();
+        if (failures == 0)
+            printf("ok %s\n", scenario_name);
+        return failures ? 1 : 0;
+    }
+    fprintf(stderr, "unknown scenario %s\n", argv[1]);
+    return 2;
+}
