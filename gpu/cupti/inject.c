@@ -141,6 +141,7 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
 /* Runs on CUPTI's worker thread, or on the thread that flushes. */
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
 {
+    (void)size;
     CUpti_Activity *rec = NULL;
     unsigned long incomplete = 0;
     pthread_mutex_lock(&out_lock);
@@ -450,6 +451,7 @@ static void choose(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
 
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
+    (void)user;
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API)
         return;
     const CUpti_CallbackData *cb = data;

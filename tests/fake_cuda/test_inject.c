@@ -125,6 +125,8 @@ static void start(run *r, const char *tag, const char *const *extra_env, const c
     snprintf(r->err, sizeof r->err, "%s/inject-%s.err", build_dir, tag);
     snprintf(r->out, sizeof r->out, "%s/inject-%s.out", build_dir, tag);
     unlink(r->recording);
+    unlink(r->out); /* a stale "ready" would end the next run before it starts */
+    unlink(r->err);
     r->pid = fork();
     if (r->pid == 0) {
         char app[512];
