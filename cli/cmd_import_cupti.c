@@ -71,6 +71,9 @@ int cmd_import_cupti(int argc, char **argv)
     if (info.n_errors)
         fprintf(stderr, "kace import-cupti: warning: the CUPTI library reported %zu error(s), the first: %s\n",
                 info.n_errors, info.first_error);
+    if (info.n_skipped)
+        fprintf(stderr, "kace import-cupti: warning: %zu record(s) with unusable values were left out, the first: %s\n",
+                info.n_skipped, info.first_skipped);
     if (!src.gpu && info.device[0])
         src.gpu = info.device;
     if ((st = kace_profile_batch_new(ctx, path, &batch)) ||

@@ -337,6 +337,9 @@ int cmd_profile(int argc, char **argv)
     if (info.n_errors)
         fprintf(stderr, "kace profile: warning: the CUPTI library reported %zu error(s), the first: %s\n",
                 info.n_errors, info.first_error);
+    if (info.n_skipped)
+        fprintf(stderr, "kace profile: warning: %zu record(s) with unusable values were left out, the first: %s\n",
+                info.n_skipped, info.first_skipped);
     if (ks.n_with_counters == 0)
         fprintf(stderr, "kace profile: warning: no counter values (SM/DRAM/memory throughput are left missing)\n");
     fprintf(stderr,

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <stdarg.h>
 
 #include "csv.h"
 #include "import_internal.h"
@@ -38,10 +40,11 @@ struct kace_kernel_recording {
     size_t n_names, cap_names;
     uint32_t *name_slots; /* open addressing: name index + 1 */
     size_t n_slots;
-    size_t dropped, n_errors;
+    size_t dropped, n_errors, n_skipped;
     bool monotonic;
     char device[128];
     char first_error[256];
+    char first_skipped[320];
 };
 
 static const char *const metric_names[KACE_KM_N] = {
@@ -179,27 +182,57 @@ static kace_status field_u64(kace_ctx *ctx, line_reader *lr, const char *what, u
     return KACE_OK;
 }
 
-/* A percentage: digits with an optional fraction, 0..1000. */
-static kace_status field_pct(kace_ctx *ctx, line_reader *lr, const char *what, double *out)
+/* A measured percentage: digits with an optional fraction. The injection
+ * library writes what CUPTI gave, so "nan", "-nan", "inf" and negative
+ * numbers are well-formed but unusable: *usable is false for them and for
+ * values above 1000 %. Anything else is a syntax error. */
+static kace_status field_pct(kace_ctx *ctx, line_reader *lr, const char *what, double *out, bool *usable)
 {
     skip_spaces(lr);
     const char *at = lr->p;
+    const char *e = lr->p;
+    while (e < lr->end && *e != ' ' && *e != '\t')
+        e++;
+    size_t n = (size_t)(e - at);
     char buf[48];
-    size_t n = 0;
-    bool dot = false;
-    while (lr->p < lr->end && ((*lr->p >= '0' && *lr->p <= '9') || (*lr->p == '.' && !dot))) {
-        dot |= *lr->p == '.';
-        if (n + 1 >= sizeof buf)
-            return lfail(ctx, lr, KACE_ERR_PARSE, at, "%s is too long (expected a percentage)", what);
-        buf[n++] = *lr->p++;
-    }
+    if (n == 0 || n >= sizeof buf)
+        return lfail(ctx, lr, KACE_ERR_PARSE, at, "%s is %s (expected a percentage such as 42.5)", what,
+                     n ? "too long" : "missing");
+    memcpy(buf, at, n);
     buf[n] = '\0';
-    if (n == 0 || (n == 1 && dot) || (lr->p < lr->end && *lr->p != ' ' && *lr->p != '\t'))
+    const char *digits = buf[0] == '-' ? buf + 1 : buf;
+    bool special = !strcasecmp(digits, "nan") || !strcasecmp(digits, "inf");
+    bool dot = false, number = *digits != '\0';
+    for (const char *c = digits; *c && !special; c++) {
+        if (*c == '.' && !dot)
+            dot = true;
+        else if (*c < '0' || *c > '9')
+            number = false;
+    }
+    if (!special && (!number || !strcmp(digits, ".")))
         return lfail(ctx, lr, KACE_ERR_PARSE, at, "%s is not a number (expected a percentage such as 42.5)", what);
-    double v = strtod(buf, NULL);
-    if (!(v <= 1000))
-        return lfail(ctx, lr, KACE_ERR_INVALID, at, "%s is %g (expected a percentage of peak, 0..1000)", what, v);
+    double v = special ? NAN : strtod(buf, NULL);
+    *usable = !special && v >= 0 && v <= 1000;
     *out = v;
+    lr->p = e;
+    return KACE_OK;
+}
+
+/* Notes a well-formed record whose measured values cannot be used: it is
+ * left out, counted, and the first one is named for the caller's warning. */
+static kace_status skip_record(kace_kernel_recording *r, const line_reader *lr, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static kace_status skip_record(kace_kernel_recording *r, const line_reader *lr, const char *at, const char *fmt, ...)
+{
+    if (r->n_skipped++ == 0) {
+        char what[200];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        snprintf(r->first_skipped, sizeof r->first_skipped, "%.80s:%d:%d: %s", lr->origin, lr->line,
+                 (int)(at - lr->line_start) + 1, what);
+    }
     return KACE_OK;
 }
 
@@ -223,16 +256,24 @@ static kace_status field_name(kace_ctx *ctx, line_reader *lr, const char **s, si
     return KACE_OK;
 }
 
-static kace_status read_dims(kace_ctx *ctx, line_reader *lr, uint32_t grid[3], uint32_t block[3])
+/* Grid and block sizes; *zero_at points at the first 0 (CUPTI gives 0 for
+ * some records: not usable, not a syntax error), else stays NULL. */
+static kace_status read_dims(kace_ctx *ctx, line_reader *lr, uint32_t grid[3], uint32_t block[3], const char **zero_at,
+                             const char **zero_what)
 {
     static const char *const what[6] = {"grid x", "grid y", "grid z", "block x", "block y", "block z"};
+    *zero_at = NULL;
     for (int i = 0; i < 6; i++) {
         uint64_t v;
+        skip_spaces(lr);
+        const char *at = lr->p;
         kace_status st = field_u64(ctx, lr, what[i], UINT32_MAX, &v);
         if (st)
             return st;
-        if (v == 0)
-            return lfail(ctx, lr, KACE_ERR_INVALID, lr->p - 1, "%s is 0 (expected >= 1)", what[i]);
+        if (v == 0 && !*zero_at) {
+            *zero_at = at;
+            *zero_what = what[i];
+        }
         (i < 3 ? grid : block)[i % 3] = (uint32_t)v;
     }
     return KACE_OK;
@@ -304,10 +345,8 @@ static kace_status parse_line(kace_ctx *ctx, kace_kernel_recording *r, line_read
                 return st;
         }
         const char *end_at = lr->p;
-        if (v[1] < v[0])
-            return lfail(ctx, lr, KACE_ERR_INVALID, end_at, "kernel ends (%llu) before it starts (%llu)",
-                         (unsigned long long)v[1], (unsigned long long)v[0]);
-        kace_status st = read_dims(ctx, lr, k.grid, k.block);
+        const char *zero_at, *zero_what;
+        kace_status st = read_dims(ctx, lr, k.grid, k.block, &zero_at, &zero_what);
         if (st)
             return st;
         static const char *const what2[3] = {"registers per thread", "static shared memory",
@@ -319,6 +358,11 @@ static kace_status parse_line(kace_ctx *ctx, kace_kernel_recording *r, line_read
         size_t n;
         if ((st = field_name(ctx, lr, &s, &n)))
             return st;
+        if (v[1] < v[0])
+            return skip_record(r, lr, end_at, "kernel ends (%llu) before it starts (%llu); left out",
+                               (unsigned long long)v[1], (unsigned long long)v[0]);
+        if (zero_at)
+            return skip_record(r, lr, zero_at, "kernel with %s 0; left out", zero_what);
         k.start = (int64_t)v[0];
         k.end = (int64_t)v[1];
         k.regs = (uint32_t)v[2];
@@ -334,16 +378,32 @@ static kace_status parse_line(kace_ctx *ctx, kace_kernel_recording *r, line_read
         double pct[3];
         static const char *const what[3] = {"SM throughput", "DRAM throughput", "memory throughput"};
         kace_status st;
-        for (int i = 0; i < 3; i++)
-            if ((st = field_pct(ctx, lr, what[i], &pct[i])))
+        const char *bad_at = NULL;
+        int bad = -1;
+        for (int i = 0; i < 3; i++) {
+            bool usable = false;
+            skip_spaces(lr);
+            const char *vat = lr->p;
+            if ((st = field_pct(ctx, lr, what[i], &pct[i], &usable)))
                 return st;
+            if (!usable && bad < 0) {
+                bad = i;
+                bad_at = vat;
+            }
+        }
         uint32_t g[3], b[3];
-        if ((st = read_dims(ctx, lr, g, b)))
+        const char *zero_at, *zero_what;
+        if ((st = read_dims(ctx, lr, g, b, &zero_at, &zero_what)))
             return st;
         const char *s;
         size_t n;
         if ((st = field_name(ctx, lr, &s, &n)))
             return st;
+        if (bad >= 0)
+            return skip_record(r, lr, bad_at, "%s is %g (expected a percentage of peak, 0..1000); counters left out",
+                               what[bad], pct[bad]);
+        if (zero_at)
+            return skip_record(r, lr, zero_at, "counters with %s 0; left out", zero_what);
         uint32_t name = intern(r, s, n);
         if (name == UINT32_MAX)
             return kace_fail(ctx, KACE_ERR_NOMEM, "%s: out of memory reading counter records", lr->origin);
@@ -432,6 +492,8 @@ void kace_kernels_info(const kace_kernel_recording *r, kace_kernel_info *info)
     info->monotonic_clock = r->monotonic;
     info->device = r->device;
     info->first_error = r->first_error;
+    info->n_skipped = r->n_skipped;
+    info->first_skipped = r->first_skipped;
 }
 
 /* ---- reduction ------------------------------------------------------------- */

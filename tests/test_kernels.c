@@ -188,13 +188,13 @@ static void test_errors(void **state)
 {
     expect_error("kace-cupti 2\n", KACE_ERR_PARSE, "rec:1:1:", "version 2");
     expect_error("kace-cupti 1\nkernal 1 2\n", KACE_ERR_PARSE, "rec:2:1:", "unknown record");
-    expect_error("kernel 10 5 1 1 1 1 1 1 8 0 0 k\n", KACE_ERR_INVALID, "rec:1:12:", "ends (5) before");
-    expect_error("kernel 1 2 1 0 1 1 1 1 8 0 0 k\n", KACE_ERR_INVALID, "rec:1:", "grid y is 0");
     expect_error("kernel 1 2 1 1 1 1 1 1 8 0 0\n", KACE_ERR_PARSE, "rec:1:", "missing kernel name");
     expect_error("kernel 1 2 1 1 1 1 1 1 99999 0 0 k\n", KACE_ERR_INVALID, "rec:1:24:", "registers per thread");
     expect_error("kernel 1 2x 1 1 1 1 1 1 8 0 0 k\n", KACE_ERR_PARSE, "rec:1:10:", "end time is not a whole number");
-    expect_error("counters 50 -3 2 1 1 1 1 1 1 k\n", KACE_ERR_PARSE, "rec:1:13:", "DRAM throughput is not a number");
-    expect_error("counters 50 3 2000 1 1 1 1 1 1 k\n", KACE_ERR_INVALID, "rec:1:15:", "0..1000");
+    expect_error("counters 50 -3x 2 1 1 1 1 1 1 k\n", KACE_ERR_PARSE, "rec:1:13:", "DRAM throughput is not a number");
+    expect_error("counters 50 nanx 2 1 1 1 1 1 1 k\n", KACE_ERR_PARSE, "rec:1:13:", "DRAM throughput is not a number");
+    expect_error("counters 50 3 2 1 1 1 1 1 1\n", KACE_ERR_PARSE, "rec:1:", "missing kernel name");
+    expect_error("kernel 10 5 1 1 1 1 1 1 8 0 0\n", KACE_ERR_PARSE, "rec:1:", "missing kernel name");
     expect_error("dropped x\n", KACE_ERR_PARSE, "rec:1:9:", "dropped records");
     /* An empty recording parses, but has nothing to reduce. */
     kace_kernel_recording *r = NULL;
@@ -210,12 +210,47 @@ static void test_errors(void **state)
     kace_kernels_free(&r);
 }
 
+/* What CUPTI can really hand over: counters nan, -nan, negative or above
+ * 1000 %, a size 0, an end before the start. Each such record is left out
+ * and counted, the first named; the rest of the recording still counts. */
+static void test_unusable_values_are_left_out(void **state)
+{
+    const char *text = "kace-cupti 1\nclock monotonic\n"
+                       "kernel 100 300 4 1 1 128 1 1 32 0 0 good\n"
+                       "kernel 300 400 2 1 1 64 1 1 32 0 0 bad_counters\n"
+                       "kernel 400 500 0 1 1 64 1 1 32 0 0 zero_grid\n"
+                       "kernel 600 550 2 1 1 64 1 1 32 0 0 backwards\n"
+                       "counters 40.0000 20.0000 40.0000 4 1 1 128 1 1 good\n"
+                       "counters nan 10.0 10.0 2 1 1 64 1 1 bad_counters\n"
+                       "counters 10.0 -nan 10.0 2 1 1 64 1 1 bad_counters\n"
+                       "counters 10.0 10.0 -1.0000 2 1 1 64 1 1 bad_counters\n"
+                       "counters 10.0 10.0 inf 2 1 1 64 1 1 bad_counters\n"
+                       "counters 10.0 10.0 1500 2 1 1 64 1 1 bad_counters\n"
+                       "counters 10.0 10.0 10.0 2 1 1 0 1 1 bad_counters\n";
+    kace_kernel_recording *r = NULL;
+    assert_kace_ok(ctx, kace_kernels_parse(ctx, text, strlen(text), "rec", &r));
+    kace_kernel_info info;
+    kace_kernels_info(r, &info);
+    assert_int_equal(info.n_kernels, 2);
+    assert_int_equal(info.n_counters, 1);
+    assert_int_equal(info.n_skipped, 8);
+    assert_non_null(strstr(info.first_skipped, "rec:5:16: kernel with grid x 0"));
+    kace_kernel_summary s;
+    assert_kace_ok(ctx, kace_kernels_reduce(ctx, r, 0, 0, &s));
+    assert_int_equal(s.n_kernels, 2);
+    assert_int_equal(s.n_with_counters, 1); /* bad_counters has none: its nan/negative values never count */
+    assert_true(fabs(s.value[KACE_KM_SM] - 40.0) < 1e-9);
+    assert_true(fabs(s.counter_time_share - 200.0 / 300.0) < 1e-9);
+    kace_kernels_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_written_recording),
         cmocka_unit_test(test_same_reduction_as_ncu),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_unusable_values_are_left_out),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

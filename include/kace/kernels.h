@@ -15,6 +15,10 @@
  *   counters <sm %> <dram %> <mem %> <gx> <gy> <gz> <bx> <by> <bz> <name ...>
  *   dropped <records CUPTI dropped>
  *   error <message ...>              (the injection library could not do something)
+ * Records with unusable measured values (counters nan, -nan, inf, negative
+ * or above 1000; a grid or block size 0; an end before the start) are left
+ * out and counted (kace_kernel_info.n_skipped), not refused: one odd value
+ * must not lose a whole recording. Syntax errors are refused.
  * A kernel's counters are those recorded for a launch with the same name,
  * grid and block (the library profiles the first launches of each such
  * signature; every launch gets an activity record).
@@ -48,6 +52,9 @@ typedef struct kace_kernel_info {
     bool monotonic_clock;
     const char *device;    /* "" when not recorded */
     const char *first_error; /* "" when none */
+    size_t n_skipped;        /* well-formed records with unusable values (nan or negative counters, a 0 size,
+                                an end before the start), left out */
+    const char *first_skipped; /* "origin:line:col: what" of the first, "" when none */
 } kace_kernel_info;
 void kace_kernels_info(const kace_kernel_recording *r, kace_kernel_info *info);
 
