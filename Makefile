@@ -8,7 +8,7 @@ BUILD_TSAN  ?= build-tsan
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 15
 
-.PHONY: all deps build demo check test test-asan test-tsan fuzz bench clean
+.PHONY: all deps build demo check test test-asan test-tsan fuzz bench clean device-bundle device-dry-run
 
 all: build
 
@@ -41,7 +41,17 @@ test-tsan: deps
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-check: test test-asan test-tsan fuzz
+check: test test-asan test-tsan fuzz device-bundle device-dry-run
+
+# The device bundle: kace + the libraries it needs in one folder (<= 48 MiB) for
+# GPU servers without kace's dependencies (scripts/bundle/make-bundle.sh, docs/gpu.md).
+device-bundle: deps
+	bash scripts/bundle/make-bundle.sh build-bundle
+
+# The device scripts (scripts/device/) end to end against fakes, from the bundle:
+# first-light and two resumed campaign calls into $(OUT) (a temporary folder when unset).
+device-dry-run: build device-bundle
+	bash scripts/device/dry-run.sh $(OUT)
 
 bench: build
 	bash bench/bench_eval.sh $(BUILD)/kace

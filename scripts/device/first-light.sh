@@ -22,10 +22,13 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 LIMIT=${KACE_DEVICE_LIMIT:-480}
 WARMUP=${KACE_DEVICE_WARMUP:-5}
 WINDOW=${KACE_DEVICE_WINDOW:-10}
+CWARMUP=${KACE_DEVICE_COUNTERS_WARMUP:-5}
+CWINDOW=${KACE_DEVICE_COUNTERS_WINDOW:-5}
 INJECT_S=${KACE_DEVICE_INJECT_S:-5}
 TORCH_S=${KACE_DEVICE_TORCH_S:-100}
 # Integer seconds of warm-up + window (they may be decimals).
 WW=$(awk -v a="$WARMUP" -v b="$WINDOW" 'BEGIN { printf "%d", a + b + 0.999 }')
+CWW=$(awk -v a="$CWARMUP" -v b="$CWINDOW" 'BEGIN { printf "%d", a + b + 0.999 }')
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kace-first-light.XXXXXX")
 A=$WORK/first-light # what goes into first-light.tar.gz
 mkdir -p "$A/env" "$A/recordings" "$A/measure" "$A/ncu" "$WORK/store" "$WORK/server"
@@ -62,6 +65,7 @@ s_env_cupti() {
     find_cupti || { DETAIL="libcupti.so.13 not found (CUDA toolkit lib64, extras/CUPTI/lib64, Python nvidia/cuda_cupti/lib, ldconfig)"; return 1; }
     DETAIL="libcupti.so.13 in $CUPTI_DIR"
     ls -la "$CUPTI_DIR"/libcupti* "$CUPTI_DIR"/libnvperf* 2>/dev/null
+    return 0
 }
 s_env_tools() {
     local v=$A/env/versions.txt
@@ -156,8 +160,10 @@ PROFILED=()
 s_profile() {
     local idx=$1 name=${CATALOG_NAMES[$1]}
     catalog_cmd "$idx"
-    local to; to=$(at_least $(( $(step_left) - 5 )) 5)
-    tmo "$KACE" profile --name "$name" --warmup "$WARMUP" --window "$WINDOW" --timeout "$to" \
+    local to; to=$(at_least $(( ($(step_left) - 5) / 2 )) 5)
+    fake_nvml alone
+    tmo "$KACE" profile --name "$name" --warmup "$WARMUP" --window "$WINDOW" --counters-warmup "$CWARMUP" \
+        --counters-window "$CWINDOW" --timeout "$to" \
         --keep-recording "$A/recordings/profile-$name.txt" -- "${CMD[@]}" >"$WORK/p.out" 2>&1
     local rc=$?
     cat "$WORK/p.out"
@@ -211,6 +217,7 @@ s_measure() {
     local tag=$1
     shift
     [ ${#PROFILED[@]} -ge 2 ] || { DETAIL="fewer than 2 profiled workloads"; return 2; }
+    fake_nvml mps
     local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX)
     local to list=$A/measure/$tag-server-list.txt
     to=$(at_least $(( $(step_left) - 10 )) 5)
@@ -271,7 +278,7 @@ step inject-server $((INJECT_S * 2 + 25)) s_inject server "$WORK/server/libkace_
 [ "$LAST_STATUS" = ok ] && INJECT_OK+=("$WORK/server/libkace_cupti.so")
 step inject-choice 5 s_inject_choice
 for i in "${CUDA_IDX[@]:1}"; do step "inject-${CATALOG_NAMES[$i]}" $((INJECT_S + 15)) s_inject_more "$i"; done
-for i in "${CUDA_IDX[@]}"; do step "profile-${CATALOG_NAMES[$i]}" $((WW + 60)) s_profile "$i"; done
+for i in "${CUDA_IDX[@]}"; do step "profile-${CATALOG_NAMES[$i]}" $((WW + CWW + 50)) s_profile "$i"; done
 step torch-steps $((TORCH_S + 20)) s_torch
 step measure-mps-pair $((WW + 45)) s_measure mps-pair
 step measure-mps-split $((WW + 45)) s_measure mps-split --mps-pct 30,70
@@ -282,10 +289,10 @@ step ncu 90 s_ncu
 CALL_DEADLINE=$(awk -v d="$CALL_DEADLINE" 'BEGIN { printf "%.3f", d + 20 }')
 s_pack() {
     tmo tar -C "$WORK/store" -czf "$OUT/store.tar.gz" kace.db || { DETAIL="tar of the store failed"; return 1; }
-    tmo tar -C "$WORK" -czf "$OUT/first-light.tar.gz" first-light || { DETAIL="tar failed"; return 1; }
+    tmo tar -C "$WORK" --exclude='*-pack.txt' -czf "$OUT/first-light.tar.gz" first-light || { DETAIL="tar failed"; return 1; }
     if [ "$(stat -c %s "$OUT/first-light.tar.gz")" -gt $((15 * 1024 * 1024)) ]; then
         rm -rf "$A/recordings"
-        tmo tar -C "$WORK" -czf "$OUT/first-light.tar.gz" first-light
+        tmo tar -C "$WORK" --exclude='*-pack.txt' -czf "$OUT/first-light.tar.gz" first-light
         DETAIL="recordings left out (archive over 15 MiB); "
     fi
     DETAIL+="$(du -b "$OUT"/*.tar.gz | awk '{ printf "%s %d B; ", $2, $1 }' | sed "s|$OUT/||g")"

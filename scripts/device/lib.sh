@@ -220,6 +220,16 @@ out_check() {
 # module (the server may have no sqlite3 program).
 py_store() { "$PY" "$DEV_DIR/store.py" "$@"; }
 
+# fake_nvml alone|mps: in fake mode, the fake NVML for a workload alone (kace
+# profile) or for colocations (its MPS client list names kace's workloads).
+fake_nvml() {
+    [ "$FAKE" = 1 ] || return 0
+    case $1 in
+    alone) [ -z "${KACE_FAKE_NVML_ALONE:-}" ] || export KACE_NVML_LIBRARY=$KACE_FAKE_NVML_ALONE ;;
+    mps) [ -z "${KACE_FAKE_NVML_MPS:-}" ] || export KACE_NVML_LIBRARY=$KACE_FAKE_NVML_MPS ;;
+    esac
+}
+
 gpu_name() {
     nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
 }

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The device campaign, resumable across short calls: profiles the catalog's
+# workloads that the store has not profiled yet, then measures what the plan
+# (scripts/device/plan.py, frozen in the store archive once every workload is
+# profiled or has failed twice) has not measured yet, and stops before
+# --minutes are over (SIGTERM to kace: the run in flight is dropped, finished
+# runs are kept). Writes into OUT:
+#   campaign.log            one line per step: step NAME ok|fail|skip SECONDS detail
+#   store.tar.gz            kace.db, plan.txt, profile-failures.txt: give it to the next call
+#   campaign-export.tar.gz  CSV files `kace import` reads (kernel, system, pairs, triples,
+#                           mps-splits, timeslice-pairs, runs, spread), README.md, the
+#                           workloads' log and each step's output
+#
+#   bash scripts/device/campaign.sh OUT [--minutes M] [--store PREVIOUS/store.tar.gz]
+#
+# M (default 7, at most 8; decimals allowed) bounds the whole call. CSVs are
+# written with Python's sqlite3 module (scripts/device/store.py); no sqlite3
+# program is needed. Environment: KACE_DEVICE_WARMUP / KACE_DEVICE_WINDOW
+# (measure, default 5 / 10), KACE_DEVICE_PROFILE_WARMUP / _WINDOW (profile,
+# default 10 / 20), KACE_PYTHON, KACE_CATALOG. Never changes GPU settings.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+OUT=${OUT:-}
+MINUTES=7
+PREV=""
+while [ $# -gt 0 ]; do
+    case $1 in
+    --minutes) MINUTES=$2; shift 2 ;;
+    --store) PREV=$2; shift 2 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -*) echo "usage: campaign.sh OUT [--minutes M] [--store store.tar.gz]" >&2; exit 2 ;;
+    *) OUT=$1; shift ;;
+    esac
+done
+[ -n "$OUT" ] || { echo "usage: campaign.sh OUT [--minutes M] [--store store.tar.gz]" >&2; exit 2; }
+awk -v m="$MINUTES" 'BEGIN { exit !(m > 0 && m <= 8) }' || { echo "campaign.sh: --minutes must be in (0, 8]" >&2; exit 2; }
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+[ -z "$PREV" ] || PREV=$(cd "$(dirname "$PREV")" && pwd)/$(basename "$PREV")
+LIMIT=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
+RESERVE=$(awk -v l="$LIMIT" 'BEGIN { r = l / 6; printf "%d", (r > 30 ? 30 : r) }')
+WARMUP=${KACE_DEVICE_WARMUP:-5}
+WINDOW=${KACE_DEVICE_WINDOW:-10}
+PWARMUP=${KACE_DEVICE_PROFILE_WARMUP:-10}
+PWINDOW=${KACE_DEVICE_PROFILE_WINDOW:-20}
+CWARMUP=${KACE_DEVICE_COUNTERS_WARMUP:-10}
+CWINDOW=${KACE_DEVICE_COUNTERS_WINDOW:-15}
+PWW=$(awk -v a="$PWARMUP" -v b="$PWINDOW" -v c="$CWARMUP" -v d="$CWINDOW" 'BEGIN { printf "%d", a + b + c + d + 0.999 }')
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kace-campaign.XXXXXX")
+A=$WORK/campaign-export
+S=$WORK/state
+mkdir -p "$A" "$S"
+DB=$S/kace.db
+export KACE_DB=$DB
+call_begin "$LIMIT" "$RESERVE" "$OUT/campaign.log" "$A"
+catalog_load
+MPS_CONTROL=${KACE_MPS_CONTROL:-nvidia-cuda-mps-control}
+GPU=unknown
+unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT
+
+s_restore() {
+    [ -n "$PREV" ] || { DETAIL="no previous store: a new campaign"; return 0; }
+    [ -f "$PREV" ] || { DETAIL="$PREV does not exist"; return 1; }
+    tmo tar -C "$S" -xzf "$PREV" || { DETAIL="cannot unpack $PREV"; return 1; }
+    [ -f "$DB" ] || { DETAIL="$PREV holds no kace.db"; return 1; }
+    DETAIL="$(py_store summary "$DB")"
+}
+s_env() {
+    GPU=$(gpu_name)
+    [ -n "$GPU" ] || { GPU=unknown; DETAIL="nvidia-smi gives no GPU name"; return 1; }
+    command -v "$MPS_CONTROL" >/dev/null || { DETAIL="$GPU; $MPS_CONTROL not found"; return 1; }
+    DETAIL="$GPU"
+}
+s_build_workloads() {
+    if [ "$FAKE" = 1 ]; then DETAIL="fake mode"; return 2; fi
+    command -v nvcc >/dev/null || { DETAIL="nvcc not found: no CUDA C workloads"; return 1; }
+    workloads_writable
+    tmo make -C "$WDIR" || { DETAIL="make -C workloads failed"; return 1; }
+    catalog_load_again
+}
+catalog_load_again() { CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=(); catalog_load; }
+# The bundle's injection library if it records kernels here, else one built here.
+s_inject_check() {
+    local i idx=""
+    for i in "${!CATALOG_KINDS[@]}"; do [ "${CATALOG_KINDS[$i]}" = cuda ] && { idx=$i; break; }; done
+    local lib=$BUNDLE/lib/libkace_cupti.so
+    if [ -z "$idx" ]; then DETAIL="no cuda workload to check with: using $lib"; export KACE_CUPTI_LIBRARY=$lib; return 2; fi
+    local try rec=$WORK/inject-check.txt
+    for try in bundle server; do
+        if [ $try = server ]; then
+            find_cupti && build_inject "$WORK/libkace_cupti.so" || continue
+            lib=$WORK/libkace_cupti.so
+        fi
+        catalog_cmd "$idx"
+        rm -f "$rec"
+        CUDA_INJECTION64_PATH=$lib KACE_CUPTI_OUTPUT=$rec KACE_CUPTI_COUNTERS=1 timeout -k 5 4 "${CMD[@]}" >/dev/null 2>&1
+        local k c; read -r k c _ <<<"$(recording_counts "$rec")"
+        echo "$try: $k kernels, $c counter lines"
+        if [ "$k" -gt 0 ]; then
+            export KACE_CUPTI_LIBRARY=$lib
+            DETAIL="$try library: $k kernels, $c counter lines in 4 s"
+            return 0
+        fi
+    done
+    export KACE_CUPTI_LIBRARY=$BUNDLE/lib/libkace_cupti.so
+    DETAIL="neither injection library recorded kernels; profiles will fail"
+    return 1
+}
+# Commands with this server's paths (a store from another machine names its own).
+s_register() {
+    local i n=0
+    for i in "${!CATALOG_NAMES[@]}"; do
+        grep -qxF "${CATALOG_NAMES[$i]}" "$WORK/profiled.txt" || continue
+        catalog_cmd "$i"
+        tmo "$KACE" workload add "${CATALOG_NAMES[$i]}" -- "${CMD[@]}" >/dev/null && n=$((n + 1))
+    done
+    DETAIL="$n commands"
+}
+failures() { [ -f "$S/profile-failures.txt" ] && grep -cxF "$1" "$S/profile-failures.txt" || echo 0; }
+s_profile() {
+    local idx=$1 name=${CATALOG_NAMES[$1]} need=$2
+    catalog_cmd "$idx"
+    [ "$(until_s "$CALL_DEADLINE")" -ge "$need" ] || { DETAIL="left for the next call (needs ${need} s)"; return 2; }
+    if [ "${CATALOG_KINDS[$idx]}" = cuda ] && [ "$FAKE" != 1 ] && [ ! -x "${CMD[0]}" ]; then
+        DETAIL="${CMD[0]} not built"; return 2
+    fi
+    local to; to=$(at_least $(( ($(step_left) - 5) / 2 )) 5)
+    fake_nvml alone
+    tmo "$KACE" profile --name "$name" --warmup "$PWARMUP" --window "$PWINDOW" --counters-warmup "$CWARMUP" \
+        --counters-window "$CWINDOW" --timeout "$to" \
+        -- "${CMD[@]}" >"$WORK/p.out" 2>&1
+    local rc=$?
+    cat "$WORK/p.out"
+    if [ $rc -ne 0 ]; then
+        echo "$name" >>"$S/profile-failures.txt"
+        DETAIL="exit $rc (failure $(failures "$name") of 2): $(grep -m1 'kace' "$WORK/p.out" | cut -c1-200)"
+        return 1
+    fi
+    echo "$name" >>"$WORK/profiled.txt"
+    DETAIL="$(grep -m1 -E 'samples/s' "$WORK/p.out" | cut -c1-200)"
+}
+s_plan() {
+    if [ -f "$S/plan.txt" ]; then DETAIL="the plan of an earlier call ($(grep -c . "$S/plan.txt") lines)"; return 0; fi
+    local i left=0 names=()
+    for i in "${!CATALOG_NAMES[@]}"; do
+        if grep -qxF "${CATALOG_NAMES[$i]}" "$WORK/profiled.txt"; then
+            names+=("${CATALOG_NAMES[$i]}")
+        elif [ "$(failures "${CATALOG_NAMES[$i]}")" -lt 2 ]; then
+            left=$((left + 1))
+        fi
+    done
+    [ $left = 0 ] || { DETAIL="$left workloads still to profile: no plan yet"; return 2; }
+    "$PY" "$DEV_DIR/plan.py" "${names[@]}" >"$S/plan.txt" || { rm -f "$S/plan.txt"; DETAIL="plan.py failed"; return 1; }
+    DETAIL="new plan for ${#names[@]} workloads: $("$KACE" campaign --dry-run "$S/plan.txt" | sed -n 1p)"
+}
+s_campaign() {
+    [ -f "$S/plan.txt" ] || { DETAIL="no plan yet"; return 2; }
+    local left; left=$(until_s "$CALL_DEADLINE")
+    local need=30
+    [ "$LIMIT" -ge 180 ] || need=8
+    [ "$left" -ge $need ] || { DETAIL="no time left to measure"; return 2; }
+    fake_nvml mps
+    local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX)
+    # SIGTERM at the deadline: kace drops the run in flight, quits MPS, keeps the rest.
+    timeout -k 20 "$left" "$KACE" campaign "$S/plan.txt" --warmup "$WARMUP" --window "$WINDOW" \
+        --run-dir "$rd" --gpu "$GPU" --log "$A/workloads.log" --quiet >"$WORK/c.out" 2>&1
+    local rc=$?
+    cat "$WORK/c.out"
+    rm -rf "$rd"
+    DETAIL="$(grep -m1 '^campaign:' "$WORK/c.out")"
+    case $rc in
+    0) DETAIL="${DETAIL:-exit 0}; the plan is done" ;;
+    124 | 143) DETAIL="stopped at the deadline; ${DETAIL:-no summary}" ;;
+    *) DETAIL="exit $rc: $(grep -m1 'kace:' "$WORK/c.out") ${DETAIL}"; return 1 ;;
+    esac
+}
+s_export() {
+    [ -f "$DB" ] || { DETAIL="no store"; return 1; }
+    tmo "$PY" "$DEV_DIR/store.py" export "$DB" "$A" || { DETAIL="store.py export failed"; return 1; }
+    local sum plan_line=""
+    sum=$(py_store summary "$DB")
+    [ -f "$S/plan.txt" ] && plan_line=$("$KACE" campaign --dry-run "$S/plan.txt" 2>/dev/null | sed -n 1p)
+    {
+        echo "# kace device campaign on $GPU"
+        echo
+        echo "Written by scripts/device/campaign.sh ($(head -1 "$BUNDLE/VERSION")) on $(date -u +%FT%TZ)."
+        echo "- store: $sum"
+        echo "- $plan_line"
+        echo
+        echo "kernel.csv, system.csv: profiles; pairs.csv, triples.csv, mps-splits.csv, timeslice-pairs.csv:"
+        echo "means over ok repetitions; runs.csv: every run and member; spread.csv: run-to-run spread."
+        echo "Use: kace import kernel.csv system.csv pairs.csv triples.csv; kace train"
+    } >"$A/README.md"
+    DETAIL="$sum; ${plan_line#plan *: }"
+}
+
+step restore 30 s_restore
+: >"$WORK/profiled.txt"
+[ -f "$DB" ] && py_store profiled "$DB" >"$WORK/profiled.txt" 2>/dev/null
+step env 20 s_env
+if grep -q ' cuda ' "$CATALOG"; then step build-workloads 150 s_build_workloads; fi
+step inject-check 60 s_inject_check
+step register 30 s_register
+for i in "${!CATALOG_NAMES[@]}"; do
+    name=${CATALOG_NAMES[$i]}
+    grep -qxF "$name" "$WORK/profiled.txt" && continue
+    [ "$(failures "$name")" -ge 2 ] && continue
+    need=$((PWW + 40))                                    # CUDA C: two runs, quick starts
+    [ "${CATALOG_KINDS[$i]}" = cuda ] || need=$((PWW + 180)) # PyTorch: two starts, kernel replay
+    [ "$FAKE" = 1 ] && need=$((PWW + 12))
+    step "profile-$name" "$need" s_profile "$i" "$need"
+done
+step plan 20 s_plan
+step campaign "$LIMIT" s_campaign
+CALL_DEADLINE=$(awk -v d="$CALL_DEADLINE" -v r="$RESERVE" 'BEGIN { printf "%.3f", d + r - 2 }')
+step export 30 s_export
+s_pack() {
+    tmo tar -C "$S" -czf "$OUT/store.tar.gz" . || { DETAIL="tar of the store failed"; return 1; }
+    tmo tar -C "$WORK" --exclude='*-pack.txt' -czf "$OUT/campaign-export.tar.gz" campaign-export || { DETAIL="tar failed"; return 1; }
+    DETAIL="$(du -b "$OUT"/*.tar.gz | awk '{ printf "%s %d B; ", $2, $1 }' | sed "s|$OUT/||g")"
+    out_check "$OUT" || return 1
+}
+step pack 20 s_pack
+printf 'end ok %d fail %d skip %d %s s\n' "$N_OK" "$N_FAIL" "$N_SKIP" "$(since "$T_START")" | tee -a "$OUT/campaign.log"
+rm -rf "$WORK"
+exit 0

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# make device-dry-run: the whole device pipeline here, without a GPU, from the
+# bundle (build-bundle/kace-bundle), against fakes: first-light, then two
+# campaign calls (the second resuming from the first's store), each into its
+# own folder of OUT as a device call would write it. Fakes: NVML
+# (build/tests/libfake_nvml_full.so for a workload alone,
+# libfake_nvml_mps.so for colocations: its MPS client list names kace's workloads), the stand-in MPS daemon (build/tests/kace-test-mps-control), the
+# fake CUDA driver + CUPTI + program of build/tests/fake_cuda (the real
+# injection library runs inside it; scripts/device/fakes/fake-cuda-app stands
+# in while it is not built), nvidia-smi and ncu stand-ins (fakes/bin).
+#
+# Checks: each call's folder has at most 8 files, 2 folders deep; each call
+# ended within its limit; no step failed; nvidia-smi/ncu were never asked to
+# change GPU settings or lock clocks; the second campaign call resumed (more
+# runs, none measured twice); the exported CSVs import into a new store; and,
+# with LD_DEBUG=libs, every library that kace and the injection library
+# loaded came from the bundle, the C library or the (fake) driver folders.
+#
+#   bash scripts/device/dry-run.sh [OUT]     (default: a temporary folder, removed when all passed)
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-$root/build}
+B=${BUNDLE_DIR:-$root/build-bundle/kace-bundle}
+OUT=${1:-${OUT:-}}
+keep=1
+[ -n "$OUT" ] || { OUT=$(mktemp -d "${TMPDIR:-/tmp}/kace-dry-run.XXXXXX"); keep=0; }
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kace-dry-work.XXXXXX")
+failures=0
+fail() { echo "dry-run: FAIL: $*" >&2; failures=$((failures + 1)); }
+t_all=$EPOCHREALTIME
+
+for f in "$B/bin/kace" "$BUILD/tests/libfake_nvml_mps.so" "$BUILD/tests/libfake_nvml_full.so" "$BUILD/tests/kace-test-mps-control" \
+    "$BUILD/tests/kace-test-worker" "$root/tests/data/ncu/newer.csv"; do
+    [ -e "$f" ] || { echo "dry-run: $f is missing (make build device-bundle first)" >&2; exit 1; }
+done
+FAKE_CUDA=$BUILD/tests/fake_cuda
+if [ -x "$FAKE_CUDA/kace-fake-cuda-app" ] && [ -e "$FAKE_CUDA/libcuda.so.1" ] && [ -e "$FAKE_CUDA/libcupti.so.13" ]; then
+    echo "dry-run: fake CUDA: $FAKE_CUDA/kace-fake-cuda-app (the injection library runs inside it)"
+    real_inject=1
+else
+    echo "dry-run: fake CUDA: scripts/device/fakes/fake-cuda-app (stand-in; build/tests/fake_cuda is not built)"
+    real_inject=0
+fi
+export KACE_DEVICE_FAKE=1 KACE_FAKE_CUDA_DIR=$FAKE_CUDA KACE_TEST_WORKER=$BUILD/tests/kace-test-worker \
+    KACE_FAKE_NVML_ALONE=$BUILD/tests/libfake_nvml_full.so KACE_FAKE_NVML_MPS=$BUILD/tests/libfake_nvml_mps.so \
+    KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so KACE_MPS_CONTROL=$BUILD/tests/kace-test-mps-control \
+    KACE_FAKE_NCU_CSV=$root/tests/data/ncu/newer.csv KACE_FAKE_FORBIDDEN_LOG=$WORK/forbidden.log \
+    KACE_DEVICE_WARMUP=0.5 KACE_DEVICE_WINDOW=1 KACE_DEVICE_PROFILE_WARMUP=0.5 KACE_DEVICE_PROFILE_WINDOW=1 \
+    KACE_DEVICE_COUNTERS_WARMUP=0.5 KACE_DEVICE_COUNTERS_WINDOW=1 KACE_DEVICE_INJECT_S=2 KACE_DEVICE_TORCH_S=4 TMPDIR=$WORK
+unset KACE_DB KACE_CUPTI_LIBRARY CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT LD_LIBRARY_PATH
+: >"$WORK/forbidden.log"
+mkdir -p "$WORK/ld"
+# 9 of the catalog's workloads, every kind (3 cuda, 4 torch, 2 llm): enough for
+# the plan's >= 30 pairs, few enough to profile in the first campaign call.
+awk '/^#/ || !NF { print; next } { n[$2]++ } $2 == "cuda" || ($2 == "torch" && n[$2] <= 4) || ($2 == "llm" && n[$2] <= 2)' \
+    "$B/workloads/catalog.txt" >"$WORK/catalog.txt"
+export KACE_CATALOG=$WORK/catalog.txt
+
+# call NAME LIMIT_S SCRIPT ARGS...: one device call under LD_DEBUG, timed.
+call() {
+    local name=$1 limit=$2
+    shift 2
+    local t0=$EPOCHREALTIME
+    LD_DEBUG=libs LD_DEBUG_OUTPUT=$WORK/ld/ld timeout -k 10 $((limit + 30)) bash "$@" >"$WORK/$name.out" 2>&1
+    local rc=$? wall
+    wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+    echo "dry-run: $name: exit $rc, $wall s (limit $limit s)"
+    [ $rc -eq 0 ] || fail "$name: exit $rc: $(tail -3 "$WORK/$name.out")"
+    awk -v w="$wall" -v l="$limit" 'BEGIN { exit !(w <= l) }' || fail "$name: took $wall s, over its limit of $limit s"
+    local problems
+    problems=$(bash -c 'source "$1"; out_check "$2"' _ "$B/scripts/device/lib.sh" "$OUT/$name") ||
+        fail "$name: output folder: $problems"
+}
+check_log() { # check_log LOG: every line a step line or the end line; no step failed
+    local bad
+    bad=$(grep -v -E '^step [A-Za-z0-9._-]+ (ok|fail|skip) [0-9]+\.[0-9] |^end ok [0-9]+ fail [0-9]+ skip [0-9]+ ' "$1")
+    [ -z "$bad" ] || fail "${1##*/}: lines that are not step lines: $bad"
+    grep -q '^step [^ ]* fail ' "$1" && fail "${1##*/}: failed steps: $(grep '^step [^ ]* fail ' "$1" | cut -c1-200)"
+    grep -q '^end ' "$1" || fail "${1##*/}: no end line (the call did not finish)"
+}
+want_ok() { grep -q "^step $2 ok " "$1" || fail "${1##*/}: step $2 is not ok: $(grep "^step $2 " "$1")"; }
+
+# 1. first-light
+KACE_DEVICE_LIMIT=120 call first-light 120 "$B/scripts/device/first-light.sh" "$OUT/first-light"
+L=$OUT/first-light/first-light.log
+check_log "$L"
+for s in env-gpu env-mps env-cupti env-tools build-inject inject-bundle inject-server inject-choice torch-steps \
+    measure-mps-pair measure-mps-split measure-timeslice ncu pack; do want_ok "$L" "$s"; done
+[ "$(grep -c '^step profile-[^ ]* ok ' "$L")" -ge 3 ] || fail "first-light: fewer than 3 profiles ok"
+tar -tzf "$OUT/first-light/first-light.tar.gz" >"$WORK/fl.list"
+for f in env/nvidia-smi-q.txt env/versions.txt ncu-compare.csv measure/mps-pair-mps-log/ measure/mps-pair-server-list.txt \
+    torch-steps.csv recordings/inject-bundle-c1.txt; do
+    grep -q "first-light/$f" "$WORK/fl.list" || fail "first-light: no $f in first-light.tar.gz"
+done
+
+# 2. two campaign calls, the second from the first's store
+call campaign-1 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-1" --minutes 1
+call campaign-2 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-2" --minutes 1 --store "$OUT/campaign-1/store.tar.gz"
+for c in campaign-1 campaign-2; do
+    check_log "$OUT/$c/campaign.log"
+    for s in env inject-check register plan campaign export pack; do want_ok "$OUT/$c/campaign.log" "$s"; done
+done
+n_cat=$(grep -v '^#' "$KACE_CATALOG" | grep -c '[^[:space:]]')
+[ "$(grep -c '^step profile-[^ ]* ok ' "$OUT/campaign-1/campaign.log")" = "$n_cat" ] ||
+    fail "campaign-1: not all $n_cat catalog workloads profiled"
+grep -q '^step profile-' "$OUT/campaign-2/campaign.log" && fail "campaign-2: profiled again what the store had"
+grep -q '^step restore ok .*profiled '"$n_cat" "$OUT/campaign-2/campaign.log" || fail "campaign-2: did not restore the store"
+runs() { tar -xzOf "$1" ./kace.db >"$WORK/r.db" && python3 "$B/scripts/device/store.py" summary "$WORK/r.db" | awk '{ print $2 }'; }
+r1=$(runs "$OUT/campaign-1/store.tar.gz") r2=$(runs "$OUT/campaign-2/store.tar.gz")
+echo "dry-run: measured runs: $r1 after the first campaign call, $r2 after the second"
+[ "${r1:-0}" -gt 0 ] && [ "${r2:-0}" -gt "${r1:-0}" ] || fail "campaign: runs did not grow across calls ($r1 -> $r2)"
+grep -q '^step campaign ok .*[1-9][0-9]* were stored before' "$OUT/campaign-2/campaign.log" ||
+    fail "campaign-2: kace campaign did not continue the stored plan: $(grep '^step campaign ' "$OUT/campaign-2/campaign.log")"
+# The plan: >= 30 pairs, 10 triples, 2 split grids, 3 repetitions, 3 time-sliced pairs.
+tar -xzOf "$OUT/campaign-2/store.tar.gz" ./plan.txt >"$WORK/plan.txt" || fail "campaign: no plan.txt in the store"
+grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ ]* [^ ]* [^ ]*$' "$WORK/plan.txt")" = 10 ] &&
+    [ "$(grep -c '^splits 10 30 50 70 90 on' "$WORK/plan.txt")" = 2 ] && grep -q '^repeat 3' "$WORK/plan.txt" &&
+    grep -q '^mode timeslice' "$WORK/plan.txt" || fail "campaign: the plan lacks a part: $(cat "$WORK/plan.txt")"
+# The exports import into a new store.
+mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar.gz"
+"$B/bin/kace" import --db "$WORK/import.db" "$WORK/x/campaign-export/kernel.csv" "$WORK/x/campaign-export/system.csv" \
+    "$WORK/x/campaign-export/pairs.csv" >"$WORK/import.out" 2>&1 || fail "kace import of the exports: $(cat "$WORK/import.out")"
+
+# 3. nothing asked to change GPU settings; libraries from the bundle, libc or the driver.
+[ ! -s "$WORK/forbidden.log" ] || fail "forbidden tool options: $(cat "$WORK/forbidden.log")"
+python3 "$B/scripts/device/check-libs.py" --kace "$B/bin/kace" --allow "$B/lib" --allow "$FAKE_CUDA" \
+    --allow "$(dirname "$KACE_NVML_LIBRARY")" "$WORK/ld" >"$WORK/libs.out" 2>&1 || fail "libraries: $(cat "$WORK/libs.out")"
+cat "$WORK/libs.out"
+if [ "$real_inject" = 1 ] && ! grep -q ' [1-9][0-9]* processes with the injection library' "$WORK/libs.out"; then
+    fail "the injection library was never loaded by the fake CUDA program"
+fi
+
+echo "dry-run: $(awk -v a="$t_all" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s in all; output in $OUT"
+if [ $failures -ne 0 ]; then
+    echo "dry-run: $failures failure(s); the calls' output: $WORK/*.out, logs in $OUT" >&2
+    exit 1
+fi
+rm -rf "$WORK"
+[ $keep = 1 ] || rm -rf "$OUT"
+echo "dry-run: all checks passed"
