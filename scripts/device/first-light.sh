@@ -83,7 +83,7 @@ s_env_tools() {
     } >"$v" 2>&1
     cat "$v"
     DETAIL="ncu: $(command -v ncu >/dev/null && echo yes || echo no); nvcc: $(command -v nvcc >/dev/null && echo yes || echo no);"
-    DETAIL+=" torch: $(awk '/^== torch/ { getline; print $1 "/cuda" $2 "/" $3 }' "$v")"
+    DETAIL+=" torch: $(awk '/^== torch/ { getline; if (NF == 3) print $1 " cuda " $2 " available " $3; else print "not importable" }' "$v")"
     tmo "$KACE" --help >/dev/null || { DETAIL="the bundle's kace does not start: $DETAIL"; return 1; }
 }
 
