@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +165,29 @@ static void read_tail(const char *path, char *out, size_t size)
             out[i] = ' ';
 }
 
+/* Writes text to a pipe whose reader may already have exited (a control
+ * program that found no daemon): EPIPE, not SIGPIPE, which would kill the
+ * caller. SIGPIPE is blocked in this thread only and a pending one consumed,
+ * so the process's own disposition is left alone. A short text fits the pipe
+ * buffer, so a reader that never reads does not block us. */
+static void write_no_sigpipe(int fd, const char *text)
+{
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    ssize_t w = write(fd, text, strlen(text));
+    if (w < 0 && errno == EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* Runs the control program (with "-d" or as a client fed stdin_text) in its
  * own process group, its output to run_dir/control-client.log. Returns 0 and
  * its exit status, or -1 when it could not run or overran timeout_s (then
@@ -202,11 +227,8 @@ static int run_control(kace_mps *m, const char *arg, const char *stdin_text, dou
         return -1;
     }
     setpgid(pid, pid);
-    if (stdin_text) {
-        /* A daemon that does not read: the pipe buffer holds a short text. */
-        ssize_t w = write(in_pipe[1], stdin_text, strlen(stdin_text));
-        (void)w;
-    }
+    if (stdin_text)
+        write_no_sigpipe(in_pipe[1], stdin_text);
     close(in_pipe[1]);
     int status = 0;
     double end = now_s() + timeout_s;
