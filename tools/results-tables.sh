@@ -453,15 +453,20 @@ for b in $BLOCKS; do
 done
 awk -v D="$gen_dir" -v B=" $BLOCKS " '
     /^<!-- BEGIN generated: results-tables\.sh [a-z0-9-]+ -->$/ {
-        name = $4
+        name = $5
         if (index(B, " " name " ")) {
             f = D "/" name ".md"
             while ((getline line < f) > 0) print line
-            close(f); skip = 1; next
+            close(f); skip = 1; done[name]++; next
         }
     }
     skip && /^<!-- END generated -->$/ { skip = 0; next }
     !skip { print }
-    END { if (skip) { print "results-tables.sh: a block has no END marker" > "/dev/stderr"; exit 1 } }
+    END {
+        if (skip) { print "results-tables.sh: a block has no END marker" > "/dev/stderr"; exit 1 }
+        n = split(B, want, " ")
+        for (i = 1; i <= n; i++) if (done[want[i]] != 1) {
+            print "results-tables.sh: block " want[i] " replaced " done[want[i]] + 0 " times (once expected)" > "/dev/stderr"; exit 1 }
+    }
 ' "$UPDATE" >"$gen_dir/updated" || die "cannot update $UPDATE"
 cat "$gen_dir/updated" >"$UPDATE"
