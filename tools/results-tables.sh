@@ -16,8 +16,9 @@
 #   eval-headline eval-size eval-unseen eval-triples eval-error eval-confidence
 #                  kace eval --out W/eval --no-figures        (what make demo runs;
 #                  eval-confidence also reads its stdout, W/eval/stdout.txt)
-#   seeds          kace eval --mode clean --no-xu --no-figures with --kace-seed 0..3,
-#                  --kace-seeds 4 and --kace-monotone shares  (W/seeds/*)
+#   seeds          seed 0 from the eval run; kace eval --mode clean --no-xu --no-figures
+#                  with --kace-seed 1..3 and with --kace-monotone shares (W/seeds/*); the
+#                  mean row is the mean of seeds 0..3, what --kace-seeds 4 reports
 #   groups splits  kace eval --groups --splits --no-figures   (W/beyond)
 #   sim sim-sweep  kace simulate --no-figures --trace openb_pod_list_{default,gpushare40}.csv
 #                  --gpus 16,24,32,48,64                     (W/sim/LIST-G, with stdout.txt)
@@ -89,7 +90,7 @@ run_all() {
             local s
             for s in 1 2 3; do
                 run "seed $s" "$W/seed-$s.txt" "$KACE" eval --db "$db" --mode clean --no-xu --no-figures \
-                    --kace-seed $s --out "$W/seeds/seed-$s"
+                    --kace-seed "$s" --out "$W/seeds/seed-$s"
             done
             run "monotone shares" "$W/shares.txt" "$KACE" eval --db "$db" --mode clean --no-xu --no-figures \
                 --kace-monotone shares --out "$W/seeds/shares"
@@ -103,7 +104,7 @@ run_all() {
                 for g in $SIZES; do
                     mkdir -p "$W/sim/$l-$g"
                     run "simulate $l $g" "$W/sim/$l-$g/stdout.txt" "$KACE" simulate --db "$db" \
-                        --trace "$trace/openb_pod_list_$l.csv" --gpus $g --no-figures --out "$W/sim/$l-$g"
+                        --trace "$trace/openb_pod_list_$l.csv" --gpus "$g" --no-figures --out "$W/sim/$l-$g"
                 done
             done
         fi
@@ -348,8 +349,9 @@ sim_gpus() { # the "cluster: N GPUs" of a run's stdout, or "?"
 }
 
 gen_sim() {
-    local l d
-    for l in $LISTS; do need "$W/sim/$l-32/policies.csv"; done
+    local l d files=()
+    for l in $LISTS; do files+=("$W/sim/$l-32/policies.csv"); done
+    need "${files[@]}"
     awkcsv '
     FNR == 1 { header(); f++; np = 0; next }
     { np++; name[np] = get("policy"); jct[f, np] = get("mean_jct_h") }
@@ -364,7 +366,7 @@ gen_sim() {
             for (i = 1; i <= np; i++) o = o " " (name[i] == "kace" ? "**" f2(jct[j, i]) "**" : f2(jct[j, i])) " |"
             print o
         }
-    }' -v L="$LISTS" $(for l in $LISTS; do echo "$W/sim/$l-32/policies.csv"; done)
+    }' -v L="$LISTS" "${files[@]}"
     echo
     echo "| list (GPUs) | policy | mean JCT (h) | p95 JCT (h) | mean queue (h) | makespan (d) | efficiency | time shared | LS jobs at target |"
     echo "|---|---|---|---|---|---|---|---|---|"
