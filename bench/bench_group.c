@@ -104,13 +104,13 @@ int main(int argc, char **argv)
                 kace_group_query q = {.target = targets[t], .k = k, .pool = pool, .n_pool = (size_t)sizes[si]};
                 kace_group_result bb, en;
                 double t0 = now();
-                if (kace_group_best(ctx, ds, m, &q, &bb))
+                if (kace_group_best(ctx, ds, kace_model_predictor(m), &q, &bb))
                     return die(ctx, "branch and bound");
                 tb[t] = now() - t0;
                 sb += bb.groups_scored;
                 if (run_enum) {
                     t0 = now();
-                    if (kace_group_enumerate(ctx, ds, m, &q, &en))
+                    if (kace_group_enumerate(ctx, ds, kace_model_predictor(m), &q, &en))
                         return die(ctx, "enumerate");
                     te[t] = now() - t0;
                     se += en.groups_scored;

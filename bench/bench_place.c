@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     for (size_t w = 0; w < ds->n_workloads; w++) {
         int one = (int)w;
         double s;
-        if (kace_slowdown_predict(ctx, m, ds, &one, 1, &s, NULL, NULL) == KACE_OK)
+        if (kace_predict_group(ctx, kace_model_predictor(m), ds, &one, 1, &s, NULL, NULL) == KACE_OK)
             usable[n_usable++] = one;
     }
     size_t n_gpus = NODES * GPUS_PER_NODE;
@@ -60,7 +60,7 @@ int main(int argc, char **argv)
         gpu->share_free -= share;
     }
     double t0 = bench_now();
-    kace_place_prepare(ctx, m, ds, gpus, n_gpus);
+    kace_place_prepare(ctx, kace_model_predictor(m), ds, gpus, n_gpus);
     double prepare_ms = (bench_now() - t0) * 1e3;
 
     double *lat = malloc(DECISIONS * sizeof *lat);
@@ -71,12 +71,12 @@ int main(int argc, char **argv)
         int w = usable[rand() % n_usable];
         kace_placement p;
         double a = bench_now();
-        if (kace_place_job(ctx, m, ds, gpus, n_gpus, w, &opt, &p) == KACE_OK) {
+        if (kace_place_job(ctx, kace_model_predictor(m), ds, gpus, n_gpus, w, &opt, &p) == KACE_OK) {
             /* The plugin then re-scores the chosen GPU with the job on it;
              * here on a copy so that the cluster stays the same size. */
             kace_place_gpu chosen = gpus[p.gpu];
             chosen.resident[chosen.n_residents++] = w;
-            kace_place_prepare(ctx, m, ds, &chosen, 1);
+            kace_place_prepare(ctx, kace_model_predictor(m), ds, &chosen, 1);
             placed++;
         }
         lat[i] = (bench_now() - a) * 1e6;

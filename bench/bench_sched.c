@@ -89,7 +89,7 @@ static int load_world(kace_ctx *ctx, const char *data, world *w)
     const kace_dataset *sets[2] = {w->pairs, w->triples};
     if (kace_model_fit_rows(ctx, w->pairs, rows, n, &spec, &w->model) || kace_truth_build(ctx, sets, 2, &w->truth) ||
         kace_dataset_profiles_only(ctx, w->pairs, &w->profiles) ||
-        kace_rate_source_model(ctx, &w->holder, w->model, w->profiles, &w->rates))
+        kace_rate_source_model(ctx, &w->holder, kace_model_predictor(w->model), w->profiles, &w->rates))
         return die(ctx, "model");
     for (size_t i = 0; i < w->pairs->n_workloads; i++)
         for (size_t c = 0; c < w->pairs->n_colocations; c++)

@@ -10,6 +10,7 @@
 #include "kace/kace.h"
 #include "kace/model.h"
 #include "kace/policy.h"
+#include "kace/predictor.h"
 #include "kace/store.h"
 
 /* Exit codes. */

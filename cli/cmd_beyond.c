@@ -25,7 +25,7 @@ int cli_predict_group(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m
     kace_group_result r;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    kace_status st = enumerate ? kace_group_enumerate(ctx, ds, m, &q, &r) : kace_group_best(ctx, ds, m, &q, &r);
+    kace_status st = enumerate ? kace_group_enumerate(ctx, ds, kace_model_predictor(m), &q, &r) : kace_group_best(ctx, ds, kace_model_predictor(m), &q, &r);
     double sec = seconds_since(&t0);
     if (st)
         return cli_error(ctx, st);
@@ -249,7 +249,7 @@ static int eval_groups_k(kace_ctx *ctx, const kace_dataset *ds, int k, const eva
         kace_group_query q = {.target = (int)t, .k = k, .pool = pool, .n_pool = n_pool, .gpu_memory_gb = 1e9,
                               .filter = only_measured, .filter_user = &mg};
         kace_group_result best;
-        st = kace_group_best(ctx, ds, m, &q, &best);
+        st = kace_group_best(ctx, ds, kace_model_predictor(m), &q, &best);
         kace_model_free(&m);
         if (st) {
             cli_error(ctx, st);

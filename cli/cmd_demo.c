@@ -119,7 +119,7 @@ int cmd_demo(int argc, char **argv)
         if (w < 0)
             continue;
         size_t n_ranked = 0;
-        if ((st = kace_rank_partners(ctx, ds, m, KACE_NORM_TRAIN, w, NULL, 0, ranked, &n_ranked))) {
+        if ((st = kace_rank_partners(ctx, ds, kace_model_predictor(m), KACE_NORM_TRAIN, w, NULL, 0, ranked, &n_ranked))) {
             rc = cli_error(ctx, st);
             goto done;
         }
@@ -136,7 +136,7 @@ int cmd_demo(int argc, char **argv)
         /* The same model, trained on pairs, also picks whole groups. */
         kace_group_query q = {.target = w, .k = 3};
         kace_group_result best;
-        if ((st = kace_group_best(ctx, ds, m, &q, &best))) {
+        if ((st = kace_group_best(ctx, ds, kace_model_predictor(m), &q, &best))) {
             rc = cli_error(ctx, st);
             goto done;
         }

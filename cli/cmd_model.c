@@ -111,10 +111,10 @@ done:
 /* Says (on stderr, so the table stays the only thing on stdout) why a
  * workload lowers the confidence: a profile metric outside the range of the
  * model's training workloads, so the model extrapolates. */
-static void note_outside_training(const kace_model *m, const kace_dataset *ds, int w)
+static void note_outside_training(const kace_predictor *p, const kace_dataset *ds, int w)
 {
-    kace_slowdown_coverage c;
-    kace_slowdown_coverage_of(m, ds, &w, 1, &c);
+    kace_coverage c;
+    kace_predictor_coverage(p, ds, &w, 1, &c);
     if (c.member >= 0)
         fprintf(stderr,
                 "note: %s has %s %.4g, outside the training workloads' %.4g..%.4g: its confidence is scaled by %.2f\n",
@@ -242,7 +242,7 @@ int cmd_predict(int argc, char **argv)
     if (!ranked)
         goto done;
     size_t n_ranked = 0;
-    if ((st = kace_rank_partners(ctx, ds, m, norm, t, among ? among_idx : NULL, n_among, ranked, &n_ranked))) {
+    if ((st = kace_rank_partners(ctx, ds, kace_model_predictor(m), norm, t, among ? among_idx : NULL, n_among, ranked, &n_ranked))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -255,10 +255,10 @@ int cmd_predict(int argc, char **argv)
         printf("%4zu  %-36s %10.2f %10s %10.2f %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
                ranked[i].predicted, measured, ranked[i].exclusive_sum, ranked[i].confidence);
     }
-    if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
-        note_outside_training(m, ds, t);
+    if (kace_predictor_can(kace_model_predictor(m), KACE_PRED_COVERAGE)) {
+        note_outside_training(kace_model_predictor(m), ds, t);
         for (size_t i = 0; i < n_ranked && (top <= 0 || (int)i < top); i++)
-            note_outside_training(m, ds, ranked[i].workload);
+            note_outside_training(kace_model_predictor(m), ds, ranked[i].workload);
     }
     rc = EXIT_OK;
 done:

@@ -104,7 +104,7 @@ static int world_load(kace_ctx *ctx, const char *db, const char *import_dir, int
     const kace_dataset *sets[2] = {w->pairs, w->triples};
     if (st || (st = kace_truth_build(ctx, sets, 2, &w->truth)) ||
         (st = kace_dataset_profiles_only(ctx, w->pairs, &w->profiles)) ||
-        (st = kace_rate_source_model(ctx, &w->holder, w->model, w->profiles, &w->rates))) {
+        (st = kace_rate_source_model(ctx, &w->holder, kace_model_predictor(w->model), w->profiles, &w->rates))) {
         rc = cli_error(ctx, st);
         goto done;
     }

@@ -62,13 +62,13 @@ static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const cha
         (st = v->cfg.model_file[0] ? kace_model_load(ctx, v->cfg.model_file, &v->model)
                                    : kace_store_load_model(ctx, v->store, v->cfg.model, &v->model)))
         return cli_error(ctx, st);
-    if (kace_model_get_kind(v->model) != KACE_MODEL_SLOWDOWN) {
+    if (!kace_predictor_can(kace_model_predictor(v->model), KACE_PRED_MEMBERS)) {
         fprintf(stderr, "kace: the placer needs a slowdown model (kace train --kind slowdown)\n");
         return EXIT_FAILURE_RUN;
     }
     if ((st = kace_slurm_cluster_load(ctx, v->ds, v->cfg.gres, &v->cluster)))
         return cli_error(ctx, st);
-    kace_place_prepare(ctx, v->model, v->ds, v->cluster->gpus, v->cluster->n_gpus);
+    kace_place_prepare(ctx, kace_model_predictor(v->model), v->ds, v->cluster->gpus, v->cluster->n_gpus);
     return EXIT_OK;
 }
 
@@ -96,7 +96,7 @@ static void print_gpu(kace_ctx *ctx, const slurm_view *v, size_t g)
         }
     }
     double sum = NAN, conf = NAN, member[KACE_MAX_K];
-    if (predictable && k > 0 && kace_slowdown_predict(ctx, v->model, v->ds, group, k, &sum, &conf, member))
+    if (predictable && k > 0 && kace_predict_group(ctx, kace_model_predictor(v->model), v->ds, group, k, &sum, &conf, member))
         predictable = false;
     char pred[32] = "-", obs[32] = "-", ratio[32] = "-", norm[32] = "-";
     if (predictable && k > 0) {
@@ -148,7 +148,7 @@ static int slurm_place(kace_ctx *ctx, slurm_view *v, const char *workload)
         return EXIT_FAILURE_RUN;
     }
     kace_placement p;
-    kace_status st = kace_place_job(ctx, v->model, v->ds, v->cluster->gpus, v->cluster->n_gpus, w,
+    kace_status st = kace_place_job(ctx, kace_model_predictor(v->model), v->ds, v->cluster->gpus, v->cluster->n_gpus, w,
                                     &v->cfg.options, &p);
     if (st)
         return cli_error(ctx, st);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kace/eval.h"
+#include "kace/predictor.h"
 
 void kace_eval_options_default(kace_eval_options *o)
 {
@@ -113,6 +114,22 @@ static void fitted_free(fitted *f)
     kace_model_free(&f->slowdown);
 }
 
+kace_status kace_eval_choice(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, const kace_dataset *ds,
+                             const int *cand, size_t n, double *score)
+{
+    *score = NAN;
+    double oracle = 0;
+    for (size_t i = 0; i < n; i++) {
+        double s = kace_colocation_sum(&ds->colocations[cand[i]]);
+        oracle = (i == 0 || s > oracle) ? s : oracle;
+    }
+    size_t pick;
+    kace_status st = kace_policy_pick_model(ctx, p, norm, ds, cand, n, &pick);
+    if (!st)
+        *score = kace_colocation_sum(&ds->colocations[cand[pick]]) / oracle;
+    return st;
+}
+
 /* Scores every policy for one target's candidate rows. */
 static kace_status score_target(kace_ctx *ctx, const kace_dataset *ds, const fitted *f, kace_norm norm,
                                 const int *cand, size_t n, kace_target_score *out)
@@ -143,19 +160,13 @@ static kace_status score_target(kace_ctx *ctx, const kace_dataset *ds, const fit
     for (size_t r = 0; r < 3; r++)
         best = out->score[rules[r]] > best ? out->score[rules[r]] : best;
     out->score[KACE_POL_BEST_RULE] = best;
-    if ((st = kace_policy_pick_model(ctx, f->kace, norm, ds, cand, n, &pick)))
+    if ((st = kace_eval_choice(ctx, kace_model_predictor(f->kace), norm, ds, cand, n, &out->score[KACE_POL_KACE])))
         return st;
-    out->score[KACE_POL_KACE] = kace_colocation_sum(&ds->colocations[cand[pick]]) / oracle;
-    if (f->xu) {
-        if ((st = kace_policy_pick_model(ctx, f->xu, norm, ds, cand, n, &pick)))
-            return st;
-        out->score[KACE_POL_XU] = kace_colocation_sum(&ds->colocations[cand[pick]]) / oracle;
-    }
-    if (f->slowdown) {
-        if ((st = kace_policy_pick_model(ctx, f->slowdown, norm, ds, cand, n, &pick)))
-            return st;
-        out->score[KACE_POL_SLOWDOWN] = kace_colocation_sum(&ds->colocations[cand[pick]]) / oracle;
-    }
+    if (f->xu && (st = kace_eval_choice(ctx, kace_model_predictor(f->xu), norm, ds, cand, n, &out->score[KACE_POL_XU])))
+        return st;
+    if (f->slowdown && (st = kace_eval_choice(ctx, kace_model_predictor(f->slowdown), norm, ds, cand, n,
+                                              &out->score[KACE_POL_SLOWDOWN])))
+        return st;
     return KACE_OK;
 }
 
@@ -168,10 +179,9 @@ static kace_status test_error(kace_ctx *ctx, const kace_dataset *ds, const kace_
     *mse = *r2 = NAN;
     if (n < 2)
         return KACE_OK;
-    const kace_feature_set *fs = kace_model_features(m);
-    double *X = malloc(n * (size_t)fs->n * sizeof *X), *y = malloc(n * sizeof *y), *p = malloc(n * sizeof *p);
+    double *y = malloc(n * sizeof *y), *p = malloc(n * sizeof *p);
     kace_status st = KACE_OK;
-    if (!X || !y || !p) {
+    if (!y || !p) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -181,16 +191,8 @@ static kace_status test_error(kace_ctx *ctx, const kace_dataset *ds, const kace_
         kace_column_stats(y, n, 1, &mu, &sd);
     else
         kace_model_label_stats(m, &mu, &sd);
-    if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
-        /* It predicts sums directly: z-score them like the labels. */
-        if ((st = kace_model_predict_rows(ctx, m, norm, ds, rows, n, p)))
-            goto done;
-        for (size_t i = 0; i < n; i++)
-            p[i] = sd > 0 ? (p[i] - mu) / sd : 0;
-    } else if ((st = kace_features_build(ctx, ds, fs, rows, n, X)) ||
-               (st = kace_model_predict_z(ctx, m, X, n, norm, p))) {
+    if ((st = kace_predict_rows_z(ctx, kace_model_predictor(m), norm, ds, rows, n, mu, sd, p)))
         goto done;
-    }
     double se = 0, tot = 0, zmean = 0;
     for (size_t i = 0; i < n; i++) {
         y[i] = sd > 0 ? (y[i] - mu) / sd : 0;
@@ -203,7 +205,6 @@ static kace_status test_error(kace_ctx *ctx, const kace_dataset *ds, const kace_
     *mse = se / (double)n;
     *r2 = tot > 0 ? 1.0 - se / tot : NAN;
 done:
-    free(X);
     free(y);
     free(p);
     return st;
@@ -266,7 +267,7 @@ static kace_status member_mae(kace_ctx *ctx, const kace_dataset *ds, const kace_
     for (size_t i = 0; i < n; i++) {
         const kace_colocation *c = &ds->colocations[rows[i]];
         double member[KACE_MAX_K], total;
-        kace_status st = kace_slowdown_predict(ctx, m, ds, c->workload, c->k, &total, NULL, member);
+        kace_status st = kace_predict_group(ctx, kace_model_predictor(m), ds, c->workload, c->k, &total, NULL, member);
         if (st)
             return st;
         for (int j = 0; j < c->k; j++) {
@@ -292,7 +293,7 @@ static kace_status confidence_errors(kace_ctx *ctx, const kace_dataset *ds, cons
     for (size_t i = 0; i < n; i++) {
         const kace_colocation *c = &ds->colocations[rows[i]];
         double pred;
-        kace_status st = kace_slowdown_predict(ctx, m, ds, c->workload, c->k, &pred, &conf[i], NULL);
+        kace_status st = kace_predict_group(ctx, kace_model_predictor(m), ds, c->workload, c->k, &pred, &conf[i], NULL);
         if (st)
             return st;
         double y = kace_colocation_sum(c);

@@ -787,7 +787,7 @@ static kace_status prepare(kace_ctx *ctx, const kace_feature_set *fs, const doub
         free(yz);
         return kace_fail(ctx, KACE_ERR_NOMEM, "random forest: out of memory for %zu rows", n);
     }
-    m->kind = KACE_MODEL_FOREST;
+    kace_model_set_kind(m, KACE_MODEL_FOREST);
     m->features = fs;
     m->n_features = d;
     m->n_fit = n;

@@ -56,7 +56,8 @@ typedef struct candidate {
 
 typedef struct search {
     const kace_dataset *ds;
-    const kace_model *m;
+    const kace_predictor *p;
+    const kace_bound_ops *b; /* the predictor's bounds */
     const kace_group_query *q;
     kace_ctx *ctx;
     int k;
@@ -122,7 +123,7 @@ static bool positions_before(const int *a, const int *b, int n)
  * keeps it when it beats the best: higher prediction, or equal prediction
  * and partners earlier in the pool. Both searches score a group in the same
  * member order, so they compute the same number. */
-static kace_status consider(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const kace_group_query *q,
+static kace_status consider(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, const kace_group_query *q,
                             const int *pool, int *pos, int k, double capacity, kace_group_result *best,
                             int *best_pos)
 {
@@ -141,17 +142,8 @@ static kace_status consider(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     double sum, member[KACE_GROUP_MAX_K];
     kace_status st;
     best->groups_scored++;
-    if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN) {
-        if ((st = kace_slowdown_predict(ctx, m, ds, group, k, &sum, NULL, member)))
-            return st;
-    } else {
-        double x[KACE_MAX_FEATURES];
-        if ((st = kace_features_group(ctx, ds, kace_model_features(m), group, k, x)) ||
-            (st = kace_model_predict(ctx, m, x, 1, KACE_NORM_TRAIN, &sum)))
-            return st;
-        for (int i = 0; i < k; i++)
-            member[i] = NAN;
-    }
+    if ((st = kace_predict_group(ctx, p, ds, group, k, &sum, NULL, member)))
+        return st;
     if (best->found && !(sum > best->predicted) &&
         !(sum == best->predicted && positions_before(pos, best_pos, k - 1)))
         return KACE_OK;
@@ -168,11 +160,11 @@ static kace_status consider(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
 
 /* The default pool and argument checks shared by both searches. *own_pool
  * is set when the pool was built here (the caller frees it). */
-static kace_status prepare(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const kace_group_query *q,
+static kace_status prepare(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, const kace_group_query *q,
                            const int **pool, size_t *n_pool, int **own_pool, double *capacity)
 {
     *own_pool = NULL;
-    if (!ds || !m || !q)
+    if (!ds || !p || !q)
         return kace_fail(ctx, KACE_ERR_INVALID, "group search: missing dataset, model or query");
     if (q->k < 2 || q->k > KACE_GROUP_MAX_K)
         return kace_fail(ctx, KACE_ERR_INVALID, "a group has 2..%d workloads, not %d", KACE_GROUP_MAX_K, q->k);
@@ -182,7 +174,7 @@ static kace_status prepare(kace_ctx *ctx, const kace_dataset *ds, const kace_mod
         return kace_fail(ctx, KACE_ERR_INVALID, "GPU memory must be a positive number of GB");
     *capacity = q->gpu_memory_gb > 0 ? q->gpu_memory_gb : KACE_GPU_MEMORY_V100_GB;
     int n_metric;
-    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    const kace_metric *metric = kace_profile_metrics(&n_metric);
     if (!profile_complete(ds, q->target, metric, n_metric))
         return kace_fail(ctx, KACE_ERR_INVALID, "target '%s' has no complete profile (needs %s, sm%%, mem%%, the "
                                                 "Nsight throughputs, Threads and memcap)",
@@ -200,15 +192,15 @@ static kace_status prepare(kace_ctx *ctx, const kace_dataset *ds, const kace_mod
         *n_pool = q->n_pool;
         return KACE_OK;
     }
-    int *p = malloc((ds->n_workloads ? ds->n_workloads : 1) * sizeof *p);
-    if (!p)
+    int *all = malloc((ds->n_workloads ? ds->n_workloads : 1) * sizeof *all);
+    if (!all)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     size_t n = 0;
     for (size_t w = 0; w < ds->n_workloads; w++)
         if ((int)w != q->target && profile_complete(ds, (int)w, metric, n_metric))
-            p[n++] = (int)w;
-    *own_pool = p;
-    *pool = p;
+            all[n++] = (int)w;
+    *own_pool = all;
+    *pool = all;
     *n_pool = n;
     return KACE_OK;
 }
@@ -220,7 +212,7 @@ static void result_reset(kace_group_result *out, int k)
     out->predicted = NAN;
 }
 
-kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m,
+kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p,
                                  const kace_group_query *q, kace_group_result *out)
 {
     const int *pool;
@@ -229,7 +221,7 @@ kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const ka
     double capacity;
     if (out)
         result_reset(out, q ? q->k : 0);
-    kace_status st = prepare(ctx, ds, m, q, &pool, &n, &own, &capacity);
+    kace_status st = prepare(ctx, ds, p, q, &pool, &n, &own, &capacity);
     if (st)
         return st;
     int r = q->k - 1, idx[KACE_GROUP_MAX_K], pos[KACE_GROUP_MAX_K], best_pos[KACE_GROUP_MAX_K];
@@ -238,7 +230,7 @@ kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const ka
             idx[i] = i;
         for (;;) { /* combinations in lexicographic order */
             memcpy(pos, idx, sizeof idx);
-            if ((st = consider(ctx, ds, m, q, pool, pos, q->k, capacity, out, best_pos)))
+            if ((st = consider(ctx, ds, p, q, pool, pos, q->k, capacity, out, best_pos)))
                 break;
             int i = r - 1;
             while (i >= 0 && idx[i] == (int)n - r + i)
@@ -274,7 +266,7 @@ static void suffix_box(const search *s, const double *known, int r, size_t from,
 static double cheap_bound(const search *s, const kace_member_bound *who, const double *lo, const double *hi,
                           double trees)
 {
-    return kace_slowdown_blend_upper(s->m, kace_slowdown_member_ridge(s->m, who, lo, hi), trees);
+    return s->b->blend(s->p, s->b->ridge(s->p, who, lo, hi), trees);
 }
 
 /* Fills the partial group's metric sums for the current depth: each
@@ -316,8 +308,8 @@ static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], doub
     int n = s->depth + 1, order[KACE_GROUP_MAX_K];
     double ridge[KACE_GROUP_MAX_K], b[KACE_GROUP_MAX_K], bound = 0;
     for (int j = 0; j < n; j++) {
-        ridge[j] = kace_slowdown_member_ridge(s->m, s->chosen_bound[j], lo[j], hi[j]);
-        b[j] = kace_slowdown_blend_upper(s->m, ridge[j], trees[j]);
+        ridge[j] = s->b->ridge(s->p, s->chosen_bound[j], lo[j], hi[j]);
+        b[j] = s->b->blend(s->p, ridge[j], trees[j]);
         bound += b[j];
         int at = j;
         for (; at > 0 && b[order[at - 1]] < b[j]; at--)
@@ -328,10 +320,10 @@ static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], doub
     *all_trees = false;
     for (int o = 0; o < n && !cut(s, bound + extra); o++) {
         int j = order[o];
-        double t = kace_slowdown_member_trees(s->m, s->chosen_bound[j], lo[j], hi[j]);
+        double t = s->b->trees(s->p, s->chosen_bound[j], lo[j], hi[j]);
         if (t < trees[j])
             trees[j] = t;
-        b[j] = kace_slowdown_blend_upper(s->m, ridge[j], trees[j]);
+        b[j] = s->b->blend(s->p, ridge[j], trees[j]);
         bound = 0;
         for (int i = 0; i < n; i++)
             bound += b[i];
@@ -480,7 +472,7 @@ static void last_slot(search *s, size_t from, const double *v, const double *vt,
             int pos[KACE_GROUP_MAX_K];
             memcpy(pos, pos_stack, (size_t)(s->k - 2) * sizeof *pos);
             pos[s->k - 2] = c->pos;
-            s->st = consider(s->ctx, s->ds, s->m, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
+            s->st = consider(s->ctx, s->ds, s->p, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
         }
     }
 }
@@ -617,7 +609,7 @@ static void greedy_start(search *s)
                 continue;
             double sum;
             group[slot] = s->cand[c].workload;
-            if (kace_slowdown_predict(s->ctx, s->m, s->ds, group, slot + 1, &sum, NULL, NULL) == KACE_OK &&
+            if (kace_predict_group(s->ctx, s->p, s->ds, group, slot + 1, &sum, NULL, NULL) == KACE_OK &&
                 sum > best) {
                 best = sum;
                 pick = c;
@@ -647,7 +639,7 @@ static void greedy_start(search *s)
                 if (s->q->filter && !s->q->filter(s->q->filter_user, group, s->k))
                     continue;
                 double sum;
-                if (kace_slowdown_predict(s->ctx, s->m, s->ds, group, s->k, &sum, NULL, NULL) == KACE_OK &&
+                if (kace_predict_group(s->ctx, s->p, s->ds, group, s->k, &sum, NULL, NULL) == KACE_OK &&
                     sum > best) {
                     best = sum;
                     swap_slot = slot;
@@ -668,7 +660,7 @@ static void greedy_start(search *s)
     free(taken);
     for (int slot = 1; slot < s->k; slot++)
         pos[slot - 1] = s->cand[picked[slot]].pos;
-    s->st = consider(s->ctx, s->ds, s->m, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
+    s->st = consider(s->ctx, s->ds, s->p, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
 }
 
 static int by_upper_desc(const void *a, const void *b)
@@ -679,7 +671,7 @@ static int by_upper_desc(const void *a, const void *b)
     return (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const kace_group_query *q,
+kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, const kace_group_query *q,
                             kace_group_result *out)
 {
     const int *pool;
@@ -688,21 +680,21 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
     double capacity;
     if (out)
         result_reset(out, q ? q->k : 0);
-    kace_status st = prepare(ctx, ds, m, q, &pool, &n, &own, &capacity);
+    kace_status st = prepare(ctx, ds, p, q, &pool, &n, &own, &capacity);
     if (st)
         return st;
-    search s = {.ds = ds, .m = m, .q = q, .ctx = ctx, .k = q->k, .capacity = capacity, .best = out, .n = n};
-    if (kace_model_get_kind(m) != KACE_MODEL_SLOWDOWN) {
+    search s = {.ds = ds, .p = p, .b = p ? p->ops->bounds : NULL, .q = q, .ctx = ctx, .k = q->k, .capacity = capacity, .best = out, .n = n};
+    if (!kace_predictor_can(p, KACE_PRED_BOUNDS) || !s.b) {
         free(own);
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED,
-                         "branch and bound needs kace's slowdown model (bounds come from its structure); "
-                         "this model can only be searched by enumeration");
+                         "branch and bound needs a model that bounds its predictions (kace's slowdown model); "
+                         "this %s model can only be searched by enumeration", kace_predictor_name(p));
     }
     if (q->k == 2) { /* scoring every pair costs less than bounding them */
         free(own);
-        return kace_group_enumerate(ctx, ds, m, q, out);
+        return kace_group_enumerate(ctx, ds, p, q, out);
     }
-    s.metric = kace_slowdown_needed_metrics(&s.n_metric);
+    s.metric = kace_profile_metrics(&s.n_metric);
     kace_group_query local = *q;
     local.pool = pool; /* consider() maps positions through it */
     local.n_pool = n;
@@ -752,7 +744,7 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
         slot[w] = -1;
     for (size_t c = 0; c <= n && !st; c++) {
         int w = c < n ? pool[c] : q->target;
-        if (slot[w] < 0 && !(st = kace_slowdown_member_bound_init(ctx, m, ds->workloads[w].metric,
+        if (slot[w] < 0 && !(st = s.b->member_init(ctx, p, ds->workloads[w].metric,
                                                                   &s.bounds[s.n_bounds])))
             slot[w] = (int)s.n_bounds++;
         if (c < n)
@@ -772,8 +764,8 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_mo
         s.cand[c].pos = (int)c;
         s.cand[c].workload = pool[c];
         s.cand[c].memcap = ds->workloads[pool[c]].metric[KACE_M_MEMCAP];
-        s.cand[c].upper_trees = kace_slowdown_member_trees(m, s.cand[c].bound, lo, hi);
-        s.cand[c].upper = kace_slowdown_blend_upper(m, kace_slowdown_member_ridge(m, s.cand[c].bound, lo, hi),
+        s.cand[c].upper_trees = s.b->trees(p, s.cand[c].bound, lo, hi);
+        s.cand[c].upper = s.b->blend(p, s.b->ridge(p, s.cand[c].bound, lo, hi),
                                                     s.cand[c].upper_trees);
     }
     qsort(s.cand, n, sizeof *s.cand, by_upper_desc);
@@ -839,7 +831,7 @@ done:
     free(s.chunk_min);
     free(s.chunk_max);
     for (size_t i = 0; i < s.n_bounds; i++)
-        kace_slowdown_member_bound_release(&s.bounds[i]);
+        s.b->member_release(&s.bounds[i]);
     free(s.bounds);
     free(own);
     return st;
@@ -860,7 +852,7 @@ kace_status kace_group_synthesize(kace_ctx *ctx, kace_dataset *ds, size_t n, dou
     if (!(spread >= 0 && spread <= 3))
         return kace_fail(ctx, KACE_ERR_INVALID, "synthetic pool: spread must be in [0, 3]");
     int n_metric;
-    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    const kace_metric *metric = kace_profile_metrics(&n_metric);
     size_t n_real = ds->n_workloads;
     int *base = malloc((n_real ? n_real : 1) * sizeof *base);
     if (!base)

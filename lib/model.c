@@ -82,7 +82,7 @@ kace_status kace_model_fit_linear(kace_ctx *ctx, const kace_feature_set *fs, con
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    m->kind = KACE_MODEL_LINEAR;
+    kace_model_set_kind(m, KACE_MODEL_LINEAR);
     m->n_fit = n;
     kace_column_stats(X, n, d, m->x_mean, m->x_std);
     kace_column_stats(y, n, 1, &m->y_mean, &m->y_std);
@@ -210,17 +210,12 @@ void kace_model_free(kace_model **m)
  */
 
 
-static const char *kind_name(kace_model_kind k)
-{
-    return k == KACE_MODEL_LINEAR ? "linear" : (k == KACE_MODEL_FOREST ? "forest" : "slowdown");
-}
-
 kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
 {
     *text = NULL;
     text_buf t = {0};
     tb_printf(&t, "kace-model %d\n", KACE_MODEL_FORMAT_VERSION);
-    tb_printf(&t, "kind %s\n", kind_name(m->kind));
+    tb_printf(&t, "kind %s\n", kace_model_kind_name(m->kind));
     tb_printf(&t, "features %s\n", m->features->name);
     tb_printf(&t, "n_features %d\n", m->n_features);
     tb_printf(&t, "n_fit %zu\n", m->n_fit);
@@ -456,12 +451,9 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
         st = bad(ctx, &r, "'kind linear', 'kind forest' or 'kind slowdown'");
         goto fail;
     }
-    if (strcmp(r.buf + 5, "linear") == 0)
-        m->kind = KACE_MODEL_LINEAR;
-    else if (strcmp(r.buf + 5, "forest") == 0)
-        m->kind = KACE_MODEL_FOREST;
-    else if (strcmp(r.buf + 5, "slowdown") == 0)
-        m->kind = KACE_MODEL_SLOWDOWN;
+    int kind = kace_model_kind_from_name(r.buf + 5);
+    if (kind >= 0)
+        kace_model_set_kind(m, (kace_model_kind)kind);
     else {
         st = bad(ctx, &r, "'kind linear', 'kind forest' or 'kind slowdown'");
         goto fail;

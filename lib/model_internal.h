@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "kace/model.h"
+#include "kace/predictor.h"
 
 /* 2 added the slowdown model's training profile ranges; version 1 files
  * still load (their predictions have no range to check against). */
@@ -92,6 +93,7 @@ kace_status kace_boost_train_trees(kace_ctx *ctx, const kace_boost_data *data, c
 
 struct kace_model {
     kace_model_kind kind;
+    kace_predictor predictor; /* the kind's table and this model (kace_model_set_kind) */
     const kace_feature_set *features;
     int n_features;
     double x_mean[KACE_MAX_FEATURES], x_std[KACE_MAX_FEATURES]; /* std 0 -> feature ignored */
@@ -120,6 +122,13 @@ struct kace_model {
     bool has_profile_range;
     double profile_lo[KACE_N_METRICS], profile_hi[KACE_N_METRICS];
 };
+
+/* Sets the kind and the predictor every consumer uses. */
+void kace_model_set_kind(kace_model *m, kace_model_kind kind);
+
+/* Each kind's table (lib/predictor.c lists them): fit.c for the models on
+ * summed features, slowdown.c for the slowdown model. */
+extern const kace_predictor_ops kace_linear_ops, kace_forest_ops, kace_slowdown_ops;
 
 /* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */
 void kace_zscore(const double *X, size_t n, int d, const double *mean, const double *std, double *Z);
@@ -188,6 +197,17 @@ double kace_slowdown_member_trees(const kace_model *m, const kace_member_bound *
 double kace_slowdown_blend_upper(const kace_model *m, double ridge, double trees);
 /* The profile metrics the slowdown model reads, and their count. */
 const kace_metric *kace_slowdown_needed_metrics(int *n);
+
+/* Upper bounds on a member's predicted throughput when its partners'
+ * summed metrics lie in a box (the predictor's KACE_PRED_BOUNDS part; the
+ * slowdown model's functions above, behind the predictor). */
+typedef struct kace_bound_ops {
+    kace_status (*member_init)(kace_ctx *ctx, const kace_predictor *p, const double *own, kace_member_bound *mb);
+    void (*member_release)(kace_member_bound *mb);
+    double (*ridge)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
+    double (*trees)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
+    double (*blend)(const kace_predictor *p, double ridge, double trees);
+} kace_bound_ops;
 
 /* Forest backend (forest.c). */
 kace_status kace_forest_predict_z(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z);

@@ -36,10 +36,9 @@ int kace_place_share(const kace_dataset *ds, int w, const kace_place_options *op
     return 100;
 }
 
-kace_status kace_place_group_score(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group,
-                                   int k, double *score, double *confidence)
+kace_status kace_place_fractions(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,
+                                 int k, double *fraction, double *confidence)
 {
-    *score = 0;
     if (confidence)
         *confidence = 1;
     if (k == 0)
@@ -47,16 +46,72 @@ kace_status kace_place_group_score(kace_ctx *ctx, const kace_model *m, const kac
     if (k == 1 && ds->workloads[group[0]].metric[KACE_M_EXCLUSIVE] > 0) {
         /* Alone, a job keeps its exclusive throughput by definition; the
          * model is fitted on groups and would only add its error. */
-        *score = 1;
+        fraction[0] = 1;
         return KACE_OK;
     }
     double sum, member[KACE_MAX_K];
-    kace_status st = kace_slowdown_predict(ctx, m, ds, group, k, &sum, confidence, member);
+    kace_status st = kace_predict_group(ctx, p, ds, group, k, &sum, confidence, member);
     if (st)
         return st;
-    for (int i = 0; i < k; i++)
-        *score += member[i] / ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
+    for (int i = 0; i < k; i++) {
+        double excl = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
+        fraction[i] = excl > 0 ? member[i] / excl : 0;
+    }
     return KACE_OK;
+}
+
+static double sum_of(const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += v[i];
+    return s;
+}
+
+void kace_gain_of(const double *before, int n_before, const double *after, int n_after, kace_gain *out)
+{
+    out->before = sum_of(before, n_before);
+    out->after = sum_of(after, n_after);
+    out->gain = out->after - out->before;
+}
+
+kace_status kace_place_gain(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *resident,
+                            int n_resident, int job, const double *known_before, kace_gain *out)
+{
+    *out = (kace_gain){NAN, NAN, NAN, NAN, NAN};
+    if (n_resident < 0 || n_resident + 1 > KACE_MAX_K)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a GPU holds at most %d workloads", KACE_MAX_K);
+    if (!(ds->workloads[job].metric[KACE_M_EXCLUSIVE] > 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
+                         ds->workloads[job].name);
+    int group[KACE_MAX_K];
+    double before[KACE_MAX_K], after[KACE_MAX_K], confidence;
+    kace_status st;
+    if (!known_before && (st = kace_place_fractions(ctx, p, ds, resident, n_resident, before, NULL)))
+        return st;
+    memcpy(group, resident, (size_t)n_resident * sizeof *group);
+    group[n_resident] = job;
+    if ((st = kace_place_fractions(ctx, p, ds, group, n_resident + 1, after, &confidence)))
+        return st;
+    kace_gain_of(before, known_before ? 0 : n_resident, after, n_resident + 1, out);
+    if (known_before) {
+        out->before = *known_before;
+        out->gain = out->after - out->before;
+    }
+    out->job_fraction = after[n_resident];
+    out->confidence = confidence;
+    return KACE_OK;
+}
+
+kace_status kace_place_group_score(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,
+                                   int k, double *score, double *confidence)
+{
+    double fraction[KACE_MAX_K];
+    *score = 0;
+    kace_status st = kace_place_fractions(ctx, p, ds, group, k, fraction, confidence);
+    if (!st)
+        *score = sum_of(fraction, k);
+    return st;
 }
 
 static bool residents_known(const kace_place_gpu *g)
@@ -67,7 +122,7 @@ static bool residents_known(const kace_place_gpu *g)
     return true;
 }
 
-void kace_place_prepare(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, kace_place_gpu *gpus,
+void kace_place_prepare(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, kace_place_gpu *gpus,
                         size_t n_gpus)
 {
     for (size_t i = 0; i < n_gpus; i++) {
@@ -76,12 +131,12 @@ void kace_place_prepare(kace_ctx *ctx, const kace_model *m, const kace_dataset *
         g->base_score = NAN;
         if (g->n_residents < 0 || g->n_residents > KACE_MAX_K || !residents_known(g))
             continue;
-        if (kace_place_group_score(ctx, m, ds, g->resident, g->n_residents, &score, NULL) == KACE_OK)
+        if (kace_place_group_score(ctx, p, ds, g->resident, g->n_residents, &score, NULL) == KACE_OK)
             g->base_score = score;
     }
 }
 
-kace_status kace_place_job(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const kace_place_gpu *gpus,
+kace_status kace_place_job(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const kace_place_gpu *gpus,
                            size_t n_gpus, int w, const kace_place_options *opt, kace_placement *out)
 {
     memset(out, 0, sizeof *out);
@@ -92,7 +147,7 @@ kace_status kace_place_job(kace_ctx *ctx, const kace_model *m, const kace_datase
         return kace_fail(ctx, KACE_ERR_NOT_FOUND, "workload %s has no exclusive throughput in the store",
                          ds->workloads[w].name);
     double alone;
-    if (kace_slowdown_predict(ctx, m, ds, &w, 1, &alone, NULL, NULL))
+    if (kace_predict_group(ctx, p, ds, &w, 1, &alone, NULL, NULL))
         return kace_fail(ctx, KACE_ERR_NOT_FOUND, "workload %s cannot be predicted: %s", ds->workloads[w].name,
                          kace_errmsg(ctx));
     int want = kace_place_share(ds, w, opt);
@@ -110,24 +165,20 @@ kace_status kace_place_job(kace_ctx *ctx, const kace_model *m, const kace_datase
             skipped_unknown++;
             continue;
         }
-        int group[KACE_MAX_K];
-        memcpy(group, g->resident, (size_t)g->n_residents * sizeof *group);
-        group[g->n_residents] = w;
-        double score, confidence;
-        if (kace_place_group_score(ctx, m, ds, group, g->n_residents + 1, &score, &confidence)) {
+        kace_gain gain;
+        if (kace_place_gain(ctx, p, ds, g->resident, g->n_residents, w, &g->base_score, &gain)) {
             skipped_unknown++;
             continue;
         }
-        if (g->n_residents > 0 && confidence < opt->min_confidence)
+        if (g->n_residents > 0 && gain.confidence < opt->min_confidence)
             continue;
         out->n_considered++;
-        double gain = score - g->base_score;
-        if (out->gpu < 0 || gain > out->gain) {
+        if (out->gpu < 0 || gain.gain > out->gain) {
             out->gpu = (int)i;
             out->share = share;
-            out->gain = gain;
-            out->score = score;
-            out->confidence = confidence;
+            out->gain = gain.gain;
+            out->score = gain.after;
+            out->confidence = gain.confidence;
         }
     }
     if (out->gpu < 0)

@@ -73,7 +73,7 @@ kace_status kace_policy_pick_rule(kace_ctx *ctx, kace_policy p, const kace_datas
     return KACE_OK;
 }
 
-kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_model *m, kace_norm norm, const kace_dataset *ds,
+kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, const kace_dataset *ds,
                                    const int *rows, size_t n, size_t *pick)
 {
     if (n == 0)
@@ -81,7 +81,7 @@ kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_model *m, kace_norm
     double *pred = malloc(n * sizeof *pred);
     if (!pred)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    kace_status st = kace_model_predict_rows(ctx, m, norm, ds, rows, n, pred);
+    kace_status st = kace_predict_rows(ctx, p, norm, ds, rows, n, pred);
     if (!st) {
         size_t best = 0;
         for (size_t i = 1; i < n; i++)
@@ -125,30 +125,30 @@ static bool has_profile(const kace_dataset *ds, const kace_feature_set *fs, int 
     return true;
 }
 
-kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, kace_norm norm, int target,
+kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, kace_norm norm, int target,
                                const int *among, size_t n_among, kace_partner *out, size_t *n_out)
 {
     *n_out = 0;
-    const kace_feature_set *fs = kace_model_features(m);
+    const kace_feature_set *fs = kace_predictor_features(p);
+    double x[KACE_MAX_FEATURES];
     if (target < 0 || (size_t)target >= ds->n_workloads)
         return kace_fail(ctx, KACE_ERR_NOT_FOUND, "unknown target workload");
     if (!has_profile(ds, fs, target)) {
-        double x[KACE_MAX_FEATURES];
         int group[1] = {target};
         return kace_features_group(ctx, ds, fs, group, 1, x); /* names the missing metric */
     }
     size_t n_cand = among ? n_among : ds->n_workloads;
-    double *X = malloc((n_cand ? n_cand : 1) * (size_t)fs->n * sizeof *X);
+    kace_group_ref *refs = malloc((n_cand ? n_cand : 1) * sizeof *refs);
+    int *pairs = malloc((n_cand ? n_cand : 1) * 2 * sizeof *pairs);
     double *pred = malloc((n_cand ? n_cand : 1) * sizeof *pred);
-    int *who = malloc((n_cand ? n_cand : 1) * sizeof *who);
+    double *conf = malloc((n_cand ? n_cand : 1) * sizeof *conf);
     double *measured = malloc((ds->n_workloads ? ds->n_workloads : 1) * sizeof *measured);
     kace_status st = KACE_OK;
-    if (!X || !pred || !who || !measured) {
+    if (!refs || !pairs || !pred || !conf || !measured) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
     size_t n = 0;
-    bool slowdown = kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN;
     for (size_t i = 0; i < n_cand; i++) {
         int w = among ? among[i] : (int)i;
         if (w < 0 || (size_t)w >= ds->n_workloads) {
@@ -158,38 +158,34 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
         if (!has_profile(ds, fs, w)) {
             if (among) { /* the user asked for it: say why it cannot be ranked */
                 int group[2] = {target, w};
-                st = kace_features_group(ctx, ds, fs, group, 2, X);
+                st = kace_features_group(ctx, ds, fs, group, 2, x);
                 goto done;
             }
             continue;
         }
-        int group[2] = {target, w};
-        /* the slowdown model builds its own features per member */
-        if (!slowdown && (st = kace_features_group(ctx, ds, fs, group, 2, X + n * (size_t)fs->n)))
-            goto done;
-        who[n++] = w;
+        pairs[2 * n] = target;
+        pairs[2 * n + 1] = w;
+        refs[n] = (kace_group_ref){&pairs[2 * n], 2};
+        n++;
     }
     measured_pairs(ds, target, measured);
-    if (n && !slowdown && (st = kace_model_predict(ctx, m, X, n, norm, pred)))
+    if (n && (st = kace_predict_batch(ctx, p, ds, refs, n, norm, pred, conf)))
         goto done;
     for (size_t i = 0; i < n; i++) {
-        out[i].workload = who[i];
-        out[i].confidence = 1.0;
-        if (slowdown) {
-            int group[2] = {target, who[i]};
-            if ((st = kace_slowdown_predict(ctx, m, ds, group, 2, &pred[i], &out[i].confidence, NULL)))
-                goto done;
-        }
+        int w = pairs[2 * i + 1];
+        out[i].workload = w;
+        out[i].confidence = conf[i];
         out[i].predicted = pred[i];
-        out[i].measured = measured[who[i]];
-        out[i].exclusive_sum = ds->workloads[target].metric[KACE_M_EXCLUSIVE] + ds->workloads[who[i]].metric[KACE_M_EXCLUSIVE];
+        out[i].measured = measured[w];
+        out[i].exclusive_sum = ds->workloads[target].metric[KACE_M_EXCLUSIVE] + ds->workloads[w].metric[KACE_M_EXCLUSIVE];
     }
     qsort(out, n, sizeof *out, by_predicted_desc);
     *n_out = n;
 done:
-    free(X);
+    free(refs);
+    free(pairs);
     free(pred);
-    free(who);
+    free(conf);
     free(measured);
     return st;
 }

@@ -15,6 +15,7 @@
  *  - queued jobs: a FIFO per class (and per gang size).
  */
 #include "kace/sched.h"
+#include "kace/place.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -69,23 +70,17 @@ static kace_status model_rates(void *self, kace_ctx *ctx, const int *group, int 
                                double *confidence)
 {
     const kace_model_rates *h = self;
-    double sum = 0, member[KACE_MAX_K];
-    kace_status st = kace_slowdown_predict(ctx, h->model, h->profiles, group, k, &sum, confidence, member);
-    if (st)
-        return st;
-    for (int i = 0; i < k; i++) {
-        double excl = h->profiles->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
-        fraction[i] = excl > 0 ? member[i] / excl : 0;
-    }
-    return KACE_OK;
+    return kace_place_fractions(ctx, h->predictor, h->profiles, group, k, fraction, confidence);
 }
 
-kace_status kace_rate_source_model(kace_ctx *ctx, kace_model_rates *holder, const kace_model *model,
+kace_status kace_rate_source_model(kace_ctx *ctx, kace_model_rates *holder, const kace_predictor *predictor,
                                    const kace_dataset *profiles, kace_rate_source *out)
 {
-    if (!model || kace_model_get_kind(model) != KACE_MODEL_SLOWDOWN)
-        return kace_fail(ctx, KACE_ERR_MODEL, "the scheduler needs a slowdown model (kace train --kind slowdown)");
-    holder->model = model;
+    if (!predictor || !kace_predictor_can(predictor, KACE_PRED_MEMBERS))
+        return kace_fail(ctx, KACE_ERR_MODEL, "the scheduler needs each member's predicted throughput, which the %s "
+                                              "model does not give (kace train --kind slowdown)",
+                         predictor ? kace_predictor_name(predictor) : "missing");
+    holder->predictor = predictor;
     holder->profiles = profiles;
     out->rates = model_rates;
     out->self = holder;
@@ -446,18 +441,20 @@ static bool join_score(const kace_sched *s, const int *sig, int k, int c, double
     case KACE_SCHED_KACE:
     case KACE_SCHED_ORACLE: {
         const group_info *before = group_of_classes(s, sig, k);
-        double rate = 0, gain;
+        double frac_before[KACE_SCHED_MAX_GROUP], frac_after[KACE_SCHED_MAX_GROUP];
         for (int i = 0; i < n; i++) {
-            rate += after->fraction[i];
+            frac_after[i] = after->fraction[i];
             /* The LS guarantee holds in every mode. */
             if ((g[i] & 1) && after->fraction[i] < s->cfg.ls_target)
                 return false;
         }
-        gain = rate;
         for (int i = 0; i < k; i++)
-            gain -= before->fraction[i];
-        *score = gain;
-        if (after->confidence >= s->cfg.min_confidence && gain >= s->cfg.min_gain)
+            frac_before[i] = before->fraction[i];
+        kace_gain gain;
+        kace_gain_of(frac_before, k, frac_after, n, &gain);
+        double rate = gain.after;
+        *score = gain.gain;
+        if (after->confidence >= s->cfg.min_confidence && gain.gain >= s->cfg.min_gain)
             return true;
         /* Overloaded, a job that would wait delivers nothing: any group
          * whose GPU still beats overload_min_rate is better than the queue. */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kace/place.h"
 #include "kace/policy.h"
 #include "serve_internal.h"
 
@@ -120,24 +121,19 @@ const kace_model *kace_advisor_model(const kace_advisor *a)
     return a->m;
 }
 
-const char *kace_advisor_policy(const kace_advisor *a)
+const kace_predictor *kace_advisor_predictor(const kace_advisor *a)
 {
-    switch (kace_model_get_kind(a->m)) {
-    case KACE_MODEL_SLOWDOWN: return kace_policy_name(KACE_POL_SLOWDOWN);
-    case KACE_MODEL_LINEAR: return kace_policy_name(KACE_POL_KACE);
-    case KACE_MODEL_FOREST: return kace_policy_name(KACE_POL_XU);
-    }
-    return "?";
+    return kace_model_predictor(a->m);
 }
 
-static const char *model_kind_name(const kace_model *m)
+const char *kace_advisor_policy(const kace_advisor *a)
 {
-    switch (kace_model_get_kind(m)) {
-    case KACE_MODEL_SLOWDOWN: return "slowdown";
-    case KACE_MODEL_LINEAR: return "linear";
-    case KACE_MODEL_FOREST: return "forest";
-    }
-    return "?";
+    return kace_predictor_policy(kace_advisor_predictor(a));
+}
+
+static const char *model_kind_name(const kace_advisor *a)
+{
+    return kace_predictor_name(kace_advisor_predictor(a));
 }
 
 /* ---- errors ---------------------------------------------------------- */
@@ -352,20 +348,16 @@ static kace_status predict_group(kace_ctx *ctx, const kace_advisor *a, const int
         *sum = member[0] = x;
         return KACE_OK;
     }
-    if (kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN)
-        return kace_slowdown_predict(ctx, a->m, a->ds, group, k, sum, confidence, member);
-    double x[KACE_MAX_FEATURES];
-    kace_status st = kace_features_group(ctx, a->ds, kace_model_features(a->m), group, k, x);
-    return st ? st : kace_model_predict(ctx, a->m, x, 1, KACE_NORM_TRAIN, sum);
+    return kace_predict_group(ctx, kace_advisor_predictor(a), a->ds, group, k, sum, confidence, member);
 }
 
 static kace_status need_members(kace_ctx *ctx, const kace_advisor *a, const char *what)
 {
-    if (kace_model_get_kind(a->m) != KACE_MODEL_SLOWDOWN)
+    if (!kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS))
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED,
                          "%s needs each workload's predicted throughput, which only the slowdown model gives (this "
                          "server has a %s model; kace train --kind slowdown)",
-                         what, model_kind_name(a->m));
+                         what, model_kind_name(a));
     return KACE_OK;
 }
 
@@ -415,7 +407,7 @@ static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJ
         normalized += member[i] / exclusive_of(a, group[i]);
     }
     add_names(out, "workloads", a->ds, group, k);
-    cJSON_AddStringToObject(out, "model", model_kind_name(a->m));
+    cJSON_AddStringToObject(out, "model", model_kind_name(a));
     kace_serve_add_number(out, "predicted_sum", sum);
     kace_serve_add_number(out, "measured_sum", measured_group(a->ds, group, k));
     kace_serve_add_number(out, "exclusive_sum", exclusive);
@@ -457,11 +449,11 @@ static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const c
     if (with_among && (st = kace_serve_workload_list(ctx, a, among_item, "among", MAX_LIST, among, &n_among)))
         goto done;
     size_t n = 0;
-    if ((st = kace_rank_partners(ctx, a->ds, a->m, KACE_NORM_TRAIN, target, with_among ? among : NULL,
+    if ((st = kace_rank_partners(ctx, a->ds, kace_advisor_predictor(a), KACE_NORM_TRAIN, target, with_among ? among : NULL,
                                  (size_t)n_among, ranked, &n)))
         goto done;
     cJSON_AddStringToObject(out, "target", a->ds->workloads[target].name);
-    cJSON_AddStringToObject(out, "model", model_kind_name(a->m));
+    cJSON_AddStringToObject(out, "model", model_kind_name(a));
     cJSON *list = cJSON_AddArrayToObject(out, "partners");
     for (size_t i = 0; list && i < n && (top <= 0 || (int)i < top); i++) {
         cJSON *p = cJSON_CreateObject();
@@ -492,28 +484,15 @@ kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, int job, 
                  max_colocation);
         return KACE_OK;
     }
-    int group[KACE_MAX_K];
-    double member[KACE_MAX_K], sum, conf = 1;
-    kace_status st;
-    out->before = 0;
-    if (n_resident == 1)
-        out->before = 1;
-    else if (n_resident > 1) {
-        if ((st = predict_group(ctx, a, resident, n_resident, &sum, &conf, member)))
-            return st;
-        for (int i = 0; i < n_resident; i++)
-            out->before += member[i] / exclusive_of(a, resident[i]);
-    }
-    memcpy(group, resident, (size_t)n_resident * sizeof *group);
-    group[n_resident] = job;
-    if ((st = predict_group(ctx, a, group, n_resident + 1, &sum, &conf, member)))
+    kace_gain g;
+    kace_status st = kace_place_gain(ctx, kace_advisor_predictor(a), a->ds, resident, n_resident, job, NULL, &g);
+    if (st)
         return st;
-    out->after = 0;
-    for (int i = 0; i <= n_resident; i++)
-        out->after += member[i] / exclusive_of(a, group[i]);
-    out->job_fraction = member[n_resident] / exclusive_of(a, job);
-    out->gain = out->after - out->before;
-    out->confidence = conf;
+    out->before = g.before;
+    out->after = g.after;
+    out->job_fraction = g.job_fraction;
+    out->gain = g.gain;
+    out->confidence = g.confidence;
     out->eligible = true;
     return KACE_OK;
 }
@@ -722,10 +701,10 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
     bool by_model = a->split != NULL;
     for (int i = 0; by_model && i < k; i++)
         by_model = kace_split_workload_ok(a->ds, group[i]);
-    /* The rule's "no split" needs the slowdown model; without a full profile
+    /* The rule's "no split" needs member predictions; without a full profile
      * it is left out. The split model predicts 100/100 itself. */
     double sum, conf = NAN, member[KACE_MAX_K];
-    bool no_split = by_model || kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN;
+    bool no_split = by_model || kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS);
     if (!by_model && no_split && predict_group(ctx, a, group, k, &sum, &conf, member) != KACE_OK) {
         no_split = false;
         conf = NAN;
@@ -862,7 +841,7 @@ static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJ
 
 static kace_status handle_workloads(const kace_advisor *a, cJSON *out)
 {
-    const kace_feature_set *fs = kace_model_features(a->m);
+    const kace_feature_set *fs = kace_predictor_features(kace_advisor_predictor(a));
     cJSON *list = cJSON_AddArrayToObject(out, "workloads");
     for (size_t i = 0; list && i < a->ds->n_workloads; i++) {
         const kace_workload *w = &a->ds->workloads[i];
@@ -884,7 +863,7 @@ static kace_status handle_workloads(const kace_advisor *a, cJSON *out)
 static kace_status handle_health(const kace_advisor *a, cJSON *out)
 {
     cJSON_AddStringToObject(out, "status", "ok");
-    cJSON_AddStringToObject(out, "model", model_kind_name(a->m));
+    cJSON_AddStringToObject(out, "model", model_kind_name(a));
     cJSON_AddNumberToObject(out, "workloads", (double)a->ds->n_workloads);
     cJSON_AddNumberToObject(out, "colocations", (double)a->ds->n_colocations);
     cJSON_AddStringToObject(out, "mps_split", a->split ? "split-model" : "mps-profile");

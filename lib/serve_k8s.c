@@ -157,7 +157,7 @@ kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, const cJ
     if (!failed)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     /* Without node objects (or a kace workload) there is nothing to judge. */
-    if (job < 0 || kace_model_get_kind(a->m) != KACE_MODEL_SLOWDOWN || !items) {
+    if (job < 0 || !kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS) || !items) {
         if (items) {
             cJSON *nodes = cJSON_AddObjectToObject(out, "nodes");
             if (nodes)
@@ -210,7 +210,7 @@ kace_status kace_serve_k8s_prioritize(kace_ctx *ctx, const kace_advisor *a, cons
     if (st)
         return st;
     int job = pod_workload(a, pod);
-    bool judge = job >= 0 && kace_model_get_kind(a->m) == KACE_MODEL_SLOWDOWN && items;
+    bool judge = job >= 0 && kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS) && items;
     cJSON *list = cJSON_CreateArray();
     if (!list)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");

@@ -501,7 +501,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    m->kind = KACE_MODEL_SLOWDOWN;
+    kace_model_set_kind(m, KACE_MODEL_SLOWDOWN);
     m->features = &kace_features_kace;
     m->n_features = kace_features_kace.n;
     m->n_member_features = N_MEMBER;
@@ -1116,3 +1116,77 @@ kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const in
     member_samples_free(&s);
     return st;
 }
+
+/* ---- behind the predictor interface --------------------------------------- */
+
+static kace_status fit_rows(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                            const kace_fit_spec *spec, kace_model **out)
+{
+    *out = NULL;
+    if (rows)
+        return kace_model_fit_slowdown(ctx, ds, rows, n, &spec->slowdown, out);
+    int *all = malloc((ds->n_colocations ? ds->n_colocations : 1) * sizeof *all);
+    if (!all)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < ds->n_colocations; i++)
+        all[i] = (int)i;
+    kace_status st = kace_model_fit_slowdown(ctx, ds, all, ds->n_colocations, &spec->slowdown, out);
+    free(all);
+    return st;
+}
+
+static kace_status predict_op(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group, int k,
+                              double *sum, double *confidence, double *member)
+{
+    return kace_slowdown_predict(ctx, p->self, ds, group, k, sum, confidence, member);
+}
+
+static void coverage_op(const kace_predictor *p, const kace_dataset *ds, const int *group, int k, kace_coverage *out)
+{
+    kace_slowdown_coverage_of(p->self, ds, group, k, out);
+}
+
+static const kace_feature_set *features_op(const kace_predictor *p)
+{
+    return kace_model_features(p->self);
+}
+
+static kace_status bound_init_op(kace_ctx *ctx, const kace_predictor *p, const double *own, kace_member_bound *mb)
+{
+    return kace_slowdown_member_bound_init(ctx, p->self, own, mb);
+}
+
+static double ridge_op(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi)
+{
+    return kace_slowdown_member_ridge(p->self, mb, lo, hi);
+}
+
+static double trees_op(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi)
+{
+    return kace_slowdown_member_trees(p->self, mb, lo, hi);
+}
+
+static double blend_op(const kace_predictor *p, double ridge, double trees)
+{
+    return kace_slowdown_blend_upper(p->self, ridge, trees);
+}
+
+static const kace_bound_ops bounds = {
+    .member_init = bound_init_op,
+    .member_release = kace_slowdown_member_bound_release,
+    .ridge = ridge_op,
+    .trees = trees_op,
+    .blend = blend_op,
+};
+
+const kace_predictor_ops kace_slowdown_ops = {
+    .name = "slowdown",
+    .policy = "kace",
+    .caps = KACE_PRED_MEMBERS | KACE_PRED_CONFIDENCE | KACE_PRED_BOUNDS | KACE_PRED_COVERAGE,
+    .max_k = KACE_MAX_K,
+    .predict = predict_op,
+    .coverage = coverage_op,
+    .features = features_op,
+    .bounds = &bounds,
+    .fit = fit_rows,
+};

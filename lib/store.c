@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include "kace/store.h"
+#include "kace/predictor.h"
 
 struct kace_store {
     sqlite3 *db;
@@ -739,7 +740,9 @@ kace_status kace_store_save_model(kace_ctx *ctx, kace_store *s, const char *name
     gmtime_r(&now, &tm);
     strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
     sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, kace_model_get_kind(m) == KACE_MODEL_LINEAR ? "linear" : "forest", -1, SQLITE_STATIC);
+    /* The kind column is informative: loading reads the kind from the body,
+     * so stores that recorded "forest" for a slowdown model still load. */
+    sqlite3_bind_text(q, 2, kace_predictor_name(kace_model_predictor(m)), -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 3, created, -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 4, text, -1, SQLITE_STATIC);
     if (sqlite3_step(q) != SQLITE_DONE)

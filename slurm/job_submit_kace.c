@@ -115,13 +115,13 @@ static kace_status load_snapshot(kace_ctx *ctx, snapshot **out)
                               : kace_store_load_model(ctx, store, s->cfg.model, &s->model);
     if (st)
         goto done;
-    if (kace_model_get_kind(s->model) != KACE_MODEL_SLOWDOWN) {
+    if (!kace_predictor_can(kace_model_predictor(s->model), KACE_PRED_MEMBERS)) {
         st = kace_fail(ctx, KACE_ERR_MODEL, "the placer needs a slowdown model (kace train --kind slowdown)");
         goto done;
     }
     if ((st = kace_slurm_cluster_load(ctx, s->ds, s->cfg.gres, &s->cluster)))
         goto done;
-    kace_place_prepare(ctx, s->model, s->ds, s->cluster->gpus, s->cluster->n_gpus);
+    kace_place_prepare(ctx, kace_model_predictor(s->model), s->ds, s->cluster->gpus, s->cluster->n_gpus);
 done:
     kace_store_close(&store);
     if (st)
@@ -268,7 +268,7 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
             hidden[i] = true;
         }
     kace_placement p;
-    kace_status st = kace_place_job(decide_ctx, s->model, s->ds, c->gpus, c->n_gpus, w, &s->cfg.options, &p);
+    kace_status st = kace_place_job(decide_ctx, kace_model_predictor(s->model), s->ds, c->gpus, c->n_gpus, w, &s->cfg.options, &p);
     for (size_t i = 0; i < c->n_gpus; i++)
         if (hidden[i])
             c->gpus[i].usable = true;
@@ -311,7 +311,7 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
                workload, g->node, tres, p.share, p.score, p.gain, p.confidence, p.n_considered);
     /* Later submissions before the next refresh see this job there. */
     kace_slurm_cluster_add(s->cluster, (size_t)p.gpu, w, p.share);
-    kace_place_prepare(decide_ctx, s->model, s->ds, &s->cluster->gpus[p.gpu], 1);
+    kace_place_prepare(decide_ctx, kace_model_predictor(s->model), s->ds, &s->cluster->gpus[p.gpu], 1);
     return true;
 }
 

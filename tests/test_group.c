@@ -102,8 +102,8 @@ static void test_equals_enumeration_on_random_pools(void **state)
         /* Tight memory on some trials so the capacity prunes. */
         q.gpu_memory_gb = trial % 3 == 0 ? 12 + (double)draw(12) : 0;
         kace_group_result bb, en;
-        assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
-        assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+        assert_kace_ok(ctx, kace_group_best(ctx, ds, kace_model_predictor(model), &q, &bb));
+        assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, kace_model_predictor(model), &q, &en));
         assert_same(&bb, &en);
         double cap = q.gpu_memory_gb > 0 ? q.gpu_memory_gb : KACE_GPU_MEMORY_V100_GB;
         if (bb.found) {
@@ -141,8 +141,8 @@ static void test_equals_enumeration_on_large_pools(void **state)
         kace_group_query q = {.target = target, .k = 4, .pool = pool, .n_pool = 60 + draw(21)};
         q.gpu_memory_gb = trial % 2 ? 16 + (double)draw(8) : 0;
         kace_group_result bb, en;
-        assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
-        assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+        assert_kace_ok(ctx, kace_group_best(ctx, ds, kace_model_predictor(model), &q, &bb));
+        assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, kace_model_predictor(model), &q, &en));
         assert_same(&bb, &en);
         assert_true(bb.groups_scored * 4 < en.groups_scored);
     }
@@ -306,8 +306,8 @@ static void test_memory_cap_is_never_exceeded(void **state)
         for (double cap = 22; cap <= 40; cap += 3) {
             kace_group_query q = {.target = target, .k = k, .gpu_memory_gb = cap};
             kace_group_result bb, en;
-            assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
-            assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+            assert_kace_ok(ctx, kace_group_best(ctx, ds, kace_model_predictor(model), &q, &bb));
+            assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, kace_model_predictor(model), &q, &en));
             assert_same(&bb, &en);
             if (bb.found)
                 assert_true(bb.memcap_gb <= cap);
@@ -315,7 +315,7 @@ static void test_memory_cap_is_never_exceeded(void **state)
     /* Below the target's own memory nothing can be proposed. */
     kace_group_query q = {.target = target, .k = 2, .gpu_memory_gb = 10};
     kace_group_result r;
-    assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &r));
+    assert_kace_ok(ctx, kace_group_best(ctx, ds, kace_model_predictor(model), &q, &r));
     assert_false(r.found);
 }
 
@@ -337,8 +337,8 @@ static void test_filter_restricts_the_choice(void **state)
         target++;
     kace_group_query q = {.target = target, .k = 3, .filter = only_even, .filter_user = &calls};
     kace_group_result bb, en;
-    assert_kace_ok(ctx, kace_group_best(ctx, ds, model, &q, &bb));
-    assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, model, &q, &en));
+    assert_kace_ok(ctx, kace_group_best(ctx, ds, kace_model_predictor(model), &q, &bb));
+    assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, kace_model_predictor(model), &q, &en));
     assert_same(&bb, &en);
     assert_true(bb.found);
     assert_true(calls > 0);
@@ -354,17 +354,17 @@ static void test_bad_queries(void **state)
     while (!complete(t))
         t++;
     kace_group_query q = {.target = t, .k = 5};
-    assert_int_equal(kace_group_best(ctx, ds, model, &q, &r), KACE_ERR_INVALID);
+    assert_int_equal(kace_group_best(ctx, ds, kace_model_predictor(model), &q, &r), KACE_ERR_INVALID);
     assert_non_null(strstr(kace_errmsg(ctx), "2..4"));
     q.k = 3;
     q.target = (int)ds->n_workloads;
-    assert_int_equal(kace_group_best(ctx, ds, model, &q, &r), KACE_ERR_NOT_FOUND);
+    assert_int_equal(kace_group_best(ctx, ds, kace_model_predictor(model), &q, &r), KACE_ERR_NOT_FOUND);
     q.target = t;
     q.gpu_memory_gb = -1;
-    assert_int_equal(kace_group_enumerate(ctx, ds, model, &q, &r), KACE_ERR_INVALID);
+    assert_int_equal(kace_group_enumerate(ctx, ds, kace_model_predictor(model), &q, &r), KACE_ERR_INVALID);
     int bad_pool[1] = {-3};
     kace_group_query p = {.target = t, .k = 2, .pool = bad_pool, .n_pool = 1};
-    assert_int_equal(kace_group_best(ctx, ds, model, &p, &r), KACE_ERR_NOT_FOUND);
+    assert_int_equal(kace_group_best(ctx, ds, kace_model_predictor(model), &p, &r), KACE_ERR_NOT_FOUND);
     assert_int_equal(kace_group_synthesize(ctx, ds, 1, -1, 0), KACE_ERR_INVALID);
 }
 

@@ -80,12 +80,12 @@ static void test_group_score(void **state)
     (void)state;
     int a = find("bert-base-cased_batch8-train"), b = find("vit-base-patch16-224_batch16-inf");
     double score, conf;
-    assert_kace_ok(ctx, kace_place_group_score(ctx, model, ds, NULL, 0, &score, &conf));
+    assert_kace_ok(ctx, kace_place_group_score(ctx, kace_model_predictor(model), ds, NULL, 0, &score, &conf));
     assert_true(score == 0);
-    assert_kace_ok(ctx, kace_place_group_score(ctx, model, ds, &a, 1, &score, &conf));
+    assert_kace_ok(ctx, kace_place_group_score(ctx, kace_model_predictor(model), ds, &a, 1, &score, &conf));
     assert_true(score == 1 && conf == 1);
     int pair[2] = {a, b};
-    assert_kace_ok(ctx, kace_place_group_score(ctx, model, ds, pair, 2, &score, &conf));
+    assert_kace_ok(ctx, kace_place_group_score(ctx, kace_model_predictor(model), ds, pair, 2, &score, &conf));
     assert_true(fabs(score - fractions(pair, 2)) < 1e-12);
     assert_true(score > 0 && score < 2.5 && conf >= 0 && conf <= 1);
 }
@@ -95,10 +95,10 @@ static void test_idle_gpu_first(void **state)
     (void)state;
     int t = find("bert-base-cased_batch8-train"), r = find("whisper-large-v2_batch8-inf");
     kace_place_gpu gpus[2] = {gpu("n1", 70, 1, &r), gpu("n2", 100, 0, NULL)};
-    kace_place_prepare(ctx, model, ds, gpus, 2);
+    kace_place_prepare(ctx, kace_model_predictor(model), ds, gpus, 2);
     assert_true(gpus[0].base_score == 1 && gpus[1].base_score == 0);
     kace_placement p;
-    assert_kace_ok(ctx, kace_place_job(ctx, model, ds, gpus, 2, t, &opt, &p));
+    assert_kace_ok(ctx, kace_place_job(ctx, kace_model_predictor(model), ds, gpus, 2, t, &opt, &p));
     int pair[2] = {r, t};
     double shared_gain = fractions(pair, 2) - 1;
     /* The idle GPU gains a whole job's throughput; sharing gains less. */
@@ -119,9 +119,9 @@ static void test_best_partner(void **state)
     assert_true(fabs(gain_a - gain_b) > 0.05); /* a real choice */
     for (int swap = 0; swap < 2; swap++) {
         kace_place_gpu gpus[2] = {gpu("n1", 40, 1, swap ? &b : &a), gpu("n2", 40, 1, swap ? &a : &b)};
-        kace_place_prepare(ctx, model, ds, gpus, 2);
+        kace_place_prepare(ctx, kace_model_predictor(model), ds, gpus, 2);
         kace_placement p;
-        assert_kace_ok(ctx, kace_place_job(ctx, model, ds, gpus, 2, t, &opt, &p));
+        assert_kace_ok(ctx, kace_place_job(ctx, kace_model_predictor(model), ds, gpus, 2, t, &opt, &p));
         int expect = (gain_a > gain_b) != (swap == 1) ? 0 : 1;
         assert_int_equal(p.gpu, expect);
         assert_true(fabs(p.gain - (gain_a > gain_b ? gain_a : gain_b)) < 1e-12);
@@ -137,17 +137,17 @@ static void test_no_room_or_unknown(void **state)
     int unknown = -1;
     kace_place_gpu gpus[3] = {gpu("full", 5, 1, &r), gpu("foreign", 90, 1, &unknown), gpu("down", 100, 0, NULL)};
     gpus[2].usable = false;
-    kace_place_prepare(ctx, model, ds, gpus, 3);
+    kace_place_prepare(ctx, kace_model_predictor(model), ds, gpus, 3);
     assert_true(isnan(gpus[1].base_score));
     kace_placement p;
-    assert_int_equal(kace_place_job(ctx, model, ds, gpus, 3, t, &opt, &p), KACE_ERR_NOT_FOUND);
+    assert_int_equal(kace_place_job(ctx, kace_model_predictor(model), ds, gpus, 3, t, &opt, &p), KACE_ERR_NOT_FOUND);
     assert_int_equal(p.gpu, -1);
     assert_non_null(strstr(kace_errmsg(ctx), "1 without 10% free, 1 with residents kace cannot predict"));
     /* A workload without a kernel profile cannot be placed, and says so. */
     int np = find("resnet-50_batch32-train");
     kace_place_gpu idle = gpu("n1", 100, 0, NULL);
-    kace_place_prepare(ctx, model, ds, &idle, 1);
-    assert_int_equal(kace_place_job(ctx, model, ds, &idle, 1, np, &opt, &p), KACE_ERR_NOT_FOUND);
+    kace_place_prepare(ctx, kace_model_predictor(model), ds, &idle, 1);
+    assert_int_equal(kace_place_job(ctx, kace_model_predictor(model), ds, &idle, 1, np, &opt, &p), KACE_ERR_NOT_FOUND);
     assert_non_null(strstr(kace_errmsg(ctx), "cannot be predicted"));
 }
 

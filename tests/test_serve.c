@@ -213,7 +213,7 @@ static void test_partners_match_the_library(void **state)
     int t = kace_dataset_find(ds, BERT8);
     kace_partner *want = calloc(ds->n_workloads, sizeof *want);
     size_t n = 0;
-    assert_kace_ok(ctx, kace_rank_partners(ctx, ds, kace_advisor_model(adv), KACE_NORM_TRAIN, t, NULL, 0, want, &n));
+    assert_kace_ok(ctx, kace_rank_partners(ctx, ds, kace_model_predictor(kace_advisor_model(adv)), KACE_NORM_TRAIN, t, NULL, 0, want, &n));
     assert_true(n > 10);
     char body[256];
     snprintf(body, sizeof body, "{\"target\": \"%s\", \"top\": 5}", BERT8);

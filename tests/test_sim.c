@@ -57,7 +57,7 @@ static int setup(void **state)
     const kace_dataset *sets[2] = {pairs, triples};
     if (kace_model_fit_rows(ctx, pairs, rows, n, &spec, &model) || kace_truth_build(ctx, sets, 2, &truth) ||
         kace_dataset_profiles_only(ctx, pairs, &profiles) ||
-        kace_rate_source_model(ctx, &holder, model, profiles, &rates))
+        kace_rate_source_model(ctx, &holder, kace_model_predictor(model), profiles, &rates))
         return -1;
     for (size_t i = 0; i < pairs->n_workloads; i++)
         for (size_t c = 0; c < pairs->n_colocations; c++)

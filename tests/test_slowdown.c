@@ -156,7 +156,7 @@ static void test_pairs_model_ranks_triples(void **state)
         size_t pick = 0;
         /* Both datasets come from one store: workload indices agree. */
         assert_string_equal(pairs->workloads[w].name, triples->workloads[w].name);
-        assert_kace_ok(ctx, kace_policy_pick_model(ctx, m, KACE_NORM_TRAIN, triples, test, n_test, &pick));
+        assert_kace_ok(ctx, kace_policy_pick_model(ctx, kace_model_predictor(m), KACE_NORM_TRAIN, triples, test, n_test, &pick));
         double best = 0;
         for (size_t i = 0; i < n_test; i++)
             best = fmax(best, kace_colocation_sum(&triples->colocations[test[i]]));

@@ -63,6 +63,11 @@ typedef struct kace_split_results {
 } kace_split_results;
 
 /* Runs every (n_occur, seed) of the splits. */
+/* Score of the colocation p picks among candidate rows cand[0..n) (all
+ * containing one target): its measured sum over the best measured sum. */
+kace_status kace_eval_choice(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, const kace_dataset *ds,
+                             const int *cand, size_t n, double *score);
+
 kace_status kace_eval_splits(kace_ctx *ctx, const kace_dataset *ds, const kace_splits *splits,
                              const kace_eval_options *opt, kace_split_results **out);
 void kace_split_results_free(kace_split_results **r);

@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kace/model.h"
+#include "kace/predictor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,16 +55,16 @@ typedef struct kace_group_result {
     uint64_t nodes_bounded, groups_scored;
 } kace_group_result;
 
-/* Exact best group by branch and bound. Needs a slowdown model (others give
- * KACE_ERR_UNSUPPORTED: use kace_group_enumerate) and the model's profile
+/* Exact best group by branch and bound. Needs a predictor with
+ * KACE_PRED_BOUNDS (others give KACE_ERR_UNSUPPORTED: use kace_group_enumerate) and the model's profile
  * metrics for the target and every pool entry. Ties go to the group whose
  * partners come first in the pool, as in kace_group_enumerate. */
-kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, const kace_group_query *q,
+kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, const kace_group_query *q,
                             kace_group_result *out);
 
 /* The same answer by scoring every combination of k-1 pool entries (any
  * model kind; linear and forest models use training statistics). */
-kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m,
+kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p,
                                  const kace_group_query *q, kace_group_result *out);
 
 /* Appends n synthetic workloads to ds, for benchmarks and tests of large

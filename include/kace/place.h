@@ -7,7 +7,10 @@
  * placing workload W on a GPU whose residents are R gains
  *     sum over R+W of predicted fraction kept  -  same sum over R alone,
  * so an idle GPU gains 1 and a shared one less; the best gain wins. Every
- * throughput comes from kace's slowdown model (kace_slowdown_predict).
+ * throughput comes from a predictor that gives each member's throughput
+ * (KACE_PRED_MEMBERS). kace_place_gain is the one placement scorer: the
+ * Slurm placer (here), serve's /v1/place and the Kubernetes extender, and
+ * the scheduler (kace_gain_of, on its table of fractions) all use it.
  */
 #ifndef KACE_PLACE_H
 #define KACE_PLACE_H
@@ -15,7 +18,7 @@
 #include <stdbool.h>
 
 #include "kace/dataset.h"
-#include "kace/model.h"
+#include "kace/predictor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,22 +60,48 @@ typedef struct kace_placement {
 /* MPS share workload w asks for under opt (see kace_place_options). */
 int kace_place_share(const kace_dataset *ds, int w, const kace_place_options *opt);
 
+/* Each member's predicted fraction of its exclusive throughput (0 for a
+ * member without a positive exclusive throughput) and the confidence; a
+ * workload alone keeps fraction 1 (confidence 1) without asking the model. */
+kace_status kace_place_fractions(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,
+                                 int k, double *fraction, double *confidence);
+
+/* What adding a job to a GPU does, in normalized throughput. */
+typedef struct kace_gain {
+    double before;       /* the residents' fractions, summed (0 for an idle GPU) */
+    double after;        /* the same with the job */
+    double gain;         /* after - before */
+    double job_fraction; /* the job's own fraction */
+    double confidence;   /* of the prediction with the job; 1 on an idle GPU */
+} kace_gain;
+
+/* The arithmetic of the gain from the members' fractions: before[0..n_before)
+ * (the residents), after[0..n_after) (residents and job). Sets before, after
+ * and gain. */
+void kace_gain_of(const double *before, int n_before, const double *after, int n_after, kace_gain *out);
+
+/* The placement scorer: predicts the residents (unless known_before, their
+ * summed fractions, is given) and the residents with job, then kace_gain_of.
+ * Fails when job has no positive exclusive throughput or a prediction fails. */
+kace_status kace_place_gain(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *resident,
+                            int n_resident, int job, const double *known_before, kace_gain *out);
+
 /* Predicted normalized throughput (sum of each member's fraction of its
  * exclusive throughput) of a group of k workloads; 0 for k = 0 and 1 for a
  * workload alone (with confidence 1). */
-kace_status kace_place_group_score(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const int *group,
+kace_status kace_place_group_score(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,
                                    int k, double *score, double *confidence);
 
 /* Computes base_score of every GPU (once per cluster snapshot, so that a
  * decision costs one prediction per GPU). */
-void kace_place_prepare(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, kace_place_gpu *gpus,
+void kace_place_prepare(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, kace_place_gpu *gpus,
                         size_t n_gpus);
 
 /* Chooses the GPU for workload w among gpus (prepared). Fails with
  * KACE_ERR_NOT_FOUND (out->gpu = -1, the reason in the message) when w is
  * not a usable workload of ds or when no GPU has room and a prediction; the
  * first best GPU wins ties. */
-kace_status kace_place_job(kace_ctx *ctx, const kace_model *m, const kace_dataset *ds, const kace_place_gpu *gpus,
+kace_status kace_place_job(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const kace_place_gpu *gpus,
                            size_t n_gpus, int w, const kace_place_options *opt, kace_placement *out);
 
 /* The record a placed job carries (in Slurm: the job's admin comment) so

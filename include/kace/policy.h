@@ -5,7 +5,7 @@
 #ifndef KACE_POLICY_H
 #define KACE_POLICY_H
 
-#include "kace/model.h"
+#include "kace/predictor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,14 +34,14 @@ kace_status kace_policy_pick_rule(kace_ctx *ctx, kace_policy p, const kace_datas
                                   size_t n, size_t *pick);
 
 /* Index (into rows) with the highest prediction; first wins ties. */
-kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_model *m, kace_norm norm, const kace_dataset *ds,
+kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, const kace_dataset *ds,
                                    const int *rows, size_t n, size_t *pick);
 
 /* One candidate partner of a target, ranked. */
 typedef struct kace_partner {
     int workload;        /* index into the dataset */
     double predicted;    /* predicted throughput sum, samples/s */
-    double confidence;   /* 0..1 (slowdown model; 1 for other models) */
+    double confidence;   /* 0..1 (1 from predictors without KACE_PRED_CONFIDENCE) */
     double measured;     /* measured sum where a 100% run exists, else NaN */
     double exclusive_sum;/* sum of exclusive throughputs (the no-interference bound) */
 } kace_partner;
@@ -49,7 +49,7 @@ typedef struct kace_partner {
 /* Ranks every workload of among (or every workload with a complete profile
  * when among is NULL) as partner of target, best first. out must hold
  * n_among (or ds->n_workloads) entries; *n_out receives how many were ranked. */
-kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, kace_norm norm,
+kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, kace_norm norm,
                                int target, const int *among, size_t n_among, kace_partner *out,
                                size_t *n_out);
 

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "kace/dataset.h"
-#include "kace/model.h"
+#include "kace/predictor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,13 +56,14 @@ typedef struct kace_rate_source {
     void *self;
 } kace_rate_source;
 
-/* A rate source backed by a slowdown model and profiles; model and profiles
- * must outlive it. Fails unless the model is a slowdown model. */
+/* A rate source backed by a predictor and profiles (kace_place_fractions);
+ * both must outlive it. Fails unless the predictor gives each member's
+ * throughput (KACE_PRED_MEMBERS). */
 typedef struct kace_model_rates {
-    const kace_model *model;
+    const kace_predictor *predictor;
     const kace_dataset *profiles;
 } kace_model_rates;
-kace_status kace_rate_source_model(kace_ctx *ctx, kace_model_rates *holder, const kace_model *model,
+kace_status kace_rate_source_model(kace_ctx *ctx, kace_model_rates *holder, const kace_predictor *predictor,
                                    const kace_dataset *profiles, kace_rate_source *out);
 
 /* A set of workload groups (sizes 2..KACE_SCHED_MAX_GROUP, order-free). */

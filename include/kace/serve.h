@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "kace/dataset.h"
-#include "kace/model.h"
+#include "kace/predictor.h"
 #include "kace/split.h"
 
 #ifdef __cplusplus
@@ -80,6 +80,8 @@ void kace_advisor_set_split_model(kace_advisor *a, kace_split_model **split, siz
 const kace_split_model *kace_advisor_split_model(const kace_advisor *a, size_t *n_grids);
 const kace_dataset *kace_advisor_dataset(const kace_advisor *a);
 const kace_model *kace_advisor_model(const kace_advisor *a);
+/* The predictor of the advisor's model (valid as long as the advisor). */
+const kace_predictor *kace_advisor_predictor(const kace_advisor *a);
 /* The policy label of the advisor's model decisions: "kace" for the
  * slowdown model, "KACE" for the paper's linear model, "Xu" for a forest. */
 const char *kace_advisor_policy(const kace_advisor *a);
