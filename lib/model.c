@@ -148,7 +148,7 @@ kace_status kace_model_predict_z(kace_ctx *ctx, const kace_model *m, const doubl
         st = kace_forest_predict_z(ctx, m, Z, n, pred_z);
     } else {
         st = kace_fail(ctx, KACE_ERR_MODEL, "a slowdown model predicts groups, not feature rows "
-                                            "(use kace_model_predict_rows or kace_slowdown_predict)");
+                                            "(use its predictor: kace_predict_group or kace_predict_rows)");
     }
     free(Z);
     return st;
