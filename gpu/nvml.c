@@ -52,6 +52,7 @@ typedef nvml_return (*fn_name)(nvml_device, char *, unsigned int);
 typedef nvml_return (*fn_utilization)(nvml_device, nvml_utilization *);
 typedef nvml_return (*fn_memory)(nvml_device, nvml_memory *);
 typedef nvml_return (*fn_uint)(nvml_device, unsigned int *);
+typedef nvml_return (*fn_uint_count)(unsigned int *);
 typedef nvml_return (*fn_uint_arg)(nvml_device, int, unsigned int *);
 typedef nvml_return (*fn_process_util)(nvml_device, nvml_process_util_sample *, unsigned int *, unsigned long long);
 typedef nvml_return (*fn_processes)(nvml_device, unsigned int *, void *);
@@ -60,6 +61,7 @@ struct kace_nvml {
     void *lib;
     nvml_device dev;
     char name[96];
+    char uuid[96];
     char symbols[512];
     /* required */
     fn_void init, shutdown;
@@ -68,7 +70,8 @@ struct kace_nvml {
     fn_memory memory;
     /* optional (NULL when absent) */
     fn_error_string error_string;
-    fn_name device_name;
+    fn_name device_name, device_uuid;
+    fn_uint_count count;
     fn_uint power;
     fn_uint_arg clock, pcie;
     fn_process_util process_util;
@@ -119,6 +122,17 @@ void kace_nvml_close(kace_nvml **pn)
         dlclose(n->lib);
     free(n);
     *pn = NULL;
+}
+
+/* Name and UUID of the current device ("" when NVML cannot say). */
+static void read_identity(kace_nvml *n)
+{
+    if (!n->device_name || n->device_name(n->dev, n->name, sizeof n->name) != NVML_SUCCESS)
+        n->name[0] = '\0';
+    n->name[sizeof n->name - 1] = '\0';
+    if (!n->device_uuid || n->device_uuid(n->dev, n->uuid, sizeof n->uuid) != NVML_SUCCESS)
+        n->uuid[0] = '\0';
+    n->uuid[sizeof n->uuid - 1] = '\0';
 }
 
 kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace_nvml **out)
@@ -173,6 +187,11 @@ kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace
     static const char *const procs_names[] = {"nvmlDeviceGetComputeRunningProcesses_v3",
                                               "nvmlDeviceGetComputeRunningProcesses_v2",
                                               "nvmlDeviceGetComputeRunningProcesses", NULL};
+    /* For callers that watch every GPU (kace serve's /metrics). */
+    static const char *const count_names[] = {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount", NULL};
+    static const char *const uuid_names[] = {"nvmlDeviceGetUUID", NULL};
+    n->count = (fn_uint_count)find_symbol(n, count_names, NULL);
+    n->device_uuid = (fn_name)find_symbol(n, uuid_names, NULL);
     n->error_string = (fn_error_string)find_symbol(n, err_names, NULL);
     n->device_name = (fn_name)find_symbol(n, name_names, NULL);
     n->power = (fn_uint)find_symbol(n, power_names, NULL);
@@ -207,9 +226,7 @@ kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace
         n->shutdown = NULL;
         goto fail;
     }
-    if (n->device_name && n->device_name(n->dev, n->name, sizeof n->name) != NVML_SUCCESS)
-        n->name[0] = '\0';
-    n->name[sizeof n->name - 1] = '\0';
+    read_identity(n);
     *out = n;
     return KACE_OK;
 fail:
@@ -220,6 +237,36 @@ fail:
 const char *kace_nvml_device_name(const kace_nvml *n)
 {
     return n->name;
+}
+
+const char *kace_nvml_device_uuid(const kace_nvml *n)
+{
+    return n->uuid;
+}
+
+kace_status kace_nvml_device_count(kace_ctx *ctx, kace_nvml *n, unsigned *count)
+{
+    *count = 1; /* without nvmlDeviceGetCount: the device opened */
+    if (!n->count)
+        return KACE_OK;
+    unsigned int c = 0;
+    nvml_return r = n->count(&c);
+    if (r != NVML_SUCCESS)
+        return kace_fail(ctx, KACE_ERR_IO, "nvmlDeviceGetCount failed (NVML error %d: %s)", r, nvml_error(n, r));
+    *count = c;
+    return KACE_OK;
+}
+
+kace_status kace_nvml_select(kace_ctx *ctx, kace_nvml *n, unsigned index)
+{
+    nvml_device dev = NULL;
+    nvml_return r = n->handle_by_index(index, &dev);
+    if (r != NVML_SUCCESS)
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "NVML has no GPU %u (NVML error %d: %s)", index, r,
+                         nvml_error(n, r));
+    n->dev = dev;
+    read_identity(n);
+    return KACE_OK;
 }
 
 const char *kace_nvml_symbols(const kace_nvml *n)

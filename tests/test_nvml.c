@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kace/nvml.h"
+#include "kace/serve.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;
@@ -234,6 +235,52 @@ static void test_mps_client_utilization_is_not_its_own(void **state)
     kace_nvml_close(&n);
 }
 
+/* kace serve's GPU source is this loader too: every GPU NVML counts, by
+ * UUID where the library gives one, a GPU that cannot be opened left out. */
+static void test_every_gpu_for_serve(void **state)
+{
+    kace_nvml *n = NULL;
+    assert_kace_ok(ctx, kace_nvml_open(ctx, fake("full"), 0, &n));
+    unsigned count = 0;
+    assert_kace_ok(ctx, kace_nvml_device_count(ctx, n, &count));
+    assert_int_equal(count, 2);
+    assert_string_equal(kace_nvml_device_uuid(n), "GPU-fake-0");
+    assert_int_equal(kace_nvml_select(ctx, n, 1), KACE_ERR_NOT_FOUND);
+    assert_non_null(strstr(kace_errmsg(ctx), "no GPU 1"));
+    assert_string_equal(kace_nvml_device_uuid(n), "GPU-fake-0"); /* the previous one stays */
+    kace_nvml_close(&n);
+
+    setenv(KACE_NVML_LIBRARY_ENV, fake("full"), 1);
+    void *src = NULL;
+    kace_serve_gpu_sample s[4];
+    size_t got = 0;
+    assert_kace_ok(ctx, kace_serve_gpu_nvml.open(ctx, &src));
+    assert_kace_ok(ctx, kace_serve_gpu_nvml.sample(ctx, src, s, 4, &got));
+    kace_serve_gpu_nvml.close(&src);
+    assert_null(src);
+    assert_int_equal(got, 1);
+    assert_string_equal(s[0].id, "GPU-fake-0");
+    assert_string_equal(s[0].name, "Fake GPU 80GB");
+    bool scripted = false; /* the script's device SM%, whichever row is current */
+    for (int i = 0; i < 4; i++)
+        scripted = scripted || fabs(s[0].utilization - rows[i][0] / 100.0) < 1e-12;
+    assert_true(scripted);
+    assert_true(s[0].memory_utilization >= 0 && s[0].memory_utilization <= 1);
+
+    /* The old library: no UUID, so the index names the GPU. */
+    setenv(KACE_NVML_LIBRARY_ENV, fake("old"), 1);
+    assert_kace_ok(ctx, kace_serve_gpu_nvml.open(ctx, &src));
+    assert_kace_ok(ctx, kace_serve_gpu_nvml.sample(ctx, src, s, 4, &got));
+    kace_serve_gpu_nvml.close(&src);
+    assert_int_equal(got, 1);
+    assert_string_equal(s[0].id, "0");
+    /* No library: unsupported, with the reason. */
+    setenv(KACE_NVML_LIBRARY_ENV, "/nonexistent/libnvidia-ml.so.1", 1);
+    assert_int_equal(kace_serve_gpu_nvml.open(ctx, &src), KACE_ERR_UNSUPPORTED);
+    assert_null(src);
+    unsetenv(KACE_NVML_LIBRARY_ENV);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +289,7 @@ int main(void)
         cmocka_unit_test(test_no_driver),
         cmocka_unit_test(test_full_library_has_empty_mps_list),
         cmocka_unit_test(test_mps_client_utilization_is_not_its_own),
+        cmocka_unit_test(test_every_gpu_for_serve),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -820,7 +820,7 @@ static void test_gpu_sources(void **state)
         kace_serve_gpu_nvml.close(&st);
     } else {
         assert_int_equal(nst, KACE_ERR_UNSUPPORTED);
-        assert_non_null(strstr(kace_errmsg(ctx), "NVML"));
+        assert_non_null(strstr(kace_errmsg(ctx), "NVIDIA"));
         assert_null(st);
     }
 }

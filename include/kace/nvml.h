@@ -65,6 +65,14 @@ kace_status kace_nvml_open(kace_ctx *ctx, const char *path, unsigned index, kace
 void kace_nvml_close(kace_nvml **n);
 /* The device's name, e.g. "NVIDIA H100 80GB HBM3" ("" when unknown). */
 const char *kace_nvml_device_name(const kace_nvml *n);
+/* The device's UUID, e.g. "GPU-5f1c..." ("" when unknown). */
+const char *kace_nvml_device_uuid(const kace_nvml *n);
+/* How many GPUs NVML sees (1, the opened one, when the library lacks
+ * nvmlDeviceGetCount). KACE_ERR_IO when the query fails. */
+kace_status kace_nvml_device_count(kace_ctx *ctx, kace_nvml *n, unsigned *count);
+/* Makes device `index` the one sampled (name and UUID follow it).
+ * KACE_ERR_NOT_FOUND when NVML has no such GPU; the previous one stays. */
+kace_status kace_nvml_select(kace_ctx *ctx, kace_nvml *n, unsigned index);
 /* Which entry points were found, e.g. "nvmlInit_v2 ... ProcessUtilization",
  * for messages and tests. */
 const char *kace_nvml_symbols(const kace_nvml *n);

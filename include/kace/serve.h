@@ -162,7 +162,8 @@ typedef struct kace_serve_gpu_source {
     void (*close)(void **state);
 } kace_serve_gpu_source;
 
-/* NVML, loaded with dlopen("libnvidia-ml.so.1") at open. */
+/* NVML through gpu/nvml.c's loader (dlopen of $KACE_NVML_LIBRARY, else
+ * libnvidia-ml.so.1, at open): every GPU NVML sees. */
 extern const kace_serve_gpu_source kace_serve_gpu_nvml;
 
 /* Renders every metric in the Prometheus text format (version 0.0.4).
