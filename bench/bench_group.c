@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 {
     const char *data = argc > 1 ? argv[1] : "../shared/data/kace-v100";
     const char *db = argc > 2 ? argv[2] : "kace-bench-group.db";
-    char path[4096];
+    char path[2][4096];
     kace_ctx *ctx = kace_ctx_new();
     kace_store *store = NULL;
     kace_dataset *ds = NULL;
@@ -58,13 +58,11 @@ int main(int argc, char **argv)
     if (kace_store_open(ctx, db, &store))
         return die(ctx, db);
     static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv"};
-    for (size_t i = 0; i < 2; i++) {
-        kace_import_batch *b = NULL;
-        snprintf(path, sizeof path, "%s/%s", data, files[i]);
-        if (kace_import_parse_file(ctx, path, NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL))
-            return die(ctx, path);
-        kace_import_batch_free(&b);
-    }
+    snprintf(path[0], sizeof path[0], "%s/%s", data, files[0]);
+    snprintf(path[1], sizeof path[1], "%s/%s", data, files[1]);
+    const char *paths[2] = {path[0], path[1]};
+    if (kace_store_import_files(ctx, store, paths, 2, NULL, NULL, NULL, NULL))
+        return die(ctx, data);
     if (kace_store_load_dataset(ctx, store, "pairs", false, &ds))
         return die(ctx, "load");
     int *rows = malloc(ds->n_colocations * sizeof *rows);

@@ -74,27 +74,19 @@ static int collect(const char *path, path_list *out, int depth)
     return rc;
 }
 
-/* Profiles first, colocations next, splits (which name stored pairs) last. */
-static int kind_rank(kace_file_kind k)
+static void report_file(void *user, const char *path, const kace_import_batch *b, const kace_import_stats *stats)
 {
-    switch (k) {
-    case KACE_FILE_KERNEL_PROFILE:
-    case KACE_FILE_NCU: return 0;
-    case KACE_FILE_SYSTEM_PROFILE:
-    case KACE_FILE_EXCLUSIVE_BY_MPS: return 1;
-    case KACE_FILE_COLOCATIONS: return 2;
-    case KACE_FILE_RAW_CAMPAIGN: return 3;
-    case KACE_FILE_SPLITS: return 4;
-    case KACE_FILE_UNKNOWN: break;
-    }
-    return 5;
+    if (*(const bool *)user) /* quiet */
+        return;
+    printf("%-60s %-28s values +%zu ~%zu =%zu  runs +%zu =%zu  splits +%zu =%zu\n", path, kace_file_kind_name(b->kind),
+           stats->values_added, stats->values_updated, stats->values_unchanged, stats->runs_added, stats->runs_unchanged,
+           stats->splits_added, stats->splits_unchanged);
 }
 
 int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, const kace_source *src,
                      const kace_import_options *opt, bool quiet)
 {
     path_list files = {0};
-    kace_import_batch **batches = NULL;
     int rc = EXIT_OK;
     for (int i = 0; i < n; i++)
         if (collect(paths[i], &files, 0) != 0) {
@@ -106,54 +98,16 @@ int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, cons
         rc = EXIT_FAILURE_RUN;
         goto done;
     }
-    batches = calloc(files.n, sizeof *batches);
-    if (!batches) {
-        rc = cli_error(ctx, kace_fail(ctx, KACE_ERR_NOMEM, "out of memory"));
-        goto done;
-    }
-    /* Parse everything first: one bad file means nothing is stored. */
-    for (size_t i = 0; i < files.n; i++) {
-        kace_status st = kace_import_parse_file(ctx, files.items[i], opt, &batches[i]);
-        if (st) {
-            rc = cli_error(ctx, st);
-            fprintf(stderr, "kace: nothing was imported\n");
-            goto done;
-        }
-    }
-    kace_status st = kace_store_begin(ctx, store);
+    /* The library parses everything first and imports in kind order. */
+    kace_status st = kace_store_import_files(ctx, store, (const char *const *)files.items, files.n, src, opt,
+                                             report_file, &quiet);
     if (st) {
         rc = cli_error(ctx, st);
-        goto done;
-    }
-    for (int rank = 0; rank <= 5; rank++)
-        for (size_t i = 0; i < files.n; i++) {
-            if (kind_rank(batches[i]->kind) != rank)
-                continue;
-            kace_import_stats stats;
-            st = kace_store_import(ctx, store, batches[i], src, &stats);
-            if (st) {
-                kace_store_rollback(store);
-                rc = cli_error(ctx, st);
-                fprintf(stderr, "kace: nothing was imported\n");
-                goto done;
-            }
-            if (!quiet)
-                printf("%-60s %-28s values +%zu ~%zu =%zu  runs +%zu =%zu  splits +%zu =%zu\n", files.items[i],
-                       kace_file_kind_name(batches[i]->kind), stats.values_added, stats.values_updated,
-                       stats.values_unchanged, stats.runs_added, stats.runs_unchanged, stats.splits_added,
-                       stats.splits_unchanged);
-        }
-    if ((st = kace_store_commit(ctx, store))) {
-        kace_store_rollback(store);
-        rc = cli_error(ctx, st);
+        fprintf(stderr, "kace: nothing was imported\n");
     }
 done:
-    for (size_t i = 0; i < files.n; i++) {
-        if (batches)
-            kace_import_batch_free(&batches[i]);
+    for (size_t i = 0; i < files.n; i++)
         free(files.items[i]);
-    }
-    free(batches);
     free(files.items);
     return rc;
 }

@@ -23,6 +23,21 @@ const char *kace_file_kind_name(kace_file_kind kind)
     return "unknown";
 }
 
+int kace_file_kind_rank(kace_file_kind kind)
+{
+    switch (kind) {
+    case KACE_FILE_KERNEL_PROFILE:
+    case KACE_FILE_NCU: return 0;
+    case KACE_FILE_SYSTEM_PROFILE:
+    case KACE_FILE_EXCLUSIVE_BY_MPS: return 1;
+    case KACE_FILE_COLOCATIONS: return 2;
+    case KACE_FILE_RAW_CAMPAIGN: return 3;
+    case KACE_FILE_SPLITS: return 4;
+    case KACE_FILE_UNKNOWN: break;
+    }
+    return 5;
+}
+
 /* ---- batch ------------------------------------------------------------ */
 
 static kace_status grow(kace_ctx *ctx, void **items, size_t *cap, size_t n, size_t size)

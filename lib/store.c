@@ -436,6 +436,36 @@ static kace_status import_splits(kace_ctx *ctx, kace_store *s, stmt_set *q, cons
     return st;
 }
 
+kace_status kace_store_import_files(kace_ctx *ctx, kace_store *s, const char *const *paths, size_t n,
+                                    const kace_source *source, const kace_import_options *opt,
+                                    kace_import_report report, void *user)
+{
+    kace_import_batch **batches = calloc(n ? n : 1, sizeof *batches);
+    if (!batches)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = KACE_OK;
+    for (size_t i = 0; i < n && !st; i++)
+        st = kace_import_parse_file(ctx, paths[i], opt, &batches[i]);
+    if (!st)
+        st = kace_store_begin(ctx, s);
+    if (!st) {
+        for (int rank = 0; rank <= 5 && !st; rank++)
+            for (size_t i = 0; i < n && !st; i++) {
+                if (kace_file_kind_rank(batches[i]->kind) != rank)
+                    continue;
+                kace_import_stats stats;
+                if (!(st = kace_store_import(ctx, s, batches[i], source, &stats)) && report)
+                    report(user, paths[i], batches[i], &stats);
+            }
+        if (st || (st = kace_store_commit(ctx, s)))
+            kace_store_rollback(s);
+    }
+    for (size_t i = 0; i < n; i++)
+        kace_import_batch_free(&batches[i]);
+    free(batches);
+    return st;
+}
+
 kace_status kace_store_import(kace_ctx *ctx, kace_store *s, const kace_import_batch *b, const kace_source *source,
                               kace_import_stats *stats_out)
 {

@@ -23,23 +23,20 @@ static int setup(void **state)
     (void)state;
     ctx = kace_ctx_new();
     kace_store *store = NULL;
-    char db[4096], rel[256];
+    char db[4096];
     snprintf(db, sizeof db, "%s/kace.db", scratch_dir("split"));
     if (kace_store_open(ctx, db, &store))
         return -1;
-    static const char *const files[] = {"profiles/system.csv", "profiles/exclusive_by_mps_pct.csv",
-                                        "colocations/pairs.csv"};
-    for (size_t i = 0; i < 3 + 4; i++) {
-        if (i < 3)
-            snprintf(rel, sizeof rel, "%s", files[i]);
-        else
-            snprintf(rel, sizeof rel, "colocations/raw/%s.csv", campaigns[i - 3]);
-        kace_import_batch *b = NULL;
-        if (kace_import_parse_file(ctx, ref_path(rel), NULL, &b) || kace_store_import(ctx, store, b, NULL, NULL)) {
-            fprintf(stderr, "%s\n", kace_errmsg(ctx));
-            return -1;
-        }
-        kace_import_batch_free(&b);
+    /* Any order: the library imports profiles, sets, then campaigns. */
+    char raw[4][256];
+    const char *files[3 + 4] = {"colocations/pairs.csv", "profiles/system.csv", "profiles/exclusive_by_mps_pct.csv"};
+    for (int c = 0; c < 4; c++) {
+        snprintf(raw[c], sizeof raw[c], "colocations/raw/%s.csv", campaigns[c]);
+        files[3 + c] = raw[c];
+    }
+    if (import_reference(ctx, store, files, 3 + 4)) {
+        fprintf(stderr, "%s\n", kace_errmsg(ctx));
+        return -1;
     }
     if (kace_store_load_dataset(ctx, store, "pairs", false, &ds))
         return -1;

@@ -622,6 +622,35 @@ static void test_models_by_name(void **state)
     free(path);
 }
 
+/* The import recipe orders files by kind: splits given before the pairs
+ * they name still import; one unreadable file and nothing is stored. */
+static void test_import_files_in_kind_order(void **state)
+{
+    (void)state;
+    char *path = db_path("store_import_order", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    char files[4][4096];
+    snprintf(files[0], sizeof files[0], "%s", ref_path("splits.csv"));
+    snprintf(files[1], sizeof files[1], "%s", ref_path("colocations/pairs.csv"));
+    snprintf(files[2], sizeof files[2], "%s", ref_path("profiles/system.csv"));
+    snprintf(files[3], sizeof files[3], "%s", ref_path("no-such-file.csv"));
+    const char *paths[4] = {files[0], files[1], files[2], files[3]};
+    assert_int_not_equal(kace_store_import_files(ctx, s, paths, 4, NULL, NULL, NULL, NULL), KACE_OK);
+    assert_non_null(strstr(kace_errmsg(ctx), "no-such-file.csv"));
+    assert_counts(ctx, s, 0, 0, 0, 0, 0);
+    assert_true(kace_file_kind_rank(KACE_FILE_SYSTEM_PROFILE) < kace_file_kind_rank(KACE_FILE_COLOCATIONS));
+    assert_true(kace_file_kind_rank(KACE_FILE_COLOCATIONS) < kace_file_kind_rank(KACE_FILE_SPLITS));
+    assert_kace_ok(ctx, kace_store_import_files(ctx, s, paths, 3, NULL, NULL, NULL, NULL));
+    kace_store_counts c;
+    assert_kace_ok(ctx, kace_store_count(ctx, s, &c));
+    assert_true(c.splits > 0 && c.runs > 0 && c.profile_values > 0);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
 /* The models table's kind column names the kind the model is (it said
  * "forest" for slowdown models once); loading reads the kind from the body,
  * so such older rows still load as what they are. */
@@ -740,6 +769,7 @@ int main(void)
         cmocka_unit_test(test_reference_dataset),
         cmocka_unit_test(test_models_by_name),
         cmocka_unit_test(test_model_kind_recorded),
+        cmocka_unit_test(test_import_files_in_kind_order),
         cmocka_unit_test(test_locked_store_fails_promptly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

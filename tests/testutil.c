@@ -40,14 +40,16 @@ char *write_file(const char *dir, const char *name, const char *text)
 
 kace_status import_reference(kace_ctx *ctx, kace_store *store, const char *const *files, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        kace_import_batch *b = NULL;
-        kace_status st = kace_import_parse_file(ctx, ref_path(files[i]), NULL, &b);
-        if (!st)
-            st = kace_store_import(ctx, store, b, NULL, NULL);
-        kace_import_batch_free(&b);
-        if (st)
-            return st;
-    }
-    return KACE_OK;
+    /* The library orders the files by kind (kace_store_import_files). */
+    char **paths = calloc(n ? n : 1, sizeof *paths);
+    kace_status st = paths ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && !st; i++)
+        if (!(paths[i] = strdup(ref_path(files[i]))))
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (!st)
+        st = kace_store_import_files(ctx, store, (const char *const *)paths, n, NULL, NULL, NULL, NULL);
+    for (size_t i = 0; paths && i < n; i++)
+        free(paths[i]);
+    free(paths);
+    return st;
 }

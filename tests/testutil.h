@@ -19,8 +19,9 @@ const char *scratch_dir(const char *test_name);
 /* Writes text to dir/name and returns the full path (static buffer, one slot per call site avoided: copy it). */
 char *write_file(const char *dir, const char *name, const char *text);
 
-/* Imports the reference files (paths relative to kace-v100/) into store, in
- * order; stops at the first failure, whose message stays on ctx. */
+/* Imports the reference files (paths relative to kace-v100/) into store in
+ * one transaction, in the library's import order (any order given); on
+ * failure nothing is stored and the message stays on ctx. */
 kace_status import_reference(kace_ctx *ctx, kace_store *store, const char *const *files, size_t n);
 
 /* Asserts that status is KACE_OK, printing the context's message otherwise. */

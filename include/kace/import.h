@@ -35,6 +35,10 @@ typedef enum kace_file_kind {
 } kace_file_kind;
 
 const char *kace_file_kind_name(kace_file_kind kind);
+/* Where a kind goes in the import order: profiles (kernel, Nsight Compute)
+ * first, then system profiles and exclusive-by-MPS curves, colocation sets,
+ * raw campaigns, and splits last (they name stored colocations). */
+int kace_file_kind_rank(kace_file_kind kind);
 
 typedef struct kace_profile_value {
     char workload[KACE_NAME_MAX];

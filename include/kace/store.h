@@ -37,6 +37,18 @@ typedef struct kace_source {
 
 /* Stores a parsed batch in one transaction. Importing the same batch again
  * changes nothing. Splits must name colocations that are already stored. */
+/* Called after each file kace_store_import_files stores, in import order. */
+typedef void (*kace_import_report)(void *user, const char *path, const kace_import_batch *batch,
+                                   const kace_import_stats *stats);
+
+/* The import recipe: parses every file of paths[0..n) (nothing is stored
+ * when one fails to parse), then stores them in one transaction in the
+ * order of kace_file_kind_rank (files of one rank in the order given);
+ * when one fails nothing is stored. report may be NULL. */
+kace_status kace_store_import_files(kace_ctx *ctx, kace_store *store, const char *const *paths, size_t n,
+                                    const kace_source *source, const kace_import_options *opt,
+                                    kace_import_report report, void *user);
+
 kace_status kace_store_import(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
                               const kace_source *source, kace_import_stats *stats);
 
