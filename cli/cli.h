@@ -22,6 +22,17 @@ const char *cli_default_db(void);
 int cli_error(kace_ctx *ctx, kace_status st);
 /* Prints a usage error and returns 2. */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The one number parser (cli/number.c): the whole of text is a finite
+ * number in lo..hi (whole: an integer), no leading space, no suffix. */
+bool cli_parse_number(const char *text, double lo, double hi, bool whole, double *out);
+/* The same for option --name of command cmd; false after a usage message
+ * ("kace CMD: --NAME: 'TEXT' is not a number in LO..HI"). */
+bool cli_number(const char *cmd, const char *name, const char *text, double lo, double hi, double *out);
+bool cli_whole(const char *cmd, const char *name, const char *text, long lo, long hi, long *out);
+bool cli_int(const char *cmd, const char *name, const char *text, int lo, int hi, int *out);
+/* A duration: a number of seconds >= 0 (at most a year). */
+bool cli_seconds(const char *cmd, const char *name, const char *text, double *out);
 /* Opens the store, reporting failures. */
 kace_store *cli_open_store(kace_ctx *ctx, const char *path);
 /* Creates a folder (and parents); 0 on success. */

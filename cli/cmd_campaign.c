@@ -77,13 +77,10 @@ int cmd_campaign(int argc, char **argv)
         switch (c) {
         case 'd': db = optarg; break;
         case 'n': dry_run = true; break;
-        case 'm': {
-            char *end = NULL;
-            max_runs = strtol(optarg, &end, 10);
-            if (end == optarg || *end || max_runs < 0)
-                return cli_usage("campaign", "--max-runs must be a count >= 0, not '%s'", optarg);
+        case 'm':
+            if (!cli_whole("campaign", "max-runs", optarg, 0, 1000000000L, &max_runs))
+                return EXIT_USAGE;
             break;
-        }
         case 'h': return campaign_usage();
         default:
             if (!measure_cli_option(&mo, c, optarg, "campaign", &bad))

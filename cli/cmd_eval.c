@@ -500,18 +500,18 @@ int cmd_eval(int argc, char **argv)
         case 'm': mode = optarg; break;
         case 'o': req.out_dir = optarg; break;
         case 'X': req.with_xu = false; break;
-        case 'i': req.xu_iter = atoi(optarg); break;
-        case 'T': req.xu_tree_scale = atof(optarg); break;
+        case 'i': if (!cli_int("eval", "xu-iter", optarg, 1, 10000, &req.xu_iter)) return EXIT_USAGE; break;
+        case 'T': if (!cli_number("eval", "xu-trees", optarg, 0, 1, &req.xu_tree_scale)) return EXIT_USAGE; break;
         case 'p': req.pairs_set = optarg; break;
         case 't': req.triples_set = optarg; break;
         case 'F': req.figures = false; break;
         case 'K': req.without_slowdown = true; break;
         case 'G': req.groups = true; break;
         case 'S': req.splits = true; break;
-        case 'R': req.slowdown.n_rounds = atoi(optarg); break;
-        case 'E': req.slowdown.learning_rate = atof(optarg); break;
-        case 'A': req.slowdown.ridge_alpha = atof(optarg); break;
-        case 'W': req.slowdown.tree_weight = atof(optarg); break;
+        case 'R': if (!cli_int("eval", "kace-rounds", optarg, 0, 100000, &req.slowdown.n_rounds)) return EXIT_USAGE; break;
+        case 'E': if (!cli_number("eval", "kace-eta", optarg, 1e-6, 1, &req.slowdown.learning_rate)) return EXIT_USAGE; break;
+        case 'A': if (!cli_number("eval", "kace-alpha", optarg, 0, 1e12, &req.slowdown.ridge_alpha)) return EXIT_USAGE; break;
+        case 'W': if (!cli_number("eval", "kace-tree-weight", optarg, 0, 1, &req.slowdown.tree_weight)) return EXIT_USAGE; break;
         case 'Q': req.slowdown.select = true; break;
         case 'N':
             /* a fixed constraint set instead of the cross-validated choice */
@@ -525,9 +525,15 @@ int cmd_eval(int argc, char **argv)
                 return cli_usage("eval", "--kace-monotone must be none, shares or partners");
             req.slowdown.select = false;
             break;
-        case 'P': req.slowdown.max_depth = atoi(optarg); break;
-        case 'Y': req.slowdown.seed = strtoull(optarg, NULL, 10); break;
-        case 'Z': req.kace_seeds = atoi(optarg); break;
+        case 'P': if (!cli_int("eval", "kace-depth", optarg, 1, 16, &req.slowdown.max_depth)) return EXIT_USAGE; break;
+        case 'Y': {
+            double seed;
+            if (!cli_parse_number(optarg, 0, 9007199254740992.0, true, &seed))
+                return cli_usage("eval", "--kace-seed: '%s' is not a whole number >= 0", optarg);
+            req.slowdown.seed = (uint64_t)seed;
+            break;
+        }
+        case 'Z': if (!cli_int("eval", "kace-seeds", optarg, 1, 100, &req.kace_seeds)) return EXIT_USAGE; break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
                    "                 [--xu-trees SCALE] [--pairs-set pairs] [--triples-set triples] [--no-figures]\n"

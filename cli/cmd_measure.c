@@ -47,16 +47,6 @@ void measure_cli_defaults(measure_cli_options *o)
     o->log_fd = -1;
 }
 
-static bool parse_seconds(const char *arg, double *out)
-{
-    char *end = NULL;
-    double v = strtod(arg, &end);
-    if (end == arg || *end || !isfinite(v) || v < 0 || v > 86400)
-        return false;
-    *out = v;
-    return true;
-}
-
 bool measure_cli_option(measure_cli_options *o, int code, const char *arg, const char *cmd, bool *bad)
 {
     switch (code) {
@@ -64,7 +54,7 @@ bool measure_cli_option(measure_cli_options *o, int code, const char *arg, const
     case 1002:
     case 1003: {
         double *dst = code == 1001 ? &o->warmup_s : code == 1002 ? &o->window_s : &o->timeout_s;
-        if (!parse_seconds(arg, dst) || (code == 1002 && *dst <= 0)) {
+        if (!cli_parse_number(arg, 0, 86400, false, dst) || (code == 1002 && *dst <= 0)) {
             cli_usage(cmd, "--%s must be a number of seconds%s, not '%s'",
                       code == 1001 ? "warmup" : code == 1002 ? "window" : "timeout", code == 1002 ? " > 0" : "", arg);
             *bad = true;
@@ -77,10 +67,8 @@ bool measure_cli_option(measure_cli_options *o, int code, const char *arg, const
     case 1007: o->log_path = arg; return true;
     case 1008: o->quiet = true; return true;
     case 1009: {
-        char *end = NULL;
-        errno = 0;
-        unsigned long v = strtoul(arg, &end, 10);
-        if (end == arg || *end || errno || v > 63 || arg[0] == '-') {
+        double v = 0;
+        if (!cli_parse_number(arg, 0, 63, true, &v)) {
             cli_usage(cmd, "--nvml-device must be a GPU index 0..63, not '%s'", arg);
             *bad = true;
         }

@@ -28,7 +28,7 @@ int cmd_train(int argc, char **argv)
         case 'k': kind = optarg; break;
         case 'n': name = optarg; break;
         case 'o': out = optarg; break;
-        case 'i': xu_iter = atoi(optarg); break;
+        case 'i': if (!cli_int("train", "search-iter", optarg, 1, 10000, &xu_iter)) return EXIT_USAGE; break;
         case 'h':
             printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu]\n"
                    "                  [--name default] [--out FILE] [--search-iter N]\n"
@@ -147,14 +147,14 @@ int cmd_predict(int argc, char **argv)
         case 'a': among = optarg; break;
         case 'm': model_name = optarg; break;
         case 'M': model_file = optarg; break;
-        case 'n': top = atoi(optarg); break;
+        case 'n': if (!cli_int("predict", "top", optarg, 0, 1000000, &top)) return EXIT_USAGE; break;
         case 'z': norm_name = optarg; break;
-        case 'g': group_k = atoi(optarg); break;
-        case 'G': gpu_mem = atof(optarg); break;
+        case 'g': if (!cli_int("predict", "group", optarg, 2, 4, &group_k)) return EXIT_USAGE; break;
+        case 'G': if (!cli_number("predict", "gpu-mem", optarg, 0.001, 1e6, &gpu_mem)) return EXIT_USAGE; break;
         case 'E': enumerate = true; break;
         case 's': split_with = optarg; break;
         case 'p': policy = optarg; break;
-        case 'L': ls_target = atof(optarg); break;
+        case 'L': if (!cli_number("predict", "ls-target", optarg, 0, 1, &ls_target)) return EXIT_USAGE; break;
         case 'h':
             printf("usage: kace predict --target W [--among A,B,...] [--db PATH] [--model NAME | --model-file F]\n"
                    "                    [--top N] [--norm train|candidates]\n"

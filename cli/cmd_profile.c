@@ -138,15 +138,6 @@ static void print_tail(const char *tail)
     }
 }
 
-static double parse_seconds(const char *s, bool *ok)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    *ok = end && end != s && *end == '\0' && errno == 0 && isfinite(v) && v >= 0;
-    return v;
-}
-
 /* "%.1f" of a value, or "missing" for NaN (what the store will hold). */
 static const char *fmt1(double v, char *buf, size_t size)
 {
@@ -197,19 +188,27 @@ int cmd_profile(int argc, char **argv)
         switch (c) {
         case 'n': name = optarg; break;
         case 'd': db = optarg; break;
-        case 'w': ro.warmup_s = parse_seconds(optarg, &ok); break;
-        case 'W': ro.window_s = parse_seconds(optarg, &ok); break;
-        case 'u': co.warmup_s = parse_seconds(optarg, &ok); break;
-        case 'U': co.window_s = parse_seconds(optarg, &ok); break;
-        case 't': ro.timeout_s = co.timeout_s = parse_seconds(optarg, &ok); break;
-        case 'g': device = (unsigned)strtoul(optarg, NULL, 10); break;
+        case 'w': ok = cli_seconds("profile", "warmup", optarg, &ro.warmup_s); break;
+        case 'W': ok = cli_seconds("profile", "window", optarg, &ro.window_s); break;
+        case 'u': ok = cli_seconds("profile", "counters-warmup", optarg, &co.warmup_s); break;
+        case 'U': ok = cli_seconds("profile", "counters-window", optarg, &co.window_s); break;
+        case 't':
+            ok = cli_seconds("profile", "timeout", optarg, &ro.timeout_s);
+            co.timeout_s = ro.timeout_s;
+            break;
+        case 'g': {
+            int d = 0;
+            ok = cli_int("profile", "device", optarg, 0, 63, &d);
+            device = (unsigned)d;
+            break;
+        }
         case 'c': cupti = optarg; break;
         case 'k': keep = optarg; break;
         case 'h': usage(stdout); return EXIT_OK;
         default: return cli_usage("profile", "unknown option");
         }
         if (!ok)
-            return cli_usage("profile", "'%s' is not a number of seconds >= 0", optarg);
+            return EXIT_USAGE; /* the parser said why */
     }
     if (!name || !*name)
         return cli_usage("profile", "--name W is required (the workload's name in the store)");

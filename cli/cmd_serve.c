@@ -451,17 +451,6 @@ static void usage(void)
            "0 = never), reloads the model without dropping requests; SIGTERM stops gracefully.\n");
 }
 
-static bool parse_double(const char *text, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
-}
-
 int cmd_serve(int argc, char **argv)
 {
     server s = {.db = cli_default_db(), .model_name = "default", .max_body = KACE_SERVE_MAX_BODY_DEFAULT};
@@ -487,27 +476,27 @@ int cmd_serve(int argc, char **argv)
         case 'm': s.model_name = optarg; break;
         case 'M': s.model_file = optarg; break;
         case 't':
-            if (!parse_double(optarg, 1, 256, &threads) || threads != floor(threads))
+            if (!cli_parse_number(optarg, 1, 256, true, &threads))
                 return cli_usage("serve", "--threads must be an integer 1..256");
             break;
         case 'b':
-            if (!parse_double(optarg, 1, KACE_SERVE_MAX_BODY_DEFAULT, &max_body))
+            if (!cli_parse_number(optarg, 1, KACE_SERVE_MAX_BODY_DEFAULT, false, &max_body))
                 return cli_usage("serve", "--max-body must be 1..%u bytes", KACE_SERVE_MAX_BODY_DEFAULT);
             break;
         case 'c':
-            if (!parse_double(optarg, 0, 1, &s.options.min_confidence))
+            if (!cli_parse_number(optarg, 0, 1, false, &s.options.min_confidence))
                 return cli_usage("serve", "--min-confidence must be a number in [0, 1]");
             break;
         case 'k':
-            if (!parse_double(optarg, 2, KACE_MAX_K, &max_k) || max_k != floor(max_k))
+            if (!cli_parse_number(optarg, 2, KACE_MAX_K, true, &max_k))
                 return cli_usage("serve", "--max-colocation must be an integer 2..%d", KACE_MAX_K);
             break;
         case 'f':
-            if (!parse_double(optarg, 0, 1, &s.options.min_fraction))
+            if (!cli_parse_number(optarg, 0, 1, false, &s.options.min_fraction))
                 return cli_usage("serve", "--min-fraction must be a number in [0, 1]");
             break;
         case 'w':
-            if (!parse_double(optarg, 0, 3600, &watch))
+            if (!cli_parse_number(optarg, 0, 3600, false, &watch))
                 return cli_usage("serve", "--watch must be 0..3600 seconds");
             break;
         case 'N': use_nvml = false; break;

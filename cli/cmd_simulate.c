@@ -166,19 +166,6 @@ static void apply_options(const sched_options *o, kace_sched_config *c)
     c->reserve = o->reserve;
 }
 
-/* Parses a number option; false (with a message) when it is not one. */
-static bool number_arg(const char *cmd, const char *name, const char *s, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-        cli_usage(cmd, "--%s: '%s' is not a number in %g..%g", name, s, lo, hi);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
 enum { O_GPUS = 256, O_NODES, O_POLICIES, O_MAX_GROUP, O_GPU_MEM, O_LS, O_CONF, O_GAIN, O_NOCCUR, O_SEED, O_IMPORT,
        O_NOFIG, O_CLUSTER, O_OVER_QUEUE, O_OVER_RATE, O_TUNE, O_TUNE_TRACES, O_TUNE_GPUS, O_RESERVE };
 
@@ -188,9 +175,9 @@ static int threshold_option(const char *cmd, int opt, const char *arg, sched_opt
 {
     switch (opt) {
     case O_OVER_QUEUE:
-        return number_arg(cmd, "overload-queue", arg, -1, 1e6, &so->overload_queue) ? 1 : -1;
+        return cli_number(cmd, "overload-queue", arg, -1, 1e6, &so->overload_queue) ? 1 : -1;
     case O_OVER_RATE:
-        return number_arg(cmd, "overload-min-rate", arg, 0, 3, &so->overload_min_rate) ? 1 : -1;
+        return cli_number(cmd, "overload-min-rate", arg, 0, 3, &so->overload_min_rate) ? 1 : -1;
     case O_RESERVE:
         if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
             cli_usage(cmd, "--reserve: '%s' is not on or off", arg);
@@ -422,7 +409,7 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
         }
         for (int g = 0; g < n_sizes; g++) {
             double size = 0;
-            if (!number_arg("simulate", "tune-gpus", sizes[g], 1, 1e7, &size)) {
+            if (!cli_number("simulate", "tune-gpus", sizes[g], 1, 1e7, &size)) {
                 kace_trace_free(&trace);
                 rc = EXIT_USAGE;
                 goto done;
@@ -543,37 +530,37 @@ int cmd_simulate(int argc, char **argv)
         case O_IMPORT: import_dir = optarg; break;
         case O_NOFIG: figures = false; break;
         case O_GPUS:
-            if (!number_arg("simulate", "gpus", optarg, 0, 1e7, &gpus))
+            if (!cli_number("simulate", "gpus", optarg, 0, 1e7, &gpus))
                 return EXIT_USAGE;
             break;
         case O_MAX_GROUP:
-            if (!number_arg("simulate", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
+            if (!cli_number("simulate", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
                 return EXIT_USAGE;
             so.max_group = (int)v;
             break;
         case O_GPU_MEM:
-            if (!number_arg("simulate", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
+            if (!cli_number("simulate", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
                 return EXIT_USAGE;
             break;
         case O_LS:
-            if (!number_arg("simulate", "ls-target", optarg, 0, 1, &so.ls_target))
+            if (!cli_number("simulate", "ls-target", optarg, 0, 1, &so.ls_target))
                 return EXIT_USAGE;
             break;
         case O_CONF:
-            if (!number_arg("simulate", "min-confidence", optarg, 0, 1, &so.min_confidence))
+            if (!cli_number("simulate", "min-confidence", optarg, 0, 1, &so.min_confidence))
                 return EXIT_USAGE;
             break;
         case O_GAIN:
-            if (!number_arg("simulate", "min-gain", optarg, -1, 3, &so.min_gain))
+            if (!cli_number("simulate", "min-gain", optarg, -1, 3, &so.min_gain))
                 return EXIT_USAGE;
             break;
         case O_NOCCUR:
-            if (!number_arg("simulate", "train-n-occur", optarg, 1, 100, &v))
+            if (!cli_number("simulate", "train-n-occur", optarg, 1, 100, &v))
                 return EXIT_USAGE;
             so.n_occur = (int)v;
             break;
         case O_SEED:
-            if (!number_arg("simulate", "train-seed", optarg, 0, 1e9, &v))
+            if (!cli_number("simulate", "train-seed", optarg, 0, 1e9, &v))
                 return EXIT_USAGE;
             so.seed = (int)v;
             break;
@@ -792,28 +779,28 @@ int cmd_schedule(int argc, char **argv)
                 return cli_usage("schedule", "--cluster: '%s' is not NODESxGPUS (e.g. 4x8)", optarg);
             break;
         case O_GPUS:
-            if (!number_arg("schedule", "gpus", optarg, 0, 1e7, &gpus))
+            if (!cli_number("schedule", "gpus", optarg, 0, 1e7, &gpus))
                 return EXIT_USAGE;
             break;
         case O_MAX_GROUP:
-            if (!number_arg("schedule", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
+            if (!cli_number("schedule", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
                 return EXIT_USAGE;
             so.max_group = (int)v;
             break;
         case O_GPU_MEM:
-            if (!number_arg("schedule", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
+            if (!cli_number("schedule", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
                 return EXIT_USAGE;
             break;
         case O_LS:
-            if (!number_arg("schedule", "ls-target", optarg, 0, 1, &so.ls_target))
+            if (!cli_number("schedule", "ls-target", optarg, 0, 1, &so.ls_target))
                 return EXIT_USAGE;
             break;
         case O_CONF:
-            if (!number_arg("schedule", "min-confidence", optarg, 0, 1, &so.min_confidence))
+            if (!cli_number("schedule", "min-confidence", optarg, 0, 1, &so.min_confidence))
                 return EXIT_USAGE;
             break;
         case O_GAIN:
-            if (!number_arg("schedule", "min-gain", optarg, -1, 3, &so.min_gain))
+            if (!cli_number("schedule", "min-gain", optarg, -1, 3, &so.min_gain))
                 return EXIT_USAGE;
             break;
         case 'h': printf("%s", schedule_help); return EXIT_OK;

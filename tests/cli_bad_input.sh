@@ -315,6 +315,31 @@ rc=$?
 grep -q "^kace: $(regex_quote_path "$SCRATCH/text.db")" "$SCRATCH/text.err" || fail "no message naming the store: $(cat "$SCRATCH/text.err")"
 cmp -s "$SCRATCH/text.db" "$SCRATCH/text.db.orig" || fail "the non-database file was modified"
 
+# ---- numeric options: one strict parser for every command -----------------
+# "abc", "3x", "" and out-of-range values are refused with exit status 2
+# and a message naming the option and the value; nothing runs.
+bad_number() { # name expected-regex command...
+    case_name=$1
+    local want=$2
+    shift 2
+    "$@" >"$SCRATCH/num.out" 2>"$SCRATCH/num.err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || fail "exit status $rc, not 2: $*"
+    grep -Eq -- "$want" "$SCRATCH/num.err" || fail "message does not say '$want': $(cat "$SCRATCH/num.err")"
+    [ ! -s "$SCRATCH/num.out" ] || fail "printed something on stdout: $(head -3 "$SCRATCH/num.out")"
+}
+T=$(sqlite3 "$DB" "SELECT name FROM workloads ORDER BY name LIMIT 1")
+bad_number top-abc "--top: 'abc' is not a whole number" "$KACE" predict --db "$DB" --target "$T" --top abc
+bad_number top-suffix "--top: '3x' is not a whole number" "$KACE" predict --db "$DB" --target "$T" --top 3x
+bad_number top-empty "--top: '' is not a whole number" "$KACE" predict --db "$DB" --target "$T" --top ''
+bad_number top-fraction "--top: '2.5' is not a whole number" "$KACE" predict --db "$DB" --target "$T" --top 2.5
+bad_number group-range "--group: '9' is not a whole number in 2..4" "$KACE" predict --db "$DB" --target "$T" --group 9
+bad_number gpu-mem-nan "--gpu-mem: 'nan' is not a number" "$KACE" predict --db "$DB" --target "$T" --group 2 --gpu-mem nan
+bad_number eval-seeds "--kace-seeds: '1e' is not a whole number" "$KACE" eval --db "$DB" --kace-seeds 1e
+bad_number eval-iter "--xu-iter: ' 5' is not a whole number" "$KACE" eval --db "$DB" --xu-iter ' 5'
+bad_number simulate-gpus "--gpus: '8x' is not a number" "$KACE" simulate --db "$DB" --gpus 8x
+bad_number train-iter "--search-iter: '0x' is not a whole number" "$KACE" train --db "$DB" --search-iter 0x
+
 # ---- finally: the store still works and still equals the reference import --
 case_name=final
 [ "$(fingerprint)" = "$FP0" ] || fail "store changed over the run"
