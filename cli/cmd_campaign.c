@@ -27,21 +27,6 @@ static int campaign_usage(void)
     return EXIT_OK;
 }
 
-static kace_measured_run identity(const kace_plan_entry *e)
-{
-    kace_measured_run r;
-    memset(&r, 0, sizeof r);
-    r.set = e->spec.set;
-    r.mode = e->spec.timeslice ? "timeslice" : "mps";
-    r.repetition = e->spec.repetition;
-    r.k = e->spec.k;
-    for (int i = 0; i < r.k; i++) {
-        r.member[i].workload = e->spec.workload[i];
-        r.member[i].mps_pct = e->spec.mps_pct[i];
-    }
-    return r;
-}
-
 static void describe(const kace_measure_spec *s, char *out, size_t size)
 {
     size_t at = 0;
@@ -114,7 +99,7 @@ int cmd_campaign(int argc, char **argv)
     /* What is left, and whether every workload can be started. */
     size_t todo = 0, todo_mps = 0;
     for (size_t i = 0; i < plan->n; i++) {
-        kace_measured_run r = identity(&plan->entries[i]);
+        kace_measured_run r = kace_plan_entry_run(&plan->entries[i]);
         if ((st = kace_store_has_measured_run(ctx, store, &r, &done_before[i]))) {
             rc = cli_error(ctx, st);
             goto done;

@@ -396,7 +396,7 @@ static int cmp_keyed(const void *a, const void *b)
     return c ? c : (x->index < y->index ? -1 : x->index > y->index);
 }
 
-void kace_plan_entry_key(const kace_plan_entry *e, char *out, size_t size)
+kace_measured_run kace_plan_entry_run(const kace_plan_entry *e)
 {
     kace_measured_run r;
     memset(&r, 0, sizeof r);
@@ -408,6 +408,12 @@ void kace_plan_entry_key(const kace_plan_entry *e, char *out, size_t size)
         r.member[i].workload = e->spec.workload[i];
         r.member[i].mps_pct = e->spec.mps_pct[i];
     }
+    return r;
+}
+
+void kace_plan_entry_key(const kace_plan_entry *e, char *out, size_t size)
+{
+    kace_measured_run r = kace_plan_entry_run(e);
     kace_measured_run_key(&r, out, size);
 }
 

@@ -102,6 +102,13 @@ static void test_repeat_order_duplicates_modes(void **state)
     kace_plan_entry_key(&p->entries[6], k2, sizeof k2);
     assert_string_equal(k1, "measured|pairs|mps|a@100|b@100|#0");
     assert_string_equal(k2, "measured|pairs|mps|a@100|b@100|#1");
+    /* The run identity kace campaign looks up in the store. */
+    kace_measured_run r = kace_plan_entry_run(&p->entries[3]);
+    assert_string_equal(r.set, p->entries[3].spec.set);
+    assert_string_equal(r.mode, "mps");
+    assert_int_equal(r.k, p->entries[3].spec.k);
+    assert_int_equal(r.member[0].mps_pct, 30);
+    assert_string_equal(r.member[0].workload, p->entries[3].spec.workload[0]);
     kace_plan_free(&p);
     kace_ctx_free(&ctx);
 }

@@ -53,6 +53,9 @@ kace_status kace_plan_parse(kace_ctx *ctx, const char *text, size_t len, const c
 kace_status kace_plan_parse_file(kace_ctx *ctx, const char *path, kace_plan **out);
 void kace_plan_free(kace_plan **plan);
 
+/* The stored run's identity of an entry: set, mode, repetition, members and
+ * their MPS percentages (no throughputs). Its strings point into e. */
+kace_measured_run kace_plan_entry_run(const kace_plan_entry *e);
 /* The identity under which entry's run is stored (see kace_measured_run_key). */
 void kace_plan_entry_key(const kace_plan_entry *e, char *out, size_t size);
 
