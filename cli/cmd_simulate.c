@@ -131,39 +131,26 @@ static double seconds_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The scheduler's options as given: a KACE configuration (policy set per
+ * run) and the training split of kace's model. */
 typedef struct sched_options {
-    int max_group;
-    double gpu_mem, ls_target, min_confidence, min_gain, overload_queue, overload_min_rate;
-    bool reserve;
+    kace_sched_config sched;
     int n_occur, seed;
 } sched_options;
 
 static void sched_options_default(sched_options *o)
 {
-    kace_sched_config c;
-    kace_sched_config_default(&c, KACE_SCHED_KACE);
-    o->max_group = c.max_group;
-    o->gpu_mem = c.gpu_mem_gb;
-    o->ls_target = c.ls_target;
-    o->min_confidence = c.min_confidence;
-    o->min_gain = c.min_gain;
-    o->overload_queue = c.overload_queue;
-    o->overload_min_rate = c.overload_min_rate;
-    o->reserve = c.reserve;
+    kace_sched_config_default(&o->sched, KACE_SCHED_KACE);
     o->n_occur = 3;
     o->seed = 10;
 }
 
-static void apply_options(const sched_options *o, kace_sched_config *c)
+/* The configuration of one policy under the options given. */
+static kace_sched_config config_for(const sched_options *o, kace_sched_policy policy)
 {
-    c->max_group = o->max_group;
-    c->gpu_mem_gb = o->gpu_mem;
-    c->ls_target = o->ls_target;
-    c->min_confidence = o->min_confidence;
-    c->min_gain = o->min_gain;
-    c->overload_queue = o->overload_queue;
-    c->overload_min_rate = o->overload_min_rate;
-    c->reserve = o->reserve;
+    kace_sched_config c = o->sched;
+    c.policy = policy;
+    return c;
 }
 
 enum { O_GPUS = 256, O_NODES, O_POLICIES, O_MAX_GROUP, O_GPU_MEM, O_LS, O_CONF, O_GAIN, O_NOCCUR, O_SEED, O_IMPORT,
@@ -175,15 +162,15 @@ static int threshold_option(const char *cmd, int opt, const char *arg, sched_opt
 {
     switch (opt) {
     case O_OVER_QUEUE:
-        return cli_number(cmd, "overload-queue", arg, -1, 1e6, &so->overload_queue) ? 1 : -1;
+        return cli_number(cmd, "overload-queue", arg, -1, 1e6, &so->sched.overload_queue) ? 1 : -1;
     case O_OVER_RATE:
-        return cli_number(cmd, "overload-min-rate", arg, 0, 3, &so->overload_min_rate) ? 1 : -1;
+        return cli_number(cmd, "overload-min-rate", arg, 0, 3, &so->sched.overload_min_rate) ? 1 : -1;
     case O_RESERVE:
         if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
             cli_usage(cmd, "--reserve: '%s' is not on or off", arg);
             return -1;
         }
-        so->reserve = strcmp(arg, "on") == 0;
+        so->sched.reserve = strcmp(arg, "on") == 0;
         return 1;
     default:
         return 0;
@@ -345,39 +332,12 @@ static int split_list(char *buf, char **items, int max)
     return n;
 }
 
-/* kace's mean JCT on every cell under one grid point: the geometric mean
- * (so that each list and size weighs the same in relative terms). */
-static kace_status tune_score(kace_ctx *ctx, const sim_world *w, const sched_options *so, const tune_cell *cells,
-                              int n_cells, double *jct, double *geomean)
-{
-    double log_sum = 0;
-    for (int i = 0; i < n_cells; i++) {
-        kace_sim_config cfg = {.record_timeline = false};
-        kace_sched_config_default(&cfg.sched, KACE_SCHED_KACE);
-        apply_options(so, &cfg.sched);
-        kace_sim_result *r = NULL;
-        kace_status st = kace_sim_run(ctx, &cfg, w->profiles, w->truth, w->pool, w->n_pool, &w->rates,
-                                      cells[i].node_gpus, cells[i].n_nodes, cells[i].jobs, cells[i].n_jobs, &r);
-        if (st)
-            return st;
-        jct[i] = r->mean_jct / 3600;
-        log_sum += log(jct[i]);
-        kace_sim_result_free(&r);
-    }
-    *geomean = exp(log_sum / n_cells);
-    return KACE_OK;
-}
-
 /* The tuning protocol (README "Cluster scale"): a fixed grid of kace's
  * thresholds, scored on pod lists that are never reported, over several
  * cluster sizes; the best grid point replaces so's thresholds. */
 static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_list *nodes, const char *traces,
                            const char *gpus_list, const char *report_trace, const char *out, sched_options *so)
 {
-    static const double gains[] = {0, 0.05, 0.1, 0.2};
-    static const double confidences[] = {0, 0.3, 0.6, 0.8};
-    static const double queues[] = {-1, 0, 0.5, 2}; /* jobs waiting per GPU; -1: never overloaded */
-    static const bool reserves[] = {false, true};
     enum { MAX_LISTS = 8, MAX_SIZES = 8, MAX_CELLS = MAX_LISTS * MAX_SIZES };
     char trace_buf[4096], gpus_buf[512];
     char *lists[MAX_LISTS], *sizes[MAX_SIZES];
@@ -442,40 +402,39 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
     for (int l = 0; l < n_lists; l++)
         printf("%s%s", l ? ", " : "", base_name(lists[l]));
     printf(" x %s GPUs)\n", gpus_list);
-    double best = INFINITY, jct[MAX_CELLS], best_jct[MAX_CELLS];
-    sched_options chosen = *so;
-    enum { N_GAINS = 4, N_CONFIDENCES = 4, N_QUEUES = 4, N_RESERVES = 2 };
-    int n_points = N_GAINS * N_CONFIDENCES * N_QUEUES * N_RESERVES;
-    for (int point = 0; point < n_points; point++) {
-        sched_options t = *so;
-        t.min_gain = gains[point / (N_CONFIDENCES * N_QUEUES * N_RESERVES)];
-        t.min_confidence = confidences[point / (N_QUEUES * N_RESERVES) % N_CONFIDENCES];
-        t.overload_queue = queues[point / N_RESERVES % N_QUEUES];
-        t.reserve = reserves[point % N_RESERVES];
-        double score = 0;
-        if ((st = tune_score(ctx, w, &t, cells, n_cells, jct, &score))) {
-            fclose(f);
-            rc = cli_error(ctx, st);
-            goto done;
-        }
-        fprintf(f, "%g,%g,%g,%s,%.6f", t.min_gain, t.min_confidence, t.overload_queue, t.reserve ? "on" : "off", score);
+    /* The grid and its scoring are the library's (kace_sim_tune). */
+    kace_tune_cell in[MAX_CELLS];
+    for (int i = 0; i < n_cells; i++)
+        in[i] = (kace_tune_cell){cells[i].jobs, cells[i].n_jobs, cells[i].node_gpus, cells[i].n_nodes};
+    kace_tune_point points[KACE_TUNE_N_POINTS];
+    static double jct[KACE_TUNE_N_POINTS * MAX_CELLS];
+    size_t best = 0;
+    if ((st = kace_sim_tune(ctx, &so->sched, w->profiles, w->truth, w->pool, w->n_pool, &w->rates, in,
+                            (size_t)n_cells, points, jct, &best))) {
+        fclose(f);
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    for (int p = 0; p < KACE_TUNE_N_POINTS; p++) {
+        const kace_tune_point *t = &points[p];
+        fprintf(f, "%g,%g,%g,%s,%.6f", t->min_gain, t->min_confidence, t->overload_queue, t->reserve ? "on" : "off",
+                t->geomean_jct_h);
         for (int i = 0; i < n_cells; i++)
-            fprintf(f, ",%.6f", jct[i]);
+            fprintf(f, ",%.6f", jct[p * n_cells + i]);
         fprintf(f, "\n");
-        if (score < best) {
-            best = score;
-            chosen = t;
-            memcpy(best_jct, jct, sizeof jct);
-        }
     }
     fclose(f);
+    const kace_tune_point *c = &points[best];
     printf("chosen: --min-gain %g --min-confidence %g --overload-queue %g --reserve %s (geometric mean of kace's mean"
            " JCT %.3f h; all %d grid points in %s)\n",
-           chosen.min_gain, chosen.min_confidence, chosen.overload_queue, chosen.reserve ? "on" : "off", best, n_points,
-           path);
+           c->min_gain, c->min_confidence, c->overload_queue, c->reserve ? "on" : "off", c->geomean_jct_h,
+           KACE_TUNE_N_POINTS, path);
     for (int i = 0; i < n_cells; i++)
-        printf("  %-36s kace mean JCT %9.2f h\n", cells[i].name, best_jct[i]);
-    *so = chosen;
+        printf("  %-36s kace mean JCT %9.2f h\n", cells[i].name, jct[best * (size_t)n_cells + (size_t)i]);
+    so->sched.min_gain = c->min_gain;
+    so->sched.min_confidence = c->min_confidence;
+    so->sched.overload_queue = c->overload_queue;
+    so->sched.reserve = c->reserve;
     rc = EXIT_OK;
 done:
     for (int i = 0; i < n_cells; i++) {
@@ -536,22 +495,22 @@ int cmd_simulate(int argc, char **argv)
         case O_MAX_GROUP:
             if (!cli_number("simulate", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
                 return EXIT_USAGE;
-            so.max_group = (int)v;
+            so.sched.max_group = (int)v;
             break;
         case O_GPU_MEM:
-            if (!cli_number("simulate", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
+            if (!cli_number("simulate", "gpu-mem", optarg, 0.001, 1e6, &so.sched.gpu_mem_gb))
                 return EXIT_USAGE;
             break;
         case O_LS:
-            if (!cli_number("simulate", "ls-target", optarg, 0, 1, &so.ls_target))
+            if (!cli_number("simulate", "ls-target", optarg, 0, 1, &so.sched.ls_target))
                 return EXIT_USAGE;
             break;
         case O_CONF:
-            if (!cli_number("simulate", "min-confidence", optarg, 0, 1, &so.min_confidence))
+            if (!cli_number("simulate", "min-confidence", optarg, 0, 1, &so.sched.min_confidence))
                 return EXIT_USAGE;
             break;
         case O_GAIN:
-            if (!cli_number("simulate", "min-gain", optarg, -1, 3, &so.min_gain))
+            if (!cli_number("simulate", "min-gain", optarg, -1, 3, &so.sched.min_gain))
                 return EXIT_USAGE;
             break;
         case O_NOCCUR:
@@ -634,11 +593,11 @@ int cmd_simulate(int argc, char **argv)
            "  (no GPU: not replayed); parsed in %.3f s\n",
            trace_path, trace->n_jobs, n_jobs, n_jobs - n_multi, n_multi, n_ls, n_cpu, t_parse);
     printf("cluster: %zu GPUs on %zu nodes sampled from %s (%zu GPUs), each a V100 32GB (%.0f GB, groups <= %d)\n",
-           cluster_gpus, n_nodes, nodes_path, nodes->n_gpus, so.gpu_mem, so.max_group);
+           cluster_gpus, n_nodes, nodes_path, nodes->n_gpus, so.sched.gpu_mem_gb, so.sched.max_group);
     printf("kace: --min-gain %g --min-confidence %g --overload-queue %g --reserve %s --overload-min-rate %g "
            "--ls-target %g\n",
-           so.min_gain, so.min_confidence, so.overload_queue, so.reserve ? "on" : "off", so.overload_min_rate,
-           so.ls_target);
+           so.sched.min_gain, so.sched.min_confidence, so.sched.overload_queue, so.sched.reserve ? "on" : "off", so.sched.overload_min_rate,
+           so.sched.ls_target);
     printf("workloads: %d (LS jobs -> inference, others -> training, by FNV-1a hash of the pod name); truth: %zu "
            "measured groups may share;\nkace's model: slowdown model fitted on %zu training pairs (n_occur %d, seed %d)\n",
            w.n_pool, kace_group_set_size(kace_truth_runnable(w.truth)), w.n_train, so.n_occur, so.seed);
@@ -657,8 +616,7 @@ int cmd_simulate(int argc, char **argv)
                     "efficiency,shared_fraction,ls_met_fraction,sim_seconds\n");
     for (int p = 0; p < n_policies; p++) {
         kace_sim_config cfg = {.record_timeline = true};
-        kace_sched_config_default(&cfg.sched, policies[p]);
-        apply_options(&so, &cfg.sched);
+        cfg.sched = config_for(&so, policies[p]);
         double t0 = seconds_now();
         if ((st = kace_sim_run(ctx, &cfg, w.profiles, w.truth, w.pool, w.n_pool, &w.rates, node_gpus, n_nodes, jobs,
                                n_jobs, &res[p]))) {
@@ -785,22 +743,22 @@ int cmd_schedule(int argc, char **argv)
         case O_MAX_GROUP:
             if (!cli_number("schedule", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
                 return EXIT_USAGE;
-            so.max_group = (int)v;
+            so.sched.max_group = (int)v;
             break;
         case O_GPU_MEM:
-            if (!cli_number("schedule", "gpu-mem", optarg, 0.001, 1e6, &so.gpu_mem))
+            if (!cli_number("schedule", "gpu-mem", optarg, 0.001, 1e6, &so.sched.gpu_mem_gb))
                 return EXIT_USAGE;
             break;
         case O_LS:
-            if (!cli_number("schedule", "ls-target", optarg, 0, 1, &so.ls_target))
+            if (!cli_number("schedule", "ls-target", optarg, 0, 1, &so.sched.ls_target))
                 return EXIT_USAGE;
             break;
         case O_CONF:
-            if (!cli_number("schedule", "min-confidence", optarg, 0, 1, &so.min_confidence))
+            if (!cli_number("schedule", "min-confidence", optarg, 0, 1, &so.sched.min_confidence))
                 return EXIT_USAGE;
             break;
         case O_GAIN:
-            if (!cli_number("schedule", "min-gain", optarg, -1, 3, &so.min_gain))
+            if (!cli_number("schedule", "min-gain", optarg, -1, 3, &so.sched.min_gain))
                 return EXIT_USAGE;
             break;
         case 'h': printf("%s", schedule_help); return EXIT_OK;
@@ -838,9 +796,7 @@ int cmd_schedule(int argc, char **argv)
         for (size_t i = 0; i < n_nodes; i++)
             node_gpus[i] = cluster_gpus;
     }
-    kace_sched_config cfg;
-    kace_sched_config_default(&cfg, policy);
-    apply_options(&so, &cfg);
+    kace_sched_config cfg = config_for(&so, policy);
     schedule_io io = {stdout};
     if ((st = kace_sched_new(ctx, &cfg, w.profiles, w.pool, w.n_pool, kace_truth_runnable(w.truth), &w.rates,
                              node_gpus, n_nodes, print_start, &io, &s))) {

@@ -737,3 +737,53 @@ done:
     *out = S.res;
     return st;
 }
+
+/* ---- threshold tuning ---- */
+
+kace_status kace_sim_tune(kace_ctx *ctx, const kace_sched_config *base, const kace_dataset *profiles,
+                          const kace_truth *truth, const int *pool, int n_pool, const kace_rate_source *rates,
+                          const kace_tune_cell *cells, size_t n_cells, kace_tune_point points[KACE_TUNE_N_POINTS],
+                          double *jct, size_t *best)
+{
+    static const double gains[] = {0, 0.05, 0.1, 0.2};
+    static const double confidences[] = {0, 0.3, 0.6, 0.8};
+    static const double queues[] = {-1, 0, 0.5, 2}; /* jobs waiting per GPU; -1: never overloaded */
+    static const bool reserves[] = {false, true};
+    enum { N_GAINS = 4, N_CONFIDENCES = 4, N_QUEUES = 4, N_RESERVES = 2 };
+    *best = 0;
+    if (n_cells < 1)
+        return kace_fail(ctx, KACE_ERR_INVALID, "tuning needs at least one cell (a pod list on a cluster)");
+    double best_score = INFINITY;
+    for (size_t point = 0; point < KACE_TUNE_N_POINTS; point++) {
+        kace_tune_point *t = &points[point];
+        t->min_gain = gains[point / (N_CONFIDENCES * N_QUEUES * N_RESERVES)];
+        t->min_confidence = confidences[point / (N_QUEUES * N_RESERVES) % N_CONFIDENCES];
+        t->overload_queue = queues[point / N_RESERVES % N_QUEUES];
+        t->reserve = reserves[point % N_RESERVES];
+        kace_sim_config cfg = {.sched = *base, .record_timeline = false};
+        cfg.sched.policy = KACE_SCHED_KACE;
+        cfg.sched.min_gain = t->min_gain;
+        cfg.sched.min_confidence = t->min_confidence;
+        cfg.sched.overload_queue = t->overload_queue;
+        cfg.sched.reserve = t->reserve;
+        double log_sum = 0;
+        for (size_t i = 0; i < n_cells; i++) {
+            kace_sim_result *r = NULL;
+            kace_status st = kace_sim_run(ctx, &cfg, profiles, truth, pool, n_pool, rates, cells[i].node_gpus,
+                                          cells[i].n_nodes, cells[i].jobs, cells[i].n_jobs, &r);
+            if (st)
+                return st;
+            double h = r->mean_jct / 3600;
+            if (jct)
+                jct[point * n_cells + i] = h;
+            log_sum += log(h);
+            kace_sim_result_free(&r);
+        }
+        t->geomean_jct_h = exp(log_sum / (double)n_cells);
+        if (t->geomean_jct_h < best_score) {
+            best_score = t->geomean_jct_h;
+            *best = point;
+        }
+    }
+    return KACE_OK;
+}

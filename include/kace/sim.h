@@ -107,6 +107,38 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
                          kace_sim_result **out);
 void kace_sim_result_free(kace_sim_result **r);
 
+/* ---- threshold tuning (kace simulate --tune) ---- */
+
+/* One held-out cell of the tuning protocol: a job list on a cluster. */
+typedef struct kace_tune_cell {
+    const kace_sim_job *jobs;
+    size_t n_jobs;
+    const int *node_gpus;
+    size_t n_nodes;
+} kace_tune_cell;
+
+/* One point of the fixed grid and its score. */
+typedef struct kace_tune_point {
+    double min_gain, min_confidence, overload_queue;
+    bool reserve;
+    double geomean_jct_h; /* geometric mean over the cells of kace's mean JCT, hours */
+} kace_tune_point;
+
+/* Points of the grid: min_gain {0, .05, .1, .2} x min_confidence {0, .3,
+ * .6, .8} x overload_queue {-1, 0, .5, 2} x reserve {off, on}. */
+enum { KACE_TUNE_N_POINTS = 128 };
+
+/* The tuning protocol: for every grid point, base (a KACE configuration)
+ * with those thresholds runs on every cell; points[p] receives the point
+ * and its score, jct[p * n_cells + c] kace's mean JCT (h) on cell c
+ * (jct may be NULL), *best the point with the lowest score (the first
+ * wins ties). A geometric mean, so that each list and size weighs the same
+ * in relative terms. */
+kace_status kace_sim_tune(kace_ctx *ctx, const kace_sched_config *base, const kace_dataset *profiles,
+                          const kace_truth *truth, const int *pool, int n_pool, const kace_rate_source *rates,
+                          const kace_tune_cell *cells, size_t n_cells, kace_tune_point points[KACE_TUNE_N_POINTS],
+                          double *jct, size_t *best);
+
 #ifdef __cplusplus
 }
 #endif
