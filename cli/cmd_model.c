@@ -42,9 +42,10 @@ int cmd_train(int argc, char **argv)
         default: return cli_usage("train", "unknown option");
         }
     }
-    bool forest = strcmp(kind, "forest") == 0, slowdown = strcmp(kind, "slowdown") == 0;
-    if (!forest && !slowdown && strcmp(kind, "linear") != 0)
+    int kind_id = kace_model_kind_from_name(kind); /* the one kind table */
+    if (kind_id < 0)
         return cli_usage("train", "--kind must be slowdown, linear or forest, not '%s'", kind);
+    bool forest = kind_id == KACE_MODEL_FOREST; /* the Xu et al. baseline: its features by default */
     const kace_feature_set *fs = kace_feature_set_find(features ? features : (forest ? "xu" : "kace"));
     if (!fs)
         return cli_usage("train", "--features must be kace or xu, not '%s'", features);
@@ -69,7 +70,7 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     size_t n = ds->n_colocations;
-    kace_fit_spec spec = {.kind = forest ? KACE_MODEL_FOREST : (slowdown ? KACE_MODEL_SLOWDOWN : KACE_MODEL_LINEAR),
+    kace_fit_spec spec = {.kind = (kace_model_kind)kind_id,
                           .features = fs,
                           .search = {xu_iter, 5, 1, 1, 1.0}};
     kace_slowdown_params_default(&spec.slowdown);
@@ -87,7 +88,7 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     printf("trained %s model '%s' on %zu runs of set '%s' (%s features) in %.3f ms\n", kind, name, n, set,
-           slowdown ? "per-workload contention" : fs->name,
+           kace_predictor_can(kace_model_predictor(m), KACE_PRED_MEMBERS) ? "per-workload contention" : fs->name,
            ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6));
     int nc = 0;
     const double *coef = kace_model_coefficients(m, &nc);
