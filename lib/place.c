@@ -89,7 +89,8 @@ kace_status kace_place_gain(kace_ctx *ctx, const kace_predictor *p, const kace_d
     kace_status st;
     if (!known_before && (st = kace_place_fractions(ctx, p, ds, resident, n_resident, before, NULL)))
         return st;
-    memcpy(group, resident, (size_t)n_resident * sizeof *group);
+    if (n_resident > 0) /* resident may be NULL for an idle GPU */
+        memcpy(group, resident, (size_t)n_resident * sizeof *group);
     group[n_resident] = job;
     if ((st = kace_place_fractions(ctx, p, ds, group, n_resident + 1, after, &confidence)))
         return st;
