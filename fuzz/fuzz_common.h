@@ -46,7 +46,7 @@ static inline const char *fuzz_skip_number(const char *s)
  * starts with "<origin>:"; for malformed input (KACE_ERR_PARSE)
  * "<origin>:<line>:<col>: ". Exempt from the origin prefix: out of memory
  * (libFuzzer's -malloc_limit_mb can cause it) and KACE_ERR_MODEL, whose
- * messages come from the forest backend (lib/forest.c), which does not know
+ * messages come from the forest backend (lib/model/forest.c), which does not know
  * the origin (reported: kace_model_from_text should prefix them). */
 static inline void fuzz_check_failure(const kace_ctx *ctx, kace_status st, const char *origin)
 {

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the internal CSV reader (lib/csv.c): kace_csv_next
+/* libFuzzer harness for the internal CSV reader (lib/base/csv.c): kace_csv_next
  * over the whole input, then kace_csv_number / kace_csv_int / kace_csv_name on
  * every field of every record (and one index past the last field).
  *
@@ -18,7 +18,7 @@
 #include <limits.h>
 #include <math.h>
 
-#include "csv.h"
+#include "base/csv.h"
 #include "fuzz_common.h"
 
 static const char origin[] = "fuzz/input.csv";

@@ -1,5 +1,5 @@
-/* libFuzzer harness for the measurement-file importer (lib/import.c and,
- * through it, lib/ncu.c and lib/csv.c): kace_import_parse_buffer.
+/* libFuzzer harness for the measurement-file importer (lib/data/import.c and,
+ * through it, lib/data/ncu.c and lib/base/csv.c): kace_import_parse_buffer.
  *
  * Every input is parsed twice: with origin "fuzz/input.csv" and no options,
  * then with one of several other origins / ncu workload options (chosen by a

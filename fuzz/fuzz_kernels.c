@@ -1,4 +1,4 @@
-/* libFuzzer harness: libkace_cupti.so recordings (lib/kernels.c).
+/* libFuzzer harness: libkace_cupti.so recordings (lib/data/kernels.c).
  *
  * Invariants: a failure names "fuzz:<line>:<column>:" (or is out of
  * memory); a parsed recording reduces either to an error or to finite,

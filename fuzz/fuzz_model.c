@@ -1,5 +1,5 @@
-/* libFuzzer harness for the model text format (lib/model.c, and through a
- * "kind forest" model the xgboost booster restore in lib/forest.c):
+/* libFuzzer harness for the model text format (lib/model/model.c, and through a
+ * "kind forest" model the xgboost booster restore in lib/model/forest.c):
  * kace_model_from_text.
  *
  * Checks, beyond the sanitizers:
@@ -29,7 +29,7 @@
 
 #include "fuzz_common.h"
 #include "kace/model.h"
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 static const char origin[] = "fuzz/model.txt";
 static bool allow_known;

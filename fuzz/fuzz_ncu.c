@@ -1,7 +1,7 @@
-/* libFuzzer harness for the Nsight Compute export parser (lib/ncu.c).
+/* libFuzzer harness for the Nsight Compute export parser (lib/data/ncu.c).
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I include -I lib \
- *         fuzz/fuzz_ncu.c lib/ncu.c lib/csv.c lib/context.c lib/import.c ... -lm
+ *         fuzz/fuzz_ncu.c lib/data/ncu.c lib/base/csv.c lib/base/context.c lib/data/import.c ... -lm
  *   ./fuzz_ncu -max_total_time=60 corpus/ tests/data/ncu/
  *
  * Checks, beyond the sanitizers: a failure leaves the batch empty and sets a
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "import_internal.h"
+#include "data/import_internal.h"
 #include "kace/import.h"
 
 static const char *const known[] = {

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the placer's parsers (lib/place.c): the kace.conf
+/* libFuzzer harness for the placer's parsers (lib/decide/place.c): the kace.conf
  * configuration (kace_place_config_parse), the job tag kace writes into a
  * Slurm admin comment (kace_place_tag_parse) and Slurm gres strings
  * (kace_place_gres_count).

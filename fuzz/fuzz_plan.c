@@ -1,4 +1,4 @@
-/* libFuzzer harness for campaign plans (lib/campaign.c) and MPS percentage
+/* libFuzzer harness for campaign plans (lib/measure/campaign.c) and MPS percentage
  * lists (kace_mps_pct_parse, used by --mps-pct and the plans' '@' lists).
  *
  * Checks, beyond the sanitizers:

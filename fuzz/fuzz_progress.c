@@ -1,4 +1,4 @@
-/* libFuzzer harness: progress records (lib/progress.c).
+/* libFuzzer harness: progress records (lib/base/progress.c).
  *
  * The input is fed twice: whole, and in pieces whose sizes come from the
  * input's first byte. Invariants: both feeds agree (same status, same

@@ -1,5 +1,5 @@
-/* libFuzzer harness for the request parsers of `kace serve` (lib/serve.c,
- * lib/serve_k8s.c): kace_advisor_handle on every JSON route.
+/* libFuzzer harness for the request parsers of `kace serve` (lib/service/serve.c,
+ * lib/service/serve_k8s.c): kace_advisor_handle on every JSON route.
  *
  * Input: the first byte picks the route (modulo the JSON routes), the rest
  * is the request body. The advisor is built once from made-up workloads and

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the trace parsers (lib/trace.c): the input is read
+/* libFuzzer harness for the trace parsers (lib/data/trace.c): the input is read
  * as a pod list and as a node list.
  *
  * Checks, beyond the sanitizers:
@@ -10,7 +10,7 @@
  *    gangs), a known QoS, and lines that increase. */
 #include <math.h>
 
-#include "csv.h"
+#include "base/csv.h"
 #include "fuzz_common.h"
 #include "kace/trace.h"
 

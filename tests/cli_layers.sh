@@ -1,51 +1,73 @@
 #!/usr/bin/env bash
-# The library's layers (docs/architecture.md): every #include "..." in lib/,
-# gpu/ and include/kace/ must point to the same layer or one below, and the
-# headers must not include each other in a cycle. A file missing from the
-# map below fails too, so that a new file gets a layer.
+# The library's layers (docs/architecture.md). A file's layer is its folder:
+# lib/<layer>/, with the layers ordered below (lowest first); a public header
+# include/kace/X.h is in the layer of the source that implements it,
+# lib/<layer>/X.c (kace.h, the error context, is base). Fails when
+#   - an #include "..." in lib/ or include/kace/ points to a higher layer;
+#   - headers include each other in a cycle;
+#   - two modules include each other's internal headers, directly or through
+#     others (a module is lib/<layer>/X.c with its internal headers X.h and
+#     X_internal.h: "forest.c includes model_internal.h, model.c includes
+#     forest.h" is a cycle even though no header includes itself);
+#   - a file has no layer (a folder not in the list, a public header without
+#     a source, a .c or .h directly in lib/).
 #   bash cli_layers.sh [KACE_BIN SHARED_DIR SCRATCH_DIR]   (arguments unused)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 exec python3 - "$root" <<'PY'
 import os, re, sys
 root = sys.argv[1]
-layers = [  # lowest first; a file may include its own layer and those below
-    ("base", "lib/context.c lib/csv.c lib/csv.h lib/text_buf.c lib/text_buf.h lib/weighted_mean.h lib/progress.c "
-             "include/kace/kace.h include/kace/progress.h"),
-    ("gpu", "gpu/nvml.c gpu/runner.c lib/mps.c include/kace/nvml.h include/kace/runner.h include/kace/mps.h"),
-    ("data", "lib/dataset.c lib/import.c lib/import_internal.h lib/ncu.c lib/kernels.c lib/trace.c "
-             "include/kace/dataset.h include/kace/import.h include/kace/kernels.h include/kace/trace.h"),
-    ("model", "lib/features.c lib/model.c lib/model_internal.h lib/fit.c lib/forest.c lib/boost.c lib/slowdown.c "
-              "lib/predictor.c include/kace/model.h include/kace/predictor.h"),
-    ("store", "lib/store.c include/kace/store.h"),
-    ("measure", "lib/measure.c lib/campaign.c include/kace/measure.h include/kace/campaign.h"),
-    ("decide", "lib/policy.c lib/group.c lib/place.c lib/sched.c lib/sim.c lib/eval.c lib/split.c "
-               "include/kace/policy.h include/kace/group.h include/kace/place.h include/kace/sched.h "
-               "include/kace/sim.h include/kace/eval.h include/kace/split.h"),
-    ("service", "lib/serve.c lib/serve_k8s.c lib/serve_metrics.c lib/serve_internal.h include/kace/serve.h"),
-]
-layer_of = {}
-for i, (_, files) in enumerate(layers):
-    for f in files.split():
-        layer_of[f] = i
+# Lowest first; a file may include its own layer and those below.
+layers = ["base", "gpu", "data", "model", "store", "measure", "decide", "service"]
+rank = {name: i for i, name in enumerate(layers)}
 problems = []
+
 sources = []
-for d in ("lib", "gpu", "include/kace"):
-    for name in sorted(os.listdir(os.path.join(root, d))):
+for dirpath, _, names in os.walk(os.path.join(root, "lib")):
+    for name in names:
         if name.endswith((".c", ".h")):
-            sources.append(f"{d}/{name}")
+            sources.append(os.path.relpath(os.path.join(dirpath, name), root))
+public = ["include/kace/" + n for n in os.listdir(os.path.join(root, "include/kace")) if n.endswith(".h")]
+sources = sorted(sources) + sorted(public)
+
+impl = {}  # stem -> layer of lib/<layer>/<stem>.c
 for f in sources:
-    if f not in layer_of:
-        problems.append(f"{f}: not in the layer map of tests/cli_layers.sh (give it a layer)")
-def resolve(src, inc):
-    for cand in (inc if inc.startswith("kace/") else None, os.path.join(os.path.dirname(src), inc)):
-        if not cand:
+    parts = f.split("/")
+    if parts[0] == "lib" and len(parts) == 3 and f.endswith(".c"):
+        impl[os.path.splitext(parts[2])[0]] = parts[1]
+layer_of = {}
+for f in sources:
+    parts = f.split("/")
+    if parts[0] == "lib":
+        if len(parts) != 3 or parts[1] not in rank:
+            problems.append(f"{f}: not in a layer folder lib/<layer>/ ({', '.join(layers)})")
             continue
-        path = "include/" + cand if cand.startswith("kace/") else os.path.normpath(cand)
+        layer_of[f] = rank[parts[1]]
+    else:
+        stem = os.path.splitext(parts[-1])[0]
+        if stem == "kace":
+            layer_of[f] = rank["base"]
+        elif stem in impl:
+            layer_of[f] = rank[impl[stem]]
+        else:
+            problems.append(f"{f}: no lib/<layer>/{stem}.c implements it, so it has no layer")
+
+def module_of(f):
+    """lib/<layer>/X.c, X.h and X_internal.h are module X; public headers are none."""
+    if not f.startswith("lib/"):
+        return None
+    stem = os.path.splitext(os.path.basename(f))[0]
+    return stem[:-len("_internal")] if stem.endswith("_internal") else stem
+
+def resolve(src, inc):
+    cands = ["include/" + inc] if inc.startswith("kace/") else []
+    cands += [os.path.normpath(os.path.join(os.path.dirname(src), inc)), os.path.normpath("lib/" + inc)]
+    for path in cands:
         if os.path.exists(os.path.join(root, path)):
             return path
     return None
-graph = {}
+
+graph, modules = {}, {}
 for f in sources:
     text = open(os.path.join(root, f), encoding="utf-8", errors="replace").read()
     for n, line in enumerate(text.splitlines(), 1):
@@ -57,27 +79,42 @@ for f in sources:
             continue
         graph.setdefault(f, []).append(target)
         if layer_of[target] > layer_of[f]:
-            problems.append(f"{f}:{n}: includes {m.group(1)} ({layers[layer_of[target]][0]}) from the "
-                            f"{layers[layer_of[f]][0]} layer, which is below it")
-# Header cycles: a header that reaches itself through includes.
-def cycle_from(start):
+            problems.append(f"{f}:{n}: includes {m.group(1)} ({layers[layer_of[target]]}) from the "
+                            f"{layers[layer_of[f]]} layer, which is below it")
+        a, b = module_of(f), module_of(target)
+        if a and b and a != b:
+            modules.setdefault(a, {}).setdefault(b, f"{f}:{n} includes {m.group(1)}")
+
+def find_cycle(start, edges, follow):
     stack, seen = [(start, [start])], set()
     while stack:
         node, path = stack.pop()
-        for nxt in graph.get(node, []):
+        for nxt in edges.get(node, []):
             if nxt == start:
                 return path + [nxt]
-            if nxt.endswith(".h") and nxt not in seen:
+            if follow(nxt) and nxt not in seen:
                 seen.add(nxt)
                 stack.append((nxt, path + [nxt]))
     return None
+
+# Header cycles: a header that reaches itself through includes.
 for h in (s for s in sources if s.endswith(".h")):
-    c = cycle_from(h)
+    c = find_cycle(h, graph, lambda x: x.endswith(".h"))
     if c:
         problems.append("include cycle: " + " -> ".join(c))
+# Module cycles: each reported once, from its alphabetically first module.
+reported = set()
+for mod in sorted(modules):
+    c = find_cycle(mod, modules, lambda x: True)
+    if c and frozenset(c) not in reported and min(c) == mod:
+        reported.add(frozenset(c))
+        why = "; ".join(modules[a][b] for a, b in zip(c, c[1:]))
+        problems.append("module cycle: " + " -> ".join(c) + f" ({why})")
+
 for p in problems:
     print("FAIL:", p)
 if problems:
     sys.exit(1)
-print(f"cli_layers: {len(sources)} files in {len(layers)} layers, every include points down, no header cycle")
+print(f"cli_layers: {len(sources)} files in {len(layers)} layers, every include points down, "
+      f"no header cycle, no module cycle")
 PY

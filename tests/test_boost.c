@@ -1,4 +1,4 @@
-/* kace's booster (lib/boost.c) against libxgboost's exact greedy method on
+/* kace's booster (lib/model/boost.c) against libxgboost's exact greedy method on
  * the same data and settings: the same trees, so the same predictions. */
 #include <math.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include <xgboost/c_api.h>
 
-#include "model_internal.h"
+#include "model/model_internal.h"
 #include "testutil.h"
 
 #define N_ROWS 240

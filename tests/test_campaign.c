@@ -1,4 +1,4 @@
-/* Campaign plans (lib/campaign.c): expansion, order, duplicates, the n_occur
+/* Campaign plans (lib/measure/campaign.c): expansion, order, duplicates, the n_occur
  * plan and every error's position. */
 #include <stdio.h>
 #include <stdlib.h>

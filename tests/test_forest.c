@@ -1,4 +1,4 @@
-/* Random-forest models (lib/forest.c): accuracy on a nonlinear function, the
+/* Random-forest models (lib/model/forest.c): accuracy on a nonlinear function, the
  * sklearn -> xgboost parameter mapping, determinism, JSON round trip, the
  * randomized search and its errors. Works on the model internals so that it
  * tests forest.c by itself (z-scoring with kace_zscore, then predict_z). */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "kace/model.h"
-#include "model_internal.h"
+#include "model/model_internal.h"
 
 #define D 4
 static const kace_feature_set fs_test = {"forest-test", D, {0}};

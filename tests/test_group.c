@@ -9,7 +9,7 @@
 
 #include "kace/group.h"
 #include "kace/store.h"
-#include "model_internal.h"
+#include "model/model_internal.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;

@@ -1,4 +1,4 @@
-/* Importers of the reference file kinds (lib/import.c, lib/csv.c), on small
+/* Importers of the reference file kinds (lib/data/import.c, lib/base/csv.c), on small
  * in-memory CSVs whose every value is written out here, plus the error cases:
  * each must fail with the right status and a message naming
  * origin:line:column. */

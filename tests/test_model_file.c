@@ -1,4 +1,4 @@
-/* The versioned text model file (lib/model.c): a saved and loaded model
+/* The versioned text model file (lib/model/model.c): a saved and loaded model
  * predicts bit-for-bit what the original did; the file is written through a
  * temporary file that never stays behind; damaged texts (truncated, garbled,
  * another version, another feature count) fail with KACE_ERR_PARSE and a

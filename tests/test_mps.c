@@ -1,4 +1,4 @@
-/* The MPS daemon lifecycle (lib/mps.c) against a stand-in control daemon
+/* The MPS daemon lifecycle (lib/gpu/mps.c) against a stand-in control daemon
  * (tests/helpers/mps_standin.c): a real daemon process with a real server
  * child, that can refuse to start, die, ignore `quit` or ignore SIGTERM.
  * Every case ends by checking that no process of the instance is left. */

@@ -1,4 +1,4 @@
-/* Nsight Compute export -> kernel metrics (lib/ncu.c).
+/* Nsight Compute export -> kernel metrics (lib/data/ncu.c).
  *
  * The fixtures under tests/data/ncu are hand-made exports in three layouts;
  * the expected values below are the duration-weighted means written out by
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "csv.h"
-#include "import_internal.h"
+#include "base/csv.h"
+#include "data/import_internal.h"
 #include "kace/import.h"
 
 #define TOL 1e-9

@@ -1,4 +1,4 @@
-/* Placing jobs on shared GPUs (lib/place.c): scores against the slowdown
+/* Placing jobs on shared GPUs (lib/decide/place.c): scores against the slowdown
  * model's own predictions, the choice between GPUs, capacity, unknown
  * residents, MPS shares, and the tag, gres and configuration parsers. */
 #include <math.h>

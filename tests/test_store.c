@@ -1,4 +1,4 @@
-/* The SQLite store (lib/store.c): schema creation and versioning, refusal of
+/* The SQLite store (lib/store/store.c): schema creation and versioning, refusal of
  * foreign and newer databases, idempotent imports with their statistics,
  * all-or-nothing batches, loading the reference data back, sources of
  * profile values, and a clear failure (not a hang) on a locked database. */

@@ -4,7 +4,7 @@
  *
  * kace_group_best searches exactly by branch and bound over kace's slowdown
  * model: a partial group is abandoned when an upper bound on every group
- * that completes it (interval bounds through the model, see lib/group.c) is
+ * that completes it (interval bounds through the model, see lib/decide/group.c) is
  * below the best group found so far, and when its memory cannot fit. It
  * returns the same group as kace_group_enumerate, which scores every
  * combination, in a small fraction of the time on large pools.

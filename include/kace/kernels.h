@@ -1,6 +1,6 @@
 /* Kernel recordings of libkace_cupti.so and their reduction to the KACE
  * paper's six kernel metrics (plus the Xu et al. kernel-length metrics), with
- * the same definitions as the Nsight Compute importer (lib/ncu.c):
+ * the same definitions as the Nsight Compute importer (lib/data/ncu.c):
  * duration-weighted means over kernels, Threads = grid x block, Registers =
  * Threads x registers per thread, Static Shared Memory = blocks x static
  * shared memory per block, the throughputs weighted over the kernels that

@@ -2,7 +2,7 @@
  * with capability bits (as curl's TLS backends or nvtop's vendor tables).
  *
  * Each model kind (linear, forest, slowdown) implements kace_predictor_ops
- * once; lib/predictor.c lists them in the one kind table, which is also the
+ * once; lib/model/predictor.c lists them in the one kind table, which is also the
  * only kind <-> name mapping. Eval, fit, group search, placement, the
  * scheduler, serve and the Slurm plugins call the kace_predict_* functions
  * below and test capability bits; they never ask which kind they hold. A

@@ -162,7 +162,7 @@ typedef struct kace_serve_gpu_source {
     void (*close)(void **state);
 } kace_serve_gpu_source;
 
-/* NVML through gpu/nvml.c's loader (dlopen of $KACE_NVML_LIBRARY, else
+/* NVML through lib/gpu/nvml.c's loader (dlopen of $KACE_NVML_LIBRARY, else
  * libnvidia-ml.so.1, at open): every GPU NVML sees. */
 extern const kace_serve_gpu_source kace_serve_gpu_nvml;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "csv.h"
+#include "base/csv.h"
 #include "import_internal.h"
 
 const char *kace_file_kind_name(kace_file_kind kind)

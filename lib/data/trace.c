@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "csv.h"
+#include "base/csv.h"
 
 static const char *const qos_names[KACE_N_QOS] = {"LS", "BE", "Burstable", "Guaranteed"};
 

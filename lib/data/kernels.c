@@ -1,5 +1,5 @@
 /* libkace_cupti.so recordings -> the six KACE kernel metrics (and Xu et
- * al.'s kernel-length metrics), with lib/ncu.c's definitions. */
+ * al.'s kernel-length metrics), with lib/data/ncu.c's definitions. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,12 +8,12 @@
 #include <strings.h>
 #include <stdarg.h>
 
-#include "csv.h"
+#include "base/csv.h"
 #include "import_internal.h"
 #include "kace/kernels.h"
-#include "weighted_mean.h"
+#include "base/weighted_mean.h"
 
-/* Xu et al.'s short/long split, microseconds (as lib/ncu.c). */
+/* Xu et al.'s short/long split, microseconds (as lib/data/ncu.c). */
 #define LONG_KERNEL_US 200.0
 #define MAX_NAME 4096
 

@@ -1,5 +1,5 @@
 /* Duration-weighted means, as Nsight Compute's per-run figures are reduced
- * (lib/ncu.c for ncu exports, lib/kernels.c for kace's own recordings). */
+ * (lib/data/ncu.c for ncu exports, lib/data/kernels.c for kace's own recordings). */
 #ifndef KACE_WEIGHTED_MEAN_H
 #define KACE_WEIGHTED_MEAN_H
 

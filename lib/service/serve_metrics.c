@@ -285,7 +285,7 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
     return KACE_OK;
 }
 
-/* ---- the NVML GPU source: gpu/nvml.c's loader, every GPU in turn ---------- */
+/* ---- the NVML GPU source: lib/gpu/nvml.c's loader, every GPU in turn ---------- */
 
 static kace_status nvml_source_open(kace_ctx *ctx, void **state)
 {

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "model_internal.h"
-#include "text_buf.h"
+#include "base/text_buf.h"
 
 #define BOOST_MAX_DEPTH 6
 #define BOOST_MAX_NODES ((1 << (BOOST_MAX_DEPTH + 1)) - 1)

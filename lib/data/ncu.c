@@ -72,9 +72,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "csv.h"
+#include "base/csv.h"
 #include "import_internal.h"
-#include "weighted_mean.h"
+#include "base/weighted_mean.h"
 
 /* ---- metrics read from the export --------------------------------------- */
 

@@ -9,9 +9,9 @@
 
 #include <lapacke.h>
 
-#include "csv.h"
+#include "base/csv.h"
 #include "model_internal.h"
-#include "text_buf.h"
+#include "base/text_buf.h"
 
 void kace_column_stats(const double *X, size_t n, int d, double *mean, double *std)
 {

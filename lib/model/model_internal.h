@@ -126,7 +126,7 @@ struct kace_model {
 /* Sets the kind and the predictor every consumer uses. */
 void kace_model_set_kind(kace_model *m, kace_model_kind kind);
 
-/* Each kind's table (lib/predictor.c lists them): fit.c for the models on
+/* Each kind's table (lib/model/predictor.c lists them): fit.c for the models on
  * summed features, slowdown.c for the slowdown model. */
 extern const kace_predictor_ops kace_linear_ops, kace_forest_ops, kace_slowdown_ops;
 
