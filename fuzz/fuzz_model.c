@@ -29,7 +29,7 @@
 
 #include "fuzz_common.h"
 #include "kace/model.h"
-#include "model/model_internal.h"
+#include "model/slowdown.h"
 
 static const char origin[] = "fuzz/model.txt";
 static bool allow_known;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/import_internal.h"
+#include "data/batch.h"
 #include "kace/import.h"
 
 static const char *const known[] = {

@@ -7,7 +7,7 @@
 
 #include <xgboost/c_api.h>
 
-#include "model/model_internal.h"
+#include "model/boost.h"
 #include "testutil.h"
 
 #define N_ROWS 240

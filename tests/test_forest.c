@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "kace/model.h"
-#include "model/model_internal.h"
+#include "model/forest.h"
+#include "model/trees.h"
 
 #define D 4
 static const kace_feature_set fs_test = {"forest-test", D, {0}};

@@ -9,7 +9,8 @@
 
 #include "kace/group.h"
 #include "kace/store.h"
-#include "model/model_internal.h"
+#include "model/slowdown.h"
+#include "model/trees.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;

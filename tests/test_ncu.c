@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/csv.h"
-#include "data/import_internal.h"
+#include "data/batch.h"
 #include "kace/import.h"
 
 #define TOL 1e-9

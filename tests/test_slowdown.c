@@ -7,7 +7,7 @@
 
 #include "kace/eval.h"
 #include "kace/store.h"
-#include "model/model_internal.h"
+#include "model/slowdown.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;

@@ -40,6 +40,7 @@ typedef kace_slowdown_coverage kace_coverage;
 
 typedef struct kace_predictor kace_predictor;
 struct kace_bound_ops; /* library-internal: the bounds branch and bound needs */
+struct kace_model_ops; /* library-internal: what the model object needs of a kind */
 
 typedef struct kace_predictor_ops {
     const char *name;   /* "linear", "forest", "slowdown": model files, the store, replies */
@@ -73,6 +74,9 @@ typedef struct kace_predictor_ops {
                        kace_model **out);
     /* Optional: frees self when a handle made by kace_predictor_new is freed. */
     void (*free)(void *self);
+    /* Model kinds only (NULL for a fake): the kind's part of the model object
+     * (restore after load, release, feature-row predictions). */
+    const struct kace_model_ops *model;
 } kace_predictor_ops;
 
 /* A handle: the table and its state (a model, or a fake's data). Public so

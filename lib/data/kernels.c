@@ -9,7 +9,7 @@
 #include <stdarg.h>
 
 #include "base/csv.h"
-#include "import_internal.h"
+#include "batch.h"
 #include "kace/kernels.h"
 #include "base/weighted_mean.h"
 

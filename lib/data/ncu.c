@@ -73,7 +73,7 @@
 #include <string.h>
 
 #include "base/csv.h"
-#include "import_internal.h"
+#include "batch.h"
 #include "base/weighted_mean.h"
 
 /* ---- metrics read from the export --------------------------------------- */

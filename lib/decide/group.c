@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "kace/group.h"
-#include "model/model_internal.h"
+#include "model/bounds.h"
 
 #define CHUNK 16
 #define GREEDY_POOL 64

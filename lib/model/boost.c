@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_internal.h"
 #include "base/text_buf.h"
+#include "boost.h"
 
 #define BOOST_MAX_DEPTH 6
 #define BOOST_MAX_NODES ((1 << (BOOST_MAX_DEPTH + 1)) - 1)

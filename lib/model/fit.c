@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "fit.h"
+#include "forest.h"
 #include "model_internal.h"
 
 static kace_status fit_features(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
@@ -114,4 +116,5 @@ const kace_predictor_ops kace_forest_ops = {
     .predict_z = features_z,
     .features = features_of,
     .fit = fit_features,
+    .model = &kace_forest_model_ops,
 };

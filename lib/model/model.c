@@ -10,8 +10,8 @@
 #include <lapacke.h>
 
 #include "base/csv.h"
-#include "model_internal.h"
 #include "base/text_buf.h"
+#include "model_internal.h"
 
 void kace_column_stats(const double *X, size_t n, int d, double *mean, double *std)
 {
@@ -37,6 +37,19 @@ void kace_zscore(const double *X, size_t n, int d, const double *mean, const dou
             size_t at = i * (size_t)d + (size_t)j;
             Z[at] = std[j] > 0 ? (X[at] - mean[j]) / std[j] : 0;
         }
+}
+
+void kace_model_set_kind(kace_model *m, kace_model_kind kind)
+{
+    m->kind = kind;
+    m->predictor.ops = kace_model_kind_ops(kind);
+    m->predictor.self = m;
+}
+
+/* The kind's part of the model object (NULL: none, as for the linear model). */
+static const kace_model_ops *kind_ops(const kace_model *m)
+{
+    return m->predictor.ops ? m->predictor.ops->model : NULL;
 }
 
 static kace_model *model_new(const kace_feature_set *fs)
@@ -144,8 +157,8 @@ kace_status kace_model_predict_z(kace_ctx *ctx, const kace_model *m, const doubl
                 p += m->coef[j + 1] * Z[i * (size_t)d + (size_t)j];
             pred_z[i] = p;
         }
-    } else if (m->kind == KACE_MODEL_FOREST) {
-        st = kace_forest_predict_z(ctx, m, Z, n, pred_z);
+    } else if (kind_ops(m) && kind_ops(m)->predict_z) {
+        st = kind_ops(m)->predict_z(ctx, m, Z, n, pred_z);
     } else {
         st = kace_fail(ctx, KACE_ERR_MODEL, "a slowdown model predicts groups, not feature rows "
                                             "(use its predictor: kace_predict_group or kace_predict_rows)");
@@ -189,8 +202,9 @@ void kace_model_free(kace_model **m)
 {
     if (!m || !*m)
         return;
-    if ((*m)->kind != KACE_MODEL_LINEAR)
-        kace_forest_release(*m); /* booster JSON and trees */
+    const kace_model_ops *ops = kind_ops(*m);
+    if (ops && ops->release)
+        ops->release(*m); /* booster JSON and trees */
     free(*m);
     *m = NULL;
 }
@@ -236,7 +250,7 @@ kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
         for (int j = 0; j <= m->n_member_features; j++)
             tb_printf(&t, " %.17g", m->ridge[j]);
         int n_range;
-        const kace_metric *ranged = kace_slowdown_needed_metrics(&n_range);
+        const kace_metric *ranged = kace_profile_metrics(&n_range);
         tb_printf(&t, "\nprofile_ranges %d\n", m->has_profile_range ? n_range : 0);
         for (int j = 0; m->has_profile_range && j < n_range; j++)
             tb_printf(&t, "range %s\t%.17g\t%.17g\n", kace_metric_name(ranged[j]), m->profile_lo[ranged[j]],
@@ -349,13 +363,26 @@ static kace_status read_booster(kace_ctx *ctx, line_reader *r, kace_model *m)
     return KACE_OK;
 }
 
+static int member_features(const kace_model *m)
+{
+    const kace_model_ops *ops = kind_ops(m);
+    return ops && ops->member_features ? ops->member_features() : 0;
+}
+
+/* What a loaded model derives from its saved fields (the kind's trees). */
+static kace_status restore(kace_ctx *ctx, kace_model *m)
+{
+    const kace_model_ops *ops = kind_ops(m);
+    return ops && ops->restore ? ops->restore(ctx, m) : KACE_OK;
+}
+
 /* Version 2: "profile_ranges <0 or one per metric the model reads>", then
- * "range <metric>\t<lo>\t<hi>" for each, in kace_slowdown_needed_metrics
- * order. */
+ * "range <metric>\t<lo>\t<hi>" for each, in kace_profile_metrics order
+ * (the slowdown model's). */
 static kace_status read_profile_ranges(kace_ctx *ctx, line_reader *r, kace_model *m)
 {
     int n_range;
-    const kace_metric *ranged = kace_slowdown_needed_metrics(&n_range);
+    const kace_metric *ranged = kace_profile_metrics(&n_range);
     const char *s;
     long v;
     if (!next_line(r) || strncmp(r->buf, "profile_ranges ", 15) != 0)
@@ -387,7 +414,7 @@ static kace_status read_slowdown(kace_ctx *ctx, line_reader *r, int version, kac
     if (!next_line(r) || strncmp(r->buf, "slowdown ", 9) != 0)
         return bad(ctx, r, "'slowdown <member features> <alpha> <tree weight>'");
     s = r->buf + 9;
-    if (!parse_long(&s, 1, KACE_MAX_FEATURES, &v) || v != kace_slowdown_member_features() ||
+    if (!parse_long(&s, 1, KACE_MAX_FEATURES, &v) || v != member_features(m) ||
         !parse_double(&s, &m->ridge_alpha) || !parse_double(&s, &m->tree_weight) || !at_end(s) ||
         !(m->ridge_alpha > 0) || m->tree_weight < 0 || m->tree_weight > 1)
         return bad(ctx, r, "the member feature count, alpha > 0 and a weight in [0, 1]");
@@ -414,7 +441,7 @@ static kace_status read_slowdown(kace_ctx *ctx, line_reader *r, int version, kac
         return st;
     if (m->booster_json_len == 0 && m->tree_weight > 0)
         return bad(ctx, r, "trees when the tree weight is above 0");
-    if ((st = kace_slowdown_restore(ctx, m))) {
+    if ((st = restore(ctx, m))) {
         char msg[768];
         snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
         return kace_fail(ctx, st, "%s:%d:1: model file: %s", r->origin, r->line, msg);
@@ -568,7 +595,7 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
         r.p += v;
         if (r.p < r.end && *r.p == '\n')
             r.p++;
-        if ((st = kace_forest_restore(ctx, m))) {
+        if ((st = restore(ctx, m))) {
             char msg[768];
             snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
             st = kace_fail(ctx, st, "%s:%d:1: model file: %s", r.origin, r.line, msg);

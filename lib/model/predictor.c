@@ -5,7 +5,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fit.h"
 #include "model_internal.h"
+#include "slowdown.h"
 
 /* The one place that knows the model kinds. */
 static const kace_predictor_ops *const kinds[] = {
@@ -32,13 +34,6 @@ int kace_model_kind_from_name(const char *name)
         if (name && strcmp(name, kinds[k]->name) == 0)
             return k;
     return -1;
-}
-
-void kace_model_set_kind(kace_model *m, kace_model_kind kind)
-{
-    m->kind = kind;
-    m->predictor.ops = kace_model_kind_ops(kind);
-    m->predictor.self = m;
 }
 
 const kace_predictor *kace_model_predictor(const kace_model *m)

@@ -24,7 +24,10 @@
 
 #include <lapacke.h>
 
-#include "model_internal.h"
+#include "boost.h"
+#include "forest.h"
+#include "slowdown.h"
+#include "trees.h"
 
 #define N_MEMBER 26
 #define FRACTION_MIN 0.02
@@ -1179,6 +1182,13 @@ static const kace_bound_ops bounds = {
     .blend = blend_op,
 };
 
+/* Its part of the model object: the trees kept as the forest keeps them. */
+static const kace_model_ops model_ops = {
+    .restore = kace_slowdown_restore,
+    .release = kace_forest_release,
+    .member_features = kace_slowdown_member_features,
+};
+
 const kace_predictor_ops kace_slowdown_ops = {
     .name = "slowdown",
     .policy = "kace",
@@ -1189,4 +1199,5 @@ const kace_predictor_ops kace_slowdown_ops = {
     .features = features_op,
     .bounds = &bounds,
     .fit = fit_rows,
+    .model = &model_ops,
 };

@@ -6,9 +6,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include <cjson/cJSON.h>
+
+#include "advisor.h"
 #include "kace/place.h"
 #include "kace/policy.h"
-#include "serve_internal.h"
+#include "serve_k8s.h"
 
 #define MAX_LIST 1024 /* most names in one list ("among", "gpus") */
 
@@ -43,92 +46,6 @@ kace_route kace_route_find(const char *method, const char *path, bool *method_ok
             return (kace_route)r;
         }
     return KACE_ROUTE_OTHER;
-}
-
-void kace_advisor_options_default(kace_advisor_options *opt)
-{
-    opt->min_confidence = 0;
-    opt->max_colocation = 3;
-    opt->min_fraction = 0;
-}
-
-kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, const kace_advisor_options *opt,
-                             kace_advisor **out)
-{
-    *out = NULL;
-    kace_advisor_options o;
-    if (opt)
-        o = *opt;
-    else
-        kace_advisor_options_default(&o);
-    kace_status st = KACE_OK;
-    if (!*ds || !*m)
-        st = kace_fail(ctx, KACE_ERR_INVALID, "an advisor needs a dataset and a model");
-    else if (!(o.min_confidence >= 0 && o.min_confidence <= 1) || !(o.min_fraction >= 0 && o.min_fraction <= 1))
-        st = kace_fail(ctx, KACE_ERR_INVALID, "min_confidence and min_fraction must be in [0, 1]");
-    else if (o.max_colocation < 2 || o.max_colocation > KACE_MAX_K)
-        st = kace_fail(ctx, KACE_ERR_INVALID, "max_colocation must be 2..%d, not %d", KACE_MAX_K, o.max_colocation);
-    kace_advisor *a = st ? NULL : calloc(1, sizeof *a);
-    if (!st && !a)
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    if (st) {
-        kace_dataset_free(ds);
-        kace_model_free(m);
-        return st;
-    }
-    a->ds = *ds;
-    a->m = *m;
-    a->opt = o;
-    *ds = NULL;
-    *m = NULL;
-    *out = a;
-    return KACE_OK;
-}
-
-void kace_advisor_free(kace_advisor **a)
-{
-    if (a && *a) {
-        kace_dataset_free(&(*a)->ds);
-        kace_model_free(&(*a)->m);
-        kace_split_model_free(&(*a)->split);
-        free(*a);
-        *a = NULL;
-    }
-}
-
-void kace_advisor_set_split_model(kace_advisor *a, kace_split_model **split, size_t n_grids)
-{
-    kace_split_model_free(&a->split);
-    a->split = *split;
-    a->split_grids = a->split ? n_grids : 0;
-    *split = NULL;
-}
-
-const kace_split_model *kace_advisor_split_model(const kace_advisor *a, size_t *n_grids)
-{
-    if (n_grids)
-        *n_grids = a->split_grids;
-    return a->split;
-}
-
-const kace_dataset *kace_advisor_dataset(const kace_advisor *a)
-{
-    return a->ds;
-}
-
-const kace_model *kace_advisor_model(const kace_advisor *a)
-{
-    return a->m;
-}
-
-const kace_predictor *kace_advisor_predictor(const kace_advisor *a)
-{
-    return kace_model_predictor(a->m);
-}
-
-const char *kace_advisor_policy(const kace_advisor *a)
-{
-    return kace_predictor_policy(kace_advisor_predictor(a));
 }
 
 static const char *model_kind_name(const kace_advisor *a)
@@ -185,7 +102,7 @@ void kace_reply_clear(kace_reply *reply)
 
 /* ---- request parsing --------------------------------------------------- */
 
-kace_status kace_serve_parse_object(kace_ctx *ctx, const char *body, size_t len, cJSON **out)
+static kace_status kace_serve_parse_object(kace_ctx *ctx, const char *body, size_t len, cJSON **out)
 {
     *out = NULL;
     if (!body || len == 0)
@@ -241,7 +158,8 @@ static kace_status check_fields(kace_ctx *ctx, const cJSON *obj, const char *whe
     return KACE_OK;
 }
 
-kace_status kace_serve_workload(kace_ctx *ctx, const kace_advisor *a, const cJSON *item, const char *where, int *w)
+static kace_status kace_serve_workload(kace_ctx *ctx, const kace_advisor *a, const cJSON *item, const char *where,
+                                       int *w)
 {
     if (!cJSON_IsString(item) || !item->valuestring)
         return kace_fail(ctx, KACE_ERR_INVALID, "%s must be a workload name (a string)", where);
@@ -252,8 +170,8 @@ kace_status kace_serve_workload(kace_ctx *ctx, const kace_advisor *a, const cJSO
     return KACE_OK;
 }
 
-kace_status kace_serve_workload_list(kace_ctx *ctx, const kace_advisor *a, const cJSON *arr, const char *where,
-                                     int max, int *idx, int *n)
+static kace_status kace_serve_workload_list(kace_ctx *ctx, const kace_advisor *a, const cJSON *arr,
+                                            const char *where, int max, int *idx, int *n)
 {
     *n = 0;
     if (!cJSON_IsArray(arr))
@@ -307,7 +225,7 @@ static kace_status require(kace_ctx *ctx, const cJSON *obj, const char *field, c
 /* Written with one "%.17g" (exact round trip) as a raw JSON value: cJSON's
  * own number printing tries "%1.15g", reads it back with sscanf and often
  * prints "%1.17g" too, which was a fifth of a partner ranking's time. */
-cJSON *kace_serve_add_number(cJSON *obj, const char *name, double v)
+static cJSON *kace_serve_add_number(cJSON *obj, const char *name, double v)
 {
     if (!isfinite(v))
         return cJSON_AddNullToObject(obj, name);
@@ -472,30 +390,6 @@ done:
 }
 
 /* ---- placement ------------------------------------------------------------ */
-
-kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, int job, const int *resident, int n_resident,
-                                 int max_colocation, kace_gpu_score *out)
-{
-    memset(out, 0, sizeof *out);
-    out->before = out->after = out->gain = out->job_fraction = NAN;
-    out->confidence = NAN;
-    if (n_resident + 1 > max_colocation) {
-        snprintf(out->reason, sizeof out->reason, "full: %d workloads already (max_colocation %d)", n_resident,
-                 max_colocation);
-        return KACE_OK;
-    }
-    kace_gain g;
-    kace_status st = kace_place_gain(ctx, kace_advisor_predictor(a), a->ds, resident, n_resident, job, NULL, &g);
-    if (st)
-        return st;
-    out->before = g.before;
-    out->after = g.after;
-    out->job_fraction = g.job_fraction;
-    out->gain = g.gain;
-    out->confidence = g.confidence;
-    out->eligible = true;
-    return KACE_OK;
-}
 
 static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
                                 const char **decision)
@@ -870,11 +764,6 @@ static kace_status handle_health(const kace_advisor *a, cJSON *out)
     cJSON_AddNumberToObject(out, "split_grids", (double)a->split_grids);
     return KACE_OK;
 }
-
-kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
-                                  const char **decision);
-kace_status kace_serve_k8s_prioritize(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON **out,
-                                      const char **decision);
 
 kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route route, const char *body, size_t len,
                                 kace_reply *reply)

@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve_internal.h"
+#include "advisor.h"
+#include "serve_k8s.h"
 
 #define WORKLOAD_KEY "kace.io/workload"
 #define GPUS_KEY "kace.io/gpus"

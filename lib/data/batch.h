@@ -1,6 +1,7 @@
-/* Helpers shared by the importers (import.c, ncu.c). Internal. */
-#ifndef KACE_LIB_IMPORT_INTERNAL_H
-#define KACE_LIB_IMPORT_INTERNAL_H
+/* Filling an import batch (batch.c), for the parsers: import.c, ncu.c,
+ * kernels.c. Internal. */
+#ifndef KACE_LIB_DATA_BATCH_H
+#define KACE_LIB_DATA_BATCH_H
 
 #include "kace/import.h"
 

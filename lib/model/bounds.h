@@ -1,0 +1,55 @@
+/* Upper bounds on a member's predicted throughput (the predictor's
+ * KACE_PRED_BOUNDS part): the types a kind fills (slowdown.c) and the
+ * branch and bound of the group search (lib/decide/group.c) reads. Internal. */
+#ifndef KACE_LIB_MODEL_BOUNDS_H
+#define KACE_LIB_MODEL_BOUNDS_H
+
+#include <stdint.h>
+
+#include "kace/predictor.h"
+
+/* A workload's bound, prepared once for many boxes: the ridge terms of its
+ * own metrics, and the trees specialized to its own features (their splits
+ * on its own metrics resolved). */
+typedef struct kace_member_node {
+    float value;     /* split threshold, or the leaf's value */
+    int32_t right;   /* index of the right child; the left child is next */
+    int16_t feature; /* -1: a leaf; a member feature j: both ends of its range, j + 26 (the member feature
+                        count): its low end only, j + 52: its high end only (the tree is monotone in j) */
+} kace_member_node;
+
+typedef struct kace_member_bound {
+    double excl, own_memcap;
+    double share[5];      /* own sm%, mem%, Nsight throughputs */
+    double a[5];          /* ridge weight of a partner share, own product folded in */
+    double d[5], peak[5]; /* own share + 1e-3, and where the share's ridge terms peak (NAN: nowhere) */
+    double z_own, mag_own; /* ridge intercept plus own-feature terms, and their size */
+    double tree_const, tree_const_mag; /* base score plus trees left with one leaf */
+    kace_member_node *node;
+    int n_nodes;
+    int *active; /* first node of each tree that still splits on several features */
+    int n_active;
+    /* Trees left splitting on one partner feature, summed per feature into
+     * a step function: thresholds step_thr[first .. first + n_thr), sorted,
+     * and the sum's value in each of the n_thr + 1 cells between them,
+     * step_cell[first + f .. first + f + n_thr] for step function f. */
+    struct {
+        int feature, first, n_thr;
+    } step[32];
+    int n_steps;
+    float *step_thr;
+    double *step_cell;
+} kace_member_bound;
+
+/* Upper bounds on a member's predicted throughput when its partners'
+ * summed metrics lie in a box (the predictor's KACE_PRED_BOUNDS part; the
+ * slowdown model's functions above, behind the predictor). */
+typedef struct kace_bound_ops {
+    kace_status (*member_init)(kace_ctx *ctx, const kace_predictor *p, const double *own, kace_member_bound *mb);
+    void (*member_release)(kace_member_bound *mb);
+    double (*ridge)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
+    double (*trees)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
+    double (*blend)(const kace_predictor *p, double ridge, double trees);
+} kace_bound_ops;
+
+#endif

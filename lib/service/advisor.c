@@ -1,0 +1,119 @@
+/* The advisor behind `kace serve` (include/kace/serve.h): its dataset,
+ * model and options, and the score of placing a job on a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advisor.h"
+#include "kace/place.h"
+
+void kace_advisor_options_default(kace_advisor_options *opt)
+{
+    opt->min_confidence = 0;
+    opt->max_colocation = 3;
+    opt->min_fraction = 0;
+}
+
+kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, const kace_advisor_options *opt,
+                             kace_advisor **out)
+{
+    *out = NULL;
+    kace_advisor_options o;
+    if (opt)
+        o = *opt;
+    else
+        kace_advisor_options_default(&o);
+    kace_status st = KACE_OK;
+    if (!*ds || !*m)
+        st = kace_fail(ctx, KACE_ERR_INVALID, "an advisor needs a dataset and a model");
+    else if (!(o.min_confidence >= 0 && o.min_confidence <= 1) || !(o.min_fraction >= 0 && o.min_fraction <= 1))
+        st = kace_fail(ctx, KACE_ERR_INVALID, "min_confidence and min_fraction must be in [0, 1]");
+    else if (o.max_colocation < 2 || o.max_colocation > KACE_MAX_K)
+        st = kace_fail(ctx, KACE_ERR_INVALID, "max_colocation must be 2..%d, not %d", KACE_MAX_K, o.max_colocation);
+    kace_advisor *a = st ? NULL : calloc(1, sizeof *a);
+    if (!st && !a)
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (st) {
+        kace_dataset_free(ds);
+        kace_model_free(m);
+        return st;
+    }
+    a->ds = *ds;
+    a->m = *m;
+    a->opt = o;
+    *ds = NULL;
+    *m = NULL;
+    *out = a;
+    return KACE_OK;
+}
+
+void kace_advisor_free(kace_advisor **a)
+{
+    if (a && *a) {
+        kace_dataset_free(&(*a)->ds);
+        kace_model_free(&(*a)->m);
+        kace_split_model_free(&(*a)->split);
+        free(*a);
+        *a = NULL;
+    }
+}
+
+void kace_advisor_set_split_model(kace_advisor *a, kace_split_model **split, size_t n_grids)
+{
+    kace_split_model_free(&a->split);
+    a->split = *split;
+    a->split_grids = a->split ? n_grids : 0;
+    *split = NULL;
+}
+
+const kace_split_model *kace_advisor_split_model(const kace_advisor *a, size_t *n_grids)
+{
+    if (n_grids)
+        *n_grids = a->split_grids;
+    return a->split;
+}
+
+const kace_dataset *kace_advisor_dataset(const kace_advisor *a)
+{
+    return a->ds;
+}
+
+const kace_model *kace_advisor_model(const kace_advisor *a)
+{
+    return a->m;
+}
+
+const kace_predictor *kace_advisor_predictor(const kace_advisor *a)
+{
+    return kace_model_predictor(a->m);
+}
+
+const char *kace_advisor_policy(const kace_advisor *a)
+{
+    return kace_predictor_policy(kace_advisor_predictor(a));
+}
+
+kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, int job, const int *resident, int n_resident,
+                                 int max_colocation, kace_gpu_score *out)
+{
+    memset(out, 0, sizeof *out);
+    out->before = out->after = out->gain = out->job_fraction = NAN;
+    out->confidence = NAN;
+    if (n_resident + 1 > max_colocation) {
+        snprintf(out->reason, sizeof out->reason, "full: %d workloads already (max_colocation %d)", n_resident,
+                 max_colocation);
+        return KACE_OK;
+    }
+    kace_gain g;
+    kace_status st = kace_place_gain(ctx, kace_advisor_predictor(a), a->ds, resident, n_resident, job, NULL, &g);
+    if (st)
+        return st;
+    out->before = g.before;
+    out->after = g.after;
+    out->job_fraction = g.job_fraction;
+    out->gain = g.gain;
+    out->confidence = g.confidence;
+    out->eligible = true;
+    return KACE_OK;
+}
