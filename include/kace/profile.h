@@ -1,0 +1,94 @@
+/* kace profile's recipe (lib/measure/profile.c): one workload alone on the
+ * GPU twice, then its profile as one import batch.
+ *   1. a clean run, without the CUPTI injection library (an inherited
+ *      CUDA_INJECTION64_PATH is removed too): exclusive throughput from its
+ *      progress records, and the NVML system metrics of its steady window;
+ *   2. a counters run with the injection library: the kernel metrics of the
+ *      recording's kernels in that run's steady window. The library replays
+ *      profiled kernels for their counters, so this run's throughput and
+ *      NVML values are not the workload's own and are not used.
+ * The library prints nothing: progress goes to a callback, a failure is a
+ * status, a kace_profile_failure saying which check failed, and the message
+ * on the context. */
+#ifndef KACE_PROFILE_H
+#define KACE_PROFILE_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "kace/kace.h"
+#include "kace/kernels.h"
+#include "kace/nvml.h"
+#include "kace/runner.h"
+
+/* Where kace_profile_run stands, for the progress callback. */
+typedef enum kace_profile_step {
+    KACE_PROFILE_CLEAN_START,    /* the clean run starts */
+    KACE_PROFILE_CLEAN_DONE,     /* it succeeded: clean, all, steady, mps_client are set */
+    KACE_PROFILE_COUNTERS_START, /* the counters run starts */
+    KACE_PROFILE_COUNTERS_DONE,  /* it succeeded: counters, info, kernels are set */
+} kace_profile_step;
+
+/* Which check failed (kace_profile_result.failure). */
+typedef enum kace_profile_failure {
+    KACE_PROFILE_OK,
+    KACE_PROFILE_FAIL_ERROR,        /* the runner or a parser failed: the message on the context */
+    KACE_PROFILE_FAIL_RUN,          /* a run's workload did not report through its window: see the
+                                       run's kace_proc_result (status, detail, stderr_tail) */
+    KACE_PROFILE_FAIL_SAMPLING,     /* NVML sampling failed during the clean run (the message on
+                                       the context is NVML's) */
+    KACE_PROFILE_FAIL_NO_RECORDING, /* the counters run left an empty or no recording: the
+                                       workload never initialised CUDA */
+    KACE_PROFILE_FAIL_KERNELS,      /* no kernel metrics from the recording's window (the message
+                                       on the context; info.n_errors, info.first_error say what the
+                                       injection library reported) */
+} kace_profile_failure;
+
+typedef struct kace_profile_result {
+    kace_profile_failure failure;
+    int failed_run;                 /* 1 (clean) or 2 (counters): the run a failure belongs to */
+    kace_proc_result clean, counters;
+    kace_gpu_stats all, steady;     /* NVML over the clean run, and over its steady window */
+    bool mps_client;                /* the workload ran as an MPS client (device-wide values dropped) */
+    kace_kernel_recording *recording; /* the counters run's recording (owned: kace_profile_result_release) */
+    kace_kernel_info info;          /* about it (its strings live as long as the recording) */
+    kace_kernel_summary kernels;    /* its kernels in the counters run's steady window */
+} kace_profile_result;
+
+typedef struct kace_profile_options {
+    const char *name;               /* the workload */
+    char *const *argv;              /* its command, NULL-terminated */
+    const char *cupti;              /* the injection library (libkace_cupti.so) */
+    const char *recording;          /* the file the counters run records into */
+    /* warmup_s, window_s, timeout_s of each run (kace_run_options_init, then
+     * set; the recipe sets stderr_fd, cancel and the NVML tick itself). */
+    kace_run_options clean, counters;
+    volatile sig_atomic_t *cancel;  /* non-zero stops the run (NULL: never) */
+    /* Called at each step with the result so far (may be NULL). */
+    void (*progress)(void *user, kace_profile_step step, const kace_profile_result *r);
+    void *user;
+} kace_profile_options;
+
+/* Sets the defaults: clean run warm-up 10 s, window 30 s; counters run
+ * warm-up 10 s, window 15 s; no callback. */
+void kace_profile_options_init(kace_profile_options *opt);
+
+/* Runs the two runs on the GPU nvml samples (opened by the caller) and
+ * checks them. KACE_OK: *out holds both runs' results; otherwise
+ * out->failure says which check failed (KACE_PROFILE_FAIL_RUN also when a
+ * run was cancelled: its status is KACE_PROC_CANCELLED). */
+kace_status kace_profile_run(kace_ctx *ctx, kace_nvml *nvml, const kace_profile_options *opt,
+                             kace_profile_result *out);
+
+/* Frees what a kace_profile_run result owns (the recording); the result
+ * may come from a failed run. */
+void kace_profile_result_release(kace_profile_result *r);
+
+/* The profile of a successful kace_profile_run as one batch (origin
+ * "kace-profile"): the clean run's exclusive throughput, its sd and NVML
+ * values, the counters run's kernel metrics. The caller frees *out
+ * (kace_import_batch_free). */
+kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profile_result *r,
+                               kace_import_batch **out);
+
+#endif

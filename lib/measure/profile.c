@@ -1,0 +1,179 @@
+/* kace profile's recipe (include/kace/profile.h): the clean run, the
+ * counters run, their checks, and the profile batch. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kace/profile.h"
+
+void kace_profile_options_init(kace_profile_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    kace_run_options_init(&opt->clean);
+    kace_run_options_init(&opt->counters);
+    opt->counters.warmup_s = 10;
+    opt->counters.window_s = 15;
+}
+
+/* NVML samples of the clean run, taken on the runner's ticks. */
+typedef struct sampler {
+    kace_ctx *ctx;
+    kace_nvml *nvml;
+    kace_profile_result *r;
+    char error[512]; /* the first sampling failure */
+} sampler;
+
+static void on_tick(void *user, const kace_run_view *v)
+{
+    sampler *s = user;
+    if (s->error[0])
+        return;
+    kace_gpu_sample x;
+    if (kace_nvml_sample(s->ctx, s->nvml, v->pgids, v->n, &x) != KACE_OK) {
+        snprintf(s->error, sizeof s->error, "%s", kace_errmsg(s->ctx));
+        return;
+    }
+    /* Under MPS the device's SM%/mem% include the server's other clients:
+     * only what NVML gives per client may be stored as the workload's. */
+    if (x.mps_client) {
+        s->r->mps_client = true;
+        kace_gpu_sample_drop_device_wide(&x);
+    }
+    kace_gpu_stats_add(&s->r->all, &x);
+    if (v->steady)
+        kace_gpu_stats_add(&s->r->steady, &x);
+}
+
+static void progress(const kace_profile_options *opt, kace_profile_step step, const kace_profile_result *r)
+{
+    if (opt->progress)
+        opt->progress(opt->user, step, r);
+}
+
+/* One run; KACE_OK only when its workload reported through its window. */
+static kace_status run_one(kace_ctx *ctx, int which, const kace_proc_spec *spec, const kace_run_options *ro,
+                           kace_proc_result *res, kace_profile_result *out)
+{
+    kace_status st = kace_run(ctx, spec, 1, ro, res);
+    if (st) {
+        out->failure = KACE_PROFILE_FAIL_ERROR;
+    } else if (res->status != KACE_PROC_OK) {
+        out->failure = KACE_PROFILE_FAIL_RUN;
+        st = kace_fail(ctx, KACE_ERR_INVALID, "workload %s %s: %s", spec->name, kace_proc_status_name(res->status),
+                       res->detail);
+    }
+    if (st)
+        out->failed_run = which;
+    return st;
+}
+
+kace_status kace_profile_run(kace_ctx *ctx, kace_nvml *nvml, const kace_profile_options *opt,
+                             kace_profile_result *out)
+{
+    memset(out, 0, sizeof *out);
+    kace_gpu_stats_init(&out->all);
+    kace_gpu_stats_init(&out->steady);
+    if (!nvml || !opt || !opt->name || !opt->argv || !opt->argv[0] || !opt->cupti || !opt->recording) {
+        out->failure = KACE_PROFILE_FAIL_ERROR;
+        return kace_fail(ctx, KACE_ERR_INVALID, "kace_profile_run: a GPU, a workload name, a command, the "
+                                                "injection library and a recording file are needed");
+    }
+    sampler smp = {.ctx = ctx, .nvml = nvml, .r = out};
+
+    /* 1. The clean run: no injection library, so no kernel replay; its
+     *    throughput and NVML values are the workload's own. Entries without
+     *    '=' remove inherited variables. */
+    const char *clean_env[] = {"CUDA_INJECTION64_PATH", KACE_CUPTI_OUTPUT_ENV, NULL};
+    kace_proc_spec clean = {.name = opt->name, .argv = opt->argv, .extra_env = clean_env};
+    kace_run_options ro = opt->clean;
+    ro.stderr_fd = -1;
+    ro.cancel = opt->cancel;
+    ro.tick = on_tick;
+    ro.tick_user = &smp;
+    ro.tick_s = 0.1;
+    progress(opt, KACE_PROFILE_CLEAN_START, out);
+    kace_status st = run_one(ctx, 1, &clean, &ro, &out->clean, out);
+    if (st)
+        return st;
+    if (smp.error[0]) {
+        out->failure = KACE_PROFILE_FAIL_SAMPLING;
+        out->failed_run = 1;
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", smp.error);
+    }
+    progress(opt, KACE_PROFILE_CLEAN_DONE, out);
+
+    /* 2. The counters run: the injection library records every kernel and
+     *    replays the first launch of each signature for its counters. */
+    char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
+    snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", opt->cupti);
+    snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, opt->recording);
+    const char *counters_env[] = {inject_env, output_env, NULL};
+    kace_proc_spec counters = {.name = opt->name, .argv = opt->argv, .extra_env = counters_env};
+    kace_run_options co = opt->counters;
+    co.stderr_fd = -1;
+    co.cancel = opt->cancel;
+    progress(opt, KACE_PROFILE_COUNTERS_START, out);
+    if ((st = run_one(ctx, 2, &counters, &co, &out->counters, out)))
+        return st;
+
+    /* 3. Kernel metrics of the counters run's steady window. */
+    out->failed_run = 2;
+    struct stat sb;
+    if (stat(opt->recording, &sb) != 0 || sb.st_size == 0) {
+        out->failure = KACE_PROFILE_FAIL_NO_RECORDING;
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s never initialised CUDA (no kernel recording from %s)",
+                         opt->name, opt->cupti);
+    }
+    if ((st = kace_kernels_parse_file(ctx, opt->recording, &out->recording))) {
+        out->failure = KACE_PROFILE_FAIL_ERROR;
+        return st;
+    }
+    kace_kernels_info(out->recording, &out->info);
+    int64_t from = out->info.monotonic_clock ? out->counters.throughput.start_ns : 0;
+    int64_t to = out->info.monotonic_clock ? out->counters.throughput.end_ns : 0;
+    if ((st = kace_kernels_reduce(ctx, out->recording, from, to, &out->kernels))) {
+        out->failure = KACE_PROFILE_FAIL_KERNELS;
+        return st;
+    }
+    out->failed_run = 0;
+    progress(opt, KACE_PROFILE_COUNTERS_DONE, out);
+    return KACE_OK;
+}
+
+void kace_profile_result_release(kace_profile_result *r)
+{
+    if (r)
+        kace_kernels_free(&r->recording);
+}
+
+kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profile_result *r,
+                               kace_import_batch **out)
+{
+    *out = NULL;
+    kace_import_batch *batch = NULL;
+    const kace_gpu_stats *s = &r->steady;
+    const kace_throughput *t = &r->clean.throughput;
+    kace_status st;
+    if ((st = kace_profile_batch_new(ctx, "kace-profile", &batch)) ||
+        (st = kace_profile_batch_add_kernels(ctx, batch, name, &r->kernels)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput", t->samples_per_s)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput_sd", isnan(t->sd) ? NAN : t->sd)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "sm%", kace_gpu_stats_mean(s, KACE_GPU_SM_PCT))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "mem%", kace_gpu_stats_mean(s, KACE_GPU_MEM_PCT))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "memcap", r->all.peak_mem_mib / 1024.0)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "power_W", kace_gpu_stats_mean(s, KACE_GPU_POWER_W))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "sm_clock_MHz",
+                                     kace_gpu_stats_mean(s, KACE_GPU_SM_CLOCK_MHZ))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "pcie_tx_MBps",
+                                     kace_gpu_stats_mean(s, KACE_GPU_PCIE_TX_MBPS))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "pcie_rx_MBps",
+                                     kace_gpu_stats_mean(s, KACE_GPU_PCIE_RX_MBPS)))) {
+        kace_import_batch_free(&batch);
+        return st;
+    }
+    *out = batch;
+    return KACE_OK;
+}
