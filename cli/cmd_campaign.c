@@ -82,7 +82,7 @@ int cmd_campaign(int argc, char **argv)
     kace_plan *plan = NULL;
     kace_store *store = NULL;
     kace_mps *mps = NULL;
-    kace_nvml *nvml = NULL;
+    kace_gpu *gpu = NULL;
     bool *done_before = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st = kace_plan_parse_file(ctx, plan_path, &plan);
@@ -140,7 +140,7 @@ int cmd_campaign(int argc, char **argv)
         goto done;
     }
     if (todo_mps > 0 && max_runs != 0)
-        nvml = measure_cli_open_nvml(&mo);
+        gpu = measure_cli_open_gpu(&mo);
     bool daemon_wanted = false; /* started by kace and not quit on purpose */
 
     size_t measured = 0, ok = 0, failed = 0, index = 0;
@@ -173,7 +173,7 @@ int cmd_campaign(int argc, char **argv)
         char what[1200], label[64];
         describe(&e->spec, what, sizeof what);
         snprintf(label, sizeof label, "[%zu/%zu]", index, todo);
-        kace_measure_options opt = {.mps = mps, .nvml = nvml, .gpu = mo.gpu};
+        kace_measure_options opt = {.mps = mps, .gpu_access = gpu, .gpu = mo.gpu};
         measure_cli_run_options(&mo, &opt.run, label);
         kace_measure_result res;
         st = kace_measure(ctx, store, &e->spec, &opt, &res);
@@ -210,7 +210,7 @@ int cmd_campaign(int argc, char **argv)
     }
 done:
     kace_mps_stop(ctx, &mps, NULL); /* an early error: the folder is released */
-    kace_nvml_close(&nvml);
+    kace_gpu_close(&gpu);
     if (mo.log_fd >= 0)
         close(mo.log_fd);
     free(done_before);

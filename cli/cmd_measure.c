@@ -208,14 +208,14 @@ int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet, bool expect_
     return 0;
 }
 
-kace_nvml *measure_cli_open_nvml(const measure_cli_options *o)
+kace_gpu *measure_cli_open_gpu(const measure_cli_options *o)
 {
     kace_ctx *ctx = kace_ctx_new();
-    kace_nvml *n = NULL;
-    if (ctx && kace_nvml_open(ctx, NULL, o->nvml_device, &n) != KACE_OK)
+    kace_gpu *n = NULL;
+    if (ctx && kace_gpu_open(ctx, o->nvml_device, &n) != KACE_OK)
         fprintf(stderr, "kace: note: %s; MPS is verified through the control daemon's server list only\n",
                 kace_errmsg(ctx));
-    else if (n && !kace_nvml_has_mps_list(n))
+    else if (n && !kace_gpu_has(n, KACE_GPU_CAP_MPS_LIST))
         fprintf(stderr, "kace: note: this NVML has no MPS client list; MPS is verified through the control "
                         "daemon's server list only\n");
     kace_ctx_free(&ctx);
@@ -463,7 +463,7 @@ int cmd_measure(int argc, char **argv)
 
     kace_store *store = cli_open_store(ctx, db);
     kace_mps *mps = NULL;
-    kace_nvml *nvml = NULL;
+    kace_gpu *gpu = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
     if (!store)
@@ -492,8 +492,8 @@ int cmd_measure(int argc, char **argv)
         goto done;
     }
     if (!no_mps)
-        nvml = measure_cli_open_nvml(&mo);
-    kace_measure_options opt = {.mps = mps, .nvml = nvml, .gpu = mo.gpu};
+        gpu = measure_cli_open_gpu(&mo);
+    kace_measure_options opt = {.mps = mps, .gpu_access = gpu, .gpu = mo.gpu};
     measure_cli_run_options(&mo, &opt.run, "measuring");
     kace_measure_result res;
     res.stored = false;
@@ -515,7 +515,7 @@ int cmd_measure(int argc, char **argv)
         rc = cli_interrupted_exit();
     }
 done:
-    kace_nvml_close(&nvml);
+    kace_gpu_close(&gpu);
     if (mo.log_fd >= 0)
         close(mo.log_fd);
     kace_store_close(&store);

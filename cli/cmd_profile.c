@@ -254,14 +254,14 @@ int cmd_profile(int argc, char **argv)
     if (!ctx)
         return EXIT_FAILURE_RUN;
     int rc = EXIT_FAILURE_RUN;
-    kace_nvml *nvml = NULL;
+    kace_gpu *dev = NULL;
     kace_profile_result res = {0};
     kace_import_batch *batch = NULL;
     kace_store *store = NULL;
     char recording[PATH_MAX] = "";
 
     /* A GPU with a driver, before anything else. */
-    kace_status st = kace_nvml_open(ctx, NULL, device, &nvml);
+    kace_status st = kace_gpu_open(ctx, device, &dev);
     if (st) {
         fprintf(stderr, "kace profile: %s\n", kace_errmsg(ctx));
         goto done;
@@ -288,7 +288,7 @@ int cmd_profile(int argc, char **argv)
         close(fd);
     }
     install_handlers();
-    const char *gpu = kace_nvml_device_name(nvml)[0] ? kace_nvml_device_name(nvml) : "GPU";
+    const char *gpu = kace_gpu_device_name(dev)[0] ? kace_gpu_device_name(dev) : "GPU";
 
     /* The two runs and their checks (the library's recipe). */
     printer pr = {.name = name, .gpu = gpu, .cupti = cupti, .opt = &po};
@@ -299,7 +299,7 @@ int cmd_profile(int argc, char **argv)
     po.cancel = &interrupted;
     po.progress = on_progress;
     po.user = &pr;
-    if ((st = kace_profile_run(ctx, nvml, &po, &res))) {
+    if ((st = kace_profile_run(ctx, dev, &po, &res))) {
         rc = print_failure(ctx, st, name, &res);
         goto done;
     }
@@ -315,7 +315,7 @@ int cmd_profile(int argc, char **argv)
     char date[16];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", localtime(&now));
-    kace_source src = {kace_nvml_device_name(nvml)[0] ? kace_nvml_device_name(nvml) : NULL, "kace-profile", date};
+    kace_source src = {kace_gpu_device_name(dev)[0] ? kace_gpu_device_name(dev) : NULL, "kace-profile", date};
     kace_import_stats stats;
     if ((st = kace_store_add_profile(ctx, store, batch, &src, name, argv + optind, &stats))) {
         cli_error(ctx, st);
@@ -334,7 +334,7 @@ done:
     kace_store_close(&store);
     kace_import_batch_free(&batch);
     kace_profile_result_release(&res);
-    kace_nvml_close(&nvml);
+    kace_gpu_close(&dev);
     kace_ctx_free(&ctx);
     return rc;
 }

@@ -7,7 +7,7 @@
 #include "kace/campaign.h"
 #include "kace/measure.h"
 #include "kace/mps.h"
-#include "kace/nvml.h"
+#include "kace/gpu.h"
 #include "kace/runner.h"
 
 /* Set by SIGINT / SIGTERM / SIGHUP (the signal number) once the handlers are installed. */
@@ -42,9 +42,9 @@ int measure_cli_quit_mps(kace_ctx *ctx, kace_mps *mps, bool quiet);
 /* Stops the daemon, printing what it took; returns 0 or 1. expect_running
  * false: a daemon that is not running (quit for time-slicing) is no news. */
 int measure_cli_stop_mps(kace_ctx *ctx, kace_mps **mps, bool quiet, bool expect_running);
-/* NVML for checking that MPS clients are MPS clients; NULL (with a note on
- * stderr) when this machine's NVML cannot be opened. */
-kace_nvml *measure_cli_open_nvml(const measure_cli_options *o);
+/* The GPU (kace_gpu_open: NVML, say) for checking that MPS clients are MPS
+ * clients; NULL (with a note on stderr) when no GPU backend opens. */
+kace_gpu *measure_cli_open_gpu(const measure_cli_options *o);
 /* Prints one run's outcome (members, throughputs, reasons). */
 void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_result *r, bool verbose);
 

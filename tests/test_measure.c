@@ -15,6 +15,7 @@
 #include <sqlite3.h>
 
 #include "kace/measure.h"
+#include "kace/gpu.h"
 #include "kace/nvml.h"
 #include "testutil.h"
 
@@ -443,12 +444,13 @@ static void test_nvml_mps_list_verifies_clients(void **state)
     snprintf(path, sizeof path, "%s/libfake_nvml_mps.so", KACE_FAKE_NVML_DIR);
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     setenv("KACE_FAKE_NVML_PID", pid, 1);
-    kace_nvml *nvml = NULL;
-    assert_kace_ok(ctx, kace_nvml_open(ctx, path, 0, &nvml));
+    kace_gpu *nvml = NULL;
+    setenv("KACE_NVML_LIBRARY", path, 1); /* the NVML backend loads the fake */
+    assert_kace_ok(ctx, kace_gpu_open_backend(ctx, &kace_gpu_backend_nvml, 0, &nvml));
     long long before = query_int("SELECT count(*) FROM runs");
     kace_measure_spec s = pair("fast", "slow", 50, 50);
     kace_measure_options o = quick();
-    o.nvml = nvml;
+    o.gpu_access = nvml;
     kace_measure_result r;
     /* Listed (the fake lists the caller's children: the workloads). */
     assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
@@ -468,14 +470,16 @@ static void test_nvml_mps_list_verifies_clients(void **state)
     assert_false(r.stored);
     assert_false(r.nvml_verified);
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
-    kace_nvml_close(&nvml);
+    kace_gpu_close(&nvml);
     /* An NVML whose MPS list is empty (no MPS on the GPU) fails the same way. */
     snprintf(path, sizeof path, "%s/libfake_nvml_full.so", KACE_FAKE_NVML_DIR);
-    assert_kace_ok(ctx, kace_nvml_open(ctx, path, 0, &nvml));
-    o.nvml = nvml;
+    setenv("KACE_NVML_LIBRARY", path, 1);
+    assert_kace_ok(ctx, kace_gpu_open_backend(ctx, &kace_gpu_backend_nvml, 0, &nvml));
+    o.gpu_access = nvml;
     assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_IO);
     assert_non_null(strstr(kace_errmsg(ctx), "never appeared in NVML's MPS client list"));
-    kace_nvml_close(&nvml);
+    kace_gpu_close(&nvml);
+    unsetenv("KACE_NVML_LIBRARY");
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
 }
 

@@ -26,7 +26,7 @@
 
 #include "kace/dataset.h"
 #include "kace/mps.h"
-#include "kace/nvml.h"
+#include "kace/gpu.h"
 #include "kace/runner.h"
 #include "kace/store.h"
 
@@ -56,7 +56,8 @@ typedef struct kace_measure_options {
     kace_mps *mps;          /* the daemon clients join (required unless spec->timeslice). Under
                                time-slicing: kace's instance, which must have no process alive
                                (kace_mps_quit it first); NULL: not checked */
-    kace_nvml *nvml;        /* optional: NVML's MPS client list verifies the clients */
+    kace_gpu *gpu_access;   /* optional: a GPU with KACE_GPU_CAP_MPS_LIST (NVML's MPS client list)
+                               verifies the clients */
     const char *gpu;        /* GPU name recorded with the run (NULL: unknown) */
 } kace_measure_options;
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kace/gpu.h"
 #include "kace/kace.h"
 
 #ifdef __cplusplus
@@ -22,40 +23,11 @@ extern "C" {
 /* Overrides the library path (tests load fake libraries through it). */
 #define KACE_NVML_LIBRARY_ENV "KACE_NVML_LIBRARY"
 
-typedef enum kace_gpu_field {
-    KACE_GPU_SM_PCT,       /* SM utilization %: the workload's processes, else the device */
-    KACE_GPU_MEM_PCT,      /* memory (controller) utilization %: the workload's processes, else the device */
-    KACE_GPU_MEM_USED_MIB, /* GPU memory used, MiB: the workload's processes, else the device */
-    KACE_GPU_POWER_W,      /* board power, W (device) */
-    KACE_GPU_SM_CLOCK_MHZ, /* SM clock, MHz (device) */
-    KACE_GPU_PCIE_TX_MBPS, /* PCIe transmit, MB/s (device) */
-    KACE_GPU_PCIE_RX_MBPS, /* PCIe receive, MB/s (device) */
-    KACE_GPU_N_FIELDS
-} kace_gpu_field;
-
-const char *kace_gpu_field_name(kace_gpu_field f);
-
-typedef struct kace_gpu_sample {
-    double v[KACE_GPU_N_FIELDS];           /* NaN = not available */
-    bool per_process[KACE_GPU_N_FIELDS];   /* restricted to the workload's processes; false: the
-                                              device's value (SM%, mem%, memory used fall back to it) */
-    bool mps_client;                       /* a workload process is in NVML's MPS client list: its SM
-                                              and memory utilization count for the MPS server, so the
-                                              SM% and mem% here are the device's, never its own */
-} kace_gpu_sample;
-
-/* For a value stored as one workload's (a member of an MPS run, say): SM%,
- * mem% and memory used that are device-wide (per_process false) become NaN.
- * Returns how many values it dropped. */
-int kace_gpu_sample_drop_device_wide(kace_gpu_sample *x);
-
-/* A process in one of NVML's lists. */
-typedef struct kace_gpu_process {
-    int pid;
-    double used_mib; /* NaN when NVML cannot say */
-} kace_gpu_process;
-
 typedef struct kace_nvml kace_nvml;
+
+/* NVML as a GPU backend (include/kace/gpu.h): the first entry of lib/gpu/gpu.c's
+ * list. Callers open a kace_gpu; this table is for the list and for tests. */
+extern const kace_gpu_backend_ops kace_gpu_backend_nvml;
 
 /* Loads NVML (path NULL: $KACE_NVML_LIBRARY, else libnvidia-ml.so.1),
  * initialises it and opens device `index`. KACE_ERR_UNSUPPORTED with a clear
@@ -92,21 +64,6 @@ bool kace_nvml_has_mps_list(const kace_nvml *n);
  * max in out, their count in *n_out. KACE_ERR_UNSUPPORTED when the library
  * or the GPU does not offer the list; KACE_ERR_IO when the query fails. */
 kace_status kace_nvml_mps_processes(kace_ctx *ctx, kace_nvml *n, kace_gpu_process *out, size_t max, size_t *n_out);
-
-/* Mean of samples per field (NaN samples skipped) and peak memory. */
-typedef struct kace_gpu_stats {
-    double sum[KACE_GPU_N_FIELDS];
-    size_t count[KACE_GPU_N_FIELDS];
-    size_t per_process[KACE_GPU_N_FIELDS]; /* samples that were per-process */
-    size_t mps_client_samples;              /* samples with mps_client set */
-    double peak_mem_mib;                    /* NaN until a memory sample */
-    size_t samples;
-} kace_gpu_stats;
-
-void kace_gpu_stats_init(kace_gpu_stats *s);
-void kace_gpu_stats_add(kace_gpu_stats *s, const kace_gpu_sample *x);
-/* Mean of a field, NaN when no sample had it. */
-double kace_gpu_stats_mean(const kace_gpu_stats *s, kace_gpu_field f);
 
 #ifdef __cplusplus
 }

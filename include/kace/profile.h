@@ -18,7 +18,7 @@
 
 #include "kace/kace.h"
 #include "kace/kernels.h"
-#include "kace/nvml.h"
+#include "kace/gpu.h"
 #include "kace/runner.h"
 
 /* Where kace_profile_run stands, for the progress callback. */
@@ -73,11 +73,11 @@ typedef struct kace_profile_options {
  * warm-up 10 s, window 15 s; no callback. */
 void kace_profile_options_init(kace_profile_options *opt);
 
-/* Runs the two runs on the GPU nvml samples (opened by the caller) and
+/* Runs the two runs on the GPU gpu samples (opened by the caller) and
  * checks them. KACE_OK: *out holds both runs' results; otherwise
  * out->failure says which check failed (KACE_PROFILE_FAIL_RUN also when a
  * run was cancelled: its status is KACE_PROC_CANCELLED). */
-kace_status kace_profile_run(kace_ctx *ctx, kace_nvml *nvml, const kace_profile_options *opt,
+kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_options *opt,
                              kace_profile_result *out);
 
 /* Frees what a kace_profile_run result owns (the recording); the result

@@ -162,8 +162,9 @@ typedef struct kace_serve_gpu_source {
     void (*close)(void **state);
 } kace_serve_gpu_source;
 
-/* NVML through lib/gpu/nvml.c's loader (dlopen of $KACE_NVML_LIBRARY, else
- * libnvidia-ml.so.1, at open): every GPU NVML sees. */
+/* The GPU backend kace_gpu_open picks (include/kace/gpu.h: $KACE_GPU_BACKEND,
+ * else the first that opens: NVML, dlopen of $KACE_NVML_LIBRARY, else
+ * libnvidia-ml.so.1): every GPU it sees. */
 extern const kace_serve_gpu_source kace_serve_gpu_nvml;
 
 /* Renders every metric in the Prometheus text format (version 0.0.4).

@@ -82,13 +82,6 @@ struct kace_nvml {
     unsigned long long last_seen_us;
 };
 
-const char *kace_gpu_field_name(kace_gpu_field f)
-{
-    static const char *const names[KACE_GPU_N_FIELDS] = {"sm%", "mem%", "memused_MiB", "power_W",
-                                                          "sm_clock_MHz", "pcie_tx_MBps", "pcie_rx_MBps"};
-    return (unsigned)f < KACE_GPU_N_FIELDS ? names[f] : "?";
-}
-
 /* The first of the names that the library exports; records which in symbols. */
 static void *find_symbol(kace_nvml *n, const char *const *names, const char **found)
 {
@@ -489,43 +482,61 @@ kace_status kace_nvml_sample(kace_ctx *ctx, kace_nvml *n, const int *pgids, size
     return KACE_OK;
 }
 
-int kace_gpu_sample_drop_device_wide(kace_gpu_sample *x)
+/* ---- NVML as a GPU backend (include/kace/gpu.h) ---------------------------- */
+
+static kace_status backend_open(kace_ctx *ctx, unsigned index, void **impl)
 {
-    static const kace_gpu_field own[] = {KACE_GPU_SM_PCT, KACE_GPU_MEM_PCT, KACE_GPU_MEM_USED_MIB};
-    int dropped = 0;
-    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
-        if (!x->per_process[own[i]] && !isnan(x->v[own[i]])) {
-            x->v[own[i]] = NAN;
-            dropped++;
-        }
-    return dropped;
+    kace_nvml *n = NULL;
+    kace_status st = kace_nvml_open(ctx, NULL, index, &n);
+    *impl = n;
+    return st;
 }
 
-void kace_gpu_stats_init(kace_gpu_stats *s)
+static void backend_close(void *impl)
 {
-    memset(s, 0, sizeof *s);
-    s->peak_mem_mib = NAN;
+    kace_nvml *n = impl;
+    kace_nvml_close(&n);
 }
 
-void kace_gpu_stats_add(kace_gpu_stats *s, const kace_gpu_sample *x)
+static unsigned backend_caps(const void *impl)
 {
-    s->samples++;
-    if (x->mps_client)
-        s->mps_client_samples++;
-    for (int f = 0; f < KACE_GPU_N_FIELDS; f++) {
-        if (isnan(x->v[f]))
-            continue;
-        s->sum[f] += x->v[f];
-        s->count[f]++;
-        if (x->per_process[f])
-            s->per_process[f]++;
-    }
-    double mem = x->v[KACE_GPU_MEM_USED_MIB];
-    if (!isnan(mem) && (isnan(s->peak_mem_mib) || mem > s->peak_mem_mib))
-        s->peak_mem_mib = mem;
+    unsigned caps = KACE_GPU_CAP_PER_PROCESS | KACE_GPU_CAP_UUID | KACE_GPU_CAP_PCIE;
+    return kace_nvml_has_mps_list(impl) ? caps | KACE_GPU_CAP_MPS_LIST : caps;
 }
 
-double kace_gpu_stats_mean(const kace_gpu_stats *s, kace_gpu_field f)
+static kace_status backend_device_count(kace_ctx *ctx, void *impl, unsigned *count)
 {
-    return s->count[f] ? s->sum[f] / (double)s->count[f] : NAN;
+    return kace_nvml_device_count(ctx, impl, count);
 }
+
+static kace_status backend_select(kace_ctx *ctx, void *impl, unsigned index)
+{
+    return kace_nvml_select(ctx, impl, index);
+}
+
+static const char *backend_name(const void *impl) { return kace_nvml_device_name(impl); }
+static const char *backend_uuid(const void *impl) { return kace_nvml_device_uuid(impl); }
+
+static kace_status backend_sample(kace_ctx *ctx, void *impl, const int *pgids, size_t n_pgids, kace_gpu_sample *out)
+{
+    return kace_nvml_sample(ctx, impl, pgids, n_pgids, out);
+}
+
+static kace_status backend_mps(kace_ctx *ctx, void *impl, kace_gpu_process *out, size_t max, size_t *n_out)
+{
+    return kace_nvml_mps_processes(ctx, impl, out, max, n_out);
+}
+
+const kace_gpu_backend_ops kace_gpu_backend_nvml = {
+    .name = "nvml",
+    .caps = KACE_GPU_CAP_PER_PROCESS | KACE_GPU_CAP_MPS_LIST | KACE_GPU_CAP_UUID | KACE_GPU_CAP_PCIE,
+    .open = backend_open,
+    .close = backend_close,
+    .caps_of = backend_caps,
+    .device_count = backend_device_count,
+    .select = backend_select,
+    .device_name = backend_name,
+    .device_uuid = backend_uuid,
+    .sample = backend_sample,
+    .mps_processes = backend_mps,
+};

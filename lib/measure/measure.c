@@ -70,7 +70,7 @@ static kace_run_status run_status_of(const kace_proc_result *r, int k)
 typedef struct run_checks {
     const kace_run_options *caller; /* its tick runs first */
     kace_mps *mps;
-    kace_nvml *nvml;
+    kace_gpu *gpu;
     bool timeslice;
     kace_ctx *scratch; /* errors of the checks, kept apart from the caller's */
     int k;
@@ -115,7 +115,7 @@ static void check_nvml(run_checks *c, const kace_run_view *v)
     kace_gpu_process procs[MAX_MPS_PROCS];
     size_t n = 0;
     c->nvml_checks++;
-    if (kace_nvml_mps_processes(c->scratch, c->nvml, procs, MAX_MPS_PROCS, &n) != KACE_OK) {
+    if (kace_gpu_mps_processes(c->scratch, c->gpu, procs, MAX_MPS_PROCS, &n) != KACE_OK) {
         snprintf(c->nvml_error, sizeof c->nvml_error, "%s", kace_errmsg(c->scratch));
         return;
     }
@@ -244,8 +244,8 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
                        kace_mps_pipe_dir(opt->mps));
         goto done;
     }
-    checks = (run_checks){.caller = &opt->run, .mps = opt->mps, .nvml = opt->nvml, .timeslice = spec->timeslice,
-                          .k = k, .use_nvml = !spec->timeslice && kace_nvml_has_mps_list(opt->nvml)};
+    checks = (run_checks){.caller = &opt->run, .mps = opt->mps, .gpu = opt->gpu_access, .timeslice = spec->timeslice,
+                          .k = k, .use_nvml = !spec->timeslice && kace_gpu_has(opt->gpu_access, KACE_GPU_CAP_MPS_LIST)};
     if (!(checks.scratch = kace_ctx_new())) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;

@@ -21,7 +21,7 @@ void kace_profile_options_init(kace_profile_options *opt)
 /* NVML samples of the clean run, taken on the runner's ticks. */
 typedef struct sampler {
     kace_ctx *ctx;
-    kace_nvml *nvml;
+    kace_gpu *gpu;
     kace_profile_result *r;
     char error[512]; /* the first sampling failure */
 } sampler;
@@ -32,7 +32,7 @@ static void on_tick(void *user, const kace_run_view *v)
     if (s->error[0])
         return;
     kace_gpu_sample x;
-    if (kace_nvml_sample(s->ctx, s->nvml, v->pgids, v->n, &x) != KACE_OK) {
+    if (kace_gpu_read(s->ctx, s->gpu, v->pgids, v->n, &x) != KACE_OK) {
         snprintf(s->error, sizeof s->error, "%s", kace_errmsg(s->ctx));
         return;
     }
@@ -70,18 +70,18 @@ static kace_status run_one(kace_ctx *ctx, int which, const kace_proc_spec *spec,
     return st;
 }
 
-kace_status kace_profile_run(kace_ctx *ctx, kace_nvml *nvml, const kace_profile_options *opt,
+kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_options *opt,
                              kace_profile_result *out)
 {
     memset(out, 0, sizeof *out);
     kace_gpu_stats_init(&out->all);
     kace_gpu_stats_init(&out->steady);
-    if (!nvml || !opt || !opt->name || !opt->argv || !opt->argv[0] || !opt->cupti || !opt->recording) {
+    if (!gpu || !opt || !opt->name || !opt->argv || !opt->argv[0] || !opt->cupti || !opt->recording) {
         out->failure = KACE_PROFILE_FAIL_ERROR;
         return kace_fail(ctx, KACE_ERR_INVALID, "kace_profile_run: a GPU, a workload name, a command, the "
                                                 "injection library and a recording file are needed");
     }
-    sampler smp = {.ctx = ctx, .nvml = nvml, .r = out};
+    sampler smp = {.ctx = ctx, .gpu = gpu, .r = out};
 
     /* 1. The clean run: no injection library, so no kernel replay; its
      *    throughput and NVML values are the workload's own. Entries without
@@ -156,13 +156,17 @@ kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profi
     kace_import_batch *batch = NULL;
     const kace_gpu_stats *s = &r->steady;
     const kace_throughput *t = &r->clean.throughput;
+    /* Once any sample showed the workload as an MPS client, none of its
+     * device-wide utilization is its own, including samples taken before
+     * NVML listed it (the first ticks of a run). */
+    bool mps = r->mps_client;
     kace_status st;
     if ((st = kace_profile_batch_new(ctx, "kace-profile", &batch)) ||
         (st = kace_profile_batch_add_kernels(ctx, batch, name, &r->kernels)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput", t->samples_per_s)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput_sd", isnan(t->sd) ? NAN : t->sd)) ||
-        (st = kace_profile_batch_add(ctx, batch, name, "sm%", kace_gpu_stats_mean(s, KACE_GPU_SM_PCT))) ||
-        (st = kace_profile_batch_add(ctx, batch, name, "mem%", kace_gpu_stats_mean(s, KACE_GPU_MEM_PCT))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "sm%", mps ? NAN : kace_gpu_stats_mean(s, KACE_GPU_SM_PCT))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "mem%", mps ? NAN : kace_gpu_stats_mean(s, KACE_GPU_MEM_PCT))) ||
         (st = kace_profile_batch_add(ctx, batch, name, "memcap", r->all.peak_mem_mib / 1024.0)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "power_W", kace_gpu_stats_mean(s, KACE_GPU_POWER_W))) ||
         (st = kace_profile_batch_add(ctx, batch, name, "sm_clock_MHz",

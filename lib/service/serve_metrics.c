@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kace/nvml.h"
+#include "kace/gpu.h"
 #include "kace/serve.h"
 
 static const int status_codes[] = {200, 400, 404, 405, 413, 422, 500, 503};
@@ -285,38 +285,38 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
     return KACE_OK;
 }
 
-/* ---- the NVML GPU source: lib/gpu/nvml.c's loader, every GPU in turn ---------- */
+/* ---- the GPU source: a GPU backend (include/kace/gpu.h), every GPU in turn ---- */
 
-static kace_status nvml_source_open(kace_ctx *ctx, void **state)
+static kace_status gpu_source_open(kace_ctx *ctx, void **state)
 {
-    kace_nvml *n = NULL;
-    kace_status st = kace_nvml_open(ctx, NULL, 0, &n);
+    kace_gpu *n = NULL;
+    kace_status st = kace_gpu_open(ctx, 0, &n);
     *state = n;
     return st;
 }
 
-static kace_status nvml_source_sample(kace_ctx *ctx, void *state, kace_serve_gpu_sample *out, size_t max,
+static kace_status gpu_source_sample(kace_ctx *ctx, void *state, kace_serve_gpu_sample *out, size_t max,
                                       size_t *n_out)
 {
-    kace_nvml *n = state;
+    kace_gpu *n = state;
     unsigned count = 0;
     *n_out = 0;
-    kace_status st = kace_nvml_device_count(ctx, n, &count);
+    kace_status st = kace_gpu_device_count(ctx, n, &count);
     if (st)
         return st;
     for (unsigned i = 0; i < count && *n_out < max; i++) {
         kace_serve_gpu_sample *s = &out[*n_out];
         memset(s, 0, sizeof *s);
         s->utilization = s->memory_utilization = NAN; /* missing, not 0, when unreadable */
-        if (kace_nvml_select(ctx, n, i) != KACE_OK)
+        if (kace_gpu_select(ctx, n, i) != KACE_OK)
             continue;
-        if (kace_nvml_device_uuid(n)[0])
-            snprintf(s->id, sizeof s->id, "%s", kace_nvml_device_uuid(n));
+        if (kace_gpu_device_uuid(n)[0]) /* "" without KACE_GPU_CAP_UUID: the index */
+            snprintf(s->id, sizeof s->id, "%s", kace_gpu_device_uuid(n));
         else
             snprintf(s->id, sizeof s->id, "%u", i);
-        snprintf(s->name, sizeof s->name, "%s", kace_nvml_device_name(n));
+        snprintf(s->name, sizeof s->name, "%s", kace_gpu_device_name(n));
         kace_gpu_sample x;
-        if (kace_nvml_sample(ctx, n, NULL, 0, &x) == KACE_OK) { /* device-wide: no process group given */
+        if (kace_gpu_read(ctx, n, NULL, 0, &x) == KACE_OK) { /* device-wide: no process group given */
             s->utilization = x.v[KACE_GPU_SM_PCT] / 100.0;
             s->memory_utilization = x.v[KACE_GPU_MEM_PCT] / 100.0;
         }
@@ -325,11 +325,11 @@ static kace_status nvml_source_sample(kace_ctx *ctx, void *state, kace_serve_gpu
     return KACE_OK;
 }
 
-static void nvml_source_close(void **state)
+static void gpu_source_close(void **state)
 {
-    kace_nvml *n = *state;
-    kace_nvml_close(&n);
+    kace_gpu *n = *state;
+    kace_gpu_close(&n);
     *state = NULL;
 }
 
-const kace_serve_gpu_source kace_serve_gpu_nvml = {"nvml", nvml_source_open, nvml_source_sample, nvml_source_close};
+const kace_serve_gpu_source kace_serve_gpu_nvml = {"nvml", gpu_source_open, gpu_source_sample, gpu_source_close};
