@@ -178,6 +178,15 @@ static void expect_clean_exit(run *r, int status)
     CHECK(count_in_file(r->err, "ThreadSanitizer") == 0, "ThreadSanitizer reported: see %s\n", r->err);
 }
 
+/* Runs a scenario that ends by itself and reads its recording. */
+static void run_to_end(run *r, recording *rec, const char *tag, const char *const *env, const char *scen,
+                       const char *n, double timeout_s)
+{
+    start(r, tag, env, scen, n);
+    expect_clean_exit(r, finish(r, timeout_s));
+    read_recording(r->recording, rec);
+}
+
 /* The counters the fake CUPTI gives a kernel of this grid x and block x. */
 static void check_counter_values(const recording *rec)
 {
@@ -197,11 +206,8 @@ static void test_counters_off(void)
 {
     const char *env[] = {"KACE_CUPTI_COUNTERS=0", NULL};
     run r;
-    start(&r, "counters-off", env, "launches", "50");
-    int st = finish(&r, 30);
-    expect_clean_exit(&r, st);
     recording rec;
-    read_recording(r.recording, &rec);
+    run_to_end(&r, &rec, "counters-off", env, "launches", "50", 30);
     CHECK(rec.header_ok, "the recording does not start with 'kace-cupti 1'\n");
     CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
     CHECK(rec.n_counters == 0, "%d counter records with counters off, expected 0\n", rec.n_counters);
@@ -213,11 +219,8 @@ static void test_counters_off(void)
 static void counters_on(const char *tag, const char *scen)
 {
     run r;
-    start(&r, tag, NULL, scen, "50");
-    int st = finish(&r, 30);
-    expect_clean_exit(&r, st);
     recording rec;
-    read_recording(r.recording, &rec);
+    run_to_end(&r, &rec, tag, NULL, scen, "50", 30);
     CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
     CHECK(rec.n_counters == 5, "%d counter records, expected one per signature (5)\n", rec.n_counters);
     CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
@@ -237,11 +240,8 @@ static void test_launch_ex(void)
 static void test_two_threads(void)
 {
     run r;
-    start(&r, "two-threads", NULL, "threads", "200");
-    int st = finish(&r, 60);
-    expect_clean_exit(&r, st);
     recording rec;
-    read_recording(r.recording, &rec);
+    run_to_end(&r, &rec, "two-threads", NULL, "threads", "200", 60);
     CHECK(rec.n_kernels == 400, "%d kernel records, expected 400\n", rec.n_kernels);
     /* 5 shared signatures + 7 grid sizes of each thread's own kernel */
     CHECK(rec.n_counters == 5 + 7 + 7, "%d counter records, expected 19 (one per signature)\n", rec.n_counters);
@@ -298,11 +298,8 @@ static void test_periodic(void)
 static void test_bad_counters(void)
 {
     run r;
-    start(&r, "bad-counters", NULL, "bad-counters", "30");
-    int st = finish(&r, 30);
-    expect_clean_exit(&r, st);
     recording rec;
-    read_recording(r.recording, &rec);
+    run_to_end(&r, &rec, "bad-counters", NULL, "bad-counters", "30", 30);
     CHECK(rec.n_kernels == 30, "%d kernel records, expected 30\n", rec.n_kernels);
     CHECK(rec.n_counters == 3, "%d counter records, expected 3 (nan, negative and good written as measured)\n",
           rec.n_counters);
@@ -314,11 +311,8 @@ static void test_bad_counters(void)
 static void test_graph(void)
 {
     run r;
-    start(&r, "graph", NULL, "graph", "20");
-    int st = finish(&r, 30);
-    expect_clean_exit(&r, st);
     recording rec;
-    read_recording(r.recording, &rec);
+    run_to_end(&r, &rec, "graph", NULL, "graph", "20", 30);
     CHECK(rec.n_kernels == 23, "%d kernel records, expected 3 launched + 20 in the graph\n", rec.n_kernels);
     CHECK(rec.n_kernel_named_graph == 20, "%d of the graph's kernels recorded, expected 20\n",
           rec.n_kernel_named_graph);
@@ -329,11 +323,8 @@ static void test_graph(void)
 static void test_contexts(void)
 {
     run r;
-    start(&r, "contexts", NULL, "contexts", "20");
-    int st = finish(&r, 30);
-    expect_clean_exit(&r, st);
     recording rec;
-    read_recording(r.recording, &rec);
+    run_to_end(&r, &rec, "contexts", NULL, "contexts", "20", 30);
     CHECK(rec.n_kernels == 40, "%d kernel records, expected 40\n", rec.n_kernels);
     int a = 0, b = 0;
     for (int i = 0; i < rec.n_counters && i < 64; i++) {
@@ -349,11 +340,8 @@ static void test_max_profiled(void)
 {
     const char *env[] = {"KACE_CUPTI_MAX_PROFILED=2", NULL};
     run r;
-    start(&r, "max-profiled", env, "launches", "50");
-    int st = finish(&r, 30);
-    expect_clean_exit(&r, st);
     recording rec;
-    read_recording(r.recording, &rec);
+    run_to_end(&r, &rec, "max-profiled", env, "launches", "50", 30);
     CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
     CHECK(rec.n_counters == 2, "%d counter records with KACE_CUPTI_MAX_PROFILED=2\n", rec.n_counters);
 }
