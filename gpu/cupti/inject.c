@@ -301,13 +301,15 @@ static int profiler_setup(prof_ctx *p)
  * it cannot have counters. */
 static prof_ctx *context_of(CUcontext ctx)
 {
+    static int full_noted;
     for (size_t i = 0; i < n_contexts; i++)
         if (contexts[i].ctx == ctx)
             return contexts[i].broken ? NULL : &contexts[i];
     if (n_contexts == MAX_CONTEXTS) {
-        if (n_contexts++ == MAX_CONTEXTS) /* say it once */
+        if (!full_noted) { /* say it once */
+            full_noted = 1;
             record("error more than %d CUDA contexts: no counters for the others\n", MAX_CONTEXTS);
-        n_contexts = MAX_CONTEXTS + 1;
+        }
         return NULL;
     }
     prof_ctx *p = &contexts[n_contexts++];

@@ -10,6 +10,7 @@
  *       threads N        2 threads, N launches each, shared and own signatures
  *       graph N          3 launches, then a CUDA graph of N kernels
  *       contexts N       two contexts, N launches each, alternating
+ *       many-contexts N  N contexts, two launches each
  *       bad-counters N   kernels whose counters come back NaN or negative
  *       wait N           N launches, prints "ready", waits for a signal
  *       in-flight N      N launches and a 3 s kernel, prints "ready", waits
@@ -104,6 +105,15 @@ static int scenario(const char *name, int n)
         fake_ctx_set_current(a);
         fake_synchronize();
         fake_ctx_set_current(b);
+    } else if (!strcmp(name, "many-contexts")) {
+        for (int i = 0; i < n; i++) {
+            fake_ctx_create(0);
+            for (int j = 0; j < 2; j++) {
+                fake_kernel k = K("_Z9per_ctx_kPf", 30 + (unsigned)i, 64, 5000);
+                fake_launch(&k, FAKE_LAUNCH);
+            }
+            fake_synchronize();
+        }
     } else if (!strcmp(name, "bad-counters")) {
         for (int i = 0; i < n; i++) {
             static const char *const bad[3] = {"_Z12nan_countersPf", "_Z17negative_countersPf", "_Z4goodPf"};

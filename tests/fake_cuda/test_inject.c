@@ -336,6 +336,20 @@ static void test_contexts(void)
     CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
 }
 
+/* More contexts than the library profiles (16): every kernel is still
+ * recorded, the first 16 contexts get counters, one error says why the
+ * others have none. */
+static void test_many_contexts(void)
+{
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "many-contexts", NULL, "many-contexts", "20", 30);
+    CHECK(rec.n_kernels == 40, "%d kernel records, expected 40\n", rec.n_kernels);
+    CHECK(rec.n_counters == 16, "%d counter records, expected one per profiled context (16)\n", rec.n_counters);
+    CHECK(rec.n_errors == 1 && count_in_file(r.recording, "more than 16 CUDA contexts") == 1,
+          "expected one 'more than 16 CUDA contexts' error, got %d error(s): %s\n", rec.n_errors, rec.first_error);
+}
+
 static void test_max_profiled(void)
 {
     const char *env[] = {"KACE_CUPTI_MAX_PROFILED=2", NULL};
@@ -353,7 +367,7 @@ static const struct {
     {"counters-off", test_counters_off}, {"counters-on", test_counters_on},   {"launch-ex", test_launch_ex},
     {"two-threads", test_two_threads},   {"sigterm", test_sigterm},           {"in-flight", test_in_flight},
     {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
-    {"contexts", test_contexts},         {"max-profiled", test_max_profiled},
+    {"contexts", test_contexts},         {"max-profiled", test_max_profiled}, {"many-contexts", test_many_contexts},
 };
 
 int main(int argc, char **argv)
