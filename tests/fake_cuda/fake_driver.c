@@ -87,6 +87,11 @@ EXPORT CUresult cuInit(unsigned int flags)
     return CUDA_SUCCESS;
 }
 
+/* The driver keeps every context it made, as the real one does until
+ * cuCtxDestroy (which the fake application never calls). */
+#define MAX_FAKE_CONTEXTS 256
+static CUcontext all_contexts[MAX_FAKE_CONTEXTS];
+
 static CUcontext new_ctx(int device)
 {
     CUcontext c = calloc(1, sizeof *c);
@@ -95,6 +100,10 @@ static CUcontext new_ctx(int device)
     c->device = device;
     c->id = atomic_fetch_add(&next_ctx_id, 1) + 1;
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_lock(&driver_lock);
+    if (c->id <= MAX_FAKE_CONTEXTS)
+        all_contexts[c->id - 1] = c;
+    pthread_mutex_unlock(&driver_lock);
     return c;
 }
 
@@ -113,11 +122,12 @@ EXPORT void fake_ctx_set_current(CUcontext ctx)
 static CUcontext ctx_of_thread(void)
 {
     if (!current) {
-        pthread_mutex_lock(&driver_lock);
+        static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+        pthread_mutex_lock(&primary_lock);
         if (!primary)
             primary = new_ctx(0);
         current = primary;
-        pthread_mutex_unlock(&driver_lock);
+        pthread_mutex_unlock(&primary_lock);
     }
     return current;
 }
