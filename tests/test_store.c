@@ -757,6 +757,140 @@ static void test_locked_store_fails_promptly(void **state)
     free(path);
 }
 
+/* ---- observed colocations ------------------------------------------------------ */
+
+static void test_observations(void **state)
+{
+    (void)state;
+    char *path = db_path("store_observations", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+
+    kace_observed_member m[2] = {{"a_batch2-inf", 50, 3.5, 4.0}, {"b_batch8-train", 50, 6.25, NAN}};
+    kace_observed_colocation o = {.origin = "serve", .origin_id = "req-1", .observed_at = 1000.5, .gpu = "H100",
+                          .model = "default", .n_members = 2, .members = m};
+    bool added = false;
+    assert_kace_ok(ctx, kace_store_add_observation(ctx, s, &o, &added));
+    assert_true(added);
+    /* The same observation again (a retried POST): ignored, reported as such. */
+    assert_kace_ok(ctx, kace_store_add_observation(ctx, s, &o, &added));
+    assert_false(added);
+    /* The same key with another throughput: refused, the stored one kept. */
+    m[1].throughput = 9;
+    assert_int_equal(kace_store_add_observation(ctx, s, &o, &added), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "serve/req-1"));
+    m[1].throughput = 6.25;
+    /* Without an origin_id nothing is a duplicate; another origin has its own keys. */
+    kace_observed_member solo[1] = {{"a_batch2-inf", 100, 8, NAN}};
+    kace_observed_colocation o2 = {.origin = "slurm", .origin_id = NULL, .observed_at = 900, .n_members = 1, .members = solo};
+    assert_kace_ok(ctx, kace_store_add_observation(ctx, s, &o2, &added));
+    assert_true(added);
+    assert_kace_ok(ctx, kace_store_add_observation(ctx, s, &o2, &added));
+    assert_true(added);
+    kace_observed_colocation o3 = o;
+    o3.origin = "measure";
+    o3.observed_at = 2000;
+    assert_kace_ok(ctx, kace_store_add_observation(ctx, s, &o3, &added));
+    assert_true(added);
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM observations"), "4");
+
+    /* Invalid values name the member and the field; nothing is stored. */
+    struct {
+        double mps, tp, pred;
+        const char *workload, *origin, *want;
+    } bad[] = {
+        {0, 1, NAN, "a_batch2-inf", "serve", "mps_pct"},        {100.5, 1, NAN, "a_batch2-inf", "serve", "mps_pct"},
+        {NAN, 1, NAN, "a_batch2-inf", "serve", "mps_pct"},      {50, 0, NAN, "a_batch2-inf", "serve", "throughput"},
+        {50, -3, NAN, "a_batch2-inf", "serve", "throughput"},   {50, INFINITY, NAN, "a_batch2-inf", "serve", "throughput"},
+        {50, NAN, NAN, "a_batch2-inf", "serve", "throughput"},  {50, 1, INFINITY, "a_batch2-inf", "serve", "predicted"},
+        {50, 1, -1, "a_batch2-inf", "serve", "predicted"},      {50, 1, NAN, "nobody_batch1-inf", "serve", "nobody_batch1-inf"},
+        {50, 1, NAN, "a_batch2-inf", "Serve!", "origin"},       {50, 1, NAN, "a_batch2-inf", "", "origin"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        kace_observed_member bm[2] = {{"b_batch8-train", 50, 2, NAN}, {bad[i].workload, bad[i].mps, bad[i].tp, bad[i].pred}};
+        kace_observed_colocation bo = {.origin = bad[i].origin, .origin_id = "bad", .observed_at = 5, .n_members = 2, .members = bm};
+        added = true;
+        kace_status st = kace_store_add_observation(ctx, s, &bo, &added);
+        if (st == KACE_OK || !strstr(kace_errmsg(ctx), bad[i].want))
+            fail_msg("bad observation %zu: status %d, message '%s' (expected one naming %s)", i, st, kace_errmsg(ctx),
+                     bad[i].want);
+        assert_false(added);
+    }
+    kace_observed_colocation none = {.origin = "serve", .observed_at = 5, .n_members = 0, .members = m};
+    assert_int_equal(kace_store_add_observation(ctx, s, &none, NULL), KACE_ERR_INVALID);
+    kace_observed_colocation when = o;
+    when.origin_id = "t";
+    when.observed_at = NAN;
+    assert_int_equal(kace_store_add_observation(ctx, s, &when, NULL), KACE_ERR_INVALID);
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM observations"), "4");
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM observation_members"), "6");
+
+    /* Listing: by time, filtered by since, every field back. */
+    kace_observed_list *l = NULL;
+    assert_kace_ok(ctx, kace_store_list_observations(ctx, s, -INFINITY, &l));
+    assert_int_equal(l->n, 4);
+    assert_string_equal(l->items[0].origin, "slurm");
+    assert_null(l->items[0].origin_id);
+    assert_null(l->items[0].gpu);
+    assert_null(l->items[0].model);
+    assert_int_equal(l->items[0].n_members, 1);
+    assert_true(isnan(l->items[0].members[0].predicted));
+    const kace_observed_colocation *r = &l->items[2];
+    assert_string_equal(r->origin, "serve");
+    assert_string_equal(r->origin_id, "req-1");
+    assert_true(r->observed_at == 1000.5);
+    assert_string_equal(r->gpu, "H100");
+    assert_string_equal(r->model, "default");
+    assert_int_equal(r->n_members, 2);
+    assert_string_equal(r->members[0].workload, "a_batch2-inf");
+    assert_string_equal(r->members[1].workload, "b_batch8-train");
+    assert_true(r->members[0].mps_pct == 50 && r->members[0].throughput == 3.5 && r->members[0].predicted == 4.0);
+    assert_true(r->members[1].throughput == 6.25 && isnan(r->members[1].predicted));
+    assert_string_equal(l->items[3].origin, "measure");
+    kace_observed_list_free(&l);
+    assert_null(l);
+    assert_kace_ok(ctx, kace_store_list_observations(ctx, s, 1000.5, &l));
+    assert_int_equal(l->n, 2);
+    assert_string_equal(l->items[0].origin_id, "req-1");
+    kace_observed_list_free(&l);
+    assert_kace_ok(ctx, kace_store_list_observations(ctx, s, 3000, &l));
+    assert_int_equal(l->n, 0);
+    kace_observed_list_free(&l);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+/* A store of schema 2 (before observations) is upgraded in place, its data kept. */
+static void test_migrates_to_observations(void **state)
+{
+    (void)state;
+    char *path = db_path("store_migrate", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+    kace_store_close(&s);
+    sqlite3 *db = raw_open(path);
+    raw_exec(db, "DROP TABLE observation_members; DROP TABLE observations;"
+                 "UPDATE meta SET value='2' WHERE key='schema_version';");
+    sqlite3_close(db);
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    assert_counts(ctx, s, 2, 10, 0, 0, 0);
+    kace_observed_member m[1] = {{"b_batch8-train", 100, 7, NAN}};
+    kace_observed_colocation o = {.origin = "measure", .observed_at = 1, .n_members = 1, .members = m};
+    assert_kace_ok(ctx, kace_store_add_observation(ctx, s, &o, NULL));
+    kace_store_close(&s);
+    char want[16];
+    snprintf(want, sizeof want, "%d", KACE_STORE_SCHEMA_VERSION);
+    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), want);
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM observations"), "1");
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -771,6 +905,8 @@ int main(void)
         cmocka_unit_test(test_model_kind_recorded),
         cmocka_unit_test(test_import_files_in_kind_order),
         cmocka_unit_test(test_locked_store_fails_promptly),
+        cmocka_unit_test(test_observations),
+        cmocka_unit_test(test_migrates_to_observations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

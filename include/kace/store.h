@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define KACE_STORE_SCHEMA_VERSION 2
+#define KACE_STORE_SCHEMA_VERSION 3
 
 typedef struct kace_store kace_store;
 
@@ -145,6 +145,46 @@ kace_status kace_store_add_measured_run(kace_ctx *ctx, kace_store *store, const 
                                         long long *run_id);
 /* Whether a run of r's identity is stored (only the identity fields are read). */
 kace_status kace_store_has_measured_run(kace_ctx *ctx, kace_store *store, const kace_measured_run *r, bool *has);
+
+/* ---- observed colocations (the closed learning loop) -------------------- */
+
+/* One workload of an observed colocation. */
+typedef struct kace_observed_member {
+    const char *workload; /* a stored workload (profiled or added) */
+    double mps_pct;       /* 0 < mps_pct <= 100 */
+    double throughput;    /* samples/s while colocated: finite, > 0 */
+    double predicted;     /* what the model predicted (finite, >= 0), NAN if none */
+} kace_observed_member;
+
+/* A colocation seen in production: by `kace serve` (POST /v1/observations),
+ * the Slurm throughput channel or `kace measure`. */
+typedef struct kace_observed_colocation {
+    const char *origin;    /* "serve", "slurm", "measure": a short word [a-z0-9_-] */
+    const char *origin_id; /* dedupe key within origin; NULL = never a duplicate */
+    double observed_at;    /* unix seconds, finite, >= 0 */
+    const char *gpu;       /* GPU name, NULL = unknown */
+    const char *model;     /* name of the model that predicted, NULL = none */
+    size_t n_members;      /* 1..KACE_MAX_K */
+    const kace_observed_member *members;
+} kace_observed_colocation;
+
+/* Stores an observation in one transaction (a savepoint inside a caller's).
+ * Checks every field first (KACE_ERR_INVALID naming the field and member;
+ * KACE_ERR_NOT_FOUND naming an unknown workload). An observation whose
+ * (origin, origin_id) is already stored with the same members, throughputs
+ * and predictions is ignored with *added = false; with different ones it is
+ * refused (KACE_ERR_INVALID). added may be NULL. */
+kace_status kace_store_add_observation(kace_ctx *ctx, kace_store *store, const kace_observed_colocation *obs, bool *added);
+
+/* Observations owned by a list: every string points into the list. */
+typedef struct kace_observed_list {
+    size_t n;
+    kace_observed_colocation *items; /* by observed_at, then insertion order */
+} kace_observed_list;
+
+/* Every observation with observed_at >= since (-INFINITY or 0: all). */
+kace_status kace_store_list_observations(kace_ctx *ctx, kace_store *store, double since, kace_observed_list **out);
+void kace_observed_list_free(kace_observed_list **list);
 
 #ifdef __cplusplus
 }

@@ -91,6 +91,19 @@ static const char *const migrate_sql[] = {
           "CREATE TABLE IF NOT EXISTS workload_commands("
           "  workload_id INTEGER PRIMARY KEY REFERENCES workloads(id), argv TEXT NOT NULL);"
           "UPDATE meta SET value='2' WHERE key='schema_version';",
+    /* 2 -> 3 (closed learning loop): colocations observed in production by
+     * serve, Slurm or measure, with what the model had predicted. Apart from
+     * runs because they are not controlled measurements: a throughput seen
+     * under another tenant's load must not silently become training data. */
+    [2] = "CREATE TABLE IF NOT EXISTS observations("
+          "  id INTEGER PRIMARY KEY, origin TEXT NOT NULL, origin_id TEXT, observed_at REAL NOT NULL,"
+          "  gpu TEXT, model TEXT, k INTEGER NOT NULL, UNIQUE(origin, origin_id));"
+          "CREATE TABLE IF NOT EXISTS observation_members("
+          "  observation_id INTEGER NOT NULL REFERENCES observations(id), slot INTEGER NOT NULL,"
+          "  workload_id INTEGER NOT NULL REFERENCES workloads(id), mps_pct REAL NOT NULL,"
+          "  throughput REAL NOT NULL, predicted REAL, PRIMARY KEY(observation_id, slot));"
+          "CREATE INDEX IF NOT EXISTS observations_time ON observations(observed_at);"
+          "UPDATE meta SET value='3' WHERE key='schema_version';",
 };
 
 static kace_status migrate(kace_ctx *ctx, kace_store *s, int from)
@@ -1120,5 +1133,300 @@ fail:
     sqlite3_finalize(q);
 fail_done:
     exec(NULL, s, "ROLLBACK TO kace_measured; RELEASE kace_measured;");
+    return st;
+}
+
+/* ---- observed colocations ------------------------------------------------- */
+
+static bool is_origin_word(const char *w)
+{
+    if (!w || !*w || strlen(w) > 32)
+        return false;
+    for (const char *p = w; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+            return false;
+    return true;
+}
+
+static kace_status check_observation(kace_ctx *ctx, const kace_observed_colocation *o)
+{
+    if (!o)
+        return kace_fail(ctx, KACE_ERR_INVALID, "observation: none given");
+    if (!is_origin_word(o->origin))
+        return kace_fail(ctx, KACE_ERR_INVALID, "observation: origin '%s' is not a short word of [a-z0-9_-]",
+                         o->origin ? o->origin : "");
+    if (o->origin_id && (!*o->origin_id || strlen(o->origin_id) > 256))
+        return kace_fail(ctx, KACE_ERR_INVALID, "observation from %s: origin_id must be 1..256 characters", o->origin);
+    if (!isfinite(o->observed_at) || o->observed_at < 0)
+        return kace_fail(ctx, KACE_ERR_INVALID, "observation from %s: observed_at %g is not a time (unix seconds >= 0)",
+                         o->origin, o->observed_at);
+    if ((o->gpu && strlen(o->gpu) > 256) || (o->model && strlen(o->model) > 256))
+        return kace_fail(ctx, KACE_ERR_INVALID, "observation from %s: gpu or model name longer than 256", o->origin);
+    if (o->n_members < 1 || o->n_members > KACE_MAX_K || !o->members)
+        return kace_fail(ctx, KACE_ERR_INVALID, "observation from %s: %zu members (expected 1..%d)", o->origin,
+                         o->n_members, KACE_MAX_K);
+    for (size_t i = 0; i < o->n_members; i++) {
+        const kace_observed_member *m = &o->members[i];
+        if (!m->workload || !*m->workload || strlen(m->workload) >= KACE_NAME_MAX)
+            return kace_fail(ctx, KACE_ERR_INVALID, "observation from %s: member %zu: bad workload name", o->origin, i + 1);
+        if (!isfinite(m->mps_pct) || m->mps_pct <= 0 || m->mps_pct > 100)
+            return kace_fail(ctx, KACE_ERR_INVALID, "observation from %s: member %zu (%s): mps_pct %g is not in (0, 100]",
+                             o->origin, i + 1, m->workload, m->mps_pct);
+        if (!isfinite(m->throughput) || m->throughput <= 0)
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "observation from %s: member %zu (%s): throughput %g is not a finite positive number",
+                             o->origin, i + 1, m->workload, m->throughput);
+        if (!isnan(m->predicted) && (!isfinite(m->predicted) || m->predicted < 0))
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "observation from %s: member %zu (%s): predicted %g is neither NAN nor a finite number >= 0",
+                             o->origin, i + 1, m->workload, m->predicted);
+    }
+    return KACE_OK;
+}
+
+/* Whether the stored members of observation id equal o's (same order). */
+static kace_status same_observation(kace_ctx *ctx, kace_store *s, sqlite3_int64 id, const kace_observed_colocation *o,
+                                    const sqlite3_int64 *wid, bool *same)
+{
+    sqlite3_stmt *q = NULL;
+    kace_status st = prepare(ctx, s,
+                             "SELECT workload_id, mps_pct, throughput, predicted FROM observation_members "
+                             "WHERE observation_id=? ORDER BY slot",
+                             &q);
+    if (st)
+        return st;
+    sqlite3_bind_int64(q, 1, id);
+    size_t n = 0;
+    int rc;
+    *same = true;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (n >= o->n_members) {
+            *same = false;
+            n++;
+            continue;
+        }
+        const kace_observed_member *m = &o->members[n];
+        bool pred_null = sqlite3_column_type(q, 3) == SQLITE_NULL;
+        if (sqlite3_column_int64(q, 0) != wid[n] || sqlite3_column_double(q, 1) != m->mps_pct ||
+            sqlite3_column_double(q, 2) != m->throughput || pred_null != (bool)isnan(m->predicted) ||
+            (!pred_null && sqlite3_column_double(q, 3) != m->predicted))
+            *same = false;
+        n++;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE)
+        return db_fail(ctx, s, "read observation");
+    if (n != o->n_members)
+        *same = false;
+    return KACE_OK;
+}
+
+kace_status kace_store_add_observation(kace_ctx *ctx, kace_store *s, const kace_observed_colocation *o, bool *added)
+{
+    if (added)
+        *added = false;
+    kace_status st = check_observation(ctx, o);
+    if (st)
+        return st;
+    sqlite3_int64 wid[KACE_MAX_K];
+    sqlite3_stmt *q = NULL;
+    if ((st = exec(ctx, s, "SAVEPOINT kace_observe;")))
+        return st;
+    /* Known workloads only: an observation of an unprofiled job teaches nothing. */
+    if ((st = prepare(ctx, s, "SELECT id FROM workloads WHERE name=?", &q)))
+        goto fail;
+    for (size_t i = 0; i < o->n_members; i++) {
+        sqlite3_reset(q);
+        sqlite3_bind_text(q, 1, o->members[i].workload, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(q);
+        if (rc == SQLITE_DONE) {
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND,
+                           "observation from %s: member %zu: unknown workload '%s' (profile it, or register it with "
+                           "kace workload add)",
+                           o->origin, i + 1, o->members[i].workload);
+            goto fail;
+        }
+        if (rc != SQLITE_ROW) {
+            st = db_fail(ctx, s, "find workload");
+            goto fail;
+        }
+        wid[i] = sqlite3_column_int64(q, 0);
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (o->origin_id) {
+        if ((st = prepare(ctx, s, "SELECT id FROM observations WHERE origin=? AND origin_id=?", &q)))
+            goto fail;
+        sqlite3_bind_text(q, 1, o->origin, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, o->origin_id, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            sqlite3_int64 old = sqlite3_column_int64(q, 0);
+            sqlite3_finalize(q);
+            q = NULL;
+            bool same;
+            if ((st = same_observation(ctx, s, old, o, wid, &same)))
+                goto fail;
+            if (!same) {
+                st = kace_fail(ctx, KACE_ERR_INVALID,
+                               "observation %s/%s is already stored with other members or values (not replaced)",
+                               o->origin, o->origin_id);
+                goto fail;
+            }
+            return exec(ctx, s, "RELEASE kace_observe;");
+        }
+        if (rc != SQLITE_DONE) {
+            st = db_fail(ctx, s, "find observation");
+            goto fail;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if ((st = prepare(ctx, s, "INSERT INTO observations(origin, origin_id, observed_at, gpu, model, k) VALUES(?,?,?,?,?,?)",
+                      &q)))
+        goto fail;
+    sqlite3_bind_text(q, 1, o->origin, -1, SQLITE_STATIC);
+    bind_text_or_null(q, 2, o->origin_id);
+    sqlite3_bind_double(q, 3, o->observed_at);
+    bind_text_or_null(q, 4, o->gpu);
+    bind_text_or_null(q, 5, o->model);
+    sqlite3_bind_int(q, 6, (int)o->n_members);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+        st = db_fail(ctx, s, "insert observation");
+        goto fail;
+    }
+    sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
+    sqlite3_finalize(q);
+    if ((st = prepare(ctx, s,
+                      "INSERT INTO observation_members(observation_id, slot, workload_id, mps_pct, throughput, predicted) "
+                      "VALUES(?,?,?,?,?,?)",
+                      &q)))
+        goto fail;
+    for (size_t i = 0; i < o->n_members; i++) {
+        sqlite3_reset(q);
+        sqlite3_bind_int64(q, 1, id);
+        sqlite3_bind_int(q, 2, (int)i);
+        sqlite3_bind_int64(q, 3, wid[i]);
+        sqlite3_bind_double(q, 4, o->members[i].mps_pct);
+        sqlite3_bind_double(q, 5, o->members[i].throughput);
+        bind_double_or_null(q, 6, o->members[i].predicted);
+        if (sqlite3_step(q) != SQLITE_DONE) {
+            st = db_fail(ctx, s, "insert observation member");
+            goto fail;
+        }
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if ((st = exec(ctx, s, "RELEASE kace_observe;")))
+        goto fail;
+    if (added)
+        *added = true;
+    return KACE_OK;
+fail:
+    sqlite3_finalize(q);
+    exec(NULL, s, "ROLLBACK TO kace_observe; RELEASE kace_observe;");
+    return st;
+}
+
+static void free_observation(kace_observed_colocation *o)
+{
+    free((char *)o->origin);
+    free((char *)o->origin_id);
+    free((char *)o->gpu);
+    free((char *)o->model);
+    for (size_t i = 0; o->members && i < o->n_members; i++)
+        free((char *)o->members[i].workload);
+    free((kace_observed_member *)o->members);
+}
+
+void kace_observed_list_free(kace_observed_list **list)
+{
+    if (!list || !*list)
+        return;
+    for (size_t i = 0; i < (*list)->n; i++)
+        free_observation(&(*list)->items[i]);
+    free((*list)->items);
+    free(*list);
+    *list = NULL;
+}
+
+static bool dup_column(sqlite3_stmt *q, int col, const char **out)
+{
+    *out = NULL;
+    if (sqlite3_column_type(q, col) == SQLITE_NULL)
+        return true;
+    return (*out = strdup((const char *)sqlite3_column_text(q, col))) != NULL;
+}
+
+kace_status kace_store_list_observations(kace_ctx *ctx, kace_store *s, double since, kace_observed_list **out)
+{
+    *out = NULL;
+    kace_observed_list *l = calloc(1, sizeof *l);
+    if (!l)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    sqlite3_stmt *q = NULL;
+    kace_status st = prepare(ctx, s,
+                             "SELECT o.id, o.origin, o.origin_id, o.observed_at, o.gpu, o.model, o.k, m.slot, w.name, "
+                             "m.mps_pct, m.throughput, m.predicted FROM observations o "
+                             "JOIN observation_members m ON m.observation_id=o.id JOIN workloads w ON w.id=m.workload_id "
+                             "WHERE ?1 IS NULL OR o.observed_at >= ?1 ORDER BY o.observed_at, o.id, m.slot",
+                             &q);
+    if (st)
+        goto fail;
+    if (isfinite(since))
+        sqlite3_bind_double(q, 1, since);
+    size_t cap = 0;
+    sqlite3_int64 current = -1;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        sqlite3_int64 id = sqlite3_column_int64(q, 0);
+        int k = sqlite3_column_int(q, 6), slot = sqlite3_column_int(q, 7);
+        if (k < 1 || k > KACE_MAX_K || slot < 0 || slot >= k) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: observation %lld has a bad member slot %d of %d", s->path,
+                           (long long)id, slot, k);
+            goto fail;
+        }
+        if (id != current) {
+            if (l->n == cap) {
+                cap = cap ? cap * 2 : 64;
+                kace_observed_colocation *p = realloc(l->items, cap * sizeof *p);
+                if (!p)
+                    goto nomem;
+                l->items = p;
+            }
+            kace_observed_colocation *o = &l->items[l->n++];
+            memset(o, 0, sizeof *o);
+            current = id;
+            kace_observed_member *m = calloc((size_t)k, sizeof *m);
+            o->members = m;
+            if (!m)
+                goto nomem;
+            o->n_members = (size_t)k;
+            o->observed_at = sqlite3_column_double(q, 3);
+            if (!dup_column(q, 1, &o->origin) || !dup_column(q, 2, &o->origin_id) || !dup_column(q, 4, &o->gpu) ||
+                !dup_column(q, 5, &o->model))
+                goto nomem;
+        }
+        kace_observed_colocation *o = &l->items[l->n - 1];
+        kace_observed_member *m = (kace_observed_member *)&o->members[slot];
+        free((char *)m->workload);
+        if (!dup_column(q, 8, &m->workload))
+            goto nomem;
+        m->mps_pct = sqlite3_column_double(q, 9);
+        m->throughput = sqlite3_column_double(q, 10);
+        m->predicted = sqlite3_column_type(q, 11) == SQLITE_NULL ? NAN : sqlite3_column_double(q, 11);
+    }
+    if (rc != SQLITE_DONE) {
+        st = db_fail(ctx, s, "read observations");
+        goto fail;
+    }
+    sqlite3_finalize(q);
+    *out = l;
+    return KACE_OK;
+nomem:
+    st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+fail:
+    sqlite3_finalize(q);
+    kace_observed_list_free(&l);
     return st;
 }
