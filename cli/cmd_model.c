@@ -247,14 +247,26 @@ int cmd_predict(int argc, char **argv)
         rc = cli_error(ctx, st);
         goto done;
     }
+    /* A second line of defence behind the import's ranges: never print inf or nan as an answer. */
+    for (size_t i = 0; i < n_ranked && (top <= 0 || (int)i < top); i++)
+        if (!isfinite(ranked[i].predicted) || !isfinite(ranked[i].confidence) || isinf(ranked[i].exclusive_sum) ||
+            isinf(ranked[i].measured)) {
+            fprintf(stderr, "kace: the prediction for %s with %s is not a finite number (check both workloads' "
+                            "profiles: kace info)\n",
+                    target, ds->workloads[ranked[i].workload].name);
+            goto done;
+        }
     printf("partners of %s, best first (throughput sums in samples/s)\n", target);
     printf("%4s  %-36s %10s %10s %10s %10s\n", "rank", "partner", "predicted", "measured", "exclusive", "confidence");
     for (size_t i = 0; i < n_ranked && (top <= 0 || (int)i < top); i++) {
         char measured[32] = "-";
         if (!isnan(ranked[i].measured))
             snprintf(measured, sizeof measured, "%.2f", ranked[i].measured);
-        printf("%4zu  %-36s %10.2f %10s %10.2f %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
-               ranked[i].predicted, measured, ranked[i].exclusive_sum, ranked[i].confidence);
+        char exclusive[32] = "-";
+        if (!isnan(ranked[i].exclusive_sum))
+            snprintf(exclusive, sizeof exclusive, "%.2f", ranked[i].exclusive_sum);
+        printf("%4zu  %-36s %10.2f %10s %10s %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
+               ranked[i].predicted, measured, exclusive, ranked[i].confidence);
     }
     if (kace_predictor_can(kace_model_predictor(m), KACE_PRED_COVERAGE)) {
         note_outside_training(kace_model_predictor(m), ds, t);

@@ -12,6 +12,11 @@
  *    types the kind produces, names usable, numbers finite and >= 0 (NaN only
  *    where a cell may be missing), MPS % in 1..100, split fields in range,
  *    ncu values under the requested workload;
+ *  - success, what nothing may resolve silently: every value of a non-ncu
+ *    file names a metric kace stores and lies in its physical range
+ *    (kace_metric_check), with the line:col of its cell; throughputs are
+ *    > 0; no workload row, colocation (unordered in colocation files) or
+ *    split appears twice;
  *  - the origin and options change nothing but the names: both parses agree
  *    on the status and on every record (except an ncu export whose workload
  *    would be empty, which must be refused). */
@@ -65,6 +70,66 @@ static const char *const ncu_metrics[] = {
 static bool number_ok(double v, bool may_be_missing)
 {
     return isnan(v) ? may_be_missing : (isfinite(v) && v >= 0);
+}
+
+/* Members of a run in identity order: as given (raw campaigns) or sorted. */
+static void run_members(const kace_import_run *r, bool unordered, char out[KACE_MAX_K][KACE_NAME_MAX + 8])
+{
+    for (int m = 0; m < r->k; m++)
+        snprintf(out[m], KACE_NAME_MAX + 8, "%s@%d", r->workload[m], r->mps_pct[m]);
+    for (int i = 1; unordered && i < r->k; i++)
+        for (int j = i; j > 0 && strcmp(out[j - 1], out[j]) > 0; j--) {
+            char t[KACE_NAME_MAX + 8];
+            memcpy(t, out[j], sizeof t);
+            memcpy(out[j], out[j - 1], sizeof t);
+            memcpy(out[j - 1], t, sizeof t);
+        }
+}
+
+static bool same_members(const kace_import_run *a, const kace_import_run *b, bool unordered)
+{
+    if (a->k != b->k)
+        return false;
+    static char x[KACE_MAX_K][KACE_NAME_MAX + 8], y[KACE_MAX_K][KACE_NAME_MAX + 8];
+    run_members(a, unordered, x);
+    run_members(b, unordered, y);
+    for (int m = 0; m < a->k; m++)
+        if (strcmp(x[m], y[m]) != 0)
+            return false;
+    return true;
+}
+
+/* Nothing silently resolved: ranges, known metrics, no repeats (quadratic,
+ * so only on batches of fuzzer size). */
+static void check_strict(const kace_import_batch *b)
+{
+    char why[256];
+    for (size_t i = 0; b->kind != KACE_FILE_NCU && i < b->n_values; i++) {
+        const kace_profile_value *v = &b->values[i];
+        FUZZ_CHECK(kace_metric_check(v->metric, v->value, why, sizeof why) == NULL, "value %zu: %s", i, why);
+        FUZZ_CHECK(v->line >= 2 && v->col >= 1, "value %zu: at %d:%d", i, v->line, v->col);
+        for (size_t j = 0; !v->embedded && j < i && b->n_values <= 4000; j++)
+            FUZZ_CHECK(b->values[j].embedded || strcmp(b->values[j].workload, v->workload) != 0 ||
+                           strcmp(b->values[j].metric, v->metric) != 0,
+                       "value %zu: %s/%s twice", i, v->workload, v->metric);
+    }
+    for (size_t i = 0; i < b->n_runs; i++) {
+        const kace_import_run *r = &b->runs[i];
+        for (int m = 0; m < r->k; m++)
+            FUZZ_CHECK(isnan(r->throughput[m]) || (r->throughput[m] > 0 && r->throughput[m] <= kace_throughput_max()),
+                       "run %zu: throughput %g", i, r->throughput[m]);
+        for (size_t j = 0; j < i && b->n_runs <= 4000; j++)
+            FUZZ_CHECK(!same_members(&b->runs[j], r, b->kind == KACE_FILE_COLOCATIONS), "run %zu repeats run %zu", i,
+                       j);
+    }
+    for (size_t i = 0; i < b->n_splits && b->n_splits <= 4000; i++)
+        for (size_t j = 0; j < i; j++) {
+            const kace_import_split *x = &b->splits[i], *y = &b->splits[j];
+            bool same = x->n_occur == y->n_occur && x->seed == y->seed &&
+                        ((strcmp(x->workload1, y->workload1) == 0 && strcmp(x->workload2, y->workload2) == 0) ||
+                         (strcmp(x->workload1, y->workload2) == 0 && strcmp(x->workload2, y->workload1) == 0));
+            FUZZ_CHECK(!same, "split %zu repeats split %zu", i, j);
+        }
 }
 
 static void check_batch(const kace_import_batch *b, const config *c)
@@ -124,6 +189,7 @@ static void check_batch(const kace_import_batch *b, const config *c)
         FUZZ_CHECK(r->status == (measured == r->k ? KACE_RUN_OK : KACE_RUN_FAILED), "run %zu: status %d", i,
                    (int)r->status);
     }
+    check_strict(b);
     for (size_t i = 0; i < b->n_splits; i++) {
         const kace_import_split *s = &b->splits[i];
         FUZZ_CHECK(s->n_occur >= 1 && s->n_occur <= 1000, "split %zu: n_occur %d", i, s->n_occur);

@@ -195,7 +195,7 @@ expect_bad negative-throughput "$BAD/pairs-negative.csv" 7 "$(field_col "$(sed -
 {
     head -n 2 "$REF/splits.csv" | tr -d '\r'
     echo "2,10,train,bert-base-cased_batch8-train,nosuch_batch2-inf,1"
-    echo "2,10,test,nosuch_batch2-inf,bert-base-cased_batch8-train,"
+    echo "2,20,test,nosuch_batch2-inf,bert-base-cased_batch8-train,"
 } >"$BAD/splits-unknown.csv"
 expect_bad unknown-workload "$BAD/splits-unknown.csv" 3 1 "nosuch_batch2-inf"
 # A pair of two known workloads that was never measured together at all.
@@ -269,6 +269,54 @@ expect_bad raw-cell-nan "$BAD/raw-nan.csv" 3 $((${#raw_l3_head} + 1)) "tuple"
 printf '%s\n%s\n%s%s\n' 'workload1,workload2,"(LS100, BE100)","(LS10, BE90)"' "$raw_l2" "$raw_l3_head" '"(1.0, 2.0, 3.0)"' \
     >"$BAD/raw-arity.csv"
 expect_bad raw-cell-arity "$BAD/raw-arity.csv" 3 $((${#raw_l3_head} + 1)) "tuple"
+
+# ---- nothing is resolved silently: columns, repeated rows, ranges ----------
+sys="$REF/profiles/system.csv"
+# A misspelled column would become a new metric that nothing reads.
+sed '1s/sm%/smpct/' "$sys" >"$BAD/system-smpct.csv"
+expect_bad unknown-column "$BAD/system-smpct.csv" 1 "$(field_col "$(head -n1 "$BAD/system-smpct.csv")" 3)" "smpct" "sm%"
+sed '1s/w1sm%/w1smpct/' "$src" >"$BAD/pairs-smpct.csv"
+expect_bad unknown-member-column "$BAD/pairs-smpct.csv" 1 "$(field_col "$(head -n1 "$BAD/pairs-smpct.csv")" 21)" "w1smpct"
+# A column named twice: which one would win is a guess.
+sed '1s/memcap/sm%/' "$sys" >"$BAD/system-dup-column.csv"
+expect_bad duplicate-column "$BAD/system-dup-column.csv" 1 "$(field_col "$(head -n1 "$BAD/system-dup-column.csv")" 5)" \
+    "sm%" "twice"
+# A workload's row twice (another sm% the second time): both lines named.
+{ cat "$sys"; sed -n 3p "$sys" | awk -F, -v OFS=, '{ $3 = "12.5"; print }'; } >"$BAD/system-dup-row.csv"
+n=$(grep -c '' "$BAD/system-dup-row.csv")
+expect_bad duplicate-workload-row "$BAD/system-dup-row.csv" "$n" '[0-9]+' "$(sed -n 3p "$sys" | cut -d, -f1)" "line 3"
+# A pair row repeated with another throughput, members swapped (A+B is B+A).
+{ cat "$src"; sed -n 9p "$src" | awk -F, -v OFS=, '{ t = $13; $13 = $14; $14 = t; $17 = "1.25"; print }'; } \
+    >"$BAD/pairs-dup-row.csv"
+n=$(grep -c '' "$BAD/pairs-dup-row.csv")
+expect_bad duplicate-pair-row "$BAD/pairs-dup-row.csv" "$n" '[0-9]+' "line 9"
+# A split listed twice.
+{ head -n 3 "$REF/splits.csv"; sed -n 2p "$REF/splits.csv"; } | tr -d '\r' >"$BAD/splits-dup.csv"
+expect_bad duplicate-split "$BAD/splits-dup.csv" 4 1 "line 2"
+# Physical ranges: sm% = 200, an exclusive throughput of 1e308, a throughput of 0.
+awk -F, -v OFS=, 'NR == 5 { $3 = "200" } { print }' "$sys" >"$BAD/system-sm200.csv"
+expect_bad sm-over-100 "$BAD/system-sm200.csv" 5 "$(field_col "$(sed -n 5p "$BAD/system-sm200.csv")" 3)" "sm%" "200" "0..100"
+awk -F, -v OFS=, 'NR == 6 { $2 = "1e308" } { print }' "$sys" >"$BAD/system-huge.csv"
+expect_bad huge-throughput "$BAD/system-huge.csv" 6 "$(field_col "$(sed -n 6p "$BAD/system-huge.csv")" 2)" "1e+308"
+awk -F, -v OFS=, 'NR == 8 { $21 = "250" } { print }' "$src" >"$BAD/pairs-w1sm250.csv"
+expect_bad embedded-out-of-range "$BAD/pairs-w1sm250.csv" 8 "$(field_col "$(sed -n 8p "$BAD/pairs-w1sm250.csv")" 21)" "w1sm%"
+awk -F, -v OFS=, 'NR == 10 { $18 = "0" } { print }' "$src" >"$BAD/pairs-zero.csv"
+expect_bad zero-throughput "$BAD/pairs-zero.csv" 10 "$(field_col "$(sed -n 10p "$BAD/pairs-zero.csv")" 18)" "w2throughput"
+printf '%s\n%s\n%s%s\n' 'workload1,workload2,"(LS100, BE100)","(LS10, BE90)"' "$raw_l2" "$raw_l3_head" '"(0, 2.0)"' \
+    >"$BAD/raw-zero.csv"
+expect_bad raw-zero-throughput "$BAD/raw-zero.csv" 3 $((${#raw_l3_head} + 1)) "out of range"
+
+# Predict never prints inf or nan: a store written behind kace's back (no
+# import would take 1e308) makes it refuse, naming the workloads.
+case_name=predict-non-finite
+cp "$DB" "$SCRATCH/huge.db"
+T=$(sqlite3 "$DB" "SELECT name FROM workloads ORDER BY name LIMIT 1")
+sqlite3 "$SCRATCH/huge.db" "UPDATE profiles SET value = 1e308 WHERE metric IN ('exclusive_throughput', 'Threads', 'sm%')"
+"$KACE" predict --db "$SCRATCH/huge.db" --target "$T" --top 3 >"$SCRATCH/huge.out" 2>"$SCRATCH/huge.err"
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -lt 126 ] || fail "exit status $rc (expected a failure, not a crash)"
+grep -q "^kace: .*$T.*not a finite number" "$SCRATCH/huge.err" || fail "no message naming $T: $(cat "$SCRATCH/huge.err")"
+! grep -qiE '(^|[^a-z])(inf|nan)([^a-z]|$)' "$SCRATCH/huge.out" || fail "printed a non-finite number: $(cat "$SCRATCH/huge.out")"
 
 # ---- a folder where one file is bad stores nothing -------------------------
 # good.csv would add a new set with two new workloads; the bad file is empty

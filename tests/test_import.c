@@ -473,6 +473,66 @@ static void test_error_raw_and_splits(void **state)
 
 /* Every prefix of a valid file either parses or fails with a message naming
  * the origin; nothing crashes (run under the sanitizers too). */
+/* Nothing resolved silently: unknown or repeated columns, repeated rows and
+ * values outside their metric's physical range name file:line:col. */
+static void test_error_strict(void **state)
+{
+    (void)state;
+    const char *sys = "Type,Exclusive100,sm%,mem%,memcap\n";
+    const char *pairs = "workload1,workload2,w1throughput,w2throughput\n";
+    char buf[512];
+    BAD("Type,Exclusive100,smpct,mem%,memcap\na_batch2-inf,10,50,20,4\n", "s.csv", KACE_ERR_PARSE, 1, 19, "'sm%'");
+    BAD("Type,Exclusive100,bogus\na_batch2-inf,10,50\n", "s.csv", KACE_ERR_PARSE, 1, 19, "unknown column 'bogus'");
+    BAD("Type,Exclusive100,sm%,sm%\na_batch2-inf,10,50,60\n", "s.csv", KACE_ERR_PARSE, 1, 23, "twice");
+    BAD("workload1,workload2,w1throughput,w2throughput,w1_smpct\na_batch2-inf,b_batch2-inf,1,2,3\n", "p.csv",
+        KACE_ERR_PARSE, 1, 47, "w1_smpct");
+    BAD("workload1,workload2,w1throughput,w2throughput,w3_Threads\na_batch2-inf,b_batch2-inf,1,2,3\n", "p.csv",
+        KACE_ERR_PARSE, 1, 47, "member 3");
+    BAD("workload1,workload2,w1throughput,w2throughput,comment\na_batch2-inf,b_batch2-inf,1,2,x\n", "p.csv",
+        KACE_ERR_PARSE, 1, 47, "comment");
+    BAD("n_occur,seed,set,workload1,workload2,paper_fit,note\n2,10,train,a,b,1,x\n", "sp.csv", KACE_ERR_PARSE, 1, 48,
+        "note");
+    /* Repeated rows name both lines. */
+    snprintf(buf, sizeof buf, "%sa_batch2-inf,10,50,20,4\nb_batch2-inf,1,2,3,4\na_batch2-inf,10,60,20,4\n", sys);
+    BAD(buf, "s.csv", KACE_ERR_PARSE, 4, 14, "first at line 2");
+    snprintf(buf, sizeof buf, "%sa_batch2-inf,b_batch2-inf,1,2\nc_batch2-inf,b_batch2-inf,1,2\nb_batch2-inf,a_batch2-inf,3,4\n",
+             pairs);
+    BAD(buf, "p.csv", KACE_ERR_PARSE, 4, 27, "first at line 2");
+    BAD("workload,10,20\nw_batch2-inf,1.5,2\nv_batch2-inf,1,2\nw_batch2-inf,1.5,2\n", "ex.csv", KACE_ERR_PARSE, 4, 14,
+        "first at line 2");
+    BAD("workload1,workload2,\"(LS10, BE90)\"\na_batch2-inf,b_batch2-inf,\"(1, 2)\"\na_batch2-inf,b_batch2-inf,\"(3, 4)\"\n",
+        "raw.csv", KACE_ERR_PARSE, 3, 27, "first at line 2");
+    BAD("n_occur,seed,set,workload1,workload2,paper_fit\n2,10,train,a,b,1\n2,10,test,b,a,\n", "sp.csv", KACE_ERR_PARSE, 3,
+        1, "first at line 2");
+    /* Physical ranges. */
+    snprintf(buf, sizeof buf, "%sa_batch2-inf,10,200,20,4\n", sys);
+    BAD(buf, "s.csv", KACE_ERR_INVALID, 2, 17, "0..100");
+    snprintf(buf, sizeof buf, "%sa_batch2-inf,1e308,20,20,4\n", sys);
+    BAD(buf, "s.csv", KACE_ERR_INVALID, 2, 14, "Exclusive100");
+    snprintf(buf, sizeof buf, "%sa_batch2-inf,0,20,20,4\n", sys);
+    BAD(buf, "s.csv", KACE_ERR_INVALID, 2, 14, "more than 0");
+    snprintf(buf, sizeof buf, "%sa_batch2-inf,10,20,20,5000\n", sys);
+    BAD(buf, "s.csv", KACE_ERR_INVALID, 2, 23, "memcap");
+    BAD(KERNEL_HDR "1,101,3,4,5,6,w_batch2-inf\n", "k.csv", KACE_ERR_INVALID, 2, 3, "Compute (SM) Throughput");
+    BAD(KERNEL_HDR "1e300,2,3,4,5,6,w_batch2-inf\n", "k.csv", KACE_ERR_INVALID, 2, 1, "Threads");
+    snprintf(buf, sizeof buf, "%sa_batch2-inf,b_batch2-inf,0,2\n", pairs);
+    BAD(buf, "p.csv", KACE_ERR_INVALID, 2, 27, "w1throughput");
+    BAD("workload1,workload2,w1throughput,w2throughput,w2mem%\na_batch2-inf,b_batch2-inf,1,2,101\n", "p.csv",
+        KACE_ERR_INVALID, 2, 31, "w2mem%");
+    BAD("workload1,workload2,\"(LS10, BE90)\"\na_batch2-inf,b_batch2-inf,\"(0, 2)\"\n", "raw.csv", KACE_ERR_INVALID, 2,
+        27, "out of range");
+    /* Allowed: idx columns, a missing (empty) metric, CPU% above 100 (summed over cores). */
+    kace_ctx *ctx = kace_ctx_new();
+    kace_import_batch *b = parse_ok(ctx, "workload1,idx1,workload2,idx2,w1throughput,w2throughput,w1CPU%\n"
+                                         "a_batch2-inf,0,b_batch2-inf,1,1,2,724\n",
+                                    "p.csv", KACE_FILE_COLOCATIONS);
+    assert_int_equal(b->n_runs, 1);
+    assert_int_equal(b->values[0].line, 2);
+    assert_int_equal(b->values[0].col, 35);
+    kace_import_batch_free(&b);
+    kace_ctx_free(&ctx);
+}
+
 static void test_every_prefix(void **state)
 {
     (void)state;
@@ -518,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_error_shape),
         cmocka_unit_test(test_error_quoting),
         cmocka_unit_test(test_error_raw_and_splits),
+        cmocka_unit_test(test_error_strict),
         cmocka_unit_test(test_every_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

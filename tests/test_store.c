@@ -261,7 +261,7 @@ static void test_import_stats_and_idempotence(void **state)
 
     /* Splits: added, then unchanged. */
     const char *splits = SPLITS_HDR "2,10,train,a_batch2-inf,b_batch8-train,1\n"
-                                    "2,10,test,b_batch8-train,a_batch2-inf,\n"; /* unordered match */
+                                    "2,20,test,b_batch8-train,a_batch2-inf,\n"; /* unordered match */
     st = import_text(ctx, s, splits, "splits.csv");
     assert_int_equal(st.splits_added, 2);
     assert_int_equal(st.splits_unchanged, 0);

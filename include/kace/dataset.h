@@ -55,6 +55,17 @@ int kace_metric_from_name(const char *name);
 /* True when the paper aggregates this metric by mean ('%' in its name). */
 bool kace_metric_is_percent(kace_metric metric);
 
+/* The metrics the store accepts: those above plus the extra ones kace
+ * profile and the reference files record (Exclusive50, power_W, ...), each
+ * with a physical range (lib/data/metric_range.c, docs/data.md). */
+bool kace_metric_is_stored(const char *name);
+/* NULL when value is usable for metric name (NaN = missing is); otherwise
+ * writes why into buf ("sm% = 200 is out of range (a percentage: 0..100)",
+ * or "unknown metric 'x'") and returns buf. */
+const char *kace_metric_check(const char *name, double value, char *buf, size_t size);
+/* Largest throughput (samples/s) kace accepts anywhere; the least is > 0. */
+double kace_throughput_max(void);
+
 #define KACE_NAME_MAX 128
 #define KACE_MAX_K 8 /* most workloads in one colocation */
 

@@ -44,7 +44,8 @@ typedef struct kace_profile_value {
     char workload[KACE_NAME_MAX];
     char metric[KACE_METRIC_NAME_MAX];
     double value;  /* NaN = missing (an empty cell) */
-    bool embedded; /* copied from a colocation file: never overrides a profile */
+    bool embedded; /* copied from a colocation file: only fills a missing value */
+    int line, col; /* where in the file (0 = not from one cell, e.g. an ncu reduction) */
 } kace_profile_value;
 
 typedef struct kace_import_run {
@@ -53,7 +54,7 @@ typedef struct kace_import_run {
     int mps_pct[KACE_MAX_K];
     double throughput[KACE_MAX_K]; /* NaN when the run failed */
     kace_run_status status;
-    int line;                      /* source line, for messages */
+    int line, col;                 /* source line and first throughput cell, for messages */
 } kace_import_run;
 
 typedef struct kace_import_split {
@@ -78,10 +79,19 @@ typedef struct kace_import_batch {
 typedef struct kace_import_options {
     const char *workload; /* ncu exports: the workload the kernels belong to
                              (default: file basename without extension) */
+    /* Storing (kace_store_import_files): */
+    bool replace;          /* stored values that differ from the file's are
+                              replaced (the old ones kept as history);
+                              otherwise such an import is refused */
+    bool create_workloads; /* colocation rows may name workloads that are
+                              neither stored nor profiled by the same import */
 } kace_import_options;
 
 /* Parses one file. On failure *out stays NULL and the message names
- * file:line:column. */
+ * file:line:column. Refused besides malformed cells: duplicate or unknown
+ * header columns, a workload row or a colocation repeated in one file
+ * (naming both lines), values outside their metric's physical range
+ * (kace_metric_check) and throughputs that are not finite and > 0. */
 kace_status kace_import_parse_file(kace_ctx *ctx, const char *path, const kace_import_options *opt,
                                    kace_import_batch **out);
 /* Same, from memory; origin is the name used in messages and for the set. */

@@ -84,6 +84,270 @@ static kace_status check_width(kace_ctx *ctx, const kace_csv *csv, size_t expect
                          csv->n_fields, expected);
 }
 
+/* A header names each column once: otherwise which one wins is a guess. */
+static kace_status check_header_unique(kace_ctx *ctx, const kace_csv *h)
+{
+    for (size_t i = 1; i < h->n_fields; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(h->fields[i], h->fields[j]) == 0)
+                return kace_csv_fail(ctx, h, i, KACE_ERR_PARSE, "column '%.60s' appears twice (also column %d)",
+                                     h->fields[i], h->field_col[j]);
+    return KACE_OK;
+}
+
+/* "sm%" -> "smpct", "Memory Throughput" -> "memorythroughput": the shape a
+ * typo usually keeps, to suggest the metric that was meant. */
+static void loose_name(const char *in, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; *in && n + 4 < size; in++) {
+        if (*in == '%') {
+            memcpy(out + n, "pct", 3);
+            n += 3;
+        } else if (isalnum((unsigned char)*in)) {
+            out[n++] = (char)tolower((unsigned char)*in);
+        }
+    }
+    out[n] = '\0';
+}
+
+static const char *suggest_metric(const char *column)
+{
+    static const char *const known[] = {"Threads", "Compute (SM) Throughput", "DRAM Throughput", "Memory Throughput",
+                                        "Registers", "Static Shared Memory", "exclusive_throughput", "Exclusive100",
+                                        "Exclusive50", "sm%", "mem%", "memcap", "CPU%", "MainMem%", "AvgCPU", "AvgMem",
+                                        "PCIe read bandwidth", "PCIe write bandwidth", "Short_Kernel", "avg_Thread",
+                                        "Long_Kernel", "ave_Kernel_Length", "long/short_Ratio"};
+    char want[KACE_METRIC_NAME_MAX], have[KACE_METRIC_NAME_MAX];
+    loose_name(column, want, sizeof want);
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+        loose_name(known[i], have, sizeof have);
+        if (strcmp(want, have) == 0)
+            return known[i];
+    }
+    return NULL;
+}
+
+/* A metric column must name a metric kace stores: a misspelled one would
+ * otherwise become a new metric that nothing reads. */
+static kace_status check_metric_column(kace_ctx *ctx, const kace_csv *h, size_t i, const char *metric)
+{
+    if (kace_metric_is_stored(canonical_metric(metric)))
+        return KACE_OK;
+    const char *near = suggest_metric(metric);
+    if (near)
+        return kace_csv_fail(ctx, h, i, KACE_ERR_PARSE, "unknown column '%.60s' (did you mean '%s'?)", h->fields[i],
+                             near);
+    return kace_csv_fail(ctx, h, i, KACE_ERR_PARSE,
+                         "unknown column '%.60s' (not a metric kace stores; the list is in docs/data.md)", h->fields[i]);
+}
+
+/* Reads a metric cell: a number (empty = missing) within the metric's range. */
+static kace_status metric_cell(kace_ctx *ctx, const kace_csv *csv, size_t i, const char *column, const char *metric,
+                               double *v)
+{
+    kace_status st = kace_csv_number(ctx, csv, i, column, KACE_CSV_EMPTY_IS_MISSING | KACE_CSV_NONNEGATIVE, v);
+    if (st)
+        return st;
+    char why[200];
+    if (kace_metric_check(metric, *v, why, sizeof why))
+        return kace_csv_fail(ctx, csv, i, KACE_ERR_INVALID, "column '%.60s': %s", column, why);
+    return KACE_OK;
+}
+
+/* A colocation's throughput: finite, > 0 (a failed run has no row). */
+static kace_status throughput_cell(kace_ctx *ctx, const kace_csv *csv, size_t i, const char *column, double *v)
+{
+    kace_status st = kace_csv_number(ctx, csv, i, column, KACE_CSV_NONNEGATIVE, v);
+    if (st)
+        return st;
+    if (*v <= 0 || *v > kace_throughput_max())
+        return kace_csv_fail(ctx, csv, i, KACE_ERR_INVALID,
+                             "column '%.60s': throughput %g is out of range (samples/s: more than 0..%g)", column, *v,
+                             kace_throughput_max());
+    return KACE_OK;
+}
+
+static kace_status add_value_at(kace_ctx *ctx, kace_import_batch *b, const kace_csv *csv, size_t i,
+                                const char *workload, const char *metric, double v, bool embedded)
+{
+    kace_status st = kace_batch_add_value(ctx, b, workload, metric, v, embedded);
+    if (!st) {
+        b->values[b->n_values - 1].line = csv->field_line[i];
+        b->values[b->n_values - 1].col = csv->field_col[i];
+    }
+    return st;
+}
+
+/* ---- one thing per file: repeated rows are errors ------------------------ */
+
+static int cmp_value_ptr(const void *a, const void *b)
+{
+    const kace_profile_value *x = *(const kace_profile_value *const *)a, *y = *(const kace_profile_value *const *)b;
+    int c = strcmp(x->workload, y->workload);
+    if (!c)
+        c = strcmp(x->metric, y->metric);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* A workload's row appears once in a profile file (embedded values of
+ * colocation files repeat by design and are left out). */
+static kace_status check_value_rows(kace_ctx *ctx, const kace_import_batch *b)
+{
+    size_t n = 0;
+    const kace_profile_value **v = malloc((b->n_values ? b->n_values : 1) * sizeof *v);
+    if (!v)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < b->n_values; i++)
+        if (!b->values[i].embedded)
+            v[n++] = &b->values[i];
+    qsort(v, n, sizeof *v, cmp_value_ptr);
+    const kace_profile_value *first = NULL, *again = NULL;
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(v[i]->workload, v[i - 1]->workload) == 0 && strcmp(v[i]->metric, v[i - 1]->metric) == 0 &&
+            (!again || v[i]->line < again->line)) {
+            first = v[i - 1];
+            again = v[i];
+        }
+    free(v);
+    if (again)
+        return kace_fail(ctx, KACE_ERR_PARSE,
+                         "%s:%d:%d: workload '%s' has a second row here (first at line %d; one row per workload)",
+                         b->origin, again->line, again->col, again->workload, first->line);
+    return KACE_OK;
+}
+
+typedef struct run_ref {
+    const kace_import_run *r;
+    unsigned char order[KACE_MAX_K]; /* member order used for identity */
+} run_ref;
+
+static int member_order_cmp(const kace_import_run *r, int a, int b)
+{
+    int c = strcmp(r->workload[a], r->workload[b]);
+    return c ? c : r->mps_pct[a] - r->mps_pct[b];
+}
+
+static int cmp_run_ref(const void *a, const void *b)
+{
+    const run_ref *x = a, *y = b;
+    if (x->r->k != y->r->k)
+        return x->r->k - y->r->k;
+    for (int m = 0; m < x->r->k; m++) {
+        int c = strcmp(x->r->workload[x->order[m]], y->r->workload[y->order[m]]);
+        if (!c)
+            c = x->r->mps_pct[x->order[m]] - y->r->mps_pct[y->order[m]];
+        if (c)
+            return c;
+    }
+    return (x->r->line > y->r->line) - (x->r->line < y->r->line);
+}
+
+/* A colocation appears once per file. In a colocation file members are
+ * unordered (A+B is B+A); in a raw campaign the row's order is the split's
+ * (LS, BE) roles, so only the same ordered row is a repeat. */
+static kace_status check_run_rows(kace_ctx *ctx, const kace_import_batch *b, bool unordered)
+{
+    if (b->n_runs < 2)
+        return KACE_OK;
+    run_ref *v = malloc(b->n_runs * sizeof *v);
+    if (!v)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < b->n_runs; i++) {
+        const kace_import_run *r = &b->runs[i];
+        v[i].r = r;
+        for (int m = 0; m < r->k; m++) {
+            int j = m;
+            v[i].order[j] = (unsigned char)m;
+            while (unordered && j > 0 && member_order_cmp(r, v[i].order[j - 1], v[i].order[j]) > 0) {
+                unsigned char t = v[i].order[j - 1];
+                v[i].order[j - 1] = v[i].order[j];
+                v[i].order[j] = t;
+                j--;
+            }
+        }
+    }
+    qsort(v, b->n_runs, sizeof *v, cmp_run_ref);
+    const kace_import_run *first = NULL, *again = NULL;
+    for (size_t i = 1; i < b->n_runs; i++) {
+        const run_ref *x = &v[i - 1], *y = &v[i];
+        bool same = x->r->k == y->r->k;
+        for (int m = 0; same && m < x->r->k; m++)
+            same = strcmp(x->r->workload[x->order[m]], y->r->workload[y->order[m]]) == 0 &&
+                   x->r->mps_pct[x->order[m]] == y->r->mps_pct[y->order[m]];
+        if (same && y->r->line != x->r->line && (!again || y->r->line < again->line)) {
+            first = x->r;
+            again = y->r;
+        }
+    }
+    free(v);
+    if (again) {
+        char members[KACE_MAX_K * (KACE_NAME_MAX + 8)];
+        size_t at = 0;
+        for (int m = 0; m < again->k && at < sizeof members; m++)
+            at += (size_t)snprintf(members + at, sizeof members - at, "%s%s@%d", m ? " + " : "", again->workload[m],
+                                   again->mps_pct[m]);
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: colocation %s is measured again here (first at line %d)",
+                         b->origin, again->line, again->col, members, first->line);
+    }
+    return KACE_OK;
+}
+
+static int split_cmp_names(const kace_import_split *s, const char **lo, const char **hi)
+{
+    bool swap = strcmp(s->workload1, s->workload2) > 0;
+    *lo = swap ? s->workload2 : s->workload1;
+    *hi = swap ? s->workload1 : s->workload2;
+    return 0;
+}
+
+static int cmp_split_ptr(const void *a, const void *b)
+{
+    const kace_import_split *x = *(const kace_import_split *const *)a, *y = *(const kace_import_split *const *)b;
+    if (x->n_occur != y->n_occur)
+        return x->n_occur - y->n_occur;
+    if (x->seed != y->seed)
+        return x->seed < y->seed ? -1 : 1;
+    const char *xl, *xh, *yl, *yh;
+    split_cmp_names(x, &xl, &xh);
+    split_cmp_names(y, &yl, &yh);
+    int c = strcmp(xl, yl);
+    if (!c)
+        c = strcmp(xh, yh);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* A pair is listed once per (n_occur, seed). */
+static kace_status check_split_rows(kace_ctx *ctx, const kace_import_batch *b)
+{
+    if (b->n_splits < 2)
+        return KACE_OK;
+    const kace_import_split **v = malloc(b->n_splits * sizeof *v);
+    if (!v)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < b->n_splits; i++)
+        v[i] = &b->splits[i];
+    qsort(v, b->n_splits, sizeof *v, cmp_split_ptr);
+    const kace_import_split *first = NULL, *again = NULL;
+    for (size_t i = 1; i < b->n_splits; i++) {
+        const char *al, *ah, *bl, *bh;
+        split_cmp_names(v[i - 1], &al, &ah);
+        split_cmp_names(v[i], &bl, &bh);
+        if (v[i]->n_occur == v[i - 1]->n_occur && v[i]->seed == v[i - 1]->seed && strcmp(al, bl) == 0 &&
+            strcmp(ah, bh) == 0 && (!again || v[i]->line < again->line)) {
+            first = v[i - 1];
+            again = v[i];
+        }
+    }
+    free(v);
+    if (again)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: pair (%s, %s) of n_occur %d seed %d is listed again here "
+                         "(first at line %d)",
+                         b->origin, again->line, again->workload1, again->workload2, again->n_occur, again->seed,
+                         first->line);
+    return KACE_OK;
+}
+
 /* ---- profile files: one workload per row ------------------------------- */
 
 static kace_status parse_profile_rows(kace_ctx *ctx, kace_csv *csv, const kace_csv *hdr, int name_col,
@@ -94,7 +358,8 @@ static kace_status parse_profile_rows(kace_ctx *ctx, kace_csv *csv, const kace_c
     size_t width = hdr->n_fields;
     for (size_t i = 0; i < width; i++) {
         char metric[KACE_METRIC_NAME_MAX];
-        if ((int)i != name_col && (st = kace_csv_name(ctx, hdr, i, "header", metric, sizeof metric)))
+        if ((int)i != name_col && ((st = kace_csv_name(ctx, hdr, i, "header", metric, sizeof metric)) ||
+                                   (st = check_metric_column(ctx, hdr, i, hdr->fields[i]))))
             return st;
     }
     while ((st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
@@ -107,12 +372,10 @@ static kace_status parse_profile_rows(kace_ctx *ctx, kace_csv *csv, const kace_c
             if ((int)i == name_col)
                 continue;
             double v;
-            if ((st = kace_csv_number(ctx, csv, i, hdr->fields[i], KACE_CSV_EMPTY_IS_MISSING | KACE_CSV_NONNEGATIVE,
-                                      &v)))
-                return st;
             char metric[KACE_METRIC_NAME_MAX];
             snprintf(metric, sizeof metric, "%s%s", metric_prefix, canonical_metric(hdr->fields[i]));
-            if ((st = kace_batch_add_value(ctx, b, workload, metric, v, false)))
+            if ((st = metric_cell(ctx, csv, i, hdr->fields[i], metric, &v)) ||
+                (st = add_value_at(ctx, b, csv, i, workload, metric, v, false)))
                 return st;
         }
     }
@@ -168,6 +431,35 @@ static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_cs
     }
     size_t width = hdr->n_fields;
     kace_status st;
+    /* Every column is a member's name, id, throughput, MPS % or metric. */
+    for (size_t c = 0; c < width; c++) {
+        const char *col = hdr->fields[c], *rest = NULL;
+        char *end = NULL;
+        long i = 0;
+        if (strncmp(col, "workload", 8) == 0 || strncmp(col, "idx", 3) == 0) {
+            const char *digits = col + (col[0] == 'w' ? 8 : 3);
+            i = strtol(digits, &end, 10);
+            if (end != digits && !*end && i >= 1 && i <= k)
+                continue;
+            return kace_csv_fail(ctx, hdr, c, KACE_ERR_PARSE, "unknown column '%.60s' (this file has workload1..%d)",
+                                 col, k);
+        }
+        int m = member_column(col, &rest);
+        if (m >= 1 && m <= k && *rest) {
+            if ((int)c == thr_col[m - 1] || (int)c == pct_col[m - 1])
+                continue;
+            if ((st = check_metric_column(ctx, hdr, c, rest)))
+                return st;
+            continue;
+        }
+        if (m > k)
+            return kace_csv_fail(ctx, hdr, c, KACE_ERR_PARSE,
+                                 "column '%.60s' is about member %d, but this file has workload1..%d", col, m, k);
+        return kace_csv_fail(ctx, hdr, c, KACE_ERR_PARSE,
+                             "unknown column '%.60s' (expected workload<i>, idx<i>, w<i>throughput, w<i>mps_pct or "
+                             "w<i>_<metric>)",
+                             col);
+    }
     bool has = false;
     while ((st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
         if ((st = check_width(ctx, csv, width)))
@@ -176,13 +468,13 @@ static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_cs
         memset(&run, 0, sizeof run);
         run.k = k;
         run.line = csv->record_line;
+        run.col = csv->field_col[thr_col[0]];
         run.status = KACE_RUN_OK;
         for (int i = 0; i < k; i++) {
             if ((st = kace_csv_name(ctx, csv, (size_t)name_col[i], hdr->fields[name_col[i]], run.workload[i],
                                     KACE_NAME_MAX)))
                 return st;
-            if ((st = kace_csv_number(ctx, csv, (size_t)thr_col[i], hdr->fields[thr_col[i]], KACE_CSV_NONNEGATIVE,
-                                      &run.throughput[i])))
+            if ((st = throughput_cell(ctx, csv, (size_t)thr_col[i], hdr->fields[thr_col[i]], &run.throughput[i])))
                 return st;
             run.mps_pct[i] = 100;
             if (pct_col[i] >= 0) {
@@ -199,10 +491,8 @@ static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_cs
             if (m < 1 || m > k || (int)c == thr_col[m - 1] || (int)c == pct_col[m - 1] || !*rest)
                 continue;
             double v;
-            if ((st = kace_csv_number(ctx, csv, c, hdr->fields[c], KACE_CSV_EMPTY_IS_MISSING | KACE_CSV_NONNEGATIVE,
-                                      &v)))
-                return st;
-            if ((st = kace_batch_add_value(ctx, b, run.workload[m - 1], canonical_metric(rest), v, true)))
+            if ((st = metric_cell(ctx, csv, c, hdr->fields[c], canonical_metric(rest), &v)) ||
+                (st = add_value_at(ctx, b, csv, c, run.workload[m - 1], canonical_metric(rest), v, true)))
                 return st;
         }
         if ((st = kace_batch_add_run(ctx, b, &run)))
@@ -327,7 +617,15 @@ static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_c
                 goto done;
             }
             int measured = 0;
+            run.col = csv->field_col[c];
             for (int i = 0; i < k; i++) {
+                if (!isnan(v[i]) && (v[i] <= 0 || v[i] > kace_throughput_max())) {
+                    st = kace_csv_fail(ctx, csv, c, KACE_ERR_INVALID,
+                                       "cell '%.60s': throughput %g of workload%d is out of range (samples/s: more than "
+                                       "0..%g; None for a run that failed)",
+                                       csv->fields[c], v[i], i + 1, kace_throughput_max());
+                    goto done;
+                }
                 run.throughput[i] = v[i];
                 run.mps_pct[i] = pcts[c][i];
                 measured += !isnan(v[i]);
@@ -371,12 +669,10 @@ static kace_status parse_exclusive_by_mps(kace_ctx *ctx, kace_csv *csv, const ka
             return st;
         for (size_t c = 1; c < csv->n_fields; c++) {
             double v;
-            if ((st = kace_csv_number(ctx, csv, c, hdr->fields[c], KACE_CSV_EMPTY_IS_MISSING | KACE_CSV_NONNEGATIVE,
-                                      &v)))
-                return st;
             char metric[KACE_METRIC_NAME_MAX];
             snprintf(metric, sizeof metric, "exclusive_mps%s", hdr->fields[c]);
-            if ((st = kace_batch_add_value(ctx, b, workload, metric, v, false)))
+            if ((st = metric_cell(ctx, csv, c, hdr->fields[c], metric, &v)) ||
+                (st = add_value_at(ctx, b, csv, c, workload, metric, v, false)))
                 return st;
         }
     }
@@ -393,6 +689,17 @@ static kace_status parse_splits(kace_ctx *ctx, kace_csv *csv, const kace_csv *hd
         if ((at[i] = header_find(hdr, cols[i])) < 0)
             return kace_csv_fail(ctx, hdr, 0, KACE_ERR_PARSE, "missing column '%s' (a splits file needs "
                                  "n_occur,seed,set,workload1,workload2,paper_fit)", cols[i]);
+    if (hdr->n_fields > 6)
+        for (size_t c = 0; c < hdr->n_fields; c++) {
+            bool known = false;
+            for (int i = 0; i < 6; i++)
+                known |= at[i] == (int)c;
+            if (!known)
+                return kace_csv_fail(ctx, hdr, c, KACE_ERR_PARSE,
+                                     "unknown column '%.60s' (a splits file has n_occur,seed,set,workload1,workload2,"
+                                     "paper_fit)",
+                                     hdr->fields[c]);
+        }
     kace_status st;
     bool has = false;
     while ((st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
@@ -515,6 +822,8 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
                            hdr.fields[0]);
         goto fail;
     }
+    if (b->kind != KACE_FILE_NCU && (st = check_header_unique(ctx, &hdr)))
+        goto fail;
     /* The data reader continues right after the header. */
     csv.pos = hdr.pos;
     csv.line = hdr.line;
@@ -549,6 +858,12 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
     case KACE_FILE_UNKNOWN:
         break;
     }
+    if (!st && b->kind != KACE_FILE_NCU)
+        st = check_value_rows(ctx, b);
+    if (!st)
+        st = check_run_rows(ctx, b, b->kind == KACE_FILE_COLOCATIONS);
+    if (!st)
+        st = check_split_rows(ctx, b);
     if (st)
         goto fail;
     if (b->n_values == 0 && b->n_runs == 0 && b->n_splits == 0) {
