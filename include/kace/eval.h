@@ -9,6 +9,7 @@
 #define KACE_EVAL_H
 
 #include "kace/policy.h"
+#include "kace/protocol.h"
 #include "kace/store.h"
 
 #ifdef __cplusplus
@@ -89,6 +90,38 @@ typedef struct kace_confidence_check {
  * rows pooled (NaN without the slowdown model). */
 kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,
                              kace_target_score *out[2], size_t *n_out, kace_confidence_check *check);
+
+/* ---- any protocol (include/kace/protocol.h) ----------------------------- */
+
+typedef struct kace_fold_result {
+    size_t n_train, n_test;
+    kace_target_score *targets;      /* one per scored target of the fold */
+    size_t n_targets;
+    double score[KACE_N_POLICIES];   /* mean over the fold's targets */
+    double slowdown_mae_pct;         /* per-member |predicted - measured| in % of exclusive, test rows */
+    double fit_seconds;              /* all models of the fold */
+} kace_fold_result;
+
+typedef struct kace_protocol_result {
+    kace_fold_result *folds;         /* one per fold, in fold order */
+    size_t n_folds;
+    /* Per policy: the mean of the fold means and the half-width of its 95%
+     * t-interval over folds (kace_mean_ci95; NaN with fewer than 2 folds). */
+    double mean[KACE_N_POLICIES], ci95[KACE_N_POLICIES];
+    double mae_mean, mae_ci95;       /* the same for slowdown_mae_pct */
+    /* Per target: its scores averaged over the folds that scored it
+     * (n_candidates summed), by workload name. */
+    kace_target_score *targets;
+    size_t n_targets;
+} kace_protocol_result;
+
+/* Fits the models opt asks for on each fold's training rows only and scores
+ * every target of the fold among its candidates (opt->mode chooses the
+ * normalization: paper = candidates' own statistics, clean = training's).
+ * The fold's index seeds its fits. */
+kace_status kace_eval_folds(kace_ctx *ctx, const kace_dataset *ds, const kace_folds *folds,
+                            const kace_eval_options *opt, kace_protocol_result **out);
+void kace_protocol_result_free(kace_protocol_result **r);
 
 /* Means over seeds for each n_occur: means[n_occur][policy]. */
 double kace_eval_mean(const kace_split_results *r, int n_occur, kace_policy p);

@@ -680,3 +680,131 @@ kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_e
     *n_out = n_targets;
     return KACE_OK;
 }
+
+/* ---- any protocol's folds ------------------------------------------------ */
+
+typedef struct folds_job {
+    const kace_dataset *ds;
+    const kace_folds *folds;
+    const kace_eval_options *opt;
+    kace_fold_result *items;
+} folds_job;
+
+static kace_status fold_task(kace_ctx *ctx, void *arg, size_t t)
+{
+    folds_job *job = arg;
+    const kace_fold *fold = &job->folds->items[t];
+    kace_fold_result *r = &job->items[t];
+    r->n_train = fold->n_train;
+    r->n_test = fold->n_test;
+    r->slowdown_mae_pct = NAN;
+    for (int p = 0; p < KACE_N_POLICIES; p++)
+        r->score[p] = NAN;
+    fitted f = {0};
+    /* Only the fold's training rows reach the fitting code. */
+    kace_status st = fit_models(ctx, job->ds, fold->train, fold->n_train, job->opt, (uint64_t)t + 1, &f);
+    if (st) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+        return kace_fail(ctx, st, "%s: %s", fold->label, msg);
+    }
+    r->fit_seconds = f.kace_seconds + f.xu_seconds + f.slowdown_seconds;
+    kace_norm norm = job->opt->mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN;
+    /* score_targets takes every target with a candidate; the fold lists
+     * only those with enough of them. */
+    if ((st = score_targets(ctx, job->ds, &f, norm, fold->targets, fold->n_targets, fold->test, fold->n_test,
+                            &r->targets, &r->n_targets)) ||
+        (f.slowdown && (st = member_mae(ctx, job->ds, f.slowdown, fold->test, fold->n_test, &r->slowdown_mae_pct))))
+        goto done;
+    mean_scores(r->targets, r->n_targets, r->score);
+done:
+    fitted_free(&f);
+    return st;
+}
+
+void kace_protocol_result_free(kace_protocol_result **r)
+{
+    if (!r || !*r)
+        return;
+    for (size_t i = 0; i < (*r)->n_folds; i++)
+        free((*r)->folds[i].targets);
+    free((*r)->folds);
+    free((*r)->targets);
+    free(*r);
+    *r = NULL;
+}
+
+/* Per-target means over the folds that scored each target, by name. */
+static kace_status target_means(kace_ctx *ctx, const kace_dataset *ds, kace_protocol_result *res)
+{
+    size_t nw = ds->n_workloads ? ds->n_workloads : 1;
+    int *count = calloc(nw, sizeof *count), *targets = NULL;
+    kace_target_score *sum = calloc(nw, sizeof *sum);
+    size_t n_targets = 0;
+    kace_status st = KACE_OK;
+    if (!count || !sum) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t f = 0; f < res->n_folds; f++)
+        for (size_t i = 0; i < res->folds[f].n_targets; i++) {
+            const kace_target_score *ts = &res->folds[f].targets[i];
+            count[ts->target]++;
+            sum[ts->target].n_candidates += ts->n_candidates;
+            for (int p = 0; p < KACE_N_POLICIES; p++)
+                sum[ts->target].score[p] += ts->score[p];
+        }
+    if ((st = list_targets(ctx, ds, &targets, &n_targets)))
+        goto done;
+    res->targets = calloc(n_targets ? n_targets : 1, sizeof *res->targets);
+    if (!res->targets) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n_targets; i++) {
+        int w = targets[i];
+        if (!count[w])
+            continue;
+        kace_target_score *ts = &res->targets[res->n_targets++];
+        *ts = sum[w];
+        ts->target = w;
+        for (int p = 0; p < KACE_N_POLICIES; p++)
+            ts->score[p] /= count[w];
+    }
+done:
+    free(count);
+    free(sum);
+    free(targets);
+    return st;
+}
+
+kace_status kace_eval_folds(kace_ctx *ctx, const kace_dataset *ds, const kace_folds *folds,
+                            const kace_eval_options *opt, kace_protocol_result **out)
+{
+    *out = NULL;
+    kace_protocol_result *res = calloc(1, sizeof *res);
+    double *v = malloc((folds->n ? folds->n : 1) * sizeof *v);
+    kace_status st = KACE_OK;
+    if (!res || !v || !(res->folds = calloc(folds->n ? folds->n : 1, sizeof *res->folds))) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    res->n_folds = folds->n;
+    folds_job job = {ds, folds, opt, res->folds};
+    if ((st = run_tasks(ctx, opt->n_threads, folds->n, fold_task, &job)) || (st = target_means(ctx, ds, res)))
+        goto done;
+    for (int p = 0; p < KACE_N_POLICIES; p++) {
+        for (size_t f = 0; f < folds->n; f++)
+            v[f] = res->folds[f].score[p];
+        kace_mean_ci95(v, folds->n, &res->mean[p], &res->ci95[p]);
+    }
+    for (size_t f = 0; f < folds->n; f++)
+        v[f] = res->folds[f].slowdown_mae_pct;
+    kace_mean_ci95(v, folds->n, &res->mae_mean, &res->mae_ci95);
+    *out = res;
+    res = NULL;
+done:
+    kace_protocol_result_free(&res);
+    free(v);
+    return st;
+}
