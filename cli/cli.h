@@ -73,8 +73,17 @@ typedef struct eval_request {
     bool without_slowdown;         /* leave kace's model out (the paper's policies only) */
     bool figures;
     bool groups, splits;           /* kace eval --groups --splits: the beyond-pairs sections only */
+    /* kace eval --protocol (cmd_eval_protocol.c); pairs_set is the set evaluated. */
+    int protocol;                  /* a kace_protocol; -1 or paper: the paper's experiments above */
+    const char *train_set;         /* NULL: train on the evaluated set's own rows */
+    const char *targets;           /* comma-separated workload names, NULL: every one */
+    const char *candidates;        /* a candidate-list file, NULL: every colocation */
+    int folds;                     /* kfold: K */
+    unsigned long long seed;       /* kfold: the shuffle */
+    bool csv;                      /* print one CSV instead of the tables */
 } eval_request;
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);
+int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req);
 
 /* Beyond pairs (cmd_beyond.c): best k-way group, MPS split advice, and
  * their evaluation sections. */

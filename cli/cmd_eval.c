@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "figures.h"
+#include "kace/protocol.h"
 
 static const kace_policy shown[] = {KACE_POL_SLOWDOWN, KACE_POL_KACE, KACE_POL_XU,  KACE_POL_BEST_RULE,
                                     KACE_POL_MEMCAP,   KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
@@ -373,6 +374,7 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     size_t n_unseen = 0, n_three = 0;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
+    bool splits_misfit = false;
     if (req->out_dir && cli_mkdirs(req->out_dir) != 0) {
         fprintf(stderr, "kace: cannot create %s\n", req->out_dir);
         return EXIT_FAILURE_RUN;
@@ -387,8 +389,19 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         goto done;
     }
     if ((st = kace_store_load_splits(ctx, store, pairs, &splits))) {
-        rc = cli_error(ctx, st);
-        goto done;
+        if (st != KACE_ERR_NOT_FOUND) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        /* The published splits belong to another pair set: the studies
+         * that need no splits still run. */
+        printf("(the published splits do not fit set '%s': %s; skipping the training-size study)\n",
+               req->pairs_set, kace_errmsg(ctx));
+        splits_misfit = true;
+        if (!(splits = calloc(1, sizeof *splits))) {
+            fprintf(stderr, "kace: out of memory\n");
+            goto done;
+        }
     }
     if ((st = kace_store_load_dataset(ctx, store, req->triples_set, false, &triples))) {
         rc = cli_error(ctx, st);
@@ -441,7 +454,7 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
             if (req->figures && req->out_dir)
                 figures_splits(req->out_dir, mode_name, res, req->with_xu);
             kace_split_results_free(&res);
-        } else {
+        } else if (!splits_misfit) {
             printf("\n(no published splits in the store: skipping the training-size study)\n");
         }
 
@@ -478,7 +491,8 @@ int cmd_eval(int argc, char **argv)
 {
     const char *db = cli_default_db(), *mode = "both";
     eval_request req = {.out_dir = "kace-eval", .pairs_set = "pairs", .triples_set = "triples", .with_xu = true,
-                        .xu_iter = 10, .figures = true, .kace_seeds = 1};
+                        .xu_iter = 10, .figures = true, .kace_seeds = 1, .protocol = -1, .folds = 5};
+    bool mode_given = false;
     static const struct option longopts[] = {
         {"db", required_argument, 0, 'd'},     {"mode", required_argument, 0, 'm'},
         {"out", required_argument, 0, 'o'},    {"no-xu", no_argument, 0, 'X'},
@@ -490,6 +504,10 @@ int cmd_eval(int argc, char **argv)
         {"kace-monotone", required_argument, 0, 'N'}, {"kace-seed", required_argument, 0, 'Y'},
         {"kace-seeds", required_argument, 0, 'Z'},
         {"groups", no_argument, 0, 'G'},       {"splits", no_argument, 0, 'S'},
+        {"protocol", required_argument, 0, 1}, {"set", required_argument, 0, 'p'},
+        {"train-set", required_argument, 0, 2}, {"targets", required_argument, 0, 3},
+        {"candidates", required_argument, 0, 4}, {"folds", required_argument, 0, 5},
+        {"seed", required_argument, 0, 6},     {"csv", no_argument, 0, 7},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     kace_slowdown_params_default(&req.slowdown);
     int c;
@@ -497,8 +515,25 @@ int cmd_eval(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:GSQN:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
-        case 'm': mode = optarg; break;
-        case 'o': req.out_dir = optarg; break;
+        case 'm': mode = optarg; mode_given = true; break;
+        case 1:
+            if ((req.protocol = kace_protocol_from_name(optarg)) < 0)
+                return cli_usage("eval", "--protocol must be paper, leave-family-out, leave-workload-out, "
+                                         "leave-batch-size-out or kfold");
+            break;
+        case 2: req.train_set = optarg; break;
+        case 3: req.targets = optarg; break;
+        case 4: req.candidates = optarg; break;
+        case 5: if (!cli_int("eval", "folds", optarg, 2, 1000, &req.folds)) return EXIT_USAGE; break;
+        case 6: {
+            double seed;
+            if (!cli_parse_number(optarg, 0, 9007199254740992.0, true, &seed))
+                return cli_usage("eval", "--seed: '%s' is not a whole number >= 0", optarg);
+            req.seed = (unsigned long long)seed;
+            break;
+        }
+        case 7: req.csv = true; break;
+        case 'o': req.out_dir = optarg[0] ? optarg : NULL; break; /* --out "": print only */
         case 'X': req.with_xu = false; break;
         case 'i': if (!cli_int("eval", "xu-iter", optarg, 1, 10000, &req.xu_iter)) return EXIT_USAGE; break;
         case 'T': if (!cli_number("eval", "xu-trees", optarg, 0, 1, &req.xu_tree_scale)) return EXIT_USAGE; break;
@@ -549,11 +584,23 @@ int cmd_eval(int argc, char **argv)
                    "--kace-seed S seeds the trees' row subsampling and the CV folds (default 0); --kace-seeds N\n"
                    "reports kace's scores as the mean over seeds S .. S+N-1 (default 1).\n"
                    "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
-                   "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out).\n");
+                   "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out).\n"
+                   "--protocol P evaluates set S (--set, any k) under another protocol (docs/eval.md):\n"
+                   "  paper (the above, default), leave-family-out, leave-workload-out, leave-batch-size-out,\n"
+                   "  kfold [--folds K] [--seed S]; --targets A,B scores only those workloads; --candidates FILE\n"
+                   "  chooses only among the listed measured colocations (one per line, names comma-separated);\n"
+                   "  --train-set T fits on set T only (e.g. pairs-only models choosing among triples);\n"
+                   "  --csv prints one CSV (folds, mean, 95%% t-interval over folds, targets). Mode: clean unless given.\n");
             return EXIT_OK;
         default: return cli_usage("eval", "unknown option");
         }
     }
+    bool any_protocol = req.protocol >= 0 && req.protocol != KACE_PROTO_PAPER;
+    if (any_protocol && !mode_given)
+        mode = "clean"; /* the protocols' default: training statistics everywhere */
+    if (!any_protocol && (req.train_set || req.targets || req.candidates || req.csv))
+        return cli_usage("eval", "--train-set, --targets, --candidates and --csv go with --protocol "
+                                 "leave-family-out|leave-workload-out|leave-batch-size-out|kfold");
     req.paper = strcmp(mode, "paper") == 0 || strcmp(mode, "both") == 0;
     req.clean = strcmp(mode, "clean") == 0 || strcmp(mode, "both") == 0;
     if (!req.paper && !req.clean)
@@ -568,6 +615,7 @@ int cmd_eval(int argc, char **argv)
     kace_store *store = cli_open_store(ctx, db);
     int rc = !store ? EXIT_FAILURE_RUN
              : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)
+             : any_protocol             ? cli_eval_protocol(ctx, store, &req)
                                         : cli_run_eval(ctx, store, &req);
     kace_store_close(&store);
     kace_ctx_free(&ctx);
