@@ -1,13 +1,23 @@
 /* kace serve: the colocation advisor over HTTP (libmicrohttpd).
  *
  * Requests are answered by the library's pure handlers (kace/serve.h) on a
- * pool of libmicrohttpd threads. The advisor (dataset + model) they use is
+ * pool of libmicrohttpd threads, each polling its share of the connections
+ * with epoll, so that idle or slow connections cost a file descriptor and a
+ * little memory, never a thread. The advisor (dataset + model) they use is
  * held by reference count: a reload builds a new advisor, swaps the pointer
  * under a short lock and drops the old one when its last request is done,
  * so no request ever waits for a reload or sees half of one. Signals are
  * blocked in every thread and taken by the main thread with sigtimedwait:
  * SIGHUP reloads, SIGTERM/SIGINT stop taking connections, wait for the
- * requests in progress (up to 10 s) and exit. */
+ * requests in progress (up to 10 s) and exit.
+ *
+ * Against hostile clients (docs/serve.md): connections per client address
+ * and in all (libmicrohttpd refuses the rest), an idle timeout, deadlines for
+ * the headers and for the body of each request (a reaper thread shuts down
+ * connections past theirs: a slow sender that keeps the idle timer alive
+ * still meets them), a body limit per endpoint and one cap on the bytes
+ * reserved by partly received bodies (refused with 503 when reached), then
+ * the admission check of the library (Origin, Content-Type, bearer token). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -29,6 +40,8 @@
 #include "kace/serve.h"
 
 #define MAX_GPUS 64
+#define MAX_ORIGINS 16
+#define MAX_TOKEN 4096
 
 typedef struct held_advisor {
     kace_advisor *advisor;
@@ -43,12 +56,32 @@ typedef struct file_stamp {
     struct timespec mtime;
 } file_stamp;
 
+/* Where a connection is, for the reaper's deadlines. */
+typedef enum conn_phase {
+    PHASE_HEADERS, /* waiting for a request's headers (also between keep-alive requests) */
+    PHASE_BODY,    /* headers in, body not yet complete */
+    PHASE_REPLY,   /* answered after the whole body: only the idle timeout applies */
+} conn_phase;
+
+typedef struct conn_track {
+    struct conn_track *prev, *next;
+    int fd;
+    conn_phase phase;
+    struct timespec since;
+    bool dropped; /* shut down by the reaper (once) */
+} conn_track;
+
 typedef struct server {
     /* what to load */
     const char *db, *model_name, *model_file;
     kace_advisor_options options;
-    size_t max_body;
+    bool allow_partial_model;
     bool quiet;
+    /* limits */
+    size_t max_body, max_extender_body, max_pending;
+    unsigned max_connections, per_ip, idle_timeout;
+    double header_timeout, body_timeout;
+    kace_serve_guard guard;
     /* the advisor in use */
     pthread_mutex_t swap_lock;
     held_advisor *current;
@@ -59,13 +92,21 @@ typedef struct server {
     void *gpu_state;
     pthread_mutex_t gpu_lock;
     atomic_int in_flight;
+    /* connections and partly received bodies */
+    atomic_size_t pending; /* bytes reserved by bodies being received */
+    pthread_mutex_t conn_lock;
+    conn_track conns; /* list head */
+    size_t n_conns;
+    atomic_bool stopping;
 } server;
 
 typedef struct request {
     kace_route route;
-    bool method_ok, too_large, answered;
+    bool method_ok, answered;
+    int refusal; /* 413 or 503 found while reading a body, answered at its end */
+    conn_track *track;
     char *body;
-    size_t len, cap;
+    size_t len, cap, reserved;
     struct timespec t0;
 } request;
 
@@ -172,9 +213,12 @@ static kace_status fit_split_model(kace_ctx *ctx, kace_store *store, const kace_
 }
 
 /* Loads dataset and model; on success swaps them in. Requests in progress
- * keep the advisor they started with. */
-static kace_status load(kace_ctx *ctx, server *s)
+ * keep the advisor they started with. A model that cannot answer every
+ * endpoint is refused (unless --allow-partial-model): *reason says whether
+ * that ("cannot_answer") or reading failed ("load_error"). */
+static kace_status load(kace_ctx *ctx, server *s, const char **reason)
 {
+    *reason = "load_error";
     file_stamp db_stamp = stamp_of(s->db), model_stamp = stamp_of(s->model_file);
     kace_store *store = NULL;
     kace_dataset *ds = NULL;
@@ -198,6 +242,12 @@ static kace_status load(kace_ctx *ctx, server *s)
         return st;
     }
     kace_store_close(&store);
+    if (!s->allow_partial_model && (st = kace_advisor_check_endpoints(ctx, adv))) {
+        *reason = "cannot_answer";
+        kace_split_model_free(&split);
+        kace_advisor_free(&adv);
+        return st;
+    }
     kace_advisor_set_split_model(adv, &split, n_grids);
     say(s, "%s", split_note);
     held_advisor *h = malloc(sizeof *h);
@@ -223,11 +273,12 @@ static kace_status load(kace_ctx *ctx, server *s)
 static void reload(server *s, const char *why)
 {
     kace_ctx *ctx = kace_ctx_new();
-    kace_status st = ctx ? load(ctx, s) : KACE_ERR_NOMEM;
+    const char *reason = "load_error";
+    kace_status st = ctx ? load(ctx, s, &reason) : KACE_ERR_NOMEM;
     if (st) {
-        kace_serve_metrics_model_loaded(s->metrics, false, unix_now(), NAN);
-        fprintf(stderr, "kace serve: reload (%s) failed, still serving the previous model: %s\n", why,
-                ctx ? kace_errmsg(ctx) : "out of memory");
+        const char *msg = ctx ? kace_errmsg(ctx) : "out of memory";
+        kace_serve_metrics_model_refused(s->metrics, reason, msg);
+        fprintf(stderr, "kace serve: reload (%s) refused, still serving the previous model: %s\n", why, msg);
     } else {
         held_advisor *h = acquire(s);
         say(s, "reloaded (%s): %zu workloads, policy %s", why, kace_advisor_dataset(h->advisor)->n_workloads,
@@ -235,6 +286,105 @@ static void reload(server *s, const char *why)
         release(h);
     }
     kace_ctx_free(&ctx);
+}
+
+/* ---- connections: tracking, deadlines, body memory ------------------------- */
+
+static void set_phase(server *s, conn_track *t, conn_phase phase)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&s->conn_lock);
+    t->phase = phase;
+    clock_gettime(CLOCK_MONOTONIC, &t->since);
+    pthread_mutex_unlock(&s->conn_lock);
+}
+
+/* libmicrohttpd's connection start and end. The socket is closed only after
+ * CLOSED returns, so the reaper (which shuts sockets down under conn_lock)
+ * never touches a descriptor that another connection reuses. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    server *s = cls;
+    conn_track *t = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!info || !(t = calloc(1, sizeof *t)))
+            return; /* untracked: only the idle timeout applies to it */
+        t->fd = info->connect_fd;
+        t->phase = PHASE_HEADERS;
+        clock_gettime(CLOCK_MONOTONIC, &t->since);
+        pthread_mutex_lock(&s->conn_lock);
+        t->next = s->conns.next;
+        t->prev = &s->conns;
+        s->conns.next->prev = t;
+        s->conns.next = t;
+        s->n_conns++;
+        pthread_mutex_unlock(&s->conn_lock);
+        *socket_context = t;
+    } else if (t) {
+        pthread_mutex_lock(&s->conn_lock);
+        t->prev->next = t->next;
+        t->next->prev = t->prev;
+        s->n_conns--;
+        pthread_mutex_unlock(&s->conn_lock);
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+/* Every 100 ms: shuts down connections past their header or body deadline
+ * (libmicrohttpd then sees the end of the stream and closes them). */
+static void *reaper(void *arg)
+{
+    server *s = arg;
+    while (!atomic_load(&s->stopping)) {
+        struct timespec nap = {0, 100 * 1000 * 1000}, now;
+        nanosleep(&nap, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        pthread_mutex_lock(&s->conn_lock);
+        for (conn_track *t = s->conns.next; t != &s->conns; t = t->next) {
+            if (t->dropped || t->phase == PHASE_REPLY)
+                continue;
+            double limit = t->phase == PHASE_HEADERS ? s->header_timeout : s->body_timeout;
+            double age = (double)(now.tv_sec - t->since.tv_sec) + (double)(now.tv_nsec - t->since.tv_nsec) * 1e-9;
+            if (age > limit) {
+                shutdown(t->fd, SHUT_RDWR);
+                t->dropped = true;
+                kace_serve_metrics_drop(s->metrics, t->phase == PHASE_HEADERS ? KACE_DROP_HEADER_TIMEOUT
+                                                                              : KACE_DROP_BODY_TIMEOUT);
+            }
+        }
+        size_t n_conns = s->n_conns;
+        pthread_mutex_unlock(&s->conn_lock);
+        kace_serve_metrics_pending(s->metrics, atomic_load(&s->pending), n_conns);
+    }
+    return NULL;
+}
+
+/* Reserves n bytes of the cap on partly received bodies; false when that
+ * would pass it. */
+static bool reserve(server *s, request *r, size_t n)
+{
+    size_t cur = atomic_load(&s->pending);
+    do {
+        if (n > s->max_pending - cur)
+            return false;
+    } while (!atomic_compare_exchange_weak(&s->pending, &cur, cur + n));
+    r->reserved += n;
+    return true;
+}
+
+static void unreserve(server *s, request *r)
+{
+    atomic_fetch_sub(&s->pending, r->reserved);
+    r->reserved = 0;
+}
+
+static size_t route_body_limit(const server *s, kace_route route)
+{
+    return kace_route_is_extender(route) ? s->max_extender_body : s->max_body;
 }
 
 /* ---- HTTP ------------------------------------------------------------------ */
@@ -262,6 +412,10 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, server *s, request *
                                                                      r->route == KACE_ROUTE_METRICS
                                                                  ? "GET, HEAD"
                                                                  : "POST");
+    if (status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"kace\"");
+    if (status == 503)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned int)status, resp);
     MHD_destroy_response(resp);
     kace_serve_metrics_request(s->metrics, r->route, status, seconds_since(&r->t0));
@@ -286,6 +440,10 @@ static enum MHD_Result send_metrics(struct MHD_Connection *c, server *s, request
             n_gpus = 0; /* a failed sample leaves the GPU series out this time */
         pthread_mutex_unlock(&s->gpu_lock);
     }
+    pthread_mutex_lock(&s->conn_lock);
+    size_t n_conns = s->n_conns;
+    pthread_mutex_unlock(&s->conn_lock);
+    kace_serve_metrics_pending(s->metrics, atomic_load(&s->pending), n_conns);
     char *text = NULL;
     kace_status st = kace_serve_metrics_render(ctx, s->metrics, gpus, n_gpus, unix_now(), &text);
     kace_ctx_free(&ctx);
@@ -294,17 +452,30 @@ static enum MHD_Result send_metrics(struct MHD_Connection *c, server *s, request
     return send_reply(c, s, r, 200, text, "text/plain; version=0.0.4; charset=utf-8");
 }
 
+static enum MHD_Result send_too_large(struct MHD_Connection *c, server *s, request *r)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body larger than %zu bytes (the limit of this endpoint)",
+             route_body_limit(s, r->route));
+    return send_error(c, s, r, 413, msg);
+}
+
+static enum MHD_Result send_busy(struct MHD_Connection *c, server *s, request *r)
+{
+    char msg[160];
+    kace_serve_metrics_drop(s->metrics, KACE_DROP_BODY_MEMORY);
+    snprintf(msg, sizeof msg, "busy: partly received request bodies hold %zu of the %zu bytes allowed; retry later",
+             atomic_load(&s->pending), s->max_pending);
+    return send_error(c, s, r, 503, msg);
+}
+
 static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
 {
-    if (r->route == KACE_ROUTE_OTHER)
-        return send_error(c, s, r, 404, "no such endpoint (see docs/openapi.yaml)");
-    if (!r->method_ok)
-        return send_error(c, s, r, 405, "method not allowed for this endpoint");
-    if (r->too_large) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "request body larger than %zu bytes", s->max_body);
-        return send_error(c, s, r, 413, msg);
-    }
+    set_phase(s, r->track, PHASE_REPLY);
+    if (r->refusal == 413)
+        return send_too_large(c, s, r);
+    if (r->refusal == 503)
+        return send_busy(c, s, r);
     if (r->route == KACE_ROUTE_METRICS)
         return send_metrics(c, s, r);
     kace_ctx *ctx = kace_ctx_new();
@@ -324,6 +495,72 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
     return ok;
 }
 
+/* The first call, with the headers only: refuses what can be refused before
+ * reading a body (unknown route, method, admission, size, memory cap). */
+static enum MHD_Result on_headers(struct MHD_Connection *c, server *s, request *r, const char *method)
+{
+    if (r->route == KACE_ROUTE_OTHER)
+        return send_error(c, s, r, 404, "no such endpoint (see docs/openapi.yaml)");
+    if (!r->method_ok)
+        return send_error(c, s, r, 405, "method not allowed for this endpoint");
+    kace_serve_head head = {
+        .method = method,
+        .route = r->route,
+        .host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+        .origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN),
+        .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+        .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+    };
+    char msg[600];
+    int refused = kace_serve_admit(&s->guard, &head, msg, sizeof msg);
+    if (refused)
+        return send_error(c, s, r, refused, msg);
+    const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (length) {
+        errno = 0;
+        char *end = NULL;
+        unsigned long long n = strtoull(length, &end, 10);
+        if (errno || end == length || n > route_body_limit(s, r->route)) /* refuse before reading it */
+            return send_too_large(c, s, r);
+        /* the whole body is reserved now (memory is touched only as it
+         * arrives), so a request either fits or is refused at once */
+        if (n > 0 && !reserve(s, r, (size_t)n + 1))
+            return send_busy(c, s, r);
+    }
+    return MHD_YES;
+}
+
+/* Keeps n more bytes of body. */
+static enum MHD_Result take_body(server *s, request *r, const char *data, size_t n)
+{
+    if (r->refusal)
+        return MHD_YES; /* keep reading (a chunked body has no length), keep nothing */
+    if (r->len + n > route_body_limit(s, r->route)) {
+        r->refusal = 413;
+        return MHD_YES;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n + 1)
+            cap *= 2;
+        if (r->reserved >= r->len + n + 1) /* a declared length: allocated once */
+            cap = r->reserved;
+        if (cap > r->reserved && !reserve(s, r, cap - r->reserved)) {
+            r->refusal = 503;
+            return MHD_YES;
+        }
+        char *body = realloc(r->body, cap);
+        if (!body)
+            return MHD_NO;
+        r->body = body;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = '\0';
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
 {
@@ -336,19 +573,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         r->route = kace_route_find(method, url, &r->method_ok);
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        r->track = info ? info->socket_context : NULL;
+        set_phase(s, r->track, PHASE_BODY);
         *con_cls = r;
         atomic_fetch_add(&s->in_flight, 1);
-        const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (length) {
-            errno = 0;
-            char *end = NULL;
-            unsigned long long n = strtoull(length, &end, 10);
-            if (errno || end == length || n > s->max_body) { /* refuse before reading it */
-                r->too_large = true;
-                return answer(c, s, r);
-            }
-        }
-        return MHD_YES;
+        return on_headers(c, s, r, method);
     }
     if (r->answered) { /* refused early: drop what still arrives */
         *upload_size = 0;
@@ -357,24 +587,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (r->too_large || r->len + n > s->max_body) {
-            r->too_large = true; /* keep reading (chunked bodies have no length), keep nothing */
-            return MHD_YES;
-        }
-        if (r->len + n + 1 > r->cap) {
-            size_t cap = r->cap ? r->cap : 4096;
-            while (cap < r->len + n + 1)
-                cap *= 2;
-            char *body = realloc(r->body, cap);
-            if (!body)
-                return MHD_NO;
-            r->body = body;
-            r->cap = cap;
-        }
-        memcpy(r->body + r->len, upload_data, n);
-        r->len += n;
-        r->body[r->len] = '\0';
-        return MHD_YES;
+        return take_body(s, r, upload_data, n);
     }
     return answer(c, s, r);
 }
@@ -387,6 +600,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)why;
     if (!r)
         return;
+    set_phase(s, r->track, PHASE_HEADERS); /* the next request on this connection */
+    unreserve(s, r);
     free(r->body);
     free(r);
     *con_cls = NULL;
@@ -441,23 +656,95 @@ static int write_port_file(const char *path, unsigned port)
 static void usage(void)
 {
     printf("usage: kace serve [--listen HOST:PORT] [--db PATH] [--model NAME | --model-file F] [--threads N]\n"
-           "                  [--max-body BYTES] [--min-confidence X] [--max-colocation K] [--min-fraction X]\n"
+           "                  [--min-confidence X] [--max-colocation K] [--min-fraction X] [--allow-partial-model]\n"
            "                  [--watch SECONDS] [--no-nvml] [--port-file F] [--quiet]\n"
+           "                  [--token-file F] [--allow-origin ORIGIN]... [--max-body BYTES] [--max-extender-body BYTES]\n"
+           "                  [--max-pending-bodies BYTES] [--max-connections N] [--max-per-client N]\n"
+           "                  [--idle-timeout S] [--header-timeout S] [--body-timeout S]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize (Kubernetes scheduler extender), GET /metrics /healthz.\n"
            "--listen defaults to 127.0.0.1:8080 (port 0 = any free port, written to --port-file).\n"
            "SIGHUP, or a change of the store or model file (checked every --watch seconds, default 1,\n"
-           "0 = never), reloads the model without dropping requests; SIGTERM stops gracefully.\n");
+           "0 = never), reloads the model without dropping requests; SIGTERM stops gracefully.\n"
+           "POSTs need Content-Type application/json; a foreign Origin is refused (403); with --token-file,\n"
+           "POST /v1/... needs 'Authorization: Bearer <the file's token>' (401). Limits: docs/serve.md.\n");
+}
+
+/* The token of --token-file: its first line, without trailing white space. */
+static char *read_token(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "kace serve: --token-file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    char *token = calloc(1, MAX_TOKEN + 2);
+    struct stat st;
+    if (token && fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+        fprintf(stderr, "kace serve: warning: --token-file %s can be read by other users (chmod 600 it)\n", path);
+    if (token && !fgets(token, MAX_TOKEN + 2, f))
+        token[0] = '\0';
+    fclose(f);
+    if (!token) {
+        fprintf(stderr, "kace serve: out of memory\n");
+        return NULL;
+    }
+    size_t n = strlen(token);
+    while (n > 0 && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' ' || token[n - 1] == '\t'))
+        token[--n] = '\0';
+    bool printable = n > 0 && n <= MAX_TOKEN;
+    for (size_t i = 0; i < n; i++)
+        if (token[i] <= ' ' || token[i] == 127)
+            printable = false;
+    if (!printable) {
+        fprintf(stderr, "kace serve: --token-file %s: the first line must be a token of 1..%d printable characters "
+                        "without spaces\n", path, MAX_TOKEN);
+        free(token);
+        return NULL;
+    }
+    return token;
+}
+
+/* Raises the soft limit on open files to the hard one (each connection is
+ * a descriptor) and returns the soft limit in force. */
+static rlim_t raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 1u << 20 ? 1u << 20 : rl.rlim_max;
+        if (want > rl.rlim_cur) {
+            rl.rlim_cur = want;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+                getrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : rl.rlim_cur;
 }
 
 int cmd_serve(int argc, char **argv)
 {
-    server s = {.db = cli_default_db(), .model_name = "default", .max_body = KACE_SERVE_MAX_BODY_DEFAULT};
+    server s = {.db = cli_default_db(),
+                .model_name = "default",
+                .max_body = KACE_SERVE_MAX_BODY_DEFAULT,
+                .max_extender_body = KACE_SERVE_MAX_EXTENDER_BODY_DEFAULT,
+                .max_pending = 40u << 20,
+                .per_ip = 64,
+                .idle_timeout = 10,
+                .header_timeout = 10,
+                .body_timeout = 30};
     kace_advisor_options_default(&s.options);
-    const char *listen = "127.0.0.1:8080", *port_file = NULL;
-    double threads = 0, watch = 1, max_body = (double)s.max_body, max_k = s.options.max_colocation;
+    const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL;
+    const char *origins[MAX_ORIGINS];
+    size_t n_origins = 0;
+    double threads = 0, watch = 1, max_body = (double)s.max_body, max_ext = (double)s.max_extender_body,
+           max_pending = (double)s.max_pending, max_k = s.options.max_colocation, max_conns = 0,
+           per_ip = s.per_ip, idle = s.idle_timeout;
     bool use_nvml = true;
+    enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
+           O_PARTIAL };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -466,6 +753,12 @@ int cmd_serve(int argc, char **argv)
         {"min-fraction", required_argument, 0, 'f'},  {"watch", required_argument, 0, 'w'},
         {"no-nvml", no_argument, 0, 'N'},             {"port-file", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},               {"help", no_argument, 0, 'h'},
+        {"token-file", required_argument, 0, O_TOKEN}, {"allow-origin", required_argument, 0, O_ORIGIN},
+        {"max-extender-body", required_argument, 0, O_MAX_EXT},
+        {"max-pending-bodies", required_argument, 0, O_MAX_PENDING},
+        {"max-connections", required_argument, 0, O_MAX_CONNS}, {"max-per-client", required_argument, 0, O_PER_IP},
+        {"idle-timeout", required_argument, 0, O_IDLE}, {"header-timeout", required_argument, 0, O_HEADER_T},
+        {"body-timeout", required_argument, 0, O_BODY_T}, {"allow-partial-model", no_argument, 0, O_PARTIAL},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -480,7 +773,7 @@ int cmd_serve(int argc, char **argv)
                 return cli_usage("serve", "--threads must be an integer 1..256");
             break;
         case 'b':
-            if (!cli_parse_number(optarg, 1, KACE_SERVE_MAX_BODY_DEFAULT, false, &max_body))
+            if (!cli_parse_number(optarg, 1, KACE_SERVE_MAX_BODY_DEFAULT, true, &max_body))
                 return cli_usage("serve", "--max-body must be 1..%u bytes", KACE_SERVE_MAX_BODY_DEFAULT);
             break;
         case 'c':
@@ -503,6 +796,41 @@ int cmd_serve(int argc, char **argv)
         case 'p': port_file = optarg; break;
         case 'q': s.quiet = true; break;
         case 'h': usage(); return EXIT_OK;
+        case O_TOKEN: token_file = optarg; break;
+        case O_ORIGIN:
+            if (n_origins == MAX_ORIGINS || !strstr(optarg, "://"))
+                return cli_usage("serve", "--allow-origin takes SCHEME://HOST[:PORT], at most %d times", MAX_ORIGINS);
+            origins[n_origins++] = optarg;
+            break;
+        case O_MAX_EXT:
+            if (!cli_number("serve", "max-extender-body", optarg, 1, KACE_SERVE_MAX_EXTENDER_BODY_LIMIT, &max_ext))
+                return EXIT_USAGE;
+            break;
+        case O_MAX_PENDING:
+            if (!cli_number("serve", "max-pending-bodies", optarg, 1, 64.0 * (1u << 30), &max_pending))
+                return EXIT_USAGE;
+            break;
+        case O_MAX_CONNS:
+            if (!cli_number("serve", "max-connections", optarg, 1, 1u << 20, &max_conns))
+                return EXIT_USAGE;
+            break;
+        case O_PER_IP:
+            if (!cli_number("serve", "max-per-client", optarg, 0, 1u << 20, &per_ip))
+                return EXIT_USAGE;
+            break;
+        case O_IDLE:
+            if (!cli_number("serve", "idle-timeout", optarg, 1, 86400, &idle))
+                return EXIT_USAGE;
+            break;
+        case O_HEADER_T:
+            if (!cli_parse_number(optarg, 0.1, 86400, false, &s.header_timeout))
+                return cli_usage("serve", "--header-timeout must be 0.1..86400 seconds");
+            break;
+        case O_BODY_T:
+            if (!cli_parse_number(optarg, 0.1, 86400, false, &s.body_timeout))
+                return cli_usage("serve", "--body-timeout must be 0.1..86400 seconds");
+            break;
+        case O_PARTIAL: s.allow_partial_model = true; break;
         default: return cli_usage("serve", "unknown option");
         }
     }
@@ -510,6 +838,13 @@ int cmd_serve(int argc, char **argv)
         return cli_usage("serve", "unexpected argument '%s'", argv[optind]);
     s.options.max_colocation = (int)max_k;
     s.max_body = (size_t)max_body;
+    s.max_extender_body = (size_t)max_ext;
+    s.max_pending = (size_t)max_pending;
+    s.per_ip = (unsigned)per_ip;
+    s.idle_timeout = (unsigned)idle;
+    if (s.max_pending < s.max_body + 1 || s.max_pending < s.max_extender_body + 1)
+        return cli_usage("serve", "--max-pending-bodies (%zu) must exceed --max-body (%zu) and --max-extender-body (%zu)",
+                         s.max_pending, s.max_body, s.max_extender_body);
     struct sockaddr_storage addr;
     bool v6 = false;
     if (!parse_listen(listen, &addr, &v6))
@@ -518,6 +853,21 @@ int cmd_serve(int argc, char **argv)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (double)(n < 16 ? n : 16) : 2;
     }
+    /* a descriptor per connection, and some for the store, logs and epoll */
+    rlim_t nofile = raise_nofile();
+    rlim_t fd_room = nofile > 64 + 2 * (rlim_t)threads ? nofile - 64 - 2 * (rlim_t)threads : 1;
+    if (max_conns == 0)
+        max_conns = fd_room < 4096 ? (double)fd_room : 4096;
+    else if ((rlim_t)max_conns > fd_room)
+        return cli_usage("serve", "--max-connections %.0f needs more open files than the limit allows (%llu; ulimit -n)",
+                         max_conns, (unsigned long long)nofile);
+    s.max_connections = (unsigned)max_conns;
+    char *token = NULL;
+    if (token_file && !(token = read_token(token_file)))
+        return EXIT_USAGE;
+    s.guard.token = token;
+    s.guard.origins = origins;
+    s.guard.n_origins = n_origins;
 
     /* Every thread started from here on inherits the blocked signals, so only
      * sigtimedwait below sees them. */
@@ -534,9 +884,16 @@ int cmd_serve(int argc, char **argv)
     kace_ctx *ctx = kace_ctx_new();
     pthread_mutex_init(&s.swap_lock, NULL);
     pthread_mutex_init(&s.gpu_lock, NULL);
+    pthread_mutex_init(&s.conn_lock, NULL);
+    s.conns.next = s.conns.prev = &s.conns;
     atomic_init(&s.in_flight, 0);
+    atomic_init(&s.pending, 0);
+    atomic_init(&s.stopping, false);
+    pthread_t reaper_thread;
+    bool reaper_started = false;
     kace_status st;
-    if (!ctx || (st = kace_serve_metrics_new(ctx, &s.metrics)) || (st = load(ctx, &s))) {
+    const char *reason = NULL;
+    if (!ctx || (st = kace_serve_metrics_new(ctx, &s.metrics)) || (st = load(ctx, &s, &reason))) {
         fprintf(stderr, "kace serve: %s\n", ctx ? kace_errmsg(ctx) : "out of memory");
         goto done;
     }
@@ -547,11 +904,18 @@ int cmd_serve(int argc, char **argv)
             s.gpu_state = NULL;
         }
     }
+    if (pthread_create(&reaper_thread, NULL, reaper, &s) != 0) {
+        fprintf(stderr, "kace serve: cannot start a thread: %s\n", strerror(errno));
+        goto done;
+    }
+    reaper_started = true;
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                          MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                         &s, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned int)1000, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
+                         &s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s, MHD_OPTION_CONNECTION_TIMEOUT,
+                         s.idle_timeout, MHD_OPTION_CONNECTION_LIMIT, s.max_connections,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, s.per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+                         (unsigned int)1024, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "kace serve: cannot listen on %s: %s\n", listen, strerror(errno));
         goto done;
@@ -568,6 +932,11 @@ int cmd_serve(int argc, char **argv)
             (int)threads, kace_advisor_dataset(h->advisor)->n_workloads,
             s.model_file ? s.model_file : s.model_name, kace_advisor_policy(h->advisor));
         release(h);
+        say(&s,
+            "limits: %u connections (%u per client), idle %u s, headers %g s, body %g s; bodies %zu B (extender %zu B), "
+            "%zu B pending in all; %s",
+            s.max_connections, s.per_ip, s.idle_timeout, s.header_timeout, s.body_timeout, s.max_body,
+            s.max_extender_body, s.max_pending, token ? "POST /v1/... needs the bearer token" : "no token");
     }
 
     for (;;) {
@@ -601,6 +970,10 @@ int cmd_serve(int argc, char **argv)
     }
     rc = EXIT_OK;
 done:
+    if (reaper_started) { /* before the daemon: it shuts down descriptors the daemon owns */
+        atomic_store(&s.stopping, true);
+        pthread_join(reaper_thread, NULL);
+    }
     if (d)
         MHD_stop_daemon(d);
     if (s.gpu_state)
@@ -609,7 +982,10 @@ done:
     kace_serve_metrics_free(&s.metrics);
     pthread_mutex_destroy(&s.swap_lock);
     pthread_mutex_destroy(&s.gpu_lock);
+    pthread_mutex_destroy(&s.conn_lock);
     kace_ctx_free(&ctx);
+    free(token);
+    (void)reason;
     if (rc == EXIT_OK)
         say(&s, "stopped");
     return rc;

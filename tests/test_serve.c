@@ -767,6 +767,163 @@ static void test_observations_and_metrics(void **state)
     assert_null(m);
 }
 
+/* Who may ask: Origin, Content-Type and bearer token, before a body is read. */
+static void test_admission(void **state)
+{
+    (void)state;
+    static const char *const extra[] = {"https://ui.example:8443"};
+    kace_serve_guard open = {0}, locked = {.token = "s3cret", .origins = extra, .n_origins = 1};
+    const char *json = "application/json";
+    const struct {
+        const kace_serve_guard *g;
+        const char *method;
+        kace_route route;
+        const char *host, *origin, *content_type, *authorization;
+        int want;
+    } cases[] = {
+        /* no Origin (curl, kube-scheduler, Prometheus): admitted when JSON */
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/json", NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "Application/JSON; charset=utf-8", NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, NULL, NULL, "application/json", NULL, 0},
+        /* a form or text/plain body is what a page can send without a preflight */
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "text/plain", NULL, 415},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/x-www-form-urlencoded", NULL, 415},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/jsonx", NULL, 415},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, NULL, NULL, 415},
+        {&open, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", NULL, "text/plain", NULL, 415},
+        /* same origin: scheme://Host */
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8080", json, NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, "LocalHost:8080", "http://localhost:8080", json, NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, "[::1]:8080", "http://[::1]:8080", json, NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example", "https://kace.example", json, NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example", "http://kace.example:80", json, NULL, 0},
+        /* foreign: another host, port, scheme's port, "null", garbage */
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", "text/plain", NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", json, NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8081", json, NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1", json, NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8080.evil.example", json, NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example:8080", "https://kace.example", json, NULL, 403},
+        {&open, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", "null", json, NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, NULL, "http://127.0.0.1:8080", json, NULL, 403},
+        {&open, "DELETE", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 403},
+        {&open, "PUT", KACE_ROUTE_OTHER, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "https://ui.example:8443", json, NULL, 403},
+        /* reads are not refused for their Origin */
+        {&open, "GET", KACE_ROUTE_WORKLOADS, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 0},
+        {&open, "HEAD", KACE_ROUTE_HEALTH, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 0},
+        /* a token: the /v1 POSTs need it, reads and the extender do not */
+        {&locked, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, json, NULL, 401},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cre", 401},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cret2", 401},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Basic s3cret", 401},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer ", 401},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cret", 0},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "bearer s3cret", 0},
+        {&locked, "POST", KACE_ROUTE_K8S_PRIORITIZE, "127.0.0.1:8080", NULL, json, NULL, 0},
+        {&locked, "GET", KACE_ROUTE_METRICS, "127.0.0.1:8080", NULL, NULL, NULL, 0},
+        /* listed origins pass; the token is still needed */
+        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example:8443", json, "Bearer s3cret", 0},
+        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example:8443", json, NULL, 401},
+        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example", json, "Bearer s3cret", 403},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kace_serve_head h = {cases[i].method,       cases[i].route,        cases[i].host,
+                             cases[i].origin,       cases[i].content_type, cases[i].authorization};
+        char msg[600] = "";
+        int got = kace_serve_admit(cases[i].g, &h, msg, sizeof msg);
+        if (got != cases[i].want)
+            fail_msg("case %zu (%s %s, Host %s, Origin %s, %s): %d, want %d (%s)", i, cases[i].method,
+                     kace_route_name(cases[i].route), cases[i].host ? cases[i].host : "-",
+                     cases[i].origin ? cases[i].origin : "-", cases[i].content_type ? cases[i].content_type : "-",
+                     got, cases[i].want, msg);
+        if (got)
+            assert_true(strlen(msg) > 10);
+    }
+    assert_true(kace_serve_token_equal("abc", "abc"));
+    assert_false(kace_serve_token_equal("abd", "abc"));
+    assert_false(kace_serve_token_equal("ab", "abc"));
+    assert_false(kace_serve_token_equal("abcd", "abc"));
+    assert_false(kace_serve_token_equal("", "abc"));
+}
+
+/* Body limits by endpoint, and a model that cannot answer every endpoint. */
+static void test_limits_and_endpoint_check(void **state)
+{
+    (void)state;
+    assert_true(kace_route_is_extender(KACE_ROUTE_K8S_FILTER));
+    assert_true(kace_route_is_extender(KACE_ROUTE_K8S_PRIORITIZE));
+    assert_false(kace_route_is_extender(KACE_ROUTE_PREDICT));
+    assert_int_equal(kace_serve_body_limit(KACE_ROUTE_PREDICT), KACE_SERVE_MAX_BODY_DEFAULT);
+    assert_true(kace_serve_body_limit(KACE_ROUTE_K8S_FILTER) >= KACE_SERVE_MAX_EXTENDER_BODY_DEFAULT);
+    assert_true(KACE_SERVE_MAX_EXTENDER_BODY_DEFAULT >= 32u << 20);
+    /* an extender body over the JSON endpoints' limit is parsed: a 2 MB one
+     * (white space padding) gets the extender's own answer, not "more than" */
+    size_t big = 2u << 20;
+    char *body = malloc(big + 1);
+    assert_non_null(body);
+    memset(body, ' ', big);
+    static const char pod[] = "{\"pod\": {}, \"nodenames\": [\"n0\"]}";
+    memcpy(body, pod, sizeof pod - 1);
+    body[big] = '\0';
+    kace_reply r;
+    kace_advisor_handle(ctx, adv, KACE_ROUTE_K8S_FILTER, body, big, &r);
+    assert_int_equal(r.http_status, 200);
+    kace_reply_clear(&r);
+    kace_advisor_handle(ctx, adv, KACE_ROUTE_PREDICT, body, big, &r);
+    assert_int_equal(r.http_status, 400);
+    assert_non_null(strstr(r.body, "more than"));
+    kace_reply_clear(&r);
+    free(body);
+
+    assert_kace_ok(ctx, kace_advisor_check_endpoints(ctx, adv));
+    assert_int_equal(kace_advisor_check_endpoints(ctx, adv_lin), KACE_ERR_UNSUPPORTED);
+    assert_non_null(strstr(kace_errmsg(ctx), "linear model cannot answer /v1/place"));
+    assert_non_null(strstr(kace_errmsg(ctx), "--allow-partial-model"));
+
+    /* a refused load in the metrics, until a load succeeds */
+    kace_serve_metrics *m = NULL;
+    assert_kace_ok(ctx, kace_serve_metrics_new(ctx, &m));
+    kace_serve_metrics_model_loaded(m, true, 1000, 400);
+    kace_serve_metrics_model_refused(m, "cannot_answer", "the linear model cannot answer \"/v1/place\"");
+    kace_serve_metrics_model_refused(m, "made-up", "x");
+    kace_serve_metrics_drop(m, KACE_DROP_BODY_MEMORY);
+    kace_serve_metrics_drop(m, KACE_DROP_HEADER_TIMEOUT);
+    kace_serve_metrics_drop(m, KACE_DROP_HEADER_TIMEOUT);
+    kace_serve_metrics_pending(m, 12345, 7);
+    kace_serve_metrics_request(m, KACE_ROUTE_PREDICT, 415, 0.001);
+    char *text = NULL;
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, NULL, 0, 1600, &text));
+    static const char *const want[] = {
+        "kace_model_loads_total{result=\"error\"} 2\n",
+        "kace_model_reload_failures_total{reason=\"cannot_answer\"} 1\n",
+        "kace_model_reload_failures_total{reason=\"load_error\"} 0\n",
+        "kace_model_reload_failures_total{reason=\"other\"} 1\n",
+        "kace_model_reload_error_info{reason=\"other\",message=\"x\"} 1\n",
+        "kace_http_dropped_total{reason=\"header_timeout\"} 2\n",
+        "kace_http_dropped_total{reason=\"body_timeout\"} 0\n",
+        "kace_http_dropped_total{reason=\"body_memory\"} 1\n",
+        "kace_http_pending_body_bytes 12345\n",
+        "kace_http_connections 7\n",
+        "kace_http_requests_total{endpoint=\"predict\",code=\"415\"} 1\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr(text, want[i]))
+            fail_msg("metrics lack: %s", want[i]);
+    free(text);
+    kace_serve_metrics_model_refused(m, "cannot_answer", "the linear model cannot answer \"/v1/place\"");
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, NULL, 0, 1600, &text));
+    assert_non_null(strstr(text, "kace_model_reload_error_info{reason=\"cannot_answer\",message=\"the linear model "
+                                 "cannot answer \\\"/v1/place\\\"\"} 1\n"));
+    free(text);
+    kace_serve_metrics_model_loaded(m, true, 1100, 400);
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, NULL, 0, 1600, &text));
+    assert_null(strstr(text, "kace_model_reload_error_info{"));
+    assert_non_null(strstr(text, "kace_model_reload_failures_total{reason=\"cannot_answer\"} 2\n"));
+    free(text);
+    kace_serve_metrics_free(&m);
+}
+
 /* A fake GPU source: the function-table contract as kace serve uses it. */
 static kace_status fake_open(kace_ctx *c, void **st)
 {
@@ -839,6 +996,8 @@ int main(void)
         cmocka_unit_test(test_k8s_extender),
         cmocka_unit_test(test_observations_and_metrics),
         cmocka_unit_test(test_gpu_sources),
+        cmocka_unit_test(test_admission),
+        cmocka_unit_test(test_limits_and_endpoint_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -109,9 +109,62 @@ typedef struct kace_reply {
     kace_observation observation;
 } kace_reply;
 
-/* Requests larger than this are refused (413) by the front end; the
- * handlers refuse them too. */
+/* Request bodies: the JSON endpoints take at most KACE_SERVE_MAX_BODY_DEFAULT
+ * bytes; the Kubernetes extender's (ExtenderArgs with full Node objects,
+ * about 4.2 KB a node: 21 MB for 5,000 nodes) take up to the front end's
+ * --max-extender-body (default KACE_SERVE_MAX_EXTENDER_BODY_DEFAULT), at most
+ * KACE_SERVE_MAX_EXTENDER_BODY_LIMIT. The front end refuses larger ones (413);
+ * the handlers refuse what is over kace_serve_body_limit too. */
 #define KACE_SERVE_MAX_BODY_DEFAULT (1u << 20)
+#define KACE_SERVE_MAX_EXTENDER_BODY_DEFAULT (32u << 20)
+#define KACE_SERVE_MAX_EXTENDER_BODY_LIMIT (1u << 30)
+
+/* Whether a route is one of the Kubernetes extender's (/k8s/...). */
+bool kace_route_is_extender(kace_route route);
+/* The largest body the handler of a route accepts. */
+size_t kace_serve_body_limit(kace_route route);
+
+/* Whether every endpoint can be answered with this advisor's model: /v1/place
+ * and the extender need each member's predicted throughput
+ * (KACE_PRED_MEMBERS), which linear and forest models do not give. Fails
+ * with KACE_ERR_UNSUPPORTED and a message naming the model, the endpoints
+ * it cannot answer and how to get one that can. */
+kace_status kace_advisor_check_endpoints(kace_ctx *ctx, const kace_advisor *a);
+
+/* ---- who may ask: Origin, Content-Type, bearer token ------------------------ */
+
+/* What the admission check reads of a request (header values NULL when absent). */
+typedef struct kace_serve_head {
+    const char *method;
+    kace_route route;
+    const char *host;          /* Host */
+    const char *origin;        /* Origin */
+    const char *content_type;  /* Content-Type */
+    const char *authorization; /* Authorization */
+} kace_serve_head;
+
+typedef struct kace_serve_guard {
+    const char *token;             /* bearer token of the write endpoints; NULL = no authentication */
+    const char *const *origins;    /* further allowed origins ("https://ui.example:8443") */
+    size_t n_origins;
+} kace_serve_guard;
+
+/* Whether a request may go on, before its body is read. Returns 0 when it
+ * may, else the HTTP status with a message in msg:
+ *  403 a state-changing request (any method but GET/HEAD/OPTIONS) whose
+ *      Origin is neither the server's own (scheme://Host) nor listed;
+ *  401 a POST to /v1/... without "Authorization: Bearer <token>" when
+ *      g->token is set (the extender's /k8s/... are exempt: kube-scheduler
+ *      cannot send one);
+ *  415 a POST whose Content-Type is not application/json.
+ * Browsers send Origin on every cross-site POST and cannot send
+ * application/json cross-site without a CORS preflight (which kace never
+ * grants), so a web page cannot make kace act. */
+int kace_serve_admit(const kace_serve_guard *g, const kace_serve_head *h, char *msg, size_t msg_size);
+
+/* Whether two tokens are equal, in time that depends only on their lengths
+ * (never on where they differ). */
+bool kace_serve_token_equal(const char *given, const char *expected);
 
 /* Answers a request to a JSON route (not /metrics). On failure it still fills
  * reply with an error body ({"error": {"status", "code", "message"}}) and
@@ -144,6 +197,21 @@ void kace_serve_metrics_decision(kace_serve_metrics *m, kace_route route, const 
 void kace_serve_metrics_observe(kace_serve_metrics *m, const kace_observation *obs);
 /* One model (re)load, successful or not, at unix time `when`. */
 void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when, double model_mtime);
+/* A model (re)load refused, and why: reason is a short label
+ * ("load_error", "cannot_answer"), message the log's sentence. Counts a
+ * failed load and shows the latest refusal until a load succeeds. */
+void kace_serve_metrics_model_refused(kace_serve_metrics *m, const char *reason, const char *message);
+
+/* Why the front end dropped a connection or refused a body. */
+typedef enum kace_serve_drop {
+    KACE_DROP_HEADER_TIMEOUT = 0, /* request headers not complete within --header-timeout */
+    KACE_DROP_BODY_TIMEOUT,       /* body not complete within --body-timeout */
+    KACE_DROP_BODY_MEMORY,        /* partly received bodies at --max-pending-bodies: 503 */
+    KACE_N_DROPS
+} kace_serve_drop;
+void kace_serve_metrics_drop(kace_serve_metrics *m, kace_serve_drop why);
+/* Bytes now held by partly received bodies, and connections open (gauges). */
+void kace_serve_metrics_pending(kace_serve_metrics *m, size_t body_bytes, size_t connections);
 
 /* One GPU as a GPU source saw it. A value that could not be read is NAN. */
 typedef struct kace_serve_gpu_sample {

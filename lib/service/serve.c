@@ -1,5 +1,6 @@
 /* The colocation advisor: the JSON endpoints of `kace serve` as pure
  * functions (request text in, reply text out). Shapes: docs/openapi.yaml. */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,155 @@ static const char *model_kind_name(const kace_advisor *a)
     return kace_predictor_name(kace_advisor_predictor(a));
 }
 
+bool kace_route_is_extender(kace_route route)
+{
+    return route == KACE_ROUTE_K8S_FILTER || route == KACE_ROUTE_K8S_PRIORITIZE;
+}
+
+size_t kace_serve_body_limit(kace_route route)
+{
+    return kace_route_is_extender(route) ? KACE_SERVE_MAX_EXTENDER_BODY_LIMIT : KACE_SERVE_MAX_BODY_DEFAULT;
+}
+
+kace_status kace_advisor_check_endpoints(kace_ctx *ctx, const kace_advisor *a)
+{
+    if (!kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS))
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED,
+                         "the %s model cannot answer /v1/place, /k8s/filter and /k8s/prioritize: they need each "
+                         "workload's predicted throughput, which only the slowdown model gives (kace train --kind "
+                         "slowdown, or kace serve --allow-partial-model to serve it anyway)",
+                         model_kind_name(a));
+    return KACE_OK;
+}
+
+/* ---- admission: Origin, Content-Type, bearer token ---------------------- */
+
+bool kace_serve_token_equal(const char *given, const char *expected)
+{
+    size_t n = strlen(expected), m = strlen(given);
+    unsigned char diff = (unsigned char)(n != m);
+    /* every byte of expected is compared, whatever the given length */
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(expected[i] ^ (i < m ? given[i] : 0));
+    return diff == 0;
+}
+
+/* "host[:port]" of an authority (the Host header, or an origin after
+ * "scheme://"): host lower-cased into host (brackets kept for IPv6), the
+ * port's digits into port ("" when none). False when malformed. */
+static bool split_authority(const char *a, size_t len, char *host, size_t host_size, char *port, size_t port_size)
+{
+    size_t h = 0;
+    if (len > 0 && a[0] == '[') { /* [v6]:port */
+        const char *close = memchr(a, ']', len);
+        if (!close)
+            return false;
+        h = (size_t)(close - a) + 1;
+    } else {
+        while (h < len && a[h] != ':')
+            h++;
+    }
+    if (h == 0 || h >= host_size)
+        return false;
+    for (size_t i = 0; i < h; i++)
+        host[i] = (char)tolower((unsigned char)a[i]);
+    host[h] = '\0';
+    port[0] = '\0';
+    if (h < len) {
+        if (a[h] != ':' || len - h - 1 == 0 || len - h - 1 >= port_size)
+            return false;
+        for (size_t i = h + 1; i < len; i++)
+            if (!isdigit((unsigned char)a[i]))
+                return false;
+        memcpy(port, a + h + 1, len - h - 1);
+        port[len - h - 1] = '\0';
+    }
+    return true;
+}
+
+/* Whether an Origin ("scheme://host[:port]") names the same server as the
+ * Host header: same host, and the same port (an absent one being the
+ * scheme's default on the origin's side; a Host without port matches an
+ * origin on its scheme's default port, as a proxy may drop it). */
+static bool same_origin(const char *origin, const char *host_header)
+{
+    const char *sep = strstr(origin, "://");
+    if (!sep || !host_header)
+        return false;
+    size_t scheme_len = (size_t)(sep - origin);
+    const char *default_port = scheme_len == 4 && strncasecmp(origin, "http", 4) == 0    ? "80"
+                               : scheme_len == 5 && strncasecmp(origin, "https", 5) == 0 ? "443"
+                                                                                         : NULL;
+    if (!default_port)
+        return false;
+    char oh[256], op[8], hh[256], hp[8];
+    const char *auth = sep + 3;
+    if (!split_authority(auth, strlen(auth), oh, sizeof oh, op, sizeof op) ||
+        !split_authority(host_header, strlen(host_header), hh, sizeof hh, hp, sizeof hp))
+        return false;
+    if (strcmp(oh, hh) != 0)
+        return false;
+    const char *o_port = op[0] ? op : default_port;
+    return strcmp(o_port, hp[0] ? hp : default_port) == 0;
+}
+
+static bool allowed_origin(const kace_serve_guard *g, const char *origin, const char *host)
+{
+    if (same_origin(origin, host))
+        return true;
+    for (size_t i = 0; i < g->n_origins; i++)
+        if (strcasecmp(origin, g->origins[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The media type of a Content-Type value is application/json (parameters
+ * such as "; charset=utf-8" allowed). */
+static bool is_json_type(const char *ct)
+{
+    static const char want[] = "application/json";
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return false;
+    ct += sizeof want - 1;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+int kace_serve_admit(const kace_serve_guard *g, const kace_serve_head *h, char *msg, size_t msg_size)
+{
+    const char *method = h->method ? h->method : "";
+    bool safe = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 || strcmp(method, "OPTIONS") == 0;
+    if (!safe && h->origin && !allowed_origin(g, h->origin, h->host)) {
+        snprintf(msg, msg_size,
+                 "cross-origin request refused: Origin '%.200s' is not this server (Host '%.200s'); "
+                 "kace serve --allow-origin ORIGIN admits another",
+                 h->origin, h->host ? h->host : "");
+        return 403;
+    }
+    if (strcmp(method, "POST") != 0)
+        return 0;
+    if (g->token && !kace_route_is_extender(h->route)) {
+        static const char bearer[] = "Bearer ";
+        const char *a = h->authorization;
+        if (!a || strncasecmp(a, bearer, sizeof bearer - 1) != 0 ||
+            !kace_serve_token_equal(a + sizeof bearer - 1, g->token)) {
+            snprintf(msg, msg_size, "%s", a ? "wrong bearer token" : "this endpoint needs 'Authorization: Bearer <token>'");
+            return 401;
+        }
+    }
+    if (!is_json_type(h->content_type)) {
+        snprintf(msg, msg_size, "Content-Type must be application/json, not '%.200s'",
+                 h->content_type ? h->content_type : "(none)");
+        return 415;
+    }
+    return 0;
+}
+
 /* ---- errors ---------------------------------------------------------- */
 
 int kace_serve_http_status(kace_status st)
@@ -72,9 +222,12 @@ static const char *http_code_name(int status)
 {
     switch (status) {
     case 400: return "bad_request";
+    case 401: return "unauthorized";
+    case 403: return "forbidden";
     case 404: return "not_found";
     case 405: return "method_not_allowed";
     case 413: return "body_too_large";
+    case 415: return "unsupported_media_type";
     case 422: return "unprocessable";
     case 503: return "unavailable";
     default: return status >= 500 ? "internal" : "error";
@@ -102,14 +255,15 @@ void kace_reply_clear(kace_reply *reply)
 
 /* ---- request parsing --------------------------------------------------- */
 
-static kace_status kace_serve_parse_object(kace_ctx *ctx, const char *body, size_t len, cJSON **out)
+static kace_status kace_serve_parse_object(kace_ctx *ctx, kace_route route, const char *body, size_t len,
+                                           cJSON **out)
 {
     *out = NULL;
     if (!body || len == 0)
         return kace_fail(ctx, KACE_ERR_PARSE, "request body:1:1: empty (expected a JSON object)");
-    if (len > KACE_SERVE_MAX_BODY_DEFAULT)
-        return kace_fail(ctx, KACE_ERR_INVALID, "request body: %zu bytes, more than the %u allowed", len,
-                         KACE_SERVE_MAX_BODY_DEFAULT);
+    if (len > kace_serve_body_limit(route))
+        return kace_fail(ctx, KACE_ERR_INVALID, "request body: %zu bytes, more than the %zu allowed", len,
+                         kace_serve_body_limit(route));
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     if (root) { /* only white space may follow the value */
@@ -773,7 +927,7 @@ kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route
     kace_status st = out ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     bool has_body = route != KACE_ROUTE_WORKLOADS && route != KACE_ROUTE_HEALTH;
     if (!st && has_body)
-        st = kace_serve_parse_object(ctx, body, len, &req);
+        st = kace_serve_parse_object(ctx, route, body, len, &req);
     if (!st) {
         switch (route) {
         case KACE_ROUTE_PREDICT: st = handle_predict(ctx, a, req, out); break;

@@ -13,7 +13,7 @@
 #include "kace/gpu.h"
 #include "kace/serve.h"
 
-static const int status_codes[] = {200, 400, 404, 405, 413, 422, 500, 503};
+static const int status_codes[] = {200, 400, 401, 403, 404, 405, 413, 415, 422, 500, 503};
 #define N_CODES (sizeof status_codes / sizeof *status_codes)
 #define CODE_OTHER N_CODES /* every other status */
 
@@ -28,6 +28,16 @@ static const char *const policies[] = {"kace", "KACE", "Xu", "mps-profile", "con
 
 #define MAX_OBSERVED 256
 
+/* Reasons a model load is refused: a fixed set keeps the series bounded. */
+static const char *const refusals[] = {"load_error", "cannot_answer"};
+#define N_REFUSALS (sizeof refusals / sizeof *refusals)
+
+static const char *const drop_names[KACE_N_DROPS] = {
+    [KACE_DROP_HEADER_TIMEOUT] = "header_timeout",
+    [KACE_DROP_BODY_TIMEOUT] = "body_timeout",
+    [KACE_DROP_BODY_MEMORY] = "body_memory",
+};
+
 typedef struct observed {
     kace_observation obs;
     unsigned long long seq; /* when it was last reported (higher is newer) */
@@ -39,6 +49,8 @@ struct kace_serve_metrics {
     atomic_ullong count[KACE_N_ROUTES];
     atomic_ullong sum_ns[KACE_N_ROUTES];
     atomic_ullong decisions[KACE_N_ROUTES][N_POLICIES + 1];
+    atomic_ullong drops[KACE_N_DROPS];
+    atomic_ullong pending_body_bytes, connections;
 
     pthread_mutex_t lock; /* the fields below */
     observed obs[MAX_OBSERVED];
@@ -46,6 +58,9 @@ struct kace_serve_metrics {
     unsigned long long obs_seq;
     unsigned long long reloads_ok, reloads_failed;
     double loaded_at, model_mtime;
+    /* refused loads by reason, and the latest refusal (cleared by a load) */
+    unsigned long long refused[N_REFUSALS + 1];
+    char refusal_reason[32], refusal_message[512];
 };
 
 kace_status kace_serve_metrics_new(kace_ctx *ctx, kace_serve_metrics **out)
@@ -134,10 +149,37 @@ void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when
         m->reloads_ok++;
         m->loaded_at = when;
         m->model_mtime = model_mtime;
+        m->refusal_reason[0] = m->refusal_message[0] = '\0';
     } else {
         m->reloads_failed++;
     }
     pthread_mutex_unlock(&m->lock);
+}
+
+void kace_serve_metrics_model_refused(kace_serve_metrics *m, const char *reason, const char *message)
+{
+    size_t r = N_REFUSALS; /* "other" */
+    for (size_t i = 0; i < N_REFUSALS; i++)
+        if (reason && strcmp(refusals[i], reason) == 0)
+            r = i;
+    pthread_mutex_lock(&m->lock);
+    m->reloads_failed++;
+    m->refused[r]++;
+    snprintf(m->refusal_reason, sizeof m->refusal_reason, "%s", r < N_REFUSALS ? refusals[r] : "other");
+    snprintf(m->refusal_message, sizeof m->refusal_message, "%s", message ? message : "");
+    pthread_mutex_unlock(&m->lock);
+}
+
+void kace_serve_metrics_drop(kace_serve_metrics *m, kace_serve_drop why)
+{
+    if (why >= 0 && why < KACE_N_DROPS)
+        atomic_fetch_add_explicit(&m->drops[why], 1, memory_order_relaxed);
+}
+
+void kace_serve_metrics_pending(kace_serve_metrics *m, size_t body_bytes, size_t connections)
+{
+    atomic_store_explicit(&m->pending_body_bytes, body_bytes, memory_order_relaxed);
+    atomic_store_explicit(&m->connections, connections, memory_order_relaxed);
 }
 
 /* A label value with \, " and newline escaped, as the text format wants. */
@@ -218,6 +260,20 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
                         p == POLICY_OTHER ? "other" : policies[p], n);
         }
 
+    fputs("# HELP kace_http_dropped_total Connections dropped at a read deadline, and bodies refused (503) at the "
+          "memory cap for partly received bodies.\n# TYPE kace_http_dropped_total counter\n",
+          f);
+    for (int d = 0; d < KACE_N_DROPS; d++)
+        fprintf(f, "kace_http_dropped_total{reason=\"%s\"} %llu\n", drop_names[d],
+                atomic_load_explicit(&m->drops[d], memory_order_relaxed));
+    fprintf(f,
+            "# HELP kace_http_pending_body_bytes Bytes reserved for partly received request bodies.\n"
+            "# TYPE kace_http_pending_body_bytes gauge\nkace_http_pending_body_bytes %llu\n"
+            "# HELP kace_http_connections Connections open.\n"
+            "# TYPE kace_http_connections gauge\nkace_http_connections %llu\n",
+            atomic_load_explicit(&m->pending_body_bytes, memory_order_relaxed),
+            atomic_load_explicit(&m->connections, memory_order_relaxed));
+
     pthread_mutex_lock(&m->lock);
     fputs("# HELP kace_model_age_seconds Seconds since the served model was written (its file's or store's time).\n"
           "# TYPE kace_model_age_seconds gauge\n",
@@ -233,6 +289,22 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
             "# TYPE kace_model_loads_total counter\n"
             "kace_model_loads_total{result=\"ok\"} %llu\nkace_model_loads_total{result=\"error\"} %llu\n",
             m->reloads_ok, m->reloads_failed);
+    fputs("# HELP kace_model_reload_failures_total Model loads refused (the previous model kept serving), by reason.\n"
+          "# TYPE kace_model_reload_failures_total counter\n",
+          f);
+    for (size_t r = 0; r <= N_REFUSALS; r++)
+        if (r < N_REFUSALS || m->refused[r])
+            fprintf(f, "kace_model_reload_failures_total{reason=\"%s\"} %llu\n", r < N_REFUSALS ? refusals[r] : "other",
+                    m->refused[r]);
+    if (m->refusal_reason[0]) {
+        fputs("# HELP kace_model_reload_error_info The latest refused model load since the last successful one.\n"
+              "# TYPE kace_model_reload_error_info gauge\nkace_model_reload_error_info{reason=",
+              f);
+        put_label(f, m->refusal_reason);
+        fputs(",message=", f);
+        put_label(f, m->refusal_message);
+        fputs("} 1\n", f);
+    }
 
     if (m->n_obs) {
         fputs("# HELP kace_colocation_throughput Throughput sum of a reported colocation (samples/s), as observed "
