@@ -137,7 +137,9 @@ echo "/healthz with $N_SLOW slow connections from one address ($ready): $busy"
 [ "$(field failed "$busy")" = 0 ] || fail "/healthz failed under $N_SLOW slow connections: $busy"
 [ "$(field median_us "$busy")" -le $((5 * idle_median)) ] ||
     fail "/healthz median $(field median_us "$busy") us under $N_SLOW slow connections, more than 5x idle ($idle_median us)"
-[ "$(field open "$ready")" -le 80 ] || fail "one address kept more than its 64 connections: $ready"
+# the server's count (the client may not have seen every refusal yet); +1: this request
+conns=$(metric kace_http_connections)
+[ "${conns:-999}" -le 65 ] || fail "one address kept more than its 64 connections: $conns open ($ready)"
 unhold
 
 # ---- ... and from 20 addresses (55 each, under the per-client limit) -------------
