@@ -154,7 +154,8 @@ static kace_sched_config config_for(const sched_options *o, kace_sched_policy po
 }
 
 enum { O_GPUS = 256, O_NODES, O_POLICIES, O_MAX_GROUP, O_GPU_MEM, O_LS, O_CONF, O_GAIN, O_NOCCUR, O_SEED, O_IMPORT,
-       O_NOFIG, O_CLUSTER, O_OVER_QUEUE, O_OVER_RATE, O_TUNE, O_TUNE_TRACES, O_TUNE_GPUS, O_RESERVE };
+       O_NOFIG, O_CLUSTER, O_OVER_QUEUE, O_OVER_RATE, O_TUNE, O_TUNE_TRACES, O_TUNE_GPUS, O_RESERVE, O_SACCT,
+       O_SACCT_MAP, O_SHARDS };
 
 /* The threshold options both commands share; 0 when opt is not one of them,
  * -1 after a usage message. */
@@ -184,13 +185,21 @@ static const char *const simulate_help =
     "                     [--train-n-occur N] [--train-seed S] [--no-figures] [--tune [--tune-traces F1,F2,..] [--tune-gpus G1,G2,..]]\n"
     "Replays a pod list of the Alibaba GPU trace (default ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv)\n"
     "on a cluster sampled from its node list (--gpus N, default 32; 0 = all 6,212 GPUs) under each policy\n"
-    "(default: exclusive,packing,random,MEMCAP,SM%%,MEM%%,kace,Oracle). Colocated jobs progress at the rates\n"
+    "(default: exclusive,packing,random,MEMCAP,SM%,MEM%,kace,Oracle). Colocated jobs progress at the rates\n"
     "measured in the store's 'pairs' and 'triples' sets; kace predicts them with a slowdown model fitted on one\n"
     "published training split (default n_occur 3, seed 10). Writes CSV and PNG figures to DIR (default kace-sim).\n"
     "--tune first picks kace's --min-gain, --min-confidence, --overload-queue, --reserve on held-out pod lists (default\n"
     "openb_pod_list_gpushare{20,60,80}.csv beside --trace) over cluster sizes (default 16,24,32,48,64): the grid\n"
     "point with the lowest geometric mean of kace's mean JCT over every list x size (first wins ties); it writes\n"
-    "DIR/tune.csv and then reports on --trace with the chosen values (refused if --trace is a tuning list).\n";
+    "DIR/tune.csv and then reports on --trace with the chosen values (refused if --trace is a tuning list).\n"
+    "\n"
+    "       kace simulate --sacct FILE [--sacct-map FILE] [--cluster NxG] [--shards S] [--out DIR] [--db PATH] ...\n"
+    "What-if on a site's own history: replays the GPU jobs of `sacct -a -X --parsable2` output (fields: docs/slurm.md)\n"
+    "under exclusive GPUs, Slurm's gres/shard (S equal shards per GPU, default 2, first fit) and kace, and reports\n"
+    "GPU-hours, mean and p95 slowdown and queueing (DIR/sacct.csv, sacct_cdf.csv, fig_sacct.png). A job's workload:\n"
+    "the first --sacct-map rule that matches (FIELD GLOB WORKLOAD), else kace's tag in AdminComment, else its JobName;\n"
+    "jobs without a stored workload run exclusive and are counted. The cluster: the nodes of the file, each with the\n"
+    "most GPUs one job held there, unless --cluster NxG.\n";
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -444,6 +453,232 @@ done:
     return rc;
 }
 
+/* ---- kace simulate --sacct: a site's own history ---- */
+
+typedef struct sacct_options {
+    const char *path, *map;
+    int cluster_nodes, cluster_gpus; /* 0: from the file */
+    int shards;                      /* gres/shard count per GPU of the shard scenario */
+} sacct_options;
+
+enum { SACCT_EXCLUSIVE, SACCT_SHARD, SACCT_KACE, N_SACCT_SCENARIOS };
+static const char *const sacct_scenario_names[N_SACCT_SCENARIOS] = {"exclusive", "shard", "kace"};
+
+/* Quantiles of per-job slowdown and queueing (hours), 201 points per
+ * scenario, and the figure drawn from them. */
+static int write_sacct_outputs(const char *out, const kace_sim_job *jobs, size_t n_jobs,
+                               kace_sim_result *const *res, bool figures)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sacct_cdf.csv", out);
+    FILE *f = fopen(path, "w");
+    double *v = malloc((n_jobs ? n_jobs : 1) * sizeof *v);
+    double *q = malloc(2 * N_SACCT_SCENARIOS * 201 * sizeof *q);
+    if (!f || !v || !q) {
+        fprintf(stderr, "kace: cannot write %s\n", path);
+        if (f)
+            fclose(f);
+        free(v);
+        free(q);
+        return -1;
+    }
+    for (int p = 0; p < N_SACCT_SCENARIOS; p++)
+        for (int what = 0; what < 2; what++) {
+            for (size_t i = 0; i < n_jobs; i++)
+                v[i] = what == 0 ? (res[p]->finish[i] - res[p]->start[i]) / jobs[i].work
+                                 : (res[p]->start[i] - jobs[i].arrival) / 3600.0;
+            qsort(v, n_jobs, sizeof *v, cmp_double);
+            for (int k = 0; k <= 200; k++)
+                q[(p * 2 + what) * 201 + k] = n_jobs ? v[(size_t)((double)(n_jobs - 1) * k / 200.0)] : 0;
+        }
+    fprintf(f, "fraction");
+    for (int what = 0; what < 2; what++)
+        for (int p = 0; p < N_SACCT_SCENARIOS; p++)
+            fprintf(f, ",%s_%s", what == 0 ? "slowdown" : "queue_h", sacct_scenario_names[p]);
+    fprintf(f, "\n");
+    for (int k = 0; k <= 200; k++) {
+        fprintf(f, "%.3f", k / 200.0);
+        for (int what = 0; what < 2; what++)
+            for (int p = 0; p < N_SACCT_SCENARIOS; p++)
+                fprintf(f, ",%.6f", q[(p * 2 + what) * 201 + k]);
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    free(v);
+    free(q);
+    if (!figures)
+        return 0;
+    static const char script[] =
+        "set terminal pngcairo size 1200,500 noenhanced font ',11'\n"
+        "set datafile separator ','\n"
+        "set output 'fig_sacct.png'\n"
+        "set grid\n"
+        "set key right bottom\n"
+        "set multiplot layout 1,3 title 'The site history replayed: exclusive GPUs, Slurm shards, kace'\n"
+        "set title 'Job slowdown, CDF'\n"
+        "set xlabel 'run time / run time alone'\n"
+        "set ylabel 'fraction of jobs'\n"
+        "plot for [c=2:4] 'sacct_cdf.csv' using (column(c)):1 with lines lw 2 title columnheader(c)\n"
+        "set title 'Queueing, CDF'\n"
+        "set xlabel 'wait (hours)'\n"
+        "plot for [c=5:7] 'sacct_cdf.csv' using (column(c)):1 with lines lw 2 title columnheader(c)\n"
+        "set title 'GPU-hours'\n"
+        "set xlabel ''\n"
+        "set ylabel 'GPU-hours'\n"
+        "set style fill solid 0.6\n"
+        "set boxwidth 0.6\n"
+        "set yrange [0:*]\n"
+        "unset key\n"
+        "plot 'sacct.csv' using 0:2:xtic(1) every ::1 with boxes\n"
+        "unset multiplot\n";
+    return figures_gnuplot(out, script);
+}
+
+static int simulate_sacct(const char *db, const char *import_dir, const char *out, bool figures,
+                          const sched_options *so, const sacct_options *sa)
+{
+    kace_ctx *ctx = kace_ctx_new();
+    if (!ctx)
+        return EXIT_FAILURE_RUN;
+    sim_world w;
+    int rc = world_load(ctx, db, import_dir, so->n_occur, so->seed, &w);
+    if (rc != EXIT_OK) {
+        kace_ctx_free(&ctx);
+        return rc;
+    }
+    rc = EXIT_FAILURE_RUN;
+    kace_sacct *sacct = NULL;
+    kace_sacct_map *map = NULL;
+    kace_sim_job *jobs = NULL, *shard_jobs = NULL;
+    size_t *rows = NULL, n_jobs = 0, n_measured = 0, n_predicted = 0;
+    kace_truth *truth = NULL;
+    int *node_gpus = NULL;
+    size_t n_nodes = 0;
+    kace_sim_result *res[N_SACCT_SCENARIOS] = {0};
+    int pool[KACE_SCHED_MAX_WORKLOADS], n_pool = 0, n_shareable = 0;
+    kace_sacct_counts cnt;
+    kace_status st;
+    if ((st = kace_sacct_load(ctx, sa->path, &sacct)) || (sa->map && (st = kace_sacct_map_load(ctx, sa->map, &map))) ||
+        (st = kace_sim_jobs_from_sacct(ctx, sacct, map, w.profiles, w.pool, w.n_pool, so->sched.gpu_mem_gb, &jobs, &rows,
+                                       &n_jobs, pool,
+                                       &n_pool, &n_shareable, &cnt))) {
+        if (st == KACE_ERR_NOT_FOUND && sa->map)
+            fprintf(stderr, "kace: %s: ", sa->map);
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("sacct %s: %zu jobs; %zu ran on GPUs (%zu replayed jobs, %zu multi-node jobs split into one gang per node, "
+           "%zu multi-GPU gangs);\n  not replayed: %zu never started or still running, %zu without a GPU\n",
+           sa->path, cnt.rows, cnt.rows - cnt.not_run - cnt.cpu_only, cnt.replayed, cnt.multi_node, cnt.gangs,
+           cnt.not_run, cnt.cpu_only);
+    printf("workloads: %zu by --sacct-map rule, %zu by kace's tag in AdminComment, %zu by JobName; %zu without a "
+           "stored workload (%zu by a '-' rule) run exclusive under every scenario%s%s%s\n",
+           cnt.by_rule, cnt.by_tag, cnt.by_name, cnt.no_workload, cnt.exclusive_rule,
+           cnt.example_unmapped[0] ? " (e.g. job name '" : "", cnt.example_unmapped,
+           cnt.example_unmapped[0] ? "')" : "");
+    if (n_jobs == 0) {
+        fprintf(stderr, "kace: %s: no job ran on a GPU: nothing to replay\n", sa->path);
+        goto done;
+    }
+    /* The cluster: --cluster, else the file's GPU nodes. */
+    if (sa->cluster_nodes) {
+        n_nodes = (size_t)sa->cluster_nodes;
+        node_gpus = malloc(n_nodes * sizeof *node_gpus);
+        if (!node_gpus)
+            goto done;
+        for (size_t i = 0; i < n_nodes; i++)
+            node_gpus[i] = sa->cluster_gpus;
+        printf("cluster: %zu nodes x %d GPUs (--cluster)\n", n_nodes, sa->cluster_gpus);
+    } else {
+        node_gpus = malloc((sacct->n_nodes ? sacct->n_nodes : 1) * sizeof *node_gpus);
+        if (!node_gpus)
+            goto done;
+        size_t total = 0;
+        for (size_t i = 0; i < sacct->n_nodes; i++)
+            if (sacct->node_gpus[i] > 0) {
+                int g = sacct->node_gpus[i] > KACE_SCHED_MAX_NODE_GPUS ? KACE_SCHED_MAX_NODE_GPUS : sacct->node_gpus[i];
+                node_gpus[n_nodes++] = g;
+                total += (size_t)g;
+            }
+        printf("cluster: %zu GPUs on %zu nodes: the file's nodes, each with the most GPUs one job held there "
+               "(--cluster NxG to say otherwise)\n", total, n_nodes);
+    }
+    const kace_dataset *sets[2] = {w.pairs, w.triples};
+    if ((st = kace_truth_complete(ctx, sets, 2, &w.rates, pool, n_shareable, so->sched.max_group, &truth, &n_measured,
+                                  &n_predicted))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("rates of colocated jobs: %zu groups of the jobs' %d workloads measured in the store, %zu predicted by "
+           "kace's model (fitted on %zu pairs)\n",
+           n_measured, n_shareable, n_predicted, w.n_train);
+    /* Shard: each single-GPU job takes one of S equal shards (gres/shard),
+     * a multiple of the scheduler's 1% steps so that S of them fit. */
+    shard_jobs = malloc(n_jobs * sizeof *shard_jobs);
+    if (!shard_jobs)
+        goto done;
+    int shard_milli = 1000 / sa->shards / 10 * 10;
+    for (size_t i = 0; i < n_jobs; i++) {
+        shard_jobs[i] = jobs[i];
+        if (jobs[i].num_gpu == 1)
+            shard_jobs[i].gpu_milli = shard_milli;
+    }
+    if (cli_mkdirs(out) != 0) {
+        fprintf(stderr, "kace: cannot create %s\n", out);
+        goto done;
+    }
+    char csv_path[4096];
+    snprintf(csv_path, sizeof csv_path, "%s/sacct.csv", out);
+    FILE *sf = fopen(csv_path, "w");
+    if (!sf) {
+        fprintf(stderr, "kace: cannot write %s\n", csv_path);
+        goto done;
+    }
+    fprintf(sf, "scenario,gpu_hours,mean_slowdown,p95_slowdown,mean_queue_h,p95_queue_h,mean_jct_h,p95_jct_h,"
+                "shared_fraction,max_group\n");
+    printf("\n%-9s %10s %9s %9s %9s %9s %9s %9s %7s\n", "scenario", "GPU_hours", "meanSlow", "p95Slow", "queue_h",
+           "p95que_h", "meanJCT_h", "p95JCT_h", "shared");
+    static const kace_sched_policy policy_of[N_SACCT_SCENARIOS] = {KACE_SCHED_EXCLUSIVE, KACE_SCHED_PACKING,
+                                                                   KACE_SCHED_KACE};
+    for (int p = 0; p < N_SACCT_SCENARIOS; p++) {
+        kace_sim_config cfg = {.record_timeline = false};
+        cfg.sched = config_for(so, policy_of[p]);
+        if (p == SACCT_SHARD)
+            cfg.sched.max_group = sa->shards;
+        if ((st = kace_sim_run(ctx, &cfg, w.profiles, truth, pool, n_pool, &w.rates, node_gpus, n_nodes,
+                               p == SACCT_SHARD ? shard_jobs : jobs, n_jobs, &res[p]))) {
+            fclose(sf);
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        const kace_sim_result *r = res[p];
+        printf("%-9s %10.4g %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f%%\n", sacct_scenario_names[p], r->gpu_hours,
+               r->mean_slowdown, r->p95_slowdown, r->mean_queue / 3600, r->p95_queue / 3600, r->mean_jct / 3600,
+               r->p95_jct / 3600, 100 * r->shared_fraction);
+        fprintf(sf, "%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%d\n", sacct_scenario_names[p], r->gpu_hours,
+                r->mean_slowdown, r->p95_slowdown, r->mean_queue / 3600, r->p95_queue / 3600, r->mean_jct / 3600,
+                r->p95_jct / 3600, r->shared_fraction, r->max_group);
+    }
+    fclose(sf);
+    printf("(slowdown: a job's run time over its run time alone, End - Start in the file; queueing: start - submit)\n");
+    if (write_sacct_outputs(out, jobs, n_jobs, res, figures) == 0)
+        printf("wrote %s/sacct.csv, sacct_cdf.csv%s\n", out, figures ? ", fig_sacct.png" : "");
+    rc = EXIT_OK;
+done:
+    for (int p = 0; p < N_SACCT_SCENARIOS; p++)
+        kace_sim_result_free(&res[p]);
+    kace_truth_free(&truth);
+    free(node_gpus);
+    free(jobs);
+    free(shard_jobs);
+    free(rows);
+    kace_sacct_map_free(&map);
+    kace_sacct_free(&sacct);
+    world_free(&w);
+    kace_ctx_free(&ctx);
+    return rc;
+}
+
 int cmd_simulate(int argc, char **argv)
 {
     const char *db = cli_default_db(), *trace_path = NULL, *nodes_path = NULL, *out = "kace-sim", *import_dir = NULL;
@@ -465,10 +700,14 @@ int cmd_simulate(int argc, char **argv)
         {"overload-min-rate", required_argument, 0, O_OVER_RATE}, {"reserve", required_argument, 0, O_RESERVE},
         {"tune", no_argument, 0, O_TUNE},            {"tune-traces", required_argument, 0, O_TUNE_TRACES},
         {"tune-gpus", required_argument, 0, O_TUNE_GPUS},
+        {"sacct", required_argument, 0, O_SACCT},    {"sacct-map", required_argument, 0, O_SACCT_MAP},
+        {"cluster", required_argument, 0, O_CLUSTER}, {"shards", required_argument, 0, O_SHARDS},
         {0, 0, 0, 0}};
     int c;
     double v = 0;
-    bool tune = false;
+    bool tune = false, policies_given = false;
+    const char *sacct_path = NULL, *sacct_map = NULL;
+    int sacct_nodes = 0, sacct_gpus = 0, shards = 2;
     const char *tune_traces = NULL, *tune_gpus = "16,24,32,48,64";
     optind = 1;
     while ((c = getopt_long(argc, argv, "d:t:o:h", longopts, NULL)) != -1) {
@@ -485,9 +724,20 @@ int cmd_simulate(int argc, char **argv)
         case 't': trace_path = optarg; break;
         case 'o': out = optarg; break;
         case O_NODES: nodes_path = optarg; break;
-        case O_POLICIES: policy_list = optarg; break;
+        case O_POLICIES: policy_list = optarg; policies_given = true; break;
         case O_IMPORT: import_dir = optarg; break;
         case O_NOFIG: figures = false; break;
+        case O_SACCT: sacct_path = optarg; break;
+        case O_SACCT_MAP: sacct_map = optarg; break;
+        case O_CLUSTER:
+            if (sscanf(optarg, "%dx%d", &sacct_nodes, &sacct_gpus) != 2 || sacct_nodes < 1 ||
+                sacct_nodes > 1000000 || sacct_gpus < 1 || sacct_gpus > KACE_SCHED_MAX_NODE_GPUS)
+                return cli_usage("simulate", "--cluster: '%s' is not NODESxGPUS (e.g. 4x8)", optarg);
+            break;
+        case O_SHARDS:
+            if (!cli_int("simulate", "shards", optarg, 1, KACE_SCHED_MAX_GROUP, &shards))
+                return EXIT_USAGE;
+            break;
         case O_GPUS:
             if (!cli_number("simulate", "gpus", optarg, 0, 1e7, &gpus))
                 return EXIT_USAGE;
@@ -529,6 +779,15 @@ int cmd_simulate(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage("simulate", "unexpected argument '%s'", argv[optind]);
+    if (sacct_path) {
+        if (trace_path || nodes_path || tune || policies_given)
+            return cli_usage("simulate", "--sacct replays a site's history under exclusive, shard and kace: it takes "
+                                         "no --trace, --nodes, --tune or --policies");
+        sacct_options sa = {sacct_path, sacct_map, sacct_nodes, sacct_gpus, shards};
+        return simulate_sacct(db, import_dir, out, figures, &so, &sa);
+    }
+    if (sacct_map || sacct_nodes || shards != 2)
+        return cli_usage("simulate", "--sacct-map, --cluster and --shards go with --sacct");
     int policies[KACE_SCHED_N_POLICIES], n_policies = 0;
     int rc = parse_policies(policy_list, policies, &n_policies);
     if (rc != EXIT_OK)

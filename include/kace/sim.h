@@ -11,6 +11,7 @@
 #ifndef KACE_SIM_H
 #define KACE_SIM_H
 
+#include "kace/sacct.h"
 #include "kace/sched.h"
 #include "kace/trace.h"
 
@@ -58,6 +59,59 @@ kace_status kace_sim_jobs_from_trace(kace_ctx *ctx, const kace_trace *trace, con
                                      const int *pool, int n_pool, kace_sim_job **jobs, size_t *n_jobs,
                                      size_t *n_cpu_only);
 
+/* ---- a site's own history (kace simulate --sacct) ---- */
+
+/* Where each replayed job of a sacct file came from, and what was left out
+ * (never silently: the CLI prints every count). */
+typedef struct kace_sacct_counts {
+    size_t rows;            /* jobs in the file */
+    size_t not_run;         /* never started or still running (Start or End not a time): not replayed */
+    size_t cpu_only;        /* ran without a GPU: not replayed */
+    size_t replayed;        /* sim jobs made (a multi-node job makes one per node) */
+    size_t multi_node;      /* jobs on several nodes: one gang per node, started independently */
+    size_t gangs;           /* sim jobs of several GPUs on a node: whole GPUs, never shared */
+    size_t by_rule, by_tag, by_name; /* sim jobs whose workload a mapping rule, kace's placement
+                                        tag in AdminComment or the JobName named */
+    size_t no_workload;     /* sim jobs with no stored workload (a '-' rule, or nothing matched
+                               and the name is no stored workload): replayed exclusive */
+    size_t exclusive_rule;  /* of those, by a '-' rule */
+    char example_unmapped[KACE_SACCT_TEXT_MAX]; /* one JobName without a workload */
+} kace_sacct_counts;
+
+/* The stand-in workload of jobs without one: it fills a GPU's memory, so
+ * no other job ever joins it (under any policy). */
+#define KACE_SIM_NO_WORKLOAD "(no workload)"
+
+/* Turns the jobs of a sacct file that ran on GPUs into sim jobs: arrival =
+ * Submit (seconds after the first replayed job's), work = End - Start (as
+ * if it had run alone; at least 1 s), num_gpu = its GPUs per node,
+ * gpu_milli 1000, not LS. A job's workload: the first mapping rule that
+ * matches (map may be NULL), else the workload of kace's placement tag in
+ * its AdminComment, else its JobName; a name that is none of the workloads
+ * known[0..n_known) (indices of profiles: those the model can predict)
+ * makes it a job without a workload, which gets
+ * KACE_SIM_NO_WORKLOAD (added to profiles with memcap gpu_mem_gb, sm% and
+ * mem% 100). A rule that names an unknown workload is an error.
+ * *pool receives the distinct workloads of the jobs (at most
+ * KACE_SCHED_MAX_WORKLOADS), *n_shareable how many of them come first and
+ * are real workloads (the stand-in, when used, is last). *jobs and *row
+ * (per sim job, its index in sacct->jobs) are malloc'ed. */
+kace_status kace_sim_jobs_from_sacct(kace_ctx *ctx, const kace_sacct *sacct, const kace_sacct_map *map,
+                                     kace_dataset *profiles, const int *known, int n_known, double gpu_mem_gb,
+                                     kace_sim_job **jobs, size_t **row,
+                                     size_t *n_jobs, int *pool, int *n_pool, int *n_shareable,
+                                     kace_sacct_counts *counts);
+
+/* Rates for workloads that were never measured together: every group of
+ * 2..max_group of pool[0..n_pool) (repeats allowed) gets the fractions
+ * measured in sets (as kace_truth_build) where they were measured, else the
+ * rate source's prediction (a model: the site's jobs never ran together).
+ * Groups where a member keeps nothing may not share. *n_measured and
+ * *n_predicted count the groups of each origin. */
+kace_status kace_truth_complete(kace_ctx *ctx, const kace_dataset *const *sets, size_t n_sets,
+                                const kace_rate_source *rates, const int *pool, int n_pool, int max_group,
+                                kace_truth **out, size_t *n_measured, size_t *n_predicted);
+
 /* GPUs per node of a cluster of about target_gpus GPUs sampled evenly
  * along the node list (every node when target_gpus is 0 or >= the list's
  * total). *node_gpus is malloc'ed. */
@@ -74,6 +128,7 @@ typedef struct kace_sim_sample {
 typedef struct kace_sim_result {
     size_t n_jobs, n_completed, n_ls, n_ls_met;
     double mean_jct, p95_jct, mean_queue, p95_queue;
+    double mean_slowdown, p95_slowdown; /* (finish - start) / work: 1 = as fast as alone */
     double makespan;          /* last completion - first arrival, s */
     double gpu_hours;         /* integral of busy GPUs */
     double jobs_per_hour;     /* n_completed / makespan */

@@ -7,9 +7,11 @@
  * group and one completion event is queued for the GPU. Events of a GPU
  * whose group changed since are stale and skipped (version numbers). */
 #include "kace/sim.h"
+#include "kace/place.h"
 
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -298,6 +300,255 @@ kace_status kace_sim_jobs_from_trace(kace_ctx *ctx, const kace_trace *trace, con
     return KACE_OK;
 }
 
+/* ---- a site's own history ---- */
+
+/* Index of the stand-in for jobs without a workload, added on first use. */
+static kace_status no_workload_index(kace_ctx *ctx, kace_dataset *profiles, double gpu_mem_gb, int *index)
+{
+    if (*index >= 0)
+        return KACE_OK;
+    if (kace_dataset_find(profiles, KACE_SIM_NO_WORKLOAD) >= 0)
+        return kace_fail(ctx, KACE_ERR_INVALID, "simulate: the profiles already hold a workload named '%s'",
+                         KACE_SIM_NO_WORKLOAD);
+    kace_status st = kace_dataset_intern(ctx, profiles, KACE_SIM_NO_WORKLOAD, index);
+    if (st)
+        return st;
+    kace_workload *w = &profiles->workloads[*index];
+    w->metric[KACE_M_MEMCAP] = gpu_mem_gb;
+    w->metric[KACE_M_SM_PCT] = 100;
+    w->metric[KACE_M_MEM_PCT] = 100;
+    return KACE_OK;
+}
+
+/* Index of a known workload by name, or -1. */
+static int known_workload(const kace_dataset *profiles, const int *known, int n_known, const char *name)
+{
+    int w = kace_dataset_find(profiles, name);
+    for (int i = 0; w >= 0 && i < n_known; i++)
+        if (known[i] == w)
+            return w;
+    return -1;
+}
+
+kace_status kace_sim_jobs_from_sacct(kace_ctx *ctx, const kace_sacct *sacct, const kace_sacct_map *map,
+                                     kace_dataset *profiles, const int *known, int n_known, double gpu_mem_gb,
+                                     kace_sim_job **jobs, size_t **row,
+                                     size_t *n_jobs, int *pool, int *n_pool, int *n_shareable,
+                                     kace_sacct_counts *counts)
+{
+    *jobs = NULL;
+    *row = NULL;
+    *n_jobs = 0;
+    *n_pool = *n_shareable = 0;
+    memset(counts, 0, sizeof *counts);
+    counts->rows = sacct->n_jobs;
+    /* Every mapping rule must name a stored workload: a typo would otherwise
+     * turn a whole class of jobs exclusive. */
+    for (size_t i = 0; i < kace_sacct_map_n_rules(map); i++) {
+        int line;
+        const char *w = kace_sacct_map_rule(map, i, &line);
+        if (strcmp(w, "-") != 0 && known_workload(profiles, known, n_known, w) < 0)
+            return kace_fail(ctx, KACE_ERR_NOT_FOUND,
+                             "mapping rule of line %d: '%s' is not a workload the model knows (a stored workload "
+                             "with a profile, measured in pairs)", line, w);
+    }
+    size_t n_out = 0;
+    double first = INFINITY;
+    for (size_t i = 0; i < sacct->n_jobs; i++) {
+        const kace_sacct_job *sj = &sacct->jobs[i];
+        if (sj->ran && sj->gpus > 0) {
+            n_out += (size_t)sj->n_nodes;
+            first = fmin(first, sj->submit);
+        }
+    }
+    kace_sim_job *out = malloc((n_out ? n_out : 1) * sizeof *out);
+    size_t *rows = malloc((n_out ? n_out : 1) * sizeof *rows);
+    if (!out || !rows) {
+        free(out);
+        free(rows);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "simulate: out of memory");
+    }
+    int stand_in = -1;
+    int used_index[KACE_SCHED_MAX_WORKLOADS + 1], n_used = 0;
+    size_t n = 0;
+    kace_status st = KACE_OK;
+    for (size_t i = 0; i < sacct->n_jobs; i++) {
+        const kace_sacct_job *sj = &sacct->jobs[i];
+        if (!sj->ran) {
+            counts->not_run++;
+            continue;
+        }
+        if (sj->gpus == 0) {
+            counts->cpu_only++;
+            continue;
+        }
+        int w = -1;
+        size_t *by = NULL;
+        int r = kace_sacct_map_match(map, sj);
+        char tag_workload[KACE_NAME_MAX];
+        int share;
+        if (r >= 0) {
+            const char *name = kace_sacct_map_rule(map, (size_t)r, NULL);
+            if (strcmp(name, "-") != 0) {
+                w = known_workload(profiles, known, n_known, name);
+                by = &counts->by_rule;
+            }
+        } else if (kace_place_tag_parse(sj->admin_comment, tag_workload, &share) &&
+                   (w = known_workload(profiles, known, n_known, tag_workload)) >= 0) {
+            by = &counts->by_tag;
+        } else if ((w = known_workload(profiles, known, n_known, sj->name)) >= 0) {
+            by = &counts->by_name;
+        }
+        if (w < 0) {
+            if ((st = no_workload_index(ctx, profiles, gpu_mem_gb, &stand_in)))
+                goto fail;
+            w = stand_in;
+            by = NULL;
+        }
+        /* The pool: distinct workloads in order of first use. */
+        int slot = 0;
+        while (slot < n_used && used_index[slot] != w)
+            slot++;
+        if (slot == n_used) {
+            if (n_used == KACE_SCHED_MAX_WORKLOADS) {
+                st = kace_fail(ctx, KACE_ERR_INVALID, "simulate: the jobs run more than %d distinct workloads (line %d)",
+                               KACE_SCHED_MAX_WORKLOADS - 1, sj->line);
+                goto fail;
+            }
+            used_index[n_used++] = w;
+        }
+        int per_node = sj->gpus / sj->n_nodes;
+        counts->multi_node += sj->n_nodes > 1;
+        for (int node = 0; node < sj->n_nodes; node++) {
+            out[n] = (kace_sim_job){.arrival = sj->submit - first,
+                                    .work = fmax(sj->end - sj->start, 1.0),
+                                    .workload = w,
+                                    .ls = false,
+                                    .gpu_milli = 1000,
+                                    .num_gpu = per_node};
+            rows[n++] = i;
+            counts->gangs += per_node > 1;
+            if (by)
+                (*by)++;
+            else
+                counts->no_workload++;
+            if (!by && r >= 0)
+                counts->exclusive_rule++;
+            if (!by && !counts->example_unmapped[0])
+                snprintf(counts->example_unmapped, sizeof counts->example_unmapped, "%s", sj->name);
+        }
+    }
+    for (int i = 0; i < n_used; i++)
+        if (used_index[i] != stand_in)
+            pool[(*n_pool)++] = used_index[i];
+    *n_shareable = *n_pool;
+    if (stand_in >= 0)
+        pool[(*n_pool)++] = stand_in;
+    counts->replayed = n;
+    *jobs = out;
+    *row = rows;
+    *n_jobs = n;
+    return KACE_OK;
+fail:
+    free(out);
+    free(rows);
+    return st;
+}
+
+kace_status kace_truth_complete(kace_ctx *ctx, const kace_dataset *const *sets, size_t n_sets,
+                                const kace_rate_source *rates, const int *pool, int n_pool, int max_group,
+                                kace_truth **out, size_t *n_measured, size_t *n_predicted)
+{
+    *out = NULL;
+    *n_measured = *n_predicted = 0;
+    if (n_pool < 0 || n_pool > KACE_SCHED_MAX_WORKLOADS || max_group < 1 || max_group > KACE_SCHED_MAX_GROUP)
+        return kace_fail(ctx, KACE_ERR_INVALID, "truth: %d workloads and groups up to %d (expected <= %d and 1..%d)",
+                         n_pool, max_group, KACE_SCHED_MAX_WORKLOADS, KACE_SCHED_MAX_GROUP);
+    kace_truth *measured = NULL, *t = NULL;
+    kace_status st = kace_truth_build(ctx, sets, n_sets, &measured);
+    if (st)
+        return st;
+    t = calloc(1, sizeof *t);
+    if (!t || (st = kace_group_set_new(ctx, &t->runnable))) {
+        st = st ? st : kace_fail(ctx, KACE_ERR_NOMEM, "truth: out of memory");
+        goto fail;
+    }
+    size_t groups = 0; /* tuples with repeats: C(n+k-1, k) for k = 2..3, bounded by n^3 */
+    for (int k = 2; k <= max_group; k++) {
+        size_t c = 1;
+        for (int i = 0; i < k; i++)
+            c = c * (size_t)(n_pool + i) / (size_t)(i + 1);
+        groups += c;
+    }
+    t->cap = 64;
+    while (t->cap < 2 * groups + 2)
+        t->cap *= 2;
+    t->slots = calloc(t->cap, sizeof *t->slots);
+    if (!t->slots) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "truth: out of memory");
+        goto fail;
+    }
+    for (int k = 2; k <= max_group && n_pool > 0; k++) {
+        int ix[KACE_SCHED_MAX_GROUP] = {0, 0, 0};
+        for (;;) {
+            int g[KACE_SCHED_MAX_GROUP], sorted[KACE_SCHED_MAX_GROUP], perm[KACE_SCHED_MAX_GROUP];
+            for (int i = 0; i < k; i++)
+                g[i] = pool[ix[i]];
+            sort_members(g, k, sorted, perm);
+            truth_entry *e = truth_find(t, truth_key(sorted, k));
+            if (!e->key) {
+                double frac[KACE_SCHED_MAX_GROUP], conf = 1;
+                const truth_entry *m = truth_find(measured, truth_key(sorted, k));
+                if (m->key) {
+                    memcpy(frac, m->fraction, sizeof frac);
+                    (*n_measured)++;
+                } else {
+                    if ((st = rates->rates(rates->self, ctx, sorted, k, frac, &conf)))
+                        goto fail;
+                    for (int i = 0; i < k; i++)
+                        if (!(frac[i] >= 0) || !isfinite(frac[i])) {
+                            st = kace_fail(ctx, KACE_ERR_MODEL, "truth: the model predicts %g for a member of a group "
+                                           "of %d", frac[i], k);
+                            goto fail;
+                        }
+                    (*n_predicted)++;
+                }
+                e->key = truth_key(sorted, k);
+                e->k = k;
+                e->runs = 1;
+                bool ok = true;
+                for (int i = 0; i < k; i++) {
+                    e->fraction[i] = frac[i];
+                    ok = ok && frac[i] > 0;
+                }
+                if (k == 3) {
+                    int pairs[3][2] = {{sorted[0], sorted[1]}, {sorted[0], sorted[2]}, {sorted[1], sorted[2]}};
+                    for (int p = 0; p < 3 && ok; p++)
+                        ok = kace_group_set_has(t->runnable, pairs[p], 2);
+                }
+                t->n++;
+                if (ok && (st = kace_group_set_add(ctx, t->runnable, sorted, k)))
+                    goto fail;
+            }
+            int i = k - 1;
+            while (i >= 0 && ix[i] == n_pool - 1)
+                i--;
+            if (i < 0)
+                break;
+            ix[i]++;
+            for (int j = i + 1; j < k; j++)
+                ix[j] = ix[i];
+        }
+    }
+    kace_truth_free(&measured);
+    *out = t;
+    return KACE_OK;
+fail:
+    kace_truth_free(&measured);
+    kace_truth_free(&t);
+    return st;
+}
+
 kace_status kace_sim_cluster(kace_ctx *ctx, const kace_node_list *nodes, size_t target_gpus, int **node_gpus,
                              size_t *n_nodes)
 {
@@ -582,6 +833,14 @@ static void summarize(kace_sim_result *r, const kace_sim_job *jobs, size_t n, do
         scratch[i] = r->start[i] - jobs[i].arrival;
     qsort(scratch, n, sizeof *scratch, cmp_double);
     r->p95_queue = n ? scratch[(size_t)ceil(0.95 * (double)n) - 1] : 0;
+    double sum_slow = 0;
+    for (size_t i = 0; i < n; i++) {
+        scratch[i] = (r->finish[i] - r->start[i]) / jobs[i].work;
+        sum_slow += scratch[i];
+    }
+    r->mean_slowdown = n ? sum_slow / (double)n : 0;
+    qsort(scratch, n, sizeof *scratch, cmp_double);
+    r->p95_slowdown = n ? scratch[(size_t)ceil(0.95 * (double)n) - 1] : 0;
     r->makespan = last - first;
     r->jobs_per_hour = r->makespan > 0 ? (double)r->n_completed / (r->makespan / 3600.0) : 0;
 }
