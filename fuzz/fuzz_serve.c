@@ -13,7 +13,13 @@
  *    matching the status, a body {"error": {"status": <same>, "message"}},
  *    no decision and no observation;
  *  - malformed JSON is reported at "request body:<line>:<col>";
- *  - k8s prioritize answers a list whose scores are integers 0..10. */
+ *  - k8s prioritize answers a list whose scores are integers 0..10.
+ *
+ * A first byte of 0xF0 or more fuzzes the admission check instead
+ * (kace_serve_admit): the rest is "method\nhost\norigin\ncontent-type\n
+ * authorization\ntoken", an empty field meaning an absent header (no token:
+ * no authentication). It must answer 0, 401, 403 or 415 (with a message),
+ * never 403 without an Origin or for a GET, never 401 without a token. */
 #include <math.h>
 
 #include <cjson/cJSON.h>
@@ -85,10 +91,47 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+static void fuzz_admission(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1); /* header values are strings */
+    if (!text)
+        return;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    const char *field[6] = {NULL};
+    char *p = text;
+    for (int i = 0; i < 6 && p; i++) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        field[i] = *p ? p : NULL;
+        p = nl ? nl + 1 : NULL;
+    }
+    kace_serve_guard g = {.token = field[5]};
+    kace_route route = json_routes[size % N_ROUTES];
+    kace_serve_head h = {field[0] ? field[0] : "POST", route, field[1], field[2], field[3], field[4]};
+    char msg[600] = "";
+    int got = kace_serve_admit(&g, &h, msg, sizeof msg);
+    FUZZ_CHECK(got == 0 || got == 401 || got == 403 || got == 415, "admission answered %d", got);
+    FUZZ_CHECK(got == 0 || strlen(msg) > 10, "refusal %d without a message", got);
+    FUZZ_CHECK(got != 403 || (h.origin && strcmp(h.method, "GET") != 0), "403 without a foreign Origin");
+    FUZZ_CHECK(got != 401 || g.token, "401 without a token");
+    FUZZ_CHECK(got != 0 || strcmp(h.method, "POST") != 0 || !g.token || kace_route_is_extender(route) ||
+                   (h.authorization && strstr(h.authorization, g.token)),
+               "a POST admitted without its token");
+    if (g.token)
+        FUZZ_CHECK(kace_serve_token_equal(g.token, g.token), "a token differs from itself");
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
+    if (data[0] >= 0xF0) {
+        fuzz_admission(data + 1, size - 1);
+        return 0;
+    }
     kace_route route = json_routes[data[0] % N_ROUTES];
     kace_ctx *ctx = kace_ctx_new();
     char *body = fuzz_copy(data + 1, size - 1);
