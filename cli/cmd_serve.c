@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -42,6 +43,7 @@
 #define MAX_GPUS 64
 #define MAX_ORIGINS 16
 #define MAX_TOKEN 4096
+#define TRIM_AFTER (1u << 20) /* bodies larger than this give their memory back to the system */
 
 typedef struct held_advisor {
     kace_advisor *advisor;
@@ -602,8 +604,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         return;
     set_phase(s, r->track, PHASE_HEADERS); /* the next request on this connection */
     unreserve(s, r);
+    /* a large body was parsed into many small blocks (an extender request of
+     * 21 MB: about 280 MB of JSON tree) that glibc keeps once freed */
+    bool trim = r->cap > TRIM_AFTER;
     free(r->body);
     free(r);
+    if (trim)
+        malloc_trim(0);
     *con_cls = NULL;
     atomic_fetch_sub(&s->in_flight, 1);
 }
