@@ -38,7 +38,7 @@ kace_pid=$!
 for _ in $(seq 1 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 port=$(cat "$work/port")
 body='{"target": "bert-base-cased_batch8-train", "top": 5}'
-curl -sf -X POST --data-binary "$body" "http://127.0.0.1:$port/v1/partners" >"$work/reply.json"
+curl -sf -X POST -H 'Content-Type: application/json' --data-binary "$body" "http://127.0.0.1:$port/v1/partners" >"$work/reply.json"
 
 cat >"$work/peer.py" <<'EOF'
 import sys
