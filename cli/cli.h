@@ -85,6 +85,14 @@ typedef struct eval_request {
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);
 int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req);
 
+/* The closed learning loop (cmd_learn.c): kace train --from-observations
+ * fits a candidate on set + observations and promotes it over model
+ * current_name only when it does at least as well on the held-out slice;
+ * kace info's drift line for model name over the last window observations. */
+int cli_train_from_observations(kace_ctx *ctx, kace_store *store, const char *set, const kace_fit_spec *spec,
+                                const char *current_name, const char *candidate_name, double holdout);
+int cli_print_drift(kace_ctx *ctx, kace_store *store, const char *set, const char *name, size_t window);
+
 /* Beyond pairs (cmd_beyond.c): best k-way group, MPS split advice, and
  * their evaluation sections. */
 int cli_predict_group(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, int target, int k, const int *among,

@@ -202,7 +202,7 @@ int cmd_info(int argc, char **argv)
            counts.workloads, counts.profile_values, counts.runs, counts.splits, counts.models);
     for (size_t i = 0; i < n_sets; i++)
         printf("  set %-32s k=%d runs=%zu\n", sets[i].name, sets[i].k, sets[i].n_runs);
-    rc = EXIT_OK;
+    rc = cli_print_drift(ctx, store, "pairs", "default", 20); /* observations and drift (cmd_learn.c) */
 done:
     free(sets);
     kace_store_close(&store);

@@ -12,7 +12,10 @@ int cmd_train(int argc, char **argv)
     const char *db = cli_default_db(), *set = "pairs", *features = NULL, *kind = "slowdown", *name = "default",
                *out = NULL;
     int xu_iter = 10;
+    bool from_observations = false; /* the closed loop: cli_train_from_observations */
+    double holdout = 0.25;
     static const struct option longopts[] = {
+        {"from-observations", no_argument, 0, 1}, {"holdout", required_argument, 0, 2},
         {"db", required_argument, 0, 'd'},       {"set", required_argument, 0, 's'},
         {"features", required_argument, 0, 'f'}, {"kind", required_argument, 0, 'k'},
         {"name", required_argument, 0, 'n'},     {"out", required_argument, 0, 'o'},
@@ -29,6 +32,8 @@ int cmd_train(int argc, char **argv)
         case 'n': name = optarg; break;
         case 'o': out = optarg; break;
         case 'i': if (!cli_int("train", "search-iter", optarg, 1, 10000, &xu_iter)) return EXIT_USAGE; break;
+        case 1: from_observations = true; break;
+        case 2: if (!cli_number("train", "holdout", optarg, 0.01, 0.9, &holdout)) return EXIT_USAGE; break;
         case 'h':
             printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu]\n"
                    "                  [--name default] [--out FILE] [--search-iter N]\n"
@@ -37,7 +42,11 @@ int cmd_train(int argc, char **argv)
                    "throughput as a fraction of its exclusive one, from contention features, summed (ridge +\n"
                    "boosted trees; whether the trees are monotone in the partners' usage is chosen by 3-fold CV);\n"
                    "linear = the paper's KACE (z-scored least squares on summed features);\n"
-                   "forest = random forest with randomized search and 5-fold CV (the Xu et al. procedure).\n");
+                   "forest = random forest with randomized search and 5-fold CV (the Xu et al. procedure).\n"
+                   "--from-observations: fits a candidate of the current model's kind on the set's runs plus the\n"
+                   "stored observations except the most recent --holdout fraction (default 0.25), stores it as\n"
+                   "NAME-candidate and promotes it to NAME only if its error on that held-out slice is at most\n"
+                   "the current model's (both are printed; docs/eval.md).\n");
             return EXIT_OK;
         default: return cli_usage("train", "unknown option");
         }
@@ -60,6 +69,14 @@ int cmd_train(int argc, char **argv)
     kace_status st;
     if (!store)
         goto done;
+    if (from_observations) {
+        kace_fit_spec ospec = {.kind = (kace_model_kind)kind_id, .features = fs, .search = {xu_iter, 5, 1, 1, 1.0}};
+        kace_slowdown_params_default(&ospec.slowdown);
+        char candidate[160];
+        snprintf(candidate, sizeof candidate, "%s-candidate", name);
+        rc = cli_train_from_observations(ctx, store, set, &ospec, name, candidate, holdout);
+        goto done;
+    }
     if ((st = kace_store_load_dataset(ctx, store, set, false, &ds))) {
         rc = cli_error(ctx, st);
         goto done;

@@ -38,6 +38,7 @@
 #include <microhttpd.h>
 
 #include "cli.h"
+#include "kace/learn.h"
 #include "kace/serve.h"
 
 #define MAX_GPUS 64
@@ -79,6 +80,8 @@ typedef struct server {
     kace_advisor_options options;
     bool allow_partial_model;
     bool quiet;
+    bool store_observations;       /* --store-observations (issue 22): POST /v1/observations also go to the store */
+    pthread_mutex_t store_lock;    /* one writer of observations at a time */
     /* limits */
     size_t max_body, max_extender_body, max_pending;
     unsigned max_connections, per_ip, idle_timeout;
@@ -243,6 +246,18 @@ static kace_status load(kace_ctx *ctx, server *s, const char **reason)
         kace_store_close(&store);
         return st;
     }
+    /* Drift's reference (issue 22): the cross-validated error of the model's
+     * kind on the set kace train fits by default (NaN when that set is empty). */
+    double cv_error = NAN;
+    kace_dataset *pairs = NULL;
+    if (!kace_store_load_dataset(ctx, store, "pairs", false, &pairs) && pairs->n_colocations >= 10) {
+        kace_fit_spec spec;
+        kace_learn_spec_like(kace_advisor_model(adv), &spec);
+        if (kace_learn_cv_error(ctx, pairs, NULL, 0, &spec, 5, &cv_error))
+            cv_error = NAN;
+    }
+    kace_dataset_free(&pairs);
+    kace_serve_metrics_model_cv_error(s->metrics, cv_error);
     kace_store_close(&store);
     if (!s->allow_partial_model && (st = kace_advisor_check_endpoints(ctx, adv))) {
         *reason = "cannot_answer";
@@ -471,6 +486,35 @@ static enum MHD_Result send_busy(struct MHD_Connection *c, server *s, request *r
     return send_error(c, s, r, 503, msg);
 }
 
+/* --store-observations (issue 22): the observation goes to the store (origin
+ * "serve", deduplicated on the request's id); when it cannot, the reply says so. */
+static void store_observation(kace_ctx *ctx, server *s, const held_advisor *h, kace_reply *reply)
+{
+    const kace_observation *o = &reply->observation;
+    const kace_dataset *ds = kace_advisor_dataset(h->advisor);
+    kace_observed_member members[KACE_MAX_K];
+    for (int i = 0; i < o->k; i++)
+        members[i] = (kace_observed_member){ds->workloads[o->workload[i]].name, 100, o->observed[i], o->predicted[i]};
+    kace_observed_colocation oc = {.origin = "serve", .origin_id = o->id[0] ? o->id : NULL, .observed_at = unix_now(),
+                                   .gpu = o->gpu, .model = s->model_file ? s->model_file : s->model_name,
+                                   .n_members = (size_t)o->k, .members = members};
+    kace_store *store = NULL;
+    pthread_mutex_lock(&s->store_lock);
+    kace_status st = kace_store_open(ctx, s->db, &store);
+    if (!st)
+        st = kace_store_add_observation(ctx, store, &oc, NULL);
+    kace_store_close(&store);
+    pthread_mutex_unlock(&s->store_lock);
+    if (st) {
+        int status = kace_serve_http_status(st);
+        char msg[1200];
+        snprintf(msg, sizeof msg, "observation not stored: %s", kace_errmsg(ctx));
+        free(reply->body);
+        reply->body = kace_serve_error_json(status, msg);
+        reply->http_status = status;
+    }
+}
+
 static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
 {
     set_phase(s, r->track, PHASE_REPLY);
@@ -490,6 +534,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
         kace_serve_metrics_decision(s->metrics, r->route, reply.decision);
     if (reply.has_observation)
         kace_serve_metrics_observe(s->metrics, &reply.observation);
+    if (reply.has_observation && s->store_observations)
+        store_observation(ctx, s, h, &reply);
     release(h);
     kace_ctx_free(&ctx);
     enum MHD_Result ok = send_reply(c, s, r, reply.http_status, reply.body, "application/json");
@@ -664,7 +710,7 @@ static void usage(void)
 {
     printf("usage: kace serve [--listen HOST:PORT] [--db PATH] [--model NAME | --model-file F] [--threads N]\n"
            "                  [--min-confidence X] [--max-colocation K] [--min-fraction X] [--allow-partial-model]\n"
-           "                  [--watch SECONDS] [--no-nvml] [--port-file F] [--quiet]\n"
+           "                  [--watch SECONDS] [--no-nvml] [--port-file F] [--quiet] [--store-observations]\n"
            "                  [--token-file F] [--allow-origin ORIGIN]... [--max-body BYTES] [--max-extender-body BYTES]\n"
            "                  [--max-pending-bodies BYTES] [--max-connections N] [--max-per-client N]\n"
            "                  [--idle-timeout S] [--header-timeout S] [--body-timeout S]\n"
@@ -675,7 +721,9 @@ static void usage(void)
            "SIGHUP, or a change of the store or model file (checked every --watch seconds, default 1,\n"
            "0 = never), reloads the model without dropping requests; SIGTERM stops gracefully.\n"
            "POSTs need Content-Type application/json; a foreign Origin is refused (403); with --token-file,\n"
-           "POST /v1/... needs 'Authorization: Bearer <the file's token>' (401). Limits: docs/serve.md.\n");
+           "POST /v1/... needs 'Authorization: Bearer <the file's token>' (401). Limits: docs/serve.md.\n"
+           "--store-observations: POST /v1/observations are also stored (origin serve, deduplicated on the\n"
+           "request's optional \"id\") for kace train --from-observations (docs/eval.md).\n");
 }
 
 /* The token of --token-file: its first line, without trailing white space. */
@@ -751,7 +799,7 @@ int cmd_serve(int argc, char **argv)
            per_ip = s.per_ip, idle = s.idle_timeout;
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
-           O_PARTIAL };
+           O_PARTIAL, O_STORE_OBS };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -760,6 +808,7 @@ int cmd_serve(int argc, char **argv)
         {"min-fraction", required_argument, 0, 'f'},  {"watch", required_argument, 0, 'w'},
         {"no-nvml", no_argument, 0, 'N'},             {"port-file", required_argument, 0, 'p'},
         {"quiet", no_argument, 0, 'q'},               {"help", no_argument, 0, 'h'},
+        {"store-observations", no_argument, 0, O_STORE_OBS},
         {"token-file", required_argument, 0, O_TOKEN}, {"allow-origin", required_argument, 0, O_ORIGIN},
         {"max-extender-body", required_argument, 0, O_MAX_EXT},
         {"max-pending-bodies", required_argument, 0, O_MAX_PENDING},
@@ -802,6 +851,7 @@ int cmd_serve(int argc, char **argv)
         case 'N': use_nvml = false; break;
         case 'p': port_file = optarg; break;
         case 'q': s.quiet = true; break;
+        case O_STORE_OBS: s.store_observations = true; break;
         case 'h': usage(); return EXIT_OK;
         case O_TOKEN: token_file = optarg; break;
         case O_ORIGIN:
@@ -891,6 +941,7 @@ int cmd_serve(int argc, char **argv)
     kace_ctx *ctx = kace_ctx_new();
     pthread_mutex_init(&s.swap_lock, NULL);
     pthread_mutex_init(&s.gpu_lock, NULL);
+    pthread_mutex_init(&s.store_lock, NULL);
     pthread_mutex_init(&s.conn_lock, NULL);
     s.conns.next = s.conns.prev = &s.conns;
     atomic_init(&s.in_flight, 0);
@@ -989,6 +1040,7 @@ done:
     kace_serve_metrics_free(&s.metrics);
     pthread_mutex_destroy(&s.swap_lock);
     pthread_mutex_destroy(&s.gpu_lock);
+    pthread_mutex_destroy(&s.store_lock);
     pthread_mutex_destroy(&s.conn_lock);
     kace_ctx_free(&ctx);
     free(token);

@@ -96,6 +96,7 @@ typedef struct kace_observation {
     double predicted[KACE_MAX_K]; /* NaN when the model gives no per-member value */
     double observed_sum, predicted_sum;
     char label[KACE_MAX_K * KACE_NAME_MAX]; /* "a+b", members in request order */
+    char id[65];                  /* the reporter's id for it ("" when none): stored observations dedupe on it */
 } kace_observation;
 
 /* The answer to one request. */
@@ -197,6 +198,10 @@ void kace_serve_metrics_decision(kace_serve_metrics *m, kace_route route, const 
 void kace_serve_metrics_observe(kace_serve_metrics *m, const kace_observation *obs);
 /* One model (re)load, successful or not, at unix time `when`. */
 void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when, double model_mtime);
+/* Drift (issue 22): the served model's cross-validated error (%) of the
+ * predicted sum, set at load (NaN: unknown). Rendered with the recent error
+ * over the kept observations and their ratio, kace_model_drift_ratio. */
+void kace_serve_metrics_model_cv_error(kace_serve_metrics *m, double cv_error_pct);
 /* A model (re)load refused, and why: reason is a short label
  * ("load_error", "cannot_answer"), message the log's sentence. Counts a
  * failed load and shows the latest refusal until a load succeeds. */

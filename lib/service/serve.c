@@ -846,8 +846,8 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
 static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
                                   kace_observation *obs)
 {
-    static const char *const known[] = {"gpu", "workloads", "throughput", NULL};
-    const cJSON *gpu, *list, *thr;
+    static const char *const known[] = {"gpu", "workloads", "throughput", "id", NULL};
+    const cJSON *gpu, *list, *thr, *id;
     kace_status st;
     memset(obs, 0, sizeof *obs);
     if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "gpu", &gpu)) ||
@@ -873,6 +873,13 @@ static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJ
     if ((st = predict_group(ctx, a, obs->workload, obs->k, &obs->predicted_sum, &conf, obs->predicted)))
         return st;
     snprintf(obs->gpu, sizeof obs->gpu, "%s", gpu->valuestring);
+    /* Optional: the reporter's id, so that a stored observation sent twice is kept once. */
+    if ((id = cJSON_GetObjectItemCaseSensitive(req, "id"))) {
+        if (!cJSON_IsString(id) || !id->valuestring[0] || strlen(id->valuestring) >= sizeof obs->id)
+            return kace_fail(ctx, KACE_ERR_INVALID, "id must be a non-empty string of at most %zu bytes",
+                             sizeof obs->id - 1);
+        snprintf(obs->id, sizeof obs->id, "%s", id->valuestring);
+    }
     for (int w = 0; w < obs->k; w++)
         snprintf(obs->label + strlen(obs->label), sizeof obs->label - strlen(obs->label), "%s%s", w ? "+" : "",
                  a->ds->workloads[obs->workload[w]].name);

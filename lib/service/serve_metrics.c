@@ -58,6 +58,7 @@ struct kace_serve_metrics {
     unsigned long long obs_seq;
     unsigned long long reloads_ok, reloads_failed;
     double loaded_at, model_mtime;
+    double cv_error; /* % (drift's reference, issue 22), NaN when unknown */
     /* refused loads by reason, and the latest refusal (cleared by a load) */
     unsigned long long refused[N_REFUSALS + 1];
     char refusal_reason[32], refusal_message[512];
@@ -73,7 +74,7 @@ kace_status kace_serve_metrics_new(kace_ctx *ctx, kace_serve_metrics **out)
         free(m);
         return kace_fail(ctx, KACE_ERR_NOMEM, "cannot create a mutex");
     }
-    m->loaded_at = m->model_mtime = NAN;
+    m->loaded_at = m->model_mtime = m->cv_error = NAN;
     *out = m;
     return KACE_OK;
 }
@@ -139,6 +140,13 @@ void kace_serve_metrics_observe(kace_serve_metrics *m, const kace_observation *o
     }
     m->obs[at].obs = *o;
     m->obs[at].seq = ++m->obs_seq;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void kace_serve_metrics_model_cv_error(kace_serve_metrics *m, double cv_error_pct)
+{
+    pthread_mutex_lock(&m->lock);
+    m->cv_error = cv_error_pct;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -305,6 +313,28 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
         put_label(f, m->refusal_message);
         fputs("} 1\n", f);
     }
+    /* Drift (issue 22): the latest observation of each colocation, its prediction then. */
+    double recent = 0;
+    size_t n_recent = 0;
+    for (size_t i = 0; i < m->n_obs; i++)
+        if (m->obs[i].obs.observed_sum > 0 && isfinite(m->obs[i].obs.predicted_sum)) {
+            recent += 100.0 * fabs(m->obs[i].obs.predicted_sum - m->obs[i].obs.observed_sum) / m->obs[i].obs.observed_sum;
+            n_recent++;
+        }
+    recent = n_recent ? recent / (double)n_recent : NAN;
+    fputs("# HELP kace_model_cv_error_percent Cross-validated error of the predicted throughput sum (%) of the served "
+          "model's kind on its training set.\n# TYPE kace_model_cv_error_percent gauge\nkace_model_cv_error_percent",
+          f);
+    put_value(f, m->cv_error);
+    fputs("# HELP kace_model_recent_error_percent Mean |predicted - observed| / observed of the sum (%) over the latest "
+          "observation of each reported colocation.\n# TYPE kace_model_recent_error_percent gauge\n"
+          "kace_model_recent_error_percent",
+          f);
+    put_value(f, recent);
+    fputs("# HELP kace_model_drift_ratio Recent error over cross-validated error: well above 1, what is observed no "
+          "longer looks like the training data.\n# TYPE kace_model_drift_ratio gauge\nkace_model_drift_ratio",
+          f);
+    put_value(f, m->cv_error > 0 ? recent / m->cv_error : NAN);
 
     if (m->n_obs) {
         fputs("# HELP kace_colocation_throughput Throughput sum of a reported colocation (samples/s), as observed "
