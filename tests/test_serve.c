@@ -685,6 +685,33 @@ static void test_k8s_extender(void **state)
     cJSON_Delete(j);
 }
 
+/* Drift (issue 22): the recent error over the latest observation of each
+ * colocation, its prediction then, against the cross-validated error. */
+static void test_drift_metrics(void **state)
+{
+    (void)state;
+    kace_serve_metrics *m = NULL;
+    assert_kace_ok(ctx, kace_serve_metrics_new(ctx, &m));
+    char *text = NULL;
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, NULL, 0, 1000, &text));
+    assert_non_null(strstr(text, "kace_model_drift_ratio NaN\n")); /* nothing known yet */
+    free(text);
+    kace_observation a = {.gpu = "GPU-0", .k = 2, .observed_sum = 100, .predicted_sum = 120, .label = "a+b"};
+    kace_observation b = {.gpu = "GPU-0", .k = 2, .observed_sum = 50, .predicted_sum = 45, .label = "a+c"};
+    kace_serve_metrics_observe(m, &a);
+    kace_serve_metrics_observe(m, &b);
+    a.predicted_sum = 110; /* the same colocation again: only its latest counts */
+    kace_serve_metrics_observe(m, &a);
+    kace_serve_metrics_model_cv_error(m, 5);
+    assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, NULL, 0, 1000, &text));
+    /* (10% + 10%) / 2 = 10%; over 5% cross-validated: 2. */
+    assert_non_null(strstr(text, "kace_model_cv_error_percent 5\n"));
+    assert_non_null(strstr(text, "kace_model_recent_error_percent 10\n"));
+    assert_non_null(strstr(text, "kace_model_drift_ratio 2\n"));
+    free(text);
+    kace_serve_metrics_free(&m);
+}
+
 static void test_observations_and_metrics(void **state)
 {
     (void)state;
@@ -995,6 +1022,7 @@ int main(void)
         cmocka_unit_test(test_mps_split_min_fraction),
         cmocka_unit_test(test_k8s_extender),
         cmocka_unit_test(test_observations_and_metrics),
+        cmocka_unit_test(test_drift_metrics),
         cmocka_unit_test(test_gpu_sources),
         cmocka_unit_test(test_admission),
         cmocka_unit_test(test_limits_and_endpoint_check),
