@@ -16,6 +16,7 @@
 # - a foreign Origin and a non-JSON Content-Type are refused, same-origin
 #   and Origin-less requests answered; with --token-file the /v1 POSTs need
 #   the bearer token;
+# - --max-connections refuses connections past it;
 # - header and body deadlines close connections that trickle bytes (which
 #   keeps an idle timeout from ever firing);
 # - a model that cannot answer every endpoint is refused at start and on
@@ -95,7 +96,7 @@ hold() {
     "$SLOW" hold "$PORT" "$@" >"$SCRATCH/hold.out" 2>&1 &
     HOLD_PID=$!
     for _ in $(seq 1 400); do
-        grep -q '^ready' "$SCRATCH/hold.out" && return
+        grep -q '^ready' "$SCRATCH/hold.out" 2>/dev/null && return
         kill -0 "$HOLD_PID" 2>/dev/null || break
         sleep 0.1
     done
@@ -297,6 +298,19 @@ wait "$pid"
 grep -q 'cannot answer /v1/place' "$SCRATCH/linear.log" || fail "no reason at start: $(cat "$SCRATCH/linear.log")"
 start partial --model-file "$SCRATCH/linear.model" --allow-partial-model
 curl -s "$URL/healthz" | grep -q '"model":"linear"' || fail "--allow-partial-model did not serve the linear model"
+stop
+
+# ==== the global connection limit ======================================================
+start global --model-file "$SCRATCH/served.model" --max-connections 40
+hold 80 8 headers 200 # 10 per address: under the per-client limit
+sleep 1
+# the rest wait in the kernel's listen queue: count the server's own sockets (+1: the listener)
+sockets=$(ls -l "/proc/$KACE_PID/fd" | grep -c 'socket:')
+unhold
+echo "80 slow connections against --max-connections 40: the server holds $sockets sockets"
+[ "$sockets" -le 41 ] && [ "$sockets" -ge 21 ] || fail "--max-connections 40: the server holds $sockets sockets"
+got=$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")
+[ "$got" = 200 ] || fail "/healthz after the slow connections left: $got"
 stop
 
 # ==== short deadlines and a token =====================================================
