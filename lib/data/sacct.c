@@ -588,7 +588,7 @@ kace_status kace_sacct_parse(kace_ctx *ctx, const char *data, size_t len, const 
         }
         if (lv.n_fields != n_header) {
             st = fail_at(ctx, &lv, lv.n_fields < n_header ? e : lv.field[n_header] - 1,
-                         "row has %zu fields, the header has %zu ('|' inside a field? use --delimiter)", lv.n_fields,
+                         "row has %zu fields, the header has %zu (a '|' inside a field such as JobName or Comment?)", lv.n_fields,
                          n_header);
             goto fail;
         }
