@@ -78,9 +78,15 @@ static void report_file(void *user, const char *path, const kace_import_batch *b
 {
     if (*(const bool *)user) /* quiet */
         return;
-    printf("%-60s %-28s values +%zu ~%zu =%zu  runs +%zu =%zu  splits +%zu =%zu\n", path, kace_file_kind_name(b->kind),
-           stats->values_added, stats->values_updated, stats->values_unchanged, stats->runs_added, stats->runs_unchanged,
-           stats->splits_added, stats->splits_unchanged);
+    printf("%-60s %-28s values +%zu ~%zu =%zu  runs +%zu ~%zu =%zu  splits +%zu ~%zu =%zu%s\n", path,
+           kace_file_kind_name(b->kind), stats->values_added, stats->values_updated, stats->values_unchanged,
+           stats->runs_added, stats->runs_updated, stats->runs_unchanged, stats->splits_added, stats->splits_updated,
+           stats->splits_unchanged,
+           stats->values_added + stats->values_updated + stats->runs_added + stats->runs_updated +
+                       stats->splits_added + stats->splits_updated ==
+                   0
+               ? "  (no change)"
+               : "");
 }
 
 int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, const kace_source *src,
@@ -117,15 +123,17 @@ static int import_main(int argc, char **argv, bool ncu)
     const char *cmd = ncu ? "import-ncu" : "import";
     const char *db = cli_default_db();
     kace_source src = {NULL, NULL, NULL};
-    kace_import_options opt = {NULL};
+    kace_import_options opt = {.workload = NULL};
     bool quiet = false;
     static const struct option longopts[] = {{"db", required_argument, 0, 'd'},  {"gpu", required_argument, 0, 'g'},
                                              {"tool", required_argument, 0, 't'}, {"date", required_argument, 0, 'D'},
                                              {"workload", required_argument, 0, 'w'}, {"quiet", no_argument, 0, 'q'},
+                                             {"replace", no_argument, 0, 'R'},
+                                             {"create-workloads", no_argument, 0, 'C'},
                                              {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:g:t:D:w:qh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:g:t:D:w:qRCh", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 'g': src.gpu = optarg; break;
@@ -133,11 +141,17 @@ static int import_main(int argc, char **argv, bool ncu)
         case 'D': src.date = optarg; break;
         case 'w': opt.workload = optarg; break;
         case 'q': quiet = true; break;
+        case 'R': opt.replace = true; break;
+        case 'C': opt.create_workloads = true; break;
         case 'h':
-            printf("usage: kace %s [--db PATH] [--gpu MODEL] [--tool NAME] [--date YYYY-MM-DD]%s FILE|FOLDER...\n"
+            printf("usage: kace %s [--db PATH] [--gpu MODEL] [--tool NAME] [--date YYYY-MM-DD]%s\n"
+                   "       [--replace] [--create-workloads] [--quiet] FILE|FOLDER...\n"
                    "Imports reference CSV files (profiles, colocations of any k, raw MPS campaigns, splits) and\n"
                    "Nsight Compute exports (ncu --csv --print-details all). Folders are searched for .csv files.\n"
-                   "Every file is parsed before anything is stored; re-importing a file changes nothing.\n",
+                   "Every file is parsed before anything is stored, and all is stored or nothing. Re-importing a\n"
+                   "file changes nothing; a file that changes stored values is refused, naming them, unless\n"
+                   "--replace (the old values are kept as history). Colocations may name only workloads that\n"
+                   "are stored or profiled by the same import, unless --create-workloads.\n",
                    cmd, ncu ? " --workload NAME" : " [--workload NAME]");
             return EXIT_OK;
         default: return cli_usage(cmd, "unknown option");

@@ -318,6 +318,57 @@ rc=$?
 grep -q "^kace: .*$T.*not a finite number" "$SCRATCH/huge.err" || fail "no message naming $T: $(cat "$SCRATCH/huge.err")"
 ! grep -qiE '(^|[^a-z])(inf|nan)([^a-z]|$)' "$SCRATCH/huge.out" || fail "printed a non-finite number: $(cat "$SCRATCH/huge.out")"
 
+# ---- re-importing changed data: refused unless --replace ---------------------
+# A corrected pairs.csv (row 9's w1throughput changed) names the row, both
+# values and where the stored one came from; the store is unchanged.
+mkdir -p "$BAD/fixed"
+awk -F, -v OFS=, 'NR == 9 { $17 = $17 + 1 } { print }' "$src" >"$BAD/fixed/pairs.csv"
+expect_bad changed-run "$BAD/fixed/pairs.csv" 9 "$(field_col "$(sed -n 9p "$BAD/fixed/pairs.csv")" 17)" \
+    "$(sed -n 9p "$src" | cut -d, -f17)" "$(sed -n 9p "$BAD/fixed/pairs.csv" | cut -d, -f17)" "from pairs.csv" "--replace"
+# A corrected profile (row 4's sm%) likewise; profiles used to update silently.
+awk -F, -v OFS=, 'NR == 4 { $3 = $3 + 1 } { print }' "$sys" >"$BAD/fixed/system.csv"
+expect_bad changed-profile "$BAD/fixed/system.csv" 4 "$(field_col "$(sed -n 4p "$BAD/fixed/system.csv")" 3)" \
+    "sm%" "$(sed -n 4p "$sys" | cut -d, -f1)" "stored (from system"
+# A split moved from train to test.
+awk -F, -v OFS=, 'NR == 2 { $3 = ($3 == "train") ? "test" : "train"; $6 = "" } { print }' "$REF/splits.csv" | tr -d '\r' \
+    >"$BAD/fixed/splits.csv"
+expect_bad changed-split "$BAD/fixed/splits.csv" 2 1 "stored"
+# A colocation row naming a workload that is neither stored nor profiled by the import.
+{ head -n1 "$src"; sed -n 5p "$src" | awk -F, -v OFS=, '{ $14 = "nosuch_batch2-inf"; print }'; } >"$BAD/pairs-unknown.csv"
+expect_bad unknown-colocated-workload "$BAD/pairs-unknown.csv" 2 "$(field_col "$(sed -n 2p "$BAD/pairs-unknown.csv")" 14)" \
+    "nosuch_batch2-inf" "--create-workloads"
+
+# --replace stores the file's values and keeps the old ones as history (with
+# their source); importing the same file again is then a no-op, said so.
+case_name=replace
+cp "$DB" "$SCRATCH/replace.db"
+old9=$(sed -n 9p "$src" | cut -d, -f17)
+new9=$(sed -n 9p "$BAD/fixed/pairs.csv" | cut -d, -f17)
+if "$KACE" import --db "$SCRATCH/replace.db" --replace "$BAD/fixed/pairs.csv" >"$SCRATCH/replace.out" 2>"$SCRATCH/replace.err"; then
+    grep -qE 'runs \+0 ~1 =180 ' "$SCRATCH/replace.out" || fail "summary does not say one run updated: $(cat "$SCRATCH/replace.out")"
+    [ "$(sqlite3 "$SCRATCH/replace.db" "SELECT count(*) FROM run_history h JOIN sources s ON s.id = h.source_id
+        WHERE s.file = 'pairs.csv' AND h.slot = 0 AND h.throughput = $old9")" = 1 ] ||
+        fail "run_history does not hold the old throughput $old9 from pairs.csv"
+    [ "$(sqlite3 "$SCRATCH/replace.db" "SELECT count(*) FROM run_members WHERE throughput = $new9")" -ge 1 ] ||
+        fail "the new throughput $new9 was not stored"
+    "$KACE" import --db "$SCRATCH/replace.db" "$BAD/fixed/pairs.csv" >"$SCRATCH/replace2.out" 2>&1 ||
+        fail "identical re-import after --replace failed: $(cat "$SCRATCH/replace2.out")"
+    grep -q '(no change)' "$SCRATCH/replace2.out" || fail "identical re-import not reported as no change: $(cat "$SCRATCH/replace2.out")"
+    "$KACE" import --db "$SCRATCH/replace.db" --replace "$BAD/fixed/system.csv" >"$SCRATCH/replace3.out" 2>&1 ||
+        fail "--replace of a profile failed: $(cat "$SCRATCH/replace3.out")"
+    [ "$(sqlite3 "$SCRATCH/replace.db" "SELECT count(*) FROM profile_history WHERE metric = 'sm%'")" = 1 ] ||
+        fail "profile_history does not hold the replaced sm%"
+else
+    fail "import --replace failed: $(cat "$SCRATCH/replace.err")"
+fi
+# --create-workloads lets a colocation bring its own workloads.
+case_name=create-workloads
+"$KACE" import --db "$SCRATCH/replace.db" --create-workloads "$BAD/pairs-unknown.csv" >"$SCRATCH/create.out" 2>&1 ||
+    fail "import --create-workloads failed: $(cat "$SCRATCH/create.out")"
+[ "$(sqlite3 "$SCRATCH/replace.db" "SELECT count(*) FROM workloads WHERE name = 'nosuch_batch2-inf'")" = 1 ] ||
+    fail "the new workload was not created"
+check_unchanged
+
 # ---- a folder where one file is bad stores nothing -------------------------
 # good.csv would add a new set with two new workloads; the bad file is empty
 # (a parse error: caught before anything is stored).
@@ -340,7 +391,7 @@ cp "$SCRATCH/folder1/a-good.csv" "$SCRATCH/folder2/a-good.csv"
 printf 'n_occur,seed,set,workload1,workload2,paper_fit\n2,10,train,newa_batch2-inf,newb_batch2-inf,1\n2,10,train,newa_batch2-inf,nosuch_batch2-inf,0\n' \
     >"$SCRATCH/folder2/splits.csv"
 case_name=folder-store-stage-atomic
-"$KACE" import --db "$DB" "$SCRATCH/folder2" >"$SCRATCH/folder2.out" 2>"$SCRATCH/folder2.err"
+"$KACE" import --create-workloads --db "$DB" "$SCRATCH/folder2" >"$SCRATCH/folder2.out" 2>"$SCRATCH/folder2.err"
 rc=$?
 check_failure "$SCRATCH/folder2/splits.csv" "$rc" "$SCRATCH/folder2.err" "$SCRATCH/folder2/splits.csv:3:1: " "nosuch_batch2-inf"
 check_unchanged "the folder's good file was stored although its splits file failed"

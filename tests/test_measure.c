@@ -559,6 +559,9 @@ static void test_schema_1_is_migrated(void **state)
         "ALTER TABLE runs DROP COLUMN measured_at; ALTER TABLE runs DROP COLUMN window_s;"
         "ALTER TABLE run_members DROP COLUMN status; ALTER TABLE run_members DROP COLUMN throughput_cv;"
         "ALTER TABLE run_members DROP COLUMN detail; DROP TABLE workload_commands;"
+        /* what later versions added */
+        "DROP TABLE observation_members; DROP TABLE observations; ALTER TABLE profiles DROP COLUMN embedded;"
+        "DROP TABLE profile_history; DROP TABLE run_history; DROP TABLE split_history;"
         "UPDATE meta SET value='1' WHERE key='schema_version';"
         "INSERT INTO workloads VALUES(1, 'a_batch2-train', 'a-train', 2);"
         "INSERT INTO sources VALUES(1, NULL, NULL, NULL, 'old.csv');"

@@ -364,7 +364,8 @@ static void test_failed_batch_rolls_back(void **state)
     snprintf(sp->workload2, KACE_NAME_MAX, "nosuch_batch2-inf");
     sp->line = 7;
     kace_source src = {"Tesla V100-SXM2-32GB", "test", "2024-01-01"};
-    assert_int_equal(kace_store_import(ctx, s, b, &src, &stats), KACE_ERR_NOT_FOUND);
+    kace_import_options both = {.replace = true, .create_workloads = true};
+    assert_int_equal(kace_store_import_with(ctx, s, b, &src, &both, &stats), KACE_ERR_NOT_FOUND);
     assert_non_null(strstr(kace_errmsg(ctx), "mixed.csv:7:1: "));
     assert_non_null(strstr(kace_errmsg(ctx), "nosuch_batch2-inf"));
     assert_counts(ctx, s, 2, 12, 2, 0, 0);
@@ -378,7 +379,7 @@ static void test_failed_batch_rolls_back(void **state)
 
     /* Without the bad split the same batch goes in whole. */
     b->n_splits = 0;
-    assert_kace_ok(ctx, kace_store_import(ctx, s, b, &src, &stats));
+    assert_kace_ok(ctx, kace_store_import_with(ctx, s, b, &src, &both, &stats));
     assert_int_equal(stats.values_added, 1);
     assert_int_equal(stats.values_updated, 1);
     assert_int_equal(stats.runs_added, 1);
@@ -863,7 +864,7 @@ static void test_observations(void **state)
     free(path);
 }
 
-/* A store of schema 2 (before observations) is upgraded in place, its data kept. */
+/* A store of schema 2 (before observations and history) is upgraded in place, its data kept. */
 static void test_migrates_to_observations(void **state)
 {
     (void)state;
@@ -875,6 +876,8 @@ static void test_migrates_to_observations(void **state)
     kace_store_close(&s);
     sqlite3 *db = raw_open(path);
     raw_exec(db, "DROP TABLE observation_members; DROP TABLE observations;"
+                 "DROP TABLE profile_history; DROP TABLE run_history; DROP TABLE split_history;"
+                 "ALTER TABLE profiles DROP COLUMN embedded;"
                  "UPDATE meta SET value='2' WHERE key='schema_version';");
     sqlite3_close(db);
     assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
@@ -887,6 +890,101 @@ static void test_migrates_to_observations(void **state)
     snprintf(want, sizeof want, "%d", KACE_STORE_SCHEMA_VERSION);
     assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), want);
     assert_string_equal(raw_query(path, "SELECT count(*) FROM observations"), "1");
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM profile_history"), "0");
+    assert_string_equal(raw_query(path, "SELECT sum(embedded) FROM profiles"), "0");
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
+/* A re-import that changes stored data is refused, naming the rows, unless
+ * replace, which keeps the old values as history with their source. */
+static void test_reimport_conflicts_and_history(void **state)
+{
+    (void)state;
+    char *path = db_path("store_conflicts", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    import_text(ctx, s, SYSTEM_TEXT, "profiles/system.csv");
+    import_text(ctx, s, PAIRS_TEXT, "colocations/pairs.csv");
+    char before[64];
+    snprintf(before, sizeof before, "%s", raw_query(path, "SELECT total(value) FROM profiles"));
+
+    const char *sys2 = "Type,Exclusive100,sm%,mem%,memcap,Exclusive50\n"
+                       "a_batch2-inf,10,55,20,4,\n"
+                       "b_batch8-train,20,60,30,8,12.5\n";
+    kace_import_batch *b = parse_text(ctx, sys2, "fixed/system.csv");
+    kace_import_stats st;
+    assert_int_equal(kace_store_import(ctx, s, b, NULL, &st), KACE_ERR_INVALID);
+    const char *msg = kace_errmsg(ctx);
+    if (!strstr(msg, "fixed/system.csv:2:17: sm% of a_batch2-inf is 55 here, 50 stored (from system.csv)") ||
+        !strstr(msg, "--replace"))
+        fail_msg("message: %s", msg);
+    assert_string_equal(raw_query(path, "SELECT total(value) FROM profiles"), before);
+    kace_import_options replace = {.replace = true};
+    assert_kace_ok(ctx, kace_store_import_with(ctx, s, b, NULL, &replace, &st));
+    assert_int_equal(st.values_updated, 1);
+    assert_int_equal(st.values_unchanged, 9);
+    assert_string_equal(raw_query(path, "SELECT h.value || ' ' || s.file || ' ' || r.file FROM profile_history h "
+                                        "JOIN sources s ON s.id=h.source_id JOIN sources r ON r.id=h.replaced_by "
+                                        "WHERE h.metric='sm%'"),
+                        "50.0 system.csv system.csv");
+    assert_kace_ok(ctx, kace_store_import(ctx, s, b, NULL, &st)); /* identical again: a no-op */
+    assert_int_equal(st.values_unchanged, 10);
+    assert_int_equal(st.values_added + st.values_updated, 0);
+    kace_import_batch_free(&b);
+
+    /* Runs: another throughput for a stored run. */
+    const char *pairs2 = "workload1,workload2,w1throughput,w2throughput\n"
+                         "a_batch2-inf,b_batch8-train,5,7.5\n";
+    b = parse_text(ctx, pairs2, "new/pairs.csv");
+    assert_int_equal(kace_store_import(ctx, s, b, NULL, &st), KACE_ERR_INVALID);
+    msg = kace_errmsg(ctx);
+    if (!strstr(msg, "new/pairs.csv:2:31: ") || !strstr(msg, "7.5 here, 7 stored (from pairs.csv)"))
+        fail_msg("message: %s", msg);
+    assert_kace_ok(ctx, kace_store_import_with(ctx, s, b, NULL, &replace, &st));
+    assert_int_equal(st.runs_updated, 1);
+    assert_string_equal(raw_query(path, "SELECT group_concat(throughput, ' ') FROM (SELECT throughput FROM run_history "
+                                        "ORDER BY slot)"),
+                        "5.0 7.0");
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM run_members WHERE throughput=7.5"), "1");
+    kace_import_batch_free(&b);
+
+    /* Splits: a pair moved from train to test. */
+    import_text(ctx, s, SPLITS_HDR "2,10,train,a_batch2-inf,b_batch8-train,1\n", "splits.csv");
+    b = parse_text(ctx, SPLITS_HDR "2,10,test,b_batch8-train,a_batch2-inf,\n", "splits.csv");
+    assert_int_equal(kace_store_import(ctx, s, b, NULL, &st), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "splits.csv:2:1: "));
+    assert_kace_ok(ctx, kace_store_import_with(ctx, s, b, NULL, &replace, &st));
+    assert_int_equal(st.splits_updated, 1);
+    assert_string_equal(raw_query(path, "SELECT is_train || paper_fit FROM split_history"), "11");
+    assert_string_equal(raw_query(path, "SELECT count(*) || is_train FROM splits"), "10");
+    kace_import_batch_free(&b);
+
+    /* Colocations of unknown workloads: refused unless create_workloads. */
+    b = parse_text(ctx, "workload1,workload2,w1throughput,w2throughput\na_batch2-inf,new_batch4-inf,1,2\n", "more.csv");
+    assert_int_equal(kace_store_import(ctx, s, b, NULL, &st), KACE_ERR_NOT_FOUND);
+    assert_non_null(strstr(kace_errmsg(ctx), "more.csv:2:14: unknown workload 'new_batch4-inf'"));
+    kace_import_options create = {.create_workloads = true};
+    assert_kace_ok(ctx, kace_store_import_with(ctx, s, b, NULL, &create, &st));
+    assert_int_equal(st.runs_added, 1);
+    kace_import_batch_free(&b);
+
+    /* Profiling again (kace profile) is a new measurement: replaced, with history. */
+    b = parse_text(ctx, "Type,Exclusive100,sm%\na_batch2-inf,11,55\n", "kace-profile");
+    char *argv[] = {"true", NULL};
+    assert_kace_ok(ctx, kace_store_add_profile(ctx, s, b, NULL, "a_batch2-inf", argv, &st));
+    assert_int_equal(st.values_updated, 1);
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM profile_history WHERE metric='exclusive_throughput'"), "1");
+    kace_import_batch_free(&b);
+
+    /* Values out of range are refused at the store too, whatever made them. */
+    b = parse_text(ctx, "Type,Exclusive100,sm%\na_batch2-inf,11,55\n", "handmade");
+    b->values[1].value = 250;
+    assert_int_equal(kace_store_import(ctx, s, b, NULL, &st), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "0..100"));
+    kace_import_batch_free(&b);
+    kace_store_close(&s);
     kace_ctx_free(&ctx);
     free(path);
 }
@@ -906,6 +1004,7 @@ int main(void)
         cmocka_unit_test(test_import_files_in_kind_order),
         cmocka_unit_test(test_locked_store_fails_promptly),
         cmocka_unit_test(test_observations),
+        cmocka_unit_test(test_reimport_conflicts_and_history),
         cmocka_unit_test(test_migrates_to_observations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

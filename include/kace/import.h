@@ -54,7 +54,9 @@ typedef struct kace_import_run {
     int mps_pct[KACE_MAX_K];
     double throughput[KACE_MAX_K]; /* NaN when the run failed */
     kace_run_status status;
-    int line, col;                 /* source line and first throughput cell, for messages */
+    int line;                      /* source line, for messages */
+    int col[KACE_MAX_K];           /* column of each member's throughput cell */
+    int name_col[KACE_MAX_K];      /* column of each member's name */
 } kace_import_run;
 
 typedef struct kace_import_split {

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define KACE_STORE_SCHEMA_VERSION 3
+#define KACE_STORE_SCHEMA_VERSION 4
 
 typedef struct kace_store kace_store;
 
@@ -25,8 +25,8 @@ void kace_store_close(kace_store **store);
 
 typedef struct kace_import_stats {
     size_t values_added, values_updated, values_unchanged;
-    size_t runs_added, runs_unchanged;
-    size_t splits_added, splits_unchanged;
+    size_t runs_added, runs_updated, runs_unchanged;
+    size_t splits_added, splits_updated, splits_unchanged;
 } kace_import_stats;
 
 typedef struct kace_source {
@@ -35,8 +35,6 @@ typedef struct kace_source {
     const char *date; /* ISO date of the measurement, NULL = unknown */
 } kace_source;
 
-/* Stores a parsed batch in one transaction. Importing the same batch again
- * changes nothing. Splits must name colocations that are already stored. */
 /* Called after each file kace_store_import_files stores, in import order. */
 typedef void (*kace_import_report)(void *user, const char *path, const kace_import_batch *batch,
                                    const kace_import_stats *stats);
@@ -49,6 +47,23 @@ kace_status kace_store_import_files(kace_ctx *ctx, kace_store *store, const char
                                     const kace_source *source, const kace_import_options *opt,
                                     kace_import_report report, void *user);
 
+/* Stores one batch (a savepoint inside a caller's transaction). Importing
+ * the same data again changes nothing. A stored value (profile value,
+ * run's status and throughputs, split's set) that the batch gives another
+ * value is a conflict: without opt->replace the batch is refused, the
+ * message naming the first conflicts (file:line:col, both values, the old
+ * one's source file); with it the batch's value is stored and the old one
+ * kept in profile_history / run_history / split_history. A missing (empty)
+ * cell never conflicts with a stored value, and values copied into a
+ * colocation file only fill missing ones. Colocations may name only stored
+ * workloads (profiles of the same import are stored first) unless
+ * opt->create_workloads. Values outside their metric's range
+ * (kace_metric_check) are refused whatever their producer. opt may be NULL
+ * (no replace, no create). */
+kace_status kace_store_import_with(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
+                                   const kace_source *source, const kace_import_options *opt,
+                                   kace_import_stats *stats);
+/* kace_store_import_with without options. */
 kace_status kace_store_import(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
                               const kace_source *source, kace_import_stats *stats);
 
@@ -109,7 +124,9 @@ kace_status kace_store_get_command(kace_ctx *ctx, kace_store *store, const char 
 
 /* Stores a workload's profile batch (kace profile) and the command that was
  * profiled in one transaction: both or neither, so a profiled workload can
- * be measured (kace measure) without a separate `kace workload add`. */
+ * be measured (kace measure) without a separate `kace workload add`.
+ * Profiling again is a new measurement: it replaces the stored values,
+ * keeping the old ones as history. */
 kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
                                    const kace_source *source, const char *workload, char *const *argv,
                                    kace_import_stats *stats);

@@ -288,7 +288,7 @@ static kace_status check_run_rows(kace_ctx *ctx, const kace_import_batch *b, boo
             at += (size_t)snprintf(members + at, sizeof members - at, "%s%s@%d", m ? " + " : "", again->workload[m],
                                    again->mps_pct[m]);
         return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: colocation %s is measured again here (first at line %d)",
-                         b->origin, again->line, again->col, members, first->line);
+                         b->origin, again->line, again->col[0], members, first->line);
     }
     return KACE_OK;
 }
@@ -468,14 +468,15 @@ static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_cs
         memset(&run, 0, sizeof run);
         run.k = k;
         run.line = csv->record_line;
-        run.col = csv->field_col[thr_col[0]];
         run.status = KACE_RUN_OK;
         for (int i = 0; i < k; i++) {
             if ((st = kace_csv_name(ctx, csv, (size_t)name_col[i], hdr->fields[name_col[i]], run.workload[i],
                                     KACE_NAME_MAX)))
                 return st;
+            run.name_col[i] = csv->field_col[name_col[i]];
             if ((st = throughput_cell(ctx, csv, (size_t)thr_col[i], hdr->fields[thr_col[i]], &run.throughput[i])))
                 return st;
+            run.col[i] = csv->field_col[thr_col[i]];
             run.mps_pct[i] = 100;
             if (pct_col[i] >= 0) {
                 long p;
@@ -606,6 +607,7 @@ static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_c
             snprintf(col, sizeof col, "workload%d", i + 1);
             if ((st = kace_csv_name(ctx, csv, (size_t)i, col, run.workload[i], KACE_NAME_MAX)))
                 goto done;
+            run.name_col[i] = csv->field_col[i];
         }
         for (size_t c = (size_t)k; c < width; c++) {
             double v[KACE_MAX_K];
@@ -617,8 +619,8 @@ static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_c
                 goto done;
             }
             int measured = 0;
-            run.col = csv->field_col[c];
             for (int i = 0; i < k; i++) {
+                run.col[i] = csv->field_col[c];
                 if (!isnan(v[i]) && (v[i] <= 0 || v[i] > kace_throughput_max())) {
                     st = kace_csv_fail(ctx, csv, c, KACE_ERR_INVALID,
                                        "cell '%.60s': throughput %g of workload%d is out of range (samples/s: more than "

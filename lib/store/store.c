@@ -1,6 +1,7 @@
 /* The SQLite store (see include/kace/store.h). */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,23 @@ static const char *const migrate_sql[] = {
           "  throughput REAL NOT NULL, predicted REAL, PRIMARY KEY(observation_id, slot));"
           "CREATE INDEX IF NOT EXISTS observations_time ON observations(observed_at);"
           "UPDATE meta SET value='3' WHERE key='schema_version';",
+    /* 3 -> 4: a re-import with --replace keeps what it replaced, with the
+     * old value's source, when, and the source that replaced it; a profile
+     * value copied from a colocation file is marked (a profile replaces it). */
+    [3] = "ALTER TABLE profiles ADD COLUMN embedded INTEGER NOT NULL DEFAULT 0;"
+          "CREATE TABLE IF NOT EXISTS profile_history("
+          "  workload_id INTEGER NOT NULL REFERENCES workloads(id), metric TEXT NOT NULL, value REAL,"
+          "  source_id INTEGER NOT NULL REFERENCES sources(id), replaced_at TEXT NOT NULL,"
+          "  replaced_by INTEGER NOT NULL REFERENCES sources(id));"
+          "CREATE TABLE IF NOT EXISTS run_history("
+          "  run_id INTEGER NOT NULL REFERENCES runs(id), slot INTEGER NOT NULL, throughput REAL, status TEXT NOT NULL,"
+          "  source_id INTEGER NOT NULL REFERENCES sources(id), replaced_at TEXT NOT NULL,"
+          "  replaced_by INTEGER NOT NULL REFERENCES sources(id));"
+          "CREATE TABLE IF NOT EXISTS split_history("
+          "  n_occur INTEGER NOT NULL, seed INTEGER NOT NULL, workload1 TEXT NOT NULL, workload2 TEXT NOT NULL,"
+          "  is_train INTEGER NOT NULL, paper_fit INTEGER NOT NULL, replaced_at TEXT NOT NULL,"
+          "  replaced_by INTEGER NOT NULL REFERENCES sources(id));"
+          "UPDATE meta SET value='4' WHERE key='schema_version';",
 };
 
 static kace_status migrate(kace_ctx *ctx, kace_store *s, int from)
@@ -223,8 +241,9 @@ void kace_store_close(kace_store **store)
 /* ---- import ---------------------------------------------------------- */
 
 typedef struct stmt_set {
-    sqlite3_stmt *ins_workload, *get_workload, *ins_source, *get_source, *get_value, *put_value, *ins_run,
-        *ins_member, *ins_split, *find_pair;
+    sqlite3_stmt *ins_workload, *get_workload, *ins_source, *get_source, *get_value, *put_value, *hist_value,
+        *ins_run, *get_run, *get_members, *hist_run, *upd_run, *upd_member, *ins_member, *get_split, *hist_split,
+        *upd_split, *ins_split, *find_pair;
 } stmt_set;
 
 static void finalize_all(stmt_set *q)
@@ -241,31 +260,20 @@ static kace_status prepare(kace_ctx *ctx, kace_store *s, const char *sql, sqlite
     return KACE_OK;
 }
 
-static kace_status workload_id(kace_ctx *ctx, kace_store *s, stmt_set *q, const char *name, sqlite3_int64 *id)
-{
-    char family[KACE_NAME_MAX];
-    int batch;
-    kace_workload_parse_name(name, family, &batch);
-    sqlite3_reset(q->ins_workload);
-    sqlite3_bind_text(q->ins_workload, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q->ins_workload, 2, family, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(q->ins_workload, 3, batch);
-    if (sqlite3_step(q->ins_workload) != SQLITE_DONE)
-        return db_fail(ctx, s, "insert workload");
-    sqlite3_reset(q->get_workload);
-    sqlite3_bind_text(q->get_workload, 1, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(q->get_workload) != SQLITE_ROW)
-        return db_fail(ctx, s, "find workload");
-    *id = sqlite3_column_int64(q->get_workload, 0);
-    return KACE_OK;
-}
-
 static void bind_text_or_null(sqlite3_stmt *q, int i, const char *v)
 {
     if (v)
         sqlite3_bind_text(q, i, v, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(q, i);
+}
+
+static void bind_number_or_null(sqlite3_stmt *q, int i, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(q, i);
+    else
+        sqlite3_bind_double(q, i, v);
 }
 
 static const char *run_status_name(kace_run_status st)
@@ -279,91 +287,316 @@ static const char *run_status_name(kace_run_status st)
     return "failed";
 }
 
-static kace_status import_values(kace_ctx *ctx, kace_store *s, stmt_set *q, const kace_import_batch *b,
-                                 sqlite3_int64 source, kace_import_stats *stats)
+/* One batch being stored: what it is compared with, and the conflicts found
+ * so far when it may not replace stored values. */
+typedef struct import_job {
+    kace_ctx *ctx;
+    kace_store *s;
+    stmt_set *q;
+    const kace_import_batch *b;
+    bool replace, create_workloads;
+    sqlite3_int64 source;
+    char stamp[32]; /* when replaced values became history */
+    kace_import_stats *stats;
+    size_t n_conflicts;
+    char conflicts[1200]; /* the first three, "; "-separated */
+} import_job;
+
+static void add_conflict(import_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_conflict(import_job *j, const char *fmt, ...)
 {
-    kace_status st;
-    for (size_t i = 0; i < b->n_values; i++) {
-        const kace_profile_value *v = &b->values[i];
-        sqlite3_int64 wid;
-        if ((st = workload_id(ctx, s, q, v->workload, &wid)))
-            return st;
-        sqlite3_reset(q->get_value);
-        sqlite3_bind_int64(q->get_value, 1, wid);
-        sqlite3_bind_text(q->get_value, 2, v->metric, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(q->get_value);
-        bool exists = rc == SQLITE_ROW;
-        bool same = false;
-        if (exists) {
-            bool old_null = sqlite3_column_type(q->get_value, 0) == SQLITE_NULL;
-            double old = sqlite3_column_double(q->get_value, 0);
-            same = (old_null && isnan(v->value)) || (!old_null && !isnan(v->value) && old == v->value);
-        } else if (rc != SQLITE_DONE) {
-            return db_fail(ctx, s, "read profile");
+    if (j->n_conflicts++ >= 3)
+        return;
+    size_t at = strlen(j->conflicts);
+    if (at && at + 2 < sizeof j->conflicts) {
+        memcpy(j->conflicts + at, "; ", 3);
+        at += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->conflicts + at, sizeof j->conflicts - at, fmt, ap);
+    va_end(ap);
+}
+
+/* The shortest text that reads back as v, as the file most likely had it. */
+static void fmt_number(char *out, size_t size, double v)
+{
+    if (isnan(v)) {
+        snprintf(out, size, "missing");
+        return;
+    }
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(out, size, "%.*g", digits, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+/* The id of a stored workload; *found false when there is none. */
+static kace_status find_workload(import_job *j, const char *name, sqlite3_int64 *id, bool *found)
+{
+    sqlite3_stmt *q = j->q->get_workload;
+    sqlite3_reset(q);
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_fail(j->ctx, j->s, "find workload");
+    *found = rc == SQLITE_ROW;
+    *id = *found ? sqlite3_column_int64(q, 0) : 0;
+    return KACE_OK;
+}
+
+static kace_status create_workload(import_job *j, const char *name, sqlite3_int64 *id)
+{
+    bool found;
+    kace_status st = find_workload(j, name, id, &found);
+    if (st || found)
+        return st;
+    char family[KACE_NAME_MAX];
+    int batch;
+    kace_workload_parse_name(name, family, &batch);
+    sqlite3_stmt *q = j->q->ins_workload;
+    sqlite3_reset(q);
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, family, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(q, 3, batch);
+    if (sqlite3_step(q) != SQLITE_DONE)
+        return db_fail(j->ctx, j->s, "insert workload");
+    *id = sqlite3_last_insert_rowid(j->s->db);
+    return KACE_OK;
+}
+
+/* Where a record came from, for messages: "file:line:col" or "file". */
+static void place(const import_job *j, int line, int col, char *out, size_t size)
+{
+    if (line > 0)
+        snprintf(out, size, "%s:%d:%d", j->b->origin, line, col > 0 ? col : 1);
+    else
+        snprintf(out, size, "%s", j->b->origin);
+}
+
+/* Colocation rows may only name workloads that are stored or profiled by
+ * the same import (profiles are stored first), unless create_workloads. */
+static kace_status check_run_workloads(import_job *j)
+{
+    for (size_t i = 0; i < j->b->n_runs; i++) {
+        const kace_import_run *r = &j->b->runs[i];
+        for (int m = 0; m < r->k; m++) {
+            sqlite3_int64 id;
+            bool found;
+            kace_status st = j->create_workloads ? create_workload(j, r->workload[m], &id)
+                                                 : find_workload(j, r->workload[m], &id, &found);
+            if (st)
+                return st;
+            if (!j->create_workloads && !found) {
+                char where[700];
+                place(j, r->line, r->name_col[m], where, sizeof where);
+                return kace_fail(j->ctx, KACE_ERR_NOT_FOUND,
+                                 "%s: unknown workload '%s' (neither stored nor profiled by this import: import its "
+                                 "profile with it, or pass --create-workloads)",
+                                 where, r->workload[m]);
+            }
         }
-        /* A value copied from a colocation file never overrides a profile. */
-        if (same || (exists && v->embedded)) {
-            stats->values_unchanged++;
-            continue;
-        }
-        sqlite3_reset(q->put_value);
-        sqlite3_bind_int64(q->put_value, 1, wid);
-        sqlite3_bind_text(q->put_value, 2, v->metric, -1, SQLITE_STATIC);
-        if (isnan(v->value))
-            sqlite3_bind_null(q->put_value, 3);
-        else
-            sqlite3_bind_double(q->put_value, 3, v->value);
-        sqlite3_bind_int64(q->put_value, 4, source);
-        if (sqlite3_step(q->put_value) != SQLITE_DONE)
-            return db_fail(ctx, s, "write profile");
-        if (exists)
-            stats->values_updated++;
-        else
-            stats->values_added++;
     }
     return KACE_OK;
 }
 
-static kace_status import_runs(kace_ctx *ctx, kace_store *s, stmt_set *q, const kace_import_batch *b,
-                               sqlite3_int64 source, kace_import_stats *stats)
+static kace_status import_values(import_job *j)
 {
+    stmt_set *q = j->q;
+    kace_status st;
+    for (size_t i = 0; i < j->b->n_values; i++) {
+        const kace_profile_value *v = &j->b->values[i];
+        char where[700], why[200];
+        place(j, v->line, v->col, where, sizeof where);
+        /* The parsers check ranges already; this covers every other producer
+         * (kace profile, import-cupti, ncu exports). */
+        if (kace_metric_check(v->metric, v->value, why, sizeof why))
+            return kace_fail(j->ctx, KACE_ERR_INVALID, "%s: workload %s: %s", where, v->workload, why);
+        sqlite3_int64 wid;
+        bool found = true;
+        if ((st = v->embedded ? find_workload(j, v->workload, &wid, &found) : create_workload(j, v->workload, &wid)))
+            return st;
+        if (!found)
+            return kace_fail(j->ctx, KACE_ERR_NOT_FOUND, "%s: unknown workload '%s' (pass --create-workloads)", where,
+                             v->workload);
+        sqlite3_reset(q->get_value);
+        sqlite3_bind_int64(q->get_value, 1, wid);
+        sqlite3_bind_text(q->get_value, 2, v->metric, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(q->get_value);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return db_fail(j->ctx, j->s, "read profile");
+        bool exists = rc == SQLITE_ROW;
+        bool old_missing = exists && sqlite3_column_type(q->get_value, 0) == SQLITE_NULL;
+        double old = exists && !old_missing ? sqlite3_column_double(q->get_value, 0) : NAN;
+        bool old_embedded = exists && sqlite3_column_int(q->get_value, 3) != 0;
+        /* Unchanged: a copy from a colocation file where the store has the
+         * metric (copies only fill gaps); a missing cell where a value is
+         * stored (missing is "not measured here", not a contradiction); the
+         * same value, unless a profile now confirms what only a copy said. */
+        if (exists && (v->embedded || isnan(v->value) || (old == v->value && !old_embedded))) {
+            j->stats->values_unchanged++;
+            continue;
+        }
+        /* Another value for one a profile gave: refused unless replacing.
+         * A profile's value replaces a copy's without asking. */
+        if (exists && !old_missing && !old_embedded && !j->replace) {
+            char was[32], now[32];
+            fmt_number(was, sizeof was, old);
+            fmt_number(now, sizeof now, v->value);
+            add_conflict(j, "%s: %s of %s is %s here, %s stored (from %s)", where, v->metric, v->workload, now, was,
+                         (const char *)sqlite3_column_text(q->get_value, 2));
+            continue;
+        }
+        if (exists) {
+            sqlite3_reset(q->hist_value);
+            sqlite3_bind_int64(q->hist_value, 1, wid);
+            sqlite3_bind_text(q->hist_value, 2, v->metric, -1, SQLITE_STATIC);
+            sqlite3_bind_text(q->hist_value, 3, j->stamp, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(q->hist_value, 4, j->source);
+            if (sqlite3_step(q->hist_value) != SQLITE_DONE)
+                return db_fail(j->ctx, j->s, "keep profile history");
+        }
+        sqlite3_reset(q->put_value);
+        sqlite3_bind_int64(q->put_value, 1, wid);
+        sqlite3_bind_text(q->put_value, 2, v->metric, -1, SQLITE_STATIC);
+        bind_number_or_null(q->put_value, 3, v->value);
+        sqlite3_bind_int64(q->put_value, 4, j->source);
+        sqlite3_bind_int(q->put_value, 5, v->embedded);
+        if (sqlite3_step(q->put_value) != SQLITE_DONE)
+            return db_fail(j->ctx, j->s, "write profile");
+        if (!exists)
+            j->stats->values_added++;
+        else if (old == v->value)
+            j->stats->values_unchanged++; /* confirmed by a profile: only its source changed */
+        else
+            j->stats->values_updated++;
+    }
+    return KACE_OK;
+}
+
+/* Compares a stored run with r: *same, and a description of the first difference. */
+static kace_status compare_run(import_job *j, sqlite3_int64 run_id, const char *old_status, const kace_import_run *r,
+                               bool *same, char *diff, size_t size, int *slot_out)
+{
+    *slot_out = 0;
+    *same = strcmp(old_status, run_status_name(r->status)) == 0;
+    if (!*same)
+        snprintf(diff, size, "status %s here, %s stored", run_status_name(r->status), old_status);
+    sqlite3_stmt *q = j->q->get_members;
+    sqlite3_reset(q);
+    sqlite3_bind_int64(q, 1, run_id);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int slot = sqlite3_column_int(q, 0);
+        if (slot < 0 || slot >= r->k)
+            continue;
+        double old = sqlite3_column_type(q, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(q, 1);
+        double now = r->throughput[slot];
+        if ((isnan(old) != isnan(now)) || (!isnan(old) && old != now)) {
+            if (*same) {
+                char was[32], is[32];
+                fmt_number(was, sizeof was, old);
+                fmt_number(is, sizeof is, now);
+                snprintf(diff, size, "throughput of %s %s here, %s stored", r->workload[slot], is, was);
+                *slot_out = slot;
+            }
+            *same = false;
+        }
+    }
+    return rc == SQLITE_DONE ? KACE_OK : db_fail(j->ctx, j->s, "read run members");
+}
+
+static kace_status import_runs(import_job *j)
+{
+    stmt_set *q = j->q;
+    const kace_import_batch *b = j->b;
     kace_status st;
     for (size_t i = 0; i < b->n_runs; i++) {
         const kace_import_run *r = &b->runs[i];
+        char where[700];
+        place(j, r->line, r->col[0], where, sizeof where);
+        for (int m = 0; m < r->k; m++)
+            if (!isnan(r->throughput[m]) && !(r->throughput[m] > 0 && r->throughput[m] <= kace_throughput_max()) &&
+                (place(j, r->line, r->col[m], where, sizeof where), true))
+                return kace_fail(j->ctx, KACE_ERR_INVALID, "%s: throughput %g of %s is out of range (more than 0..%g)",
+                                 where, r->throughput[m], r->workload[m], kace_throughput_max());
         char key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 160];
         int at = snprintf(key, sizeof key, "%s", b->set);
         for (int m = 0; m < r->k; m++)
             at += snprintf(key + at, sizeof key - (size_t)at, "|%s@%d", r->workload[m], r->mps_pct[m]);
+        sqlite3_reset(q->get_run);
+        sqlite3_bind_text(q->get_run, 1, key, -1, SQLITE_TRANSIENT);
+        int rc = sqlite3_step(q->get_run);
+        if (rc == SQLITE_ROW) {
+            sqlite3_int64 run_id = sqlite3_column_int64(q->get_run, 0);
+            char old_status[16], old_file[600], diff[400] = "";
+            snprintf(old_status, sizeof old_status, "%s", (const char *)sqlite3_column_text(q->get_run, 1));
+            snprintf(old_file, sizeof old_file, "%s", (const char *)sqlite3_column_text(q->get_run, 2));
+            bool same;
+            int slot;
+            if ((st = compare_run(j, run_id, old_status, r, &same, diff, sizeof diff, &slot)))
+                return st;
+            if (same) {
+                j->stats->runs_unchanged++;
+                continue;
+            }
+            if (!j->replace) {
+                place(j, r->line, r->col[slot], where, sizeof where);
+                add_conflict(j, "%s: run %s: %s (from %s)", where, key, diff, old_file);
+                continue;
+            }
+            sqlite3_reset(q->hist_run);
+            sqlite3_bind_int64(q->hist_run, 1, run_id);
+            sqlite3_bind_text(q->hist_run, 2, j->stamp, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(q->hist_run, 3, j->source);
+            if (sqlite3_step(q->hist_run) != SQLITE_DONE)
+                return db_fail(j->ctx, j->s, "keep run history");
+            sqlite3_reset(q->upd_run);
+            sqlite3_bind_int64(q->upd_run, 1, run_id);
+            sqlite3_bind_text(q->upd_run, 2, run_status_name(r->status), -1, SQLITE_STATIC);
+            sqlite3_bind_int64(q->upd_run, 3, j->source);
+            if (sqlite3_step(q->upd_run) != SQLITE_DONE)
+                return db_fail(j->ctx, j->s, "update run");
+            for (int m = 0; m < r->k; m++) {
+                sqlite3_reset(q->upd_member);
+                sqlite3_bind_int64(q->upd_member, 1, run_id);
+                sqlite3_bind_int(q->upd_member, 2, m);
+                bind_number_or_null(q->upd_member, 3, r->throughput[m]);
+                if (sqlite3_step(q->upd_member) != SQLITE_DONE)
+                    return db_fail(j->ctx, j->s, "update run member");
+            }
+            j->stats->runs_updated++;
+            continue;
+        }
+        if (rc != SQLITE_DONE)
+            return db_fail(j->ctx, j->s, "find run");
         sqlite3_reset(q->ins_run);
         sqlite3_bind_text(q->ins_run, 1, b->set, -1, SQLITE_STATIC);
         sqlite3_bind_int(q->ins_run, 2, r->k);
         sqlite3_bind_text(q->ins_run, 3, run_status_name(r->status), -1, SQLITE_STATIC);
         sqlite3_bind_text(q->ins_run, 4, key, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_int64(q->ins_run, 5, source);
+        sqlite3_bind_int64(q->ins_run, 5, j->source);
         if (sqlite3_step(q->ins_run) != SQLITE_DONE)
-            return db_fail(ctx, s, "insert run");
-        if (sqlite3_changes(s->db) == 0) {
-            stats->runs_unchanged++;
-            continue;
-        }
-        sqlite3_int64 run_id = sqlite3_last_insert_rowid(s->db);
+            return db_fail(j->ctx, j->s, "insert run");
+        sqlite3_int64 run_id = sqlite3_last_insert_rowid(j->s->db);
         for (int m = 0; m < r->k; m++) {
             sqlite3_int64 wid;
-            if ((st = workload_id(ctx, s, q, r->workload[m], &wid)))
+            bool found;
+            if ((st = find_workload(j, r->workload[m], &wid, &found)))
                 return st;
+            if (!found)
+                return kace_fail(j->ctx, KACE_ERR_STORE, "%s: workload '%s' vanished", where, r->workload[m]);
             sqlite3_reset(q->ins_member);
             sqlite3_bind_int64(q->ins_member, 1, run_id);
             sqlite3_bind_int(q->ins_member, 2, m);
             sqlite3_bind_int64(q->ins_member, 3, wid);
             sqlite3_bind_int(q->ins_member, 4, r->mps_pct[m]);
-            if (isnan(r->throughput[m]))
-                sqlite3_bind_null(q->ins_member, 5);
-            else
-                sqlite3_bind_double(q->ins_member, 5, r->throughput[m]);
+            bind_number_or_null(q->ins_member, 5, r->throughput[m]);
             if (sqlite3_step(q->ins_member) != SQLITE_DONE)
-                return db_fail(ctx, s, "insert run member");
+                return db_fail(j->ctx, j->s, "insert run member");
         }
-        stats->runs_added++;
+        j->stats->runs_added++;
     }
     return KACE_OK;
 }
@@ -406,14 +639,35 @@ static kace_status load_pair_keys(kace_ctx *ctx, kace_store *s, stmt_set *q, cha
     return KACE_OK;
 }
 
-static kace_status import_splits(kace_ctx *ctx, kace_store *s, stmt_set *q, const kace_import_batch *b,
-                                 kace_import_stats *stats)
+/* A stored split of the pair (either order) for sp's n_occur and seed: its
+ * rowid, or 0. */
+static kace_status find_split(import_job *j, const kace_import_split *sp, sqlite3_int64 *rowid, bool *train,
+                              bool *paper_fit)
 {
+    sqlite3_stmt *q = j->q->get_split;
+    sqlite3_reset(q);
+    sqlite3_bind_int(q, 1, sp->n_occur);
+    sqlite3_bind_int(q, 2, sp->seed);
+    sqlite3_bind_text(q, 3, sp->workload1, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, sp->workload2, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return db_fail(j->ctx, j->s, "find split");
+    *rowid = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+    *train = rc == SQLITE_ROW && sqlite3_column_int(q, 1) != 0;
+    *paper_fit = rc == SQLITE_ROW && sqlite3_column_int(q, 2) != 0;
+    return KACE_OK;
+}
+
+static kace_status import_splits(import_job *j)
+{
+    const kace_import_batch *b = j->b;
+    stmt_set *q = j->q;
     if (b->n_splits == 0)
         return KACE_OK;
     char **keys = NULL;
     size_t n_keys = 0;
-    kace_status st = load_pair_keys(ctx, s, q, &keys, &n_keys);
+    kace_status st = load_pair_keys(j->ctx, j->s, q, &keys, &n_keys);
     for (size_t i = 0; st == KACE_OK && i < b->n_splits; i++) {
         const kace_import_split *sp = &b->splits[i];
         /* A split must name a measured pair: otherwise it is a typo. */
@@ -421,11 +675,41 @@ static kace_status import_splits(kace_ctx *ctx, kace_store *s, stmt_set *q, cons
         snprintf(key, sizeof key, "%s\x1f%s", sp->workload1, sp->workload2);
         const char *kp = key;
         if (!bsearch(&kp, keys, n_keys, sizeof *keys, cmp_keys)) {
-            st = kace_fail(ctx, KACE_ERR_NOT_FOUND,
+            st = kace_fail(j->ctx, KACE_ERR_NOT_FOUND,
                            "%s:%d:1: no measured pair (%s, %s) in the store (import the colocation file first, or "
                            "check the workload names)",
                            b->origin, sp->line, sp->workload1, sp->workload2);
             break;
+        }
+        sqlite3_int64 rowid = 0;
+        bool train = false, paper_fit = false;
+        if ((st = find_split(j, sp, &rowid, &train, &paper_fit)))
+            break;
+        if (rowid && train == sp->train && paper_fit == sp->paper_fit) {
+            j->stats->splits_unchanged++;
+            continue;
+        }
+        if (rowid && !j->replace) {
+            add_conflict(j, "%s:%d:1: split (%s, %s) of n_occur %d seed %d is %s%s here, %s%s stored", b->origin,
+                         sp->line, sp->workload1, sp->workload2, sp->n_occur, sp->seed, sp->train ? "train" : "test",
+                         sp->paper_fit ? " paper_fit" : "", train ? "train" : "test", paper_fit ? " paper_fit" : "");
+            continue;
+        }
+        if (rowid) {
+            sqlite3_reset(q->hist_split);
+            sqlite3_bind_int64(q->hist_split, 1, rowid);
+            sqlite3_bind_text(q->hist_split, 2, j->stamp, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(q->hist_split, 3, j->source);
+            sqlite3_reset(q->upd_split);
+            sqlite3_bind_int64(q->upd_split, 1, rowid);
+            sqlite3_bind_int(q->upd_split, 2, sp->train);
+            sqlite3_bind_int(q->upd_split, 3, sp->paper_fit);
+            if (sqlite3_step(q->hist_split) != SQLITE_DONE || sqlite3_step(q->upd_split) != SQLITE_DONE) {
+                st = db_fail(j->ctx, j->s, "replace split");
+                break;
+            }
+            j->stats->splits_updated++;
+            continue;
         }
         sqlite3_reset(q->ins_split);
         sqlite3_bind_int(q->ins_split, 1, sp->n_occur);
@@ -435,13 +719,10 @@ static kace_status import_splits(kace_ctx *ctx, kace_store *s, stmt_set *q, cons
         sqlite3_bind_text(q->ins_split, 5, sp->workload1, -1, SQLITE_STATIC);
         sqlite3_bind_text(q->ins_split, 6, sp->workload2, -1, SQLITE_STATIC);
         if (sqlite3_step(q->ins_split) != SQLITE_DONE) {
-            st = db_fail(ctx, s, "insert split");
+            st = db_fail(j->ctx, j->s, "insert split");
             break;
         }
-        if (sqlite3_changes(s->db))
-            stats->splits_added++;
-        else
-            stats->splits_unchanged++;
+        j->stats->splits_added++;
     }
     for (size_t i = 0; i < n_keys; i++)
         free(keys[i]);
@@ -467,7 +748,7 @@ kace_status kace_store_import_files(kace_ctx *ctx, kace_store *s, const char *co
                 if (kace_file_kind_rank(batches[i]->kind) != rank)
                     continue;
                 kace_import_stats stats;
-                if (!(st = kace_store_import(ctx, s, batches[i], source, &stats)) && report)
+                if (!(st = kace_store_import_with(ctx, s, batches[i], source, opt, &stats)) && report)
                     report(user, paths[i], batches[i], &stats);
             }
         if (st || (st = kace_store_commit(ctx, s)))
@@ -482,29 +763,80 @@ kace_status kace_store_import_files(kace_ctx *ctx, kace_store *s, const char *co
 kace_status kace_store_import(kace_ctx *ctx, kace_store *s, const kace_import_batch *b, const kace_source *source,
                               kace_import_stats *stats_out)
 {
+    return kace_store_import_with(ctx, s, b, source, NULL, stats_out);
+}
+
+kace_status kace_store_import_with(kace_ctx *ctx, kace_store *s, const kace_import_batch *b,
+                                   const kace_source *source, const kace_import_options *opt,
+                                   kace_import_stats *stats_out)
+{
     kace_import_stats stats;
     memset(&stats, 0, sizeof stats);
     stmt_set q;
     memset(&q, 0, sizeof q);
+    import_job j;
+    memset(&j, 0, sizeof j);
+    j.ctx = ctx;
+    j.s = s;
+    j.q = &q;
+    j.b = b;
+    j.replace = opt && opt->replace;
+    j.create_workloads = opt && opt->create_workloads;
+    j.stats = &stats;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(j.stamp, sizeof j.stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
     kace_status st;
     /* Inside a caller's transaction (kace_store_begin) a savepoint makes this
      * batch atomic on its own while the caller can still undo everything. */
     bool nested = sqlite3_get_autocommit(s->db) == 0;
     if ((st = exec(ctx, s, nested ? "SAVEPOINT kace_import;" : "BEGIN IMMEDIATE;")))
         return st;
-    if ((st = prepare(ctx, s, "INSERT OR IGNORE INTO workloads(name, family, batch) VALUES(?,?,?)", &q.ins_workload)) ||
+    if ((st = prepare(ctx, s, "INSERT INTO workloads(name, family, batch) VALUES(?,?,?)", &q.ins_workload)) ||
         (st = prepare(ctx, s, "SELECT id FROM workloads WHERE name=?", &q.get_workload)) ||
         (st = prepare(ctx, s, "INSERT OR IGNORE INTO sources(gpu, tool, date, file) VALUES(?,?,?,?)", &q.ins_source)) ||
         (st = prepare(ctx, s, "SELECT id FROM sources WHERE gpu IS ? AND tool IS ? AND date IS ? AND file=?",
                       &q.get_source)) ||
-        (st = prepare(ctx, s, "SELECT value FROM profiles WHERE workload_id=? AND metric=?", &q.get_value)) ||
-        (st = prepare(ctx, s, "INSERT OR REPLACE INTO profiles(workload_id, metric, value, source_id) VALUES(?,?,?,?)",
+        (st = prepare(ctx, s,
+                      "SELECT p.value, p.source_id, s.file, p.embedded FROM profiles p JOIN sources s ON "
+                      "s.id=p.source_id WHERE p.workload_id=? AND p.metric=?",
+                      &q.get_value)) ||
+        (st = prepare(ctx, s,
+                      "INSERT OR REPLACE INTO profiles(workload_id, metric, value, source_id, embedded) "
+                      "VALUES(?,?,?,?,?)",
                       &q.put_value)) ||
-        (st = prepare(ctx, s, "INSERT OR IGNORE INTO runs(set_name, k, status, run_key, source_id) VALUES(?,?,?,?,?)",
+        (st = prepare(ctx, s,
+                      "INSERT INTO profile_history(workload_id, metric, value, source_id, replaced_at, replaced_by) "
+                      "SELECT workload_id, metric, value, source_id, ?3, ?4 FROM profiles WHERE workload_id=?1 AND "
+                      "metric=?2",
+                      &q.hist_value)) ||
+        (st = prepare(ctx, s, "INSERT INTO runs(set_name, k, status, run_key, source_id) VALUES(?,?,?,?,?)",
                       &q.ins_run)) ||
+        (st = prepare(ctx, s,
+                      "SELECT r.id, r.status, s.file FROM runs r JOIN sources s ON s.id=r.source_id WHERE r.run_key=?",
+                      &q.get_run)) ||
+        (st = prepare(ctx, s, "SELECT slot, throughput FROM run_members WHERE run_id=? ORDER BY slot", &q.get_members)) ||
+        (st = prepare(ctx, s,
+                      "INSERT INTO run_history(run_id, slot, throughput, status, source_id, replaced_at, replaced_by) "
+                      "SELECT m.run_id, m.slot, m.throughput, r.status, r.source_id, ?2, ?3 FROM run_members m "
+                      "JOIN runs r ON r.id=m.run_id WHERE m.run_id=?1",
+                      &q.hist_run)) ||
+        (st = prepare(ctx, s, "UPDATE runs SET status=?2, source_id=?3 WHERE id=?1", &q.upd_run)) ||
+        (st = prepare(ctx, s, "UPDATE run_members SET throughput=?3 WHERE run_id=?1 AND slot=?2", &q.upd_member)) ||
         (st = prepare(ctx, s, "INSERT INTO run_members(run_id, slot, workload_id, mps_pct, throughput) VALUES(?,?,?,?,?)",
                       &q.ins_member)) ||
-        (st = prepare(ctx, s, "INSERT OR IGNORE INTO splits VALUES(?,?,?,?,?,?)", &q.ins_split)) ||
+        (st = prepare(ctx, s,
+                      "SELECT rowid, is_train, paper_fit FROM splits WHERE n_occur=?1 AND seed=?2 AND "
+                      "((workload1=?3 AND workload2=?4) OR (workload1=?4 AND workload2=?3))",
+                      &q.get_split)) ||
+        (st = prepare(ctx, s,
+                      "INSERT INTO split_history(n_occur, seed, workload1, workload2, is_train, paper_fit, replaced_at, "
+                      "replaced_by) SELECT n_occur, seed, workload1, workload2, is_train, paper_fit, ?2, ?3 FROM splits "
+                      "WHERE rowid=?1",
+                      &q.hist_split)) ||
+        (st = prepare(ctx, s, "UPDATE splits SET is_train=?2, paper_fit=?3 WHERE rowid=?1", &q.upd_split)) ||
+        (st = prepare(ctx, s, "INSERT INTO splits VALUES(?,?,?,?,?,?)", &q.ins_split)) ||
         (st = prepare(ctx, s,
                       "SELECT wa.name, wb.name FROM runs r JOIN run_members a ON a.run_id=r.id AND a.slot=0 "
                       "JOIN run_members b ON b.run_id=r.id AND b.slot=1 JOIN workloads wa ON wa.id=a.workload_id "
@@ -529,16 +861,26 @@ kace_status kace_store_import(kace_ctx *ctx, kace_store *s, const kace_import_ba
         st = db_fail(ctx, s, "find source");
         goto fail;
     }
-    sqlite3_int64 source_id = sqlite3_column_int64(q.get_source, 0);
+    j.source = sqlite3_column_int64(q.get_source, 0);
 
-    if ((st = import_values(ctx, s, &q, b, source_id, &stats)) || (st = import_runs(ctx, s, &q, b, source_id, &stats)) ||
-        (st = import_splits(ctx, s, &q, b, &stats)))
+    if ((st = check_run_workloads(&j)) || (st = import_values(&j)) || (st = import_runs(&j)) ||
+        (st = import_splits(&j)))
         goto fail;
+    if (j.n_conflicts) {
+        st = kace_fail(ctx, KACE_ERR_INVALID,
+                       "%s%s; %zu stored value(s) differ from this file's, and a re-import that changes stored data "
+                       "is refused (--replace stores the file's values and keeps the old ones as history)",
+                       j.conflicts, j.n_conflicts > 3 ? "; ..." : "", j.n_conflicts);
+        goto fail;
+    }
     finalize_all(&q);
     /* A source row that ended up unused (nothing new) is dropped again. */
     if ((st = exec(ctx, s,
                    "DELETE FROM sources WHERE id NOT IN (SELECT source_id FROM profiles) AND id NOT IN "
-                   "(SELECT source_id FROM runs);")) ||
+                   "(SELECT source_id FROM runs) AND id NOT IN (SELECT source_id FROM profile_history) AND id NOT IN "
+                   "(SELECT replaced_by FROM profile_history) AND id NOT IN (SELECT source_id FROM run_history) AND "
+                   "id NOT IN (SELECT replaced_by FROM run_history) AND id NOT IN (SELECT replaced_by FROM "
+                   "split_history);")) ||
         (st = exec(ctx, s, nested ? "RELEASE kace_import;" : "COMMIT;"))) {
         exec(NULL, s, nested ? "ROLLBACK TO kace_import; RELEASE kace_import;" : "ROLLBACK;");
         return st;
@@ -915,7 +1257,8 @@ kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *s, const kace_impo
     kace_status st = kace_store_begin(ctx, s);
     if (st)
         return st;
-    if ((st = kace_store_import(ctx, s, batch, source, stats)) ||
+    kace_import_options again = {.replace = true};
+    if ((st = kace_store_import_with(ctx, s, batch, source, &again, stats)) ||
         (st = kace_store_set_command(ctx, s, workload, argv)) || (st = kace_store_commit(ctx, s))) {
         kace_store_rollback(s);
         return st;
