@@ -81,6 +81,7 @@ typedef struct eval_request {
     int folds;                     /* kfold: K */
     unsigned long long seed;       /* kfold: the shuffle */
     bool csv;                      /* print one CSV instead of the tables */
+    int learning_curve;            /* kace eval --learning-curve [--every N]: retrain every N observations (0: off) */
 } eval_request;
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);
 int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req);
@@ -92,6 +93,9 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
 int cli_train_from_observations(kace_ctx *ctx, kace_store *store, const char *set, const kace_fit_spec *spec,
                                 const char *current_name, const char *candidate_name, double holdout);
 int cli_print_drift(kace_ctx *ctx, kace_store *store, const char *set, const char *name, size_t window);
+/* kace eval --learning-curve: the loop simulated on the set's measurements. */
+int cli_learning_curve(kace_ctx *ctx, kace_store *store, const char *set, const char *out_dir, bool figures,
+                       int every, uint64_t seed);
 
 /* Beyond pairs (cmd_beyond.c): best k-way group, MPS split advice, and
  * their evaluation sections. */

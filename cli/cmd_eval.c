@@ -492,7 +492,8 @@ int cmd_eval(int argc, char **argv)
     const char *db = cli_default_db(), *mode = "both";
     eval_request req = {.out_dir = "kace-eval", .pairs_set = "pairs", .triples_set = "triples", .with_xu = true,
                         .xu_iter = 10, .figures = true, .kace_seeds = 1, .protocol = -1, .folds = 5};
-    bool mode_given = false;
+    bool mode_given = false, curve = false;
+    int every = 0;
     static const struct option longopts[] = {
         {"db", required_argument, 0, 'd'},     {"mode", required_argument, 0, 'm'},
         {"out", required_argument, 0, 'o'},    {"no-xu", no_argument, 0, 'X'},
@@ -508,6 +509,7 @@ int cmd_eval(int argc, char **argv)
         {"train-set", required_argument, 0, 2}, {"targets", required_argument, 0, 3},
         {"candidates", required_argument, 0, 4}, {"folds", required_argument, 0, 5},
         {"seed", required_argument, 0, 6},     {"csv", no_argument, 0, 7},
+        {"learning-curve", no_argument, 0, 8}, {"every", required_argument, 0, 9},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     kace_slowdown_params_default(&req.slowdown);
     int c;
@@ -533,6 +535,8 @@ int cmd_eval(int argc, char **argv)
             break;
         }
         case 7: req.csv = true; break;
+        case 8: curve = true; break;
+        case 9: if (!cli_int("eval", "every", optarg, 1, 100000, &every)) return EXIT_USAGE; break;
         case 'o': req.out_dir = optarg[0] ? optarg : NULL; break; /* --out "": print only */
         case 'X': req.with_xu = false; break;
         case 'i': if (!cli_int("eval", "xu-iter", optarg, 1, 10000, &req.xu_iter)) return EXIT_USAGE; break;
@@ -590,11 +594,17 @@ int cmd_eval(int argc, char **argv)
                    "  kfold [--folds K] [--seed S]; --targets A,B scores only those workloads; --candidates FILE\n"
                    "  chooses only among the listed measured colocations (one per line, names comma-separated);\n"
                    "  --train-set T fits on set T only (e.g. pairs-only models choosing among triples);\n"
-                   "  --csv prints one CSV (folds, mean, 95%% t-interval over folds, targets). Mode: clean unless given.\n");
+                   "  --csv prints one CSV (folds, mean, 95%% t-interval over folds, targets). Mode: clean unless given.\n"
+                   "--learning-curve [--every N] [--seed S]: the closed loop simulated: kace's model from the published\n"
+                   "  n_occur=2 split, the set's other measurements replayed as observations (order: seed), retrained\n"
+                   "  and promoted as kace train --from-observations every N (10), beside a model that never learns.\n");
             return EXIT_OK;
         default: return cli_usage("eval", "unknown option");
         }
     }
+    if (every && !curve)
+        return cli_usage("eval", "--every goes with --learning-curve");
+    req.learning_curve = curve ? (every ? every : 10) : 0;
     bool any_protocol = req.protocol >= 0 && req.protocol != KACE_PROTO_PAPER;
     if (any_protocol && !mode_given)
         mode = "clean"; /* the protocols' default: training statistics everywhere */
@@ -615,6 +625,8 @@ int cmd_eval(int argc, char **argv)
     kace_store *store = cli_open_store(ctx, db);
     int rc = !store ? EXIT_FAILURE_RUN
              : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)
+             : req.learning_curve > 0   ? cli_learning_curve(ctx, store, req.pairs_set, req.out_dir, req.figures,
+                                                          req.learning_curve, req.seed)
              : any_protocol             ? cli_eval_protocol(ctx, store, &req)
                                         : cli_run_eval(ctx, store, &req);
     kace_store_close(&store);

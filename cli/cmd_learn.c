@@ -1,10 +1,12 @@
 /* The closed learning loop in the CLI: kace train --from-observations and
  * the drift line of kace info (include/kace/learn.h). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "figures.h"
 #include "kace/learn.h"
 
 /* Every row of ds (the stored colocations of one set). */
@@ -121,5 +123,118 @@ done:
     kace_observed_list_free(&obs);
     kace_dataset_free(&ds);
     free(base);
+    return rc;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int cli_learning_curve(kace_ctx *ctx, kace_store *store, const char *set, const char *out_dir, bool figures,
+                       int every, uint64_t seed)
+{
+    kace_dataset *ds = NULL;
+    kace_splits *splits = NULL;
+    kace_curve_point *pts = NULL;
+    size_t n_pts = 0;
+    int *initial = NULL, *stream = NULL;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if ((st = kace_store_load_dataset(ctx, store, set, false, &ds)) ||
+        (st = kace_store_load_splits(ctx, store, ds, &splits))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    /* Start: the training rows of the first published split at n_occur 2. */
+    size_t from = splits->n;
+    for (size_t i = 0; i < splits->n && from == splits->n; i++)
+        if (splits->rows[i].n_occur == 2)
+            from = i;
+    if (from == splits->n) {
+        fprintf(stderr, "kace: the learning curve starts from a published n_occur=2 split; set '%s' has none\n", set);
+        goto done;
+    }
+    int split_seed = splits->rows[from].seed;
+    char *is_initial = calloc(ds->n_colocations ? ds->n_colocations : 1, 1);
+    initial = malloc((ds->n_colocations ? ds->n_colocations : 1) * sizeof *initial);
+    stream = malloc((ds->n_colocations ? ds->n_colocations : 1) * sizeof *stream);
+    if (!is_initial || !initial || !stream) {
+        free(is_initial);
+        fprintf(stderr, "kace: out of memory\n");
+        goto done;
+    }
+    size_t n_initial = 0, n_stream = 0;
+    for (size_t i = from; i < splits->n && splits->rows[i].n_occur == 2 && splits->rows[i].seed == split_seed; i++)
+        if (splits->rows[i].train && !is_initial[splits->rows[i].colocation]) {
+            is_initial[splits->rows[i].colocation] = 1;
+            initial[n_initial++] = splits->rows[i].colocation;
+        }
+    for (size_t r = 0; r < ds->n_colocations; r++)
+        if (!is_initial[r])
+            stream[n_stream++] = (int)r;
+    free(is_initial);
+    /* The rest of the measurements arrive in a random order (seed). */
+    uint64_t state = seed;
+    for (size_t i = n_stream; i > 1; i--) {
+        size_t j = (size_t)(splitmix(&state) % i);
+        int t = stream[i - 1];
+        stream[i - 1] = stream[j];
+        stream[j] = t;
+    }
+    kace_fit_spec spec = {.kind = KACE_MODEL_SLOWDOWN};
+    kace_slowdown_params_default(&spec.slowdown);
+    kace_retrain_options o;
+    kace_retrain_options_default(&o);
+    if ((st = kace_learn_curve(ctx, ds, initial, n_initial, stream, n_stream, (size_t)every, &spec, &o, &pts,
+                               &n_pts))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("== Learning curve: kace's model from the n_occur=2 split (seed %d, %zu colocations), the other %zu of "
+           "set '%s' replayed as observations (order seed %llu), retrained every %d ==\n",
+           split_seed, n_initial, n_stream, set, (unsigned long long)seed, every);
+    printf("decision quality = mean over workloads of the chosen partner's measured sum / the best (all measured)\n");
+    printf("%8s %10s %12s %10s %10s %9s\n", "observed", "learning", "never-learns", "cand_err%", "curr_err%",
+           "promoted");
+    FILE *csv = NULL;
+    if (out_dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/learning_curve.csv", out_dir);
+        if (cli_mkdirs(out_dir) != 0 || !(csv = fopen(path, "w")))
+            fprintf(stderr, "kace: cannot write %s\n", path);
+        else
+            fprintf(csv, "observed,learning,never_learns,candidate_err_pct,current_err_pct,promoted\n");
+    }
+    for (size_t i = 0; i < n_pts; i++) {
+        const kace_curve_point *p = &pts[i];
+        printf("%8zu %10.4f %12.4f %10.2f %10.2f %9s\n", p->n_seen, p->learner, p->never, p->candidate_err,
+               p->current_err, isnan(p->candidate_err) ? "-" : p->promoted ? "yes" : "no");
+        if (csv)
+            fprintf(csv, "%zu,%.6f,%.6f,%.4f,%.4f,%d\n", p->n_seen, p->learner, p->never, p->candidate_err,
+                    p->current_err, p->promoted);
+    }
+    if (csv) {
+        fclose(csv);
+        if (figures)
+            figures_gnuplot(out_dir, "set terminal pngcairo size 900,550 noenhanced font ',11'\n"
+                                     "set datafile separator ','\nset key bottom right\nset grid\n"
+                                     "set output 'learning_curve.png'\n"
+                                     "set title 'Decision quality against observations seen'\n"
+                                     "set xlabel 'observations replayed'\nset ylabel 'achieved / Oracle'\n"
+                                     "plot 'learning_curve.csv' using 1:2 with linespoints lw 2 title 'learning "
+                                     "(retrain + promote)', '' using 1:3 with lines lw 2 dt 2 title 'never learns'\n");
+        printf("CSV%s written to %s/\n", figures ? " and figure" : "", out_dir);
+    }
+    rc = EXIT_OK;
+done:
+    free(pts);
+    free(initial);
+    free(stream);
+    kace_splits_free(&splits);
+    kace_dataset_free(&ds);
     return rc;
 }

@@ -98,9 +98,29 @@ grep -q "bad.txt:3:1: no measured colocation" "$DIR/err" || fail "bad list messa
 awk -F, '$1 == "fold" && ($3 > 181 || $3 < 100) { exit 1 }' "$DIR/tp.csv" || fail "training rows are not pairs"
 echo "pairs-only model among triples (leave-workload-out): kace $(awk -F, '$1 == "mean" {print $6}' "$DIR/tp.csv")"
 
+# The loop simulated (the learning curve): from the published n_occur=2 split, the other
+# pairs replayed as observations, retrained every 20 and promoted only when better.
+"$KACE" eval --learning-curve --every 20 --seed 3 --no-figures --out "$DIR/curve" > "$DIR/curve.txt" ||
+    fail "learning curve: $(cat "$DIR/curve.txt")"
+C=$DIR/curve/learning_curve.csv
+stream=$(sed -n 's/.*the other \([0-9]*\) of set.*/\1/p' "$DIR/curve.txt")
+[ -n "$stream" ] && [ "$(tail -1 "$C" | cut -d, -f1)" = "$stream" ] || fail "the curve does not end at all $stream observations"
+awk -F, 'NR == 2 && ($1 != 0 || $2 != $3) { print "start: " $0; exit 1 }
+         NR > 2 && $4 != "nan" && (($4 <= $5) != ($6 == 1)) { print "promotion rule broken: " $0; exit 1 }
+         NR > 2 && $6 == 0 && $2 != prev { print "quality changed without a promotion: " $0; exit 1 }
+         NR > 1 { prev = $2; if ($3 != never && NR > 2) { print "the never-learning model changed"; exit 1 } never = $3; last = $2 }
+         END { if (!(last >= never)) { print "learning ends below never-learning"; exit 1 } }' "$C" ||
+    fail "learning curve CSV: $(cat "$C")"
+grep -c ',1$' "$C" >/dev/null || fail "no promotion along the curve"
+echo "learning curve: $(sed -n 2p "$C" | cut -d, -f2) -> $(tail -1 "$C" | cut -d, -f2) (never learns: $(tail -1 "$C" | cut -d, -f3))"
+
 # Options that need a protocol are refused without one.
 set +e
 "$KACE" eval --targets $T >/dev/null 2>&1; rc=$?
 set -e
 [ $rc = 2 ] || fail "--targets without --protocol: exit $rc"
+set +e
+"$KACE" eval --every 5 >/dev/null 2>&1; rc=$?
+set -e
+[ $rc = 2 ] || fail "--every without --learning-curve: exit $rc"
 echo ok

@@ -85,6 +85,27 @@ typedef struct kace_drift {
 kace_status kace_learn_drift(kace_ctx *ctx, kace_dataset *ds, const int *base, size_t n_base,
                              const kace_observed_list *obs, const kace_model *m, size_t window, kace_drift *out);
 
+/* A simulation of the loop (the learning curve): a model fitted on the
+ * initial rows, the stream rows replayed one by one as observations; every
+ * `every` observations a candidate is fitted on the initial rows plus the
+ * observations seen except the most recent slice (o) and promoted as in
+ * kace_retrain. After each step, decision quality: for every workload, the
+ * model's choice among all its measured colocations in ds (achieved /
+ * Oracle), the mean over workloads; beside it a model that never learns. */
+typedef struct kace_curve_point {
+    size_t n_seen;        /* observations replayed so far */
+    double learner;       /* decision quality of the model in use */
+    double never;         /* the same for the model fitted on the initial rows only */
+    double candidate_err, current_err; /* the retrain's held-out errors (NaN: no retrain here) */
+    bool promoted;
+} kace_curve_point;
+
+/* spec: the kind to fit. *points (malloc'ed) receives one point per step,
+ * the first at 0 observations. */
+kace_status kace_learn_curve(kace_ctx *ctx, const kace_dataset *ds, const int *initial, size_t n_initial,
+                             const int *stream, size_t n_stream, size_t every, const kace_fit_spec *spec,
+                             const kace_retrain_options *o, kace_curve_point **points, size_t *n_points);
+
 #ifdef __cplusplus
 }
 #endif

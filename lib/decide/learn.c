@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kace/eval.h"
 #include "kace/learn.h"
 #include "kace/predictor.h"
 #include "kace/protocol.h"
@@ -203,6 +204,95 @@ kace_status kace_learn_drift(kace_ctx *ctx, kace_dataset *ds, const int *base, s
         out->ratio = out->recent_err / out->cv_err;
 done:
     free(obs_rows);
+    free(fit);
+    return st;
+}
+
+/* Mean over ds's workloads of the model's choice among all the measured
+ * colocations holding each (achieved / Oracle). */
+static kace_status decision_quality(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, int *cand, double *q)
+{
+    double sum = 0;
+    size_t n_targets = 0;
+    for (size_t w = 0; w < ds->n_workloads; w++) {
+        size_t n = 0;
+        for (size_t r = 0; r < ds->n_colocations; r++)
+            if (kace_colocation_has(&ds->colocations[r], (int)w))
+                cand[n++] = (int)r;
+        if (n < 2)
+            continue;
+        double s;
+        kace_status st = kace_eval_choice(ctx, kace_model_predictor(m), KACE_NORM_TRAIN, ds, cand, n, &s);
+        if (st)
+            return st;
+        sum += s;
+        n_targets++;
+    }
+    *q = n_targets ? sum / (double)n_targets : NAN;
+    return KACE_OK;
+}
+
+kace_status kace_learn_curve(kace_ctx *ctx, const kace_dataset *ds, const int *initial, size_t n_initial,
+                             const int *stream, size_t n_stream, size_t every, const kace_fit_spec *spec,
+                             const kace_retrain_options *o, kace_curve_point **points, size_t *n_points)
+{
+    *points = NULL;
+    *n_points = 0;
+    if (every < 1)
+        return kace_fail(ctx, KACE_ERR_INVALID, "retrain every >= 1 observations");
+    size_t cap = n_stream / every + 2;
+    kace_curve_point *pts = calloc(cap, sizeof *pts);
+    int *cand = malloc((ds->n_colocations ? ds->n_colocations : 1) * sizeof *cand);
+    int *fit = malloc((n_initial + n_stream + 1) * sizeof *fit);
+    kace_model *never = NULL, *current = NULL, *candidate = NULL;
+    kace_status st = KACE_OK;
+    size_t n = 0;
+    if (!pts || !cand || !fit) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = kace_model_fit_rows(ctx, ds, initial, n_initial, spec, &never)) ||
+        (st = kace_model_fit_rows(ctx, ds, initial, n_initial, spec, &current)))
+        goto done;
+    memcpy(fit, initial, n_initial * sizeof *fit);
+    for (size_t seen = 0;; seen += every) {
+        if (seen > n_stream)
+            seen = n_stream;
+        kace_curve_point *p = &pts[n++];
+        p->n_seen = seen;
+        p->candidate_err = p->current_err = NAN;
+        size_t hold = (size_t)ceil(o->holdout * (double)seen);
+        hold = hold < o->min_holdout ? o->min_holdout : hold;
+        if (seen > 0 && seen >= 2 * o->min_holdout && hold < seen) {
+            /* The most recent `hold` observations are the held-out slice. */
+            memcpy(fit + n_initial, stream, (seen - hold) * sizeof *fit);
+            if ((st = kace_model_fit_rows(ctx, ds, fit, n_initial + seen - hold, spec, &candidate)) ||
+                (st = kace_learn_error(ctx, candidate, ds, stream + seen - hold, hold, &p->candidate_err)) ||
+                (st = kace_learn_error(ctx, current, ds, stream + seen - hold, hold, &p->current_err)))
+                goto done;
+            if (p->candidate_err <= p->current_err) {
+                kace_model_free(&current);
+                current = candidate;
+                candidate = NULL;
+                p->promoted = true;
+            }
+            kace_model_free(&candidate);
+        }
+        if ((st = decision_quality(ctx, ds, current, cand, &p->learner)) ||
+            (st = decision_quality(ctx, ds, never, cand, &p->never)))
+            goto done;
+        if (seen == n_stream)
+            break;
+    }
+    *points = pts;
+    *n_points = n;
+    pts = NULL;
+done:
+    kace_model_free(&never);
+    kace_model_free(&current);
+    kace_model_free(&candidate);
+    free(pts);
+    free(cand);
     free(fit);
     return st;
 }
