@@ -97,13 +97,18 @@ typedef struct kace_dataset {
     size_t n_workloads;
     kace_colocation *colocations;
     size_t n_colocations;
+    /* Kept by kace_dataset_intern / _add_colocation, read by nobody else:
+     * the room allocated, and the workload-name index that keeps
+     * kace_dataset_find constant-time on stores of 100k workloads. */
+    size_t workloads_cap, colocations_cap;
+    struct kace_name_index *names;
 } kace_dataset;
 
 kace_status kace_dataset_new(kace_ctx *ctx, kace_dataset **out);
 void kace_dataset_free(kace_dataset **ds);
 /* Adds a workload (metrics all missing) or returns the existing one's index. */
 kace_status kace_dataset_intern(kace_ctx *ctx, kace_dataset *ds, const char *name, int *index);
-/* Index of a workload by name, or -1. */
+/* Index of a workload by name, or -1 (a hash lookup). */
 int kace_dataset_find(const kace_dataset *ds, const char *name);
 kace_status kace_dataset_add_colocation(kace_ctx *ctx, kace_dataset *ds, const kace_colocation *c);
 /* Sum of the colocation's measured throughputs (the paper's label). */

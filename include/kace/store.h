@@ -79,6 +79,16 @@ void kace_store_rollback(kace_store *store);
 kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *store, const char *set, bool all_splits,
                                     kace_dataset **out);
 
+/* A dataset for questions about a few workloads (kace predict), loaded in
+ * time that does not grow with the store's runs: the workloads names[0..n)
+ * (every workload, in the order kace_store_load_dataset gives, when
+ * every_workload) with their profiles, and the successful all-100% MPS runs
+ * of any set that involve a named workload and whose members are all in
+ * the dataset. A name the store does not hold is left out
+ * (kace_dataset_find then answers -1). */
+kace_status kace_store_load_around(kace_ctx *ctx, kace_store *store, const char *const *names, size_t n,
+                                   bool every_workload, kace_dataset **out);
+
 typedef struct kace_split_row {
     int n_occur, seed;
     bool train, paper_fit;

@@ -1,9 +1,11 @@
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/name_index.h"
 #include "kace/dataset.h"
 
 static const char *const metric_names[KACE_N_METRICS] = {
@@ -85,16 +87,49 @@ void kace_dataset_free(kace_dataset **ds)
         return;
     free((*ds)->workloads);
     free((*ds)->colocations);
+    kace_name_index_free(&(*ds)->names);
     free(*ds);
     *ds = NULL;
 }
 
 int kace_dataset_find(const kace_dataset *ds, const char *name)
 {
+    /* The index holds every workload interned; a dataset filled some other
+     * way (none in kace) is searched through. */
+    if (ds->names && kace_name_index_count(ds->names) == ds->n_workloads)
+        return kace_name_index_find(ds->names, name);
     for (size_t i = 0; i < ds->n_workloads; i++)
         if (strcmp(ds->workloads[i].name, name) == 0)
             return (int)i;
     return -1;
+}
+
+/* array with room for element n (of size bytes), doubling *cap so that n
+ * appends cost O(n) copies; NULL (array unchanged) when out of memory. */
+static void *room_for(void *array, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return array;
+    size_t grown = *cap ? *cap * 2 : 64;
+    void *p = realloc(array, grown * size);
+    if (p)
+        *cap = grown;
+    return p;
+}
+
+/* The name index over every workload so far (built on first use). */
+static bool index_names(kace_dataset *ds)
+{
+    if (ds->names)
+        return true;
+    if (!(ds->names = kace_name_index_new()))
+        return false;
+    for (size_t i = 0; i < ds->n_workloads; i++)
+        if (!kace_name_index_add(ds->names, ds->workloads[i].name, (int)i, NULL)) {
+            kace_name_index_free(&ds->names);
+            return false;
+        }
+    return true;
 }
 
 kace_status kace_dataset_intern(kace_ctx *ctx, kace_dataset *ds, const char *name, int *index)
@@ -107,10 +142,14 @@ kace_status kace_dataset_intern(kace_ctx *ctx, kace_dataset *ds, const char *nam
     if (strlen(name) >= KACE_NAME_MAX)
         return kace_fail(ctx, KACE_ERR_INVALID, "workload name '%.40s...' is longer than %d bytes", name,
                          KACE_NAME_MAX - 1);
-    kace_workload *w = realloc(ds->workloads, (ds->n_workloads + 1) * sizeof *w);
+    if (ds->n_workloads >= (size_t)INT_MAX)
+        return kace_fail(ctx, KACE_ERR_INVALID, "more than %d workloads", INT_MAX);
+    kace_workload *w = room_for(ds->workloads, &ds->workloads_cap, ds->n_workloads, sizeof *w);
     if (!w)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     ds->workloads = w;
+    if (!index_names(ds) || !kace_name_index_add(ds->names, name, (int)ds->n_workloads, NULL))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     kace_workload *nw = &ds->workloads[ds->n_workloads];
     memset(nw, 0, sizeof *nw);
     snprintf(nw->name, sizeof nw->name, "%s", name);
@@ -128,7 +167,7 @@ kace_status kace_dataset_add_colocation(kace_ctx *ctx, kace_dataset *ds, const k
     for (int i = 0; i < c->k; i++)
         if (c->workload[i] < 0 || (size_t)c->workload[i] >= ds->n_workloads)
             return kace_fail(ctx, KACE_ERR_INVALID, "colocation member %d is not a workload of the dataset", i);
-    kace_colocation *n = realloc(ds->colocations, (ds->n_colocations + 1) * sizeof *n);
+    kace_colocation *n = room_for(ds->colocations, &ds->colocations_cap, ds->n_colocations, sizeof *n);
     if (!n)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     ds->colocations = n;

@@ -967,30 +967,53 @@ const kace_metric *kace_slowdown_needed_metrics(int *n)
 
 /* Ranks the candidates as the evaluation does: for every workload, the
  * measured sum of the training colocation with the highest held-out
- * prediction, over the best measured one, averaged over workloads. */
-static double ranking_score(const kace_dataset *ds, const int *rows, size_t n, const double *pred)
+ * prediction, over the best measured one, averaged over workloads. One pass
+ * over the rows (the first of equal predictions wins, as a pass over each
+ * workload's rows in order would pick), not one per workload: training on a
+ * subset of a store of 100k workloads must not cost workloads x rows. */
+static kace_status ranking_score(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n, const double *pred,
+                                 double *score)
 {
-    double score = 0;
-    int n_workloads = 0;
-    for (size_t v = 0; v < ds->n_workloads; v++) {
-        double top_pred = -INFINITY, picked = 0, top = 0;
-        for (size_t i = 0; i < n; i++) {
-            const kace_colocation *c = &ds->colocations[rows[i]];
-            if (!kace_colocation_has(c, (int)v))
+    size_t nw = ds->n_workloads ? ds->n_workloads : 1;
+    double *top_pred = malloc(nw * sizeof *top_pred), *picked = calloc(nw, sizeof *picked),
+           *top = calloc(nw, sizeof *top);
+    if (!top_pred || !picked || !top) {
+        free(top_pred);
+        free(picked);
+        free(top);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    for (size_t v = 0; v < ds->n_workloads; v++)
+        top_pred[v] = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        const kace_colocation *c = &ds->colocations[rows[i]];
+        double truth = kace_colocation_sum(c);
+        for (int j = 0; j < c->k; j++) {
+            int v = c->workload[j];
+            bool again = false; /* a workload twice in one run counts once */
+            for (int e = 0; e < j; e++)
+                again |= c->workload[e] == v;
+            if (again)
                 continue;
-            double truth = kace_colocation_sum(c);
-            if (pred[i] > top_pred) {
-                top_pred = pred[i];
-                picked = truth;
+            if (pred[i] > top_pred[v]) {
+                top_pred[v] = pred[i];
+                picked[v] = truth;
             }
-            top = fmax(top, truth);
-        }
-        if (top > 0) {
-            score += picked / top;
-            n_workloads++;
+            top[v] = fmax(top[v], truth);
         }
     }
-    return n_workloads ? score / n_workloads : 0;
+    double sum = 0;
+    int n_workloads = 0;
+    for (size_t v = 0; v < ds->n_workloads; v++)
+        if (top[v] > 0) {
+            sum += picked[v] / top[v];
+            n_workloads++;
+        }
+    *score = n_workloads ? sum / n_workloads : 0;
+    free(top_pred);
+    free(picked);
+    free(top);
+    return KACE_OK;
 }
 
 /* kace_slowdown_select on the member samples s of rows[0..n). */
@@ -1087,7 +1110,9 @@ static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *r
     for (int c = 0; c < N_MONO; c++) {
         for (size_t i = 0; i < n; i++)
             blend[i] = (1 - base.tree_weight) * ridge_sum[i] + base.tree_weight * tree_sum[c * n + i];
-        double score = ranking_score(ds, rows, n, blend);
+        double score = 0;
+        if ((st = ranking_score(ctx, ds, rows, n, blend, &score)))
+            goto done;
         if (score > best + 1e-12) {
             best = score;
             chosen->monotone = monotone[c];

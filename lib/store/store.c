@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <sqlite3.h>
 
+#include "base/name_index.h"
 #include "kace/store.h"
 #include "kace/predictor.h"
 
@@ -1005,14 +1006,215 @@ fail:
     return st;
 }
 
-static int find_pair(const kace_dataset *ds, int a, int b)
+/* ---- a dataset around a few workloads (kace predict) ------------------- */
+
+/* Interns the workload of store id `id` and maps id -> its index. */
+static kace_status around_workload(kace_ctx *ctx, kace_dataset *ds, kace_key_index *by_id, sqlite3_int64 id,
+                                   const char *name)
 {
-    for (size_t i = 0; i < ds->n_colocations; i++) {
-        const kace_colocation *c = &ds->colocations[i];
-        if (c->k == 2 && ((c->workload[0] == a && c->workload[1] == b) || (c->workload[0] == b && c->workload[1] == a)))
-            return (int)i;
+    int idx;
+    kace_status st = kace_dataset_intern(ctx, ds, name, &idx);
+    if (st)
+        return st;
+    return kace_key_index_add(by_id, (uint64_t)id, idx, NULL) ? KACE_OK
+                                                              : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+}
+
+/* Reads rows (workload_id, metric, value) of q into ds's profiles. */
+static kace_status around_profiles(kace_ctx *ctx, kace_store *s, kace_dataset *ds, const kace_key_index *by_id,
+                                   sqlite3_stmt *q)
+{
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int w = kace_key_index_find(by_id, (uint64_t)sqlite3_column_int64(q, 0));
+        int m = kace_metric_from_name((const char *)sqlite3_column_text(q, 1));
+        if (w >= 0 && m >= 0 && sqlite3_column_type(q, 2) != SQLITE_NULL)
+            ds->workloads[w].metric[m] = sqlite3_column_double(q, 2);
     }
-    return -1;
+    return rc == SQLITE_DONE ? KACE_OK : db_fail(ctx, s, "read profiles");
+}
+
+static int by_run_id(const void *a, const void *b)
+{
+    sqlite3_int64 x = *(const sqlite3_int64 *)a, y = *(const sqlite3_int64 *)b;
+    return (x > y) - (x < y);
+}
+
+kace_status kace_store_load_around(kace_ctx *ctx, kace_store *s, const char *const *names, size_t n,
+                                   bool every_workload, kace_dataset **out)
+{
+    *out = NULL;
+    kace_dataset *ds = NULL;
+    sqlite3_stmt *q = NULL;
+    kace_key_index *by_id = kace_key_index_new(), *seen = kace_key_index_new();
+    sqlite3_int64 *named = malloc((n ? n : 1) * sizeof *named), *runs = NULL;
+    size_t n_named = 0, n_runs = 0, cap_runs = 0;
+    kace_status st = kace_dataset_new(ctx, &ds);
+    int rc = SQLITE_DONE;
+    if (st)
+        goto fail;
+    if (!by_id || !seen || !named) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    /* Every workload in id order first (the indices of a full load), or only the named ones. */
+    if (every_workload) {
+        if ((st = prepare(ctx, s, "SELECT id, name FROM workloads ORDER BY id", &q)))
+            goto fail;
+        while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+            if ((st = around_workload(ctx, ds, by_id, sqlite3_column_int64(q, 0),
+                                      (const char *)sqlite3_column_text(q, 1))))
+                goto fail;
+        if (rc != SQLITE_DONE) {
+            st = db_fail(ctx, s, "read workloads");
+            goto fail;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+    }
+    if ((st = prepare(ctx, s, "SELECT id FROM workloads WHERE name=?", &q)))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_reset(q);
+        sqlite3_bind_text(q, 1, names[i], -1, SQLITE_STATIC);
+        if ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+            sqlite3_int64 id = sqlite3_column_int64(q, 0);
+            if (kace_key_index_find(seen, (uint64_t)id) >= 0)
+                continue; /* named twice */
+            if ((st = around_workload(ctx, ds, by_id, id, names[i])))
+                goto fail;
+            if (!kace_key_index_add(seen, (uint64_t)id, 0, NULL)) {
+                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            named[n_named++] = id;
+        } else if (rc != SQLITE_DONE) {
+            st = db_fail(ctx, s, "read workloads");
+            goto fail;
+        }
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    /* Profiles: one scan for every workload, an indexed lookup for a few. */
+    if (every_workload) {
+        if ((st = prepare(ctx, s, "SELECT workload_id, metric, value FROM profiles", &q)) ||
+            (st = around_profiles(ctx, s, ds, by_id, q)))
+            goto fail;
+    } else {
+        if ((st = prepare(ctx, s, "SELECT workload_id, metric, value FROM profiles WHERE workload_id=?", &q)))
+            goto fail;
+        for (size_t i = 0; i < n_named && !st; i++) {
+            sqlite3_reset(q);
+            sqlite3_bind_int64(q, 1, named[i]);
+            st = around_profiles(ctx, s, ds, by_id, q);
+        }
+        if (st)
+            goto fail;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    /* The successful runs of the named workloads, each once, in id order as a full load has them. */
+    kace_key_index_free(&seen);
+    if (!(seen = kace_key_index_new())) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = prepare(ctx, s,
+                      "SELECT m.run_id FROM run_members m JOIN runs r ON r.id=m.run_id "
+                      "WHERE m.workload_id=? AND r.status='ok'",
+                      &q)))
+        goto fail;
+    for (size_t i = 0; i < n_named; i++) {
+        sqlite3_reset(q);
+        sqlite3_bind_int64(q, 1, named[i]);
+        while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+            sqlite3_int64 id = sqlite3_column_int64(q, 0);
+            if (kace_key_index_find(seen, (uint64_t)id) >= 0)
+                continue; /* a run of two named workloads: listed already */
+            if (!kace_key_index_add(seen, (uint64_t)id, 0, NULL)) {
+                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            if (n_runs == cap_runs) {
+                cap_runs = cap_runs ? 2 * cap_runs : 64;
+                sqlite3_int64 *grown = realloc(runs, cap_runs * sizeof *grown);
+                if (!grown) {
+                    st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+                    goto fail;
+                }
+                runs = grown;
+            }
+            runs[n_runs++] = id;
+        }
+        if (rc != SQLITE_DONE) {
+            st = db_fail(ctx, s, "read runs");
+            goto fail;
+        }
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (n_runs)
+        qsort(runs, n_runs, sizeof *runs, by_run_id);
+    if ((st = prepare(ctx, s,
+                      "SELECT r.k, m.slot, m.workload_id, m.mps_pct, m.throughput FROM runs r "
+                      "JOIN run_members m ON m.run_id=r.id WHERE r.id=? ORDER BY m.slot",
+                      &q)))
+        goto fail;
+    for (size_t i = 0; i < n_runs; i++) {
+        kace_colocation c;
+        memset(&c, 0, sizeof c);
+        bool keep = true; /* every member in the dataset, all at 100% MPS */
+        sqlite3_reset(q);
+        sqlite3_bind_int64(q, 1, runs[i]);
+        while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+            c.k = sqlite3_column_int(q, 0);
+            int slot = sqlite3_column_int(q, 1);
+            if (slot < 0 || slot >= KACE_MAX_K || slot >= c.k) {
+                st = kace_fail(ctx, KACE_ERR_STORE, "%s: run %lld has a bad member slot %d", s->path,
+                               (long long)runs[i], slot);
+                goto fail;
+            }
+            c.workload[slot] = kace_key_index_find(by_id, (uint64_t)sqlite3_column_int64(q, 2));
+            c.mps_pct[slot] = sqlite3_column_int(q, 3);
+            c.throughput[slot] = sqlite3_column_double(q, 4);
+            keep = keep && c.workload[slot] >= 0 && c.mps_pct[slot] == 100;
+        }
+        if (rc != SQLITE_DONE) {
+            st = db_fail(ctx, s, "read runs");
+            goto fail;
+        }
+        if (keep && c.k > 0 && (st = kace_dataset_add_colocation(ctx, ds, &c)))
+            goto fail;
+    }
+    sqlite3_finalize(q);
+    kace_key_index_free(&by_id);
+    kace_key_index_free(&seen);
+    free(named);
+    free(runs);
+    *out = ds;
+    return KACE_OK;
+fail:
+    sqlite3_finalize(q);
+    kace_key_index_free(&by_id);
+    kace_key_index_free(&seen);
+    free(named);
+    free(runs);
+    kace_dataset_free(&ds);
+    return st;
+}
+
+/* The first pair colocation of each unordered pair of workloads, by
+ * kace_pair_key: a split row is resolved in constant time. */
+static kace_status index_pairs(kace_ctx *ctx, const kace_dataset *ds, kace_key_index **out)
+{
+    kace_key_index *ix = kace_key_index_new();
+    for (size_t i = 0; ix && i < ds->n_colocations; i++) {
+        const kace_colocation *c = &ds->colocations[i];
+        if (c->k == 2 && !kace_key_index_add(ix, kace_pair_key(c->workload[0], c->workload[1]), (int)i, NULL))
+            kace_key_index_free(&ix);
+    }
+    *out = ix;
+    return ix ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
 }
 
 kace_status kace_store_load_splits(kace_ctx *ctx, kace_store *s, const kace_dataset *ds, kace_splits **out)
@@ -1022,8 +1224,11 @@ kace_status kace_store_load_splits(kace_ctx *ctx, kace_store *s, const kace_data
     kace_splits *sp = calloc(1, sizeof *sp);
     if (!sp)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    kace_status st;
+    kace_key_index *pairs = NULL;
+    kace_status st = index_pairs(ctx, ds, &pairs);
     size_t cap = 0;
+    if (st)
+        goto fail;
     /* rowid order = file order, which the paper's row order depends on. */
     if ((st = prepare(ctx, s, "SELECT n_occur, seed, is_train, paper_fit, workload1, workload2 FROM splits ORDER BY rowid",
                       &q)))
@@ -1032,7 +1237,7 @@ kace_status kace_store_load_splits(kace_ctx *ctx, kace_store *s, const kace_data
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         const char *w1 = (const char *)sqlite3_column_text(q, 4), *w2 = (const char *)sqlite3_column_text(q, 5);
         int a = kace_dataset_find(ds, w1), b = kace_dataset_find(ds, w2);
-        int c = (a >= 0 && b >= 0) ? find_pair(ds, a, b) : -1;
+        int c = (a >= 0 && b >= 0) ? kace_key_index_find(pairs, kace_pair_key(a, b)) : -1;
         if (c < 0) {
             st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "split names the pair (%s, %s), which the pair set does not hold", w1,
                            w2);
@@ -1059,10 +1264,12 @@ kace_status kace_store_load_splits(kace_ctx *ctx, kace_store *s, const kace_data
         goto fail;
     }
     sqlite3_finalize(q);
+    kace_key_index_free(&pairs);
     *out = sp;
     return KACE_OK;
 fail:
     sqlite3_finalize(q);
+    kace_key_index_free(&pairs);
     kace_splits_free(&sp);
     return st;
 }
