@@ -8,7 +8,7 @@ BUILD_TSAN  ?= build-tsan
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 15
 
-.PHONY: all deps build demo check test test-asan test-tsan fuzz bench clean device-bundle device-dry-run
+.PHONY: all deps build demo check test test-asan test-tsan fuzz bench bench-scale clean device-bundle device-dry-run
 
 all: build
 
@@ -60,6 +60,11 @@ bench: build
 	$(BUILD)/kace-bench-group ../shared/data/kace-v100
 	bash bench/bench_serve.sh $(BUILD)/kace
 	bash bench/bench_slurm.sh $(BUILD)/kace
+
+# kace predict on a synthetic store of 100k workloads and 1M colocations against the V100 store
+# (bench/bench_scale.sh; a few minutes, about 1.5 GB of memory for the import).
+bench-scale: build
+	bash bench/bench_scale.sh $(BUILD)/kace
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-fuzz kace-demo kace-eval

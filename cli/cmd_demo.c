@@ -104,7 +104,8 @@ int cmd_demo(int argc, char **argv)
     }
     kace_model_free(&m);
     if ((st = kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m)) ||
-        (st = kace_store_save_model(ctx, store, "default", m)) || (st = kace_model_save(ctx, m, model_path))) {
+        (st = kace_store_save_model(ctx, store, "slowdown", m)) ||
+        (st = kace_store_promote_model(ctx, store, "slowdown")) || (st = kace_model_save(ctx, m, model_path))) {
         rc = cli_error(ctx, st);
         goto done;
     }

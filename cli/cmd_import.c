@@ -216,7 +216,9 @@ int cmd_info(int argc, char **argv)
            counts.workloads, counts.profile_values, counts.runs, counts.splits, counts.models);
     for (size_t i = 0; i < n_sets; i++)
         printf("  set %-32s k=%d runs=%zu\n", sets[i].name, sets[i].k, sets[i].n_runs);
-    rc = cli_print_drift(ctx, store, "pairs", "default", 20); /* observations and drift (cmd_learn.c) */
+    rc = cli_print_models(ctx, store, "  ");
+    if (rc == EXIT_OK)
+        rc = cli_print_drift(ctx, store, "pairs", KACE_MODEL_DEFAULT, 20); /* observations and drift (cmd_learn.c) */
 done:
     free(sets);
     kace_store_close(&store);

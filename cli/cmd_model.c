@@ -1,4 +1,4 @@
-/* kace train / predict */
+/* kace train / predict / model */
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -7,23 +7,62 @@
 
 #include "cli.h"
 
+/* Says what a promoted model cannot do: serve's /v1/place and extender and
+ * the Slurm plugins need each member's predicted throughput. */
+static void note_capabilities(const kace_model *m, const char *name)
+{
+    const kace_predictor *p = kace_model_predictor(m);
+    if (!kace_predictor_can(p, KACE_PRED_MEMBERS))
+        fprintf(stderr,
+                "note: '%s' (a %s model) predicts only a group's sum, not each workload's throughput: kace serve's "
+                "/v1/place and Kubernetes extender and the Slurm plugins cannot use it (kace train --kind slowdown)\n",
+                name, kace_predictor_name(p));
+}
+
+/* Saves m under name and, when asked or when the store has no default yet,
+ * promotes it, in one transaction; *promoted says which. */
+static kace_status save_named(kace_ctx *ctx, kace_store *store, const char *name, const kace_model *m, bool promote,
+                              bool *promoted, bool *first)
+{
+    kace_model_info *models = NULL;
+    size_t n = 0;
+    kace_status st = kace_store_list_models(ctx, store, &models, &n);
+    if (st)
+        return st;
+    *first = true;
+    for (size_t i = 0; i < n; i++)
+        *first &= strcmp(models[i].name, KACE_MODEL_DEFAULT) != 0;
+    free(models);
+    /* No default yet: the first model becomes it (nothing is replaced). */
+    *promoted = promote || *first;
+    if ((st = kace_store_begin(ctx, store)))
+        return st;
+    if ((st = kace_store_save_model(ctx, store, name, m)) ||
+        (*promoted && (st = kace_store_promote_model(ctx, store, name))) || (st = kace_store_commit(ctx, store))) {
+        kace_store_rollback(store);
+        return st;
+    }
+    return KACE_OK;
+}
+
 int cmd_train(int argc, char **argv)
 {
-    const char *db = cli_default_db(), *set = "pairs", *features = NULL, *kind = "slowdown", *name = "default",
+    const char *db = cli_default_db(), *set = "pairs", *features = NULL, *kind = "slowdown", *name = NULL,
                *out = NULL;
     int xu_iter = 10;
     bool from_observations = false; /* the closed loop: cli_train_from_observations */
     double holdout = 0.25;
+    bool promote = false;
     static const struct option longopts[] = {
         {"from-observations", no_argument, 0, 1}, {"holdout", required_argument, 0, 2},
         {"db", required_argument, 0, 'd'},       {"set", required_argument, 0, 's'},
         {"features", required_argument, 0, 'f'}, {"kind", required_argument, 0, 'k'},
         {"name", required_argument, 0, 'n'},     {"out", required_argument, 0, 'o'},
-        {"search-iter", required_argument, 0, 'i'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"search-iter", required_argument, 0, 'i'}, {"promote", no_argument, 0, 'P'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:s:f:k:n:o:i:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:s:f:k:n:o:i:Ph", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 's': set = optarg; break;
@@ -31,22 +70,26 @@ int cmd_train(int argc, char **argv)
         case 'k': kind = optarg; break;
         case 'n': name = optarg; break;
         case 'o': out = optarg; break;
+        case 'P': promote = true; break;
         case 'i': if (!cli_int("train", "search-iter", optarg, 1, 10000, &xu_iter)) return EXIT_USAGE; break;
         case 1: from_observations = true; break;
         case 2: if (!cli_number("train", "holdout", optarg, 0.01, 0.9, &holdout)) return EXIT_USAGE; break;
         case 'h':
             printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu]\n"
-                   "                  [--name default] [--out FILE] [--search-iter N]\n"
-                   "Fits a model on every successful 100%% MPS run of the set and stores it under NAME\n"
-                   "(and in FILE, a versioned text model). slowdown (default) = kace's model: each workload's\n"
+                   "                  [--name NAME] [--promote] [--out FILE] [--search-iter N]\n"
+                   "Fits a model on every successful 100%% MPS run of the set and stores it under NAME (default:\n"
+                   "the kind, e.g. 'forest'), and in FILE, a versioned text model. It does not change the default\n"
+                   "model (the one kace serve, the Slurm plugins and kace predict use) unless --promote is given\n"
+                   "or the store has none yet; kace model promote NAME promotes later, kace info lists the models.\n"
+                   "slowdown (default) = kace's model: each workload's\n"
                    "throughput as a fraction of its exclusive one, from contention features, summed (ridge +\n"
                    "boosted trees; whether the trees are monotone in the partners' usage is chosen by 3-fold CV);\n"
                    "linear = the paper's KACE (z-scored least squares on summed features);\n"
                    "forest = random forest with randomized search and 5-fold CV (the Xu et al. procedure).\n"
-                   "--from-observations: fits a candidate of the current model's kind on the set's runs plus the\n"
-                   "stored observations except the most recent --holdout fraction (default 0.25), stores it as\n"
-                   "NAME-candidate and promotes it to NAME only if its error on that held-out slice is at most\n"
-                   "the current model's (both are printed; docs/eval.md).\n");
+                   "--from-observations: fits a candidate of --kind on the set's runs plus the stored\n"
+                   "observations except the most recent --holdout fraction (default 0.25), stores it as NAME\n"
+                   "(default: KIND-candidate) and promotes it to the default only if its error on that held-out\n"
+                   "slice is at most the default model's (both are printed; docs/eval.md).\n");
             return EXIT_OK;
         default: return cli_usage("train", "unknown option");
         }
@@ -54,6 +97,10 @@ int cmd_train(int argc, char **argv)
     int kind_id = kace_model_kind_from_name(kind); /* the one kind table */
     if (kind_id < 0)
         return cli_usage("train", "--kind must be slowdown, linear or forest, not '%s'", kind);
+    char candidate[80]; /* --from-observations: the candidate's name unless --name */
+    snprintf(candidate, sizeof candidate, "%s-candidate", kace_model_kind_name((kace_model_kind)kind_id));
+    if (!name) /* never the default implicitly: the kind's name */
+        name = from_observations ? candidate : kace_model_kind_name((kace_model_kind)kind_id);
     bool forest = kind_id == KACE_MODEL_FOREST; /* the Xu et al. baseline: its features by default */
     const kace_feature_set *fs = kace_feature_set_find(features ? features : (forest ? "xu" : "kace"));
     if (!fs)
@@ -62,19 +109,22 @@ int cmd_train(int argc, char **argv)
         return cli_usage("train", "--search-iter must be 1..10000");
 
     kace_ctx *ctx = kace_ctx_new();
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = NULL;
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
-    if (!store)
+    if (kace_model_name_check(ctx, name)) {
+        rc = cli_usage("train", "--name: %s", kace_errmsg(ctx));
+        goto done;
+    }
+    if (!(store = cli_open_store(ctx, db)))
         goto done;
     if (from_observations) {
         kace_fit_spec ospec = {.kind = (kace_model_kind)kind_id, .features = fs, .search = {xu_iter, 5, 1, 1, 1.0}};
         kace_slowdown_params_default(&ospec.slowdown);
-        char candidate[160];
-        snprintf(candidate, sizeof candidate, "%s-candidate", name);
-        rc = cli_train_from_observations(ctx, store, set, &ospec, name, candidate, holdout);
+        /* the candidate is stored as NAME and replaces the default only when it does at least as well */
+        rc = cli_train_from_observations(ctx, store, set, &ospec, KACE_MODEL_DEFAULT, name, holdout);
         goto done;
     }
     if ((st = kace_store_load_dataset(ctx, store, set, false, &ds))) {
@@ -100,7 +150,8 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     /* The file first: a failed --out must leave the store as it was. */
-    if ((out && (st = kace_model_save(ctx, m, out))) || (st = kace_store_save_model(ctx, store, name, m))) {
+    bool promoted = false, first = false;
+    if ((out && (st = kace_model_save(ctx, m, out))) || (st = save_named(ctx, store, name, m, promote, &promoted, &first))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -117,6 +168,13 @@ int cmd_train(int argc, char **argv)
     }
     if (out)
         printf("  written to %s\n", out);
+    if (promoted) {
+        printf("  promoted to '%s'%s: kace serve, the Slurm plugins and kace predict use it\n", KACE_MODEL_DEFAULT,
+               first && !promote ? " (the store had no default model)" : "");
+        note_capabilities(m, name);
+    } else {
+        printf("  the default model is unchanged; kace model promote %s makes this one the default\n", name);
+    }
     rc = EXIT_OK;
 done:
     kace_model_free(&m);
@@ -312,6 +370,88 @@ done:
     free(ranked);
     kace_model_free(&m);
     kace_dataset_free(&ds);
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return rc;
+}
+
+int cli_print_models(kace_ctx *ctx, kace_store *store, const char *indent)
+{
+    kace_model_info *models = NULL;
+    size_t n = 0;
+    kace_status st = kace_store_list_models(ctx, store, &models, &n);
+    if (st)
+        return cli_error(ctx, st);
+    /* The default is a copy of a named model: name that one rather than list the copy. */
+    const kace_model_info *def = n && strcmp(models[0].name, KACE_MODEL_DEFAULT) == 0 ? &models[0] : NULL;
+    const char *twin = NULL;
+    for (size_t i = def ? 1 : 0; i < n; i++)
+        if (models[i].is_default && !twin)
+            twin = models[i].name;
+    if (!def)
+        printf("%sdefault model: none (kace train makes the store's first model the default)\n", indent);
+    else if (twin)
+        printf("%sdefault model: %s (%s, promoted %s)\n", indent, twin, def->kind, def->created);
+    else
+        printf("%sdefault model: a %s model saved %s under no other name\n", indent, def->kind, def->created);
+    for (size_t i = def ? 1 : 0; i < n; i++)
+        printf("%smodel %-24s %-9s created %s%s\n", indent, models[i].name, models[i].kind, models[i].created,
+               models[i].is_default ? "  [default]" : "");
+    free(models);
+    return EXIT_OK;
+}
+
+/* kace model list | kace model promote NAME */
+int cmd_model(int argc, char **argv)
+{
+    const char *db = cli_default_db();
+    static const struct option longopts[] = {{"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': db = optarg; break;
+        case 'h':
+            printf("usage: kace model [--db PATH] list\n"
+                   "       kace model [--db PATH] promote NAME\n"
+                   "list: the stored models (name, kind, when trained) and which one is the default.\n"
+                   "promote: makes model NAME the default, the model kace serve (which reloads it), the Slurm\n"
+                   "plugins and kace predict use. kace train never changes the default unless given --promote\n"
+                   "(or the store has none yet).\n");
+            return EXIT_OK;
+        default: return cli_usage("model", "unknown option");
+        }
+    }
+    const char *action = optind < argc ? argv[optind] : "list";
+    bool list = strcmp(action, "list") == 0, promote = strcmp(action, "promote") == 0;
+    if (!list && !promote)
+        return cli_usage("model", "expected list or promote NAME, not '%s'", action);
+    if (promote ? argc - optind != 2 : argc - optind > 1)
+        return cli_usage("model", promote ? "promote takes one model name" : "list takes no arguments");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *store = cli_open_store(ctx, db);
+    kace_model *m = NULL;
+    int rc = EXIT_FAILURE_RUN;
+    kace_status st;
+    if (!store)
+        goto done;
+    if (list) {
+        rc = cli_print_models(ctx, store, "");
+        goto done;
+    }
+    const char *name = argv[optind + 1];
+    /* Loading it first checks that the stored body is a model that loads. */
+    if ((st = kace_store_load_model(ctx, store, name, &m)) || (st = kace_store_promote_model(ctx, store, name))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    printf("promoted '%s' (a %s model) to '%s': kace serve, the Slurm plugins and kace predict use it\n", name,
+           kace_predictor_name(kace_model_predictor(m)), KACE_MODEL_DEFAULT);
+    note_capabilities(m, name);
+    rc = EXIT_OK;
+done:
+    kace_model_free(&m);
     kace_store_close(&store);
     kace_ctx_free(&ctx);
     return rc;

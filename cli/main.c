@@ -20,6 +20,7 @@ static const command commands[] = {
     {"info", cmd_info, "what the store holds"},
     {"train", cmd_train, "fit a model on stored colocations and save it"},
     {"predict", cmd_predict, "rank colocation partners for a workload"},
+    {"model", cmd_model, "list the stored models, or promote one to the default (kace model promote NAME)"},
     {"eval", cmd_eval, "the KACE paper's evaluation (paper and clean mode), tables, CSV, figures"},
     {"simulate", cmd_simulate, "replay a production GPU trace under every placement policy, table and figures"},
     {"schedule", cmd_schedule, "the online colocation scheduler: jobs in on stdin, placements out"},

@@ -164,7 +164,7 @@ wrk -t2 -c16 -d4s --timeout 5s -s "$SCRATCH/partners.lua" "$URL/v1/partners" >"$
 WRK_PID=$!
 sleep 1
 # a new model in the store: the file watch reloads it
-"$KACE" train --db "$DB" --kind linear >"$SCRATCH/train2.out" 2>&1 || fail "kace train --kind linear failed"
+"$KACE" train --db "$DB" --kind linear --promote >"$SCRATCH/train2.out" 2>&1 || fail "kace train --kind linear --promote failed"
 for _ in $(seq 1 50); do
     call GET /healthz >/dev/null
     json 'j["model"] == "linear"' && break

@@ -197,6 +197,15 @@ void kace_model_label_stats(const kace_model *m, double *mean, double *std);
 void kace_column_stats(const double *X, size_t n, int d, double *mean, double *std);
 void kace_model_free(kace_model **m);
 
+/* The name of the model that kace serve, the Slurm plugins and kace predict
+ * use unless told otherwise. Only promotion (kace_store_promote_model)
+ * stores a model under it: training never replaces it. */
+#define KACE_MODEL_DEFAULT "default"
+/* Whether name may name a trained model in the store: 1..63 bytes of
+ * letters, digits, '.', '_' and '-', starting with a letter or digit, and
+ * not KACE_MODEL_DEFAULT. KACE_ERR_INVALID with the reason otherwise. */
+kace_status kace_model_name_check(kace_ctx *ctx, const char *name);
+
 /* Versioned text file: keyword lines, numbers as %.17g. Written to a
  * temporary file in the same folder, fsync'ed, then renamed over path. */
 kace_status kace_model_save(kace_ctx *ctx, const kace_model *m, const char *path);

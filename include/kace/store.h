@@ -114,9 +114,29 @@ typedef struct kace_set_info {
 } kace_set_info;
 kace_status kace_store_list_sets(kace_ctx *ctx, kace_store *store, kace_set_info **sets, size_t *n);
 
-/* Models are stored by name (replacing an older one of that name). */
+/* Models are stored by name (replacing an older one of that name). The one
+ * that kace serve, the Slurm plugins and kace predict use is the one named
+ * KACE_MODEL_DEFAULT (kace/model.h): load it with
+ * kace_store_load_model(ctx, store, KACE_MODEL_DEFAULT, &m). `kace train`
+ * saves under other names (kace_model_name_check); only promotion writes the
+ * default. */
 kace_status kace_store_save_model(kace_ctx *ctx, kace_store *store, const char *name, const kace_model *m);
 kace_status kace_store_load_model(kace_ctx *ctx, kace_store *store, const char *name, kace_model **out);
+/* Makes the stored model `name` the default: a copy of it under
+ * KACE_MODEL_DEFAULT, created = the time of promotion, written in one
+ * statement (a reader sees the old default or the new one). KACE_ERR_NOT_FOUND
+ * when no model has that name. */
+kace_status kace_store_promote_model(kace_ctx *ctx, kace_store *store, const char *name);
+
+typedef struct kace_model_info {
+    char name[128];
+    char kind[32];     /* the kind recorded when saved (informative) */
+    char created[32];  /* UTC, ISO 8601; for the default: when it was promoted */
+    bool is_default;   /* the default is a copy of this model (true for the default itself) */
+} kace_model_info;
+/* Every stored model, the default first, then oldest first. *out is
+ * malloc'ed (free it); NULL with n = 0 when there are none. */
+kace_status kace_store_list_models(kace_ctx *ctx, kace_store *store, kace_model_info **out, size_t *n);
 
 typedef struct kace_store_counts {
     size_t workloads, profile_values, runs, splits, models;

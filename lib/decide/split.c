@@ -1,12 +1,14 @@
 /* MPS thread split model, advisor and its leave-one-pair-out evaluation
  * (see include/kace/split.h). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <lapacke.h>
 
+#include "base/name_index.h"
 #include "kace/split.h"
 
 #define N_SPLIT_FEATURES 46
@@ -121,9 +123,24 @@ static void split_features(const kace_dataset *ds, const int *group, int k, cons
     f[at++] = p_own * p_other;
 }
 
+/* The key of the ordered pair (a, b): a grid's roles (LS, BE) are not symmetric. */
+static uint64_t ordered_key(int a, int b)
+{
+    return (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+}
+
 kace_status kace_split_grids_collect(kace_ctx *ctx, const kace_dataset *from, const kace_dataset *into, int campaign,
                                      kace_split_grid **grids, size_t *n)
 {
+    /* This campaign's grids by their pair, so that a campaign of many pairs costs runs, not runs x pairs. */
+    kace_key_index *of_pair = kace_key_index_new();
+    kace_status st = KACE_OK;
+    for (size_t i = 0; of_pair && i < *n; i++)
+        if ((*grids)[i].campaign == campaign &&
+            !kace_key_index_add(of_pair, ordered_key((*grids)[i].workload[0], (*grids)[i].workload[1]), (int)i, NULL))
+            kace_key_index_free(&of_pair);
+    if (!of_pair)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     for (size_t r = 0; r < from->n_colocations; r++) {
         const kace_colocation *c = &from->colocations[r];
         if (c->k != 2 || c->status != KACE_RUN_OK)
@@ -136,14 +153,16 @@ kace_status kace_split_grids_collect(kace_ctx *ctx, const kace_dataset *from, co
         int b = kace_dataset_find(into, from->workloads[c->workload[1]].name);
         if (s < 0 || a < 0 || b < 0 || !isfinite(c->throughput[0]) || !isfinite(c->throughput[1]))
             continue;
-        size_t g = *n;
-        for (size_t i = 0; i < *n; i++)
-            if ((*grids)[i].campaign == campaign && (*grids)[i].workload[0] == a && (*grids)[i].workload[1] == b)
-                g = i;
+        int found = kace_key_index_find(of_pair, ordered_key(a, b));
+        size_t g = found >= 0 ? (size_t)found : *n;
         if (g == *n) {
             kace_split_grid *grown = realloc(*grids, (*n + 1) * sizeof *grown);
-            if (!grown)
-                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            if (!grown || !kace_key_index_add(of_pair, ordered_key(a, b), (int)*n, NULL)) {
+                if (grown)
+                    *grids = grown;
+                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+                break;
+            }
             *grids = grown;
             kace_split_grid *ng = &grown[(*n)++];
             ng->workload[0] = a;
@@ -158,7 +177,8 @@ kace_status kace_split_grids_collect(kace_ctx *ctx, const kace_dataset *from, co
             gr->thr[s][1] = c->throughput[1];
         }
     }
-    return KACE_OK;
+    kace_key_index_free(&of_pair);
+    return st;
 }
 
 kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_grid **grids,

@@ -683,3 +683,28 @@ void kace_model_label_stats(const kace_model *m, double *mean, double *std)
     *mean = m->y_mean;
     *std = m->y_std;
 }
+
+kace_status kace_model_name_check(kace_ctx *ctx, const char *name)
+{
+    if (!name || !*name)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a model name cannot be empty");
+    size_t len = strlen(name);
+    if (len > 63)
+        return kace_fail(ctx, KACE_ERR_INVALID, "model name '%.40s...' is longer than 63 bytes", name);
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "model name '%s': byte %zu ('%c') is not allowed (letters, digits, '.', '_', '-'; "
+                             "a letter or digit first)",
+                             name, i + 1, c >= ' ' && c < 127 ? c : '?');
+    }
+    /* The default is what serve and the Slurm plugins use: it changes only when asked (promotion). */
+    if (strcmp(name, KACE_MODEL_DEFAULT) == 0)
+        return kace_fail(ctx, KACE_ERR_INVALID,
+                         "'%s' is the name of the promoted model: train under another name and promote it "
+                         "(kace train --promote, kace model promote NAME)",
+                         KACE_MODEL_DEFAULT);
+    return KACE_OK;
+}

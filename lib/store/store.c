@@ -1034,10 +1034,36 @@ static kace_status around_profiles(kace_ctx *ctx, kace_store *s, kace_dataset *d
     return rc == SQLITE_DONE ? KACE_OK : db_fail(ctx, s, "read profiles");
 }
 
+typedef struct around_run {
+    sqlite3_int64 id;
+    kace_colocation col;
+    bool keep;
+} around_run;
+
 static int by_run_id(const void *a, const void *b)
 {
-    sqlite3_int64 x = *(const sqlite3_int64 *)a, y = *(const sqlite3_int64 *)b;
+    sqlite3_int64 x = ((const around_run *)a)->id, y = ((const around_run *)b)->id;
     return (x > y) - (x < y);
+}
+
+/* Appends run c to runs[0..*n) unless left out or there already. */
+static kace_status around_keep(kace_ctx *ctx, kace_key_index *seen, const around_run *c, around_run **runs,
+                               size_t *n, size_t *cap)
+{
+    if (!c->keep || c->col.k < 1 || kace_key_index_find(seen, (uint64_t)c->id) >= 0)
+        return KACE_OK;
+    if (*n == *cap) {
+        size_t grown_cap = *cap ? 2 * *cap : 64;
+        around_run *grown = realloc(*runs, grown_cap * sizeof *grown);
+        if (!grown)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        *runs = grown;
+        *cap = grown_cap;
+    }
+    if (!kace_key_index_add(seen, (uint64_t)c->id, 0, NULL))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    (*runs)[(*n)++] = *c;
+    return KACE_OK;
 }
 
 kace_status kace_store_load_around(kace_ctx *ctx, kace_store *s, const char *const *names, size_t n,
@@ -1047,7 +1073,8 @@ kace_status kace_store_load_around(kace_ctx *ctx, kace_store *s, const char *con
     kace_dataset *ds = NULL;
     sqlite3_stmt *q = NULL;
     kace_key_index *by_id = kace_key_index_new(), *seen = kace_key_index_new();
-    sqlite3_int64 *named = malloc((n ? n : 1) * sizeof *named), *runs = NULL;
+    sqlite3_int64 *named = malloc((n ? n : 1) * sizeof *named);
+    around_run *runs = NULL;
     size_t n_named = 0, n_runs = 0, cap_runs = 0;
     kace_status st = kace_dataset_new(ctx, &ds);
     int rc = SQLITE_DONE;
@@ -1113,79 +1140,58 @@ kace_status kace_store_load_around(kace_ctx *ctx, kace_store *s, const char *con
     }
     sqlite3_finalize(q);
     q = NULL;
-    /* The successful runs of the named workloads, each once, in id order as a full load has them. */
+    /* The successful all-100% runs of each named workload, members and all, in one query per workload;
+     * each run once (a run of two named workloads comes twice), then in id order as a full load has them. */
     kace_key_index_free(&seen);
     if (!(seen = kace_key_index_new())) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto fail;
     }
     if ((st = prepare(ctx, s,
-                      "SELECT m.run_id FROM run_members m JOIN runs r ON r.id=m.run_id "
-                      "WHERE m.workload_id=? AND r.status='ok'",
+                      "SELECT r.id, r.k, m.slot, m.workload_id, m.throughput FROM run_members t "
+                      "JOIN runs r ON r.id=t.run_id JOIN run_members m ON m.run_id=r.id "
+                      "WHERE t.workload_id=?1 AND r.status='ok' AND NOT EXISTS "
+                      "(SELECT 1 FROM run_members x WHERE x.run_id=r.id AND x.mps_pct<>100) ORDER BY r.id, m.slot",
                       &q)))
         goto fail;
     for (size_t i = 0; i < n_named; i++) {
         sqlite3_reset(q);
         sqlite3_bind_int64(q, 1, named[i]);
-        while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-            sqlite3_int64 id = sqlite3_column_int64(q, 0);
-            if (kace_key_index_find(seen, (uint64_t)id) >= 0)
-                continue; /* a run of two named workloads: listed already */
-            if (!kace_key_index_add(seen, (uint64_t)id, 0, NULL)) {
-                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        around_run c = {.id = -1};
+        for (;;) {
+            rc = sqlite3_step(q);
+            sqlite3_int64 id = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -2;
+            if (c.id >= 0 && id != c.id && (st = around_keep(ctx, seen, &c, &runs, &n_runs, &cap_runs)))
+                goto fail;
+            if (rc != SQLITE_ROW)
+                break;
+            if (id != c.id) {
+                memset(&c, 0, sizeof c);
+                c.id = id;
+                c.col.k = sqlite3_column_int(q, 1);
+                c.keep = true;
+            }
+            int slot = sqlite3_column_int(q, 2);
+            if (slot < 0 || slot >= KACE_MAX_K || slot >= c.col.k) {
+                st = kace_fail(ctx, KACE_ERR_STORE, "%s: run %lld has a bad member slot %d", s->path, (long long)id,
+                               slot);
                 goto fail;
             }
-            if (n_runs == cap_runs) {
-                cap_runs = cap_runs ? 2 * cap_runs : 64;
-                sqlite3_int64 *grown = realloc(runs, cap_runs * sizeof *grown);
-                if (!grown) {
-                    st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-                    goto fail;
-                }
-                runs = grown;
-            }
-            runs[n_runs++] = id;
+            c.col.workload[slot] = kace_key_index_find(by_id, (uint64_t)sqlite3_column_int64(q, 3));
+            c.col.mps_pct[slot] = 100;
+            c.col.throughput[slot] = sqlite3_column_double(q, 4);
+            c.keep = c.keep && c.col.workload[slot] >= 0; /* every member in the dataset */
         }
         if (rc != SQLITE_DONE) {
             st = db_fail(ctx, s, "read runs");
             goto fail;
         }
     }
-    sqlite3_finalize(q);
-    q = NULL;
     if (n_runs)
         qsort(runs, n_runs, sizeof *runs, by_run_id);
-    if ((st = prepare(ctx, s,
-                      "SELECT r.k, m.slot, m.workload_id, m.mps_pct, m.throughput FROM runs r "
-                      "JOIN run_members m ON m.run_id=r.id WHERE r.id=? ORDER BY m.slot",
-                      &q)))
-        goto fail;
-    for (size_t i = 0; i < n_runs; i++) {
-        kace_colocation c;
-        memset(&c, 0, sizeof c);
-        bool keep = true; /* every member in the dataset, all at 100% MPS */
-        sqlite3_reset(q);
-        sqlite3_bind_int64(q, 1, runs[i]);
-        while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-            c.k = sqlite3_column_int(q, 0);
-            int slot = sqlite3_column_int(q, 1);
-            if (slot < 0 || slot >= KACE_MAX_K || slot >= c.k) {
-                st = kace_fail(ctx, KACE_ERR_STORE, "%s: run %lld has a bad member slot %d", s->path,
-                               (long long)runs[i], slot);
-                goto fail;
-            }
-            c.workload[slot] = kace_key_index_find(by_id, (uint64_t)sqlite3_column_int64(q, 2));
-            c.mps_pct[slot] = sqlite3_column_int(q, 3);
-            c.throughput[slot] = sqlite3_column_double(q, 4);
-            keep = keep && c.workload[slot] >= 0 && c.mps_pct[slot] == 100;
-        }
-        if (rc != SQLITE_DONE) {
-            st = db_fail(ctx, s, "read runs");
+    for (size_t i = 0; i < n_runs; i++)
+        if ((st = kace_dataset_add_colocation(ctx, ds, &runs[i].col)))
             goto fail;
-        }
-        if (keep && c.k > 0 && (st = kace_dataset_add_colocation(ctx, ds, &c)))
-            goto fail;
-    }
     sqlite3_finalize(q);
     kace_key_index_free(&by_id);
     kace_key_index_free(&seen);
@@ -1362,6 +1368,77 @@ kace_status kace_store_load_model(kace_ctx *ctx, kace_store *s, const char *name
         st = db_fail(ctx, s, "load model");
     }
     sqlite3_finalize(q);
+    return st;
+}
+
+/* ---- named models and the default ----------------------------------------- */
+
+kace_status kace_store_promote_model(kace_ctx *ctx, kace_store *s, const char *name)
+{
+    sqlite3_stmt *q = NULL;
+    kace_status st;
+    /* One statement: a reader sees the old default or the new one, never none. */
+    if ((st = prepare(ctx, s,
+                      "INSERT OR REPLACE INTO models(name, kind, created, body) "
+                      "SELECT ?1, kind, ?3, body FROM models WHERE name=?2",
+                      &q)))
+        return st;
+    char created[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    sqlite3_bind_text(q, 1, KACE_MODEL_DEFAULT, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, created, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE)
+        st = db_fail(ctx, s, "promote model");
+    else if (sqlite3_changes(s->db) == 0)
+        st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: no model named '%s' to promote (kace info lists them)", s->path,
+                       name);
+    sqlite3_finalize(q);
+    return st;
+}
+
+kace_status kace_store_list_models(kace_ctx *ctx, kace_store *s, kace_model_info **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *q = NULL;
+    kace_status st;
+    /* The default is a copy of the model promoted: the same body. */
+    if ((st = prepare(ctx, s,
+                      "SELECT m.name, m.kind, m.created, d.body IS NOT NULL AND d.body = m.body FROM models m "
+                      "LEFT JOIN models d ON d.name=?1 ORDER BY m.name=?1 DESC, m.created, m.name",
+                      &q)))
+        return st;
+    sqlite3_bind_text(q, 1, KACE_MODEL_DEFAULT, -1, SQLITE_STATIC);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 8;
+            kace_model_info *grown = realloc(*out, cap * sizeof *grown);
+            if (!grown) {
+                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+                break;
+            }
+            *out = grown;
+        }
+        kace_model_info *mi = &(*out)[(*n)++];
+        snprintf(mi->name, sizeof mi->name, "%s", (const char *)sqlite3_column_text(q, 0));
+        snprintf(mi->kind, sizeof mi->kind, "%s", (const char *)sqlite3_column_text(q, 1));
+        snprintf(mi->created, sizeof mi->created, "%s", (const char *)sqlite3_column_text(q, 2));
+        mi->is_default = sqlite3_column_int(q, 3) != 0;
+    }
+    if (!st && rc != SQLITE_DONE)
+        st = db_fail(ctx, s, "list models");
+    sqlite3_finalize(q);
+    if (st) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
     return st;
 }
 
