@@ -109,7 +109,8 @@ static kace_status load_snapshot(kace_ctx *ctx, snapshot **out)
     if ((st = kace_place_config_load(ctx, path, &s->cfg)))
         goto done;
     if ((st = kace_store_open(ctx, s->cfg.store, &store)) ||
-        (st = kace_store_load_dataset(ctx, store, NULL, false, &s->ds)))
+        /* every workload's profile; placing needs no measured runs (a large store holds millions) */
+        (st = kace_store_load_around(ctx, store, NULL, 0, true, &s->ds)))
         goto done;
     st = s->cfg.model_file[0] ? kace_model_load(ctx, s->cfg.model_file, &s->model)
                               : kace_store_load_model(ctx, store, s->cfg.model, &s->model);

@@ -84,7 +84,8 @@ kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *store, const char
  * (every workload, in the order kace_store_load_dataset gives, when
  * every_workload) with their profiles, and the successful all-100% MPS runs
  * of any set that involve a named workload and whose members are all in
- * the dataset. A name the store does not hold is left out
+ * the dataset (no names and every_workload: every profile and no runs, what
+ * placement needs). A name the store does not hold is left out
  * (kace_dataset_find then answers -1). */
 kace_status kace_store_load_around(kace_ctx *ctx, kace_store *store, const char *const *names, size_t n,
                                    bool every_workload, kace_dataset **out);
