@@ -571,6 +571,9 @@ static int simulate_sacct(const char *db, const char *import_dir, const char *ou
            "%zu multi-GPU gangs);\n  not replayed: %zu never started or still running, %zu without a GPU\n",
            sa->path, cnt.rows, cnt.rows - cnt.not_run - cnt.cpu_only, cnt.replayed, cnt.multi_node, cnt.gangs,
            cnt.not_run, cnt.cpu_only);
+    if (cnt.shared_before)
+        printf("  %zu jobs held a GPU share (gres/mps or gres/shard): replayed as one GPU each, their run time under "
+               "sharing taken as their work alone\n", cnt.shared_before);
     printf("workloads: %zu by --sacct-map rule, %zu by kace's tag in AdminComment, %zu by JobName; %zu without a "
            "stored workload (%zu by a '-' rule) run exclusive under every scenario%s%s%s\n",
            cnt.by_rule, cnt.by_tag, cnt.by_name, cnt.no_workload, cnt.exclusive_rule,

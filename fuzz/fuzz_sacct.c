@@ -8,7 +8,7 @@
  *    job's line increases, a job that ran has start >= submit and end >=
  *    start and at least one node, GPUs split evenly over its nodes, node
  *    indices are in range and every node's GPU count is at most the largest
- *    job's;
+ *    job's (1 for a job on a GPU share);
  *  - a parsed map answers kace_sacct_map_match with -1 or a rule index. */
 #include <math.h>
 
@@ -59,10 +59,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(j->start >= j->submit && j->end >= j->start, "times %g %g %g", j->submit, j->start, j->end);
                 FUZZ_CHECK(j->n_nodes > 0, "ran on no node");
             }
+            FUZZ_CHECK(j->gpu_shares >= 0, "gpu shares %d", j->gpu_shares);
             if (j->gpus > 0 && j->n_nodes > 0) {
                 FUZZ_CHECK(j->gpus % j->n_nodes == 0, "%d GPUs on %d nodes", j->gpus, j->n_nodes);
                 if (j->gpus / j->n_nodes > max_gpus)
                     max_gpus = j->gpus / j->n_nodes;
+            } else if (j->gpu_shares > 0 && j->n_nodes > 0 && max_gpus < 1) {
+                max_gpus = 1; /* a share of one GPU */
             }
         }
         for (size_t i = 0; i < s->n_nodes; i++) {

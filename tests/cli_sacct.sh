@@ -2,7 +2,8 @@
 # kace simulate --sacct on the documented samples (tests/data/sacct/):
 #
 # - site.sacct + site.map: every count of the report is checked (jobs that
-#   never ran, CPU-only, multi-node, workloads by rule, by kace's AdminComment
+#   never ran, CPU-only, multi-node, GPU shares (gres/mps, gres/shard) replayed
+#   as one GPU, workloads by rule, by kace's AdminComment
 #   tag and by JobName, jobs without a workload and those a '-' rule made
 #   exclusive); the exclusive scenario's GPU-hours equal (End - Start) x GPUs
 #   summed over the file by awk, its slowdown is 1 and nothing shares; the
@@ -30,11 +31,12 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 db="$SCRATCH/kace.db"
 "$KACE" import --db "$db" "$SHARED/kace-v100" >/dev/null || fail "import"
 
-# File GPU-hours: sum of (End - Start, at least 1 s) x GPUs over jobs that ran on GPUs.
+# File GPU-hours: sum of (End - Start, at least 1 s) x GPUs over jobs that ran on GPUs or GPU shares.
 file_gpu_hours() {
     awk -F'|' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-        $c["AllocTRES"] ~ /gres\/gpu=/ && $c["Start"] ~ /^[0-9]/ && $c["End"] ~ /^[0-9]/ {
-            match($c["AllocTRES"], /gres\/gpu=[0-9]+/); g = substr($c["AllocTRES"], RSTART + 9, RLENGTH - 9)
+        $c["AllocTRES"] ~ /gres\/(gpu|mps|shard)=/ && $c["Start"] ~ /^[0-9]/ && $c["End"] ~ /^[0-9]/ {
+            g = 1   # a GPU share (gres/mps, gres/shard) counts as one GPU
+            if (match($c["AllocTRES"], /gres\/gpu=[0-9]+/)) g = substr($c["AllocTRES"], RSTART + 9, RLENGTH - 9)
             s0 = $c["Start"]; e0 = $c["End"]; gsub(/[-T:]/, " ", s0); gsub(/[-T:]/, " ", e0)
             d = mktime(e0) - mktime(s0); if (d < 1) d = 1; s += d * g }
         END { printf "%.6f", s / 3600 }' "$1"
@@ -55,10 +57,11 @@ out="$SCRATCH/site"
 if "$KACE" simulate --db "$db" --sacct "$SAMPLES/site.sacct" --sacct-map "$SAMPLES/site.map" --out "$out" \
         >"$out.txt" 2>"$out.err"; then
     cat "$out.txt"
-    grep -q "^sacct $SAMPLES/site.sacct: 11 jobs; 8 ran on GPUs (9 replayed jobs, 1 multi-node jobs split" "$out.txt" ||
+    grep -q "^sacct $SAMPLES/site.sacct: 13 jobs; 10 ran on GPUs (11 replayed jobs, 1 multi-node jobs split" "$out.txt" ||
         fail "site: job counts"
     grep -q "not replayed: 2 never started or still running, 1 without a GPU" "$out.txt" || fail "site: not-replayed counts"
-    grep -q "^workloads: 1 by --sacct-map rule, 1 by kace's tag in AdminComment, 3 by JobName; 4 without a stored workload (1 by a '-' rule)" \
+    grep -q "^  2 jobs held a GPU share (gres/mps or gres/shard): replayed as one GPU each" "$out.txt" || fail "site: GPU shares"
+    grep -q "^workloads: 1 by --sacct-map rule, 2 by kace's tag in AdminComment, 4 by JobName; 4 without a stored workload (1 by a '-' rule)" \
         "$out.txt" || fail "site: workload counts"
     grep -q "^cluster: 3 GPUs on 3 nodes" "$out.txt" || fail "site: cluster from the file"
     rows=$(grep -cE '^(exclusive|shard|kace) +[0-9]' "$out.txt")
@@ -75,13 +78,13 @@ fi
 # --- without the map: the rule's job has no workload, the '-' job is found by name ---
 "$KACE" simulate --db "$db" --sacct "$SAMPLES/site.sacct" --out "$SCRATCH/nomap" --no-figures >"$SCRATCH/nomap.txt" 2>&1 ||
     fail "simulate without a map: exit $?"
-grep -q "^workloads: 0 by --sacct-map rule, 1 by kace's tag in AdminComment, 4 by JobName; 4 without a stored workload (0 by a '-' rule)" \
+grep -q "^workloads: 0 by --sacct-map rule, 2 by kace's tag in AdminComment, 5 by JobName; 4 without a stored workload (0 by a '-' rule)" \
     "$SCRATCH/nomap.txt" || { fail "nomap: workload counts"; cat "$SCRATCH/nomap.txt"; }
 
 # --- real sacct output of the local Slurm ---
 if "$KACE" simulate --db "$db" --sacct "$SAMPLES/local-slurm.sacct" --out "$SCRATCH/local" --no-figures \
         >"$SCRATCH/local.txt" 2>&1; then
-    grep -q "^sacct .*: 9 jobs; 7 ran on GPUs (8 replayed jobs, 1 multi-node" "$SCRATCH/local.txt" || fail "local: counts"
+    grep -q "^sacct .*: 9 jobs; 8 ran on GPUs (9 replayed jobs, 1 multi-node" "$SCRATCH/local.txt" || fail "local: counts"
     check_scenarios "$SCRATCH/local/sacct.csv" "$(file_gpu_hours "$SAMPLES/local-slurm.sacct")" local
 else
     fail "simulate local-slurm.sacct: exit $?"; cat "$SCRATCH/local.txt"

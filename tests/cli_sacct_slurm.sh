@@ -79,6 +79,16 @@ mariadbd --no-defaults --datadir="$DB/data" --user=root --port=$DBPORT --bind-ad
     >/dev/null 2>&1 &
 slurm_wait 60 mariadb --no-defaults -S "$DB/sock" -u root -e 'select 1' || { echo "FAIL: MariaDB did not start"; exit 1; }
 
+# --- kace's placer (for the kace-tagged job): store, model, configuration -------
+# In its own folder, named by KACE_SLURM_CONFIG in slurmctld's environment, so
+# that the placer finds it from the start (slurm_cluster_start empties the
+# cluster folder).
+"$KACE" import --db "$C/store/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
+"$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
+printf '%s\n' "store = $C/store/kace.db" "model_file = $C/store/model.txt" "gres = mps" "refresh_seconds = 1" \
+    >"$C/store/kace.conf"
+export KACE_SLURM_CONFIG=$C/store/kace.conf
+
 # --- slurmdbd, then the cluster with accounting through it --------------------
 # slurmctld refuses to start with a database it never reached, so slurmdbd
 # comes first; it authenticates through the cluster's munged (started by
@@ -102,12 +112,6 @@ slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster d
 sacctmgr -i add cluster kacetest >/dev/null 2>&1
 registered() { sacctmgr -n -P list cluster format=cluster,controlport | grep -q '^kacetest|[1-9]'; }
 slurm_wait 90 registered || { echo "FAIL: slurmctld did not register with slurmdbd"; tail -n 20 "$C/cluster/log/slurmctld.log" "$C/slurmdbd.log"; exit 1; }
-
-# --- kace's placer, for the kace-tagged job --------------------------------------
-"$KACE" import --db "$C/store/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
-"$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
-printf '%s\n' "store = $C/store/kace.db" "model_file = $C/store/model.txt" "gres = mps" "refresh_seconds = 1" \
-    >"$C/cluster/kace.conf"
 
 # --- a handful of short jobs ----------------------------------------------------
 mkdir -p "$C/out"
@@ -144,17 +148,17 @@ rows=$(($(wc -l <"$SCRATCH/site.sacct") - 1))
     fail "simulate --sacct: exit $?"
 cat "$SCRATCH/sim.txt"
 # GPU jobs: 5 single-GPU, 1 on two nodes (2 sim jobs), 1 that fails = 8 sim jobs; 1 CPU-only job; the
-# tagged one is a GPU job when kace placed it (AdminComment tag and a GPU in AllocTRES), else CPU-only.
-tagged=$(awk -F'|' 'NR > 1 && $2 == "tagged" && $14 ~ /kace:workload=/ && $10 ~ /gres\/(gpu|mps)/' "$SCRATCH/site.sacct" | wc -l)
-tagged_gpu=$(awk -F'|' 'NR > 1 && $2 == "tagged" && $14 ~ /kace:workload=/ && $10 ~ /gres\/gpu=/' "$SCRATCH/site.sacct" | wc -l)
-echo "kace-tagged jobs: $tagged (holding a whole GPU in AllocTRES: $tagged_gpu)"
+# tagged one is a GPU job when kace placed it (its tag in AdminComment, a GPU or a GPU share in
+# AllocTRES), else CPU-only.
+tagged_gpu=$(awk -F'|' 'NR > 1 && $2 == "tagged" && $14 ~ /kace:workload=/ && $10 ~ /gres\/(gpu|mps|shard)=/' "$SCRATCH/site.sacct" | wc -l)
+echo "kace-tagged jobs on a GPU or a GPU share: $tagged_gpu"
 grep -q "^sacct $SCRATCH/site.sacct: $n_jobs jobs; .* ($((8 + tagged_gpu)) replayed jobs, 1 multi-node" "$SCRATCH/sim.txt" ||
     fail "replayed jobs not $((8 + tagged_gpu)) with one multi-node job"
 grep -q "^workloads: 0 by --sacct-map rule, $tagged_gpu by kace's tag in AdminComment, 4 by JobName; 4 without" "$SCRATCH/sim.txt" ||
     fail "workload counts (expected $tagged_gpu by tag, 4 by name, 4 without: site-analysis, two-nodes x2, fails)"
 # Exclusive GPU-hours = the sum over GPU jobs of (End - Start) x GPUs, computed from the file itself.
-want=$(awk -F'|' 'NR > 1 && $10 ~ /gres\/gpu=/ && $7 != "Unknown" && $8 != "Unknown" {
-        match($10, /gres\/gpu=[0-9]+/); g = substr($10, RSTART + 9, RLENGTH - 9)
+want=$(awk -F'|' 'NR > 1 && $10 ~ /gres\/(gpu|mps|shard)=/ && $7 != "Unknown" && $8 != "Unknown" {
+        g = 1; if (match($10, /gres\/gpu=[0-9]+/)) g = substr($10, RSTART + 9, RLENGTH - 9)
         gsub(/[-T:]/, " ", $7); gsub(/[-T:]/, " ", $8)
         d = mktime($8) - mktime($7); if (d < 1) d = 1; s += d * g }
         END { printf "%.6f", s / 3600 }' "$SCRATCH/site.sacct")

@@ -14,7 +14,8 @@
  * checked: job ids (123, 123_4, 123+0; a step such as 123.batch is refused:
  * run sacct with -X), times (YYYY-MM-DDTHH:MM:SS, or Unknown/None where a job
  * never started or ended), Elapsed ([D-]HH:MM:SS), TRES lists (key=count,
- * memory with a K/M/G/T suffix), host lists (n[1-3,5],m2 or "None assigned"),
+ * memory with a K/M/G/T suffix; GPUs from gres/gpu, GPU shares from
+ * gres/mps and gres/shard), host lists (n[1-3,5],m2 or "None assigned"),
  * states (COMPLETED, CANCELLED by UID, ...). Every error names
  * origin:line:column and what was expected; a parse returns every row or
  * fails.
@@ -50,7 +51,8 @@ typedef struct kace_sacct_job {
     double submit;
     double start, end; /* valid when ran */
     bool ran;          /* Start and End are times: the job held its allocation for end - start */
-    int gpus;          /* GPUs allocated (AllocTRES gres/gpu), 0 = none */
+    int gpus;          /* whole GPUs allocated (AllocTRES gres/gpu), 0 = none */
+    int gpu_shares;    /* gres/mps + gres/shard allocated (a share of one GPU per node), 0 = none */
     int n_nodes;       /* nodes of NodeList (0: "None assigned") */
     int first_node;    /* index of its first node in kace_sacct.nodes (-1 when none) */
     int line;          /* source line */
@@ -60,7 +62,8 @@ typedef struct kace_sacct {
     kace_sacct_job *jobs; /* in file order */
     size_t n_jobs;
     /* The distinct nodes of every NodeList, in order of appearance, and the
-     * most GPUs one job held on each (a job's GPUs / its nodes). */
+     * most GPUs one job held on each (a job's GPUs / its nodes; 1 for a job
+     * with a GPU share). */
     char (*nodes)[64];
     int *node_gpus;
     size_t n_nodes;

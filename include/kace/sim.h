@@ -70,6 +70,8 @@ typedef struct kace_sacct_counts {
     size_t replayed;        /* sim jobs made (a multi-node job makes one per node) */
     size_t multi_node;      /* jobs on several nodes: one gang per node, started independently */
     size_t gangs;           /* sim jobs of several GPUs on a node: whole GPUs, never shared */
+    size_t shared_before;   /* jobs that held a GPU share (gres/mps or gres/shard, no gres/gpu):
+                               replayed as one GPU each, their run time (under sharing) as work */
     size_t by_rule, by_tag, by_name; /* sim jobs whose workload a mapping rule, kace's placement
                                         tag in AdminComment or the JobName named */
     size_t no_workload;     /* sim jobs with no stored workload (a '-' rule, or nothing matched

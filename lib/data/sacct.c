@@ -166,10 +166,10 @@ static kace_status check_elapsed(kace_ctx *ctx, const line_view *lv, size_t i)
  * the GPU count (gres/gpu, else the sum of typed gres/gpu:TYPE) and the
  * node count (node=, -1 when absent). */
 static kace_status parse_tres(kace_ctx *ctx, const line_view *lv, size_t i, const char *column, int *gpus,
-                              int *nodes)
+                              int *shares, int *nodes)
 {
     const char *p = lv->field[i], *end = p + lv->len[i];
-    long untyped = -1, typed = 0;
+    long untyped = -1, typed = 0, share_count = 0;
     *nodes = -1;
     while (p < end) {
         const char *item = p, *eq = NULL;
@@ -212,6 +212,14 @@ static kace_status parse_tres(kace_ctx *ctx, const line_view *lv, size_t i, cons
         size_t klen = (size_t)(eq - item);
         bool is_gpu = klen >= 8 && memcmp(item, "gres/gpu", 8) == 0 && (klen == 8 || item[8] == ':');
         bool is_node = klen == 4 && memcmp(item, "node", 4) == 0;
+        bool is_share = (klen >= 8 && memcmp(item, "gres/mps", 8) == 0 && (klen == 8 || item[8] == ':')) ||
+                        (klen >= 10 && memcmp(item, "gres/shard", 10) == 0 && (klen == 10 || item[10] == ':'));
+        if (is_share) {
+            if (!integer)
+                return fail_at(ctx, lv, v, "%s: %.*s=%.*s is not a count", column, (int)klen, item,
+                               (int)(p - v > 40 ? 40 : p - v), v);
+            share_count = share_count + count < 100000000 ? share_count + count : 100000000;
+        }
         if ((is_gpu || is_node) && (!integer || count > KACE_SACCT_MAX_GPUS * 64))
             return fail_at(ctx, lv, v, "%s: %.*s=%.*s is not a count (expected a whole number up to %d)", column,
                            (int)klen, item, (int)(p - v > 40 ? 40 : p - v), v, KACE_SACCT_MAX_GPUS * 64);
@@ -237,6 +245,7 @@ static kace_status parse_tres(kace_ctx *ctx, const line_view *lv, size_t i, cons
         return fail_at(ctx, lv, lv->field[i], "%s asks for %ld GPUs (at most %d per job)", column, g,
                        KACE_SACCT_MAX_GPUS);
     *gpus = (int)g;
+    *shares = (int)share_count;
     return KACE_OK;
 }
 
@@ -626,10 +635,11 @@ kace_status kace_sacct_parse(kace_ctx *ctx, const char *data, size_t len, const 
                 goto fail;
         if (col[C_ELAPSED] >= 0 && (st = check_elapsed(ctx, &lv, (size_t)col[C_ELAPSED])))
             goto fail;
-        int req_gpus, req_nodes, tres_nodes;
-        if (col[C_REQTRES] >= 0 && (st = parse_tres(ctx, &lv, (size_t)col[C_REQTRES], "ReqTRES", &req_gpus, &req_nodes)))
+        int req_gpus, req_shares, req_nodes, tres_nodes;
+        if (col[C_REQTRES] >= 0 &&
+            (st = parse_tres(ctx, &lv, (size_t)col[C_REQTRES], "ReqTRES", &req_gpus, &req_shares, &req_nodes)))
             goto fail;
-        if ((st = parse_tres(ctx, &lv, (size_t)col[C_ALLOCTRES], "AllocTRES", &j->gpus, &tres_nodes)))
+        if ((st = parse_tres(ctx, &lv, (size_t)col[C_ALLOCTRES], "AllocTRES", &j->gpus, &j->gpu_shares, &tres_nodes)))
             goto fail;
         if ((st = parse_nodelist(ctx, &lv, (size_t)col[C_NODELIST], &nt, &j->n_nodes, &j->first_node, nodes_of)))
             goto fail;
@@ -679,6 +689,11 @@ kace_status kace_sacct_parse(kace_ctx *ctx, const char *data, size_t len, const 
             for (int q = 0; q < j->n_nodes && q < KACE_SACCT_MAX_NODES; q++)
                 if (nt.gpus[nodes_of[q]] < per)
                     nt.gpus[nodes_of[q]] = per;
+        } else if (j->gpu_shares > 0) {
+            /* A share of one GPU on each of its nodes. */
+            for (int q = 0; q < j->n_nodes && q < KACE_SACCT_MAX_NODES; q++)
+                if (nt.gpus[nodes_of[q]] < 1)
+                    nt.gpus[nodes_of[q]] = 1;
         }
         s->n_jobs++;
     }

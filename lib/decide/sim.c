@@ -356,7 +356,7 @@ kace_status kace_sim_jobs_from_sacct(kace_ctx *ctx, const kace_sacct *sacct, con
     double first = INFINITY;
     for (size_t i = 0; i < sacct->n_jobs; i++) {
         const kace_sacct_job *sj = &sacct->jobs[i];
-        if (sj->ran && sj->gpus > 0) {
+        if (sj->ran && (sj->gpus > 0 || sj->gpu_shares > 0)) {
             n_out += (size_t)sj->n_nodes;
             first = fmin(first, sj->submit);
         }
@@ -378,10 +378,11 @@ kace_status kace_sim_jobs_from_sacct(kace_ctx *ctx, const kace_sacct *sacct, con
             counts->not_run++;
             continue;
         }
-        if (sj->gpus == 0) {
+        if (sj->gpus == 0 && sj->gpu_shares == 0) {
             counts->cpu_only++;
             continue;
         }
+        counts->shared_before += sj->gpus == 0;
         int w = -1;
         size_t *by = NULL;
         int r = kace_sacct_map_match(map, sj);
@@ -417,7 +418,7 @@ kace_status kace_sim_jobs_from_sacct(kace_ctx *ctx, const kace_sacct *sacct, con
             }
             used_index[n_used++] = w;
         }
-        int per_node = sj->gpus / sj->n_nodes;
+        int per_node = sj->gpus > 0 ? sj->gpus / sj->n_nodes : 1; /* a GPU share: one GPU */
         counts->multi_node += sj->n_nodes > 1;
         for (int node = 0; node < sj->n_nodes; node++) {
             out[n] = (kace_sim_job){.arrival = sj->submit - first,
