@@ -59,23 +59,26 @@ int cli_train_from_observations(kace_ctx *ctx, kace_store *store, const char *se
     else
         printf("  current   (no model '%s' stored)\n", current_name);
     printf("  candidate '%s' %8.2f%%\n", candidate_name, r.candidate_err);
-    if ((st = kace_store_save_model(ctx, store, candidate_name, candidate))) {
-        rc = cli_error(ctx, st);
-        goto done;
+    /* The candidate is stored either way; promotion makes it the model
+     * serve, the Slurm plugins and predict use, in the same transaction. */
+    if ((st = kace_store_begin(ctx, store)))
+        goto store_failed;
+    if ((st = kace_store_save_model(ctx, store, candidate_name, candidate)) ||
+        (r.better && (st = kace_store_promote_model(ctx, store, candidate_name))) ||
+        (st = kace_store_commit(ctx, store))) {
+        kace_store_rollback(store);
+        goto store_failed;
     }
-    if (r.better) {
-        /* Promotion: the candidate becomes the model serve and predict use. */
-        if ((st = kace_store_save_model(ctx, store, current_name, candidate))) {
-            rc = cli_error(ctx, st);
-            goto done;
-        }
-        printf("promoted: '%s' now holds the candidate (it does at least as well on the held-out slice)\n",
-               current_name);
-    } else {
+    if (r.better)
+        printf("promoted: '%s' is now the candidate '%s' (it does at least as well on the held-out slice)\n",
+               current_name, candidate_name);
+    else
         printf("not promoted: the current model does better on the held-out slice; the candidate is kept as '%s'\n",
                candidate_name);
-    }
     rc = EXIT_OK;
+    goto done;
+store_failed:
+    rc = cli_error(ctx, st);
 done:
     kace_model_free(&current);
     kace_model_free(&candidate);

@@ -64,7 +64,7 @@ typedef struct kace_retrain_report {
     bool better;            /* candidate_err <= current_err, or no current model */
 } kace_retrain_report;
 
-/* Fits a candidate (same kind as current; spec when current is NULL) on
+/* Fits a candidate (as spec asks; NULL: current's kind, defaults) on
  * ds's rows base[0..n_base) plus the older usable observations of obs (ds
  * is extended with them) and compares it with current on the held-out
  * slice. Fails (KACE_ERR_INVALID) with fewer than 2 x min_holdout usable

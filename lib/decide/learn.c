@@ -130,6 +130,8 @@ kace_status kace_retrain(kace_ctx *ctx, kace_dataset *ds, const int *base, size_
     *candidate = NULL;
     memset(r, 0, sizeof *r);
     r->current_err = r->candidate_err = NAN;
+    if (!spec && !current)
+        return kace_fail(ctx, KACE_ERR_INVALID, "retraining needs a fit spec or a current model");
     if (!(o->holdout > 0 && o->holdout < 1) || o->min_holdout < 1)
         return kace_fail(ctx, KACE_ERR_INVALID, "the held-out fraction must be in (0, 1) and at least 1 held out");
     int *obs_rows = NULL, *fit = NULL;
@@ -157,10 +159,10 @@ kace_status kace_retrain(kace_ctx *ctx, kace_dataset *ds, const int *base, size_
     memcpy(fit, base, n_base * sizeof *fit);
     memcpy(fit + n_base, obs_rows, r->n_obs_train * sizeof *fit);
     kace_fit_spec like;
-    if (current)
-        kace_learn_spec_like(current, &like);
-    else
+    if (spec)
         like = *spec;
+    else
+        kace_learn_spec_like(current, &like);
     /* The held-out slice (the most recent observations) never reaches the fit. */
     const int *held = obs_rows + r->n_obs_train;
     if ((st = kace_model_fit_rows(ctx, ds, fit, n_base + r->n_obs_train, &like, candidate)) ||
