@@ -8,7 +8,7 @@ BUILD_TSAN  ?= build-tsan
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 15
 
-.PHONY: all deps build demo check test test-asan test-tsan fuzz bench bench-scale clean device-bundle device-dry-run
+.PHONY: all deps build demo check test test-asan test-tsan fuzz bench bench-scale clean device-bundle device-dry-run deb
 
 all: build
 
@@ -68,3 +68,7 @@ bench-scale: build
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-fuzz kace-demo kace-eval
+
+# The Debian package an admin installs (packaging/build-deb.sh; docs/slurm.md "Installing kace at a site").
+deb: build
+	bash packaging/build-deb.sh $(BUILD) dist
