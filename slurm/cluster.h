@@ -1,53 +1,98 @@
 /* What runs where in a Slurm cluster, as kace's placer sees it: one shared
  * GPU per node (nodes with several GPUs are treated as one pool, see
- * README), the jobs on it with the workload and MPS share kace recorded in
- * their admin comment. Read through libslurm's public API (slurm_load_node,
- * slurm_load_jobs), so it works in slurmctld's plugins and in `kace slurm`.
+ * docs/slurm.md), the jobs on it with the workload and MPS share kace
+ * recorded in their admin comment, and what a job's constraints are checked
+ * against (node features, CPUs, memory, partitions, reservations). Read
+ * through libslurm's public API (slurm_load_node, slurm_load_jobs, ...), so
+ * it works in slurmctld's plugins and in `kace slurm`.
  */
 #ifndef KACE_SLURM_CLUSTER_H
 #define KACE_SLURM_CLUSTER_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "kace/place.h"
 
+#define KACE_SLURM_PICK_MAX 32
+
 typedef struct kace_slurm_job {
     uint32_t id;
-    char node[KACE_NAME_MAX];
+    uint32_t user_id;
+    char node[KACE_NAME_MAX];     /* where it runs; for a pending job, where kace prefers it */
     char workload[KACE_NAME_MAX]; /* "" when the job carries no kace record */
     int share;                    /* MPS % kace gave it */
-    bool running;                 /* false: pending, already steered to node */
-    double observed;              /* samples/s the job reported ("kace:throughput=X"
-                                     in its comment), NaN when none */
+    bool running;                 /* false: pending (node = kace's preference) */
+    double observed;              /* samples/s the job reported (kace report), NaN when none */
+    time_t observed_at;           /* when it reported */
 } kace_slurm_job;
 
+/* What a node offers a job, beside its GPU. */
+typedef struct kace_slurm_node {
+    char *features;                /* active features "a,b" (NULL: none) */
+    char feature[KACE_NAME_MAX];   /* a feature no other node has: what kace prefers; "" none */
+    char *partitions;              /* "p1,p2" (NULL: none) */
+    uint32_t cpus;
+    uint64_t memory_mb;
+    uint32_t tmp_disk_mb;
+} kace_slurm_node;
+
+typedef struct kace_slurm_resv {
+    char *name;
+    char *nodes; /* hostlist expression, or "ALL" */
+    time_t start, end;
+} kace_slurm_resv;
+
 typedef struct kace_slurm_cluster {
-    kace_place_gpu *gpus; /* one per node with a GPU offering the configured gres */
-    long *gres_per_gpu;   /* that gres's count per GPU on each entry's node */
-    char **partitions;    /* each entry's node's partitions, "p1,p2" (may be NULL) */
+    kace_place_gpu *gpus;  /* one per node with a GPU offering the configured gres */
+    long *gres_per_gpu;    /* that gres's count per GPU on each entry's node */
+    kace_slurm_node *nodes; /* each entry's node */
     char default_partition[KACE_NAME_MAX];
     size_t n_gpus;
     kace_slurm_job *jobs; /* every pending or running job that uses a GPU */
     size_t n_jobs;
+    kace_slurm_resv *resvs;
+    size_t n_resvs;
+    char (*picks)[KACE_SLURM_PICK_MAX]; /* the pick tokens of every job slurmctld holds */
+    uint32_t *pick_jobs;                /* and those jobs' ids */
+    size_t n_picks;
 } kace_slurm_cluster;
 
-/* Loads nodes and jobs from slurmctld. gres is "mps" or "shard". Residents
- * are resolved against ds (NULL: all unknown). KACE_ERR_IO when slurmctld
- * does not answer. */
+/* Loads nodes, partitions, reservations and jobs from slurmctld. gres is
+ * "mps" or "shard". Residents are resolved against ds (NULL: all unknown).
+ * KACE_ERR_IO when slurmctld does not answer. */
 kace_status kace_slurm_cluster_load(kace_ctx *ctx, const kace_dataset *ds, const char *gres,
                                     kace_slurm_cluster **out);
 void kace_slurm_cluster_free(kace_slurm_cluster **c);
 
-/* Adds a job kace just placed to entry g (until the next load shows it). */
-void kace_slurm_cluster_add(kace_slurm_cluster *c, size_t g, int workload, int share);
+/* Adds a job to GPU entry g (a resident with that workload and share). */
+void kace_slurm_cluster_add(kace_place_gpu *gpu, int workload, int share);
 
 /* True when entry g's node is in every partition of the comma-separated
  * list (NULL or empty: the default partition). A job steered to a node
  * outside its partitions would be rejected. */
 bool kace_slurm_gpu_in_partitions(const kace_slurm_cluster *c, size_t g, const char *list);
 
-/* Parses "kace:throughput=X" out of a job comment; NaN when absent. */
-double kace_slurm_parse_throughput(const char *comment);
+/* The id of the job slurmctld holds that carries the pick token, 0 when none. */
+uint32_t kace_slurm_pick_job(const kace_slurm_cluster *c, const char *pick);
+
+/* The second word kace writes into a placed job's admin comment:
+ * "kace:node=NODE,pick=TOKEN" (its preferred node and the token that
+ * confirms the placement). Formats into buf; false when it does not fit. */
+bool kace_slurm_pick_format(char *buf, size_t size, const char *node, const char *pick);
+/* Finds that word in text; node and pick receive its fields. */
+bool kace_slurm_pick_parse(const char *text, char node[KACE_NAME_MAX], char pick[KACE_SLURM_PICK_MAX]);
+
+/* Evaluates a --constraint expression against a node's features ("a,b").
+ * kace understands feature names joined by '&' or ',' (all of them) or by
+ * '|' (any of them). 1: the node satisfies it, 0: it does not, -1: kace
+ * cannot evaluate it (brackets, counts, parentheses, '!', mixed operators). */
+int kace_slurm_constraint_matches(const char *expr, const char *features);
+
+/* True when hostlist expression list (e.g. "n[1-3],gpu7") names node. */
+bool kace_slurm_hostlist_has(const char *list, const char *node);
+/* How many hosts a hostlist expression names (0 for NULL or empty). */
+int kace_slurm_hostlist_count(const char *list);
 
 #endif

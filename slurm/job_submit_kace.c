@@ -1,15 +1,30 @@
 /* job_submit/kace: steers a job that names its workload (--kace-workload,
- * from spank_kace.so) to the node whose shared GPU gives the best predicted
- * colocation with the jobs already there, with the MPS share kace chose.
+ * from spank_kace.so) towards the node whose shared GPU gives the best
+ * predicted colocation with the jobs already there, with the MPS share kace
+ * chose.
+ *
+ * The steering is a preference, not a pin: the job gets --prefer=<a feature
+ * only that node has> and the gres share (gres:mps:N or gres:shard:N), so
+ * Slurm's scheduler and backfill may still start it elsewhere when that node
+ * is busy. kace only changes a job whose every constraint it can check
+ * (partitions, requested and excluded nodes, features, reservation, node
+ * count, CPUs, memory) and that asks for no GPUs of its own; anything else
+ * is left exactly as submitted, so kace never turns a job Slurm would accept
+ * into one it rejects.
  *
  * slurmctld calls job_submit() with its job lock held, so the decision must
  * be quick: it is taken on an in-memory snapshot (model, profiles, cluster
- * state) that a background thread rebuilds every refresh_seconds. Every
- * failure leaves the job as it was and logs one line: the plugin never
- * rejects a job and never takes slurmctld down.
+ * state) that a background thread rebuilds every refresh_seconds. A job
+ * counts as placed only once slurmctld's job list shows it: each placement
+ * is recorded as a "pick" with a token that kace also writes into the job's
+ * admin comment, and the refresher re-reads the job list every
+ * PICK_POLL_MS while picks wait; a pick whose job appears is confirmed (the
+ * job is then in the cluster state like any other), one not seen within
+ * PICK_GRACE_MS (rejected after job_submit, or --test-only) is dropped.
+ * Decisions taken meanwhile do not count unconfirmed picks.
  *
  * Configuration: kace.conf beside slurm.conf (or $KACE_SLURM_CONFIG), see
- * kace_place_config in include/kace/place.h and the README.
+ * kace_place_config in include/kace/place.h and docs/slurm.md.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -41,13 +56,27 @@ const char plugin_name[] = "kace: kernel-aware placement of jobs on shared GPUs"
 const char plugin_type[] = "job_submit/kace";
 const uint32_t plugin_version = SLURM_VERSION_NUMBER;
 
+/* How long a placement may wait for slurmctld to show its job, and how
+ * often the cluster is re-read meanwhile. */
+#define PICK_GRACE_MS 2000
+#define PICK_POLL_MS 250
+#define MAX_PICKS 512
+
 /* What a decision needs, rebuilt as a whole by the refresher. */
 typedef struct snapshot {
     kace_place_config cfg;
     kace_dataset *ds;
     kace_model *model;
-    kace_slurm_cluster *cluster;
+    kace_slurm_cluster *cluster; /* as slurmctld showed it: only accepted jobs */
 } snapshot;
+
+/* A placement not yet confirmed by slurmctld's job list. */
+typedef struct pick {
+    char token[KACE_SLURM_PICK_MAX];
+    char node[KACE_NAME_MAX];
+    char workload[KACE_NAME_MAX];
+    struct timespec at; /* CLOCK_MONOTONIC */
+} pick;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
@@ -57,6 +86,10 @@ static snapshot *current;        /* NULL until the first good load */
 static char load_error[1024];    /* why there is no snapshot (or why the last load failed) */
 static kace_ctx *decide_ctx;     /* used under lock only */
 static int refresh_seconds = 30; /* until a configuration says otherwise */
+static pick picks[MAX_PICKS];
+static size_t n_picks;
+static unsigned long pick_serial;
+static long pick_epoch; /* start time, so that tokens differ across restarts */
 
 static void log_to_slurm(void *user, kace_log_level level, const char *message)
 {
@@ -67,6 +100,11 @@ static void log_to_slurm(void *user, kace_log_level level, const char *message)
         slurm_verbose("kace: %s", message);
     else
         slurm_debug("kace: %s", message);
+}
+
+static long ms_between(const struct timespec *a, const struct timespec *b)
+{
+    return (b->tv_sec - a->tv_sec) * 1000L + (b->tv_nsec - a->tv_nsec) / 1000000L;
 }
 
 static void snapshot_free(snapshot **s)
@@ -131,6 +169,40 @@ done:
     return st;
 }
 
+/* Under lock: drops the picks slurmctld's job list confirms (their jobs
+ * are in the cluster now) and those it should show by now but does not
+ * (rejected after job_submit, or --test-only); loaded_at is when the list
+ * was asked for. */
+static void resolve_picks(const kace_slurm_cluster *c, const struct timespec *loaded_at)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n_picks; i++) {
+        pick *p = &picks[i];
+        uint32_t job = kace_slurm_pick_job(c, p->token);
+        if (job) {
+            slurm_info("kace: placement %s of %s on %s confirmed: job %u", p->token, p->workload, p->node, job);
+            continue;
+        }
+        if (ms_between(&p->at, loaded_at) >= PICK_GRACE_MS) {
+            slurm_info("kace: placement %s of %s on %s not confirmed by slurmctld (job rejected or --test-only): "
+                       "no longer counted",
+                       p->token, p->workload, p->node);
+            continue;
+        }
+        picks[kept++] = *p;
+    }
+    n_picks = kept;
+}
+
+static void log_unpreferable(const kace_slurm_cluster *c)
+{
+    for (size_t g = 0; g < c->n_gpus; g++)
+        if (!c->nodes[g].feature[0])
+            slurm_info("kace: node %s has no feature of its own, so kace cannot prefer it "
+                       "(give it one in slurm.conf, e.g. Features=kace_%s)",
+                       c->gpus[g].node, c->gpus[g].node);
+}
+
 static void *refresh_loop(void *arg)
 {
     (void)arg;
@@ -140,11 +212,19 @@ static void *refresh_loop(void *arg)
         return NULL;
     }
     kace_ctx_set_log(ctx, log_to_slurm, NULL);
+    struct timespec next_full = {0, 0};
     pthread_mutex_lock(&lock);
     while (!stopping) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        bool full = !current || ms_between(&next_full, &now) >= 0;
         pthread_mutex_unlock(&lock);
+        /* Only this thread replaces or frees `current`, so reading its
+         * dataset here, outside the lock, is safe. */
         snapshot *fresh = NULL;
-        kace_status st = load_snapshot(ctx, &fresh);
+        kace_slurm_cluster *cluster = NULL;
+        kace_status st = full ? load_snapshot(ctx, &fresh)
+                              : kace_slurm_cluster_load(ctx, current->ds, current->cfg.gres, &cluster);
         pthread_mutex_lock(&lock);
         if (st) {
             /* Log a failure once, not at every refresh. */
@@ -157,23 +237,53 @@ static void *refresh_loop(void *arg)
             if (st != KACE_ERR_IO || strncmp(load_error, "slurm_load_", 11) != 0)
                 snapshot_free(&current);
         } else {
-            if (!current || load_error[0] || memcmp(&current->cfg, &fresh->cfg, sizeof fresh->cfg) != 0)
-                slurm_info("kace: placer ready: %zu workloads, %zu shared GPUs (gres/%s), refresh every %d s",
-                           fresh->ds->n_workloads, fresh->cluster->n_gpus, fresh->cfg.gres,
-                           fresh->cfg.refresh_seconds);
+            if (full) {
+                if (!current || load_error[0] || memcmp(&current->cfg, &fresh->cfg, sizeof fresh->cfg) != 0) {
+                    slurm_info("kace: placer ready: %zu workloads, %zu shared GPUs (gres/%s), refresh every %d s",
+                               fresh->ds->n_workloads, fresh->cluster->n_gpus, fresh->cfg.gres,
+                               fresh->cfg.refresh_seconds);
+                    log_unpreferable(fresh->cluster);
+                }
+                refresh_seconds = fresh->cfg.refresh_seconds;
+                snapshot_free(&current);
+                current = fresh;
+                next_full = now;
+                next_full.tv_sec += refresh_seconds;
+            } else {
+                kace_place_prepare(ctx, kace_model_predictor(current->model), current->ds, cluster->gpus,
+                                   cluster->n_gpus);
+                kace_slurm_cluster_free(&current->cluster);
+                current->cluster = cluster;
+            }
             load_error[0] = '\0';
-            refresh_seconds = fresh->cfg.refresh_seconds;
-            snapshot_free(&current);
-            current = fresh;
+            resolve_picks(current->cluster, &now);
         }
         if (stopping)
             break;
+        /* Unconfirmed picks: look again soon. After a failure: slurmctld
+         * may still be starting. Else: at the next full refresh. */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        /* After a failure, try again soon: slurmctld may still be starting. */
-        until.tv_sec += st ? (refresh_seconds < 2 ? refresh_seconds : 2) : refresh_seconds;
+        long wait_ms = n_picks ? PICK_POLL_MS : st ? (refresh_seconds < 2 ? refresh_seconds : 2) * 1000L
+                                                   : refresh_seconds * 1000L;
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        /* A new pick wakes this thread, which then gives slurmctld
+         * PICK_POLL_MS to create the job before reading the list. */
         while (!stopping && pthread_cond_timedwait(&wake, &lock, &until) != ETIMEDOUT)
-            ;
+            if (n_picks && wait_ms != PICK_POLL_MS) {
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_nsec += PICK_POLL_MS * 1000000L;
+                if (until.tv_nsec >= 1000000000L) {
+                    until.tv_sec++;
+                    until.tv_nsec -= 1000000000L;
+                }
+                wait_ms = PICK_POLL_MS;
+            }
     }
     pthread_mutex_unlock(&lock);
     kace_ctx_free(&ctx);
@@ -190,6 +300,8 @@ int init(void)
     kace_ctx_set_log(decide_ctx, log_to_slurm, NULL);
     snprintf(load_error, sizeof load_error, "not loaded yet");
     stopping = false;
+    n_picks = 0;
+    pick_epoch = (long)time(NULL);
     if (pthread_create(&refresher, NULL, refresh_loop, NULL) != 0)
         slurm_error("kace: cannot start the refresher thread, placement disabled");
     else
@@ -224,6 +336,108 @@ static const char *job_workload(const job_desc_msg_t *job)
     return NULL;
 }
 
+static bool set(const char *s)
+{
+    return s && *s;
+}
+
+/* Why kace leaves this job as submitted whatever the cluster looks like,
+ * or NULL. Each is a constraint kace cannot honour with a share of one
+ * GPU on one node, or cannot check. */
+static const char *untouchable(const job_desc_msg_t *job, char *why, size_t size)
+{
+    if (job->het_job_offset != NO_VAL)
+        snprintf(why, size, "a component of a heterogeneous job");
+    else if (set(job->array_inx))
+        snprintf(why, size, "a job array (%s)", job->array_inx);
+    else if (job->shared == JOB_SHARED_NONE || job->shared == JOB_SHARED_USER || job->shared == JOB_SHARED_MCS)
+        snprintf(why, size, "the job asks for whole nodes (--exclusive)");
+    else if (set(job->tres_per_node) || set(job->tres_per_job) || set(job->tres_per_task) ||
+             set(job->tres_per_socket) || set(job->cpus_per_tres) || set(job->mem_per_tres))
+        snprintf(why, size, "the job asks for its own generic resources (%s%s%s%s)",
+                 set(job->tres_per_job) ? job->tres_per_job : "", set(job->tres_per_node) ? job->tres_per_node : "",
+                 set(job->tres_per_task) ? job->tres_per_task : "",
+                 set(job->tres_per_socket) ? job->tres_per_socket : "");
+    else if (set(job->prefer))
+        snprintf(why, size, "the job has its own --prefer=%s", job->prefer);
+    else if (set(job->features) && kace_slurm_constraint_matches(job->features, "") < 0)
+        snprintf(why, size, "kace cannot evaluate --constraint=%s", job->features);
+    else if (set(job->req_nodes) && kace_slurm_hostlist_count(job->req_nodes) != 1)
+        snprintf(why, size, "the job names several nodes (%s)", job->req_nodes);
+    else if ((job->min_nodes != NO_VAL && job->min_nodes > 1) ||
+             (job->max_nodes != NO_VAL && job->max_nodes > 1))
+        snprintf(why, size, "the job may use several nodes (-N %u-%u)", job->min_nodes, job->max_nodes);
+    else if (set(job->reservation) && strchr(job->reservation, ','))
+        snprintf(why, size, "the job names several reservations (%s)", job->reservation);
+    else if (job->sockets_per_node != NO_VAL16 || job->cores_per_socket != NO_VAL16 ||
+             job->threads_per_core != NO_VAL16)
+        snprintf(why, size, "the job asks for a socket/core/thread layout");
+    else
+        return NULL;
+    return why;
+}
+
+/* CPUs the job needs on its one node. */
+static uint64_t cpus_needed(const job_desc_msg_t *job)
+{
+    uint64_t per_task = job->cpus_per_task == NO_VAL16 || job->cpus_per_task == 0 ? 1 : job->cpus_per_task;
+    uint64_t tasks = job->num_tasks == NO_VAL || job->num_tasks == 0 ? 1 : job->num_tasks;
+    if (job->ntasks_per_node != NO_VAL16 && job->ntasks_per_node > tasks)
+        tasks = job->ntasks_per_node;
+    uint64_t cpus = tasks * per_task;
+    if (job->min_cpus != NO_VAL && job->min_cpus > cpus)
+        cpus = job->min_cpus;
+    if (job->pn_min_cpus != NO_VAL16 && job->pn_min_cpus > cpus)
+        cpus = job->pn_min_cpus;
+    return cpus;
+}
+
+/* Whether GPU entry g's node satisfies every constraint of the job. */
+static bool eligible(const kace_slurm_cluster *c, size_t g, const job_desc_msg_t *job, const kace_slurm_resv *resv,
+                     time_t now)
+{
+    const kace_slurm_node *n = &c->nodes[g];
+    const char *node = c->gpus[g].node;
+    if (!n->feature[0] || !kace_slurm_gpu_in_partitions(c, g, job->partition))
+        return false;
+    if (set(job->req_nodes) && !kace_slurm_hostlist_has(job->req_nodes, node))
+        return false;
+    if (set(job->exc_nodes) && kace_slurm_hostlist_has(job->exc_nodes, node))
+        return false;
+    if (set(job->features) && kace_slurm_constraint_matches(job->features, n->features) != 1)
+        return false;
+    if (resv) {
+        if (strcmp(resv->nodes, "ALL") != 0 && !kace_slurm_hostlist_has(resv->nodes, node))
+            return false;
+    } else {
+        /* A reserved node is not this job's while the reservation runs,
+         * nor before it when the job could still be running at its start
+         * (no time limit known: assume so). */
+        time_t ends = job->time_limit == NO_VAL || job->time_limit == INFINITE
+                          ? (time_t)-1
+                          : now + (time_t)job->time_limit * 60;
+        for (size_t r = 0; r < c->n_resvs; r++) {
+            const kace_slurm_resv *rv = &c->resvs[r];
+            if (now >= rv->end || (ends != (time_t)-1 && ends <= rv->start))
+                continue;
+            if (strcmp(rv->nodes, "ALL") == 0 || kace_slurm_hostlist_has(rv->nodes, node))
+                return false;
+        }
+    }
+    uint64_t cpus = cpus_needed(job);
+    if (cpus > n->cpus)
+        return false;
+    if (job->pn_min_memory != NO_VAL64 && job->pn_min_memory != 0) {
+        uint64_t mem = job->pn_min_memory & MEM_PER_CPU ? (job->pn_min_memory & ~MEM_PER_CPU) * cpus
+                                                        : job->pn_min_memory;
+        if (mem > n->memory_mb)
+            return false;
+    }
+    if (job->pn_min_tmp_disk != NO_VAL && job->pn_min_tmp_disk > n->tmp_disk_mb)
+        return false;
+    return true;
+}
+
 static void replace_string(char **field, const char *value)
 {
     slurm_xfree((void **)field);
@@ -243,44 +457,60 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
         snprintf(why, why_size, "unknown workload '%s' (not in %s)", workload, s->cfg.store);
         return false;
     }
-    if (job->req_nodes && *job->req_nodes) {
-        snprintf(why, why_size, "the job names its nodes (%s)", job->req_nodes);
+    if (untouchable(job, why, why_size))
         return false;
-    }
-    if (job->tres_per_node && *job->tres_per_node) {
-        snprintf(why, why_size, "the job asks for its own GPU resources (%s)", job->tres_per_node);
-        return false;
-    }
-    if (job->min_nodes != NO_VAL && job->min_nodes > 1) {
-        snprintf(why, why_size, "the job asks for %u nodes", job->min_nodes);
-        return false;
-    }
-    /* Only nodes of the job's partitions are a choice (others would get
-     * the job rejected): hide the rest for this decision. */
     kace_slurm_cluster *c = s->cluster;
+    const kace_slurm_resv *resv = NULL;
+    if (set(job->reservation)) {
+        for (size_t r = 0; r < c->n_resvs && !resv; r++)
+            if (strcmp(c->resvs[r].name, job->reservation) == 0)
+                resv = &c->resvs[r];
+        if (!resv) {
+            snprintf(why, why_size, "unknown reservation %s", job->reservation);
+            return false;
+        }
+    }
+    if (n_picks >= MAX_PICKS) {
+        snprintf(why, why_size, "%zu placements wait for slurmctld to confirm them", n_picks);
+        return false;
+    }
+    /* Only nodes that satisfy every constraint of the job are a choice:
+     * hide the rest for this decision. */
     bool *hidden = calloc(c->n_gpus ? c->n_gpus : 1, sizeof *hidden);
     if (!hidden) {
         snprintf(why, why_size, "out of memory");
         return false;
     }
-    for (size_t i = 0; i < c->n_gpus; i++)
-        if (c->gpus[i].usable && !kace_slurm_gpu_in_partitions(c, i, job->partition)) {
+    time_t now = time(NULL);
+    size_t n_eligible = 0;
+    for (size_t i = 0; i < c->n_gpus; i++) {
+        if (!c->gpus[i].usable)
+            continue;
+        if (eligible(c, i, job, resv, now)) {
+            n_eligible++;
+        } else {
             c->gpus[i].usable = false;
             hidden[i] = true;
         }
+    }
     kace_placement p;
-    kace_status st = kace_place_job(decide_ctx, kace_model_predictor(s->model), s->ds, c->gpus, c->n_gpus, w, &s->cfg.options, &p);
+    kace_status st = n_eligible ? kace_place_job(decide_ctx, kace_model_predictor(s->model), s->ds, c->gpus, c->n_gpus,
+                                                 w, &s->cfg.options, &p)
+                                : KACE_ERR_NOT_FOUND;
     for (size_t i = 0; i < c->n_gpus; i++)
         if (hidden[i])
             c->gpus[i].usable = true;
     free(hidden);
     if (st) {
-        snprintf(why, why_size, "%s (partition %s)", kace_errmsg(decide_ctx),
-                 job->partition ? job->partition : c->default_partition);
+        if (n_eligible)
+            snprintf(why, why_size, "%s", kace_errmsg(decide_ctx));
+        else
+            snprintf(why, why_size, "no node with a shared GPU (gres/%s) and a feature of its own satisfies the "
+                     "job's partition, nodes, features, reservation, CPUs and memory", s->cfg.gres);
         return false;
     }
-    const kace_place_gpu *g = &s->cluster->gpus[p.gpu];
-    long per_gpu = s->cluster->gres_per_gpu[p.gpu];
+    const kace_place_gpu *g = &c->gpus[p.gpu];
+    long per_gpu = c->gres_per_gpu[p.gpu];
     /* Shares are percentages of the GPU; the gres counts in its units
      * (rounded down, so the job never gets more than is free). */
     long count = p.share * per_gpu / 100;
@@ -289,30 +519,36 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
         return false;
     }
     p.share = (int)(count * 100 / per_gpu);
-    char tres[64], tag[KACE_NAME_MAX + 32];
+    pick *pk = &picks[n_picks];
+    snprintf(pk->token, sizeof pk->token, "%lx.%lu", pick_epoch, ++pick_serial);
+    char tres[64], tag[KACE_NAME_MAX + 32], word[KACE_NAME_MAX + KACE_SLURM_PICK_MAX + 32];
     snprintf(tres, sizeof tres, "gres:%s:%ld", s->cfg.gres, count);
-    if (!kace_place_tag_format(tag, sizeof tag, workload, p.share)) {
+    if (!kace_place_tag_format(tag, sizeof tag, workload, p.share) ||
+        !kace_slurm_pick_format(word, sizeof word, g->node, pk->token)) {
         snprintf(why, why_size, "workload name too long");
         return false;
     }
-    replace_string(&job->req_nodes, g->node);
-    replace_string(&job->tres_per_node, tres);
-    if (job->admin_comment && *job->admin_comment) {
-        char *joined = malloc(strlen(job->admin_comment) + strlen(tag) + 2);
-        if (joined) {
-            sprintf(joined, "%s %s", job->admin_comment, tag);
-            replace_string(&job->admin_comment, joined);
-            free(joined);
-        }
-    } else {
-        replace_string(&job->admin_comment, tag);
+    const char *old = set(job->admin_comment) ? job->admin_comment : "";
+    char *comment = malloc(strlen(old) + strlen(tag) + strlen(word) + 3);
+    if (!comment) {
+        snprintf(why, why_size, "out of memory");
+        return false;
     }
-    slurm_info("kace: %s -> node %s, %s (share %d%%, predicted normalized throughput %.3f, gain %.3f, "
-               "confidence %.2f, %d GPUs considered)",
-               workload, g->node, tres, p.share, p.score, p.gain, p.confidence, p.n_considered);
-    /* Later submissions before the next refresh see this job there. */
-    kace_slurm_cluster_add(s->cluster, (size_t)p.gpu, w, p.share);
-    kace_place_prepare(decide_ctx, kace_model_predictor(s->model), s->ds, &s->cluster->gpus[p.gpu], 1);
+    sprintf(comment, "%s%s%s %s", old, *old ? " " : "", tag, word);
+    replace_string(&job->admin_comment, comment);
+    free(comment);
+    replace_string(&job->tres_per_node, tres);
+    replace_string(&job->prefer, c->nodes[p.gpu].feature);
+    slurm_info("kace: %s -> node %s (--prefer=%s), %s (share %d%%, predicted normalized throughput %.3f, "
+               "gain %.3f, confidence %.2f, %d GPUs considered, pick %s)",
+               workload, g->node, c->nodes[p.gpu].feature, tres, p.share, p.score, p.gain, p.confidence,
+               p.n_considered, pk->token);
+    /* Counted once slurmctld's job list shows it (resolve_picks). */
+    snprintf(pk->node, sizeof pk->node, "%s", g->node);
+    snprintf(pk->workload, sizeof pk->workload, "%s", workload);
+    clock_gettime(CLOCK_MONOTONIC, &pk->at);
+    n_picks++;
+    pthread_cond_broadcast(&wake);
     return true;
 }
 

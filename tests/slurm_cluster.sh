@@ -108,11 +108,12 @@ MinJobAge=30
 JobSubmitPlugins=kace
 PluginDir=$plugins:/usr/lib/x86_64-linux-gnu/slurm-wlm
 PlugStackConfig=$d/plugstack.conf
-NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 State=UNKNOWN
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 State=UNKNOWN
-NodeName=n3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=4 RealMemory=1000 Gres=gpu:1,shard:4 State=UNKNOWN
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 Features=kace_n1,ib State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 Features=kace_n2,ib,big State=UNKNOWN
+NodeName=n3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=4 RealMemory=1000 Gres=gpu:1,shard:4 Features=kace_n3 State=UNKNOWN
 PartitionName=debug Nodes=n1,n2,n3 Default=YES MaxTime=INFINITE State=UP
 PartitionName=second Nodes=n2 MaxTime=INFINITE State=UP
+${KACE_TEST_SLURM_CONF:-}
 EOF
     cat >"$d"/gres.conf <<EOF
 NodeName=n1 Name=gpu File=$d/dev/n1/nvidia0
