@@ -1,19 +1,136 @@
-/* kace slurm status | place: what kace's Slurm placer sees and would do. */
+/* kace slurm status | place | report: what kace's Slurm placer sees and
+ * would do, and the jobs' own throughput reports (slurm/report.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "kace/place.h"
+#include "kace/store.h"
+
+/* Where jobs' reports go (see report_dir). */
+#define DEFAULT_REPORT_DIR "/var/spool/kace/reports"
 
 #ifdef KACE_HAVE_SLURM
 #include "cluster.h"
+#include "report.h"
+
+/* Where jobs' reports go: --reports, else $KACE_REPORT_DIR (the SPANK
+ * plugin sets it in every task from plugstack.conf's report_dir=), else
+ * this. */
+
+static const char *report_dir(const char *given)
+{
+    const char *env = getenv("KACE_REPORT_DIR");
+    return given ? given : env && *env ? env : DEFAULT_REPORT_DIR;
+}
+
+/* kace slurm report: the job's throughput into <dir>/<job>.report, written
+ * to a temporary file and renamed, so a reader never sees half of it. */
+static int slurm_report(const char *dir, const char *job_arg, const char *throughput_arg, const char *workload)
+{
+    const char *job_text = job_arg ? job_arg : getenv("SLURM_JOB_ID");
+    if (!job_text || !*job_text)
+        return cli_usage("slurm", "report needs --job ID (or run it inside the job: $SLURM_JOB_ID)");
+    char *end;
+    errno = 0;
+    unsigned long long job = strtoull(job_text, &end, 10);
+    if (errno || *end || job == 0 || job > UINT32_MAX || !isdigit((unsigned char)job_text[0]))
+        return cli_usage("slurm", "--job '%s': expected a Slurm job id", job_text);
+    errno = 0;
+    double x = throughput_arg ? strtod(throughput_arg, &end) : NAN;
+    if (!throughput_arg || errno || *end || !isfinite(x) || x <= 0)
+        return cli_usage("slurm", "report needs --throughput X in samples/s (a finite number > 0)%s%s%s",
+                         throughput_arg ? ", not '" : "", throughput_arg ? throughput_arg : "",
+                         throughput_arg ? "'" : "");
+    kace_slurm_report r = {.job = (uint32_t)job, .throughput = x};
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    r.time = (double)now.tv_sec + now.tv_nsec / 1e9;
+    const char *w = workload ? workload : getenv("KACE_WORKLOAD");
+    const char *node = getenv("SLURMD_NODENAME");
+    if (w && strlen(w) < sizeof r.workload)
+        snprintf(r.workload, sizeof r.workload, "%s", w);
+    if (node && strlen(node) < sizeof r.node)
+        snprintf(r.node, sizeof r.node, "%s", node);
+    for (char *p = r.workload; *p; p++)
+        if (!isgraph((unsigned char)*p))
+            *p = '_';
+    char text[1024], tmp[4200], path[4200];
+    if (!kace_slurm_report_format(text, sizeof text, &r) || strlen(dir) > 4000) {
+        fprintf(stderr, "kace: report too long\n");
+        return EXIT_FAILURE_RUN;
+    }
+    snprintf(path, sizeof path, "%s/%llu.report", dir, job);
+    snprintf(tmp, sizeof tmp, "%s/.%llu.report.XXXXXX", dir, job);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "kace: cannot write a report in %s: %s (the site's report_dir; see docs/slurm.md)\n", dir,
+                strerror(errno));
+        return EXIT_FAILURE_RUN;
+    }
+    size_t n = strlen(text);
+    bool ok = fchmod(fd, 0644) == 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "kace: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return EXIT_FAILURE_RUN;
+    }
+    return EXIT_OK;
+}
+
+/* The job's report when there is a trustworthy one: a regular file of the
+ * job's user (or root), for this job, not older than the job. Says on
+ * stderr why a report that exists is not used. */
+static bool read_report(kace_ctx *ctx, const char *dir, const kace_slurm_job *job, kace_slurm_report *r)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%u.report", dir, job->id);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            fprintf(stderr, "kace: %s: %s (ignored)\n", path, strerror(errno));
+        return false;
+    }
+    struct stat st;
+    char text[4096];
+    ssize_t n = -1;
+    bool ok = false;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        fprintf(stderr, "kace: %s: not a regular file (ignored)\n", path);
+    else if (st.st_uid != job->user_id && st.st_uid != 0)
+        fprintf(stderr, "kace: %s: written by uid %u, not by job %u's user %u (ignored)\n", path, (unsigned)st.st_uid,
+                job->id, job->user_id);
+    else if (st.st_size >= (off_t)sizeof text || (n = read(fd, text, sizeof text)) < 0)
+        fprintf(stderr, "kace: %s: unreadable or over %zu bytes (ignored)\n", path, sizeof text - 1);
+    else if (kace_slurm_report_parse(ctx, text, (size_t)n, path, r))
+        fprintf(stderr, "kace: %s (ignored)\n", kace_errmsg(ctx));
+    else if (r->job != job->id)
+        fprintf(stderr, "kace: %s: a report of job %u (ignored)\n", path, r->job);
+    else if (job->start_time > 0 && r->time + 1 < (double)job->start_time)
+        fprintf(stderr, "kace: %s: older than job %u (an earlier job with its id; ignored)\n", path, job->id);
+    else
+        ok = true;
+    close(fd);
+    return ok;
+}
 
 typedef struct slurm_view {
     kace_place_config cfg;
+    const char *reports; /* report directory */
+    bool store_observations;
+    size_t n_stored, n_known, n_partial;
     kace_store *store;
     kace_dataset *ds;
     kace_model *model;
@@ -68,16 +185,60 @@ static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const cha
     }
     if ((st = kace_slurm_cluster_load(ctx, v->ds, v->cfg.gres, &v->cluster)))
         return cli_error(ctx, st);
+    for (size_t j = 0; j < v->cluster->n_jobs; j++) {
+        kace_slurm_job *job = &v->cluster->jobs[j];
+        kace_slurm_report r;
+        if (job->running && read_report(ctx, v->reports, job, &r)) {
+            job->observed = r.throughput;
+            job->observed_at = r.time;
+        }
+    }
     kace_place_prepare(ctx, kace_model_predictor(v->model), v->ds, v->cluster->gpus, v->cluster->n_gpus);
     return EXIT_OK;
 }
 
+/* Stores what one GPU's jobs reported as an observation (origin "slurm"):
+ * only when every job there was placed by kace, is known to the store and
+ * reported. Its key (node, jobs, time of the latest report) makes running
+ * status again harmless. */
+static void store_gpu(kace_ctx *ctx, slurm_view *v, const kace_place_gpu *gpu, const kace_slurm_job **jobs, int k,
+                      const double *member)
+{
+    kace_observed_member m[KACE_MAX_K];
+    char key[512];
+    int used = snprintf(key, sizeof key, "%s:", gpu->node);
+    double latest = 0;
+    for (int i = 0; i < k; i++) {
+        m[i] = (kace_observed_member){.workload = jobs[i]->workload, .mps_pct = jobs[i]->share,
+                                      .throughput = jobs[i]->observed, .predicted = member ? member[i] : NAN};
+        if (jobs[i]->observed_at > latest)
+            latest = jobs[i]->observed_at;
+        if (used > 0 && (size_t)used < sizeof key)
+            used += snprintf(key + used, sizeof key - (size_t)used, "%s%u", i ? "+" : "", jobs[i]->id);
+    }
+    if (used > 0 && (size_t)used < sizeof key)
+        snprintf(key + used, sizeof key - (size_t)used, "@%.3f", latest);
+    kace_observed_colocation obs = {.origin = "slurm", .origin_id = key, .observed_at = latest,
+                                    .model = v->cfg.model_file[0] ? v->cfg.model_file : v->cfg.model,
+                                    .n_members = (size_t)k, .members = m};
+    bool added = false;
+    if (kace_store_add_observation(ctx, v->store, &obs, &added)) {
+        fprintf(stderr, "kace: observation %s not stored: %s\n", key, kace_errmsg(ctx));
+        return;
+    }
+    if (added)
+        v->n_stored++;
+    else
+        v->n_known++;
+}
+
 /* One GPU: its jobs, predicted and observed throughput. */
-static void print_gpu(kace_ctx *ctx, const slurm_view *v, size_t g)
+static void print_gpu(kace_ctx *ctx, slurm_view *v, size_t g)
 {
     const kace_place_gpu *gpu = &v->cluster->gpus[g];
     int group[KACE_MAX_K], k = 0;
-    bool predictable = gpu->n_residents <= KACE_MAX_K;
+    const kace_slurm_job *members[KACE_MAX_K];
+    bool predictable = gpu->n_residents <= KACE_MAX_K, storable = true;
     double observed = 0;
     int n_observed = 0, n_jobs = 0;
     for (size_t j = 0; j < v->cluster->n_jobs; j++) {
@@ -86,14 +247,18 @@ static void print_gpu(kace_ctx *ctx, const slurm_view *v, size_t g)
             continue;
         n_jobs++;
         int w = job->workload[0] ? kace_dataset_find(v->ds, job->workload) : -1;
-        if (w < 0 || k >= KACE_MAX_K)
+        if (w < 0 || k >= KACE_MAX_K) {
             predictable = false;
-        else
+        } else {
+            members[k] = job;
             group[k++] = w;
+        }
         if (!isnan(job->observed)) {
             observed += job->observed;
             n_observed++;
         }
+        if (!job->running || isnan(job->observed) || job->share <= 0)
+            storable = false;
     }
     double sum = NAN, conf = NAN, member[KACE_MAX_K];
     if (predictable && k > 0 && kace_predict_group(ctx, kace_model_predictor(v->model), v->ds, group, k, &sum, &conf, member))
@@ -110,7 +275,7 @@ static void print_gpu(kace_ctx *ctx, const slurm_view *v, size_t g)
     }
     printf("%-12s %-6s %5d %4d%% %12s %10s %12s %9s\n", gpu->node, gpu->usable ? "up" : "down", n_jobs,
            100 - gpu->share_free, pred, norm, obs, ratio);
-    k = 0;
+    int m = 0;
     for (size_t j = 0; j < v->cluster->n_jobs; j++) {
         const kace_slurm_job *job = &v->cluster->jobs[j];
         if (strcmp(job->node, gpu->node) != 0)
@@ -118,25 +283,34 @@ static void print_gpu(kace_ctx *ctx, const slurm_view *v, size_t g)
         char mine[32] = "-", seen[32] = "-";
         int w = job->workload[0] ? kace_dataset_find(v->ds, job->workload) : -1;
         if (predictable && w >= 0)
-            snprintf(mine, sizeof mine, "%.2f", member[k++]);
+            snprintf(mine, sizeof mine, "%.2f", member[m++]);
         if (!isnan(job->observed))
             snprintf(seen, sizeof seen, "%.2f", job->observed);
         printf("  job %-8u %-36s %3d%% %-8s predicted %10s observed %10s\n", job->id,
                job->workload[0] ? job->workload : "(not placed by kace)", job->share,
                job->running ? "running" : "pending", mine, seen);
     }
+    if (n_jobs == 0 || !v->store_observations)
+        return;
+    if (storable && k == n_jobs)
+        store_gpu(ctx, v, gpu, members, k, predictable ? member : NULL);
+    else
+        v->n_partial++;
 }
 
 static int slurm_status(kace_ctx *ctx, slurm_view *v)
 {
     printf("shared GPUs (%s): predicted and observed throughput sums in samples/s; norm = predicted sum of\n"
-           "fractions of exclusive throughput; observed = what jobs reported with "
-           "scontrol update job=ID comment=kace:throughput=X\n",
-           v->cfg.gres);
+           "fractions of exclusive throughput; observed = what jobs reported with kace slurm report (in %s)\n",
+           v->cfg.gres, v->reports);
     printf("%-12s %-6s %5s %5s %12s %10s %12s %9s\n", "node", "state", "jobs", "share", "predicted", "norm",
            "observed", "obs/pred");
     for (size_t g = 0; g < v->cluster->n_gpus; g++)
         print_gpu(ctx, v, g);
+    if (v->store_observations)
+        printf("observations (origin slurm) in %s: %zu stored now, %zu stored before; %zu GPUs with jobs not "
+               "all placed by kace and reporting\n",
+               v->cfg.store, v->n_stored, v->n_known, v->n_partial);
     return EXIT_OK;
 }
 
@@ -161,42 +335,60 @@ static int slurm_place(kace_ctx *ctx, slurm_view *v, const char *workload)
 int cmd_slurm(int argc, char **argv)
 {
     const char *config = NULL, *db = NULL, *model = NULL, *model_file = NULL, *workload = NULL;
+    const char *reports = NULL, *job = NULL, *throughput = NULL;
+    bool store = true;
     static const struct option longopts[] = {
         {"config", required_argument, 0, 'c'}, {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},  {"model-file", required_argument, 0, 'M'},
-        {"workload", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'},
+        {"workload", required_argument, 0, 'w'}, {"reports", required_argument, 0, 'r'},
+        {"job", required_argument, 0, 'j'},    {"throughput", required_argument, 0, 't'},
+        {"no-store", no_argument, 0, 'n'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "c:d:m:M:w:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:d:m:M:w:r:j:t:nh", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;
         case 'd': db = optarg; break;
         case 'm': model = optarg; break;
         case 'M': model_file = optarg; break;
         case 'w': workload = optarg; break;
+        case 'r': reports = optarg; break;
+        case 'j': job = optarg; break;
+        case 't': throughput = optarg; break;
+        case 'n': store = false; break;
         case 'h':
             printf("usage: kace slurm status [--config kace.conf] [--db PATH] [--model NAME | --model-file F]\n"
+                   "                         [--reports DIR] [--no-store]\n"
                    "       kace slurm place --workload W [same options]\n"
+                   "       kace slurm report --throughput X [--job ID] [--workload W] [--reports DIR]\n"
                    "status: every shared GPU of the Slurm cluster ($SLURM_CONF), the jobs kace placed there,\n"
-                   "        predicted vs observed throughput. place: where job_submit/kace would put W now.\n"
-                   "The configuration defaults to kace.conf beside slurm.conf.\n");
+                   "        predicted vs observed throughput; stores each GPU whose jobs all reported as an\n"
+                   "        observation (origin slurm) in the store, unless --no-store.\n"
+                   "place:  where job_submit/kace would put W now.\n"
+                   "report: inside a job, what it achieves (samples/s) into DIR/<job>.report.\n"
+                   "DIR: --reports, else $KACE_REPORT_DIR (set in jobs by spank_kace.so's report_dir=), else\n"
+                   "     " DEFAULT_REPORT_DIR ". The configuration defaults to kace.conf beside slurm.conf.\n");
             return EXIT_OK;
         default: return cli_usage("slurm", "unknown option");
         }
     }
     if (optind >= argc)
-        return cli_usage("slurm", "expected status or place");
+        return cli_usage("slurm", "expected status, place or report");
     const char *action = argv[optind];
-    if (strcmp(action, "status") != 0 && strcmp(action, "place") != 0)
-        return cli_usage("slurm", "unknown action '%s' (expected status or place)", action);
+    if (strcmp(action, "status") != 0 && strcmp(action, "place") != 0 && strcmp(action, "report") != 0)
+        return cli_usage("slurm", "unknown action '%s' (expected status, place or report)", action);
     if (strcmp(action, "place") == 0 && !workload)
         return cli_usage("slurm", "place needs --workload W");
+    if (optind + 1 < argc)
+        return cli_usage("slurm", "unexpected argument '%s'", argv[optind + 1]);
 #ifdef KACE_HAVE_SLURM
+    if (strcmp(action, "report") == 0)
+        return slurm_report(report_dir(reports), job, throughput, workload);
     kace_ctx *ctx = kace_ctx_new();
     if (!ctx)
         return EXIT_FAILURE_RUN;
-    slurm_view v = {0};
+    slurm_view v = {.reports = report_dir(reports), .store_observations = store};
     int rc = view_load(ctx, &v, config, db, model, model_file);
     if (rc == EXIT_OK)
         rc = strcmp(action, "status") == 0 ? slurm_status(ctx, &v) : slurm_place(ctx, &v, workload);
@@ -204,7 +396,7 @@ int cmd_slurm(int argc, char **argv)
     kace_ctx_free(&ctx);
     return rc;
 #else
-    (void)config, (void)db, (void)model, (void)model_file;
+    (void)config, (void)db, (void)model, (void)model_file, (void)reports, (void)job, (void)throughput, (void)store;
     fprintf(stderr, "kace: this kace was built without Slurm (install libslurm-dev and rebuild)\n");
     return EXIT_FAILURE_RUN;
 #endif

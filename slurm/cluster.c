@@ -210,6 +210,7 @@ static kace_status load_jobs(kace_ctx *ctx, kace_slurm_cluster *c, const kace_da
         snprintf(job->workload, sizeof job->workload, "%s", tagged ? workload : "");
         job->share = share;
         job->running = state == JOB_RUNNING;
+        job->start_time = j->start_time;
         job->observed = NAN;
         /* A job on whole GPUs, or one kace does not know, leaves nothing
          * kace can predict on its GPU (resident -1). */

@@ -24,8 +24,9 @@ typedef struct kace_slurm_job {
     char workload[KACE_NAME_MAX]; /* "" when the job carries no kace record */
     int share;                    /* MPS % kace gave it */
     bool running;                 /* false: pending (node = kace's preference) */
+    time_t start_time;            /* when it started (running jobs) */
     double observed;              /* samples/s the job reported (kace report), NaN when none */
-    time_t observed_at;           /* when it reported */
+    double observed_at;           /* unix seconds of that report */
 } kace_slurm_job;
 
 /* What a node offers a job, beside its GPU. */

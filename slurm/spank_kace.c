@@ -20,8 +20,10 @@
  *                        (which need `kace profile` to run the program alone
  *                        and read its progress) are not collected.
  *
- * On the node (slurmstepd), every task gets KACE_WORKLOAD and the MPS share
- * kace chose as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. job_submit/kace encodes
+ * On the node (slurmstepd), every task gets KACE_WORKLOAD, KACE_REPORT_DIR
+ * (plugstack.conf's report_dir=DIR: where `kace slurm report` writes the
+ * job's observed throughput) and the MPS share kace chose as
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. job_submit/kace encodes
  * the share in the job's gres: for gres/mps Slurm itself exports the
  * percentage (count / count per GPU); for gres/shard this plugin computes it
  * from SLURM_SHARDS_ON_NODE and the plugstack.conf argument
@@ -45,6 +47,7 @@ static char workload[NAME_MAX_LEN];
 static int profile;
 static char profiler[1024];
 static char profile_dir[1024];
+static char report_dir[1024];
 static long shards_per_gpu;
 
 static int workload_option(int val, const char *optarg, int remote)
@@ -89,6 +92,8 @@ static int parse_args(int ac, char **av)
             snprintf(profiler, sizeof profiler, "%s", av[i] + 9);
         } else if (strncmp(av[i], "profile_dir=", 12) == 0) {
             snprintf(profile_dir, sizeof profile_dir, "%s", av[i] + 12);
+        } else if (strncmp(av[i], "report_dir=", 11) == 0) {
+            snprintf(report_dir, sizeof report_dir, "%s", av[i] + 11);
         } else if (strncmp(av[i], "shards_per_gpu=", 15) == 0) {
             char *end;
             shards_per_gpu = strtol(av[i] + 15, &end, 10);
@@ -97,7 +102,7 @@ static int parse_args(int ac, char **av)
                 return -1;
             }
         } else {
-            slurm_error("kace: plugstack.conf: unknown argument '%s' (expected profiler=PATH, profile_dir=DIR, shards_per_gpu=N)",
+            slurm_error("kace: plugstack.conf: unknown argument '%s' (expected profiler=PATH, profile_dir=DIR, report_dir=DIR, shards_per_gpu=N)",
                         av[i]);
             return -1;
         }
@@ -195,6 +200,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (workload[0])
         spank_setenv(sp, "KACE_WORKLOAD", workload, 1);
+    if (report_dir[0])
+        spank_setenv(sp, "KACE_REPORT_DIR", report_dir, 1);
     if (profile)
         setup_profile(sp);
     return 0;

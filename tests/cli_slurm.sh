@@ -3,8 +3,11 @@
 # (tests/slurm_cluster.sh) with job_submit/kace and spank_kace.so. Jobs are
 # submitted with sbatch and srun; the test checks on which node they ran and
 # with which CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, for good and bad inputs
-# (unknown workload, model file missing, store locked). Every daemon is
-# stopped by pid at the end, also when a check fails.
+# (unknown workload, model file missing, store locked); that backfill starts
+# a job elsewhere when kace's preferred node is busy; that a placement Slurm
+# rejects is not counted; and the throughput channel (kace slurm report ->
+# kace slurm status -> observations in the store). Every daemon is stopped
+# by pid at the end, also when a check fails.
 #
 # usage: cli_slurm.sh KACE_BINARY SHARED_DATA SCRATCH_DIR
 # Exits 77 (skipped) without root, the Slurm packages or the built plugins.
@@ -63,9 +66,14 @@ trap 'exit 1' INT TERM
 # --kace-profile: the plugin points tasks at a CUPTI library and a recording
 # folder. No GPU here, so the "library" is a placeholder file that nothing
 # loads, and the profiled job writes the recording itself (below).
-mkdir -p "$C/profiles"
+mkdir -p "$C/profiles" "$C/reports"
+chmod 1777 "$C/reports"
 : >"$C/libkace_cupti.so"
-export KACE_TEST_SPANK_ARGS="profiler=$C/libkace_cupti.so profile_dir=$C/profiles"
+export KACE_TEST_SPANK_ARGS="profiler=$C/libkace_cupti.so profile_dir=$C/profiles report_dir=$C/reports"
+# Backfill every second, so that a job waiting for its preferred node is
+# started elsewhere quickly.
+export KACE_TEST_SLURM_CONF="SchedulerParameters=bf_interval=1"
+export KACE_BIN=$KACE
 slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster did not start"; cat "$C"/cluster/log/*.log 2>/dev/null | tail -30; exit 1; }
 mkdir -p "$C/jobs"
 LOG=$C/cluster/log/slurmctld.log
@@ -93,7 +101,7 @@ wait_log_after 0 "placer ready: 52 workloads, 2 shared GPUs (gres/mps)" 60 || fa
 cat >"$C/job.sh" <<'EOF'
 #!/bin/bash
 echo "node=$SLURMD_NODENAME pct=${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none} workload=${KACE_WORKLOAD:-none}"
-if [ -n "${2:-}" ]; then scontrol update job="$SLURM_JOB_ID" comment="kace:throughput=$2"; fi
+if [ -n "${2:-}" ]; then "$KACE_BIN" slurm report --throughput "$2" || echo "report failed"; fi
 sleep "${1:-0}"
 EOF
 chmod +x "$C/job.sh"
@@ -153,13 +161,34 @@ round() { # first-resident second-resident submit-with(sbatch|srun)
     check_eq "$how: $T's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is kace's share" "$(field share "$expected")" "$pct"
     check_eq "$how: KACE_WORKLOAD in the job" "$T" "$(field workload "$out")"
     if [ "$node" == n1 ]; then WINNER=$a; else WINNER=$b; fi
-    # kace slurm status: both GPUs, their jobs, predicted and observed throughput.
-    "$KACE" slurm status --config "$C/cluster/kace.conf" >"$C/jobs/status-$a.txt" 2>&1
+    # kace slurm status: both GPUs, their jobs, predicted and observed
+    # throughput (job ja reported 12.5 samples/s through kace slurm report).
+    slurm_wait 10 test -f "$C/reports/$ja.report" || fail "job $ja wrote no report"
+    "$KACE" slurm status --config "$C/cluster/kace.conf" --reports "$C/reports" >"$C/jobs/status-$a.txt" 2>&1
     grep -qE "^n1 +up +1 .* 12\.50 +[0-9]+\.[0-9]+$" "$C/jobs/status-$a.txt" ||
         fail "status: n1 should hold 1 job with predicted and observed throughput and their ratio"
     grep -qE "job $ja +$a .*running.*observed +12\.50" "$C/jobs/status-$a.txt" ||
         fail "status does not show job $ja ($a) with its observed throughput"
     grep -qE "job $jb +$b .*predicted +[0-9]" "$C/jobs/status-$a.txt" || fail "status does not predict job $jb ($b)"
+    # n1's only job reported: one observation (origin slurm) stored; a
+    # second status stores nothing new.
+    grep -q "observations (origin slurm) in .*: 1 stored now, 0 stored before; 1 GPUs with jobs not all" \
+        "$C/jobs/status-$a.txt" || fail "status did not store n1's observation: $(tail -1 "$C/jobs/status-$a.txt")"
+    "$KACE" slurm status --config "$C/cluster/kace.conf" --reports "$C/reports" >"$C/jobs/status2-$a.txt" 2>&1
+    grep -q ": 0 stored now, 1 stored before" "$C/jobs/status2-$a.txt" ||
+        fail "a second status stored again: $(tail -1 "$C/jobs/status2-$a.txt")"
+    share=$(sed -n "s/^  job $ja .* \([0-9]*\)% running.*/\1/p" "$C/jobs/status-$a.txt")
+    check_eq "observation of job $ja in the store (origin, workload, MPS %, throughput, predicted)" \
+        "slurm|$a|$share.0|12.5|yes" "$(sqlite3 "$C/store/kace.db" "SELECT o.origin, w.name, m.mps_pct, m.throughput,
+            CASE WHEN m.predicted > 0 THEN 'yes' ELSE 'no' END FROM observations o
+            JOIN observation_members m ON m.observation_id = o.id JOIN workloads w ON w.id = m.workload_id
+            WHERE o.origin_id LIKE 'n1:$ja@%'")"
+    # A report the job's user did not write is not trusted.
+    chown 65534 "$C/reports/$ja.report"
+    "$KACE" slurm status --config "$C/cluster/kace.conf" --reports "$C/reports" --no-store >"$C/jobs/status3-$a.txt" 2>&1
+    grep -q "$ja.report: written by uid 65534, not by job $ja's user 0 (ignored)" "$C/jobs/status3-$a.txt" ||
+        fail "status trusted a report of another user"
+    grep -qE "job $ja .*observed +-$" "$C/jobs/status3-$a.txt" || fail "status shows an untrusted report's throughput"
     scancel "$ja" "$jb"
     slurm_wait 60 slurm_nodes_idle || fail "nodes did not come back to idle"
     sleep 2 # a refresh of the placer's view
@@ -169,6 +198,43 @@ first_winner=$WINNER
 cat "$C/jobs/status-$GOOD.txt"
 round "$BAD" "$GOOD" srun
 check_eq "the target follows the same partner when the residents swap nodes" "$first_winner" "$WINNER"
+
+# --- backfill: kace prefers a node, Slurm decides -------------------------------
+# A job without a GPU takes every CPU of n1; n1's GPU stays idle, so kace
+# prefers n1 for the target (idle GPUs tie, the first wins). Slurm starts the
+# target on n2 instead of waiting for n1 (a pinned ReqNodeList would wait).
+busy=$(sbatch --parsable -w n1 -c 4 -o /dev/null --wrap 'sleep 300')
+slurm_wait 30 job_running "$busy" || fail "n1's CPU job did not start"
+marker=$(log_lines)
+jt=$(sbatch --parsable --kace-workload="$T" -o /dev/null "$C/job.sh" 300)
+wait_log_after "$marker" "kace: $T -> node n1 (--prefer=kace_n1)" 10 || fail "kace did not prefer n1 (its GPU is idle)"
+slurm_wait 30 job_running "$jt" || fail "job $jt waits for n1 instead of starting elsewhere"
+check_eq "the job kace prefers on busy n1 started on" n2 "$(node_of "$jt")"
+grep -E "Started JobId=$jt|Allocate JobId=$jt" "$LOG" | tail -1
+scancel "$busy" "$jt"
+slurm_wait 60 slurm_nodes_idle || fail "nodes did not come back to idle"
+sleep 1.5 # a refresh: kace sees the cluster idle
+
+# --- a placement counts only once Slurm accepted the job ---------------------------
+# Slurm rejects an unknown license after job_submit/kace placed the job on n1.
+# The next job goes to n1 as well (the rejected one is not counted); once a
+# held job there is confirmed, the next goes to n2.
+marker=$(log_lines)
+if sbatch --kace-workload="$T" --licenses=nosuch:1 -o /dev/null --wrap true 2>"$C/jobs/rejected.err"; then
+    fail "a job with an unknown license was accepted"
+fi
+log_after_has "$marker" "kace: $T -> node n1" || fail "kace did not place the job that Slurm then rejected"
+marker=$(log_lines)
+jh=$(sbatch --parsable --hold --kace-workload="$T" -o /dev/null --wrap true)
+log_after_has "$marker" "kace: $T -> node n1" || fail "the rejected job was counted: held job $jh not sent to n1"
+wait_log_after "$marker" "on n1 confirmed: job $jh" 10 || fail "held job $jh never confirmed"
+wait_log_after "$marker" "on n1 not confirmed by slurmctld (job rejected or --test-only): no longer counted" 10 ||
+    fail "the rejected placement was never dropped"
+marker=$(log_lines)
+jh2=$(sbatch --parsable --hold --kace-workload="$T" -o /dev/null --wrap true)
+log_after_has "$marker" "kace: $T -> node n2" || fail "the confirmed held job $jh on n1 was not counted"
+scancel "$jh" "$jh2"
+sleep 1.5
 
 # --- gres/shard: the SPANK plugin exports the percentage ------------------------
 marker=$(log_lines)

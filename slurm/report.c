@@ -1,0 +1,134 @@
+/* Throughput reports (see report.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+bool kace_slurm_report_format(char *buf, size_t size, const kace_slurm_report *r)
+{
+    int n = snprintf(buf, size, "# kace slurm report\njob = %u\nthroughput = %.17g\ntime = %.6f\n", r->job,
+                     r->throughput, r->time);
+    if (n < 0 || (size_t)n >= size)
+        return false;
+    if (r->workload[0]) {
+        int m = snprintf(buf + n, size - (size_t)n, "workload = %s\n", r->workload);
+        if (m < 0 || (size_t)m >= size - (size_t)n)
+            return false;
+        n += m;
+    }
+    if (r->node[0]) {
+        int m = snprintf(buf + n, size - (size_t)n, "node = %s\n", r->node);
+        if (m < 0 || (size_t)m >= size - (size_t)n)
+            return false;
+    }
+    return true;
+}
+
+/* A name: 1..KACE_NAME_MAX-1 printable characters without spaces. */
+static bool copy_name(char *out, const char *v, size_t n)
+{
+    if (n == 0 || n >= KACE_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isgraph((unsigned char)v[i]))
+            return false;
+    memcpy(out, v, n);
+    out[n] = '\0';
+    return true;
+}
+
+kace_status kace_slurm_report_parse(kace_ctx *ctx, const char *text, size_t len, const char *origin,
+                                    kace_slurm_report *out)
+{
+    memset(out, 0, sizeof *out);
+    enum { JOB = 1, THROUGHPUT = 2, TIME = 4, WORKLOAD = 8, NODE = 16 };
+    static const char *const keys[] = {"job", "throughput", "time", "workload", "node"};
+    unsigned seen = 0;
+    size_t line_no = 0;
+    for (size_t pos = 0; pos < len;) {
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - line) : len - pos;
+        pos += n + 1;
+        line_no++;
+        if (memchr(line, '\0', n))
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: a NUL byte (expected text)", origin, line_no,
+                             (size_t)((const char *)memchr(line, '\0', n) - line) + 1);
+        size_t a = 0;
+        while (a < n && (line[a] == ' ' || line[a] == '\t' || line[a] == '\r'))
+            a++;
+        if (a == n || line[a] == '#')
+            continue;
+        size_t k = a;
+        while (k < n && (isalnum((unsigned char)line[k]) || line[k] == '_'))
+            k++;
+        size_t e = k;
+        while (e < n && (line[e] == ' ' || line[e] == '\t'))
+            e++;
+        if (k == a || e >= n || line[e] != '=')
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected \"key = value\"", origin, line_no, a + 1);
+        int key = -1;
+        for (int i = 0; i < 5; i++)
+            if (strlen(keys[i]) == k - a && strncmp(line + a, keys[i], k - a) == 0)
+                key = i;
+        if (key < 0)
+            return kace_fail(ctx, KACE_ERR_PARSE,
+                             "%s:%zu:%zu: unknown key '%.*s' (expected job, throughput, time, workload or node)",
+                             origin, line_no, a + 1, (int)(k - a), line + a);
+        if (seen & (1u << key))
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: %s given twice", origin, line_no, a + 1, keys[key]);
+        seen |= 1u << key;
+        size_t v = e + 1;
+        while (v < n && (line[v] == ' ' || line[v] == '\t'))
+            v++;
+        size_t end = n;
+        while (end > v && (line[end - 1] == ' ' || line[end - 1] == '\t' || line[end - 1] == '\r'))
+            end--;
+        char value[64];
+        const char *val = line + v;
+        size_t vlen = end - v;
+        if (key == 3 || key == 4) {
+            if (!copy_name(key == 3 ? out->workload : out->node, val, vlen))
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected a %s name of 1 to %d characters "
+                                 "without spaces", origin, line_no, v + 1, keys[key], KACE_NAME_MAX - 1);
+            continue;
+        }
+        if (vlen == 0 || vlen >= sizeof value)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected a number for %s", origin, line_no, v + 1,
+                             keys[key]);
+        memcpy(value, val, vlen);
+        value[vlen] = '\0';
+        char *stop;
+        errno = 0;
+        if (key == 0) {
+            if (!isdigit((unsigned char)value[0]))
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected a job id (a positive integer)", origin,
+                                 line_no, v + 1);
+            unsigned long long id = strtoull(value, &stop, 10);
+            if (errno || *stop || id == 0 || id > UINT32_MAX)
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected a job id (a positive integer)", origin,
+                                 line_no, v + 1);
+            out->job = (uint32_t)id;
+        } else {
+            double x = strtod(value, &stop);
+            bool ok = !errno && !*stop && isfinite(x) && (key == 1 ? x > 0 : x >= 0 && x < 1e12);
+            if (!ok)
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected %s", origin, line_no, v + 1,
+                                 key == 1 ? "a throughput in samples/s (a finite number > 0)"
+                                          : "a time in unix seconds (a number from 0 to 1e12)");
+            if (key == 1)
+                out->throughput = x;
+            else
+                out->time = x;
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        if (!(seen & (1u << i)))
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:1: no %s (a report needs job, throughput and time)", origin,
+                             line_no + 1, keys[i]);
+    return KACE_OK;
+}
