@@ -23,7 +23,7 @@
 
 #ifdef KACE_HAVE_SLURM
 #include "cluster.h"
-#include "report.h"
+#include "text.h"
 
 /* Where jobs' reports go: --reports, else $KACE_REPORT_DIR (the SPANK
  * plugin sets it in every task from plugstack.conf's report_dir=), else

@@ -10,6 +10,7 @@
 #include <slurm/slurm_errno.h>
 
 #include "cluster.h"
+#include "text.h"
 
 static bool node_usable(uint32_t state)
 {
@@ -47,19 +48,6 @@ void kace_slurm_cluster_add(kace_place_gpu *gpu, int workload, int share)
     gpu->share_free = share > gpu->share_free ? 0 : gpu->share_free - share;
 }
 
-/* Whether item (len bytes) is one of the comma-separated list's items. */
-static bool in_list(const char *list, const char *item, size_t len)
-{
-    for (const char *p = list; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && strncmp(p, item, len) == 0)
-            return true;
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
 /* A feature of node i that no other node of the cluster has. */
 static void unique_feature(const node_info_msg_t *nodes, uint32_t i, char *out, size_t size)
 {
@@ -72,7 +60,7 @@ static void unique_feature(const node_info_msg_t *nodes, uint32_t i, char *out, 
         bool shared = n == 0 || n >= size;
         for (uint32_t k = 0; k < nodes->record_count && !shared; k++) {
             const node_info_t *o = &nodes->node_array[k];
-            if (k != i && in_list(o->features_act ? o->features_act : o->features, p, n))
+            if (k != i && kace_slurm_in_list(o->features_act ? o->features_act : o->features, p, n))
                 shared = true;
         }
         if (!shared) {
@@ -231,7 +219,7 @@ bool kace_slurm_gpu_in_partitions(const kace_slurm_cluster *c, size_t g, const c
     for (const char *p = list; *p;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (!in_list(c->nodes[g].partitions, p, n))
+        if (!kace_slurm_in_list(c->nodes[g].partitions, p, n))
             return false;
         if (!end)
             break;
@@ -246,67 +234,6 @@ uint32_t kace_slurm_pick_job(const kace_slurm_cluster *c, const char *pick)
         if (strcmp(c->picks[i], pick) == 0)
             return c->pick_jobs[i];
     return 0;
-}
-
-static const char pick_prefix[] = "kace:node=";
-
-bool kace_slurm_pick_format(char *buf, size_t size, const char *node, const char *pick)
-{
-    int n = snprintf(buf, size, "%s%s,pick=%s", pick_prefix, node, pick);
-    return n > 0 && (size_t)n < size;
-}
-
-bool kace_slurm_pick_parse(const char *text, char node[KACE_NAME_MAX], char pick[KACE_SLURM_PICK_MAX])
-{
-    const char *p = text ? strstr(text, pick_prefix) : NULL;
-    if (!p)
-        return false;
-    p += sizeof pick_prefix - 1;
-    const char *comma = strchr(p, ',');
-    if (!comma || comma == p || (size_t)(comma - p) >= KACE_NAME_MAX || strncmp(comma, ",pick=", 6) != 0)
-        return false;
-    const char *t = comma + 6;
-    size_t len = strcspn(t, " ;\n");
-    if (len == 0 || len >= KACE_SLURM_PICK_MAX)
-        return false;
-    for (const char *q = p; q < comma; q++)
-        if (isspace((unsigned char)*q))
-            return false;
-    memcpy(node, p, (size_t)(comma - p));
-    node[comma - p] = '\0';
-    memcpy(pick, t, len);
-    pick[len] = '\0';
-    return true;
-}
-
-int kace_slurm_constraint_matches(const char *expr, const char *features)
-{
-    if (!expr || !*expr)
-        return 1;
-    char op = 0;
-    for (const char *p = expr; *p; p++) {
-        char c = *p == ',' ? '&' : *p;
-        if (c == '&' || c == '|') {
-            if (op && op != c)
-                return -1; /* mixed: Slurm's precedence is not kace's to guess */
-            op = c;
-        } else if (!isalnum((unsigned char)c) && c != '_' && c != '-' && c != '.') {
-            return -1;
-        }
-    }
-    bool any = false, all = true;
-    for (const char *p = expr;;) {
-        size_t n = strcspn(p, "&|,");
-        if (n == 0)
-            return -1; /* empty name: "a&&b", "|a" */
-        bool has = in_list(features, p, n);
-        any = any || has;
-        all = all && has;
-        if (!p[n])
-            break;
-        p += n + 1;
-    }
-    return (op == '|' ? any : all) ? 1 : 0;
 }
 
 bool kace_slurm_hostlist_has(const char *list, const char *node)

@@ -14,8 +14,7 @@
 #include <time.h>
 
 #include "kace/place.h"
-
-#define KACE_SLURM_PICK_MAX 32
+#include "text.h"
 
 typedef struct kace_slurm_job {
     uint32_t id;
@@ -77,19 +76,6 @@ bool kace_slurm_gpu_in_partitions(const kace_slurm_cluster *c, size_t g, const c
 
 /* The id of the job slurmctld holds that carries the pick token, 0 when none. */
 uint32_t kace_slurm_pick_job(const kace_slurm_cluster *c, const char *pick);
-
-/* The second word kace writes into a placed job's admin comment:
- * "kace:node=NODE,pick=TOKEN" (its preferred node and the token that
- * confirms the placement). Formats into buf; false when it does not fit. */
-bool kace_slurm_pick_format(char *buf, size_t size, const char *node, const char *pick);
-/* Finds that word in text; node and pick receive its fields. */
-bool kace_slurm_pick_parse(const char *text, char node[KACE_NAME_MAX], char pick[KACE_SLURM_PICK_MAX]);
-
-/* Evaluates a --constraint expression against a node's features ("a,b").
- * kace understands feature names joined by '&' or ',' (all of them) or by
- * '|' (any of them). 1: the node satisfies it, 0: it does not, -1: kace
- * cannot evaluate it (brackets, counts, parentheses, '!', mixed operators). */
-int kace_slurm_constraint_matches(const char *expr, const char *features);
 
 /* True when hostlist expression list (e.g. "n[1-3],gpu7") names node. */
 bool kace_slurm_hostlist_has(const char *list, const char *node);

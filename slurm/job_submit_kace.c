@@ -172,21 +172,20 @@ done:
 /* Under lock: drops the picks slurmctld's job list confirms (their jobs
  * are in the cluster now) and those it should show by now but does not
  * (rejected after job_submit, or --test-only); loaded_at is when the list
- * was asked for. */
+ * was asked for. c NULL: the list could not be read, old picks go. */
 static void resolve_picks(const kace_slurm_cluster *c, const struct timespec *loaded_at)
 {
     size_t kept = 0;
     for (size_t i = 0; i < n_picks; i++) {
         pick *p = &picks[i];
-        uint32_t job = kace_slurm_pick_job(c, p->token);
+        uint32_t job = c ? kace_slurm_pick_job(c, p->token) : 0;
         if (job) {
             slurm_info("kace: placement %s of %s on %s confirmed: job %u", p->token, p->workload, p->node, job);
             continue;
         }
         if (ms_between(&p->at, loaded_at) >= PICK_GRACE_MS) {
-            slurm_info("kace: placement %s of %s on %s not confirmed by slurmctld (job rejected or --test-only): "
-                       "no longer counted",
-                       p->token, p->workload, p->node);
+            slurm_info("kace: placement %s of %s on %s not confirmed by slurmctld (%s): no longer counted", p->token,
+                       p->workload, p->node, c ? "job rejected or --test-only" : "its job list could not be read");
             continue;
         }
         picks[kept++] = *p;
@@ -236,6 +235,7 @@ static void *refresh_loop(void *arg)
              * state may be briefly unreachable (slurmctld busy). */
             if (st != KACE_ERR_IO || strncmp(load_error, "slurm_load_", 11) != 0)
                 snapshot_free(&current);
+            resolve_picks(NULL, &now);
         } else {
             if (full) {
                 if (!current || load_error[0] || memcmp(&current->cfg, &fresh->cfg, sizeof fresh->cfg) != 0) {
@@ -264,7 +264,7 @@ static void *refresh_loop(void *arg)
          * may still be starting. Else: at the next full refresh. */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        long wait_ms = n_picks ? PICK_POLL_MS : st ? (refresh_seconds < 2 ? refresh_seconds : 2) * 1000L
+        long wait_ms = n_picks && !st ? PICK_POLL_MS : st ? (refresh_seconds < 2 ? refresh_seconds : 2) * 1000L
                                                    : refresh_seconds * 1000L;
         until.tv_sec += wait_ms / 1000;
         until.tv_nsec += (wait_ms % 1000) * 1000000L;

@@ -1,4 +1,4 @@
-/* Throughput reports (see report.h). */
+/* Reports, pick words and constraints (see text.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "text.h"
 
 bool kace_slurm_report_format(char *buf, size_t size, const kace_slurm_report *r)
 {
@@ -132,3 +132,77 @@ kace_status kace_slurm_report_parse(kace_ctx *ctx, const char *text, size_t len,
                              line_no + 1, keys[i]);
     return KACE_OK;
 }
+
+bool kace_slurm_in_list(const char *list, const char *item, size_t len)
+{
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == len && strncmp(p, item, len) == 0)
+            return true;
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static const char pick_prefix[] = "kace:node=";
+
+bool kace_slurm_pick_format(char *buf, size_t size, const char *node, const char *pick)
+{
+    int n = snprintf(buf, size, "%s%s,pick=%s", pick_prefix, node, pick);
+    return n > 0 && (size_t)n < size;
+}
+
+bool kace_slurm_pick_parse(const char *text, char node[KACE_NAME_MAX], char pick[KACE_SLURM_PICK_MAX])
+{
+    const char *p = text ? strstr(text, pick_prefix) : NULL;
+    if (!p)
+        return false;
+    p += sizeof pick_prefix - 1;
+    const char *comma = strchr(p, ',');
+    if (!comma || comma == p || (size_t)(comma - p) >= KACE_NAME_MAX || strncmp(comma, ",pick=", 6) != 0)
+        return false;
+    const char *t = comma + 6;
+    size_t len = strcspn(t, " ;\n");
+    if (len == 0 || len >= KACE_SLURM_PICK_MAX)
+        return false;
+    for (const char *q = p; q < comma; q++)
+        if (isspace((unsigned char)*q))
+            return false;
+    memcpy(node, p, (size_t)(comma - p));
+    node[comma - p] = '\0';
+    memcpy(pick, t, len);
+    pick[len] = '\0';
+    return true;
+}
+
+int kace_slurm_constraint_matches(const char *expr, const char *features)
+{
+    if (!expr || !*expr)
+        return 1;
+    char op = 0;
+    for (const char *p = expr; *p; p++) {
+        char c = *p == ',' ? '&' : *p;
+        if (c == '&' || c == '|') {
+            if (op && op != c)
+                return -1; /* mixed: Slurm's precedence is not kace's to guess */
+            op = c;
+        } else if (!isalnum((unsigned char)c) && c != '_' && c != '-' && c != '.') {
+            return -1;
+        }
+    }
+    bool any = false, all = true;
+    for (const char *p = expr;;) {
+        size_t n = strcspn(p, "&|,");
+        if (n == 0)
+            return -1; /* empty name: "a&&b", "|a" */
+        bool has = kace_slurm_in_list(features, p, n);
+        any = any || has;
+        all = all && has;
+        if (!p[n])
+            break;
+        p += n + 1;
+    }
+    return (op == '|' ? any : all) ? 1 : 0;
+}
+
