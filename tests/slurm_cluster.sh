@@ -62,8 +62,19 @@ slurm_cluster_stop() {
 slurm_cluster_start() {
     SLURM_DIR=$1
     local plugins=$2 d=$1
-    # Ports from the pid, so that two runs on one machine do not collide.
-    local base=$((20000 + ($$ % 2000) * 10))
+    # Ports from the pid, so that two runs on one machine do not collide;
+    # moved on while any of the four is taken (another cluster listens).
+    local base=$((20000 + ($$ % 2000) * 10)) p taken tries=0
+    while :; do
+        taken=""
+        for p in $base $((base + 1)) $((base + 2)) $((base + 3)); do
+            (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && taken=$p
+        done
+        [ -z "$taken" ] && break
+        tries=$((tries + 1))
+        [ $tries -gt 50 ] && { echo "no free ports for the test cluster" >&2; return 1; }
+        base=$((20000 + (($$ + tries * 7) % 2000) * 10))
+    done
     rm -rf "$d"
     mkdir -p "$d"/munge "$d"/state "$d"/spool "$d"/log "$d"/dev/n1 "$d"/dev/n2 "$d"/dev/n3 || return 1
     chmod 755 "$d" "$d"/munge "$(dirname "$d")"
