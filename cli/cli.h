@@ -33,8 +33,13 @@ bool cli_whole(const char *cmd, const char *name, const char *text, long lo, lon
 bool cli_int(const char *cmd, const char *name, const char *text, int lo, int hi, int *out);
 /* A duration: a number of seconds >= 0 (at most a year). */
 bool cli_seconds(const char *cmd, const char *name, const char *text, double *out);
-/* Opens the store, reporting failures. */
+/* Opens an existing store, reporting failures ("no such store: PATH"):
+ * commands that only read never create one at a mistyped path. */
 kace_store *cli_open_store(kace_ctx *ctx, const char *path);
+/* Opens the store, creating the file when absent (commands that add data).
+ * Missing folders are created only for ~/.local/share/kace (the default)
+ * or when with_folders. */
+kace_store *cli_create_store(kace_ctx *ctx, const char *path, bool with_folders);
 /* Creates a folder (and parents); 0 on success. */
 int cli_mkdirs(const char *path);
 

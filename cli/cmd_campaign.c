@@ -90,7 +90,7 @@ int cmd_campaign(int argc, char **argv)
         rc = cli_error(ctx, st);
         goto done;
     }
-    if (!(store = cli_open_store(ctx, db)))
+    if (!(store = cli_create_store(ctx, db, false)))
         goto done;
     if (!(done_before = calloc(plan->n, sizeof *done_before))) {
         fprintf(stderr, "kace: out of memory\n");

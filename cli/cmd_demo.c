@@ -60,7 +60,7 @@ int cmd_demo(int argc, char **argv)
         return EXIT_FAILURE_RUN;
     }
     kace_ctx *ctx = kace_ctx_new();
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = cli_create_store(ctx, db, true); /* the demo makes its own folder */
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
     kace_partner *ranked = NULL;

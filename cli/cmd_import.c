@@ -166,7 +166,7 @@ static int import_main(int argc, char **argv, bool ncu)
     kace_ctx *ctx = kace_ctx_new();
     if (!ctx)
         return EXIT_FAILURE_RUN;
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = cli_create_store(ctx, db, false);
     int rc = store ? cli_import_paths(ctx, store, argv + optind, argc - optind, &src, &opt, quiet) : EXIT_FAILURE_RUN;
     kace_store_close(&store);
     kace_ctx_free(&ctx);

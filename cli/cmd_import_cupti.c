@@ -81,7 +81,7 @@ int cmd_import_cupti(int argc, char **argv)
         rc = cli_error(ctx, st);
         goto done;
     }
-    if (!(store = cli_open_store(ctx, db)))
+    if (!(store = cli_create_store(ctx, db, false)))
         goto done;
     kace_import_stats stats;
     if ((st = kace_store_import(ctx, store, batch, &src, &stats))) {

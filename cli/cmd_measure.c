@@ -314,7 +314,7 @@ int cmd_workload(int argc, char **argv)
         return cli_usage("workload", "list takes no arguments");
     }
     kace_ctx *ctx = kace_ctx_new();
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = add ? cli_create_store(ctx, db, false) : cli_open_store(ctx, db);
     int rc = EXIT_FAILURE_RUN;
     if (!store)
         goto done;
@@ -461,7 +461,7 @@ int cmd_measure(int argc, char **argv)
         }
     }
 
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = cli_create_store(ctx, db, false);
     kace_mps *mps = NULL;
     kace_gpu *gpu = NULL;
     int rc = EXIT_FAILURE_RUN;

@@ -310,7 +310,7 @@ int cmd_profile(int argc, char **argv)
         cli_error(ctx, st);
         goto done;
     }
-    if (!(store = cli_open_store(ctx, db)))
+    if (!(store = cli_create_store(ctx, db, false)))
         goto done;
     char date[16];
     time_t now = time(NULL);

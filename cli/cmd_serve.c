@@ -235,7 +235,7 @@ static kace_status load(kace_ctx *ctx, server *s, const char **reason)
     kace_split_model *split = NULL;
     size_t n_grids = 0;
     char split_note[256] = "";
-    if ((st = kace_store_open(ctx, s->db, &store)) || (st = kace_store_load_dataset(ctx, store, NULL, false, &ds)) ||
+    if ((st = kace_store_open_flags(ctx, s->db, 0, &store)) || (st = kace_store_load_dataset(ctx, store, NULL, false, &ds)) ||
         (st = s->model_file ? kace_model_load(ctx, s->model_file, &m)
                             : kace_store_load_model(ctx, store, s->model_name, &m)) ||
         (st = fit_split_model(ctx, store, ds, &split, &n_grids, split_note, sizeof split_note)) ||
@@ -500,7 +500,7 @@ static void store_observation(kace_ctx *ctx, server *s, const held_advisor *h, k
                                    .n_members = (size_t)o->k, .members = members};
     kace_store *store = NULL;
     pthread_mutex_lock(&s->store_lock);
-    kace_status st = kace_store_open(ctx, s->db, &store);
+    kace_status st = kace_store_open_flags(ctx, s->db, 0, &store);
     if (!st)
         st = kace_store_add_observation(ctx, store, &oc, NULL);
     kace_store_close(&store);

@@ -174,7 +174,7 @@ static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const cha
         snprintf(v->cfg.model, sizeof v->cfg.model, "%s", model);
     if (model_file)
         snprintf(v->cfg.model_file, sizeof v->cfg.model_file, "%s", model_file);
-    if ((st = kace_store_open(ctx, v->cfg.store, &v->store)) ||
+    if ((st = kace_store_open_flags(ctx, v->cfg.store, 0, &v->store)) ||
         (st = kace_store_load_around(ctx, v->store, NULL, 0, true, &v->ds)) || /* profiles, no runs */
         (st = v->cfg.model_file[0] ? kace_model_load(ctx, v->cfg.model_file, &v->model)
                                    : kace_store_load_model(ctx, v->store, v->cfg.model, &v->model)))

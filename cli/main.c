@@ -42,15 +42,21 @@ static void usage(FILE *f)
             cli_default_db());
 }
 
-const char *cli_default_db(void)
+/* ~/.local/share/kace/kace.db: the one store whose folder kace creates. */
+static const char *home_db(void)
 {
     static char path[4096];
-    const char *env = getenv("KACE_DB");
-    if (env && *env)
-        return env;
     const char *home = getenv("HOME");
     snprintf(path, sizeof path, "%s/.local/share/kace/kace.db", home && *home ? home : ".");
     return path;
+}
+
+const char *cli_default_db(void)
+{
+    const char *env = getenv("KACE_DB");
+    if (env && *env)
+        return env;
+    return home_db();
 }
 
 int cli_error(kace_ctx *ctx, kace_status st)
@@ -71,15 +77,26 @@ int cli_usage(const char *cmd, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-kace_store *cli_open_store(kace_ctx *ctx, const char *path)
+static kace_store *open_store(kace_ctx *ctx, const char *path, unsigned flags)
 {
     kace_store *s = NULL;
-    kace_status st = kace_store_open(ctx, path, &s);
+    kace_status st = kace_store_open_flags(ctx, path, flags, &s);
     if (st) {
         cli_error(ctx, st);
         return NULL;
     }
     return s;
+}
+
+kace_store *cli_open_store(kace_ctx *ctx, const char *path)
+{
+    return open_store(ctx, path, 0);
+}
+
+kace_store *cli_create_store(kace_ctx *ctx, const char *path, bool with_folders)
+{
+    bool dirs = with_folders || strcmp(path, home_db()) == 0;
+    return open_store(ctx, path, KACE_STORE_CREATE | (dirs ? KACE_STORE_CREATE_DIRS : 0));
 }
 
 int cli_mkdirs(const char *path)

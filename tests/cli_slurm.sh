@@ -60,6 +60,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # --- the store, the model and the placer's configuration ---------------------
+mkdir -p "$C/store" # kace creates a store file, not a missing folder
 "$KACE" import --db "$C/store/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
 "$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
 
@@ -274,12 +275,14 @@ mv "$C/store/model.moved" "$C/store/model.txt"
 wait_log_after "$marker" "placer ready" || fail "placer did not recover when the model came back"
 
 marker=$(log_lines)
-# Another process holds the store's write lock (as during a long import).
+# Another process locks the store outright. (A writer such as a long import
+# no longer does: the store is in WAL mode and readers keep reading; only an
+# exclusive locking mode shuts them out.)
 mkfifo "$C/lockfifo"
 sqlite3 "$C/store/kace.db" <"$C/lockfifo" >/dev/null 2>&1 &
 LOCK_PID=$!
 exec 7>"$C/lockfifo"
-echo "BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'schema_version';" >&7
+echo "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; UPDATE meta SET value = value WHERE key = 'schema_version';" >&7
 wait_log_after "$marker" "locked" || fail "locked store not noticed"
 out=$(run_batch locked --kace-workload="$T")
 check_eq "store locked: job ran unchanged" none "$(field pct "$out")"

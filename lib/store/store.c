@@ -139,26 +139,58 @@ static kace_status migrate(kace_ctx *ctx, kace_store *s, int from)
     return KACE_OK;
 }
 
+/* Whether path's folder exists (a store is never created in a mistyped one). */
+static bool folder_exists(const char *path)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return true; /* the current folder */
+    if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat sb;
+    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
 kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
+{
+    return kace_store_open_flags(ctx, path, KACE_STORE_CREATE | KACE_STORE_CREATE_DIRS, out);
+}
+
+kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flags, kace_store **out)
 {
     *out = NULL;
     if (strlen(path) >= sizeof((kace_store *)0)->path)
         return kace_fail(ctx, KACE_ERR_INVALID, "store path is too long");
+    struct stat sb;
+    bool exists = stat(path, &sb) == 0;
+    if (!exists && !(flags & KACE_STORE_CREATE))
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such store: %s", path);
+    if (exists && S_ISDIR(sb.st_mode))
+        return kace_fail(ctx, KACE_ERR_IO, "%s: a folder, not a store", path);
     kace_store *s = calloc(1, sizeof *s);
     if (!s)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     snprintf(s->path, sizeof s->path, "%s", path);
     kace_status st = KACE_OK;
-    if (mkdir_parents(path) != 0) {
+    if (!exists && (flags & KACE_STORE_CREATE_DIRS) && mkdir_parents(path) != 0) {
         st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot create its folder: %s", path, strerror(errno));
         goto fail;
     }
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    if (!exists && !folder_exists(path)) {
+        st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: its folder does not exist (no store created)", path);
+        goto fail;
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE), NULL) != SQLITE_OK) {
         st = db_fail(ctx, s, "cannot open");
         goto fail;
     }
-    /* Wait briefly for another writer, then report the lock clearly. */
-    sqlite3_busy_timeout(s->db, 2000);
+    /* Readers never wait for a writer in WAL mode; a writer waits this long
+     * for another writer, then reports the lock clearly. */
+    sqlite3_busy_timeout(s->db, 5000);
     if ((st = exec(ctx, s, "PRAGMA foreign_keys=ON;")))
         goto fail;
     sqlite3_stmt *q = NULL;
@@ -202,6 +234,10 @@ kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
             st = kace_fail(ctx, KACE_ERR_STORE, "%s: a SQLite database that is not a kace store", path);
             goto fail;
         }
+        if (!(flags & KACE_STORE_CREATE)) {
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such store: %s (an empty file)", path);
+            goto fail;
+        }
     }
     if (version > KACE_STORE_SCHEMA_VERSION) {
         st = kace_fail(ctx, KACE_ERR_STORE, "%s: schema version %d is newer than this kace supports (%d)", path,
@@ -221,6 +257,13 @@ kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
     }
     if (version < KACE_STORE_SCHEMA_VERSION && (st = migrate(ctx, s, version)))
         goto fail;
+    /* WAL: readers (predict, serve, eval) keep reading while an import or a
+     * campaign writes. The mode stays with the file; switching needs a
+     * moment without other connections, so a store in use switches later. */
+    sqlite3_stmt *wal = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &wal, NULL) == SQLITE_OK)
+        sqlite3_step(wal);
+    sqlite3_finalize(wal);
     *out = s;
     return KACE_OK;
 fail:
