@@ -83,6 +83,7 @@ slurm_wait 60 mariadb --no-defaults -S "$DB/sock" -u root -e 'select 1' || { ech
 # In its own folder, named by KACE_SLURM_CONFIG in slurmctld's environment, so
 # that the placer finds it from the start (slurm_cluster_start empties the
 # cluster folder).
+mkdir -p "$C/store" # kace creates a store file, not a missing folder
 "$KACE" import --db "$C/store/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
 "$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
 printf '%s\n' "store = $C/store/kace.db" "model_file = $C/store/model.txt" "gres = mps" "refresh_seconds = 1" \
