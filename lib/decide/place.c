@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kace/model.h"
 #include "kace/place.h"
 
 void kace_place_options_default(kace_place_options *opt)
@@ -266,7 +267,7 @@ long kace_place_gres_count(const char *gres, const char *name)
 void kace_place_config_default(kace_place_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    snprintf(cfg->model, sizeof cfg->model, "default");
+    snprintf(cfg->model, sizeof cfg->model, "%s", KACE_MODEL_DEFAULT); /* the promoted model */
     snprintf(cfg->gres, sizeof cfg->gres, "mps");
     cfg->refresh_seconds = 30;
     kace_place_options_default(&cfg->options);
