@@ -955,6 +955,16 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "kace serve: %s\n", ctx ? kace_errmsg(ctx) : "out of memory");
         goto done;
     }
+    { /* GPU series' Hostname, as DCGM exporter's: the Kubernetes node name where set (issue 23) */
+        char host[64] = "";
+        const char *node = getenv("NODE_NAME");
+        if (node && node[0])
+            snprintf(host, sizeof host, "%s", node);
+        else if (gethostname(host, sizeof host) != 0)
+            host[0] = '\0';
+        host[sizeof host - 1] = '\0';
+        kace_serve_metrics_set_hostname(s.metrics, host);
+    }
     if (use_nvml) {
         s.gpu_source = &kace_serve_gpu_nvml;
         if (s.gpu_source->open(ctx, &s.gpu_state)) {

@@ -147,7 +147,7 @@ curl -s "$URL/metrics" >"$SCRATCH/metrics.txt"
 for want in 'kace_http_requests_total{endpoint="predict",code="422"} 1' \
     'kace_http_requests_total{endpoint="predict",code="413"} 2' \
     'kace_decisions_total{endpoint="partners",policy="kace"} 1' \
-    'kace_colocation_throughput{gpu="GPU-0",colocation="'"$B8+$V2"'",kind="observed"} 51.5' \
+    'kace_colocation_throughput_samples_per_second{UUID="GPU-0",colocation="'"$B8+$V2"'",kind="observed"} 51.5' \
     'kace_model_loads_total{result="ok"} 1'; do
     grep -qF "$want" "$SCRATCH/metrics.txt" || fail "metrics lack: $want"
 done
@@ -218,7 +218,7 @@ for _ in $(seq 1 60); do
 done
 [ -n "$seen" ] || fail "Prometheus never showed kace_http_requests_total: $(head -c 300 "$SCRATCH/body"); $(tail -3 "$SCRATCH/prometheus.log")"
 for q in 'kace_model_age_seconds' 'kace_http_request_duration_seconds_bucket{endpoint="partners",le="+Inf"}' \
-    'kace_decisions_total' 'kace_colocation_throughput{kind="predicted"}' 'up{job="kace"} == 1'; do
+    'kace_decisions_total' 'kace_colocation_throughput_samples_per_second{kind="predicted"}' 'up{job="kace"} == 1'; do
     query "$q"
     json 'j["status"] == "success" and len(j["data"]["result"]) >= 1' || fail "Prometheus has no $q: $(head -c 300 "$SCRATCH/body")"
 done

@@ -729,6 +729,21 @@ static void test_observations_and_metrics(void **state)
     kace_serve_metrics_observe(m, &r.observation); /* the same colocation again: one series */
     double predicted = r.observation.predicted_sum;
     kace_reply_clear(&r);
+    /* issue 23: where it runs, as DCGM exporter labels it; and a bad one is refused */
+    snprintf(body, sizeof body,
+             "{\"gpu\": \"GPU-abc\", \"workloads\": [\"%s\"], \"throughput\": [40], \"hostname\": \"node-1\", "
+             "\"pod\": \"train-0\", \"namespace\": \"ml\"}",
+             BERT8);
+    assert_kace_ok(ctx, kace_advisor_handle(ctx, adv, KACE_ROUTE_OBSERVE, body, strlen(body), &r));
+    assert_string_equal(r.observation.pod, "train-0");
+    kace_serve_metrics_observe(m, &r.observation);
+    double solo_error = (r.observation.predicted_sum - 40) / 40;
+    kace_reply_clear(&r);
+    snprintf(body, sizeof body, "{\"gpu\": \"g\", \"workloads\": [\"%s\"], \"throughput\": [40], \"pod\": 3}", BERT8);
+    assert_int_equal(kace_advisor_handle(ctx, adv, KACE_ROUTE_OBSERVE, body, strlen(body), &r), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "pod must be"));
+    kace_reply_clear(&r);
+    kace_serve_metrics_set_hostname(m, "node-9");
 
     kace_serve_metrics_request(m, KACE_ROUTE_PARTNERS, 200, 0.0003);
     kace_serve_metrics_request(m, KACE_ROUTE_PARTNERS, 200, 0.002);
@@ -755,21 +770,30 @@ static void test_observations_and_metrics(void **state)
         "kace_decisions_total{endpoint=\"place\",policy=\"other\"} 1\n",
         "kace_model_age_seconds 1200\n",
         "kace_model_loads_total{result=\"ok\"} 1\n",
-        "kace_colocation_throughput{gpu=\"GPU-\\\"x\\\"\",colocation=\"bert-base-cased_batch8-train+vit-base-patch16-224_"
+        "kace_colocation_throughput_samples_per_second{UUID=\"GPU-\\\"x\\\"\",colocation=\"bert-base-cased_batch8-train+vit-base-patch16-224_"
         "batch2-inf\",kind=\"observed\"} 50\n",
-        "kace_gpu_utilization_ratio{gpu=\"GPU-0\",name=\"Tesla V100\"} 0.5\n",
-        "kace_gpu_memory_utilization_ratio{gpu=\"GPU-0\",name=\"Tesla V100\"} 0.25\n",
+        "kace_gpu_utilization_ratio{gpu=\"0\",UUID=\"GPU-0\",modelName=\"Tesla V100\",Hostname=\"node-9\"} 0.5\n",
+        "kace_gpu_memory_utilization_ratio{gpu=\"0\",UUID=\"GPU-0\",modelName=\"Tesla V100\",Hostname=\"node-9\"} 0.25\n",
+        "kace_build_info{version=\"" KACE_VERSION "\"} 1\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         if (!strstr(text, want[i]))
             fail_msg("metrics lack: %s", want[i]);
     assert_null(strstr(text, "GPU-1")); /* unreadable: left out, not 0 */
     char line[256];
+    snprintf(line, sizeof line,
+             "kace_colocation_prediction_error_ratio{UUID=\"GPU-abc\",Hostname=\"node-1\",pod=\"train-0\","
+             "namespace=\"ml\",colocation=\"%s\"} %.17g\n",
+             BERT8, solo_error);
+    assert_non_null(strstr(text, line));
     snprintf(line, sizeof line, "kind=\"predicted\"} %.17g\n", predicted);
     assert_non_null(strstr(text, line));
-    const char *obs = strstr(text, "kace_colocation_throughput{");
+    const char *obs = strstr(text, "kace_colocation_throughput_samples_per_second{");
     assert_non_null(obs);
-    assert_null(strstr(strstr(obs, "kind=\"predicted\"") + 1, "kind=\"predicted\"")); /* one series per kind */
+    int n_predicted = 0; /* one series per kind and colocation: the pair reported twice, and the solo one */
+    for (const char *p = obs; (p = strstr(p, "kind=\"predicted\"")); p++)
+        n_predicted++;
+    assert_int_equal(n_predicted, 2);
     /* every sample line is "name{labels} value" or "name value" */
     for (char *p = text; *p;) {
         char *nl = strchr(p, '\n');
@@ -993,7 +1017,7 @@ static void test_gpu_sources(void **state)
     char *text = NULL;
     assert_kace_ok(ctx, kace_serve_metrics_new(ctx, &m));
     assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, s, n, 0, &text));
-    assert_non_null(strstr(text, "kace_gpu_utilization_ratio{gpu=\"fake0\",name=\"fake\"} 0.75\n"));
+    assert_non_null(strstr(text, "kace_gpu_utilization_ratio{gpu=\"0\",UUID=\"fake0\",modelName=\"fake\"} 0.75\n"));
     assert_null(strstr(text, "kace_gpu_memory_utilization_ratio{"));
     free(text);
     kace_serve_metrics_free(&m);

@@ -97,6 +97,9 @@ typedef struct kace_observation {
     double observed_sum, predicted_sum;
     char label[KACE_MAX_K * KACE_NAME_MAX]; /* "a+b", members in request order */
     char id[65];                  /* the reporter's id for it ("" when none): stored observations dedupe on it */
+    /* Optional, so its series join DCGM exporter's (issue 23); "" when not sent. */
+    char hostname[64];            /* the node the GPU is in (DCGM's Hostname) */
+    char pod[254], pod_namespace[64]; /* the Kubernetes pod running the colocation */
 } kace_observation;
 
 /* The answer to one request. */
@@ -196,6 +199,9 @@ void kace_serve_metrics_decision(kace_serve_metrics *m, kace_route route, const 
 /* Keeps the latest observation of each colocation (by GPU and members); at
  * most 256 colocations are kept, the oldest replaced first. */
 void kace_serve_metrics_observe(kace_serve_metrics *m, const kace_observation *obs);
+/* The node name GPU series carry as DCGM exporter's `Hostname` label
+ * (kace serve: $NODE_NAME, else the host name). Copied; NULL clears it. */
+void kace_serve_metrics_set_hostname(kace_serve_metrics *m, const char *hostname);
 /* One model (re)load, successful or not, at unix time `when`. */
 void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when, double model_mtime);
 /* Drift (issue 22): the served model's cross-validated error (%) of the
@@ -220,10 +226,11 @@ void kace_serve_metrics_pending(kace_serve_metrics *m, size_t body_bytes, size_t
 
 /* One GPU as a GPU source saw it. A value that could not be read is NAN. */
 typedef struct kace_serve_gpu_sample {
-    char id[96];            /* UUID or index */
-    char name[96];          /* product name */
+    char id[96];            /* UUID (metrics label UUID), or the index where the driver has none */
+    char name[96];          /* product name (label modelName) */
     double utilization;     /* 0..1, share of time a kernel ran */
     double memory_utilization; /* 0..1, share of time memory was read or written */
+    unsigned index;         /* the driver's index (label gpu, as DCGM exporter's) */
 } kace_serve_gpu_sample;
 
 /* A source of GPU observations. open fails with KACE_ERR_UNSUPPORTED where
@@ -241,6 +248,9 @@ typedef struct kace_serve_gpu_source {
 extern const kace_serve_gpu_source kace_serve_gpu_nvml;
 
 /* Renders every metric in the Prometheus text format (version 0.0.4).
+ * GPU series carry DCGM exporter's labels (gpu, UUID, modelName, Hostname)
+ * and colocation series UUID, Hostname, pod and namespace where reported,
+ * so that dashboards join them with DCGM's (docs/kubernetes.md).
  * gpus may be NULL (no GPU source: the GPU series are left out). now is the
  * current unix time (model age). *text is malloc'ed, owned by the caller. */
 kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, const kace_serve_gpu_sample *gpus,

@@ -846,7 +846,7 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
 static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
                                   kace_observation *obs)
 {
-    static const char *const known[] = {"gpu", "workloads", "throughput", "id", NULL};
+    static const char *const known[] = {"gpu", "workloads", "throughput", "id", "hostname", "pod", "namespace", NULL};
     const cJSON *gpu, *list, *thr, *id;
     kace_status st;
     memset(obs, 0, sizeof *obs);
@@ -879,6 +879,23 @@ static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJ
             return kace_fail(ctx, KACE_ERR_INVALID, "id must be a non-empty string of at most %zu bytes",
                              sizeof obs->id - 1);
         snprintf(obs->id, sizeof obs->id, "%s", id->valuestring);
+    }
+    /* Optional (issue 23): where it runs, so metrics join DCGM exporter's series. */
+    const struct {
+        const char *key;
+        char *to;
+        size_t size;
+    } where[] = {{"hostname", obs->hostname, sizeof obs->hostname},
+                 {"pod", obs->pod, sizeof obs->pod},
+                 {"namespace", obs->pod_namespace, sizeof obs->pod_namespace}};
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, where[i].key);
+        if (!v)
+            continue;
+        if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= where[i].size)
+            return kace_fail(ctx, KACE_ERR_INVALID, "%s must be a non-empty string of at most %zu bytes",
+                             where[i].key, where[i].size - 1);
+        snprintf(where[i].to, where[i].size, "%s", v->valuestring);
     }
     for (int w = 0; w < obs->k; w++)
         snprintf(obs->label + strlen(obs->label), sizeof obs->label - strlen(obs->label), "%s%s", w ? "+" : "",

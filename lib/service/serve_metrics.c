@@ -4,6 +4,7 @@
  * threads never wait on each other; observations and model times, which
  * change rarely, sit behind a mutex. */
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -62,6 +63,7 @@ struct kace_serve_metrics {
     /* refused loads by reason, and the latest refusal (cleared by a load) */
     unsigned long long refused[N_REFUSALS + 1];
     char refusal_reason[32], refusal_message[512];
+    char hostname[64]; /* GPU series' Hostname label (issue 23) */
 };
 
 kace_status kace_serve_metrics_new(kace_ctx *ctx, kace_serve_metrics **out)
@@ -150,6 +152,13 @@ void kace_serve_metrics_model_cv_error(kace_serve_metrics *m, double cv_error_pc
     pthread_mutex_unlock(&m->lock);
 }
 
+void kace_serve_metrics_set_hostname(kace_serve_metrics *m, const char *hostname)
+{
+    pthread_mutex_lock(&m->lock);
+    snprintf(m->hostname, sizeof m->hostname, "%s", hostname ? hostname : "");
+    pthread_mutex_unlock(&m->lock);
+}
+
 void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when, double model_mtime)
 {
     pthread_mutex_lock(&m->lock);
@@ -205,6 +214,24 @@ static void put_label(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* "{UUID=...,colocation=..." (no closing brace): DCGM exporter's names for
+ * what the reporter told (UUID is its "gpu"), left out when not sent. */
+static void put_colocation_labels(FILE *f, const kace_observation *o)
+{
+    fputs("{UUID=", f);
+    put_label(f, o->gpu);
+    const struct {
+        const char *name, *value;
+    } extra[] = {{"Hostname", o->hostname}, {"pod", o->pod}, {"namespace", o->pod_namespace}};
+    for (size_t i = 0; i < sizeof extra / sizeof *extra; i++)
+        if (extra[i].value[0]) {
+            fprintf(f, ",%s=", extra[i].name);
+            put_label(f, extra[i].value);
+        }
+    fputs(",colocation=", f);
+    put_label(f, o->label);
+}
+
 static void put_value(FILE *f, double v)
 {
     if (isnan(v))
@@ -222,6 +249,9 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
     if (!f)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
 
+    fputs("# HELP kace_build_info The kace that serves (always 1; join on its labels).\n"
+          "# TYPE kace_build_info gauge\nkace_build_info{version=\"" KACE_VERSION "\"} 1\n",
+          f);
     fputs("# HELP kace_http_requests_total Requests answered, by endpoint and HTTP status.\n"
           "# TYPE kace_http_requests_total counter\n",
           f);
@@ -337,47 +367,64 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
     put_value(f, m->cv_error > 0 ? recent / m->cv_error : NAN);
 
     if (m->n_obs) {
-        fputs("# HELP kace_colocation_throughput Throughput sum of a reported colocation (samples/s), as observed "
-              "and as kace predicts it.\n# TYPE kace_colocation_throughput gauge\n",
+        fputs("# HELP kace_colocation_throughput_samples_per_second Throughput sum of a reported colocation, as "
+              "observed and as kace predicts it.\n# TYPE kace_colocation_throughput_samples_per_second gauge\n",
               f);
         for (size_t i = 0; i < m->n_obs; i++)
             for (int kind = 0; kind < 2; kind++) {
                 const kace_observation *o = &m->obs[i].obs;
-                fputs("kace_colocation_throughput{gpu=", f);
-                put_label(f, o->gpu);
-                fputs(",colocation=", f);
-                put_label(f, o->label);
+                fputs("kace_colocation_throughput_samples_per_second", f);
+                put_colocation_labels(f, o);
                 fprintf(f, ",kind=\"%s\"}", kind ? "predicted" : "observed");
                 put_value(f, kind ? o->predicted_sum : o->observed_sum);
             }
+        fputs("# HELP kace_colocation_prediction_error_ratio (predicted - observed) / observed throughput sum of a "
+              "reported colocation: above 0, kace promised more than it gives.\n"
+              "# TYPE kace_colocation_prediction_error_ratio gauge\n",
+              f);
+        for (size_t i = 0; i < m->n_obs; i++) {
+            const kace_observation *o = &m->obs[i].obs;
+            if (!(o->observed_sum > 0) || !isfinite(o->predicted_sum))
+                continue; /* no ratio: left out rather than NaN or Inf */
+            fputs("kace_colocation_prediction_error_ratio", f);
+            put_colocation_labels(f, o);
+            fputc('}', f);
+            put_value(f, (o->predicted_sum - o->observed_sum) / o->observed_sum);
+        }
     }
+    char host[sizeof m->hostname];
+    memcpy(host, m->hostname, sizeof host);
     pthread_mutex_unlock(&m->lock);
 
     if (gpus && n_gpus) {
-        fputs("# HELP kace_gpu_utilization_ratio Share of time a kernel ran on the GPU (NVML).\n"
-              "# TYPE kace_gpu_utilization_ratio gauge\n",
-              f);
-        for (size_t g = 0; g < n_gpus; g++)
-            if (!isnan(gpus[g].utilization)) {
-                fputs("kace_gpu_utilization_ratio{gpu=", f);
+        static const struct {
+            const char *name, *help;
+            size_t offset;
+        } series[] = {
+            {"kace_gpu_utilization_ratio", "Share of time a kernel ran on the GPU (NVML).",
+             offsetof(kace_serve_gpu_sample, utilization)},
+            {"kace_gpu_memory_utilization_ratio", "Share of time GPU memory was read or written (NVML).",
+             offsetof(kace_serve_gpu_sample, memory_utilization)},
+        };
+        for (size_t k = 0; k < sizeof series / sizeof *series; k++) {
+            fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", series[k].name, series[k].help, series[k].name);
+            for (size_t g = 0; g < n_gpus; g++) {
+                double v = *(const double *)((const char *)&gpus[g] + series[k].offset);
+                if (isnan(v))
+                    continue; /* unreadable: left out, not 0 */
+                /* DCGM exporter's labels, so that dashboards join on UUID or gpu + Hostname */
+                fprintf(f, "%s{gpu=\"%u\",UUID=", series[k].name, gpus[g].index);
                 put_label(f, gpus[g].id);
-                fputs(",name=", f);
+                fputs(",modelName=", f);
                 put_label(f, gpus[g].name);
+                if (host[0]) {
+                    fputs(",Hostname=", f);
+                    put_label(f, host);
+                }
                 fputc('}', f);
-                put_value(f, gpus[g].utilization);
+                put_value(f, v);
             }
-        fputs("# HELP kace_gpu_memory_utilization_ratio Share of time GPU memory was read or written (NVML).\n"
-              "# TYPE kace_gpu_memory_utilization_ratio gauge\n",
-              f);
-        for (size_t g = 0; g < n_gpus; g++)
-            if (!isnan(gpus[g].memory_utilization)) {
-                fputs("kace_gpu_memory_utilization_ratio{gpu=", f);
-                put_label(f, gpus[g].id);
-                fputs(",name=", f);
-                put_label(f, gpus[g].name);
-                fputc('}', f);
-                put_value(f, gpus[g].memory_utilization);
-            }
+        }
     }
     if (fclose(f) != 0 || !*text) {
         free(*text);
@@ -416,6 +463,7 @@ static kace_status gpu_source_sample(kace_ctx *ctx, void *state, kace_serve_gpu_
             snprintf(s->id, sizeof s->id, "%s", kace_gpu_device_uuid(n));
         else
             snprintf(s->id, sizeof s->id, "%u", i);
+        s->index = i;
         snprintf(s->name, sizeof s->name, "%s", kace_gpu_device_name(n));
         kace_gpu_sample x;
         if (kace_gpu_read(ctx, n, NULL, 0, &x) == KACE_OK) { /* device-wide: no process group given */
