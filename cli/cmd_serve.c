@@ -35,6 +35,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
+#include "kube_api.h"
+
 #include <microhttpd.h>
 
 #include "cli.h"
@@ -87,6 +91,10 @@ typedef struct server {
     unsigned max_connections, per_ip, idle_timeout;
     double header_timeout, body_timeout;
     kace_serve_guard guard;
+    /* Kubernetes (issue 23): the node cache, and the API server bind calls */
+    kace_k8s_cluster *cluster;
+    kube_api kube;
+    bool has_kube;
     /* the advisor in use */
     pthread_mutex_t swap_lock;
     held_advisor *current;
@@ -515,6 +523,41 @@ static void store_observation(kace_ctx *ctx, server *s, const held_advisor *h, k
     }
 }
 
+/* Bind (issue 23): creates the Binding kace's extender chose through the API
+ * server; on failure the cache forgets the bind and the scheduler gets the
+ * error in its ExtenderBindingResult (and tries the pod again). */
+static void create_binding(server *s, const request *r, kace_reply *reply)
+{
+    char err[600] = "";
+    long status = 0;
+    int failed = 1;
+    if (!s->has_kube)
+        snprintf(err, sizeof err, "kace serve has no --kube-api: it cannot create the Binding");
+    else
+        failed = kube_api_call(&s->kube, "POST", reply->api_path, "application/json", reply->api_body, &status, NULL,
+                               err, sizeof err);
+    if (!failed) {
+        say(s, "bound: %s", reply->api_body);
+        return;
+    }
+    cJSON *args = cJSON_ParseWithLength(r->body, r->len);
+    const cJSON *ns = cJSON_GetObjectItem(args, "PodNamespace"), *name = cJSON_GetObjectItem(args, "PodName"),
+                *node = cJSON_GetObjectItem(args, "Node");
+    if (cJSON_IsString(name) && cJSON_IsString(node))
+        kace_k8s_cluster_unbind(s->cluster, node->valuestring, cJSON_IsString(ns) ? ns->valuestring : "",
+                                name->valuestring);
+    cJSON_Delete(args);
+    say(s, "bind failed: %s", err);
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "Error", err);
+    char *text = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    if (text) {
+        free(reply->body);
+        reply->body = text;
+    }
+}
+
 static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
 {
     set_phase(s, r->track, PHASE_REPLY);
@@ -529,7 +572,9 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
         return send_reply(c, s, r, 500, NULL, "application/json");
     held_advisor *h = acquire(s);
     kace_reply reply;
-    kace_advisor_handle(ctx, h->advisor, r->route, r->body, r->len, &reply);
+    kace_advisor_handle_k8s(ctx, h->advisor, s->cluster, unix_now(), r->route, r->body, r->len, &reply);
+    if (reply.api_path)
+        create_binding(s, r, &reply);
     if (reply.decision)
         kace_serve_metrics_decision(s->metrics, r->route, reply.decision);
     if (reply.has_observation)
@@ -714,16 +759,22 @@ static void usage(void)
            "                  [--token-file F] [--allow-origin ORIGIN]... [--max-body BYTES] [--max-extender-body BYTES]\n"
            "                  [--max-pending-bodies BYTES] [--max-connections N] [--max-per-client N]\n"
            "                  [--idle-timeout S] [--header-timeout S] [--body-timeout S]\n"
+           "                  [--kube-api URL|in-cluster] [--kube-token-file F] [--kube-ca-file F] [--assume-seconds S]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
-           "  POST /k8s/filter /k8s/prioritize (Kubernetes scheduler extender), GET /metrics /healthz.\n"
+           "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
+           "  GET /k8s/state /metrics /healthz.\n"
            "--listen defaults to 127.0.0.1:8080 (port 0 = any free port, written to --port-file).\n"
            "SIGHUP, or a change of the store or model file (checked every --watch seconds, default 1,\n"
            "0 = never), reloads the model without dropping requests; SIGTERM stops gracefully.\n"
            "POSTs need Content-Type application/json; a foreign Origin is refused (403); with --token-file,\n"
            "POST /v1/... needs 'Authorization: Bearer <the file's token>' (401). Limits: docs/serve.md.\n"
            "--store-observations: POST /v1/observations are also stored (origin serve, deduplicated on the\n"
-           "request's optional \"id\") for kace train --from-observations (docs/eval.md).\n");
+           "request's optional \"id\") for kace train --from-observations (docs/eval.md).\n"
+           "Kubernetes (docs/kubernetes.md): POST /k8s/bind creates the Binding through --kube-api URL\n"
+           "('in-cluster': the pod's service account) with --kube-token-file F and --kube-ca-file F;\n"
+           "POST /k8s/nodes takes kace agent reports, GET /k8s/state shows the node cache; a bind stays\n"
+           "assumed for --assume-seconds (default 120) or until the node's agent reports the pod.\n");
 }
 
 /* The token of --token-file: its first line, without trailing white space. */
@@ -791,7 +842,8 @@ int cmd_serve(int argc, char **argv)
                 .header_timeout = 10,
                 .body_timeout = 30};
     kace_advisor_options_default(&s.options);
-    const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL;
+    const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL, *kube_token = NULL;
+    double assume = 120;
     const char *origins[MAX_ORIGINS];
     size_t n_origins = 0;
     double threads = 0, watch = 1, max_body = (double)s.max_body, max_ext = (double)s.max_extender_body,
@@ -799,7 +851,7 @@ int cmd_serve(int argc, char **argv)
            per_ip = s.per_ip, idle = s.idle_timeout;
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
-           O_PARTIAL, O_STORE_OBS };
+           O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -815,6 +867,8 @@ int cmd_serve(int argc, char **argv)
         {"max-connections", required_argument, 0, O_MAX_CONNS}, {"max-per-client", required_argument, 0, O_PER_IP},
         {"idle-timeout", required_argument, 0, O_IDLE}, {"header-timeout", required_argument, 0, O_HEADER_T},
         {"body-timeout", required_argument, 0, O_BODY_T}, {"allow-partial-model", no_argument, 0, O_PARTIAL},
+        {"kube-api", required_argument, 0, O_KUBE_API}, {"kube-token-file", required_argument, 0, O_KUBE_TOKEN},
+        {"kube-ca-file", required_argument, 0, O_KUBE_CA}, {"assume-seconds", required_argument, 0, O_ASSUME},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -852,6 +906,13 @@ int cmd_serve(int argc, char **argv)
         case 'p': port_file = optarg; break;
         case 'q': s.quiet = true; break;
         case O_STORE_OBS: s.store_observations = true; break;
+        case O_KUBE_API: s.kube.url = optarg; break;
+        case O_KUBE_TOKEN: kube_token = optarg; break;
+        case O_KUBE_CA: s.kube.ca_file = optarg; break;
+        case O_ASSUME:
+            if (!cli_parse_number(optarg, 0, 86400, false, &assume))
+                return cli_usage("serve", "--assume-seconds must be 0..86400");
+            break;
         case 'h': usage(); return EXIT_OK;
         case O_TOKEN: token_file = optarg; break;
         case O_ORIGIN:
@@ -922,6 +983,16 @@ int cmd_serve(int argc, char **argv)
     char *token = NULL;
     if (token_file && !(token = read_token(token_file)))
         return EXIT_USAGE;
+    if (s.kube.url || kube_token) {
+        char err[300];
+        if (!s.kube.url)
+            return cli_usage("serve", "--kube-token-file needs --kube-api");
+        if (kube_api_setup(&s.kube, kube_token, err, sizeof err) != 0) {
+            free(token);
+            return cli_usage("serve", "--kube-api: %s", err);
+        }
+        s.has_kube = true;
+    }
     s.guard.token = token;
     s.guard.origins = origins;
     s.guard.n_origins = n_origins;
@@ -951,7 +1022,8 @@ int cmd_serve(int argc, char **argv)
     bool reaper_started = false;
     kace_status st;
     const char *reason = NULL;
-    if (!ctx || (st = kace_serve_metrics_new(ctx, &s.metrics)) || (st = load(ctx, &s, &reason))) {
+    if (!ctx || (st = kace_serve_metrics_new(ctx, &s.metrics)) ||
+        (st = kace_k8s_cluster_new(ctx, assume, &s.cluster)) || (st = load(ctx, &s, &reason))) {
         fprintf(stderr, "kace serve: %s\n", ctx ? kace_errmsg(ctx) : "out of memory");
         goto done;
     }
@@ -1048,6 +1120,8 @@ done:
         s.gpu_source->close(&s.gpu_state);
     release(s.current);
     kace_serve_metrics_free(&s.metrics);
+    kace_k8s_cluster_free(&s.cluster);
+    kube_api_cleanup(&s.kube);
     pthread_mutex_destroy(&s.swap_lock);
     pthread_mutex_destroy(&s.gpu_lock);
     pthread_mutex_destroy(&s.store_lock);

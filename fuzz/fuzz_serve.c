@@ -31,7 +31,8 @@ static kace_advisor *advisor;
 
 static const kace_route json_routes[] = {KACE_ROUTE_PREDICT,    KACE_ROUTE_PARTNERS,   KACE_ROUTE_PLACE,
                                          KACE_ROUTE_MPS_SPLIT,  KACE_ROUTE_OBSERVE,    KACE_ROUTE_K8S_FILTER,
-                                         KACE_ROUTE_K8S_PRIORITIZE, KACE_ROUTE_WORKLOADS, KACE_ROUTE_HEALTH};
+                                         KACE_ROUTE_K8S_PRIORITIZE, KACE_ROUTE_WORKLOADS, KACE_ROUTE_HEALTH,
+                                         KACE_ROUTE_K8S_BIND,   KACE_ROUTE_K8S_NODES,  KACE_ROUTE_K8S_STATE};
 #define N_ROUTES (sizeof json_routes / sizeof *json_routes)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -140,8 +141,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(body);
         return 0;
     }
+    /* Half the inputs run with a node cache (issue 23), fresh each time: a
+     * body is a report (POST /k8s/nodes) fed to it, then the route's request. */
+    kace_k8s_cluster *cluster = NULL;
+    if (size > 1 && (data[1] & 1) && kace_k8s_cluster_new(ctx, 60, &cluster) == KACE_OK) {
+        kace_reply fed;
+        kace_advisor_handle_k8s(ctx, advisor, cluster, 1000, KACE_ROUTE_K8S_NODES, body, size - 1, &fed);
+        kace_reply_clear(&fed);
+    }
     kace_reply reply;
-    kace_status st = kace_advisor_handle(ctx, advisor, route, body, size - 1, &reply);
+    kace_status st = kace_advisor_handle_k8s(ctx, advisor, cluster, 1000, route, body, size - 1, &reply);
+    FUZZ_CHECK(!reply.api_path == !reply.api_body, "a Binding path without a body, or the reverse");
+    if (reply.api_path) {
+        FUZZ_CHECK(st == KACE_OK && route == KACE_ROUTE_K8S_BIND, "a Binding from another route");
+        FUZZ_CHECK(strncmp(reply.api_path, "/api/v1/namespaces/", 19) == 0 && !strchr(reply.api_path, '?') &&
+                       !strchr(reply.api_path, '#'),
+                   "a bad Binding path: %s", reply.api_path);
+        cJSON *b = cJSON_Parse(reply.api_body);
+        FUZZ_CHECK(cJSON_IsObject(b) && cJSON_GetObjectItemCaseSensitive(b, "target"), "a Binding without target");
+        cJSON_Delete(b);
+    }
     FUZZ_CHECK(reply.body != NULL, "no reply body (status %d)", (int)st);
     cJSON *j = cJSON_Parse(reply.body);
     FUZZ_CHECK(j != NULL, "the reply is not JSON: %.200s", reply.body);
@@ -175,6 +194,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     cJSON_Delete(j);
     kace_reply_clear(&reply);
+    kace_k8s_cluster_free(&cluster);
     free(body);
     kace_ctx_free(&ctx);
     return 0;

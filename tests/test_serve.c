@@ -753,7 +753,7 @@ static void test_observations_and_metrics(void **state)
     kace_serve_metrics_decision(m, KACE_ROUTE_PLACE, "kace");
     kace_serve_metrics_decision(m, KACE_ROUTE_PLACE, "made-up");
     kace_serve_metrics_model_loaded(m, true, 1000, 400);
-    kace_serve_gpu_sample gpus[2] = {{"GPU-0", "Tesla V100", 0.5, 0.25}, {"GPU-1", "Tesla V100", NAN, NAN}};
+    kace_serve_gpu_sample gpus[2] = {{"GPU-0", "Tesla V100", 0.5, 0.25, 0}, {"GPU-1", "Tesla V100", NAN, NAN, 1}};
     char *text = NULL;
     assert_kace_ok(ctx, kace_serve_metrics_render(ctx, m, gpus, 2, 1600, &text));
     static const char *const want[] = {

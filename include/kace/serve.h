@@ -40,6 +40,9 @@ typedef enum kace_route {
     KACE_ROUTE_WORKLOADS,      /* GET  /v1/workloads */
     KACE_ROUTE_K8S_FILTER,     /* POST /k8s/filter */
     KACE_ROUTE_K8S_PRIORITIZE, /* POST /k8s/prioritize */
+    KACE_ROUTE_K8S_BIND,       /* POST /k8s/bind */
+    KACE_ROUTE_K8S_NODES,      /* POST /k8s/nodes (kace agent reports) */
+    KACE_ROUTE_K8S_STATE,      /* GET  /k8s/state (the node cache, for kace top) */
     KACE_ROUTE_HEALTH,         /* GET  /healthz */
     KACE_ROUTE_METRICS,        /* GET  /metrics */
     KACE_ROUTE_OTHER,          /* anything else (404 / 405) */
@@ -111,6 +114,11 @@ typedef struct kace_reply {
                               the route decides nothing */
     bool has_observation;  /* KACE_ROUTE_OBSERVE: observation is filled */
     kace_observation observation;
+    /* KACE_ROUTE_K8S_BIND: the Binding the front end must create, POSTing
+     * api_body to the API server at api_path (malloc'ed; NULL when none).
+     * If that fails, it calls kace_k8s_cluster_unbind and answers an
+     * ExtenderBindingResult with the error. */
+    char *api_path, *api_body;
 } kace_reply;
 
 /* Request bodies: the JSON endpoints take at most KACE_SERVE_MAX_BODY_DEFAULT
@@ -178,6 +186,21 @@ bool kace_serve_token_equal(const char *given, const char *expected);
 kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route route, const char *body, size_t len,
                                 kace_reply *reply);
 void kace_reply_clear(kace_reply *reply);
+
+/* kace's cache of the cluster's GPU nodes for the Kubernetes extender
+ * (docs/kubernetes.md): fed by the Node objects the scheduler sends, by kace
+ * agents (POST /k8s/nodes) and by kace's own binds, which stay "assumed" for
+ * assume_seconds or until a report lists the pod. Thread-safe. */
+typedef struct kace_k8s_cluster kace_k8s_cluster;
+kace_status kace_k8s_cluster_new(kace_ctx *ctx, double assume_seconds, kace_k8s_cluster **out);
+void kace_k8s_cluster_free(kace_k8s_cluster **c);
+/* Forgets a bind whose Binding the API server refused. */
+void kace_k8s_cluster_unbind(kace_k8s_cluster *c, const char *node, const char *pod_namespace, const char *pod_name);
+/* kace_advisor_handle with the node cache c (NULL: as kace_advisor_handle)
+ * at unix time now: the extender judges nodes named only by name from the
+ * cache, and /k8s/bind, /k8s/nodes and /k8s/state work. */
+kace_status kace_advisor_handle_k8s(kace_ctx *ctx, const kace_advisor *a, kace_k8s_cluster *c, double now,
+                                    kace_route route, const char *body, size_t len, kace_reply *reply);
 
 /* An error body for the front end's own refusals (404, 405, 413, 503).
  * Returns NULL when out of memory; the caller frees it. */

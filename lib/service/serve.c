@@ -27,6 +27,9 @@ static const struct {
     [KACE_ROUTE_WORKLOADS] = {"GET", "/v1/workloads", "workloads"},
     [KACE_ROUTE_K8S_FILTER] = {"POST", "/k8s/filter", "k8s_filter"},
     [KACE_ROUTE_K8S_PRIORITIZE] = {"POST", "/k8s/prioritize", "k8s_prioritize"},
+    [KACE_ROUTE_K8S_BIND] = {"POST", "/k8s/bind", "k8s_bind"},
+    [KACE_ROUTE_K8S_NODES] = {"POST", "/k8s/nodes", "k8s_nodes"},
+    [KACE_ROUTE_K8S_STATE] = {"GET", "/k8s/state", "k8s_state"},
     [KACE_ROUTE_HEALTH] = {"GET", "/healthz", "healthz"},
     [KACE_ROUTE_METRICS] = {"GET", "/metrics", "metrics"},
     [KACE_ROUTE_OTHER] = {"", "", "other"},
@@ -56,7 +59,8 @@ static const char *model_kind_name(const kace_advisor *a)
 
 bool kace_route_is_extender(kace_route route)
 {
-    return route == KACE_ROUTE_K8S_FILTER || route == KACE_ROUTE_K8S_PRIORITIZE;
+    /* kube-scheduler sends no bearer token to extenders: these three take none */
+    return route == KACE_ROUTE_K8S_FILTER || route == KACE_ROUTE_K8S_PRIORITIZE || route == KACE_ROUTE_K8S_BIND;
 }
 
 size_t kace_serve_body_limit(kace_route route)
@@ -250,6 +254,8 @@ char *kace_serve_error_json(int http_status, const char *message)
 void kace_reply_clear(kace_reply *reply)
 {
     free(reply->body);
+    free(reply->api_path);
+    free(reply->api_body);
     memset(reply, 0, sizeof *reply);
 }
 
@@ -888,14 +894,14 @@ static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJ
     } where[] = {{"hostname", obs->hostname, sizeof obs->hostname},
                  {"pod", obs->pod, sizeof obs->pod},
                  {"namespace", obs->pod_namespace, sizeof obs->pod_namespace}};
-    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, where[i].key);
+    for (size_t f = 0; f < sizeof where / sizeof *where; f++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, where[f].key);
         if (!v)
             continue;
-        if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= where[i].size)
+        if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= where[f].size)
             return kace_fail(ctx, KACE_ERR_INVALID, "%s must be a non-empty string of at most %zu bytes",
-                             where[i].key, where[i].size - 1);
-        snprintf(where[i].to, where[i].size, "%s", v->valuestring);
+                             where[f].key, where[f].size - 1);
+        snprintf(where[f].to, where[f].size, "%s", v->valuestring);
     }
     for (int w = 0; w < obs->k; w++)
         snprintf(obs->label + strlen(obs->label), sizeof obs->label - strlen(obs->label), "%s%s", w ? "+" : "",
@@ -946,10 +952,16 @@ static kace_status handle_health(const kace_advisor *a, cJSON *out)
 kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route route, const char *body, size_t len,
                                 kace_reply *reply)
 {
+    return kace_advisor_handle_k8s(ctx, a, NULL, NAN, route, body, len, reply);
+}
+
+kace_status kace_advisor_handle_k8s(kace_ctx *ctx, const kace_advisor *a, kace_k8s_cluster *c, double now,
+                                    kace_route route, const char *body, size_t len, kace_reply *reply)
+{
     memset(reply, 0, sizeof *reply);
     cJSON *req = NULL, *out = cJSON_CreateObject();
     kace_status st = out ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    bool has_body = route != KACE_ROUTE_WORKLOADS && route != KACE_ROUTE_HEALTH;
+    bool has_body = route != KACE_ROUTE_WORKLOADS && route != KACE_ROUTE_HEALTH && route != KACE_ROUTE_K8S_STATE;
     if (!st && has_body)
         st = kace_serve_parse_object(ctx, route, body, len, &req);
     if (!st) {
@@ -967,12 +979,17 @@ kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route
             break;
         case KACE_ROUTE_WORKLOADS: st = handle_workloads(a, out); break;
         case KACE_ROUTE_HEALTH: st = handle_health(a, out); break;
-        case KACE_ROUTE_K8S_FILTER: st = kace_serve_k8s_filter(ctx, a, req, out, &reply->decision); break;
+        case KACE_ROUTE_K8S_FILTER: st = kace_serve_k8s_filter(ctx, a, c, now, req, out, &reply->decision); break;
         case KACE_ROUTE_K8S_PRIORITIZE:
             cJSON_Delete(out);
             out = NULL;
-            st = kace_serve_k8s_prioritize(ctx, a, req, &out, &reply->decision);
+            st = kace_serve_k8s_prioritize(ctx, a, c, now, req, &out, &reply->decision);
             break;
+        case KACE_ROUTE_K8S_BIND:
+            st = kace_serve_k8s_bind(ctx, a, c, now, req, out, &reply->api_path, &reply->api_body, &reply->decision);
+            break;
+        case KACE_ROUTE_K8S_NODES: st = kace_serve_k8s_report(ctx, c, now, req, out); break;
+        case KACE_ROUTE_K8S_STATE: st = kace_serve_k8s_state(ctx, a, c, now, out); break;
         default: st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such JSON endpoint"); break;
         }
     }
@@ -987,6 +1004,9 @@ kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route
     if (st) {
         reply->decision = NULL;
         reply->has_observation = false;
+        free(reply->api_path);
+        free(reply->api_body);
+        reply->api_path = reply->api_body = NULL;
         reply->http_status = kace_serve_http_status(st);
         reply->body = kace_serve_error_json(reply->http_status, kace_errmsg(ctx));
     }
