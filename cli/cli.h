@@ -53,6 +53,8 @@ int cmd_demo(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_schedule(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 int cmd_profile(int argc, char **argv);
 int cmd_slurm(int argc, char **argv);
 int cmd_workload(int argc, char **argv);

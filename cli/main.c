@@ -25,6 +25,8 @@ static const command commands[] = {
     {"simulate", cmd_simulate, "replay a production GPU trace under every placement policy, table and figures"},
     {"schedule", cmd_schedule, "the online colocation scheduler: jobs in on stdin, placements out"},
     {"serve", cmd_serve, "HTTP colocation advisor: JSON endpoints, Kubernetes extender, Prometheus metrics"},
+    {"top", cmd_top, "live view of kace's GPUs: pods, MPS shares, predicted vs observed, interference"},
+    {"agent", cmd_agent, "Kubernetes node daemon: publish what kace placed on this node's GPUs"},
     {"profile", cmd_profile, "run a workload alone on the GPU and store its profile (CUPTI, NVML, throughput)"},
     {"slurm", cmd_slurm, "what runs where on the Slurm cluster's shared GPUs, predicted vs observed"},
     {"workload", cmd_workload, "register the command that runs a workload (kace workload add NAME -- CMD...)"},

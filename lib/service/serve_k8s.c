@@ -87,12 +87,15 @@ static void add_number(cJSON *obj, const char *name, double v)
 #define MAX_CACHED_NODES 20000
 #define MAX_NODE_GPUS 64
 
+#define MAX_UID 64  /* bytes with the NUL */
+#define MAX_POD 320 /* "namespace/name" */
+
+/* Compact: a 5,000-node cluster's cache stays a few MB. */
 typedef struct member {
-    char workload[KACE_NAME_MAX];
-    char uid[64];      /* the pod's UID, "" when not known */
-    char pod[320];     /* "namespace/name", "" when not known */
-    int mps;           /* its MPS active-thread percentage, 0 when not known */
-    double assumed_at; /* NAN: reported; else when kace bound it */
+    char *text;                       /* "workload\0uid\0pod\0", one allocation owned here */
+    const char *workload, *uid, *pod; /* into text; uid and pod "" when not known */
+    int mps;                          /* its MPS active-thread percentage, 0 when not known */
+    double assumed_at;                /* NAN: reported; else when kace bound it */
 } member;
 
 typedef struct cached_gpu {
@@ -100,6 +103,28 @@ typedef struct cached_gpu {
     int n;
     member m[KACE_MAX_K];
 } cached_gpu;
+
+static bool member_set(member *m, const char *workload, const char *uid, const char *pod)
+{
+    size_t a = strlen(workload) + 1, b = strlen(uid) + 1, c = strlen(pod) + 1;
+    free(m->text);
+    m->text = malloc(a + b + c);
+    if (!m->text)
+        return false;
+    memcpy(m->text, workload, a);
+    memcpy(m->text + a, uid, b);
+    memcpy(m->text + a + b, pod, c);
+    m->workload = m->text;
+    m->uid = m->text + a;
+    m->pod = m->text + a + b;
+    return true;
+}
+
+static void member_clear(member *m)
+{
+    free(m->text);
+    memset(m, 0, sizeof *m);
+}
 
 typedef struct cached_node {
     char name[254];
@@ -141,12 +166,20 @@ kace_status kace_k8s_cluster_new(kace_ctx *ctx, double assume_seconds, kace_k8s_
     return KACE_OK;
 }
 
+static void free_gpus(cached_gpu *gpus, int n)
+{
+    for (int g = 0; gpus && g < n; g++)
+        for (int i = 0; i < gpus[g].n; i++)
+            member_clear(&gpus[g].m[i]);
+    free(gpus);
+}
+
 void kace_k8s_cluster_free(kace_k8s_cluster **c)
 {
     if (!c || !*c)
         return;
     for (size_t i = 0; i < (*c)->n_nodes; i++)
-        free((*c)->nodes[i].gpus);
+        free_gpus((*c)->nodes[i].gpus, (*c)->nodes[i].n_gpus);
     free((*c)->nodes);
     pthread_mutex_destroy(&(*c)->lock);
     free(*c);
@@ -180,7 +213,7 @@ static kace_status parse_gpus(kace_ctx *ctx, const cJSON *gpus, cached_gpu **out
         cached_gpu *cg = &list[i];
         if (!g->string[0] || strlen(g->string) >= sizeof cg->id || !cJSON_IsArray(g) ||
             cJSON_GetArraySize(g) > KACE_MAX_K) {
-            free(list);
+            free_gpus(list, n);
             return kace_fail(ctx, KACE_ERR_INVALID,
                              "%s: GPU '%.64s' must have an id of 1..95 bytes and a list of at most %d workloads",
                              GPUS_KEY, g->string, KACE_MAX_K);
@@ -193,23 +226,22 @@ static kace_status parse_gpus(kace_ctx *ctx, const cJSON *gpus, cached_gpu **out
             const cJSON *uid = cJSON_IsObject(w) ? cJSON_GetObjectItemCaseSensitive(w, "uid") : NULL;
             const cJSON *pod = cJSON_IsObject(w) ? cJSON_GetObjectItemCaseSensitive(w, "pod") : NULL;
             const cJSON *mps = cJSON_IsObject(w) ? cJSON_GetObjectItemCaseSensitive(w, "mps") : NULL;
-            bool ok = cJSON_IsString(name) && name->valuestring[0] && strlen(name->valuestring) < sizeof m->workload &&
-                      (!uid || (cJSON_IsString(uid) && strlen(uid->valuestring) < sizeof m->uid)) &&
-                      (!pod || (cJSON_IsString(pod) && strlen(pod->valuestring) < sizeof m->pod)) &&
+            bool ok = cJSON_IsString(name) && name->valuestring[0] && strlen(name->valuestring) < KACE_NAME_MAX &&
+                      (!uid || (cJSON_IsString(uid) && strlen(uid->valuestring) < MAX_UID)) &&
+                      (!pod || (cJSON_IsString(pod) && strlen(pod->valuestring) < MAX_POD)) &&
                       (!mps || (cJSON_IsNumber(mps) && mps->valuedouble >= 0 && mps->valuedouble <= 100));
             if (!ok) {
                 kace_fail(ctx, KACE_ERR_INVALID,
                           "%s: GPU '%.64s' member %d must be a workload name or {\"workload\", \"uid\", \"pod\", "
                           "\"mps\" (0..100)}",
                           GPUS_KEY, cg->id, cg->n - 1);
-                free(list);
+                free_gpus(list, n);
                 return KACE_ERR_INVALID;
             }
-            snprintf(m->workload, sizeof m->workload, "%s", name->valuestring);
-            if (uid)
-                snprintf(m->uid, sizeof m->uid, "%s", uid->valuestring);
-            if (pod)
-                snprintf(m->pod, sizeof m->pod, "%s", pod->valuestring);
+            if (!member_set(m, name->valuestring, uid ? uid->valuestring : "", pod ? pod->valuestring : "")) {
+                free_gpus(list, n);
+                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            }
             m->mps = mps ? (int)mps->valuedouble : 0;
         }
     }
@@ -231,14 +263,14 @@ static kace_status cache_node(kace_ctx *ctx, kace_k8s_cluster *c, const char *na
     cached_node *node = find_node(c, name);
     if (!node) {
         if (c->n_nodes == MAX_CACHED_NODES) {
-            free(list);
+            free_gpus(list, n);
             return kace_fail(ctx, KACE_ERR_INVALID, "the node cache is full (%d nodes)", MAX_CACHED_NODES);
         }
         if (c->n_nodes == c->cap_nodes) {
             size_t cap = c->cap_nodes ? 2 * c->cap_nodes : 16;
             cached_node *grown = realloc(c->nodes, cap * sizeof *grown);
             if (!grown) {
-                free(list);
+                free_gpus(list, n);
                 return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
             }
             c->nodes = grown;
@@ -251,7 +283,7 @@ static kace_status cache_node(kace_ctx *ctx, kace_k8s_cluster *c, const char *na
     /* carry over assumed members the new state does not list by UID */
     for (int g = 0; g < node->n_gpus; g++)
         for (int i = 0; i < node->gpus[g].n; i++) {
-            const member *m = &node->gpus[g].m[i];
+            member *m = &node->gpus[g].m[i];
             if (isnan(m->assumed_at) || now - m->assumed_at > c->assume_seconds)
                 continue;
             bool listed = false;
@@ -260,11 +292,12 @@ static kace_status cache_node(kace_ctx *ctx, kace_k8s_cluster *c, const char *na
                     listed = m->uid[0] && strcmp(list[h].m[j].uid, m->uid) == 0;
             for (int h = 0; h < n && !listed; h++)
                 if (strcmp(list[h].id, node->gpus[g].id) == 0 && list[h].n < KACE_MAX_K) {
-                    list[h].m[list[h].n++] = *m;
+                    list[h].m[list[h].n++] = *m; /* moved: the old list no longer owns it */
+                    memset(m, 0, sizeof *m);
                     listed = true;
                 }
         }
-    free(node->gpus);
+    free_gpus(node->gpus, node->n_gpus);
     node->gpus = list;
     node->n_gpus = n;
     node->updated_at = now;
@@ -280,6 +313,8 @@ static void expire_assumed(kace_k8s_cluster *c, cached_node *node, double now)
         for (int i = 0; i < cg->n; i++)
             if (isnan(cg->m[i].assumed_at) || now - cg->m[i].assumed_at <= c->assume_seconds)
                 cg->m[kept++] = cg->m[i];
+            else
+                free(cg->m[i].text);
         cg->n = kept;
     }
 }
@@ -394,7 +429,7 @@ static kace_status judge_node(kace_ctx *ctx, const kace_advisor *a, kace_k8s_clu
     }
     kace_ctx_free(&scratch);
     if (c) { /* the cache keeps kace's own binds on top of the annotation */
-        free(list);
+        free_gpus(list, n);
         list = NULL;
         const char *name = node_name(node);
         st = cache_node(ctx, c, name, gpus, "node", now);
@@ -406,7 +441,7 @@ static kace_status judge_node(kace_ctx *ctx, const kace_advisor *a, kace_k8s_clu
     }
     cJSON_Delete(gpus);
     st = judge_gpus(ctx, a, job, list, n, v);
-    free(list);
+    free_gpus(list, n);
     return st;
 }
 
@@ -660,11 +695,13 @@ kace_status kace_serve_k8s_bind(kace_ctx *ctx, const kace_advisor *a, kace_k8s_c
         st = judge_named(ctx, a, c, now, job, node, &v);
         if (!st && v.pass && cn) {
             cached_gpu *g = &cn->gpus[v.best_gpu];
-            member *m = &g->m[g->n++];
+            member *m = &g->m[g->n];
             memset(m, 0, sizeof *m);
-            snprintf(m->workload, sizeof m->workload, "%s", pp->workload);
-            snprintf(m->uid, sizeof m->uid, "%s", uid);
-            snprintf(m->pod, sizeof m->pod, "%s", pod);
+            if (!member_set(m, pp->workload, uid, pod)) {
+                pthread_mutex_unlock(&c->lock);
+                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            }
+            g->n++;
             /* An equal share of the GPU's threads among the pods on it (the
              * running ones keep theirs: MPS fixes it when a client starts). */
             m->mps = mps = 100 / (v.best_n + 1);
@@ -750,6 +787,7 @@ void kace_k8s_cluster_unbind(kace_k8s_cluster *c, const char *node, const char *
             }
         }
     if (at) {
+        member_clear(&at->m[at_i]);
         memmove(&at->m[at_i], &at->m[at_i + 1], (size_t)(at->n - at_i - 1) * sizeof *at->m);
         at->n--;
         c->binds--;

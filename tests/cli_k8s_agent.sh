@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# kace agent and the scheduling loop on a simulated cluster (issue 23):
+#
+#   bash cli_k8s_agent.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
+#
+# - kace agent reads its GPUs through NVML (the fake NVML library: GPU-fake-0)
+#   and the pods bound to its node, and prints the node's GPU state;
+# - a simulated cluster of 16 nodes x 4 GPUs in the stand-in API server
+#   (tests/helpers/fake_kube_api.c); one kace agent round per node annotates it
+#   (PATCH, kace.io/gpus) and reports to kace serve (POST /k8s/nodes);
+# - a stream of 80 pods goes through filter (node names only, as with
+#   nodeCacheCapable) -> prioritize -> bind, the way kube-scheduler calls an
+#   extender (the highest score wins, the first node on a tie), and the bound
+#   node's agent runs after each bind. Then: every pod is bound; each node's
+#   kace.io/gpus annotation lists exactly the pods bound to it, on the GPU and
+#   with the MPS share kace's Binding gave them; no GPU holds more than
+#   --max-colocation pods; kace serve's cache agrees and holds no bind still
+#   assumed (every one confirmed by its agent); pods share a GPU (at most 3,
+#   equal MPS shares 100/50/33%) where kace predicts a gain, or wait when no GPU
+#   keeps them fast enough; at least 64 of the 80 are placed.
+set -u
+
+KACE=${1:?usage: cli_k8s_agent.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
+SHARED=${2:?missing SHARED_DATA_DIR}
+SCRATCH=${3:?missing SCRATCH_DIR}
+REF="$SHARED/kace-v100"
+FAKE_API="$(dirname "$KACE")/kace-test-kube-api"
+FAKE_NVML="$(dirname "$KACE")/tests/libfake_nvml_full.so"
+export LC_ALL=C
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+command -v curl >/dev/null && command -v python3 >/dev/null || { echo "FAIL: curl and python3 are needed" >&2; exit 1; }
+[ -x "$FAKE_API" ] || { echo "FAIL: no $FAKE_API (built with the tests)" >&2; exit 1; }
+rm -rf "$SCRATCH"
+mkdir -p "$SCRATCH" || exit 1
+DB="$SCRATCH/store.db"
+PIDS=""
+cleanup() {
+    for pid in $PIDS; do
+        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+    done
+}
+trap cleanup EXIT
+wait_file() {
+    for _ in $(seq 1 300); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+# ---- the agent on NVML (fake library) and a PodList from a file ---------------------------
+cat >"$SCRATCH/pods.json" <<'EOF'
+{"kind": "PodList", "items": [
+ {"metadata": {"name": "a", "namespace": "ml", "uid": "u-a", "annotations": {"kace.io/gpu": "GPU-fake-0",
+  "kace.io/workload": "bert-base-cased_batch8-train", "kace.io/mps-percentage": "50"}}, "status": {"phase": "Running"}},
+ {"metadata": {"name": "done", "namespace": "ml", "uid": "u-d", "annotations": {"kace.io/gpu": "GPU-fake-0",
+  "kace.io/workload": "bert-base-cased_batch8-train"}}, "status": {"phase": "Succeeded"}},
+ {"metadata": {"name": "elsewhere", "uid": "u-e", "annotations": {"kace.io/gpu": "GPU-other",
+  "kace.io/workload": "bert-base-cased_batch8-train"}}, "status": {"phase": "Running"}},
+ {"metadata": {"name": "plain", "uid": "u-p"}, "status": {"phase": "Running"}}]}
+EOF
+KACE_NVML_LIBRARY="$FAKE_NVML" "$KACE" agent --node n --once --pods "$SCRATCH/pods.json" >"$SCRATCH/agent-nvml.out" 2>"$SCRATCH/agent-nvml.err" ||
+    fail "kace agent on the fake NVML: $(cat "$SCRATCH/agent-nvml.err")"
+python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+want = {"GPU-fake-0": [{"workload": "bert-base-cased_batch8-train", "uid": "u-a", "pod": "ml/a", "mps": 50}]}
+sys.exit(0 if j == want else "got %s" % j)' "$SCRATCH/agent-nvml.out" || fail "kace agent state: $(cat "$SCRATCH/agent-nvml.out")"
+grep -q '1 pod(s) on n name a GPU this node does not have' "$SCRATCH/agent-nvml.err" || fail "no word of the foreign pod"
+echo '{"items": 3}' >"$SCRATCH/bad-pods.json"
+"$KACE" agent --node n --once --gpus g0 --pods "$SCRATCH/bad-pods.json" >/dev/null 2>"$SCRATCH/bad.err" &&
+    fail "kace agent accepted a bad PodList"
+grep -q "PodList" "$SCRATCH/bad.err" || fail "bad PodList message: $(cat "$SCRATCH/bad.err")"
+
+# ---- a simulated cluster: 16 nodes x 4 GPUs ---------------------------------------------------
+python3 - "$SCRATCH/nodes.json" <<'EOF'
+import json, sys
+items = [{"metadata": {"name": "node-%02d" % n, "labels": {"nvidia.com/gpu.present": "true"}},
+          "status": {"capacity": {"nvidia.com/gpu": "4"}}} for n in range(16)]
+json.dump({"kind": "NodeList", "apiVersion": "v1", "items": items}, open(sys.argv[1], "w"))
+EOF
+echo 'agent-token' >"$SCRATCH/token"
+"$FAKE_API" --port-file "$SCRATCH/api.port" --nodes "$SCRATCH/nodes.json" --token agent-token --log "$SCRATCH/api.log" &
+PIDS="$!"
+wait_file "$SCRATCH/api.port" "$!" || { echo "FAIL: the fake API server did not start" >&2; exit 1; }
+API="http://127.0.0.1:$(cat "$SCRATCH/api.port")"
+"$KACE" import --db "$DB" "$REF" >"$SCRATCH/import.out" 2>&1 || { cat "$SCRATCH/import.out" >&2; exit 1; }
+"$KACE" train --db "$DB" >"$SCRATCH/train.out" 2>&1 || { cat "$SCRATCH/train.out" >&2; exit 1; }
+"$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 --threads 2 --no-nvml \
+    --kube-api "$API" --kube-token-file "$SCRATCH/token" --token-file "$SCRATCH/token" >"$SCRATCH/serve.log" 2>&1 &
+PIDS="$! $PIDS"
+wait_file "$SCRATCH/port" "$!" || { echo "FAIL: kace serve did not start: $(cat "$SCRATCH/serve.log")" >&2; exit 1; }
+URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
+
+agent() { # NODE
+    local n=${1#node-}
+    "$KACE" agent --node "$1" --once --gpus "GPU-$n-0,GPU-$n-1,GPU-$n-2,GPU-$n-3" --kube-api "$API" \
+        --kube-token-file "$SCRATCH/token" --serve "$URL" --serve-token-file "$SCRATCH/token" \
+        >>"$SCRATCH/agent.log" 2>&1 || fail "kace agent on $1: $(tail -2 "$SCRATCH/agent.log")"
+}
+for n in $(seq -f '%02g' 0 15); do agent "node-$n"; done
+
+# ---- the scheduler loop ---------------------------------------------------------------------------
+python3 - "$API" "$URL" "$SCRATCH" "$KACE" <<'EOF' || fail "the scheduler loop (above)"
+import json, subprocess, sys, urllib.request
+api, url, scratch, kace = sys.argv[1:5]
+token = {"Authorization": "Bearer agent-token"}
+def call(base, method, path, body=None, headers=None):
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode() if body is not None else None,
+                                 method=method, headers=h)
+    with urllib.request.urlopen(req, timeout=20) as r:
+        return json.load(r)
+workloads = ["bert-base-cased_batch8-train", "vit-base-patch16-224_batch2-inf", "whisper-large-v2_batch8-inf",
+             "resnet50_batch32-train", "gpt2_batch4-inf"]
+known = {w["name"] for w in call(url, "GET", "/v1/workloads")["workloads"]}
+workloads = [w for w in workloads if w in known]
+if len(workloads) < 3:
+    sys.exit("only %s of the stream's workloads are in the reference data" % workloads)
+nodes = ["node-%02d" % n for n in range(16)]
+placed, pending, bad = {}, [], 0
+for i in range(80):
+    w = workloads[i % len(workloads)]
+    name = "job-%02d" % i
+    pod = call(api, "POST", "/api/v1/namespaces/ml/pods",
+               {"metadata": {"name": name, "labels": {"kace.io/workload": w}}, "spec": {"schedulerName": "kace-scheduler"}},
+               token)
+    args = {"Pod": pod, "Nodes": None, "NodeNames": nodes}
+    f = call(url, "POST", "/k8s/filter", args)
+    feasible = f["nodenames"]
+    if not feasible:  # kace's answer: the pod waits (kube-scheduler retries it later)
+        pending.append(name)
+        continue
+    scores = {h["host"]: h["score"] for h in call(url, "POST", "/k8s/prioritize", dict(args, NodeNames=feasible))}
+    best = max(feasible, key=lambda n: (scores[n], -feasible.index(n)))
+    r = call(url, "POST", "/k8s/bind", {"PodName": name, "PodNamespace": "ml", "PodUID": pod["metadata"]["uid"],
+                                        "Node": best})
+    if r.get("Error"):
+        print("FAIL: bind %s: %s" % (name, r["Error"]))
+        bad += 1
+        continue
+    placed[name] = (best, r["gpu"], r["mps_percentage"], w, scores[best])
+    n = best[len("node-"):]
+    out = subprocess.run([kace, "agent", "--node", best, "--once", "--gpus", ",".join("GPU-%s-%d" % (n, g) for g in range(4)),
+                          "--kube-api", api, "--kube-token-file", scratch + "/token", "--serve", url,
+                          "--serve-token-file", scratch + "/token"], capture_output=True, text=True)
+    if out.returncode:
+        print("FAIL: agent after bind: %s" % out.stderr)
+        bad += 1
+# every pod bound where kace said, with kace's annotations
+by_gpu = {}
+for name, (node, gpu, mps, w, score) in placed.items():
+    p = call(api, "GET", "/api/v1/namespaces/ml/pods/" + name, headers=token)
+    a = p["metadata"].get("annotations", {})
+    if p["spec"].get("nodeName") != node or a.get("kace.io/gpu") != gpu or a.get("kace.io/mps-percentage") != str(mps):
+        print("FAIL: %s: %s %s" % (name, p["spec"].get("nodeName"), a))
+        bad += 1
+    by_gpu.setdefault(gpu, []).append((name, mps))
+# kace's choice on each node is the GPU of the highest predicted gain: an idle GPU gains 1 (score 10),
+# sharing may gain more or less; either way at most 3 pods share a GPU, each with an equal MPS share when it came
+for g, ps in by_gpu.items():
+    shares = [mps for _, mps in sorted(ps)]
+    if len(ps) > 3 or shares != [100, 50, 33][:len(ps)]:
+        print("FAIL: GPU %s holds %s" % (g, ps))
+        bad += 1
+if len(placed) + len(pending) != 80 or len(placed) < 64:
+    print("FAIL: %d placed, %d pending of 80: no sharing happened" % (len(placed), len(pending)))
+    bad += 1
+# each node's annotation lists exactly its pods
+for node in nodes:
+    ann = json.loads(call(api, "GET", "/api/v1/nodes/" + node, headers=token)["metadata"]["annotations"]["kace.io/gpus"])
+    listed = sorted((m["pod"], g, m.get("mps")) for g, ms in ann.items() for m in ms)
+    want = sorted(("ml/" + n, gpu, mps) for n, (nd, gpu, mps, w, s) in placed.items() if nd == node)
+    if listed != want or len(ann) != 4:
+        print("FAIL: %s annotation %s, want %s" % (node, listed, want))
+        bad += 1
+state = call(url, "GET", "/k8s/state", headers=token)
+members = [(n["name"], g["id"], m["pod"], m["assumed"]) for n in state["nodes"] for g in n["gpus"] for m in g["members"]]
+if len(state["nodes"]) != 16 or len(members) != len(placed) or any(m[3] for m in members):
+    print("FAIL: kace serve's cache: %d nodes, %d members, assumed %s" % (len(state["nodes"]), len(members),
+                                                                       [m for m in members if m[3]]))
+    bad += 1
+json.dump(placed, open(scratch + "/placed.json", "w"), indent=1)
+print("placed %d pods on %d GPUs of %d nodes, %d pending" % (len(placed), len(by_gpu), len({v[0] for v in placed.values()}),
+                                                              len(pending)))
+sys.exit(1 if bad else 0)
+EOF
+
+if [ "$failures" -gt 0 ]; then
+    echo "$failures failure(s)" >&2
+    exit 1
+fi
+echo "cli_k8s_agent: ok"

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The Kubernetes manifests of deploy/ (issue 23), checked without a cluster:
+#
+#   bash cli_k8s_manifests.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
+#
+# - every YAML document validates against tests/data/k8s/manifest-schema.json
+#   (trimmed from the Kubernetes OpenAPI definitions, python3-jsonschema), and
+#   so does the KubeSchedulerConfiguration inside the scheduler's ConfigMap;
+# - the extender's verbs are kace serve routes (`kace serve --help`), it is
+#   nodeCacheCapable with a weight, and its urlPrefix port is the one kace
+#   serve listens on in the same pod;
+# - each container running kace uses a kace subcommand and only flags its
+#   --help lists; service accounts, config maps and claims referred to exist;
+# - RBAC: the account running kace serve may create pods/binding, the one
+#   running kace agent may patch nodes and list pods;
+# - the checker fails a manifest with a misspelt field (it can fail).
+set -u
+
+KACE=${1:?usage: cli_k8s_manifests.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
+SCRATCH=${3:?missing SCRATCH_DIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
+DEPLOY="$HERE/../deploy"
+export LC_ALL=C
+python3 -c 'import yaml, jsonschema' 2>/dev/null ||
+    { echo "FAIL: python3-yaml and python3-jsonschema are needed (bash .ci/install-deps)" >&2; exit 1; }
+rm -rf "$SCRATCH"
+mkdir -p "$SCRATCH" || exit 1
+
+cat >"$SCRATCH/check.py" <<'EOF'
+import glob, json, os, re, subprocess, sys
+import jsonschema, yaml
+
+kace, schema_path, deploy = sys.argv[1:4]
+with open(schema_path) as f:
+    schema = json.load(f)
+problems = []
+
+def validate(doc, definition, where):
+    sub = dict(schema)
+    sub["$ref"] = "#/definitions/" + definition
+    for e in jsonschema.Draft7Validator(sub).iter_errors(doc):
+        problems.append("%s: %s at %s" % (where, e.message, "/".join(str(p) for p in e.absolute_path)))
+
+docs = []
+for path in sorted(glob.glob(os.path.join(deploy, "*.yaml"))):
+    with open(path) as f:
+        for i, doc in enumerate(yaml.safe_load_all(f)):
+            if doc is None:
+                continue
+            where = "%s #%d (%s %s)" % (os.path.basename(path), i + 1, doc.get("kind"), doc.get("metadata", {}).get("name"))
+            if doc.get("kind") not in schema["definitions"]:
+                problems.append("%s: kind %s is not in the schema" % (where, doc.get("kind")))
+                continue
+            validate(doc, doc["kind"], where)
+            docs.append((where, doc))
+if len(docs) < 8:
+    problems.append("only %d documents found in %s" % (len(docs), deploy))
+
+def of_kind(k):
+    return [d for _, d in docs if d.get("kind") == k]
+
+def help_of(cmd):
+    return subprocess.run([kace, cmd, "--help"], capture_output=True, text=True).stdout
+
+def pod_specs():
+    for w, d in docs:
+        if d["kind"] in ("Deployment", "DaemonSet"):
+            yield w, d, d["spec"]["template"]["spec"]
+        elif d["kind"] == "Pod":
+            yield w, d, d["spec"]
+
+# kace containers: a real subcommand, real flags
+kace_containers = []
+for w, d, spec in pod_specs():
+    for c in spec["containers"]:
+        if c.get("command", [None])[0] != "kace":
+            continue
+        args = c.get("args", [])
+        text = help_of(args[0]) if args else ""
+        if not text:
+            problems.append("%s: container %s runs 'kace %s', which has no --help" % (w, c["name"], args[:1]))
+            continue
+        for a in args:
+            if a.startswith("--") and not re.search(re.escape(a.split("=")[0]) + r"\b", text):
+                problems.append("%s: kace %s has no option %s" % (w, args[0], a))
+        kace_containers.append((w, d, spec, c, args))
+
+# the scheduler configuration and its extender
+serve = [(w, d, spec, c, a) for w, d, spec, c, a in kace_containers if a[0] == "serve"]
+agent = [(w, d, spec, c, a) for w, d, spec, c, a in kace_containers if a[0] == "agent"]
+if len(serve) != 1 or len(agent) != 1:
+    problems.append("expected one kace serve and one kace agent container, found %d and %d" % (len(serve), len(agent)))
+configs = [yaml.safe_load(v) for cm in of_kind("ConfigMap") for v in cm.get("data", {}).values()
+           if "KubeSchedulerConfiguration" in v]
+if len(configs) != 1:
+    problems.append("expected one KubeSchedulerConfiguration, found %d" % len(configs))
+serve_help = help_of("serve")
+for cfg in configs:
+    validate(cfg, "KubeSchedulerConfiguration", "KubeSchedulerConfiguration")
+    ext = cfg.get("extenders", [])
+    if len(ext) != 1:
+        problems.append("expected one extender, found %d" % len(ext))
+        continue
+    e = ext[0]
+    m = re.match(r"^https?://[^/:]+:(\d+)(/.*)$", e["urlPrefix"])
+    if not m:
+        problems.append("urlPrefix %s has no port and path" % e["urlPrefix"])
+        continue
+    port, prefix = m.group(1), m.group(2).rstrip("/")
+    for verb in ("filterVerb", "prioritizeVerb", "bindVerb"):
+        if verb not in e:
+            problems.append("the extender has no %s" % verb)
+        elif (prefix + "/" + e[verb]) not in serve_help:
+            problems.append("%s %s: kace serve has no route %s" % (verb, e[verb], prefix + "/" + e[verb]))
+    if not e.get("nodeCacheCapable"):
+        problems.append("the extender should be nodeCacheCapable (kace keeps a node cache)")
+    if serve:
+        a = serve[0][4]
+        listen = a[a.index("--listen") + 1] if "--listen" in a else "127.0.0.1:8080"
+        if not listen.endswith(":" + port):
+            problems.append("the extender calls port %s, kace serve listens on %s" % (port, listen))
+
+# references
+accounts = {(d["metadata"]["name"], d["metadata"].get("namespace")) for d in of_kind("ServiceAccount")}
+names = {k: {d["metadata"]["name"] for d in of_kind(k)} for k in ("ConfigMap", "PersistentVolumeClaim")}
+for w, d, spec in pod_specs():
+    sa = spec.get("serviceAccountName")
+    if sa and (sa, d["metadata"].get("namespace")) not in accounts:
+        problems.append("%s: service account %s is not defined" % (w, sa))
+    for v in spec.get("volumes", []):
+        if "configMap" in v and v["configMap"]["name"] not in names["ConfigMap"]:
+            problems.append("%s: config map %s is not defined" % (w, v["configMap"]["name"]))
+        if "persistentVolumeClaim" in v and v["persistentVolumeClaim"]["claimName"] not in names["PersistentVolumeClaim"]:
+            problems.append("%s: claim %s is not defined" % (w, v["persistentVolumeClaim"]["claimName"]))
+    for c in spec["containers"]:
+        mounts = {m["name"] for m in c.get("volumeMounts", [])}
+        missing = mounts - {v["name"] for v in spec.get("volumes", [])}
+        if missing:
+            problems.append("%s: container %s mounts undefined volumes %s" % (w, c["name"], sorted(missing)))
+
+# RBAC: what each kace account may do
+roles = {d["metadata"]["name"]: d.get("rules", []) for d in of_kind("ClusterRole")}
+def may(account, verb, resource):
+    for b in of_kind("ClusterRoleBinding"):
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == account for s in b.get("subjects", [])):
+            continue
+        for r in roles.get(b["roleRef"]["name"], []):
+            if resource in r.get("resources", []) and (verb in r["verbs"] or "*" in r["verbs"]):
+                return True
+    return False
+for who, checks in ((serve, [("create", "pods/binding")]), (agent, [("patch", "nodes"), ("list", "pods")])):
+    for w, d, spec, c, a in who:
+        for verb, resource in checks:
+            if not may(spec.get("serviceAccountName", "default"), verb, resource):
+                problems.append("%s: account %s may not %s %s" % (w, spec.get("serviceAccountName"), verb, resource))
+
+for p in problems:
+    print("FAIL:", p)
+print("%d documents checked, %d problems" % (len(docs), len(problems)))
+sys.exit(1 if problems else 0)
+EOF
+
+failures=0
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$DEPLOY" || failures=$((failures + 1))
+
+# The checker fails what is wrong: a misspelt field, a flag kace does not have.
+mkdir -p "$SCRATCH/bad1" "$SCRATCH/bad2"
+cp "$DEPLOY"/*.yaml "$SCRATCH/bad1/"
+sed -i 's/serviceAccountName: kace-agent/serviceAcountName: kace-agent/' "$SCRATCH/bad1/agent.yaml"
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad1" >"$SCRATCH/bad1.out" 2>&1 &&
+    { echo "FAIL: a misspelt serviceAccountName passed" >&2; failures=$((failures + 1)); }
+cp "$DEPLOY"/*.yaml "$SCRATCH/bad2/"
+sed -i 's/"--assume-seconds"/"--assume-secs"/; s/bindVerb: bind/bindVerb: bound/' "$SCRATCH/bad2/scheduler.yaml"
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad2" >"$SCRATCH/bad2.out" 2>&1
+grep -q 'no option --assume-secs' "$SCRATCH/bad2.out" && grep -q 'no route /k8s/bound' "$SCRATCH/bad2.out" ||
+    { echo "FAIL: an unknown flag or verb passed: $(cat "$SCRATCH/bad2.out")" >&2; failures=$((failures + 1)); }
+
+[ "$failures" -eq 0 ] || exit 1
+echo "cli_k8s_manifests: ok"
