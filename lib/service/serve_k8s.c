@@ -104,10 +104,10 @@ typedef struct cached_gpu {
     member m[KACE_MAX_K];
 } cached_gpu;
 
+/* Fills a zeroed member (slots past a GPU's n may hold stale copies: never freed). */
 static bool member_set(member *m, const char *workload, const char *uid, const char *pod)
 {
     size_t a = strlen(workload) + 1, b = strlen(uid) + 1, c = strlen(pod) + 1;
-    free(m->text);
     m->text = malloc(a + b + c);
     if (!m->text)
         return false;
