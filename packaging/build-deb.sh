@@ -63,7 +63,7 @@ Description: kernel-aware GPU colocation: predict interference, place jobs
  (kace-serve.service, settings in /etc/kace/kace.conf) and sample Slurm
  configuration (/usr/share/doc/kace/examples).
 EOF
-echo /etc/kace/kace.conf >"$root/DEBIAN/conffiles"
+printf "%s\n" /etc/kace/kace.conf /etc/kace/mps.conf >"$root/DEBIAN/conffiles"
 cat >"$root/DEBIAN/postinst" <<'EOF'
 #!/bin/sh
 # The store lives in /var/lib/kace; kace-serve is not started: it needs a

@@ -58,7 +58,9 @@ done
 for dep in $(tr ',' '\n' <<<"$depends" | sed 's/|.*//; s/(.*//; s/ //g'); do
     dpkg-query -W -f='${Status}' "$dep" 2>/dev/null | grep -q 'install ok installed' || fail "dependency $dep is not installed"
 done
-dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx /etc/kace/kace.conf || fail "/etc/kace/kace.conf is no conffile"
+for c in /etc/kace/kace.conf /etc/kace/mps.conf; do
+    dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx $c || fail "$c is no conffile"
+done
 
 # --- files ---
 dpkg-deb -c "$deb" | awk '{ print $NF }' | sed 's|^\./|/|' >"$SCRATCH/files"
@@ -67,7 +69,9 @@ for f in /usr/bin/kace "/usr/lib/$multiarch/libkace.a" "/usr/lib/$multiarch/pkgc
     /usr/include/kace/sacct.h /usr/share/man/man1/kace.1 /usr/share/man/man1/kace-simulate.1 /usr/share/man/man1/kace-serve.1 \
     /usr/share/bash-completion/completions/kace /usr/lib/systemd/system/kace-serve.service /etc/kace/kace.conf \
     /usr/share/doc/kace/README.md /usr/share/doc/kace/docs/slurm.md /usr/share/doc/kace/examples/slurm.conf \
-    /usr/share/doc/kace/examples/plugstack.conf /usr/share/doc/kace/examples/kace.conf; do
+    /usr/share/doc/kace/examples/plugstack.conf /usr/share/doc/kace/examples/kace.conf /etc/kace/mps.conf \
+    /usr/lib/kace/slurm/kace-mps-prolog /usr/lib/kace/slurm/kace-mps-epilog /usr/lib/kace/slurm/kace-mps-taskprolog \
+    /usr/lib/kace/slurm/kace-mps-common.sh; do
     grep -qx "$f" "$SCRATCH/files" || fail "the package has no $f"
 done
 [ -n "$plugins" ] && grep -qx "$plugins/spank_kace.so" "$SCRATCH/files" || fail "Slurm plugins not in Slurm's plugin folder"
@@ -84,6 +88,9 @@ dpkgr() { dpkg --root="$R" --force-script-chrootless --log=/dev/null "$@"; }
 dpkgr --force-depends -i "$deb" >"$SCRATCH/dpkg-i.txt" 2>&1 || { fail "dpkg -i"; cat "$SCRATCH/dpkg-i.txt"; }
 dpkgr -s kace 2>/dev/null | grep -qx 'Status: install ok installed' || fail "dpkg does not list kace as installed"
 [ -d "$R/var/lib/kace" ] || fail "postinst made no /var/lib/kace"
+for s in prolog epilog taskprolog; do
+    [ -x "$R/usr/lib/kace/slurm/kace-mps-$s" ] || fail "kace-mps-$s is not installed executable"
+done
 K=$R/usr/bin/kace
 [ "$("$K" --version)" = "kace $version" ] || fail "installed kace --version: $("$K" --version)"
 db=$SCRATCH/kace.db
