@@ -115,7 +115,8 @@ def export(db, out):
     write(os.path.join(out, "runs.csv"), ["run", "set", "mode", "repetition", "run_status", "measured_at", "window_s",
                                           "slot", "workload", "mps_pct", "throughput", "throughput_cv", "status",
                                           "detail"], rows)
-    # Colocations for training: the mean over ok repetitions, one file per k and mode.
+    # Colocations for training: the mean over ok repetitions, one file per k and mode, in
+    # exactly the columns `kace import` knows (how many repetitions: runs.csv, spread.csv).
     runs = {}
     for r in rows:
         runs.setdefault(r[0], {"mode": r[2], "rep": r[3], "status": r[4], "members": []})["members"].append(r)
@@ -133,7 +134,7 @@ def export(db, out):
     for kind, cols in groups.items():
         k = len(next(iter(cols.values()))[0])
         header = ["workload%d" % (i + 1) for i in range(k)] + ["w%dthroughput" % (i + 1) for i in range(k)] + \
-                 ["w%dmps_pct" % (i + 1) for i in range(k)] + ["repetitions"]
+                 ["w%dmps_pct" % (i + 1) for i in range(k)]
         out_rows = []
         for reps in cols.values():
             first = reps[0]
@@ -141,7 +142,7 @@ def export(db, out):
             for i in range(k):
                 v = [m[i][10] for m in reps if m[i][10] is not None]
                 thr.append(sum(v) / len(v) if v else None)
-            out_rows.append([m[8] for m in first] + thr + [m[9] for m in first] + [len(reps)])
+            out_rows.append([m[8] for m in first] + thr + [m[9] for m in first])
         out_rows.sort(key=lambda r: (r[0], r[1]))
         write(os.path.join(out, kind + ".csv"), header, out_rows)
     # Run-to-run spread: each member of every colocation measured ok >= 2 times.
