@@ -146,7 +146,7 @@ static kace_status load_snapshot(kace_ctx *ctx, snapshot **out)
     kace_place_config_default(&s->cfg);
     if ((st = kace_place_config_load(ctx, path, &s->cfg)))
         goto done;
-    if ((st = kace_store_open(ctx, s->cfg.store, &store)) ||
+    if ((st = kace_store_open_flags(ctx, s->cfg.store, 0, &store) /* never creates one */) ||
         /* every workload's profile; placing needs no measured runs (a large store holds millions) */
         (st = kace_store_load_around(ctx, store, NULL, 0, true, &s->ds)))
         goto done;
