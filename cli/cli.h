@@ -33,6 +33,11 @@ bool cli_whole(const char *cmd, const char *name, const char *text, long lo, lon
 bool cli_int(const char *cmd, const char *name, const char *text, int lo, int hi, int *out);
 /* A duration: a number of seconds >= 0 (at most a year). */
 bool cli_seconds(const char *cmd, const char *name, const char *text, double *out);
+/* A comma-separated list of whole numbers in lo..hi (checked only: the
+ * caller splits it where it uses it). */
+bool cli_whole_list(const char *cmd, const char *name, const char *text, long lo, long hi);
+/* "AxB" (e.g. --cluster 4x8): whole A in 1..max_a, B in 1..max_b. */
+bool cli_dims(const char *cmd, const char *name, const char *text, long max_a, long max_b, long *a, long *b);
 /* Opens an existing store, reporting failures ("no such store: PATH"):
  * commands that only read never create one at a mistyped path. */
 kace_store *cli_open_store(kace_ctx *ctx, const char *path);

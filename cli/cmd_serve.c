@@ -715,9 +715,8 @@ static bool parse_listen(const char *text, struct sockaddr_storage *addr, bool *
         return false;
     memcpy(host, text, (size_t)(colon - text));
     host[colon - text] = '\0';
-    char *end = NULL;
-    long port = strtol(colon + 1, &end, 10);
-    if (!*(colon + 1) || *end || port < 0 || port > 65535)
+    double port;
+    if (!cli_parse_number(colon + 1, 0, 65535, true, &port))
         return false;
     memset(addr, 0, sizeof *addr);
     size_t hl = strlen(host);

@@ -1,6 +1,7 @@
 /* kace simulate: replay a production GPU trace under every placement policy.
  * kace schedule: the online scheduler over a line protocol on stdin. */
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -722,7 +723,11 @@ int cmd_simulate(int argc, char **argv)
         switch (c) {
         case O_TUNE: tune = true; break;
         case O_TUNE_TRACES: tune_traces = optarg; break;
-        case O_TUNE_GPUS: tune_gpus = optarg; break;
+        case O_TUNE_GPUS:
+            if (!cli_whole_list("simulate", "tune-gpus", optarg, 1, 10000000))
+                return EXIT_USAGE;
+            tune_gpus = optarg;
+            break;
         case 'd': db = optarg; break;
         case 't': trace_path = optarg; break;
         case 'o': out = optarg; break;
@@ -994,10 +999,14 @@ int cmd_schedule(int argc, char **argv)
         case O_NODES: nodes_path = optarg; break;
         case O_POLICIES: policy_name = optarg; break;
         case O_CLUSTER:
-            if (sscanf(optarg, "%dx%d", &cluster_nodes, &cluster_gpus) != 2 || cluster_nodes < 1 ||
-                cluster_nodes > 1000000 || cluster_gpus < 1 || cluster_gpus > KACE_SCHED_MAX_NODE_GPUS)
-                return cli_usage("schedule", "--cluster: '%s' is not NODESxGPUS (e.g. 4x8)", optarg);
+        {
+            long a, b;
+            if (!cli_dims("schedule", "cluster", optarg, 1000000, KACE_SCHED_MAX_NODE_GPUS, &a, &b))
+                return EXIT_USAGE;
+            cluster_nodes = (int)a;
+            cluster_gpus = (int)b;
             break;
+        }
         case O_GPUS:
             if (!cli_number("schedule", "gpus", optarg, 0, 1e7, &gpus))
                 return EXIT_USAGE;
@@ -1069,24 +1078,28 @@ int cmd_schedule(int argc, char **argv)
     int lineno = 0;
     while (fgets(line, sizeof line, stdin)) {
         lineno++;
-        char cmd[32] = "", arg1[256] = "", workload[256] = "", qos[16] = "BE";
-        int milli = 1000, ngpu = 1, id = -1;
-        int n = sscanf(line, "%31s %255s %255s %15s %d %d", cmd, arg1, workload, qos, &milli, &ngpu);
+        char cmd[32] = "", arg1[256] = "", workload[256] = "", qos[16] = "BE", milli_s[32] = "", ngpu_s[32] = "";
+        int n = sscanf(line, "%31s %255s %255s %15s %31s %31s", cmd, arg1, workload, qos, milli_s, ngpu_s);
         if (n <= 0 || cmd[0] == '#')
             continue;
-        char *end = NULL;
-        long lid = n >= 2 ? strtol(arg1, &end, 10) : -1;
-        if (n >= 2 && (end == arg1 || *end || lid < 0 || lid >= (1L << 30)))
-            lid = -1;
-        id = (int)lid;
+        /* The one number parser here too: "3x" is not 3. */
+        double idv = -1, milli = 1000, ngpu = 1;
+        if (n < 2 || !cli_parse_number(arg1, 0, (1L << 30) - 1, true, &idv))
+            idv = -1;
+        bool numbers_ok = (n < 5 || cli_parse_number(milli_s, 0, INT_MAX, true, &milli)) &&
+                          (n < 6 || cli_parse_number(ngpu_s, 0, INT_MAX, true, &ngpu));
+        int id = (int)idv;
         if (strcmp(cmd, "submit") == 0 && n >= 3 && id >= 0) {
             int wi = kace_dataset_find(w.profiles, workload);
-            if (wi < 0) {
+            if (!numbers_ok) {
+                printf("error: line %d: GPU_MILLI and NUM_GPU must be whole numbers, not '%s %s'\n", lineno, milli_s,
+                       ngpu_s);
+            } else if (wi < 0) {
                 printf("error: line %d: unknown workload '%s'\n", lineno, workload);
             } else if (strcmp(qos, "LS") != 0 && strcmp(qos, "BE") != 0) {
                 printf("error: line %d: QoS '%s' (expected LS or BE)\n", lineno, qos);
             } else {
-                kace_sched_job job = {id, wi, strcmp(qos, "LS") == 0, milli, ngpu};
+                kace_sched_job job = {id, wi, strcmp(qos, "LS") == 0, (int)milli, (int)ngpu};
                 size_t queued = kace_sched_n_queued(s);
                 if ((st = kace_sched_submit(ctx, s, &job)))
                     printf("error: line %d: %s\n", lineno, kace_errmsg(ctx));

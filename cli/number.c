@@ -3,14 +3,20 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
 bool cli_parse_number(const char *text, double lo, double hi, bool whole, double *out)
 {
-    if (!text || !*text || isspace((unsigned char)*text))
+    if (!text || !*text)
         return false;
+    /* Decimal only: strtod would also take " 3", "0x10", "inf" and "nan". */
+    for (const char *c = text; *c; c++)
+        if (!isdigit((unsigned char)*c) && !strchr("+-.eE", *c))
+            return false;
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
@@ -53,5 +59,48 @@ bool cli_seconds(const char *cmd, const char *name, const char *text, double *ou
     if (cli_parse_number(text, 0, 86400 * 365.0, false, out))
         return true;
     cli_usage(cmd, "--%s: '%s' is not a number of seconds >= 0", name, text);
+    return false;
+}
+
+bool cli_whole_list(const char *cmd, const char *name, const char *text, long lo, long hi)
+{
+    const char *at = text;
+    for (;;) {
+        const char *comma = strchr(at, ',');
+        size_t len = comma ? (size_t)(comma - at) : strlen(at);
+        char item[64];
+        double v = 0;
+        bool ok = len < sizeof item;
+        if (ok) {
+            memcpy(item, at, len);
+            item[len] = '\0';
+            ok = cli_parse_number(item, (double)lo, (double)hi, true, &v);
+        }
+        if (!ok) {
+            cli_usage(cmd, "--%s: '%s' is not a comma-separated list of whole numbers in %ld..%ld", name, text, lo,
+                      hi);
+            return false;
+        }
+        if (!comma)
+            return true;
+        at = comma + 1;
+    }
+}
+
+bool cli_dims(const char *cmd, const char *name, const char *text, long max_a, long max_b, long *a, long *b)
+{
+    const char *x = strchr(text, 'x');
+    char first[64];
+    double va, vb;
+    if (x && (size_t)(x - text) < sizeof first) {
+        memcpy(first, text, (size_t)(x - text));
+        first[x - text] = '\0';
+        if (cli_parse_number(first, 1, (double)max_a, true, &va) && cli_parse_number(x + 1, 1, (double)max_b, true, &vb)) {
+            *a = (long)va;
+            *b = (long)vb;
+            return true;
+        }
+    }
+    cli_usage(cmd, "--%s: '%s' is not AxB with whole numbers A in 1..%ld and B in 1..%ld", name, text, max_a, max_b);
     return false;
 }
