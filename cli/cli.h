@@ -18,6 +18,9 @@ enum { EXIT_OK = 0, EXIT_FAILURE_RUN = 1, EXIT_USAGE = 2 };
 
 /* The default store: $KACE_DB, else ~/.local/share/kace/kace.db. */
 const char *cli_default_db(void);
+/* A context for a command's start; out of memory, says so and exits 1
+ * (nothing has been done yet). */
+kace_ctx *cli_ctx_new(void);
 /* Prints "kace: <message>" for a failed library call and returns 1. */
 int cli_error(kace_ctx *ctx, kace_status st);
 /* Prints a usage error and returns 2. */

@@ -78,7 +78,7 @@ int cmd_campaign(int argc, char **argv)
         return cli_usage("campaign", "expected one PLAN file");
     const char *plan_path = argv[optind];
 
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     kace_plan *plan = NULL;
     kace_store *store = NULL;
     kace_mps *mps = NULL;

@@ -59,7 +59,7 @@ int cmd_demo(int argc, char **argv)
         fprintf(stderr, "kace: cannot create %s\n", out);
         return EXIT_FAILURE_RUN;
     }
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     kace_store *store = cli_create_store(ctx, db, true); /* the demo makes its own folder */
     kace_dataset *ds = NULL;
     kace_model *m = NULL;

@@ -621,7 +621,7 @@ int cmd_eval(int argc, char **argv)
         return cli_usage("eval", "--xu-iter must be 1..10000");
     if (req.xu_tree_scale < 0 || req.xu_tree_scale > 1)
         return cli_usage("eval", "--xu-trees must be in (0, 1]");
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     kace_store *store = cli_open_store(ctx, db);
     int rc = !store ? EXIT_FAILURE_RUN
              : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)

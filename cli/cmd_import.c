@@ -163,7 +163,7 @@ static int import_main(int argc, char **argv, bool ncu)
         return cli_usage(cmd, "--workload NAME is required (the workload the kernels belong to)");
     if (ncu && !src.tool)
         src.tool = "ncu";
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     if (!ctx)
         return EXIT_FAILURE_RUN;
     kace_store *store = cli_create_store(ctx, db, false);
@@ -199,7 +199,7 @@ int cmd_info(int argc, char **argv)
         } else
             return cli_usage("info", "unknown option");
     }
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     kace_store *store = cli_open_store(ctx, db);
     int rc = EXIT_FAILURE_RUN;
     kace_set_info *sets = NULL;

@@ -48,7 +48,7 @@ int cmd_import_cupti(int argc, char **argv)
         return cli_usage("import-cupti", "give exactly one recording file");
     const char *path = argv[optind];
 
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     if (!ctx)
         return EXIT_FAILURE_RUN;
     int rc = EXIT_FAILURE_RUN;

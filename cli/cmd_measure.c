@@ -313,7 +313,7 @@ int cmd_workload(int argc, char **argv)
     } else if (optind < argc) {
         return cli_usage("workload", "list takes no arguments");
     }
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     kace_store *store = add ? cli_create_store(ctx, db, false) : cli_open_store(ctx, db);
     int rc = EXIT_FAILURE_RUN;
     if (!store)
@@ -447,7 +447,7 @@ int cmd_measure(int argc, char **argv)
             return cli_usage("measure", "bad --set name");
         snprintf(spec.set, sizeof spec.set, "%s", set);
     }
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     if (pct_list) {
         if (no_mps) {
             kace_ctx_free(&ctx);

@@ -1,9 +1,11 @@
 /* kace train / predict / model */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -108,10 +110,12 @@ int cmd_train(int argc, char **argv)
     if (xu_iter < 1 || xu_iter > 10000)
         return cli_usage("train", "--search-iter must be 1..10000");
 
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     kace_store *store = NULL;
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
+    char *out_new = NULL; /* --out's new content until the store holds the model */
+    bool new_written = false;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
     if (kace_model_name_check(ctx, name)) {
@@ -149,11 +153,35 @@ int cmd_train(int argc, char **argv)
         rc = cli_error(ctx, st);
         goto done;
     }
-    /* The file first: a failed --out must leave the store as it was. */
+    /* The file is written beside its place first and renamed over the old one
+     * only once the store holds the model: a failure on either side leaves both
+     * as they were. */
+    if (out) {
+        size_t n_tmp = strlen(out) + 16;
+        if (!(out_new = malloc(n_tmp))) {
+            rc = cli_error(ctx, kace_fail(ctx, KACE_ERR_NOMEM, "out of memory"));
+            goto done;
+        }
+        snprintf(out_new, n_tmp, "%s.new", out);
+        if ((st = kace_model_save(ctx, m, out_new))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        new_written = true;
+    }
     bool promoted = false, first = false;
-    if ((out && (st = kace_model_save(ctx, m, out))) || (st = save_named(ctx, store, name, m, promote, &promoted, &first))) {
+    if ((st = save_named(ctx, store, name, m, promote, &promoted, &first))) {
         rc = cli_error(ctx, st);
         goto done;
+    }
+    if (out) {
+        if (rename(out_new, out) != 0) {
+            fprintf(stderr, "kace: %s: %s (the model is stored as '%s'; the file is left as %s)\n", out,
+                    strerror(errno), name, out_new);
+            new_written = false;
+            goto done;
+        }
+        new_written = false;
     }
     printf("trained %s model '%s' on %zu runs of set '%s' (%s features) in %.3f ms\n", kind, name, n, set,
            kace_predictor_can(kace_model_predictor(m), KACE_PRED_MEMBERS) ? "per-workload contention" : fs->name,
@@ -177,6 +205,9 @@ int cmd_train(int argc, char **argv)
     }
     rc = EXIT_OK;
 done:
+    if (new_written)
+        unlink(out_new);
+    free(out_new);
     kace_model_free(&m);
     kace_dataset_free(&ds);
     kace_store_close(&store);
@@ -257,7 +288,7 @@ int cmd_predict(int argc, char **argv)
     else
         return cli_usage("predict", "--norm must be train or candidates");
 
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     kace_store *store = cli_open_store(ctx, db);
     kace_dataset *ds = NULL;
     kace_model *m = NULL;

@@ -250,7 +250,7 @@ int cmd_profile(int argc, char **argv)
     if (!(co->window_s > 0))
         return cli_usage("profile", "--counters-window must be > 0");
 
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     if (!ctx)
         return EXIT_FAILURE_RUN;
     int rc = EXIT_FAILURE_RUN;

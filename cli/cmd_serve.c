@@ -1008,7 +1008,7 @@ int cmd_serve(int argc, char **argv)
 
     int rc = EXIT_FAILURE_RUN;
     struct MHD_Daemon *d = NULL;
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     pthread_mutex_init(&s.swap_lock, NULL);
     pthread_mutex_init(&s.gpu_lock, NULL);
     pthread_mutex_init(&s.store_lock, NULL);

@@ -814,7 +814,7 @@ int cmd_simulate(int argc, char **argv)
         nodes_path = nodes_buf;
     }
 
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     sim_world w;
     kace_trace *trace = NULL;
     kace_node_list *nodes = NULL;
@@ -1040,7 +1040,7 @@ int cmd_schedule(int argc, char **argv)
     if (policy < 0 || policy == KACE_SCHED_ORACLE)
         return cli_usage("schedule", "--policy: '%s' is not an online policy (exclusive, packing, random, MEMCAP, "
                                      "SM%%, MEM%%, kace)", policy_name);
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     sim_world w;
     kace_node_list *nodes = NULL;
     kace_sched *s = NULL;

@@ -385,7 +385,7 @@ int cmd_slurm(int argc, char **argv)
 #ifdef KACE_HAVE_SLURM
     if (strcmp(action, "report") == 0)
         return slurm_report(report_dir(reports), job, throughput, workload);
-    kace_ctx *ctx = kace_ctx_new();
+    kace_ctx *ctx = cli_ctx_new();
     if (!ctx)
         return EXIT_FAILURE_RUN;
     slurm_view v = {.reports = report_dir(reports), .store_observations = store};

@@ -53,6 +53,16 @@ static const char *home_db(void)
     return path;
 }
 
+kace_ctx *cli_ctx_new(void)
+{
+    kace_ctx *ctx = kace_ctx_new();
+    if (!ctx) {
+        fprintf(stderr, "kace: out of memory\n");
+        exit(EXIT_FAILURE_RUN);
+    }
+    return ctx;
+}
+
 const char *cli_default_db(void)
 {
     const char *env = getenv("KACE_DB");

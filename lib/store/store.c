@@ -402,7 +402,10 @@ static kace_status create_workload(import_job *j, const char *name, sqlite3_int6
     sqlite3_stmt *q = j->q->ins_workload;
     sqlite3_reset(q);
     sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, family, -1, SQLITE_TRANSIENT);
+    /* A TRANSIENT bind copies, so it can run out of memory; unchecked, the
+     * row would be stored with NULL there (or, under OR IGNORE, not at all). */
+    if (sqlite3_bind_text(q, 2, family, -1, SQLITE_TRANSIENT) != SQLITE_OK)
+        return db_fail(j->ctx, j->s, "insert workload");
     sqlite3_bind_int(q, 3, batch);
     if (sqlite3_step(q) != SQLITE_DONE)
         return db_fail(j->ctx, j->s, "insert workload");
@@ -570,7 +573,8 @@ static kace_status import_runs(import_job *j)
         for (int m = 0; m < r->k; m++)
             at += snprintf(key + at, sizeof key - (size_t)at, "|%s@%d", r->workload[m], r->mps_pct[m]);
         sqlite3_reset(q->get_run);
-        sqlite3_bind_text(q->get_run, 1, key, -1, SQLITE_TRANSIENT);
+        if (sqlite3_bind_text(q->get_run, 1, key, -1, SQLITE_TRANSIENT) != SQLITE_OK)
+            return db_fail(j->ctx, j->s, "find run");
         int rc = sqlite3_step(q->get_run);
         if (rc == SQLITE_ROW) {
             sqlite3_int64 run_id = sqlite3_column_int64(q->get_run, 0);
@@ -619,7 +623,8 @@ static kace_status import_runs(import_job *j)
         sqlite3_bind_text(q->ins_run, 1, b->set, -1, SQLITE_STATIC);
         sqlite3_bind_int(q->ins_run, 2, r->k);
         sqlite3_bind_text(q->ins_run, 3, run_status_name(r->status), -1, SQLITE_STATIC);
-        sqlite3_bind_text(q->ins_run, 4, key, -1, SQLITE_TRANSIENT);
+        if (sqlite3_bind_text(q->ins_run, 4, key, -1, SQLITE_TRANSIENT) != SQLITE_OK)
+            return db_fail(j->ctx, j->s, "insert run");
         sqlite3_bind_int64(q->ins_run, 5, j->source);
         if (sqlite3_step(q->ins_run) != SQLITE_DONE)
             return db_fail(j->ctx, j->s, "insert run");
