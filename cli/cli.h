@@ -41,6 +41,11 @@ bool cli_seconds(const char *cmd, const char *name, const char *text, double *ou
 bool cli_whole_list(const char *cmd, const char *name, const char *text, long lo, long hi);
 /* "AxB" (e.g. --cluster 4x8): whole A in 1..max_a, B in 1..max_b. */
 bool cli_dims(const char *cmd, const char *name, const char *text, long max_a, long max_b, long *a, long *b);
+/* Progress of the library's long work on ctx (cli/meter.c): one updating
+ * line on stderr, only when it is a terminal and not quiet. cli_meter_clear
+ * erases a line left drawn (before printing while a phase runs). */
+void cli_meter_attach(kace_ctx *ctx, const char *label, bool quiet);
+void cli_meter_clear(void);
 /* Opens an existing store, reporting failures ("no such store: PATH"):
  * commands that only read never create one at a mistyped path. */
 kace_store *cli_open_store(kace_ctx *ctx, const char *path);

@@ -510,14 +510,16 @@ int cmd_eval(int argc, char **argv)
         {"candidates", required_argument, 0, 4}, {"folds", required_argument, 0, 5},
         {"seed", required_argument, 0, 6},     {"csv", no_argument, 0, 7},
         {"learning-curve", no_argument, 0, 8}, {"every", required_argument, 0, 9},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    bool quiet = false;
     kace_slowdown_params_default(&req.slowdown);
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:GSQN:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:m:o:Xi:T:p:t:FKR:E:A:W:P:GSQN:qh", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 'm': mode = optarg; mode_given = true; break;
+        case 'q': quiet = true; break;
         case 1:
             if ((req.protocol = kace_protocol_from_name(optarg)) < 0)
                 return cli_usage("eval", "--protocol must be paper, leave-family-out, leave-workload-out, "
@@ -575,7 +577,7 @@ int cmd_eval(int argc, char **argv)
         case 'Z': if (!cli_int("eval", "kace-seeds", optarg, 1, 100, &req.kace_seeds)) return EXIT_USAGE; break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
-                   "                 [--xu-trees SCALE] [--pairs-set pairs] [--triples-set triples] [--no-figures]\n"
+                   "                 [--xu-trees SCALE] [--pairs-set pairs] [--triples-set triples] [--no-figures] [--quiet]\n"
                    "The KACE paper's experiments on the stored measurements: partner choice per training size\n"
                    "(published splits), MSE/R2 and fit time, per-target scores, unseen workload families and\n"
                    "3-way colocations. Paper mode reproduces the published code; clean mode fits every training\n"
@@ -622,6 +624,7 @@ int cmd_eval(int argc, char **argv)
     if (req.xu_tree_scale < 0 || req.xu_tree_scale > 1)
         return cli_usage("eval", "--xu-trees must be in (0, 1]");
     kace_ctx *ctx = cli_ctx_new();
+    cli_meter_attach(ctx, "eval", quiet);
     kace_store *store = cli_open_store(ctx, db);
     int rc = !store ? EXIT_FAILURE_RUN
              : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)

@@ -78,6 +78,7 @@ static void report_file(void *user, const char *path, const kace_import_batch *b
 {
     if (*(const bool *)user) /* quiet */
         return;
+    cli_meter_clear();
     printf("%-60s %-28s values +%zu ~%zu =%zu  runs +%zu ~%zu =%zu  splits +%zu ~%zu =%zu%s\n", path,
            kace_file_kind_name(b->kind), stats->values_added, stats->values_updated, stats->values_unchanged,
            stats->runs_added, stats->runs_updated, stats->runs_unchanged, stats->splits_added, stats->splits_updated,
@@ -166,6 +167,7 @@ static int import_main(int argc, char **argv, bool ncu)
     kace_ctx *ctx = cli_ctx_new();
     if (!ctx)
         return EXIT_FAILURE_RUN;
+    cli_meter_attach(ctx, cmd, quiet);
     kace_store *store = cli_create_store(ctx, db, false);
     int rc = store ? cli_import_paths(ctx, store, argv + optind, argc - optind, &src, &opt, quiet) : EXIT_FAILURE_RUN;
     kace_store_close(&store);

@@ -156,7 +156,7 @@ static kace_sched_config config_for(const sched_options *o, kace_sched_policy po
 
 enum { O_GPUS = 256, O_NODES, O_POLICIES, O_MAX_GROUP, O_GPU_MEM, O_LS, O_CONF, O_GAIN, O_NOCCUR, O_SEED, O_IMPORT,
        O_NOFIG, O_CLUSTER, O_OVER_QUEUE, O_OVER_RATE, O_TUNE, O_TUNE_TRACES, O_TUNE_GPUS, O_RESERVE, O_SACCT,
-       O_SACCT_MAP, O_SHARDS };
+       O_SACCT_MAP, O_SHARDS, O_QUIET };
 
 /* The threshold options both commands share; 0 when opt is not one of them,
  * -1 after a usage message. */
@@ -183,7 +183,7 @@ static const char *const simulate_help =
     "usage: kace simulate [--trace FILE] [--nodes FILE] [--gpus N] [--policies LIST] [--out DIR] [--db PATH]\n"
     "                     [--import DIR] [--max-group K] [--gpu-mem GB] [--ls-target F] [--min-confidence C]\n"
     "                     [--min-gain G] [--overload-queue Q] [--overload-min-rate R] [--reserve on|off]\n"
-    "                     [--train-n-occur N] [--train-seed S] [--no-figures] [--tune [--tune-traces F1,F2,..] [--tune-gpus G1,G2,..]]\n"
+    "                     [--train-n-occur N] [--train-seed S] [--no-figures] [--quiet] [--tune [--tune-traces F1,F2,..] [--tune-gpus G1,G2,..]]\n"
     "Replays a pod list of the Alibaba GPU trace (default ../shared/data/alibaba-gpu-2023/openb_pod_list_default.csv)\n"
     "on a cluster sampled from its node list (--gpus N, default 32; 0 = all 6,212 GPUs) under each policy\n"
     "(default: exclusive,packing,random,MEMCAP,SM%,MEM%,kace,Oracle). Colocated jobs progress at the rates\n"
@@ -700,6 +700,7 @@ int cmd_simulate(int argc, char **argv)
         {"min-gain", required_argument, 0, O_GAIN},  {"train-n-occur", required_argument, 0, O_NOCCUR},
         {"train-seed", required_argument, 0, O_SEED}, {"import", required_argument, 0, O_IMPORT},
         {"no-figures", no_argument, 0, O_NOFIG},     {"help", no_argument, 0, 'h'},
+        {"quiet", no_argument, 0, O_QUIET},
         {"overload-queue", required_argument, 0, O_OVER_QUEUE},
         {"overload-min-rate", required_argument, 0, O_OVER_RATE}, {"reserve", required_argument, 0, O_RESERVE},
         {"tune", no_argument, 0, O_TUNE},            {"tune-traces", required_argument, 0, O_TUNE_TRACES},
@@ -709,7 +710,7 @@ int cmd_simulate(int argc, char **argv)
         {0, 0, 0, 0}};
     int c;
     double v = 0;
-    bool tune = false, policies_given = false;
+    bool tune = false, policies_given = false, quiet = false;
     const char *sacct_path = NULL, *sacct_map = NULL;
     int sacct_nodes = 0, sacct_gpus = 0, shards = 2;
     const char *tune_traces = NULL, *tune_gpus = "16,24,32,48,64";
@@ -738,14 +739,19 @@ int cmd_simulate(int argc, char **argv)
         case O_SACCT: sacct_path = optarg; break;
         case O_SACCT_MAP: sacct_map = optarg; break;
         case O_CLUSTER:
-            if (sscanf(optarg, "%dx%d", &sacct_nodes, &sacct_gpus) != 2 || sacct_nodes < 1 ||
-                sacct_nodes > 1000000 || sacct_gpus < 1 || sacct_gpus > KACE_SCHED_MAX_NODE_GPUS)
-                return cli_usage("simulate", "--cluster: '%s' is not NODESxGPUS (e.g. 4x8)", optarg);
+        {
+            long a, b;
+            if (!cli_dims("simulate", "cluster", optarg, 1000000, KACE_SCHED_MAX_NODE_GPUS, &a, &b))
+                return EXIT_USAGE;
+            sacct_nodes = (int)a;
+            sacct_gpus = (int)b;
             break;
+        }
         case O_SHARDS:
             if (!cli_int("simulate", "shards", optarg, 1, KACE_SCHED_MAX_GROUP, &shards))
                 return EXIT_USAGE;
             break;
+        case O_QUIET: quiet = true; break;
         case O_GPUS:
             if (!cli_number("simulate", "gpus", optarg, 0, 1e7, &gpus))
                 return EXIT_USAGE;
@@ -815,6 +821,7 @@ int cmd_simulate(int argc, char **argv)
     }
 
     kace_ctx *ctx = cli_ctx_new();
+    cli_meter_attach(ctx, "simulate", quiet);
     sim_world w;
     kace_trace *trace = NULL;
     kace_node_list *nodes = NULL;

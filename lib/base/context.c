@@ -2,13 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "kace/kace.h"
-
-struct kace_ctx {
-    char message[1024];
-    kace_log_fn log;
-    void *log_user;
-};
+#include "base/context.h"
 
 const char *kace_strerror(kace_status status)
 {

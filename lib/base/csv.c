@@ -1,4 +1,5 @@
 #include "csv.h"
+#include "kace/meter.h"
 
 #include <errno.h>
 #include <math.h>
@@ -80,6 +81,11 @@ kace_status kace_csv_next(kace_ctx *ctx, kace_csv *csv, bool *has_record)
         if (!crlf)
             csv->line++;
         csv->pos++;
+    }
+    /* Progress (kace/meter.h): the bytes read, every 256 KiB and at the end. */
+    if (csv->pos - csv->metered >= 262144 || csv->pos >= csv->len) {
+        kace_meter_add(ctx, (double)(csv->pos - csv->metered));
+        csv->metered = csv->pos;
     }
     if (csv->pos >= csv->len)
         return KACE_OK;

@@ -22,6 +22,7 @@ typedef struct kace_csv {
     int *field_col;     /* 1-based character column */
     char *buf;          /* storage behind fields */
     size_t buf_len, buf_cap;
+    size_t metered;     /* bytes up to here were reported to the context's meter */
 } kace_csv;
 
 void kace_csv_init(kace_csv *csv, const char *data, size_t len, const char *origin);

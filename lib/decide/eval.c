@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kace/eval.h"
+#include "kace/meter.h"
 #include "kace/predictor.h"
 
 void kace_eval_options_default(kace_eval_options *o)
@@ -362,6 +363,10 @@ typedef struct task_pool {
     char message[1024];
     size_t failed_task;
     pthread_mutex_t lock;
+    /* Progress goes to the caller's context, from the caller's thread only. */
+    kace_ctx *owner;
+    pthread_t owner_thread;
+    atomic_size_t done;
 } task_pool;
 
 static void *pool_worker(void *p_)
@@ -383,6 +388,9 @@ static void *pool_worker(void *p_)
             atomic_store(&p->failed, 1);
             pthread_mutex_unlock(&p->lock);
         }
+        size_t done = atomic_fetch_add(&p->done, 1) + 1;
+        if (pthread_equal(pthread_self(), p->owner_thread))
+            kace_meter_to(p->owner, (double)done);
     }
     kace_ctx_free(&ctx);
     return NULL;
@@ -391,7 +399,7 @@ static void *pool_worker(void *p_)
 /* Runs fn(i) for i in [0, n) on up to n_threads threads (0: one per CPU, at
  * most 8). Each task writes only its own slot, so results keep their order
  * and do not depend on the number of threads. */
-static kace_status run_tasks(kace_ctx *ctx, int n_threads, size_t n, task_fn fn, void *arg)
+static kace_status run_tasks(kace_ctx *ctx, const char *what, int n_threads, size_t n, task_fn fn, void *arg)
 {
     if (n_threads <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -399,8 +407,10 @@ static kace_status run_tasks(kace_ctx *ctx, int n_threads, size_t n, task_fn fn,
     }
     if ((size_t)n_threads > n)
         n_threads = n ? (int)n : 1;
-    task_pool p = {.fn = fn, .arg = arg, .n = n};
+    task_pool p = {.fn = fn, .arg = arg, .n = n, .owner = ctx, .owner_thread = pthread_self()};
     atomic_init(&p.next, 0);
+    atomic_init(&p.done, 0);
+    kace_meter_begin(ctx, what, "tasks", (double)n);
     atomic_init(&p.failed, 0);
     pthread_mutex_init(&p.lock, NULL);
     pthread_t threads[8];
@@ -412,6 +422,7 @@ static kace_status run_tasks(kace_ctx *ctx, int n_threads, size_t n, task_fn fn,
     for (int t = 0; t < started; t++)
         pthread_join(threads[t], NULL);
     pthread_mutex_destroy(&p.lock);
+    kace_meter_end(ctx);
     if (atomic_load(&p.failed))
         return kace_fail(ctx, p.status, "%s", p.message);
     return KACE_OK;
@@ -517,7 +528,7 @@ kace_status kace_eval_splits(kace_ctx *ctx, const kace_dataset *ds, const kace_s
     }
     res->n = n_tasks;
     job.items = res->items;
-    if ((st = run_tasks(ctx, opt->n_threads, n_tasks, split_task, &job)))
+    if ((st = run_tasks(ctx, "evaluating splits", opt->n_threads, n_tasks, split_task, &job)))
         goto fail;
     free((void *)job.targets);
     free(job.start);
@@ -659,7 +670,7 @@ kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_e
     if (!job.scores[0] || !job.scores[1] || !job.conf || !job.err || !job.n_rows)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     else
-        st = run_tasks(ctx, opt->n_threads, n_targets, unseen_task, &job);
+        st = run_tasks(ctx, "evaluating unseen workloads", opt->n_threads, n_targets, unseen_task, &job);
     if (!st && check)
         st = pooled_check(ctx, &job, n_targets, check);
     for (size_t t = 0; job.conf && job.err && t < n_targets; t++) {
@@ -791,7 +802,7 @@ kace_status kace_eval_folds(kace_ctx *ctx, const kace_dataset *ds, const kace_fo
     }
     res->n_folds = folds->n;
     folds_job job = {ds, folds, opt, res->folds};
-    if ((st = run_tasks(ctx, opt->n_threads, folds->n, fold_task, &job)) || (st = target_means(ctx, ds, res)))
+    if ((st = run_tasks(ctx, "evaluating folds", opt->n_threads, folds->n, fold_task, &job)) || (st = target_means(ctx, ds, res)))
         goto done;
     for (int p = 0; p < KACE_N_POLICIES; p++) {
         for (size_t f = 0; f < folds->n; f++)

@@ -8,6 +8,7 @@
  * whose group changed since are stale and skipped (version numbers). */
 #include "kace/sim.h"
 #include "kace/place.h"
+#include "kace/meter.h"
 
 #include <float.h>
 #include <math.h>
@@ -913,6 +914,7 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
     double first = n_jobs ? order[0].arrival : 0, gpu_seconds = 0;
     S.now = first;
     size_t next = 0;
+    kace_meter_begin(ctx, "replaying", "jobs", (double)n_jobs);
     for (;;) {
         while (S.n_heap && S.heap[0].version != S.version[S.heap[0].gpu])
             heap_pop(&S);
@@ -960,6 +962,7 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
                 r->start[done_ids[i]] = j->start;
                 r->completions[done_ids[i]]++;
                 r->n_completed++;
+                kace_meter_to(ctx, (double)r->n_completed);
                 t0 = seconds_now();
                 st = kace_sched_finish(ctx, S.sched, done_ids[i]);
                 r->decide_seconds += seconds_now() - t0;
@@ -984,6 +987,7 @@ kace_status kace_sim_run(kace_ctx *ctx, const kace_sim_config *cfg, const kace_d
     r->shared_fraction = S.job_seconds > 0 ? S.shared_seconds / S.job_seconds : 0;
     summarize(r, jobs, n_jobs, cfg->sched.ls_target, first, scratch);
 done:
+    kace_meter_end(ctx);
     kace_sched_free(&S.sched);
     free(S.version);
     free(S.gpu_rate);

@@ -13,6 +13,7 @@
 
 #include "base/name_index.h"
 #include "kace/store.h"
+#include "kace/meter.h"
 #include "kace/predictor.h"
 
 struct kace_store {
@@ -453,6 +454,7 @@ static kace_status import_values(import_job *j)
     stmt_set *q = j->q;
     kace_status st;
     for (size_t i = 0; i < j->b->n_values; i++) {
+        kace_meter_add(j->ctx, 1);
         const kace_profile_value *v = &j->b->values[i];
         char where[700], why[200];
         place(j, v->line, v->col, where, sizeof where);
@@ -560,6 +562,7 @@ static kace_status import_runs(import_job *j)
     const kace_import_batch *b = j->b;
     kace_status st;
     for (size_t i = 0; i < b->n_runs; i++) {
+        kace_meter_add(j->ctx, 1);
         const kace_import_run *r = &b->runs[i];
         char where[700];
         place(j, r->line, r->col[0], where, sizeof where);
@@ -718,6 +721,7 @@ static kace_status import_splits(import_job *j)
     size_t n_keys = 0;
     kace_status st = load_pair_keys(j->ctx, j->s, q, &keys, &n_keys);
     for (size_t i = 0; st == KACE_OK && i < b->n_splits; i++) {
+        kace_meter_add(j->ctx, 1);
         const kace_import_split *sp = &b->splits[i];
         /* A split must name a measured pair: otherwise it is a typo. */
         char key[2 * KACE_NAME_MAX + 2];
@@ -787,11 +791,22 @@ kace_status kace_store_import_files(kace_ctx *ctx, kace_store *s, const char *co
     if (!batches)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     kace_status st = KACE_OK;
+    double bytes = 0, rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        if (stat(paths[i], &sb) == 0)
+            bytes += (double)sb.st_size;
+    }
+    kace_meter_begin(ctx, "reading", "bytes", bytes);
     for (size_t i = 0; i < n && !st; i++)
         st = kace_import_parse_file(ctx, paths[i], opt, &batches[i]);
+    kace_meter_end(ctx);
     if (!st)
         st = kace_store_begin(ctx, s);
     if (!st) {
+        for (size_t i = 0; i < n; i++)
+            rows += (double)(batches[i]->n_values + batches[i]->n_runs + batches[i]->n_splits);
+        kace_meter_begin(ctx, "storing", "rows", rows);
         for (int rank = 0; rank <= 5 && !st; rank++)
             for (size_t i = 0; i < n && !st; i++) {
                 if (kace_file_kind_rank(batches[i]->kind) != rank)
@@ -802,6 +817,7 @@ kace_status kace_store_import_files(kace_ctx *ctx, kace_store *s, const char *co
             }
         if (st || (st = kace_store_commit(ctx, s)))
             kace_store_rollback(s);
+        kace_meter_end(ctx);
     }
     for (size_t i = 0; i < n; i++)
         kace_import_batch_free(&batches[i]);
