@@ -14,7 +14,7 @@
 # Under ASan+UBSan the shim goes first in the library list (ASan's link-order
 # check is turned off for that) and passes the calls it does not fail on to
 # ASan's malloc, so leaks and bad accesses on the error paths are reported; a
-# smaller sample runs there.
+# smaller sample runs there, counting the main thread's calls only.
 #
 #   cli_failinject.sh KACE SHARED_DATA SCRATCH
 set -uo pipefail
@@ -34,6 +34,9 @@ asan=0
 if nm -D "$kace" 2>/dev/null | grep -q __asan_init || ldd "$kace" | grep -q libasan; then
     asan=1
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+    # A new thread's start-up inside ASan allocates through malloc and aborts on NULL:
+    # there only the main thread's calls are counted.
+    export KACE_FAIL_MAIN_THREAD=1
     echo "ASan build: the shim stands in front of ASan's allocator; a smaller sample"
 fi
 # Samples per command and kind: every N up to FIRST, then about MORE more spread up to

@@ -30,7 +30,11 @@ on_tty() {
     tty_seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 }
 # The progress lines drawn for label $1, one per line.
-drawn() { tr '\r' '\n' <"$scratch/tty" | sed 's/\x1b\[K//g' | grep -a "^kace $1: "; }
+# (Into a file first: grep -q on a long pipe would end it early, and pipefail calls that a failure.)
+drawn() {
+    tr '\r' '\n' <"$scratch/tty" | sed 's/\x1b\[K//g' | grep -a "^kace $1: " >"$scratch/drawn"
+    cat "$scratch/drawn"
+}
 # True when the last progress line of label $1 was erased.
 erased() { perl -0777 -ne "exit(/.*kace $1: [^\r]*\r\e\[K/s ? 0 : 1)" "$scratch/tty"; }
 
@@ -42,13 +46,13 @@ awk 'BEGIN { print "Type,Exclusive100,sm%,mem%,memcap,Exclusive50";
 # 1. import on a terminal: reading and storing phases, done/total, erased at the end.
 on_tty "$kace import --db $scratch/tty.db $scratch/many.csv"
 [ $tty_rc = 0 ] || fail "import on a terminal: exit $tty_rc: $(head -c 500 "$scratch/tty")"
-drawn import | grep -q "^kace import: reading [0-9.]*/[0-9.]* MB ([0-9]*%)" || fail "import: no reading line: $(drawn import | head -3)"
-drawn import | grep -q "^kace import: storing [0-9]*/300000 rows ([0-9]*%)" || fail "import: no storing line: $(drawn import | head -3)"
+drawn import >/dev/null; grep -q "^kace import: reading [0-9.]*/[0-9.]* MB ([0-9]*%)" "$scratch/drawn" || fail "import: no reading line: $(drawn import | head -3)"
+drawn import >/dev/null; grep -q "^kace import: storing [0-9]*/300000 rows ([0-9]*%)" "$scratch/drawn" || fail "import: no storing line: $(drawn import | head -3)"
 erased import || fail "import: the progress line was left on the terminal"
 grep -aq "many.csv" "$scratch/tty" || fail "import: the file summary is missing: $(head -c 300 "$scratch/tty")"
 # A phase drawn for more than a second shows its rate and time left.
 if awk -v s="$tty_seconds" 'BEGIN { exit !(s > 3) }'; then
-    drawn import | grep -q "rows/s, [0-9]*:[0-9][0-9] left" || fail "import ran ${tty_seconds}s but showed no rate: $(drawn import | tail -3)"
+    drawn import >/dev/null; grep -q "rows/s, [0-9]*:[0-9][0-9] left" "$scratch/drawn" || fail "import ran ${tty_seconds}s but showed no rate: $(drawn import | tail -3)"
 fi
 echo "import on a terminal: $(drawn import | wc -l) progress lines in ${tty_seconds}s"
 
@@ -70,20 +74,20 @@ on_tty "$kace import --quiet --db $scratch/quiet.db $scratch/many.csv"
 sim="$kace simulate --db $scratch/ref.db --trace $shared/alibaba-gpu-2023/openb_pod_list_default.csv --policies exclusive,kace --no-figures"
 on_tty "$sim --out $scratch/sim-tty"
 [ $tty_rc = 0 ] || fail "simulate on a terminal: exit $tty_rc: $(tail -c 500 "$scratch/tty")"
-[ "$(drawn simulate | grep -c "^kace simulate: replaying 0/[0-9]* jobs (0%)")" -ge 2 ] ||
+[ "$(drawn simulate >/dev/null; grep -c "^kace simulate: replaying 0/[0-9]* jobs (0%)" "$scratch/drawn")" -ge 2 ] ||
     fail "simulate: not one replay line per policy: $(drawn simulate | head -5)"
 erased simulate || fail "simulate: the progress line was left on the terminal"
 $sim --out "$scratch/sim-pipe" >"$scratch/out" 2>"$scratch/err" || fail "simulate into a file failed: $(cat "$scratch/err")"
 [ -s "$scratch/err" ] && fail "simulate into a file printed on stderr: $(head -c 300 "$scratch/err")"
 on_tty "$sim --quiet --out $scratch/sim-quiet"
-drawn simulate | grep -q . && fail "simulate --quiet drew progress"
+drawn simulate >/dev/null; grep -q . "$scratch/drawn" && fail "simulate --quiet drew progress"
 
 # eval takes minutes under ASan: there only its usage is checked.
 if [ $asan = 0 ]; then
     ev="$kace eval --db $scratch/ref.db --mode clean --no-xu --no-figures"
     on_tty "$ev --out $scratch/eval-tty"
     [ $tty_rc = 0 ] || fail "eval on a terminal: exit $tty_rc: $(tail -c 500 "$scratch/tty")"
-    drawn eval | grep -q "^kace eval: evaluating [a-z ]* [0-9]*/[0-9]* tasks ([0-9]*%)" || fail "eval: no progress line: $(drawn eval | head -3)"
+    drawn eval >/dev/null; grep -q "^kace eval: evaluating [a-z ]* [0-9]*/[0-9]* tasks ([0-9]*%)" "$scratch/drawn" || fail "eval: no progress line: $(drawn eval | head -3)"
     erased eval || fail "eval: the progress line was left on the terminal"
     $ev --out "$scratch/eval-pipe" >"$scratch/out" 2>"$scratch/err" || fail "eval into a file failed: $(cat "$scratch/err")"
     [ -s "$scratch/err" ] && fail "eval into a file printed on stderr: $(head -c 300 "$scratch/err")"

@@ -10,6 +10,8 @@
  *                       vfprintf, fflush, fclose, fsync, fdatasync, ftruncate
  *   KACE_FAIL_LOG=FILE  appended at exit: "allocs A writes W failed F" (F: 1 when the
  *                       Nth call came and was failed, else 0)
+ *   KACE_FAIL_MAIN_THREAD=1  count the main thread's calls only (under ASan: a thread's
+ *                       start-up inside ASan allocates through malloc and aborts on NULL)
  * N = 0 (or unset) only counts. Counting starts when main starts (the loader's and
  * the libraries' start-up allocations are not the program's), covers every thread,
  * and stops in a child after fork; LD_PRELOAD and KACE_FAIL_* are taken out of the
@@ -23,6 +25,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +43,8 @@ static long fail_alloc_at, fail_write_at;
 static atomic_int failed;
 static atomic_int armed;
 static pid_t main_pid;
+static pthread_t main_thread;
+static int main_thread_only;
 static char log_path[4096];
 
 /* ---- the real functions ------------------------------------------------- */
@@ -120,7 +125,8 @@ static void resolve(void)
 static int counting(void)
 {
     /* After fork, the child is not the program under test. */
-    return atomic_load(&armed) && getpid() == main_pid;
+    return atomic_load(&armed) && getpid() == main_pid &&
+           (!main_thread_only || pthread_equal(pthread_self(), main_thread));
 }
 
 static int alloc_fails(void)
@@ -411,6 +417,8 @@ static int wrapped_main(int argc, char **argv, char **envp)
 {
     fail_alloc_at = env_number("KACE_FAIL_ALLOC");
     fail_write_at = env_number("KACE_FAIL_WRITE");
+    main_thread_only = env_number("KACE_FAIL_MAIN_THREAD") != 0;
+    main_thread = pthread_self();
     const char *lp = getenv("KACE_FAIL_LOG");
     snprintf(log_path, sizeof log_path, "%s", lp ? lp : "");
     /* Programs kace starts (workloads, the MPS daemon) run without the shim. */
@@ -418,6 +426,7 @@ static int wrapped_main(int argc, char **argv, char **envp)
     unsetenv("KACE_FAIL_ALLOC");
     unsetenv("KACE_FAIL_WRITE");
     unsetenv("KACE_FAIL_LOG");
+    unsetenv("KACE_FAIL_MAIN_THREAD");
     main_pid = getpid();
     atexit(report);
     atomic_store(&armed, 1);
