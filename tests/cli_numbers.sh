@@ -60,6 +60,14 @@ declare -A numeric=(
     ["serve --min-fraction"]="-1 2"
     ["serve --threads"]="0 257 1.5"
     ["serve --watch"]="-1 3601"
+    ["serve --max-extender-body"]="0 1e15"
+    ["serve --max-pending-bodies"]="0 1e15"
+    ["serve --max-connections"]="0 1e9"
+    ["serve --max-per-client"]="-1 1e9"
+    ["serve --idle-timeout"]="0 1e6"
+    ["serve --header-timeout"]="0 1e6"
+    ["serve --body-timeout"]="0 1e6"
+    ["simulate --shards"]="0 100 1.5"
     ["simulate --gpu-mem"]="0 1e7"
     ["simulate --gpus"]="-1 1e8"
     ["simulate --ls-target"]="2"
@@ -71,20 +79,22 @@ declare -A numeric=(
     ["simulate --train-n-occur"]="0 101"
     ["simulate --train-seed"]="-1 2e9"
     ["train --search-iter"]="0 10001"
+    ["train --holdout"]="0 0.95 -1"
     # Composite values: each part is a number.
     ["measure --mps-pct"]="0,50 50,101 50,,50 50,"
     ["simulate --tune-gpus"]="0 16,0 16, 16,,24"
     ["schedule --cluster"]="0x4 4x0 4x65 4x 4x8x 4x8y"
+    ["simulate --cluster"]="0x4 4x0 4x65 4x 4x8x 4x8y"
     ["serve --listen"]="127.0.0.1:70000 127.0.0.1:-1 127.0.0.1:"
 )
 # How a bad number is written into a composite value.
-declare -A wrap=(["measure --mps-pct"]="50,%s" ["simulate --tune-gpus"]="16,%s" ["schedule --cluster"]="4x%s"
+declare -A wrap=(["measure --mps-pct"]="50,%s" ["simulate --tune-gpus"]="16,%s" ["schedule --cluster"]="4x%s" ["simulate --cluster"]="4x%s"
                  ["serve --listen"]="127.0.0.1:%s")
 # Options that take text, not a number (paths, names, choices, dates).
 text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-set --kace-monotone --set --kind --features --name
  --target --among --model --model-file --norm --split-with --policy --policies --trace --nodes --import --reserve
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
- --config --protocol --train-set --targets --candidates ")
+ --config --protocol --train-set --targets --candidates --sacct --sacct-map --token-file --allow-origin ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.
