@@ -22,6 +22,7 @@ declare -A numeric=(
     ["campaign --warmup"]="-1 1e9"
     ["campaign --window"]="0 -1"
     ["eval --folds"]="1 1001 2.5"
+    ["eval --every"]="0 100001"
     ["eval --seed"]="-1 0.5"
     ["eval --kace-alpha"]="-1 1e13"
     ["eval --kace-depth"]="0 17 2.5"
