@@ -42,14 +42,11 @@ static int slurm_report(const char *dir, const char *job_arg, const char *throug
     const char *job_text = job_arg ? job_arg : getenv("SLURM_JOB_ID");
     if (!job_text || !*job_text)
         return cli_usage("slurm", "report needs --job ID (or run it inside the job: $SLURM_JOB_ID)");
-    char *end;
-    errno = 0;
-    unsigned long long job = strtoull(job_text, &end, 10);
-    if (errno || *end || job == 0 || job > UINT32_MAX || !isdigit((unsigned char)job_text[0]))
+    double job_v = 0, x = NAN;
+    if (!cli_parse_number(job_text, 1, UINT32_MAX, true, &job_v) || !isdigit((unsigned char)job_text[0]))
         return cli_usage("slurm", "--job '%s': expected a Slurm job id", job_text);
-    errno = 0;
-    double x = throughput_arg ? strtod(throughput_arg, &end) : NAN;
-    if (!throughput_arg || errno || *end || !isfinite(x) || x <= 0)
+    unsigned long long job = (unsigned long long)job_v;
+    if (!throughput_arg || !cli_parse_number(throughput_arg, 0, 1e15, false, &x) || x <= 0)
         return cli_usage("slurm", "report needs --throughput X in samples/s (a finite number > 0)%s%s%s",
                          throughput_arg ? ", not '" : "", throughput_arg ? throughput_arg : "",
                          throughput_arg ? "'" : "");

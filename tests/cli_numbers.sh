@@ -81,6 +81,8 @@ declare -A numeric=(
     ["simulate --train-seed"]="-1 2e9"
     ["train --search-iter"]="0 10001"
     ["train --holdout"]="0 0.95 -1"
+    ["slurm --job"]="0 -1 5000000000 1.5"
+    ["slurm --throughput"]="0 -1 1e16"
     # Composite values: each part is a number.
     ["measure --mps-pct"]="0,50 50,101 50,,50 50,"
     ["simulate --tune-gpus"]="0 16,0 16, 16,,24"
@@ -95,11 +97,12 @@ declare -A wrap=(["measure --mps-pct"]="50,%s" ["simulate --tune-gpus"]="16,%s" 
 text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-set --kace-monotone --set --kind --features --name
  --target --among --model --model-file --norm --split-with --policy --policies --trace --nodes --import --reserve
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
- --config --protocol --train-set --targets --candidates --sacct --sacct-map --token-file --allow-origin ")
+ --config --protocol --train-set --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.
-declare -A positional=(["measure"]="w1 w2")
+# (by "command --option" first, then by command)
+declare -A positional=(["measure"]="w1 w2" ["slurm --job"]="report --throughput 1" ["slurm --throughput"]="report --job 7")
 
 failures=0
 fail() {
@@ -142,7 +145,7 @@ for key in "${!numeric[@]}"; do
         fi
     done
     read -r -a extra <<<"${numeric[$key]}"
-    read -r -a pos <<<"${positional[$cmd]:-}"
+    read -r -a pos <<<"${positional[$key]:-${positional[$cmd]:-}}"
     values+=("${extra[@]}")
     for v in "${values[@]}"; do
         tried=$((tried + 1))
