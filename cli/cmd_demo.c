@@ -60,6 +60,7 @@ int cmd_demo(int argc, char **argv)
         return EXIT_FAILURE_RUN;
     }
     kace_ctx *ctx = cli_ctx_new();
+    cli_meter_attach(ctx, "demo", false); /* progress on a terminal only */
     kace_store *store = cli_create_store(ctx, db, true); /* the demo makes its own folder */
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
