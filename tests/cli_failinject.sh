@@ -59,7 +59,9 @@ fail() {
 dump() { sqlite3 "$1" .dump | sha256sum | cut -d' ' -f1; }
 # The same without the models' creation times (two good runs differ only there).
 stable_dump() {
-    cp "$1" "$scratch/stable.db" && sqlite3 "$scratch/stable.db" "UPDATE models SET created = ''" && dump "$scratch/stable.db"
+    # .backup, not cp: committed pages may still be in the -wal file (a failed checkpoint).
+    rm -f "$scratch"/stable.db* && sqlite3 "$1" ".backup $scratch/stable.db" &&
+        sqlite3 "$scratch/stable.db" "UPDATE models SET created = ''" && dump "$scratch/stable.db"
 }
 
 # ---- the states each command starts from ---------------------------------------
