@@ -69,6 +69,9 @@ declare -A numeric=(
     ["serve --header-timeout"]="0 1e6"
     ["serve --body-timeout"]="0 1e6"
     ["simulate --shards"]="0 100 1.5"
+    ["serve --assume-seconds"]="-1 1e6"
+    ["agent --interval"]="0 1e6"
+    ["top --interval"]="0 4000"
     ["simulate --gpu-mem"]="0 1e7"
     ["simulate --gpus"]="-1 1e8"
     ["simulate --ls-target"]="2"
@@ -97,7 +100,7 @@ declare -A wrap=(["measure --mps-pct"]="50,%s" ["simulate --tune-gpus"]="16,%s" 
 text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-set --kace-monotone --set --kind --features --name
  --target --among --model --model-file --norm --split-with --policy --policies --trace --nodes --import --reserve
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
- --config --protocol --train-set --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports ")
+ --config --protocol --train-set --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.
