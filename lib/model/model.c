@@ -89,7 +89,9 @@ kace_status kace_model_fit_linear(kace_ctx *ctx, const kace_feature_set *fs, con
     int d = fs->n;
     kace_model *m = model_new(fs);
     double *A = malloc(n * (size_t)(d + 1) * sizeof *A);
-    double *b = malloc((n > (size_t)(d + 1) ? n : (size_t)(d + 1)) * sizeof *b);
+    /* Zeroed: with fewer rows than unknowns LAPACKE's NaN check reads all max(n, d+1)
+     * rows of b, and uninitialised memory there failed fits at random (info=-7). */
+    double *b = calloc(n > (size_t)(d + 1) ? n : (size_t)(d + 1), sizeof *b);
     double *sv = malloc((size_t)(d + 1) * sizeof *sv);
     if (!m || !A || !b || !sv) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
