@@ -253,8 +253,11 @@ static void test_shell_workload(void **state)
     o.window_s = 1.5;
     kace_proc_result r = run_one(argv, o);
     expect_status(&r, KACE_PROC_OK);
-    /* 10 samples per 0.1 s sleep plus the shell's own time per loop. */
-    assert_true(r.throughput.samples_per_s > 80 && r.throughput.samples_per_s <= 101);
+    /* 10 samples per 0.1 s sleep plus the shell's own time per loop: at most 100/s
+     * (plus stamping jitter). The lower bound only catches a wrong unit or lost
+     * records: on a loaded 2-core CI machine the shell's loop has taken over 0.125 s
+     * (fewer than 80/s seen in CI), so it is loose on purpose. */
+    assert_true(r.throughput.samples_per_s > 40 && r.throughput.samples_per_s <= 101);
 }
 
 static void test_python_helper(void **state)
