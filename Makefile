@@ -58,6 +58,7 @@ bench: build
 	$(BUILD)/kace-bench-model ../shared/data/kace-v100
 	$(BUILD)/kace-bench-sched ../shared/data
 	$(BUILD)/kace-bench-group ../shared/data/kace-v100
+	bash bench/bench_speed.sh $(BUILD)
 	bash bench/bench_serve.sh $(BUILD)/kace
 	bash bench/bench_slurm.sh $(BUILD)/kace
 

@@ -123,9 +123,21 @@ static void predict_group(const kace_model *m, const kace_dataset *ds, const int
 {
     double f[N_MEMBER], tree_frac[KACE_MAX_K], ridge_part[KACE_MAX_K];
     float fx[KACE_MAX_K * N_MEMBER] = {0}; /* finite by construction: the float fast path */
+    /* Partner sums as member_features adds them (same order, so the same
+     * bits), but only of the metrics the features read: no zeroing of a
+     * whole metric array per member. */
+    double other[KACE_N_METRICS];
     *ridge_sum = *tree_sum = 0;
     for (int i = 0; i < k; i++) {
-        member_features(ds, group, k, i, f);
+        for (size_t m2 = 0; m2 < sizeof needed / sizeof *needed; m2++) {
+            kace_metric mt = needed[m2];
+            double s = 0;
+            for (int j = 0; j < k; j++)
+                if (j != i)
+                    s += ds->workloads[group[j]].metric[mt];
+            other[mt] = s;
+        }
+        contention_features(ds->workloads[group[i]].metric, other, f);
         double z = m->ridge_raw[0];
         for (int j = 0; j < N_MEMBER; j++) {
             z += m->ridge_raw[j + 1] * f[j];

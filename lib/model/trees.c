@@ -358,6 +358,61 @@ double kace_trees_predict(const kace_trees *t, const double *x)
     return (double)sum + t->base_score;
 }
 
+/* The leaf a row falls into in complete depth-3 tree (f, h): all seven
+ * comparisons at once (independent loads), the leaf index picked from the
+ * bits by conditional moves, no branch. (Measured on this machine: walking
+ * three dependent levels, p = 2p + 1 + bit, was slower: each level waits
+ * for the previous one's loads.) !(x < h) sends NaN right. */
+static inline int d3_leaf(const float *xr, const int *f, const float *h)
+{
+    int b0 = !(xr[f[0]] < h[0]), b1 = !(xr[f[1]] < h[1]), b2 = !(xr[f[2]] < h[2]);
+    int b3 = !(xr[f[3]] < h[3]), b4 = !(xr[f[4]] < h[4]), b5 = !(xr[f[5]] < h[5]);
+    int b6 = !(xr[f[6]] < h[6]);
+    int second = b0 ? b2 : b1;
+    int third = b0 ? (second ? b6 : b5) : (second ? b4 : b3);
+    return 4 * b0 + 2 * second + third;
+}
+
+static void d3_rows4(const kace_trees *t, const float *x, int d, double *out)
+{
+    const float *x0 = x, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int i = 0; i < t->n_trees; i++) {
+        const int *f = t->c_feature + (size_t)i * 7;
+        const float *h = t->c_threshold + (size_t)i * 7, *leaf = t->c_leaf + (size_t)i * 8;
+        s0 += leaf[d3_leaf(x0, f, h)];
+        s1 += leaf[d3_leaf(x1, f, h)];
+        s2 += leaf[d3_leaf(x2, f, h)];
+        s3 += leaf[d3_leaf(x3, f, h)];
+    }
+    out[0] = (double)s0 + t->base_score;
+    out[1] = (double)s1 + t->base_score;
+    out[2] = (double)s2 + t->base_score;
+    out[3] = (double)s3 + t->base_score;
+}
+
+static void d3_rows2(const kace_trees *t, const float *x, int d, double *out)
+{
+    const float *x0 = x, *x1 = x0 + d;
+    float s0 = 0, s1 = 0;
+    for (int i = 0; i < t->n_trees; i++) {
+        const int *f = t->c_feature + (size_t)i * 7;
+        const float *h = t->c_threshold + (size_t)i * 7, *leaf = t->c_leaf + (size_t)i * 8;
+        s0 += leaf[d3_leaf(x0, f, h)];
+        s1 += leaf[d3_leaf(x1, f, h)];
+    }
+    out[0] = (double)s0 + t->base_score;
+    out[1] = (double)s1 + t->base_score;
+}
+
+static void d3_rows1(const kace_trees *t, const float *x, double *out)
+{
+    float s = 0;
+    for (int i = 0; i < t->n_trees; i++)
+        s += t->c_leaf[(size_t)i * 8 + (size_t)d3_leaf(x, t->c_feature + (size_t)i * 7, t->c_threshold + (size_t)i * 7)];
+    out[0] = (double)s + t->base_score;
+}
+
 void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n, double *out)
 {
     int D = t->complete_depth;
@@ -375,24 +430,19 @@ void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n
     const float *thr = t->c_threshold, *leaf = t->c_leaf;
     int r = 0;
     if (D == 3) {
-        /* The common shape (depth-3 boosting): all 7 splits of a tree are
-         * tested at once, independent loads the CPU overlaps, and the leaf
-         * is read off the bits (rows are NaN-free here). */
-        for (; r < n; r++) {
-            const float *xr = x + (size_t)r * (size_t)d;
-            float sum = 0;
-            for (int i = 0; i < t->n_trees; i++) {
-                const int *f = feat + (size_t)i * 7;
-                const float *h = thr + (size_t)i * 7;
-                int b0 = !(xr[f[0]] < h[0]), b1 = !(xr[f[1]] < h[1]), b2 = !(xr[f[2]] < h[2]);
-                int b3 = !(xr[f[3]] < h[3]), b4 = !(xr[f[4]] < h[4]), b5 = !(xr[f[5]] < h[5]);
-                int b6 = !(xr[f[6]] < h[6]);
-                int second = b0 ? b2 : b1;
-                int third = b0 ? (second ? b6 : b5) : (second ? b4 : b3);
-                sum += leaf[(size_t)i * 8 + (size_t)(4 * b0 + 2 * second + third)];
-            }
-            out[r] = (double)sum + t->base_score;
+        /* The common shape (depth-3 boosting). Each tree's leaf sum is a
+         * chain of float additions in tree order (kept: the sums are
+         * bit-identical to the walker's), so up to four rows go through
+         * the trees together: four independent chains and walks for the CPU
+         * to overlap (a colocation of k workloads is k rows). */
+        for (; r + 3 < n; r += 4)
+            d3_rows4(t, x + (size_t)r * (size_t)d, d, out + r);
+        if (r + 1 < n) {
+            d3_rows2(t, x + (size_t)r * (size_t)d, d, out + r);
+            r += 2;
         }
+        if (r < n)
+            d3_rows1(t, x + (size_t)r * (size_t)d, out + r);
         return;
     }
     /* Two rows at a time: two independent walks per tree for the CPU to
