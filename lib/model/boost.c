@@ -590,9 +590,14 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
             keep_tree(&b, p->learning_rate, trees);
         for (size_t i = 0; i < n_eval; i++)
             acc_eval[i] += tree_value_at(&b, x_eval + i * (size_t)d, p->learning_rate);
+        /* A sampled row already sits at its leaf (grow_tree moved it there
+         * by the same test a walk makes): only the others walk. */
+        float leaf_value[BOOST_MAX_NODES];
+        for (int v = 0; v < b.n_nodes; v++)
+            leaf_value[v] = b.node[v].feature < 0 ? (float)(p->learning_rate * node_weight(&b.node[v])) : 0;
         for (int u = 0; u < n_used; u++) { /* in float, as kace_trees_predict sums */
             int i = used[u];
-            acc[i] += tree_value(&b, i, p->learning_rate);
+            acc[i] += b.pos[i] >= 0 ? leaf_value[b.pos[i]] : tree_value(&b, i, p->learning_rate);
             pred[i] = (double)(acc[i] + (float)mean);
         }
     }
