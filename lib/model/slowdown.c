@@ -381,7 +381,7 @@ static void monotone_constraints(int which, signed char *out)
  * (squared error, no L2 on leaves, starting from the mean), fitted by
  * kace's own booster (boost.c): xgboost's algorithm at a twentieth of its
  * cost on a few hundred rows. */
-static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, const double *frac, size_t n,
+static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const kace_boost_data *data, const double *frac,
                              const kace_slowdown_params *p)
 {
     signed char monotone[N_MEMBER];
@@ -392,11 +392,7 @@ static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const double *X, cons
                             .subsample = p->subsample,
                             .seed = p->seed,
                             .monotone = monotone};
-    kace_boost_data *data = NULL;
-    kace_status st = kace_boost_data_new(ctx, X, n, N_MEMBER, &data);
-    if (!st)
-        st = kace_boost_train_trees(ctx, data, frac, &bp, &m->booster_json, &m->booster_json_len, &m->trees);
-    kace_boost_data_free(&data);
+    kace_status st = kace_boost_train_trees(ctx, data, frac, &bp, &m->booster_json, &m->booster_json_len, &m->trees);
     if (!st)
         kace_trees_find_monotone(&m->trees, N_MEMBER); /* for the member bounds */
     return st;
@@ -409,6 +405,7 @@ typedef struct member_samples {
     size_t n;
     double *X, *frac, *logf, *exclusive;
     size_t *row_of;
+    kace_boost_data *boost; /* X binned for the booster, built once (samples_boost_data) */
 } member_samples;
 
 static void member_samples_free(member_samples *s)
@@ -418,7 +415,15 @@ static void member_samples_free(member_samples *s)
     free(s->logf);
     free(s->exclusive);
     free(s->row_of);
+    kace_boost_data_free(&s->boost);
     memset(s, 0, sizeof *s);
+}
+
+/* The binned samples the booster fits on: the selection's folds and the
+ * final fit share them (sorting every feature once). */
+static kace_status samples_boost_data(kace_ctx *ctx, member_samples *s)
+{
+    return s->boost ? KACE_OK : kace_boost_data_new(ctx, s->X, s->n, N_MEMBER, &s->boost);
 }
 
 static kace_status member_samples_of(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
@@ -462,7 +467,7 @@ fail:
 }
 
 static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
-                             const member_samples *s, const kace_slowdown_params *params,
+                             member_samples *s, const kace_slowdown_params *params,
                              kace_slowdown_params *chosen);
 
 /* The range of each metric the model reads over the workloads of the
@@ -540,7 +545,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     if ((st = fit_ridge(ctx, m, s.X, s.logf, s.n, p.ridge_alpha)))
         goto fail;
     prepare_ridge(m);
-    if (p.n_rounds > 0 && (st = fit_trees(ctx, m, s.X, s.frac, s.n, &p)))
+    if (p.n_rounds > 0 && ((st = samples_boost_data(ctx, &s)) || (st = fit_trees(ctx, m, s.boost, s.frac, &p))))
         goto fail;
     member_samples_free(&s);
     *out = m;
@@ -1030,7 +1035,7 @@ static kace_status ranking_score(kace_ctx *ctx, const kace_dataset *ds, const in
 
 /* kace_slowdown_select on the member samples s of rows[0..n). */
 static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
-                             const member_samples *sp, const kace_slowdown_params *params,
+                             member_samples *sp, const kace_slowdown_params *params,
                              kace_slowdown_params *chosen)
 {
     kace_slowdown_params base;
@@ -1055,7 +1060,7 @@ static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *r
     int *fold = malloc(n * sizeof *fold);
     double *Xt = malloc(s.n * N_MEMBER * sizeof *Xt), *lt = malloc(s.n * sizeof *lt);
     unsigned char *use = malloc(s.n);
-    kace_boost_data *data = NULL;
+    const kace_boost_data *data = NULL;
     double *Xh = malloc(s.n * N_MEMBER * sizeof *Xh), *tree_frac = malloc(s.n * sizeof *tree_frac);
     size_t *held = malloc(s.n * sizeof *held);
     double *ridge_sum = calloc(n, sizeof *ridge_sum), *tree_sum = calloc(N_MONO * n, sizeof *tree_sum);
@@ -1071,8 +1076,9 @@ static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *r
         (st = choose_alpha(ctx, s.X, s.logf, s.row_of, s.n, n, base.seed, &base.ridge_alpha)))
         goto done;
     chosen->ridge_alpha = base.ridge_alpha;
-    if ((st = kace_boost_data_new(ctx, s.X, s.n, N_MEMBER, &data)))
+    if ((st = samples_boost_data(ctx, sp)))
         goto done;
+    data = sp->boost;
     deal_folds(n, N_FOLDS, base.seed ^ 0x5E1EC7ull, fold);
     for (int f = 0; f < N_FOLDS && !st; f++) {
         size_t nt = 0, nh = 0;
@@ -1134,7 +1140,6 @@ done:
     free(fold);
     free(Xt);
     free(use);
-    kace_boost_data_free(&data);
     free(lt);
     free(Xh);
     free(tree_frac);

@@ -373,24 +373,6 @@ static inline int d3_leaf(const float *xr, const int *f, const float *h)
     return 4 * b0 + 2 * second + third;
 }
 
-static void d3_rows4(const kace_trees *t, const float *x, int d, double *out)
-{
-    const float *x0 = x, *x1 = x0 + d, *x2 = x1 + d, *x3 = x2 + d;
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int i = 0; i < t->n_trees; i++) {
-        const int *f = t->c_feature + (size_t)i * 7;
-        const float *h = t->c_threshold + (size_t)i * 7, *leaf = t->c_leaf + (size_t)i * 8;
-        s0 += leaf[d3_leaf(x0, f, h)];
-        s1 += leaf[d3_leaf(x1, f, h)];
-        s2 += leaf[d3_leaf(x2, f, h)];
-        s3 += leaf[d3_leaf(x3, f, h)];
-    }
-    out[0] = (double)s0 + t->base_score;
-    out[1] = (double)s1 + t->base_score;
-    out[2] = (double)s2 + t->base_score;
-    out[3] = (double)s3 + t->base_score;
-}
-
 static void d3_rows2(const kace_trees *t, const float *x, int d, double *out)
 {
     const float *x0 = x, *x1 = x0 + d;
@@ -430,17 +412,14 @@ void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n
     const float *thr = t->c_threshold, *leaf = t->c_leaf;
     int r = 0;
     if (D == 3) {
-        /* The common shape (depth-3 boosting). Each tree's leaf sum is a
+        /* The common shape (depth-3 boosting). Each row's leaf sum is a
          * chain of float additions in tree order (kept: the sums are
-         * bit-identical to the walker's), so up to four rows go through
-         * the trees together: four independent chains and walks for the CPU
-         * to overlap (a colocation of k workloads is k rows). */
-        for (; r + 3 < n; r += 4)
-            d3_rows4(t, x + (size_t)r * (size_t)d, d, out + r);
-        if (r + 1 < n) {
+         * bit-identical to the walker's), so two rows go through the trees
+         * together: two independent chains, and each tree's splits loaded
+         * once for both (a colocation of k workloads is k rows; four rows
+         * at a time measured no better). */
+        for (; r + 1 < n; r += 2)
             d3_rows2(t, x + (size_t)r * (size_t)d, d, out + r);
-            r += 2;
-        }
         if (r < n)
             d3_rows1(t, x + (size_t)r * (size_t)d, out + r);
         return;
