@@ -31,7 +31,9 @@ rm -rf "$scratch" && mkdir -p "$scratch/bin" || exit 1
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 is not installed" >&2; exit 1; }
 
 asan=0
-if nm -D "$kace" 2>/dev/null | grep -q __asan_init || ldd "$kace" | grep -q libasan; then
+# Not "producer | grep -q" under pipefail: grep leaves at the first match and the
+# producer's next write dies of SIGPIPE, which fails the pipeline at random.
+if grep -q -e __asan_init -e libasan < <(nm -D "$kace" 2>/dev/null; ldd "$kace"); then
     asan=1
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
     # A new thread's start-up inside ASan allocates through malloc and aborts on NULL:

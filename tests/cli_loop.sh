@@ -23,7 +23,7 @@ trap '[ -n "$KACE_PID" ] && kill "$KACE_PID" 2>/dev/null; wait 2>/dev/null || tr
 "$KACE" train >/dev/null
 T=bert-base-cased_batch8-train
 "$KACE" predict --target $T --top 5 > "$DIR/predict0.txt"
-"$KACE" info | grep -q "observations 0" || fail "a fresh store has observations"
+grep -q "observations 0" < <("$KACE" info) || fail "a fresh store has observations"
 
 "$KACE" serve --listen 127.0.0.1:0 --port-file "$DIR/port" --watch 0 --threads 2 --no-nvml --store-observations \
     >"$DIR/serve.log" 2>&1 &

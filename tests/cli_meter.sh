@@ -15,7 +15,7 @@ rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
 command -v script >/dev/null || { echo "FAIL: script (bsdutils) is not installed" >&2; exit 1; }
 src=$(cd "$(dirname "$0")/.." && pwd)
 asan=0
-ldd "$kace" | grep -q libasan && asan=1
+grep -q libasan < <(ldd "$kace") && asan=1
 
 failures=0
 fail() {
@@ -94,8 +94,8 @@ if [ $asan = 0 ]; then
 else
     echo "ASan build: eval's progress is checked in the plain build only"
 fi
-"$kace" eval --help | grep -q -- "--quiet" || fail "eval --help does not mention --quiet"
-"$kace" simulate --help | grep -q -- "--quiet" || fail "simulate --help does not mention --quiet"
+grep -q -- "--quiet" < <("$kace" eval --help) || fail "eval --help does not mention --quiet"
+grep -q -- "--quiet" < <("$kace" simulate --help) || fail "simulate --help does not mention --quiet"
 
 # 5. The library never prints: no stdio call in lib/base/meter.c.
 grep -nE "printf|fputs|fwrite|stderr|stdout" "$src/lib/base/meter.c" && fail "lib/base/meter.c prints"

@@ -111,7 +111,7 @@ SLURM_CONF=$C/dbd/slurm.conf slurmdbd || { echo "FAIL: slurmdbd did not start"; 
 slurm_wait 30 bash -c "ss -ltn | grep -q ':$DBDPORT '" || { echo "FAIL: slurmdbd does not listen"; tail -n 20 "$C/slurmdbd.log"; exit 1; }
 slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster did not start"; tail -n 30 "$C"/cluster/log/*.log "$C/slurmdbd.log"; exit 1; }
 sacctmgr -i add cluster kacetest >/dev/null 2>&1
-registered() { sacctmgr -n -P list cluster format=cluster,controlport | grep -q '^kacetest|[1-9]'; }
+registered() { grep -q '^kacetest|[1-9]' < <(sacctmgr -n -P list cluster format=cluster,controlport); }
 slurm_wait 90 registered || { echo "FAIL: slurmctld did not register with slurmdbd"; tail -n 20 "$C/cluster/log/slurmctld.log" "$C/slurmdbd.log"; exit 1; }
 
 # --- a handful of short jobs ----------------------------------------------------

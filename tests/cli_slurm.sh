@@ -90,7 +90,7 @@ EOF
 }
 log_has() { grep -qF -- "$1" "$LOG"; }
 # Waits for a new line in slurmctld's log after line $1 that contains $2.
-log_after_has() { tail -n +$(($1 + 1)) "$LOG" | grep -qF -- "$2"; }
+log_after_has() { grep -qF -- "$2" < <(tail -n +$(($1 + 1)) "$LOG"); }
 wait_log_after() { slurm_wait "${3:-30}" log_after_has "$1" "$2"; }
 log_lines() { wc -l <"$LOG"; }
 
@@ -330,7 +330,7 @@ timeout 90 sbatch --wait --quiet -o "$C/jobs/noprofile.out" "$C/profjob.sh" >/de
 check_eq "without --kace-profile: no injection" none "$(field inject "$(head -1 "$C/jobs/noprofile.out")")"
 
 # slurmctld is still there and answered everything.
-scontrol ping | grep -q UP || fail "slurmctld is down"
+grep -q UP < <(scontrol ping) || fail "slurmctld is down"
 grep -E "kace" "$LOG" | tail -20
 
 if [ "$fails" -ne 0 ]; then

@@ -149,7 +149,7 @@ reserve() {
     # kace sees it at its next refresh (refresh_seconds = 1).
     marker=$(wc -l <"$LOG")
     sbatch --test-only --kace-workload="$T" --reservation=r2 --wrap true >/dev/null 2>&1
-    until tail -n +$((marker + 1)) "$LOG" | grep -q "kace: $T -> node n2"; do
+    until grep -q "kace: $T -> node n2" < <(tail -n +$((marker + 1)) "$LOG"); do
         ((SECONDS > 60)) && { fail "kace never saw reservation r2"; break; }
         sleep 0.3
         marker=$(wc -l <"$LOG")
@@ -194,7 +194,7 @@ for entry in "${CLASSES[@]}"; do
     with=$(submit hold "$opts" yes "$name-hold-kace")
     [ "$without" == "$with" ] || fail "held $name ($opts): without kace '$without', with kace '$with'"
     if [ "$name" == het ]; then
-        tail -n +$((marker + 1)) "$LOG" | grep -q "left as submitted: a component of a heterogeneous job" ||
+        grep -q "left as submitted: a component of a heterogeneous job" < <(tail -n +$((marker + 1)) "$LOG") ||
             fail "kace did not leave the heterogeneous job's components as submitted"
     fi
 done
@@ -212,7 +212,7 @@ else
     fail "no held job carries kace's record"
 fi
 
-scontrol ping | grep -q UP || fail "slurmctld is down"
+grep -q UP < <(scontrol ping) || fail "slurmctld is down"
 if [ "$fails" -ne 0 ]; then
     echo "$fails check(s) failed; logs in $SCRATCH/logs"
     exit 1

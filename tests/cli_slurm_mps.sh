@@ -163,7 +163,7 @@ check_eq "refusing daemon: no MPS pipe" none "$(field pipe "$out")"
 grep -q "failed: job runs without MPS" "$C/mps/n2/log/kace-mps.log" || fail "no log line for the refusing daemon"
 rm -f "$C/mode"
 
-scontrol ping | grep -q UP || fail "slurmctld is down"
+grep -q UP < <(scontrol ping) || fail "slurmctld is down"
 slurm_wait 30 slurm_nodes_idle ||
     fail "a node is not idle (a failed Prolog/Epilog drains it): $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
 if [ "$fails" -ne 0 ]; then
