@@ -38,6 +38,7 @@
 #include <cjson/cJSON.h>
 
 #include "kube_api.h"
+#include "sched_world.h"
 
 #include <microhttpd.h>
 
@@ -95,6 +96,9 @@ typedef struct server {
     kace_k8s_cluster *cluster;
     kube_api kube;
     bool has_kube;
+    int extender_policy; /* a kace_sched_policy, or -1: score nodes by predicted gain */
+    sim_world world;     /* what the extender's scheduler is built from, as kace schedule's */
+    bool has_world;
     /* the advisor in use */
     pthread_mutex_t swap_lock;
     held_advisor *current;
@@ -759,6 +763,7 @@ static void usage(void)
            "                  [--max-pending-bodies BYTES] [--max-connections N] [--max-per-client N]\n"
            "                  [--idle-timeout S] [--header-timeout S] [--body-timeout S]\n"
            "                  [--kube-api URL|in-cluster] [--kube-token-file F] [--kube-ca-file F] [--assume-seconds S]\n"
+           "                  [--extender-policy P]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
@@ -773,7 +778,10 @@ static void usage(void)
            "Kubernetes (docs/kubernetes.md): POST /k8s/bind creates the Binding through --kube-api URL\n"
            "('in-cluster': the pod's service account) with --kube-token-file F and --kube-ca-file F;\n"
            "POST /k8s/nodes takes kace agent reports, GET /k8s/state shows the node cache; a bind stays\n"
-           "assumed for --assume-seconds (default 120) or until the node's agent reports the pod.\n");
+           "assumed for --assume-seconds (default 120) or until the node's agent reports the pod.\n"
+           "--extender-policy P: the extender places pods with kace schedule's scheduler under policy P\n"
+           "(default kace; exclusive, packing, random, MEMCAP, SM%%, MEM%%), built as kace schedule builds it\n"
+           "from the store; 'gain' scores each node by its best GPU's predicted gain instead.\n");
 }
 
 /* The token of --token-file: its first line, without trailing white space. */
@@ -841,6 +849,7 @@ int cmd_serve(int argc, char **argv)
                 .header_timeout = 10,
                 .body_timeout = 30};
     kace_advisor_options_default(&s.options);
+    s.extender_policy = KACE_SCHED_KACE;
     const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL, *kube_token = NULL;
     double assume = 120;
     const char *origins[MAX_ORIGINS];
@@ -850,7 +859,7 @@ int cmd_serve(int argc, char **argv)
            per_ip = s.per_ip, idle = s.idle_timeout;
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
-           O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME };
+           O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -868,6 +877,7 @@ int cmd_serve(int argc, char **argv)
         {"body-timeout", required_argument, 0, O_BODY_T}, {"allow-partial-model", no_argument, 0, O_PARTIAL},
         {"kube-api", required_argument, 0, O_KUBE_API}, {"kube-token-file", required_argument, 0, O_KUBE_TOKEN},
         {"kube-ca-file", required_argument, 0, O_KUBE_CA}, {"assume-seconds", required_argument, 0, O_ASSUME},
+        {"extender-policy", required_argument, 0, O_EXT_POLICY},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -911,6 +921,12 @@ int cmd_serve(int argc, char **argv)
         case O_ASSUME:
             if (!cli_parse_number(optarg, 0, 86400, false, &assume))
                 return cli_usage("serve", "--assume-seconds must be 0..86400");
+            break;
+        case O_EXT_POLICY:
+            s.extender_policy = strcmp(optarg, "gain") == 0 ? -1 : kace_sched_policy_from_name(optarg);
+            if (strcmp(optarg, "gain") != 0 && (s.extender_policy < 0 || s.extender_policy == KACE_SCHED_ORACLE))
+                return cli_usage("serve", "--extender-policy: '%s' is not gain or an online policy (exclusive, packing, "
+                                          "random, MEMCAP, SM%%, MEM%%, kace)", optarg);
             break;
         case 'h': usage(); return EXIT_OK;
         case O_TOKEN: token_file = optarg; break;
@@ -1026,6 +1042,28 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "kace serve: %s\n", ctx ? kace_errmsg(ctx) : "out of memory");
         goto done;
     }
+    if (s.extender_policy >= 0) { /* the extender's scheduler: kace schedule's, built the same way (issue 23) */
+        kace_k8s_scheduler w = {.profiles = NULL};
+        s.has_world = sim_world_load(ctx, s.db, NULL, SIM_WORLD_N_OCCUR, SIM_WORLD_SEED, &s.world) == EXIT_OK;
+        if (s.has_world) {
+            kace_sched_config_default(&w.config, (kace_sched_policy)s.extender_policy);
+            w.profiles = s.world.profiles;
+            w.pool = s.world.pool;
+            w.n_pool = s.world.n_pool;
+            w.runnable = kace_truth_runnable(s.world.truth);
+            w.rates = &s.world.rates;
+        }
+        if (s.has_world && (st = kace_k8s_cluster_use_scheduler(ctx, s.cluster, &w))) {
+            fprintf(stderr, "kace serve: %s\n", kace_errmsg(ctx));
+            goto done;
+        }
+        if (s.has_world)
+            say(&s, "the Kubernetes extender places pods with kace schedule's scheduler (policy %s, %d workloads)",
+                kace_sched_policy_name(w.config.policy), w.n_pool);
+        else
+            say(&s, "the Kubernetes extender scores nodes by predicted gain: kace schedule's scheduler cannot be built "
+                    "from %s (above)", s.db);
+    }
     { /* GPU series' Hostname, as DCGM exporter's: the Kubernetes node name where set (issue 23) */
         char host[64] = "";
         const char *node = getenv("NODE_NAME");
@@ -1120,6 +1158,8 @@ done:
     release(s.current);
     kace_serve_metrics_free(&s.metrics);
     kace_k8s_cluster_free(&s.cluster);
+    if (s.has_world)
+        sim_world_free(&s.world);
     kube_api_cleanup(&s.kube);
     pthread_mutex_destroy(&s.swap_lock);
     pthread_mutex_destroy(&s.gpu_lock);

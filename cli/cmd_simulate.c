@@ -11,23 +11,9 @@
 #include "cli.h"
 #include "figures.h"
 #include "kace/sim.h"
+#include "sched_world.h"
 
-/* What both commands need from the store: measured sets (the truth and the
- * runnable groups), a model fitted on a published training split, the
- * profiles a policy may see, and the pool of workloads jobs get. */
-typedef struct sim_world {
-    kace_dataset *pairs, *triples, *profiles;
-    kace_splits *splits;
-    kace_model *model;
-    kace_truth *truth;
-    kace_model_rates holder;
-    kace_rate_source rates;
-    int pool[KACE_SCHED_MAX_WORKLOADS];
-    int n_pool;
-    size_t n_train;
-} sim_world;
-
-static void world_free(sim_world *w)
+void sim_world_free(sim_world *w)
 {
     kace_dataset_free(&w->pairs);
     kace_dataset_free(&w->triples);
@@ -53,7 +39,7 @@ static const char *default_data_root(void)
     return candidates[0];
 }
 
-static int world_load(kace_ctx *ctx, const char *db, const char *import_dir, int n_occur, int seed, sim_world *w)
+int sim_world_load(kace_ctx *ctx, const char *db, const char *import_dir, int n_occur, int seed, sim_world *w)
 {
     memset(w, 0, sizeof *w);
     kace_store *store = cli_open_store(ctx, db);
@@ -121,7 +107,7 @@ static int world_load(kace_ctx *ctx, const char *db, const char *import_dir, int
 done:
     kace_store_close(&store);
     if (rc != EXIT_OK)
-        world_free(w);
+        sim_world_free(w);
     return rc;
 }
 
@@ -142,8 +128,8 @@ typedef struct sched_options {
 static void sched_options_default(sched_options *o)
 {
     kace_sched_config_default(&o->sched, KACE_SCHED_KACE);
-    o->n_occur = 3;
-    o->seed = 10;
+    o->n_occur = SIM_WORLD_N_OCCUR;
+    o->seed = SIM_WORLD_SEED;
 }
 
 /* The configuration of one policy under the options given. */
@@ -542,7 +528,7 @@ static int simulate_sacct(const char *db, const char *import_dir, const char *ou
     if (!ctx)
         return EXIT_FAILURE_RUN;
     sim_world w;
-    int rc = world_load(ctx, db, import_dir, so->n_occur, so->seed, &w);
+    int rc = sim_world_load(ctx, db, import_dir, so->n_occur, so->seed, &w);
     if (rc != EXIT_OK) {
         kace_ctx_free(&ctx);
         return rc;
@@ -678,7 +664,7 @@ done:
     free(rows);
     kace_sacct_map_free(&map);
     kace_sacct_free(&sacct);
-    world_free(&w);
+    sim_world_free(&w);
     kace_ctx_free(&ctx);
     return rc;
 }
@@ -833,7 +819,7 @@ int cmd_simulate(int argc, char **argv)
     rc = EXIT_FAILURE_RUN;
     if (!ctx)
         return rc;
-    if ((rc = world_load(ctx, db, import_dir, so.n_occur, so.seed, &w)) != EXIT_OK) {
+    if ((rc = sim_world_load(ctx, db, import_dir, so.n_occur, so.seed, &w)) != EXIT_OK) {
         kace_ctx_free(&ctx);
         return rc;
     }
@@ -947,7 +933,7 @@ done:
     free(jobs);
     kace_node_list_free(&nodes);
     kace_trace_free(&trace);
-    world_free(&w);
+    sim_world_free(&w);
     kace_ctx_free(&ctx);
     return rc;
 }
@@ -1053,7 +1039,7 @@ int cmd_schedule(int argc, char **argv)
     kace_sched *s = NULL;
     int *node_gpus = NULL;
     size_t n_nodes = 0;
-    int rc = world_load(ctx, db, NULL, so.n_occur, so.seed, &w);
+    int rc = sim_world_load(ctx, db, NULL, so.n_occur, so.seed, &w);
     if (rc != EXIT_OK) {
         kace_ctx_free(&ctx);
         return rc;
@@ -1132,7 +1118,7 @@ done:
     kace_sched_free(&s);
     free(node_gpus);
     kace_node_list_free(&nodes);
-    world_free(&w);
+    sim_world_free(&w);
     kace_ctx_free(&ctx);
     return rc;
 }

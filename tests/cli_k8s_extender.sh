@@ -10,8 +10,10 @@
 # upstream types, see its README): each request and each of kace's replies is
 # validated against tests/data/k8s/extender-schema.json (python3-jsonschema),
 # and:
-# - filter with full Node objects: the full node and the node without GPUs
-#   fail with their reasons, gpu-node-1 passes; prioritize scores it 1..10;
+# - filter with full Node objects: kace's scheduler (kace schedule's policy)
+#   starts the pod on gpu-node-1's free GPU, so the full node and the node
+#   without GPUs fail with their reasons and gpu-node-1 passes; prioritize
+#   scores it 10 (tests/cli_k8s_loop.sh compares whole streams with kace schedule);
 # - filter and prioritize with node names only (nodeCacheCapable): the same
 #   verdicts and scores, from kace's node cache; a node the cache does not know
 #   fails; a fresh kace serve learns nodes from agent reports (POST /k8s/nodes);
@@ -128,7 +130,7 @@ code=$(post /k8s/filter "$DATA/extender-args-nodes.json" "$SCRATCH/filter-nodes.
 validate ExtenderFilterResult "$SCRATCH/filter-nodes.json" || fail "filter (nodes) reply"
 check "$SCRATCH/filter-nodes.json" '[n["metadata"]["name"] for n in j["nodes"]["items"]] == ["gpu-node-1"]' ||
     fail "filter (nodes) should pass gpu-node-1 only: $(cat "$SCRATCH/filter-nodes.json" | head -c 400)"
-check "$SCRATCH/filter-nodes.json" '"full" in j["failedNodes"]["gpu-node-0"] and "annotation" in j["failedNodes"]["cpu-node"]' ||
+check "$SCRATCH/filter-nodes.json" '"placed the pod on GPU '"'"'GPU-n1-0'"'"' of node '"'"'gpu-node-1'"'"'" in j["failedNodes"]["gpu-node-0"] and "annotation" in j["failedNodes"]["cpu-node"]' ||
     fail "filter (nodes) reasons: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["failedNodes"])' "$SCRATCH/filter-nodes.json")"
 code=$(post /k8s/prioritize "$DATA/extender-args-nodes.json" "$SCRATCH/prio-nodes.json")
 [ "$code" = 200 ] || fail "prioritize (nodes): HTTP $code"

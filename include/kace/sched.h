@@ -140,6 +140,19 @@ kace_status kace_sched_submit(kace_ctx *ctx, kace_sched *s, const kace_sched_job
  * (on_start, oldest first). */
 kace_status kace_sched_finish(kace_ctx *ctx, kace_sched *s, int job_id);
 
+/* ---- driven from outside: the Kubernetes extender (lib/service/serve_k8s.c)
+ * keeps a scheduler fed by what the cluster reports ---- */
+
+/* A single-GPU job that already runs on GPU gpu (placed before kace knew of
+ * it, or by someone else) starts there now, whatever the policy would say;
+ * on_start is called. Fails on a gang, a GPU already holding
+ * KACE_SCHED_MAX_GROUP jobs (or more than PACKING's whole share), and what
+ * kace_sched_submit refuses. */
+kace_status kace_sched_start_on(kace_ctx *ctx, kace_sched *s, const kace_sched_job *job, int gpu);
+/* A job leaves: a running one finishes (kace_sched_finish), a queued one
+ * leaves the queue; then queued jobs that now fit start. */
+kace_status kace_sched_withdraw(kace_ctx *ctx, kace_sched *s, int job_id);
+
 /* The jobs on a GPU (at most KACE_SCHED_MAX_GROUP; a gang job shows on each
  * of its GPUs). Returns how many. */
 int kace_sched_gpu_jobs(const kace_sched *s, int gpu, int *job_ids);

@@ -24,6 +24,7 @@
 
 #include "kace/dataset.h"
 #include "kace/predictor.h"
+#include "kace/sched.h"
 #include "kace/split.h"
 
 #ifdef __cplusplus
@@ -196,6 +197,27 @@ kace_status kace_k8s_cluster_new(kace_ctx *ctx, double assume_seconds, kace_k8s_
 void kace_k8s_cluster_free(kace_k8s_cluster **c);
 /* Forgets a bind whose Binding the API server refused. */
 void kace_k8s_cluster_unbind(kace_k8s_cluster *c, const char *node, const char *pod_namespace, const char *pod_name);
+/* The extender decides with `kace schedule`'s own scheduler (lib/decide/
+ * sched.c, docs/kubernetes.md): the GPUs of the nodes the cache knows (nodes
+ * sorted by name, their GPUs by id, numbered as `kace schedule --cluster`
+ * numbers them) make a kace_sched cluster; a pod kace sees for the first time
+ * is submitted to it; filter passes only the node of the GPU the scheduler
+ * started it on (none while it is queued: kube-scheduler retries it),
+ * prioritize scores that node 10, bind records it and gives it an equal MPS
+ * share; a bound pod that its node's kace agent no longer lists has ended
+ * (kace_sched_finish, so queued pods may start); pods an agent lists that
+ * kace did not place are started where they run (kace_sched_start_on).
+ * config, profiles, pool, runnable and rates are kace_sched_new's and must
+ * outlive c. Without this call the extender scores nodes by predicted gain. */
+typedef struct kace_k8s_scheduler {
+    kace_sched_config config;
+    const kace_dataset *profiles;
+    const int *pool;
+    int n_pool;
+    const kace_group_set *runnable;
+    const kace_rate_source *rates;
+} kace_k8s_scheduler;
+kace_status kace_k8s_cluster_use_scheduler(kace_ctx *ctx, kace_k8s_cluster *c, const kace_k8s_scheduler *w);
 /* kace_advisor_handle with the node cache c (NULL: as kace_advisor_handle)
  * at unix time now: the extender judges nodes named only by name from the
  * cache, and /k8s/bind, /k8s/nodes and /k8s/state work. */

@@ -1279,3 +1279,73 @@ uint64_t kace_sched_visits(const kace_sched *s)
 {
     return s->visits;
 }
+
+/* ==== driven from outside (the Kubernetes extender) =========================
+ * Kept apart from the decision path above: these only reuse its helpers. */
+
+kace_status kace_sched_start_on(kace_ctx *ctx, kace_sched *s, const kace_sched_job *job, int gpu)
+{
+    if (job->num_gpu != 1)
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d: only a single-GPU job can be started on a given GPU",
+                         job->id);
+    if (gpu < 0 || (size_t)gpu >= s->n_gpus)
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d: no GPU %d (the cluster has %zu)", job->id, gpu,
+                         s->n_gpus);
+    const gpu_state *gp = &s->gpus[gpu];
+    int level = (job->gpu_milli + MILLI_STEP - 1) / MILLI_STEP;
+    if (gp->gang || gp->n_jobs >= KACE_SCHED_MAX_GROUP ||
+        (s->n_levels > 1 && gp->level + level > N_LEVELS - 1))
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d: GPU %d is full", job->id, gpu);
+    if (job->id >= 0 && job->id < s->cap_jobs && s->jobs[job->id].state != JOB_NONE)
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job id %d is already in use", job->id);
+    if (job->id < 0 || job->id >= (1 << 30))
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job id %d (expected 0..2^30)", job->id);
+    if (job->workload < 0 || job->workload >= s->n_dataset || s->local_of[job->workload] < 0)
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "scheduler: job %d has workload %d, which is not in the pool",
+                         job->id, job->workload);
+    if (job->gpu_milli < 1 || job->gpu_milli > 1000)
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d asks for gpu_milli %d (expected 1..1000)", job->id,
+                         job->gpu_milli);
+    if (job->id >= s->cap_jobs) {
+        int cap = s->cap_jobs ? s->cap_jobs : 1024;
+        while (cap <= job->id)
+            cap *= 2;
+        job_state *p = realloc(s->jobs, (size_t)cap * sizeof *p);
+        if (!p)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory for %d jobs", cap);
+        memset(p + s->cap_jobs, 0, (size_t)(cap - s->cap_jobs) * sizeof *p);
+        s->jobs = p;
+        s->cap_jobs = cap;
+    }
+    job_state *j = &s->jobs[job->id];
+    j->cls = s->local_of[job->workload] * 2 + (job->ls ? 1 : 0);
+    j->level = level;
+    j->num_gpu = 1;
+    j->gpu = -1;
+    j->seq = s->next_seq++;
+    return start(ctx, s, job->id, gpu, (choice){gpu, gp->n_jobs == 0});
+}
+
+kace_status kace_sched_withdraw(kace_ctx *ctx, kace_sched *s, int job_id)
+{
+    if (job_id < 0 || job_id >= s->cap_jobs || s->jobs[job_id].state == JOB_NONE)
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d is neither running nor queued", job_id);
+    if (s->jobs[job_id].state == JOB_RUNNING)
+        return kace_sched_finish(ctx, s, job_id);
+    queue *q = &s->queues[queue_of(s, &s->jobs[job_id])];
+    int prev = -1;
+    for (int id = q->head; id >= 0 && id != job_id; id = s->jobs[id].next)
+        prev = id;
+    if (prev < 0)
+        q->head = s->jobs[job_id].next;
+    else
+        s->jobs[prev].next = s->jobs[job_id].next;
+    if (q->tail == job_id)
+        q->tail = prev;
+    q->n--;
+    s->n_queued--;
+    s->jobs[job_id].state = JOB_NONE;
+    if (job_id == s->reserved_job && !release_reservation(s))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
+    return drain(ctx, s);
+}

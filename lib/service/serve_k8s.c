@@ -46,6 +46,7 @@
 #define GPUS_KEY "kace.io/gpus"
 #define GPU_KEY "kace.io/gpu"            /* on the pod: the GPU (UUID) kace chose */
 #define MPS_KEY "kace.io/mps-percentage" /* on the pod: its CUDA_MPS_ACTIVE_THREAD_PERCENTAGE */
+#define QOS_KEY "kace.io/qos"            /* on the pod: LS (latency sensitive) or BE, as kace schedule's jobs */
 #define MAX_NODES 10000
 
 static const cJSON *metadata_value(const cJSON *obj, const char *map, const char *key)
@@ -130,6 +131,7 @@ typedef struct cached_node {
     char name[254];
     double updated_at;
     const char *source; /* "node" (a Node object's annotation) or "agent" */
+    bool agent;         /* a kace agent has reported it: its reports, not Node objects, say when pods end */
     int n_gpus;
     cached_gpu *gpus;
 } cached_node;
@@ -139,6 +141,29 @@ typedef struct pending_pod {
     double seen_at;
 } pending_pod;
 
+/* A pod kace's scheduler knows (kace_k8s_cluster_use_scheduler). */
+enum { POD_QUEUED = 1, POD_CHOSEN, POD_BOUND };
+typedef struct sched_pod {
+    char uid[MAX_UID], pod[MAX_POD];
+    int job;        /* its kace_sched job id */
+    int workload;   /* index in the scheduler's profiles */
+    bool ls;
+    int state;      /* POD_* */
+    int gpu;        /* the scheduler's GPU while chosen or bound */
+    bool confirmed; /* a report listed it since it was bound */
+    int rebinds;    /* binds of it while bound (the API server refuses them: nothing to undo) */
+    double since;   /* when chosen, or bound */
+} sched_pod;
+
+/* A GPU of the scheduler's cluster: its node and id (sorted, so numbered as
+ * `kace schedule --cluster NxG` numbers GPUs). */
+typedef struct topo_gpu {
+    char node[254];
+    char id[96];
+} topo_gpu;
+
+#define MAX_FINISHED 1024
+
 struct kace_k8s_cluster {
     pthread_mutex_t lock;
     double assume_seconds;
@@ -147,6 +172,19 @@ struct kace_k8s_cluster {
     pending_pod pending[MAX_PENDING];
     size_t n_pending;
     unsigned long long binds;
+    /* the scheduler, when used */
+    bool has_sched;
+    kace_k8s_scheduler world;
+    kace_sched *sched; /* NULL until a pod needs it and some node has GPUs */
+    topo_gpu *topo;
+    int n_topo;
+    sched_pod *pods; /* in arrival order */
+    size_t n_pods, cap_pods;
+    int next_job;
+    char finished[MAX_FINISHED][MAX_UID]; /* recently ended pods' UIDs: a stale report does not revive them */
+    size_t next_finished;
+    unsigned long long ended;
+    double now; /* for on_start */
 };
 
 kace_status kace_k8s_cluster_new(kace_ctx *ctx, double assume_seconds, kace_k8s_cluster **out)
@@ -181,6 +219,9 @@ void kace_k8s_cluster_free(kace_k8s_cluster **c)
     for (size_t i = 0; i < (*c)->n_nodes; i++)
         free_gpus((*c)->nodes[i].gpus, (*c)->nodes[i].n_gpus);
     free((*c)->nodes);
+    kace_sched_free(&(*c)->sched);
+    free((*c)->topo);
+    free((*c)->pods);
     pthread_mutex_destroy(&(*c)->lock);
     free(*c);
     *c = NULL;
@@ -338,6 +379,323 @@ static void remember_pod(kace_k8s_cluster *c, const char *uid, const char *pod, 
     snprintf(p->pod, sizeof p->pod, "%s", pod);
     snprintf(p->workload, sizeof p->workload, "%s", workload);
     p->seen_at = now;
+}
+
+/* ---- the scheduler: `kace schedule`'s policy over the cached nodes ------------ */
+
+kace_status kace_k8s_cluster_use_scheduler(kace_ctx *ctx, kace_k8s_cluster *c, const kace_k8s_scheduler *w)
+{
+    /* A one-GPU trial checks the configuration now rather than at the first pod. */
+    int one = 1;
+    kace_sched *trial = NULL;
+    kace_status st = kace_sched_new(ctx, &w->config, w->profiles, w->pool, w->n_pool, w->runnable, w->rates, &one, 1,
+                                    NULL, NULL, &trial);
+    kace_sched_free(&trial);
+    if (st)
+        return st;
+    pthread_mutex_lock(&c->lock);
+    c->world = *w;
+    c->has_sched = true;
+    pthread_mutex_unlock(&c->lock);
+    return KACE_OK;
+}
+
+static sched_pod *pod_of_job(kace_k8s_cluster *c, int job)
+{
+    for (size_t i = 0; i < c->n_pods; i++)
+        if (c->pods[i].job == job)
+            return &c->pods[i];
+    return NULL;
+}
+
+static void on_start(void *user, int job, const int *gpus, int n)
+{
+    kace_k8s_cluster *c = user;
+    sched_pod *p = pod_of_job(c, job);
+    if (p && n >= 1) {
+        p->state = POD_CHOSEN;
+        p->gpu = gpus[0];
+        p->since = c->now;
+    }
+}
+
+/* The pod a uid or "namespace/name" names ("" matches nothing). */
+static sched_pod *find_pod(kace_k8s_cluster *c, const char *uid, const char *pod)
+{
+    for (size_t i = 0; i < c->n_pods; i++) {
+        const sched_pod *p = &c->pods[i];
+        if ((uid[0] && strcmp(p->uid, uid) == 0) || (!uid[0] && pod[0] && strcmp(p->pod, pod) == 0))
+            return &c->pods[i];
+    }
+    return NULL;
+}
+
+static bool recently_finished(const kace_k8s_cluster *c, const char *uid)
+{
+    for (size_t i = 0; uid[0] && i < MAX_FINISHED; i++)
+        if (strcmp(c->finished[i], uid) == 0)
+            return true;
+    return false;
+}
+
+static void forget_pod(kace_k8s_cluster *c, sched_pod *p)
+{
+    if (p->uid[0]) {
+        snprintf(c->finished[c->next_finished], MAX_UID, "%s", p->uid);
+        c->next_finished = (c->next_finished + 1) % MAX_FINISHED;
+    }
+    size_t i = (size_t)(p - c->pods);
+    memmove(&c->pods[i], &c->pods[i + 1], (c->n_pods - i - 1) * sizeof *c->pods);
+    c->n_pods--;
+}
+
+static sched_pod *add_pod(kace_k8s_cluster *c, const char *uid, const char *pod, int workload, bool ls)
+{
+    if (c->n_pods == c->cap_pods) {
+        size_t cap = c->cap_pods ? 2 * c->cap_pods : 64;
+        sched_pod *grown = realloc(c->pods, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        c->pods = grown;
+        c->cap_pods = cap;
+    }
+    sched_pod *p = &c->pods[c->n_pods++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->uid, sizeof p->uid, "%s", uid);
+    snprintf(p->pod, sizeof p->pod, "%s", pod);
+    p->job = c->next_job++;
+    p->workload = workload;
+    p->ls = ls;
+    p->state = POD_QUEUED;
+    p->gpu = -1;
+    return p;
+}
+
+static kace_sched_job job_of(const sched_pod *p)
+{
+    return (kace_sched_job){.id = p->job, .workload = p->workload, .ls = p->ls, .gpu_milli = 1000, .num_gpu = 1};
+}
+
+/* A pod leaves the scheduler (ended, or never bound): its GPU is freed and
+ * queued pods that now fit start (on_start). */
+static kace_status end_pod(kace_ctx *ctx, kace_k8s_cluster *c, sched_pod *p)
+{
+    int job = p->job;
+    forget_pod(c, p); /* first: on_start must not find it */
+    c->ended++;
+    return c->sched ? kace_sched_withdraw(ctx, c->sched, job) : KACE_OK;
+}
+
+static int cmp_topo(const void *x, const void *y)
+{
+    const topo_gpu *a = x, *b = y;
+    int d = strcmp(a->node, b->node);
+    return d ? d : strcmp(a->id, b->id);
+}
+
+static int topo_find(const kace_k8s_cluster *c, const char *node, const char *id)
+{
+    topo_gpu key;
+    snprintf(key.node, sizeof key.node, "%s", node);
+    snprintf(key.id, sizeof key.id, "%s", id);
+    const topo_gpu *t = c->n_topo ? bsearch(&key, c->topo, (size_t)c->n_topo, sizeof key, cmp_topo) : NULL;
+    return t ? (int)(t - c->topo) : -1;
+}
+
+/* How the scheduler names a member: its UID, else its pod, else (a bare
+ * workload name in an annotation) its place: node, GPU, workload, ordinal. */
+static void member_ident(const cached_node *cn, const cached_gpu *g, int i, char uid[MAX_UID], char pod[MAX_POD])
+{
+    const member *m = &g->m[i];
+    snprintf(uid, MAX_UID, "%s", m->uid);
+    if (m->uid[0] || m->pod[0]) {
+        snprintf(pod, MAX_POD, "%s", m->pod);
+        return;
+    }
+    int k = 0;
+    for (int j = 0; j < i; j++)
+        k += !g->m[j].uid[0] && !g->m[j].pod[0] && strcmp(g->m[j].workload, m->workload) == 0;
+    snprintf(pod, MAX_POD, "~%.100s/%.90s/%.100s#%d", cn->name, g->id, m->workload, k);
+}
+
+/* Starts the pods a node's state lists that kace did not place (placed before
+ * kace serve started, or by someone else) where they run. Best effort: a pod
+ * of a workload outside the scheduler's pool cannot be counted. */
+static void add_unplaced(kace_k8s_cluster *c, const cached_node *cn, double now)
+{
+    if (!c->sched)
+        return;
+    for (int g = 0; g < cn->n_gpus; g++)
+        for (int i = 0; i < cn->gpus[g].n; i++) {
+            const member *m = &cn->gpus[g].m[i];
+            char uid[MAX_UID], pod[MAX_POD];
+            member_ident(cn, &cn->gpus[g], i, uid, pod);
+            if (!isnan(m->assumed_at) || find_pod(c, uid, pod) || recently_finished(c, uid))
+                continue;
+            int gpu = topo_find(c, cn->name, cn->gpus[g].id);
+            int w = kace_dataset_find(c->world.profiles, m->workload);
+            if (gpu < 0 || w < 0)
+                continue;
+            sched_pod *p = add_pod(c, uid, pod, w, false);
+            if (!p)
+                return;
+            kace_ctx *scratch = kace_ctx_new();
+            kace_sched_job job = job_of(p);
+            if (!scratch || kace_sched_start_on(scratch, c->sched, &job, gpu) != KACE_OK) {
+                c->n_pods--; /* the last one: not in the scheduler */
+            } else {
+                p->state = POD_BOUND;
+                p->gpu = gpu;
+                p->confirmed = true;
+                p->since = now;
+            }
+            kace_ctx_free(&scratch);
+        }
+}
+
+/* (Re)builds the scheduler when the cached nodes' GPUs changed, replaying the
+ * pods it knows: those running where they run, then the queued ones in
+ * arrival order. */
+static kace_status ensure_sched(kace_ctx *ctx, kace_k8s_cluster *c, double now)
+{
+    c->now = now;
+    /* a pod chosen but never bound for the assume time: the scheduler gave up on it */
+    for (size_t i = 0; i < c->n_pods;) {
+        sched_pod *p = &c->pods[i];
+        if (p->state == POD_CHOSEN && now - p->since > c->assume_seconds) {
+            kace_status st = end_pod(ctx, c, p);
+            if (st)
+                return st;
+        } else {
+            i++;
+        }
+    }
+    int n = 0;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        n += c->nodes[i].n_gpus;
+    if (n == 0)
+        return KACE_OK;
+    bool same = c->sched && n == c->n_topo;
+    topo_gpu *t = malloc((size_t)n * sizeof *t);
+    int *node_gpus = calloc(c->n_nodes, sizeof *node_gpus);
+    if (!t || !node_gpus) {
+        free(t);
+        free(node_gpus);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    int k = 0;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        for (int g = 0; g < c->nodes[i].n_gpus; g++, k++) {
+            snprintf(t[k].node, sizeof t[k].node, "%s", c->nodes[i].name);
+            snprintf(t[k].id, sizeof t[k].id, "%s", c->nodes[i].gpus[g].id);
+        }
+    qsort(t, (size_t)n, sizeof *t, cmp_topo);
+    for (int i = 0; same && i < n; i++)
+        same = cmp_topo(&t[i], &c->topo[i]) == 0;
+    size_t n_nodes = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || strcmp(t[i].node, t[i - 1].node) != 0)
+            n_nodes++;
+        node_gpus[n_nodes - 1]++;
+    }
+    kace_sched *fresh = NULL;
+    kace_status st = same ? KACE_OK
+                          : kace_sched_new(ctx, &c->world.config, c->world.profiles, c->world.pool, c->world.n_pool,
+                                           c->world.runnable, c->world.rates, node_gpus, n_nodes, on_start, c, &fresh);
+    free(node_gpus);
+    if (same || st) {
+        free(t);
+        return st;
+    }
+    topo_gpu *old_topo = c->topo;
+    kace_sched *old = c->sched;
+    c->sched = fresh;
+    c->topo = t;
+    c->n_topo = n;
+    kace_ctx *scratch = kace_ctx_new();
+    /* running pods where they run; a bound pod whose GPU is gone has ended */
+    for (size_t i = 0; i < c->n_pods;) {
+        sched_pod *p = &c->pods[i];
+        if (p->state == POD_QUEUED) {
+            i++;
+            continue;
+        }
+        int gpu = topo_find(c, old_topo[p->gpu].node, old_topo[p->gpu].id);
+        kace_sched_job job = job_of(p);
+        int state = p->state;
+        double since = p->since;
+        if (gpu >= 0 && scratch && kace_sched_start_on(scratch, fresh, &job, gpu) == KACE_OK) {
+            p->state = state;
+            p->since = since;
+            i++;
+        } else if (state == POD_CHOSEN) {
+            p->state = POD_QUEUED; /* decided again below */
+            i++;
+        } else {
+            forget_pod(c, p);
+        }
+    }
+    free(old_topo);
+    kace_sched_free(&old);
+    for (size_t i = 0; i < c->n_pods && !st; i++)
+        if (c->pods[i].state == POD_QUEUED) {
+            kace_sched_job job = job_of(&c->pods[i]);
+            st = kace_sched_submit(ctx, fresh, &job);
+        }
+    kace_ctx_free(&scratch);
+    for (size_t i = 0; i < c->n_nodes && !st; i++)
+        add_unplaced(c, &c->nodes[i], now);
+    return st;
+}
+
+/* After a node's state was replaced: a bound pod it lists is confirmed; one it
+ * no longer lists has ended when it was confirmed before (or bound longer
+ * than the assume time ago). authoritative: the state comes from the node's
+ * agent (a Node object the scheduler sends may be older than its report). */
+static kace_status reconcile(kace_ctx *ctx, kace_k8s_cluster *c, const char *node, bool authoritative, double now)
+{
+    if (!c->sched)
+        return KACE_OK;
+    c->now = now;
+    cached_node *cn = find_node(c, node);
+    if (!cn)
+        return KACE_OK;
+    for (size_t i = 0; i < c->n_pods;) {
+        sched_pod *p = &c->pods[i];
+        if (p->state != POD_BOUND || strcmp(c->topo[p->gpu].node, node) != 0) {
+            i++;
+            continue;
+        }
+        bool listed = false;
+        for (int g = 0; g < cn->n_gpus && !listed; g++)
+            for (int j = 0; j < cn->gpus[g].n && !listed; j++) {
+                char uid[MAX_UID], pod[MAX_POD];
+                member_ident(cn, &cn->gpus[g], j, uid, pod);
+                listed = isnan(cn->gpus[g].m[j].assumed_at) &&
+                         ((p->uid[0] && strcmp(uid, p->uid) == 0) || (!p->uid[0] && strcmp(pod, p->pod) == 0));
+            }
+        if (listed) {
+            p->confirmed = true;
+            i++;
+        } else if (authoritative && (p->confirmed || now - p->since > c->assume_seconds)) {
+            kace_status st = end_pod(ctx, c, p);
+            if (st)
+                return st;
+        } else {
+            i++;
+        }
+    }
+    add_unplaced(c, cn, now);
+    return KACE_OK;
+}
+
+/* The pod's workload name (label, else annotation), or NULL. */
+static const char *pod_workload_name(const cJSON *pod)
+{
+    const cJSON *v = metadata_value(pod, "labels", WORKLOAD_KEY);
+    if (!cJSON_IsString(v))
+        v = metadata_value(pod, "annotations", WORKLOAD_KEY);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
 /* ---- judging a node --------------------------------------------------------- */
@@ -530,6 +888,94 @@ static kace_status judge_all(kace_ctx *ctx, const kace_advisor *a, kace_k8s_clus
     return KACE_OK;
 }
 
+/* Filter and prioritize with the scheduler. *handled is false when the pod
+ * is not the scheduler's (no workload of its pool): the caller lets it pass. */
+static kace_status sched_judge(kace_ctx *ctx, kace_k8s_cluster *c, double now, const cJSON *pod, const cJSON *items,
+                               const cJSON *names, node_verdict **out, bool *handled)
+{
+    *out = NULL;
+    *handled = false;
+    const char *wname = pod_workload_name(pod);
+    int w = wname ? kace_dataset_find(c->world.profiles, wname) : -1;
+    bool in_pool = false;
+    for (int i = 0; w >= 0 && i < c->world.n_pool; i++)
+        in_pool = in_pool || c->world.pool[i] == w;
+    if (!in_pool)
+        return KACE_OK;
+    *handled = true;
+    int n = cJSON_GetArraySize(items ? items : names);
+    node_verdict *v = calloc(n ? (size_t)n : 1, sizeof *v);
+    if (!v)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = KACE_OK;
+    pthread_mutex_lock(&c->lock);
+    /* Full Node objects (nodeCacheCapable false): their annotations refresh the cache. */
+    for (const cJSON *it = items ? items->child : NULL; it && !st; it = it->next) {
+        const cJSON *ann = metadata_value(it, "annotations", GPUS_KEY);
+        const char *name = node_name(it);
+        if (!cJSON_IsString(ann))
+            continue;
+        cached_node *before = find_node(c, name);
+        bool authoritative = !before || !before->agent;
+        cJSON *gpus = cJSON_Parse(ann->valuestring);
+        kace_ctx *scratch = kace_ctx_new(); /* a bad annotation leaves the node as it was */
+        kace_status bad = !scratch ? KACE_ERR_NOMEM : gpus ? cache_node(scratch, c, name, gpus, "node", now) : KACE_ERR_INVALID;
+        cJSON_Delete(gpus);
+        kace_ctx_free(&scratch);
+        if (bad == KACE_ERR_NOMEM)
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        else if (!bad)
+            st = reconcile(ctx, c, name, authoritative, now);
+    }
+    if (!st)
+        st = ensure_sched(ctx, c, now);
+    char uid[64], pname[320];
+    pod_identity(pod, uid, pname);
+    sched_pod *p = NULL;
+    if (!st && c->sched && !(p = find_pod(c, uid, pname))) {
+        const cJSON *qos = metadata_value(pod, "labels", QOS_KEY);
+        bool ls = cJSON_IsString(qos) && strcmp(qos->valuestring, "LS") == 0;
+        if (!(p = add_pod(c, uid, pname, w, ls))) {
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        } else {
+            kace_sched_job job = job_of(p);
+            c->now = now;
+            if ((st = kace_sched_submit(ctx, c->sched, &job)))
+                c->n_pods--; /* the last one */
+            p = st ? NULL : find_pod(c, uid, pname);
+        }
+    }
+    int i = 0;
+    for (const cJSON *it = items ? items->child : names->child; it && !st; it = it->next, i++) {
+        const char *name = items ? node_name(it) : it->valuestring;
+        v[i].best_gpu = -1;
+        v[i].best_gain = NAN;
+        const cached_node *cn = find_node(c, name);
+        if (!c->sched || (!cn && !items))
+            snprintf(v[i].reason, sizeof v[i].reason,
+                     "kace knows nothing of node '%.64s' (no kace agent report, no Node object with %s seen)", name,
+                     GPUS_KEY);
+        else if (!cn)
+            snprintf(v[i].reason, sizeof v[i].reason, "no %s annotation (not a kace GPU node)", GPUS_KEY);
+        else if (p->state == POD_QUEUED)
+            snprintf(v[i].reason, sizeof v[i].reason,
+                     "kace's scheduler (policy %s) queues the pod: no GPU takes it now (%zu pod(s) wait)",
+                     kace_sched_policy_name(c->world.config.policy), kace_sched_n_queued(c->sched));
+        else if (strcmp(c->topo[p->gpu].node, name) != 0)
+            snprintf(v[i].reason, sizeof v[i].reason, "kace's scheduler placed the pod on GPU '%.64s' of node '%.64s'",
+                     c->topo[p->gpu].id, c->topo[p->gpu].node);
+        else
+            v[i].pass = true;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (st) {
+        free(v);
+        return st;
+    }
+    *out = v;
+    return KACE_OK;
+}
+
 kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, kace_k8s_cluster *c, double now,
                                   const cJSON *req, cJSON *out, const char **decision)
 {
@@ -539,9 +985,13 @@ kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, kace_k8s
         return st;
     int job = pod_workload(a, pod);
     bool can = kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS);
+    node_verdict *v = NULL;
+    bool handled = false; /* by the scheduler */
+    if (c && c->has_sched && (st = sched_judge(ctx, c, now, pod, items, names, &v, &handled)))
+        return st;
     /* Nothing to judge: not kace's pod, a model without member predictions,
      * or node names without a cache. */
-    if (job < 0 || !can || (!items && !c)) {
+    if (!handled && (job < 0 || !can || (!items && !c))) {
         if (items) {
             cJSON *nodes = cJSON_AddObjectToObject(out, "nodes");
             if (nodes)
@@ -555,19 +1005,20 @@ kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, kace_k8s
         *decision = "none";
         return KACE_OK;
     }
-    if (c)
-        pthread_mutex_lock(&c->lock);
-    node_verdict *v = NULL;
-    st = judge_all(ctx, a, c, now, job, items, names, &v);
-    if (!st && c) {
-        char uid[64], name[320];
-        pod_identity(pod, uid, name);
-        remember_pod(c, uid, name, a->ds->workloads[job].name, now);
+    if (!handled) {
+        if (c)
+            pthread_mutex_lock(&c->lock);
+        st = judge_all(ctx, a, c, now, job, items, names, &v);
+        if (!st && c) {
+            char uid[64], name[320];
+            pod_identity(pod, uid, name);
+            remember_pod(c, uid, name, a->ds->workloads[job].name, now);
+        }
+        if (c)
+            pthread_mutex_unlock(&c->lock);
+        if (st)
+            return st;
     }
-    if (c)
-        pthread_mutex_unlock(&c->lock);
-    if (st)
-        return st;
     cJSON *failed = cJSON_CreateObject(), *passed = cJSON_CreateArray();
     int i = 0;
     for (const cJSON *it = items ? items->child : names->child; it && failed && passed; it = it->next, i++) {
@@ -594,7 +1045,7 @@ kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, kace_k8s
     cJSON_AddItemToObject(out, "failedNodes", failed);
     cJSON_AddItemToObject(out, "failedAndUnresolvableNodes", cJSON_CreateObject());
     cJSON_AddStringToObject(out, "error", "");
-    *decision = kace_advisor_policy(a);
+    *decision = handled ? kace_sched_policy_name(c->world.config.policy) : kace_advisor_policy(a);
     return KACE_OK;
 }
 
@@ -608,6 +1059,11 @@ kace_status kace_serve_k8s_prioritize(kace_ctx *ctx, const kace_advisor *a, kace
     int job = pod_workload(a, pod);
     bool judge = job >= 0 && kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS) && (items || c);
     node_verdict *v = NULL;
+    bool handled = false; /* by the scheduler: its node scores 10, the others 0 */
+    if (c && c->has_sched && (st = sched_judge(ctx, c, now, pod, items, names, &v, &handled)))
+        return st;
+    if (handled)
+        judge = false;
     if (judge) {
         if (c)
             pthread_mutex_lock(&c->lock);
@@ -629,7 +1085,7 @@ kace_status kace_serve_k8s_prioritize(kace_ctx *ctx, const kace_advisor *a, kace
     }
     int i = 0;
     for (const cJSON *it = items ? items->child : names->child; it; it = it->next, i++) {
-        double score = judge && v[i].pass ? round(10 * fmin(1, fmax(0, v[i].best_gain))) : 0;
+        double score = handled ? (v[i].pass ? 10 : 0) : judge && v[i].pass ? round(10 * fmin(1, fmax(0, v[i].best_gain))) : 0;
         cJSON *h = cJSON_CreateObject();
         if (!cJSON_AddItemToArray(list, h))
             break;
@@ -638,7 +1094,7 @@ kace_status kace_serve_k8s_prioritize(kace_ctx *ctx, const kace_advisor *a, kace
     }
     free(v);
     *out = list;
-    *decision = judge ? kace_advisor_policy(a) : "none";
+    *decision = handled ? kace_sched_policy_name(c->world.config.policy) : judge ? kace_advisor_policy(a) : "none";
     return KACE_OK;
 }
 
@@ -655,6 +1111,52 @@ static kace_status bind_string(kace_ctx *ctx, const cJSON *req, const char *key,
         return kace_fail(ctx, KACE_ERR_INVALID, "ExtenderBindingArgs: field '%s' must be a %sstring of at most %zu bytes",
                          key, required ? "non-empty " : "", max);
     *out = v->valuestring;
+    return KACE_OK;
+}
+
+/* Bind with the scheduler: the pod goes where the scheduler started it. */
+static kace_status sched_bind(kace_ctx *ctx, kace_k8s_cluster *c, sched_pod *p, const char *node, const char *uid,
+                              const char *pod, double now, char gpu_id[96], char workload[KACE_NAME_MAX], int *mps,
+                              char why[200])
+{
+    if (p->state == POD_QUEUED) {
+        snprintf(why, 200, "kace's scheduler queues the pod: no GPU takes it now");
+        return KACE_OK;
+    }
+    const topo_gpu *t = &c->topo[p->gpu];
+    if (strcmp(t->node, node) != 0) {
+        snprintf(why, 200, "kace's scheduler placed the pod on GPU '%.64s' of node '%.64s'", t->id, t->node);
+        return KACE_OK;
+    }
+    int jobs[KACE_SCHED_MAX_GROUP];
+    int k = kace_sched_gpu_jobs(c->sched, p->gpu, jobs);
+    /* An equal share of the GPU's threads among the pods on it, this one
+     * included (the running ones keep theirs: MPS fixes it when a client starts). */
+    *mps = 100 / (k > 0 ? k : 1);
+    if (p->state == POD_CHOSEN) {
+        cached_node *cn = find_node(c, node);
+        cached_gpu *g = NULL;
+        for (int i = 0; cn && i < cn->n_gpus && !g; i++)
+            if (strcmp(cn->gpus[i].id, t->id) == 0)
+                g = &cn->gpus[i];
+        if (g && g->n < KACE_MAX_K) { /* shown assumed until the agent reports it */
+            member *m = &g->m[g->n];
+            memset(m, 0, sizeof *m);
+            if (!member_set(m, c->world.profiles->workloads[p->workload].name, uid, pod))
+                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            g->n++;
+            m->mps = *mps;
+            m->assumed_at = now;
+        }
+        p->state = POD_BOUND;
+        p->since = now;
+        p->confirmed = false;
+        c->binds++;
+    } else {
+        p->rebinds++;
+    }
+    snprintf(gpu_id, 96, "%s", t->id);
+    snprintf(workload, KACE_NAME_MAX, "%s", c->world.profiles->workloads[p->workload].name);
     return KACE_OK;
 }
 
@@ -684,33 +1186,43 @@ kace_status kace_serve_k8s_bind(kace_ctx *ctx, const kace_advisor *a, kace_k8s_c
     char gpu_id[96] = "", workload[KACE_NAME_MAX] = "", why[200] = "";
     int mps = 0;
     pthread_mutex_lock(&c->lock);
-    const pending_pod *pp = NULL;
-    for (size_t i = 0; i < c->n_pending && !pp; i++)
-        if (strcmp(c->pending[i].pod, pod) == 0 && (!uid[0] || strcmp(c->pending[i].uid, uid) == 0))
-            pp = &c->pending[i];
-    int job = pp ? kace_dataset_find(a->ds, pp->workload) : -1;
-    cached_node *cn = job >= 0 ? find_node(c, node) : NULL;
-    if (job >= 0 && kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS)) {
-        node_verdict v;
-        st = judge_named(ctx, a, c, now, job, node, &v);
-        if (!st && v.pass && cn) {
-            cached_gpu *g = &cn->gpus[v.best_gpu];
-            member *m = &g->m[g->n];
-            memset(m, 0, sizeof *m);
-            if (!member_set(m, pp->workload, uid, pod)) {
-                pthread_mutex_unlock(&c->lock);
-                return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    sched_pod *sp = NULL;
+    if (c->has_sched) {
+        st = ensure_sched(ctx, c, now);
+        if (!st && !(sp = find_pod(c, uid, pod)) && uid[0])
+            sp = find_pod(c, "", pod);
+    }
+    if (sp) {
+        st = sched_bind(ctx, c, sp, node, uid, pod, now, gpu_id, workload, &mps, why);
+    } else if (!st) {
+        const pending_pod *pp = NULL;
+        for (size_t i = 0; i < c->n_pending && !pp; i++)
+            if (strcmp(c->pending[i].pod, pod) == 0 && (!uid[0] || strcmp(c->pending[i].uid, uid) == 0))
+                pp = &c->pending[i];
+        int job = pp ? kace_dataset_find(a->ds, pp->workload) : -1;
+        cached_node *cn = job >= 0 ? find_node(c, node) : NULL;
+        if (job >= 0 && kace_predictor_can(kace_advisor_predictor(a), KACE_PRED_MEMBERS)) {
+            node_verdict v;
+            st = judge_named(ctx, a, c, now, job, node, &v);
+            if (!st && v.pass && cn) {
+                cached_gpu *g = &cn->gpus[v.best_gpu];
+                member *m = &g->m[g->n];
+                memset(m, 0, sizeof *m);
+                if (!member_set(m, pp->workload, uid, pod)) {
+                    pthread_mutex_unlock(&c->lock);
+                    return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+                }
+                g->n++;
+                /* An equal share of the GPU's threads among the pods on it (the
+                 * running ones keep theirs: MPS fixes it when a client starts). */
+                m->mps = mps = 100 / (v.best_n + 1);
+                m->assumed_at = now;
+                snprintf(gpu_id, sizeof gpu_id, "%s", g->id);
+                snprintf(workload, sizeof workload, "%s", pp->workload);
+                c->binds++;
+            } else if (!st) {
+                snprintf(why, sizeof why, "%s", v.reason);
             }
-            g->n++;
-            /* An equal share of the GPU's threads among the pods on it (the
-             * running ones keep theirs: MPS fixes it when a client starts). */
-            m->mps = mps = 100 / (v.best_n + 1);
-            m->assumed_at = now;
-            snprintf(gpu_id, sizeof gpu_id, "%s", g->id);
-            snprintf(workload, sizeof workload, "%s", pp->workload);
-            c->binds++;
-        } else if (!st) {
-            snprintf(why, sizeof why, "%s", v.reason);
         }
     }
     pthread_mutex_unlock(&c->lock);
@@ -765,7 +1277,7 @@ kace_status kace_serve_k8s_bind(kace_ctx *ctx, const kace_advisor *a, kace_k8s_c
         cJSON_AddStringToObject(out, "gpu", gpu_id);
         cJSON_AddNumberToObject(out, "mps_percentage", mps);
     }
-    *decision = gpu_id[0] ? kace_advisor_policy(a) : "none";
+    *decision = !gpu_id[0] ? "none" : c->has_sched ? kace_sched_policy_name(c->world.config.policy) : kace_advisor_policy(a);
     return KACE_OK;
 }
 
@@ -774,6 +1286,16 @@ void kace_k8s_cluster_unbind(kace_k8s_cluster *c, const char *node, const char *
     char pod[320];
     snprintf(pod, sizeof pod, "%s/%s", pod_namespace && pod_namespace[0] ? pod_namespace : "default", pod_name);
     pthread_mutex_lock(&c->lock);
+    sched_pod *sp = c->has_sched ? find_pod(c, "", pod) : NULL;
+    if (sp && sp->rebinds > 0) { /* a bind of a pod already bound: the first one stands */
+        sp->rebinds--;
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
+    if (sp && sp->state == POD_BOUND) { /* still the scheduler's choice: the retried bind goes there */
+        sp->state = POD_CHOSEN;
+        sp->since = c->now;
+    }
     cached_node *cn = find_node(c, node);
     cached_gpu *at = NULL; /* the newest assumed bind of the pod: an older one may be a good bind */
     int at_i = -1;
@@ -813,6 +1335,10 @@ kace_status kace_serve_k8s_report(kace_ctx *ctx, kace_k8s_cluster *c, double now
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "node reports need kace serve's node cache");
     pthread_mutex_lock(&c->lock);
     kace_status st = cache_node(ctx, c, node->valuestring, gpus, "agent", now);
+    if (!st) {
+        find_node(c, node->valuestring)->agent = true;
+        st = reconcile(ctx, c, node->valuestring, true, now);
+    }
     pthread_mutex_unlock(&c->lock);
     if (st)
         return st;
@@ -829,6 +1355,18 @@ kace_status kace_serve_k8s_state(kace_ctx *ctx, const kace_advisor *a, kace_k8s_
     pthread_mutex_lock(&c->lock);
     cJSON *nodes = cJSON_AddArrayToObject(out, "nodes");
     cJSON_AddNumberToObject(out, "binds", (double)c->binds);
+    if (c->has_sched) { /* what kace's scheduler holds: pods by state */
+        cJSON *js = cJSON_AddObjectToObject(out, "scheduler");
+        size_t by_state[POD_BOUND + 1] = {0};
+        for (size_t i = 0; i < c->n_pods; i++)
+            by_state[c->pods[i].state]++;
+        cJSON_AddStringToObject(js, "policy", kace_sched_policy_name(c->world.config.policy));
+        cJSON_AddNumberToObject(js, "gpus", c->sched ? c->n_topo : 0);
+        cJSON_AddNumberToObject(js, "queued", (double)by_state[POD_QUEUED]);
+        cJSON_AddNumberToObject(js, "chosen", (double)by_state[POD_CHOSEN]);
+        cJSON_AddNumberToObject(js, "bound", (double)by_state[POD_BOUND]);
+        cJSON_AddNumberToObject(js, "ended", (double)c->ended);
+    }
     for (size_t i = 0; nodes && i < c->n_nodes && !st; i++) {
         cached_node *cn = &c->nodes[i];
         expire_assumed(c, cn, now);

@@ -8,6 +8,7 @@
  *   GET   /api/v1/pods[?fieldSelector=spec.nodeName=NODE]   PodList
  *   POST  /api/v1/namespaces/NS/pods            create a Pod (gets a uid)
  *   GET   /api/v1/namespaces/NS/pods/NAME       Pod
+ *   DELETE /api/v1/namespaces/NS/pods/NAME      deletes it at once (the pod has ended)
  *   POST  /api/v1/namespaces/NS/pods/NAME/binding   Binding: sets spec.nodeName and copies the
  *         Binding's metadata.annotations onto the pod, as the API server's pod binding does;
  *         409 when the pod is already bound, 404 for an unknown pod or node, 409 on a uid mismatch
@@ -189,6 +190,15 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *method, cons
         cJSON *p = find(pods, ns, name);
         ok = p ? reply(c, method, url, 200, cJSON_Duplicate(p, true))
                : reply(c, method, url, 404, status_object(404, "NotFound", "pods not found"));
+    } else if (sscanf(url, "/api/v1/namespaces/%255[^/]/pods/%255[^/]%63s", ns, name, rest) == 2 &&
+               strcmp(method, "DELETE") == 0) {
+        cJSON *p = find(pods, ns, name); /* deleted at once: no grace period, no finalizers */
+        if (p) {
+            cJSON *gone = cJSON_DetachItemViaPointer(pods, p);
+            ok = reply(c, method, url, 200, gone);
+        } else {
+            ok = reply(c, method, url, 404, status_object(404, "NotFound", "pods not found"));
+        }
     } else if (sscanf(url, "/api/v1/namespaces/%255[^/]/pod%63s", ns, rest) == 2 && strcmp(rest, "s") == 0 &&
                strcmp(method, "POST") == 0) {
         const char *pn = meta_string(in, "name");
