@@ -2,7 +2,8 @@
  * lib/service/serve_k8s.c): kace_advisor_handle on every JSON route.
  *
  * Input: the first byte picks the route (modulo the JSON routes), the rest
- * is the request body. The advisor is built once from made-up workloads and
+ * is the request body; bits of the second byte give the request a node cache
+ * (1) deciding with kace schedule's scheduler (2). The advisor is built once from made-up workloads and
  * a slowdown model fitted on made-up colocations (ridge only, fast), with a
  * split model fitted on made-up split grids; workload e has no
  * exclusive_by_mps profile, so /v1/mps-split with e takes the profile rule.
@@ -28,6 +29,11 @@
 #include "kace/serve.h"
 
 static kace_advisor *advisor;
+/* the extender's scheduler (kace schedule's, policy kace) over a..d, with the measured pairs allowed to share */
+static kace_group_set *runnable;
+static kace_model_rates holder;
+static kace_rate_source rates;
+static const int pool[4] = {0, 1, 2, 3};
 
 static const kace_route json_routes[] = {KACE_ROUTE_PREDICT,    KACE_ROUTE_PARTNERS,   KACE_ROUTE_PLACE,
                                          KACE_ROUTE_MPS_SPLIT,  KACE_ROUTE_OBSERVE,    KACE_ROUTE_K8S_FILTER,
@@ -88,6 +94,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     FUZZ_CHECK(kace_split_fit(ctx, ds, grids, rows, n_grids, 0, &split) == KACE_OK, "split fit: %s", kace_errmsg(ctx));
     FUZZ_CHECK(kace_advisor_new(ctx, &ds, &m, NULL, &advisor) == KACE_OK, "advisor: %s", kace_errmsg(ctx));
     kace_advisor_set_split_model(advisor, &split, n_grids);
+    FUZZ_CHECK(kace_group_set_new(ctx, &runnable) == KACE_OK, "group set");
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++)
+        FUZZ_CHECK(kace_group_set_add(ctx, runnable, pairs[i], 2) == KACE_OK, "group set add");
+    FUZZ_CHECK(kace_rate_source_model(ctx, &holder, kace_advisor_predictor(advisor), kace_advisor_dataset(advisor),
+                                      &rates) == KACE_OK,
+               "rates: %s", kace_errmsg(ctx));
     kace_ctx_free(&ctx);
     return 0;
 }
@@ -145,6 +157,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * body is a report (POST /k8s/nodes) fed to it, then the route's request. */
     kace_k8s_cluster *cluster = NULL;
     if (size > 1 && (data[1] & 1) && kace_k8s_cluster_new(ctx, 60, &cluster) == KACE_OK) {
+        if (data[1] & 2) { /* deciding with kace schedule's scheduler */
+            kace_k8s_scheduler ks = {.profiles = kace_advisor_dataset(advisor), .pool = pool, .n_pool = 4,
+                                     .runnable = runnable, .rates = &rates};
+            kace_sched_config_default(&ks.config, KACE_SCHED_KACE);
+            FUZZ_CHECK(kace_k8s_cluster_use_scheduler(ctx, cluster, &ks) == KACE_OK, "scheduler: %s", kace_errmsg(ctx));
+        }
         kace_reply fed;
         kace_advisor_handle_k8s(ctx, advisor, cluster, 1000, KACE_ROUTE_K8S_NODES, body, size - 1, &fed);
         kace_reply_clear(&fed);

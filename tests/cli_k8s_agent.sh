@@ -163,8 +163,8 @@ for name, (node, gpu, mps, w, score) in placed.items():
         print("FAIL: %s: %s %s" % (name, p["spec"].get("nodeName"), a))
         bad += 1
     by_gpu.setdefault(gpu, []).append((name, mps))
-# kace's choice on each node is the GPU of the highest predicted gain: an idle GPU gains 1 (score 10),
-# sharing may gain more or less; either way at most 3 pods share a GPU, each with an equal MPS share when it came
+# kace's scheduler (kace schedule's policy) takes an idle GPU first, then shares where it predicts a gain;
+# at most 3 pods share a GPU, each with an equal MPS share when it came
 for g, ps in by_gpu.items():
     shares = [mps for _, mps in sorted(ps)]
     if len(ps) > 3 or shares != [100, 50, 33][:len(ps)]:

@@ -2,7 +2,8 @@
  * without sockets: node names judged from the cache, binds assumed until an
  * agent report lists the pod or the assume time passes, the Binding kace asks
  * the front end to create, and bad reports refused without touching the
- * cache. */
+ * cache; kace_sched_start_on/withdraw and the extender deciding with kace
+ * schedule's scheduler (queueing, ends, pods it did not place, a new node). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,11 +13,13 @@
 
 #include "kace/import.h"
 #include "kace/serve.h"
+#include "kace/sim.h"
 #include "kace/store.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;
 static kace_advisor *adv;
+static char db_path[4200];
 
 static const char *BERT8 = "bert-base-cased_batch8-train";
 static const char *VIT2 = "vit-base-patch16-224_batch2-inf";
@@ -25,8 +28,8 @@ static int setup(void **state)
 {
     (void)state;
     ctx = kace_ctx_new();
-    char db[4200];
-    snprintf(db, sizeof db, "%s/store.db", scratch_dir("test_k8s"));
+    char *db = db_path;
+    snprintf(db_path, sizeof db_path, "%s/store.db", scratch_dir("test_k8s"));
     kace_store *store = NULL;
     static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv", "colocations/triples.csv"};
     kace_dataset *pairs = NULL, *all = NULL;
@@ -192,8 +195,224 @@ static void test_cache_bind_assume_report(void **state)
     assert_null(c);
 }
 
+/* What kace schedule builds its scheduler from (cli/sched_world.h), in library terms. */
+typedef struct world {
+    kace_dataset *pairs, *triples, *profiles;
+    kace_truth *truth;
+    kace_model_rates holder;
+    kace_rate_source rates;
+    int pool[KACE_SCHED_MAX_WORKLOADS];
+    int n_pool;
+} world;
+
+static void world_open(world *w)
+{
+    memset(w, 0, sizeof *w);
+    kace_store *store = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, db_path, &store));
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, store, "pairs", false, &w->pairs));
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, store, "triples", false, &w->triples));
+    kace_store_close(&store);
+    const kace_dataset *sets[2] = {w->pairs, w->triples};
+    assert_kace_ok(ctx, kace_truth_build(ctx, sets, 2, &w->truth));
+    assert_kace_ok(ctx, kace_dataset_profiles_only(ctx, w->pairs, &w->profiles));
+    assert_kace_ok(ctx, kace_rate_source_model(ctx, &w->holder, kace_advisor_predictor(adv), w->profiles, &w->rates));
+    for (size_t i = 0; i < w->pairs->n_workloads && w->n_pool < KACE_SCHED_MAX_WORKLOADS; i++) {
+        bool used = false;
+        for (size_t c = 0; c < w->pairs->n_colocations && !used; c++)
+            used = kace_colocation_has(&w->pairs->colocations[c], (int)i);
+        if (used)
+            w->pool[w->n_pool++] = (int)i;
+    }
+}
+
+static void world_close(world *w)
+{
+    kace_truth_free(&w->truth);
+    kace_dataset_free(&w->profiles);
+    kace_dataset_free(&w->pairs);
+    kace_dataset_free(&w->triples);
+}
+
+static int n_started;
+static void count_start(void *user, int job, const int *gpus, int n)
+{
+    (void)user;
+    (void)job;
+    (void)gpus;
+    (void)n;
+    n_started++;
+}
+
+/* kace_sched_start_on and kace_sched_withdraw, the calls the extender adds. */
+static void test_sched_start_on_withdraw(void **state)
+{
+    (void)state;
+    world w;
+    world_open(&w);
+    kace_sched_config cfg;
+    kace_sched_config_default(&cfg, KACE_SCHED_EXCLUSIVE);
+    int two = 2, ids[KACE_SCHED_MAX_GROUP];
+    kace_sched *s = NULL;
+    assert_kace_ok(ctx, kace_sched_new(ctx, &cfg, w.profiles, w.pool, w.n_pool, kace_truth_runnable(w.truth), &w.rates,
+                                       &two, 1, count_start, NULL, &s));
+    kace_sched_job j = {.workload = w.pool[0], .gpu_milli = 1000, .num_gpu = 1};
+    n_started = 0;
+    for (j.id = 0; j.id < 3; j.id++)
+        assert_kace_ok(ctx, kace_sched_submit(ctx, s, &j));
+    assert_int_equal(n_started, 2);
+    assert_int_equal(kace_sched_n_queued(s), 1);
+    assert_kace_ok(ctx, kace_sched_withdraw(ctx, s, 2)); /* a queued job leaves the queue */
+    assert_int_equal(kace_sched_n_queued(s), 0);
+    assert_int_not_equal(kace_sched_withdraw(ctx, s, 2), KACE_OK);
+    int g0 = kace_sched_gpu_jobs(s, 0, ids) ? 0 : 1; /* a busy GPU */
+    /* where pods already run, whatever the (exclusive) policy says */
+    j.id = 3;
+    assert_kace_ok(ctx, kace_sched_start_on(ctx, s, &j, g0));
+    j.id = 4;
+    assert_kace_ok(ctx, kace_sched_start_on(ctx, s, &j, g0));
+    assert_int_equal(kace_sched_gpu_jobs(s, g0, ids), 3);
+    j.id = 5;
+    assert_int_not_equal(kace_sched_start_on(ctx, s, &j, g0), KACE_OK); /* full */
+    assert_non_null(strstr(kace_errmsg(ctx), "full"));
+    j.id = 3;
+    assert_int_not_equal(kace_sched_start_on(ctx, s, &j, 1 - g0), KACE_OK); /* id in use */
+    j.id = 6;
+    assert_int_not_equal(kace_sched_start_on(ctx, s, &j, 7), KACE_OK); /* no such GPU */
+    /* a queued job starts when a GPU frees, not before */
+    n_started = 0;
+    assert_kace_ok(ctx, kace_sched_submit(ctx, s, &j));
+    assert_int_equal(kace_sched_n_queued(s), 1);
+    int on_g0 = kace_sched_gpu_jobs(s, g0, ids);
+    assert_kace_ok(ctx, kace_sched_withdraw(ctx, s, ids[0])); /* a running job: finished */
+    assert_int_equal(kace_sched_gpu_jobs(s, g0, ids), on_g0 - 1);
+    assert_int_equal(kace_sched_n_queued(s), 1);
+    assert_int_equal(kace_sched_gpu_jobs(s, 1 - g0, ids), 1);
+    assert_kace_ok(ctx, kace_sched_withdraw(ctx, s, ids[0]));
+    assert_int_equal(kace_sched_n_queued(s), 0);
+    assert_int_equal(n_started, 1);
+    kace_sched_free(&s);
+    world_close(&w);
+}
+
+static const cJSON *sched_state(const cJSON *state, const char *key)
+{
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(state, "scheduler"), key);
+}
+
+static char *pod_args(const char *workload, const char *uid, const char *nodes)
+{
+    static char text[1024];
+    snprintf(text, sizeof text,
+             "{\"Pod\": {\"metadata\": {\"name\": \"p-%s\", \"namespace\": \"ml\", \"uid\": \"%s\", \"labels\": "
+             "{\"kace.io/workload\": \"%s\"}}}, \"Nodes\": null, \"NodeNames\": [%s]}",
+             uid, uid, workload, nodes);
+    return text;
+}
+
+static char *bind_args(const char *uid, const char *node)
+{
+    static char text[256];
+    snprintf(text, sizeof text, "{\"PodName\": \"p-%s\", \"PodNamespace\": \"ml\", \"PodUID\": \"%s\", \"Node\": \"%s\"}",
+             uid, uid, node);
+    return text;
+}
+
+/* The extender with kace schedule's scheduler (exclusive policy here, so that
+ * queueing is easy to reach): decisions, queueing and ends, pods kace did not
+ * place, a node set that changes, a choice never bound. */
+static void test_extender_with_scheduler(void **state)
+{
+    (void)state;
+    world w;
+    world_open(&w);
+    kace_k8s_cluster *c = NULL;
+    assert_kace_ok(ctx, kace_k8s_cluster_new(ctx, 100, &c));
+    kace_k8s_scheduler ks = {.profiles = w.profiles, .pool = w.pool, .n_pool = w.n_pool,
+                             .runnable = kace_truth_runnable(w.truth), .rates = &w.rates};
+    kace_sched_config_default(&ks.config, KACE_SCHED_EXCLUSIVE);
+    assert_kace_ok(ctx, kace_k8s_cluster_use_scheduler(ctx, c, &ks));
+    char body[1024];
+    /* n1's GPU runs two pods kace did not place (bare names); n2's GPU is idle */
+    snprintf(body, sizeof body, "{\"node\": \"n1\", \"gpus\": {\"g1\": [\"%s\", \"%s\"]}}", VIT2, VIT2);
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, body, 200, NULL));
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, "{\"node\": \"n2\", \"gpus\": {\"g2\": []}}", 200, NULL));
+
+    cJSON *j = ask(c, 1, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u1", "\"n1\", \"n2\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 1);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring, "n2");
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failedNodes"), "n1")->valuestring,
+                           "placed the pod on GPU 'g2'"));
+    cJSON_Delete(j);
+    j = ask(c, 1, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "bound")->valuedouble == 2); /* the two pods on g1 count */
+    assert_true(sched_state(j, "chosen")->valuedouble == 1);
+    cJSON_Delete(j);
+    j = ask(c, 2, KACE_ROUTE_K8S_PRIORITIZE, pod_args(BERT8, "u1", "\"n1\", \"n2\""), 200, NULL);
+    assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "score")->valuedouble == 0);
+    assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 1), "score")->valuedouble == 10);
+    cJSON_Delete(j);
+    /* a bind to another node is refused (the scheduler retries); to n2 it binds */
+    j = ask(c, 3, KACE_ROUTE_K8S_BIND, bind_args("u1", "n1"), 200, NULL);
+    assert_non_null(strstr(cJSON_GetObjectItem(j, "Error")->valuestring, "GPU 'g2' of node 'n2'"));
+    cJSON_Delete(j);
+    j = ask(c, 3, KACE_ROUTE_K8S_BIND, bind_args("u1", "n2"), 200, NULL);
+    assert_string_equal(cJSON_GetObjectItem(j, "Error")->valuestring, "");
+    assert_string_equal(cJSON_GetObjectItem(j, "gpu")->valuestring, "g2");
+    assert_true(cJSON_GetObjectItem(j, "mps_percentage")->valuedouble == 100);
+    cJSON_Delete(j);
+
+    /* no GPU left (exclusive): u2 is queued, every node fails */
+    j = ask(c, 4, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u2", "\"n1\", \"n2\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0);
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failedNodes"), "n2")->valuestring, "queues"));
+    cJSON_Delete(j);
+    j = ask(c, 4, KACE_ROUTE_K8S_BIND, bind_args("u2", "n2"), 200, NULL);
+    assert_non_null(strstr(cJSON_GetObjectItem(j, "Error")->valuestring, "queues"));
+    cJSON_Delete(j);
+
+    /* n2's agent lists u1 (confirmed), then no longer: u1 has ended and u2 starts on g2 */
+    snprintf(body, sizeof body, "{\"node\": \"n2\", \"gpus\": {\"g2\": [{\"workload\": \"%s\", \"uid\": \"u1\"}]}}", BERT8);
+    cJSON_Delete(ask(c, 5, KACE_ROUTE_K8S_NODES, body, 200, NULL));
+    j = ask(c, 5, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u2", "\"n1\", \"n2\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0); /* still running */
+    cJSON_Delete(j);
+    cJSON_Delete(ask(c, 6, KACE_ROUTE_K8S_NODES, "{\"node\": \"n2\", \"gpus\": {\"g2\": []}}", 200, NULL));
+    j = ask(c, 7, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "ended")->valuedouble == 1);
+    assert_true(sched_state(j, "queued")->valuedouble == 0);
+    assert_true(sched_state(j, "chosen")->valuedouble == 1);
+    cJSON_Delete(j);
+    j = ask(c, 7, KACE_ROUTE_K8S_BIND, bind_args("u2", "n2"), 200, NULL);
+    assert_string_equal(cJSON_GetObjectItem(j, "gpu")->valuestring, "g2");
+    cJSON_Delete(j);
+    /* a stale report still listing u1 does not revive it */
+    cJSON_Delete(ask(c, 8, KACE_ROUTE_K8S_NODES, body, 200, NULL));
+    j = ask(c, 8, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "bound")->valuedouble == 3); /* g1's two and u2 */
+    cJSON_Delete(j);
+
+    /* a new node: the scheduler is rebuilt with u2 where it runs; u3 takes n3's GPU */
+    cJSON_Delete(ask(c, 9, KACE_ROUTE_K8S_NODES, "{\"node\": \"n3\", \"gpus\": {\"g3\": []}}", 200, NULL));
+    j = ask(c, 9, KACE_ROUTE_K8S_FILTER, pod_args(VIT2, "u3", "\"n1\", \"n2\", \"n3\""), 200, NULL);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring, "n3");
+    cJSON_Delete(j);
+    j = ask(c, 9, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "gpus")->valuedouble == 3);
+    assert_true(sched_state(j, "bound")->valuedouble == 3);
+    cJSON_Delete(j);
+    /* never bound within the assume time: the scheduler lets g3 go */
+    j = ask(c, 200, KACE_ROUTE_K8S_FILTER, pod_args(VIT2, "u4", "\"n1\", \"n2\", \"n3\""), 200, NULL);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring, "n3");
+    cJSON_Delete(j);
+    kace_k8s_cluster_free(&c);
+    world_close(&w);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cache_bind_assume_report)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cache_bind_assume_report),
+                                       cmocka_unit_test(test_sched_start_on_withdraw),
+                                       cmocka_unit_test(test_extender_with_scheduler)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
