@@ -31,8 +31,11 @@
  *    business: every node passes and scores 0 (never block scheduling);
  *  - a node without the annotation, or whose GPUs are all full, fails the
  *    filter with the reason; a GPU running an unknown workload is skipped.
- * The score of a node is its best GPU's gain (normalized throughput added
- * to the cluster, 0..1, see kace_serve_score_gpu) times 10, rounded. */
+ * With kace_k8s_cluster_use_scheduler, kace schedule's scheduler decides
+ * (the section "the scheduler" below): only the node of the GPU it starts a
+ * pod on passes and scores 10. Without it (--extender-policy gain), the
+ * score of a node is its best GPU's gain (normalized throughput added to the
+ * cluster, 0..1, see kace_serve_score_gpu) times 10, rounded. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
