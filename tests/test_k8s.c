@@ -409,10 +409,55 @@ static void test_extender_with_scheduler(void **state)
     world_close(&w);
 }
 
+/* kube-scheduler binds asynchronously: the next pod's filter may come before
+ * this pod's bind, and a pod may be filtered again (a retry). The first
+ * filter decides and holds the GPU, so neither changes the decisions. */
+static void test_scheduler_async_binds_and_retries(void **state)
+{
+    (void)state;
+    world w;
+    world_open(&w);
+    kace_k8s_cluster *c = NULL;
+    assert_kace_ok(ctx, kace_k8s_cluster_new(ctx, 100, &c));
+    kace_k8s_scheduler ks = {.profiles = w.profiles, .pool = w.pool, .n_pool = w.n_pool,
+                             .runnable = kace_truth_runnable(w.truth), .rates = &w.rates};
+    kace_sched_config_default(&ks.config, KACE_SCHED_EXCLUSIVE);
+    assert_kace_ok(ctx, kace_k8s_cluster_use_scheduler(ctx, c, &ks));
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, "{\"node\": \"n1\", \"gpus\": {\"g1\": []}}", 200, NULL));
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, "{\"node\": \"n2\", \"gpus\": {\"g2\": []}}", 200, NULL));
+    char first[16], again[16], second[16];
+    cJSON *j = ask(c, 1, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "a", "\"n1\", \"n2\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 1);
+    snprintf(first, sizeof first, "%s", cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring);
+    cJSON_Delete(j);
+    j = ask(c, 2, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "a", "\"n1\", \"n2\""), 200, NULL); /* a retry */
+    snprintf(again, sizeof again, "%s", cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring);
+    cJSON_Delete(j);
+    assert_string_equal(first, again);
+    j = ask(c, 3, KACE_ROUTE_K8S_FILTER, pod_args(VIT2, "b", "\"n1\", \"n2\""), 200, NULL); /* before a's bind */
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 1);
+    snprintf(second, sizeof second, "%s", cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring);
+    cJSON_Delete(j);
+    assert_string_not_equal(first, second);
+    j = ask(c, 4, KACE_ROUTE_K8S_BIND, bind_args("b", second), 200, NULL);
+    assert_string_equal(cJSON_GetObjectItem(j, "Error")->valuestring, "");
+    cJSON_Delete(j);
+    j = ask(c, 5, KACE_ROUTE_K8S_BIND, bind_args("a", first), 200, NULL);
+    assert_string_equal(cJSON_GetObjectItem(j, "Error")->valuestring, "");
+    cJSON_Delete(j);
+    /* both GPUs taken: a third pod waits */
+    j = ask(c, 6, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "c", "\"n1\", \"n2\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0);
+    cJSON_Delete(j);
+    kace_k8s_cluster_free(&c);
+    world_close(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cache_bind_assume_report),
                                        cmocka_unit_test(test_sched_start_on_withdraw),
-                                       cmocka_unit_test(test_extender_with_scheduler)};
+                                       cmocka_unit_test(test_extender_with_scheduler),
+                                       cmocka_unit_test(test_scheduler_async_binds_and_retries)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
