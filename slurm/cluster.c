@@ -260,6 +260,24 @@ int kace_slurm_hostlist_count(const char *list)
     return n;
 }
 
+/* Which GPU entries' nodes each reservation holds. */
+static kace_status resv_nodes(kace_ctx *ctx, kace_slurm_cluster *c)
+{
+    for (size_t r = 0; r < c->n_resvs; r++) {
+        kace_slurm_resv *rv = &c->resvs[r];
+        rv->holds = calloc(c->n_gpus ? c->n_gpus : 1, sizeof *rv->holds);
+        if (!rv->holds)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory for reservation %s", rv->name);
+        bool all = strcmp(rv->nodes, "ALL") == 0;
+        hostlist_t hl = all || !*rv->nodes ? NULL : slurm_hostlist_create(rv->nodes);
+        for (size_t g = 0; g < c->n_gpus; g++)
+            rv->holds[g] = all || (hl && slurm_hostlist_find(hl, c->gpus[g].node) >= 0);
+        if (hl)
+            slurm_hostlist_destroy(hl);
+    }
+    return KACE_OK;
+}
+
 kace_status kace_slurm_cluster_load(kace_ctx *ctx, const kace_dataset *ds, const char *gres,
                                     kace_slurm_cluster **out)
 {
@@ -272,6 +290,8 @@ kace_status kace_slurm_cluster_load(kace_ctx *ctx, const kace_dataset *ds, const
         st = load_resvs(ctx, c);
     if (!st)
         st = load_jobs(ctx, c, ds);
+    if (!st)
+        st = resv_nodes(ctx, c);
     if (st) {
         kace_slurm_cluster_free(&c);
         return st;
@@ -292,6 +312,7 @@ void kace_slurm_cluster_free(kace_slurm_cluster **c)
     for (size_t i = 0; i < x->n_resvs; i++) {
         free(x->resvs[i].name);
         free(x->resvs[i].nodes);
+        free(x->resvs[i].holds);
     }
     free(x->gpus);
     free(x->gres_per_gpu);

@@ -42,6 +42,7 @@ typedef struct kace_slurm_resv {
     char *name;
     char *nodes; /* hostlist expression, or "ALL" */
     time_t start, end;
+    bool *holds; /* per GPU entry: the reservation holds its node (parsed once, not at each decision) */
 } kace_slurm_resv;
 
 typedef struct kace_slurm_cluster {

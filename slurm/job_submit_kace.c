@@ -14,7 +14,11 @@
  *
  * slurmctld calls job_submit() with its job lock held, so the decision must
  * be quick: it is taken on an in-memory snapshot (model, profiles, cluster
- * state) that a background thread rebuilds every refresh_seconds. A job
+ * state) that a background thread rebuilds every refresh_seconds. Each
+ * GPU's gain for every workload is computed by that thread too
+ * (kace_place_cache: only for GPUs whose jobs changed since it last looked),
+ * so a decision looks gains up instead of predicting 400 GPUs; the thread
+ * holds the lock only to swap snapshots and frees old ones after. A job
  * counts as placed only once slurmctld's job list shows it: each placement
  * is recorded as a "pick" with a token that kace also writes into the job's
  * admin comment, and the refresher re-reads the job list every
@@ -68,6 +72,7 @@ typedef struct snapshot {
     kace_dataset *ds;
     kace_model *model;
     kace_slurm_cluster *cluster; /* as slurmctld showed it: only accepted jobs */
+    kace_place_cache *cache;     /* the cluster's GPUs' gains under model and ds */
 } snapshot;
 
 /* A placement not yet confirmed by slurmctld's job list. */
@@ -90,6 +95,10 @@ static pick picks[MAX_PICKS];
 static size_t n_picks;
 static unsigned long pick_serial;
 static long pick_epoch; /* start time, so that tokens differ across restarts */
+/* A decision's hidden GPUs (under lock), kept so that decisions allocate
+ * nothing once it is big enough. */
+static bool *hidden;
+static size_t hidden_size;
 
 static void log_to_slurm(void *user, kace_log_level level, const char *message)
 {
@@ -111,9 +120,10 @@ static void snapshot_free(snapshot **s)
 {
     if (!*s)
         return;
+    kace_slurm_cluster_free(&(*s)->cluster);
+    kace_place_cache_free(&(*s)->cache);
     kace_model_free(&(*s)->model);
     kace_dataset_free(&(*s)->ds);
-    kace_slurm_cluster_free(&(*s)->cluster);
     free(*s);
     *s = NULL;
 }
@@ -131,8 +141,17 @@ static void config_path(char *buf, size_t size)
     snprintf(buf, size, "%s/kace.conf", dirname(dir));
 }
 
+/* Each GPU's score and cached gains (rows of GPUs whose jobs did not
+ * change are found, not predicted again). Without memory for the cache,
+ * decisions predict the GPUs left without a row, as before it. */
+static void prepare(kace_ctx *ctx, kace_place_cache *cache, kace_slurm_cluster *c)
+{
+    if (kace_place_cache_prepare(ctx, cache, c->gpus, c->n_gpus))
+        slurm_error("kace: %s", kace_errmsg(ctx));
+}
+
 /* Builds a whole snapshot outside the lock: configuration, profiles,
- * model, cluster state. */
+ * model, cluster state, gains. */
 static kace_status load_snapshot(kace_ctx *ctx, snapshot **out)
 {
     *out = NULL;
@@ -158,9 +177,10 @@ static kace_status load_snapshot(kace_ctx *ctx, snapshot **out)
         st = kace_fail(ctx, KACE_ERR_MODEL, "the placer needs a slowdown model (kace train --kind slowdown)");
         goto done;
     }
-    if ((st = kace_slurm_cluster_load(ctx, s->ds, s->cfg.gres, &s->cluster)))
+    if ((st = kace_slurm_cluster_load(ctx, s->ds, s->cfg.gres, &s->cluster)) ||
+        (st = kace_place_cache_new(ctx, kace_model_predictor(s->model), s->ds, &s->cache)))
         goto done;
-    kace_place_prepare(ctx, kace_model_predictor(s->model), s->ds, s->cluster->gpus, s->cluster->n_gpus);
+    prepare(ctx, s->cache, s->cluster);
 done:
     kace_store_close(&store);
     if (st)
@@ -212,18 +232,29 @@ static void *refresh_loop(void *arg)
     }
     kace_ctx_set_log(ctx, log_to_slurm, NULL);
     struct timespec next_full = {0, 0};
+    /* What the last swap replaced, freed outside the lock. */
+    snapshot *old_snapshot = NULL;
+    kace_slurm_cluster *old_cluster = NULL;
     pthread_mutex_lock(&lock);
     while (!stopping) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
         bool full = !current || ms_between(&next_full, &now) >= 0;
         pthread_mutex_unlock(&lock);
-        /* Only this thread replaces or frees `current`, so reading its
-         * dataset here, outside the lock, is safe. */
+        /* Only this thread replaces or frees `current` and prepares or
+         * sweeps its cache, so using them here, outside the lock, is safe:
+         * decisions only read rows that the current cluster's GPUs hold,
+         * and rows never change. */
+        snapshot_free(&old_snapshot);
+        kace_slurm_cluster_free(&old_cluster);
+        if (current)
+            kace_place_cache_sweep(current->cache, current->cluster->gpus, current->cluster->n_gpus);
         snapshot *fresh = NULL;
         kace_slurm_cluster *cluster = NULL;
         kace_status st = full ? load_snapshot(ctx, &fresh)
                               : kace_slurm_cluster_load(ctx, current->ds, current->cfg.gres, &cluster);
+        if (!st && !full)
+            prepare(ctx, current->cache, cluster);
         pthread_mutex_lock(&lock);
         if (st) {
             /* Log a failure once, not at every refresh. */
@@ -233,8 +264,10 @@ static void *refresh_loop(void *arg)
             /* A model that cannot be read any more is not trusted: jobs
              * go unchanged rather than by stale profiles. Only the cluster
              * state may be briefly unreachable (slurmctld busy). */
-            if (st != KACE_ERR_IO || strncmp(load_error, "slurm_load_", 11) != 0)
-                snapshot_free(&current);
+            if (st != KACE_ERR_IO || strncmp(load_error, "slurm_load_", 11) != 0) {
+                old_snapshot = current;
+                current = NULL;
+            }
             resolve_picks(NULL, &now);
         } else {
             if (full) {
@@ -245,14 +278,12 @@ static void *refresh_loop(void *arg)
                     log_unpreferable(fresh->cluster);
                 }
                 refresh_seconds = fresh->cfg.refresh_seconds;
-                snapshot_free(&current);
+                old_snapshot = current;
                 current = fresh;
                 next_full = now;
                 next_full.tv_sec += refresh_seconds;
             } else {
-                kace_place_prepare(ctx, kace_model_predictor(current->model), current->ds, cluster->gpus,
-                                   cluster->n_gpus);
-                kace_slurm_cluster_free(&current->cluster);
+                old_cluster = current->cluster;
                 current->cluster = cluster;
             }
             load_error[0] = '\0';
@@ -286,6 +317,8 @@ static void *refresh_loop(void *arg)
             }
     }
     pthread_mutex_unlock(&lock);
+    snapshot_free(&old_snapshot);
+    kace_slurm_cluster_free(&old_cluster);
     kace_ctx_free(&ctx);
     return NULL;
 }
@@ -321,6 +354,9 @@ int fini(void)
     refresher_started = false;
     snapshot_free(&current);
     kace_ctx_free(&decide_ctx);
+    free(hidden);
+    hidden = NULL;
+    hidden_size = 0;
     return SLURM_SUCCESS;
 }
 
@@ -392,22 +428,33 @@ static uint64_t cpus_needed(const job_desc_msg_t *job)
     return cpus;
 }
 
+/* The job's --nodelist and --exclude, parsed once per decision (NULL: not
+ * given, or not a valid list: then no node is in it). */
+typedef struct job_nodes {
+    hostlist_t req, exc;
+} job_nodes;
+
+static bool in_list(hostlist_t hl, const char *node)
+{
+    return hl && slurm_hostlist_find(hl, node) >= 0;
+}
+
 /* Whether GPU entry g's node satisfies every constraint of the job. */
-static bool eligible(const kace_slurm_cluster *c, size_t g, const job_desc_msg_t *job, const kace_slurm_resv *resv,
-                     time_t now)
+static bool eligible(const kace_slurm_cluster *c, size_t g, const job_desc_msg_t *job, const job_nodes *jn,
+                     const kace_slurm_resv *resv, time_t now)
 {
     const kace_slurm_node *n = &c->nodes[g];
     const char *node = c->gpus[g].node;
     if (!n->feature[0] || !kace_slurm_gpu_in_partitions(c, g, job->partition))
         return false;
-    if (set(job->req_nodes) && !kace_slurm_hostlist_has(job->req_nodes, node))
+    if (set(job->req_nodes) && !in_list(jn->req, node))
         return false;
-    if (set(job->exc_nodes) && kace_slurm_hostlist_has(job->exc_nodes, node))
+    if (set(job->exc_nodes) && in_list(jn->exc, node))
         return false;
     if (set(job->features) && kace_slurm_constraint_matches(job->features, n->features) != 1)
         return false;
     if (resv) {
-        if (strcmp(resv->nodes, "ALL") != 0 && !kace_slurm_hostlist_has(resv->nodes, node))
+        if (!resv->holds[g])
             return false;
     } else {
         /* A reserved node is not this job's while the reservation runs,
@@ -420,7 +467,7 @@ static bool eligible(const kace_slurm_cluster *c, size_t g, const job_desc_msg_t
             const kace_slurm_resv *rv = &c->resvs[r];
             if (now >= rv->end || (ends != (time_t)-1 && ends <= rv->start))
                 continue;
-            if (strcmp(rv->nodes, "ALL") == 0 || kace_slurm_hostlist_has(rv->nodes, node))
+            if (rv->holds[g])
                 return false;
         }
     }
@@ -476,17 +523,24 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
     }
     /* Only nodes that satisfy every constraint of the job are a choice:
      * hide the rest for this decision. */
-    bool *hidden = calloc(c->n_gpus ? c->n_gpus : 1, sizeof *hidden);
-    if (!hidden) {
-        snprintf(why, why_size, "out of memory");
-        return false;
+    if (hidden_size < c->n_gpus) {
+        bool *grown = realloc(hidden, c->n_gpus * sizeof *hidden);
+        if (!grown) {
+            snprintf(why, why_size, "out of memory");
+            return false;
+        }
+        hidden = grown;
+        hidden_size = c->n_gpus;
     }
+    memset(hidden, 0, c->n_gpus * sizeof *hidden);
+    job_nodes jn = {set(job->req_nodes) ? slurm_hostlist_create(job->req_nodes) : NULL,
+                    set(job->exc_nodes) ? slurm_hostlist_create(job->exc_nodes) : NULL};
     time_t now = time(NULL);
     size_t n_eligible = 0;
     for (size_t i = 0; i < c->n_gpus; i++) {
         if (!c->gpus[i].usable)
             continue;
-        if (eligible(c, i, job, resv, now)) {
+        if (eligible(c, i, job, &jn, resv, now)) {
             n_eligible++;
         } else {
             c->gpus[i].usable = false;
@@ -500,7 +554,10 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
     for (size_t i = 0; i < c->n_gpus; i++)
         if (hidden[i])
             c->gpus[i].usable = true;
-    free(hidden);
+    if (jn.req)
+        slurm_hostlist_destroy(jn.req);
+    if (jn.exc)
+        slurm_hostlist_destroy(jn.exc);
     if (st) {
         if (n_eligible)
             snprintf(why, why_size, "%s", kace_errmsg(decide_ctx));

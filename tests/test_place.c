@@ -2,6 +2,7 @@
  * model's own predictions, the choice between GPUs, capacity, unknown
  * residents, MPS shares, and the tag, gres and configuration parsers. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,163 @@ static void test_no_room_or_unknown(void **state)
     assert_non_null(strstr(kace_errmsg(ctx), "cannot be predicted"));
 }
 
+/* A predictor that counts its predictions and forwards them to the model. */
+static kace_predictor_ops counting_ops;
+static size_t n_predictions;
+
+static kace_status counting_predict(kace_ctx *c, const kace_predictor *p, const kace_dataset *d, const int *group,
+                                    int k, double *sum, double *confidence, double *member)
+{
+    (void)p;
+    n_predictions++;
+    const kace_predictor *real = kace_model_predictor(model);
+    return real->ops->predict(c, real, d, group, k, sum, confidence, member);
+}
+
+static uint32_t rng = 24;
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng % n;
+}
+
+static void assert_same(kace_status a, const kace_placement *x, const char *msg_x, kace_status b,
+                        const kace_placement *y, const char *msg_y, size_t step)
+{
+    if (a != b || x->gpu != y->gpu || x->share != y->share || x->n_considered != y->n_considered ||
+        memcmp(&x->gain, &y->gain, sizeof x->gain) || memcmp(&x->score, &y->score, sizeof x->score) ||
+        memcmp(&x->confidence, &y->confidence, sizeof x->confidence) || (a && strcmp(msg_x, msg_y) != 0))
+        fail_msg("step %zu: without cache %d GPU %d share %d gain %.17g (%s), with cache %d GPU %d share %d gain "
+                 "%.17g (%s)",
+                 step, a, x->gpu, x->share, x->gain, msg_x, b, y->gpu, y->share, y->gain, msg_y);
+}
+
+/* The cache changes no decision: 4,000 decisions on a cluster whose jobs
+ * start and end, with unknown residents, a GPU too full to take a job,
+ * GPUs going down, a confidence threshold, workloads the model cannot
+ * predict, and GPUs whose residents change without being prepared again
+ * (a stale row must not be used), give the same result with and without
+ * the cache; a cached decision predicts once (the job alone), and rows are
+ * shared and swept. */
+static void test_cache_same_decisions(void **state)
+{
+    (void)state;
+    enum { GPUS = 48, STEPS = 4000 };
+    const kace_predictor *real = kace_model_predictor(model);
+    counting_ops = *real->ops;
+    counting_ops.predict = counting_predict;
+    kace_predictor counting = {&counting_ops, real->self};
+    int n_w = (int)ds->n_workloads;
+    kace_place_gpu plain[GPUS], cached[GPUS];
+    for (int g = 0; g < GPUS; g++) {
+        int res[KACE_MAX_K], n = (int)rnd(4);
+        for (int i = 0; i < n; i++)
+            res[i] = g % 11 == 5 && i == 0 ? -1 : (int)rnd((uint32_t)n_w); /* some unknown residents */
+        char name[16];
+        snprintf(name, sizeof name, "n%d", g);
+        plain[g] = gpu(name, 100 - 20 * n, n, res);
+    }
+    /* One GPU holds as many jobs as a GPU may: it takes none. */
+    int many[KACE_MAX_K];
+    for (int i = 0; i < KACE_MAX_K; i++)
+        many[i] = find("bert-base-cased_batch8-train");
+    plain[7] = gpu("n7", 50, KACE_MAX_K, many);
+    /* Two GPUs with the same residents share a row. */
+    plain[9] = plain[8];
+    memcpy(cached, plain, sizeof plain);
+    kace_place_cache *cache = NULL;
+    assert_kace_ok(ctx, kace_place_cache_new(ctx, &counting, ds, &cache));
+    kace_place_prepare(ctx, &counting, ds, plain, GPUS);
+    assert_kace_ok(ctx, kace_place_cache_prepare(ctx, cache, cached, GPUS));
+    assert_null(cached[7].row);
+    assert_true(cached[8].row != NULL && cached[8].row == cached[9].row);
+    size_t placed = 0, failed = 0, stale = 0;
+    int unprepared[2] = {0, 0};
+    bool pending = false; /* unprepared GPUs wait */
+    kace_place_options strict = opt;
+    strict.min_confidence = 0.5;
+    for (size_t step = 0; step < STEPS; step++) {
+        int w = (int)rnd((uint32_t)n_w);
+        const kace_place_options *o = step % 3 == 2 ? &strict : &opt;
+        if (step % 13 == 0) { /* a node goes down or comes back */
+            int g = (int)rnd(GPUS);
+            plain[g].usable = cached[g].usable = !plain[g].usable;
+        }
+        kace_placement p, pc;
+        char msg[1024];
+        kace_status st = kace_place_job(ctx, &counting, ds, plain, GPUS, w, o, &p);
+        snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+        size_t before = n_predictions;
+        kace_status stc = kace_place_job(ctx, &counting, ds, cached, GPUS, w, o, &pc);
+        assert_same(st, &p, msg, stc, &pc, kace_errmsg(ctx), step);
+        bool all_rows = true;
+        for (int g = 0; g < GPUS; g++)
+            all_rows = all_rows && (cached[g].row || isnan(cached[g].base_score) || g == 7);
+        if (all_rows && !pending && ds->workloads[w].metric[KACE_M_EXCLUSIVE] > 0)
+            assert_true(n_predictions - before <= 1); /* the job alone, nothing per GPU */
+        if (st) {
+            failed++;
+            continue;
+        }
+        placed++;
+        /* The job starts on its GPU (unless it would be the 8th), a random job ends. */
+        int changed[2] = {p.gpu, (int)rnd(GPUS)};
+        kace_place_gpu *g = &plain[changed[0]];
+        if (g->n_residents < KACE_MAX_K - 1) {
+            g->resident[g->n_residents++] = w;
+            g->share_free -= p.share / 2;
+        }
+        g = &plain[changed[1]];
+        if (g->n_residents > 0 && changed[1] != 7) {
+            int r = (int)rnd((uint32_t)g->n_residents);
+            memmove(&g->resident[r], &g->resident[r + 1], (size_t)(g->n_residents - r - 1) * sizeof *g->resident);
+            g->n_residents--;
+            g->share_free += 10;
+        }
+        for (int k = 0; k < 2; k++) {
+            kace_place_gpu *c = &cached[changed[k]];
+            memcpy(c->resident, plain[changed[k]].resident, sizeof c->resident);
+            c->n_residents = plain[changed[k]].n_residents;
+            c->share_free = plain[changed[k]].share_free;
+        }
+        if (step % 7 == 0) {
+            /* Changed, not prepared until the next step: both decide on
+             * the old score, the cached one without its row. */
+            stale++;
+            memcpy(unprepared, changed, sizeof changed);
+            pending = true;
+            continue;
+        }
+        for (int k = 0; k < 4; k++) {
+            int c = k < 2 ? changed[k] : unprepared[k - 2];
+            kace_place_prepare(ctx, &counting, ds, &plain[c], 1);
+            assert_kace_ok(ctx, kace_place_cache_prepare(ctx, cache, &cached[c], 1));
+        }
+        pending = false;
+        if (step % 50 == 49)
+            kace_place_cache_sweep(cache, cached, GPUS);
+    }
+    assert_true(placed > STEPS / 4 && failed > 0 && stale > 0);
+    /* After a sweep the cache holds one row per distinct list of residents
+     * in use, and no more. */
+    kace_place_prepare(ctx, &counting, ds, plain, GPUS);
+    assert_kace_ok(ctx, kace_place_cache_prepare(ctx, cache, cached, GPUS));
+    kace_place_cache_sweep(cache, cached, GPUS);
+    size_t distinct = 0;
+    for (int g = 0; g < GPUS; g++) {
+        bool first = cached[g].row != NULL;
+        for (int h = 0; h < g && first; h++)
+            first = cached[h].row != cached[g].row;
+        distinct += first;
+        assert_true(memcmp(&plain[g].base_score, &cached[g].base_score, sizeof(double)) == 0);
+    }
+    assert_true(distinct > 10);
+    assert_int_equal(kace_place_cache_rows(cache), distinct);
+    kace_place_cache_free(&cache);
+}
+
 static void test_share(void **state)
 {
     (void)state;
@@ -238,6 +396,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_score),   cmocka_unit_test(test_idle_gpu_first),
         cmocka_unit_test(test_best_partner),  cmocka_unit_test(test_no_room_or_unknown),
+        cmocka_unit_test(test_cache_same_decisions),
         cmocka_unit_test(test_share),         cmocka_unit_test(test_tag_and_gres),
         cmocka_unit_test(test_config),
     };

@@ -34,6 +34,11 @@ typedef struct kace_place_gpu {
     /* Filled by kace_place_prepare: the residents' own predicted score, or
      * NaN when it cannot be predicted (unknown resident, missing profile). */
     double base_score;
+    /* Filled by kace_place_cache_prepare (NULL otherwise): every workload's
+     * gain on these residents, computed once, so that kace_place_job only
+     * looks it up. Used only while it still matches resident[] and the
+     * predictor and dataset the decision is given. */
+    const struct kace_place_row *row;
 } kace_place_gpu;
 
 typedef struct kace_place_options {
@@ -93,14 +98,46 @@ kace_status kace_place_group_score(kace_ctx *ctx, const kace_predictor *p, const
                                    int k, double *score, double *confidence);
 
 /* Computes base_score of every GPU (once per cluster snapshot, so that a
- * decision costs one prediction per GPU). */
+ * decision costs one prediction per GPU) and sets row to NULL. */
 void kace_place_prepare(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, kace_place_gpu *gpus,
                         size_t n_gpus);
+
+/* Cached gains (for the Slurm placer, which takes many decisions on a
+ * cluster that changes a few GPUs at a time). A row holds, for one ordered
+ * list of residents, kace_place_gain of every workload of the dataset
+ * against them: exactly the numbers kace_place_job would compute, so
+ * decisions are the same with or without the cache. Rows are shared by
+ * GPUs with the same residents and kept until a sweep drops them. Not
+ * thread-safe; rows, once made, never change, so another thread may
+ * decide on GPUs prepared earlier while one thread prepares or sweeps,
+ * given a lock between the prepare and the decision (see slurm/). */
+#define KACE_PLACE_CACHE 1 /* this API exists (bench/bench_place.c builds without it too) */
+typedef struct kace_place_cache kace_place_cache;
+typedef struct kace_place_row kace_place_row;
+
+/* A cache for predictor p and dataset ds (both must outlive it). */
+kace_status kace_place_cache_new(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds,
+                                 kace_place_cache **out);
+void kace_place_cache_free(kace_place_cache **cache);
+
+/* kace_place_prepare, and each GPU's row: found, or made (one prediction
+ * per workload) when its residents are new to the cache. Call it again
+ * for the GPUs whose residents change (jobs start and end). Fails only
+ * when out of memory; GPUs then keep row NULL (decided without cache). */
+kace_status kace_place_cache_prepare(kace_ctx *ctx, kace_place_cache *cache, kace_place_gpu *gpus, size_t n_gpus);
+
+/* Frees the rows none of gpus[0..n_gpus) uses (after the cluster changed). */
+void kace_place_cache_sweep(kace_place_cache *cache, const kace_place_gpu *gpus, size_t n_gpus);
+
+/* Rows held; predictions made since the cache was created. */
+size_t kace_place_cache_rows(const kace_place_cache *cache);
+size_t kace_place_cache_predictions(const kace_place_cache *cache);
 
 /* Chooses the GPU for workload w among gpus (prepared). Fails with
  * KACE_ERR_NOT_FOUND (out->gpu = -1, the reason in the message) when w is
  * not a usable workload of ds or when no GPU has room and a prediction; the
- * first best GPU wins ties. */
+ * first best GPU wins ties. A GPU with a matching cached row costs a
+ * look-up, any other one prediction. */
 kace_status kace_place_job(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const kace_place_gpu *gpus,
                            size_t n_gpus, int w, const kace_place_options *opt, kace_placement *out);
 

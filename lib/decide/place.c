@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,18 +125,220 @@ static bool residents_known(const kace_place_gpu *g)
     return true;
 }
 
+static void prepare_one(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, kace_place_gpu *g)
+{
+    double score;
+    g->base_score = NAN;
+    g->row = NULL;
+    if (g->n_residents < 0 || g->n_residents > KACE_MAX_K || !residents_known(g))
+        return;
+    if (kace_place_group_score(ctx, p, ds, g->resident, g->n_residents, &score, NULL) == KACE_OK)
+        g->base_score = score;
+}
+
 void kace_place_prepare(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, kace_place_gpu *gpus,
                         size_t n_gpus)
 {
+    for (size_t i = 0; i < n_gpus; i++)
+        prepare_one(ctx, p, ds, &gpus[i]);
+}
+
+/* One workload's gain on a row's residents, as kace_place_gain gave it. */
+typedef struct place_cell {
+    double gain, after, confidence;
+    bool ok;
+} place_cell;
+
+struct kace_place_row {
+    const kace_place_cache *cache;
+    int n;
+    int resident[KACE_MAX_K];
+    double base_score;
+    bool keep;         /* sweep's mark */
+    place_cell cell[]; /* per workload of the dataset */
+};
+
+struct kace_place_cache {
+    const kace_predictor *p;
+    const kace_dataset *ds;
+    kace_place_row **slot; /* open addressing on the residents; NULL = empty */
+    size_t cap, n_rows, predictions;
+};
+
+kace_status kace_place_cache_new(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds,
+                                 kace_place_cache **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory for the placement cache");
+    (*out)->p = p;
+    (*out)->ds = ds;
+    return KACE_OK;
+}
+
+void kace_place_cache_free(kace_place_cache **cache)
+{
+    if (!cache || !*cache)
+        return;
+    for (size_t i = 0; i < (*cache)->cap; i++)
+        free((*cache)->slot[i]);
+    free((*cache)->slot);
+    free(*cache);
+    *cache = NULL;
+}
+
+size_t kace_place_cache_rows(const kace_place_cache *cache)
+{
+    return cache->n_rows;
+}
+
+size_t kace_place_cache_predictions(const kace_place_cache *cache)
+{
+    return cache->predictions;
+}
+
+static size_t residents_hash(const int *resident, int n)
+{
+    uint64_t h = 1469598103934665603u ^ (uint64_t)n; /* FNV-1a over the workload indices */
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)resident[i];
+        h *= 1099511628211u;
+    }
+    return (size_t)(h ^ (h >> 29));
+}
+
+/* The slot of the row for these residents, or the empty slot it would take. */
+static size_t row_slot(const kace_place_cache *c, const int *resident, int n)
+{
+    size_t i = residents_hash(resident, n) & (c->cap - 1);
+    while (c->slot[i] && (c->slot[i]->n != n || memcmp(c->slot[i]->resident, resident, (size_t)n * sizeof *resident)))
+        i = (i + 1) & (c->cap - 1);
+    return i;
+}
+
+static bool cache_grow(kace_place_cache *c)
+{
+    size_t cap = c->cap ? 2 * c->cap : 64;
+    kace_place_row **old = c->slot;
+    size_t old_cap = c->cap;
+    c->slot = calloc(cap, sizeof *c->slot);
+    if (!c->slot) {
+        c->slot = old;
+        return false;
+    }
+    c->cap = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i])
+            c->slot[row_slot(c, old[i]->resident, old[i]->n)] = old[i];
+    free(old);
+    return true;
+}
+
+/* Every workload's gain on g's residents (g prepared, base_score known). */
+static kace_place_row *make_row(kace_ctx *ctx, kace_place_cache *c, const kace_place_gpu *g)
+{
+    size_t n_w = c->ds->n_workloads;
+    kace_place_row *row = malloc(sizeof *row + n_w * sizeof row->cell[0]);
+    if (!row)
+        return NULL;
+    row->cache = c;
+    row->n = g->n_residents;
+    memset(row->resident, 0, sizeof row->resident);
+    memcpy(row->resident, g->resident, (size_t)g->n_residents * sizeof *g->resident);
+    row->base_score = g->base_score;
+    row->keep = false;
+    for (size_t w = 0; w < n_w; w++) {
+        place_cell *cell = &row->cell[w];
+        kace_gain gain;
+        *cell = (place_cell){NAN, NAN, NAN, false};
+        /* Workloads kace_place_job refuses before scoring GPUs need none. */
+        if (!(c->ds->workloads[w].metric[KACE_M_EXCLUSIVE] > 0))
+            continue;
+        c->predictions++;
+        if (kace_place_gain(ctx, c->p, c->ds, g->resident, g->n_residents, (int)w, &g->base_score, &gain))
+            continue;
+        *cell = (place_cell){gain.gain, gain.after, gain.confidence, true};
+    }
+    return row;
+}
+
+kace_status kace_place_cache_prepare(kace_ctx *ctx, kace_place_cache *c, kace_place_gpu *gpus, size_t n_gpus)
+{
+    bool out_of_memory = false;
     for (size_t i = 0; i < n_gpus; i++) {
         kace_place_gpu *g = &gpus[i];
-        double score;
+        g->row = NULL;
         g->base_score = NAN;
-        if (g->n_residents < 0 || g->n_residents > KACE_MAX_K || !residents_known(g))
+        /* A full GPU takes no job: no row (kace_place_job skips it first). */
+        bool cacheable = g->n_residents >= 0 && g->n_residents < KACE_MAX_K && residents_known(g);
+        if (cacheable && c->cap) {
+            kace_place_row *row = c->slot[row_slot(c, g->resident, g->n_residents)];
+            if (row) {
+                g->base_score = row->base_score; /* the same residents' same prediction */
+                g->row = row;
+                continue;
+            }
+        }
+        prepare_one(ctx, c->p, c->ds, g);
+        if (!cacheable || isnan(g->base_score) || out_of_memory)
             continue;
-        if (kace_place_group_score(ctx, p, ds, g->resident, g->n_residents, &score, NULL) == KACE_OK)
-            g->base_score = score;
+        if (2 * (c->n_rows + 1) > c->cap && !cache_grow(c)) {
+            out_of_memory = true;
+            continue;
+        }
+        kace_place_row *row = make_row(ctx, c, g);
+        if (!row) {
+            out_of_memory = true;
+            continue;
+        }
+        c->slot[row_slot(c, g->resident, g->n_residents)] = row;
+        c->n_rows++;
+        g->row = row;
     }
+    if (out_of_memory)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory for the placement cache (%zu rows)", c->n_rows);
+    return KACE_OK;
+}
+
+void kace_place_cache_sweep(kace_place_cache *c, const kace_place_gpu *gpus, size_t n_gpus)
+{
+    for (size_t i = 0; i < n_gpus; i++)
+        if (gpus[i].row && gpus[i].row->cache == c)
+            ((kace_place_row *)gpus[i].row)->keep = true; /* only the sweep's mark changes */
+    kace_place_row **kept = calloc(c->cap ? c->cap : 1, sizeof *kept);
+    if (!kept) { /* keep everything rather than lose track */
+        for (size_t i = 0; i < c->cap; i++)
+            if (c->slot[i])
+                c->slot[i]->keep = false;
+        return;
+    }
+    kace_place_row **old = c->slot;
+    c->slot = kept;
+    c->n_rows = 0;
+    for (size_t i = 0; i < c->cap; i++) {
+        kace_place_row *row = old[i];
+        if (!row)
+            continue;
+        if (!row->keep) {
+            free(row);
+            continue;
+        }
+        row->keep = false;
+        c->slot[row_slot(c, row->resident, row->n)] = row;
+        c->n_rows++;
+    }
+    free(old);
+}
+
+/* g's row, when it still describes g's residents for this predictor. */
+static const kace_place_row *row_for(const kace_place_gpu *g, const kace_predictor *p, const kace_dataset *ds)
+{
+    const kace_place_row *row = g->row;
+    if (!row || row->cache->p != p || row->cache->ds != ds || row->n != g->n_residents ||
+        memcmp(row->resident, g->resident, (size_t)row->n * sizeof *row->resident) != 0 ||
+        memcmp(&row->base_score, &g->base_score, sizeof row->base_score) != 0)
+        return NULL;
+    return row;
 }
 
 kace_status kace_place_job(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const kace_place_gpu *gpus,
@@ -168,7 +371,17 @@ kace_status kace_place_job(kace_ctx *ctx, const kace_predictor *p, const kace_da
             continue;
         }
         kace_gain gain;
-        if (kace_place_gain(ctx, p, ds, g->resident, g->n_residents, w, &g->base_score, &gain)) {
+        const kace_place_row *row = row_for(g, p, ds);
+        if (row) {
+            const place_cell *cell = &row->cell[w];
+            if (!cell->ok) {
+                skipped_unknown++;
+                continue;
+            }
+            gain.gain = cell->gain;
+            gain.after = cell->after;
+            gain.confidence = cell->confidence;
+        } else if (kace_place_gain(ctx, p, ds, g->resident, g->n_residents, w, &g->base_score, &gain)) {
             skipped_unknown++;
             continue;
         }
