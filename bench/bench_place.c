@@ -237,12 +237,17 @@ int main(int argc, char **argv)
     timing *mine = &dc;
     kace_place_cache_free(&cache);
     free(cached);
+    free(uc.wall), free(uc.cpu);
 #else
     timing *mine = &du;
 #endif
     printf("digest %016llx\n", (unsigned long long)digest);
     printf("decision_p50_us=%.1f decision_p99_us=%.1f\n", bench_quantile(mine->wall, mine->n, 0.5),
            bench_quantile(mine->wall, mine->n, 0.99));
+#ifdef KACE_PLACE_CACHE
+    free(dc.wall), free(dc.cpu);
+#endif
+    free(du.wall), free(du.cpu), free(uu.wall), free(uu.cpu);
     free(plain);
     free(usable);
     kace_model_free(&m);
