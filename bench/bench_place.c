@@ -79,12 +79,14 @@ static void timing_print(const char *what, timing *t)
            bench_quantile(t->cpu, t->n, 0.5), bench_quantile(t->cpu, t->n, 0.99), t->cpu[t->n - 1], t->n);
 }
 
+#ifdef KACE_PLACE_CACHE
 static bool same_placement(kace_status a, const kace_placement *x, kace_status b, const kace_placement *y)
 {
     return a == b && x->gpu == y->gpu && x->share == y->share && x->n_considered == y->n_considered &&
            memcmp(&x->gain, &y->gain, sizeof x->gain) == 0 && memcmp(&x->score, &y->score, sizeof x->score) == 0 &&
            memcmp(&x->confidence, &y->confidence, sizeof x->confidence) == 0;
 }
+#endif
 
 /* Starts workload w on GPU g with share, or ends resident r of GPU g. */
 static void start_job(cluster *c, size_t g, int w, int share)
