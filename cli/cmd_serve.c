@@ -53,6 +53,7 @@
 
 typedef struct held_advisor {
     kace_advisor *advisor;
+    kace_reply_cache *cache; /* this advisor's replies: a reload starts a new one */
     atomic_int refs;
 } held_advisor;
 
@@ -188,6 +189,7 @@ static held_advisor *acquire(server *s)
 static void release(held_advisor *h)
 {
     if (h && atomic_fetch_sub(&h->refs, 1) == 1) {
+        kace_reply_cache_free(&h->cache);
         kace_advisor_free(&h->advisor);
         free(h);
     }
@@ -279,8 +281,9 @@ static kace_status load(kace_ctx *ctx, server *s, const char **reason)
     }
     kace_advisor_set_split_model(adv, &split, n_grids);
     say(s, "%s", split_note);
-    held_advisor *h = malloc(sizeof *h);
-    if (!h) {
+    held_advisor *h = calloc(1, sizeof *h);
+    if (!h || (st = kace_reply_cache_new(ctx, adv, &h->cache))) {
+        free(h);
         kace_advisor_free(&adv);
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     }
@@ -576,7 +579,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
         return send_reply(c, s, r, 500, NULL, "application/json");
     held_advisor *h = acquire(s);
     kace_reply reply;
-    kace_advisor_handle_k8s(ctx, h->advisor, s->cluster, unix_now(), r->route, r->body, r->len, &reply);
+    kace_advisor_handle_cached(ctx, h->advisor, h->cache, s->cluster, unix_now(), r->route, r->body, r->len, &reply);
     if (reply.api_path)
         create_binding(s, r, &reply);
     if (reply.decision)

@@ -14,7 +14,10 @@
  *    matching the status, a body {"error": {"status": <same>, "message"}},
  *    no decision and no observation;
  *  - malformed JSON is reported at "request body:<line>:<col>";
- *  - k8s prioritize answers a list whose scores are integers 0..10.
+ *  - k8s prioritize answers a list whose scores are integers 0..10;
+ *  - a partner ranking answered through the reply cache (one for the whole
+ *    run, so later inputs hit what earlier ones built) is byte for byte the
+ *    computed reply, with the same status and decision.
  *
  * A first byte of 0xF0 or more fuzzes the admission check instead
  * (kace_serve_admit): the rest is "method\nhost\norigin\ncontent-type\n
@@ -34,6 +37,7 @@ static kace_group_set *runnable;
 static kace_model_rates holder;
 static kace_rate_source rates;
 static const int pool[4] = {0, 1, 2, 3};
+static kace_reply_cache *reply_cache; /* the advisor's, shared by every input */
 
 static const kace_route json_routes[] = {KACE_ROUTE_PREDICT,    KACE_ROUTE_PARTNERS,   KACE_ROUTE_PLACE,
                                          KACE_ROUTE_MPS_SPLIT,  KACE_ROUTE_OBSERVE,    KACE_ROUTE_K8S_FILTER,
@@ -100,6 +104,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     FUZZ_CHECK(kace_rate_source_model(ctx, &holder, kace_advisor_predictor(advisor), kace_advisor_dataset(advisor),
                                       &rates) == KACE_OK,
                "rates: %s", kace_errmsg(ctx));
+    FUZZ_CHECK(kace_reply_cache_new(ctx, advisor, &reply_cache) == KACE_OK, "reply cache");
     kace_ctx_free(&ctx);
     return 0;
 }
@@ -211,6 +216,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     cJSON_Delete(j);
+    if (route == KACE_ROUTE_PARTNERS) {
+        kace_reply cached;
+        kace_status cst =
+            kace_advisor_handle_cached(ctx, advisor, reply_cache, cluster, 1000, route, body, size - 1, &cached);
+        FUZZ_CHECK(cst == st && cached.http_status == reply.http_status && cached.decision == reply.decision &&
+                       cached.body && strcmp(cached.body, reply.body) == 0,
+                   "the cached reply differs: %.200s / %.200s", cached.body ? cached.body : "(none)", reply.body);
+        kace_reply_clear(&cached);
+    }
     kace_reply_clear(&reply);
     kace_k8s_cluster_free(&cluster);
     free(body);

@@ -161,6 +161,9 @@ wrk.method = "POST"
 wrk.body = '{"target": "$B8", "top": 5}'
 wrk.headers["Content-Type"] = "application/json"
 EOF
+# the slowdown model's ranking, now held in serve's reply cache (issue 24)
+expect 200 POST /v1/partners "{\"target\": \"$B8\", \"top\": 5}" 'j["model"] == "slowdown" and len(j["partners"]) == 5'
+cp "$SCRATCH/body" "$SCRATCH/partners.slowdown"
 wrk -t2 -c16 -d4s --timeout 5s -s "$SCRATCH/partners.lua" "$URL/v1/partners" >"$SCRATCH/wrk.out" 2>&1 &
 WRK_PID=$!
 sleep 1
@@ -186,6 +189,9 @@ grep -q 'Socket errors' "$SCRATCH/wrk.out" && fail "wrk saw socket errors during
 grep -q 'reloaded (SIGHUP)' "$SCRATCH/serve.log" || fail "no SIGHUP reload in the log: $(tail -3 "$SCRATCH/serve.log")"
 curl -s "$URL/metrics" | grep -q '^kace_model_loads_total{result="ok"} 3$' || fail "expected 3 model loads"
 call POST /v1/partners "{\"target\": \"$B8\"}" >/dev/null # by the reloaded model, however long the reload took
+# the same request as before the reloads: answered by the new model, not from the previous model's cache
+expect 200 POST /v1/partners "{\"target\": \"$B8\", \"top\": 5}" 'j["model"] == "linear" and len(j["partners"]) == 5'
+cmp -s "$SCRATCH/body" "$SCRATCH/partners.slowdown" && fail "the partner ranking after the reload is the previous model's"
 curl -s "$URL/metrics" | grep -q 'kace_decisions_total{endpoint="partners",policy="KACE"}' ||
     fail "no partner decisions by the linear model after the reload"
 

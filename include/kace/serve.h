@@ -224,6 +224,24 @@ kace_status kace_k8s_cluster_use_scheduler(kace_ctx *ctx, kace_k8s_cluster *c, c
 kace_status kace_advisor_handle_k8s(kace_ctx *ctx, const kace_advisor *a, kace_k8s_cluster *c, double now,
                                     kace_route route, const char *body, size_t len, kace_reply *reply);
 
+/* Replies kept for one advisor (issue 24): a partner ranking without
+ * "among" is rendered once per target and then answered, for any "top", by
+ * joining the rendered pieces, byte for byte what the computed reply would
+ * be. Entries are built by the first request that needs them (thread-safe,
+ * lock-free) and kept, up to 32 MiB, as long as the cache: make one per
+ * advisor and free it with the advisor, so that a reload (a new advisor)
+ * starts with an empty one. */
+typedef struct kace_reply_cache kace_reply_cache;
+kace_status kace_reply_cache_new(kace_ctx *ctx, const kace_advisor *a, kace_reply_cache **out);
+void kace_reply_cache_free(kace_reply_cache **c);
+/* Targets whose ranking is held (for tests). */
+size_t kace_reply_cache_entries(const kace_reply_cache *c);
+/* kace_advisor_handle_k8s answering from cache where it can (cache NULL, or
+ * made for another advisor: not used). */
+kace_status kace_advisor_handle_cached(kace_ctx *ctx, const kace_advisor *a, kace_reply_cache *cache,
+                                       kace_k8s_cluster *c, double now, kace_route route, const char *body, size_t len,
+                                       kace_reply *reply);
+
 /* An error body for the front end's own refusals (404, 405, 413, 503).
  * Returns NULL when out of memory; the caller frees it. */
 char *kace_serve_error_json(int http_status, const char *message);

@@ -2,6 +2,7 @@
  * functions (request text in, reply text out). Shapes: docs/openapi.yaml. */
 #include <ctype.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,19 +505,47 @@ static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJ
     return KACE_OK;
 }
 
-static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out)
+/* One ranked partner as the reply lists it. */
+static cJSON *add_partner(cJSON *list, const kace_advisor *a, const kace_partner *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!cJSON_AddItemToArray(list, o))
+        return NULL;
+    cJSON_AddStringToObject(o, "workload", a->ds->workloads[p->workload].name);
+    kace_serve_add_number(o, "predicted_sum", p->predicted);
+    kace_serve_add_number(o, "measured_sum", p->measured);
+    kace_serve_add_number(o, "exclusive_sum", p->exclusive_sum);
+    kace_serve_add_number(o, "confidence", p->confidence);
+    return o;
+}
+
+/* The fields of a partner request: target, top (0 = all) and among (NULL
+ * when absent or null). */
+static kace_status parse_partners(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, int *target, int *top,
+                                  const cJSON **among)
 {
     static const char *const known[] = {"target", "among", "top", NULL};
     const cJSON *target_item, *among_item = cJSON_GetObjectItem(req, "among");
-    int target, top = 0, n_among = 0;
+    kace_status st;
+    *top = 0;
+    if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "target", &target_item)) ||
+        (st = kace_serve_workload(ctx, a, target_item, "target", target)) ||
+        (st = get_int(ctx, req, "top", 0, 1 << 20, top)))
+        return st;
+    *among = among_item && !cJSON_IsNull(among_item) ? among_item : NULL;
+    return KACE_OK;
+}
+
+static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out)
+{
+    const cJSON *among_item;
+    int target, top, n_among = 0;
     int *among = NULL;
     kace_partner *ranked = NULL;
     kace_status st;
-    if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "target", &target_item)) ||
-        (st = kace_serve_workload(ctx, a, target_item, "target", &target)) ||
-        (st = get_int(ctx, req, "top", 0, 1 << 20, &top)))
+    if ((st = parse_partners(ctx, a, req, &target, &top, &among_item)))
         return st;
-    bool with_among = among_item && !cJSON_IsNull(among_item);
+    bool with_among = among_item != NULL;
     size_t cap = with_among ? MAX_LIST : a->ds->n_workloads;
     among = malloc((cap ? cap : 1) * sizeof *among);
     ranked = calloc(cap ? cap : 1, sizeof *ranked);
@@ -533,19 +562,200 @@ static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const c
     cJSON_AddStringToObject(out, "target", a->ds->workloads[target].name);
     cJSON_AddStringToObject(out, "model", model_kind_name(a));
     cJSON *list = cJSON_AddArrayToObject(out, "partners");
-    for (size_t i = 0; list && i < n && (top <= 0 || (int)i < top); i++) {
-        cJSON *p = cJSON_CreateObject();
-        if (!cJSON_AddItemToArray(list, p))
+    for (size_t i = 0; list && i < n && (top <= 0 || (int)i < top); i++)
+        if (!add_partner(list, a, &ranked[i]))
             break;
-        cJSON_AddStringToObject(p, "workload", a->ds->workloads[ranked[i].workload].name);
-        kace_serve_add_number(p, "predicted_sum", ranked[i].predicted);
-        kace_serve_add_number(p, "measured_sum", ranked[i].measured);
-        kace_serve_add_number(p, "exclusive_sum", ranked[i].exclusive_sum);
-        kace_serve_add_number(p, "confidence", ranked[i].confidence);
-    }
 done:
     free(among);
     free(ranked);
+    return st;
+}
+
+/* ---- the reply cache ---------------------------------------------------------
+ *
+ * A partner ranking without "among" depends only on the advisor and the
+ * target: the cache keeps, per target, the ranking over every workload
+ * already rendered as the reply's pieces (the head up to "partners":[ and
+ * each partner's object), so that any "top" is answered by joining pieces,
+ * byte for byte what handle_partners prints. A target's entry is built by
+ * the first request that asks for it and published with one atomic
+ * compare-and-swap (two threads may build the same; one keeps its own);
+ * entries live as long as the cache, which lives as long as its advisor:
+ * a reload builds a new advisor with a new, empty cache. */
+
+#define CACHE_BUDGET (32u << 20) /* bytes of rendered pieces per cache; past it, replies are computed */
+
+typedef struct ranked_reply {
+    size_t n;           /* partners */
+    size_t bytes;       /* what it holds, against CACHE_BUDGET */
+    char *head;         /* {"target":...,"model":...,"partners":[ */
+    size_t head_len;
+    char **item;        /* each partner's object */
+    size_t *item_len;
+} ranked_reply;
+
+struct kace_reply_cache {
+    const kace_advisor *a;
+    size_t n;                       /* targets: the advisor's workloads */
+    _Atomic(ranked_reply *) *entry; /* per target, NULL until asked */
+    atomic_size_t bytes;            /* held by the entries */
+};
+
+static void ranked_reply_free(ranked_reply *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; r->item && i < r->n; i++)
+        free(r->item[i]);
+    free(r->item);
+    free(r->item_len);
+    free(r->head);
+    free(r);
+}
+
+kace_status kace_reply_cache_new(kace_ctx *ctx, const kace_advisor *a, kace_reply_cache **out)
+{
+    kace_reply_cache *c = calloc(1, sizeof *c);
+    size_t n = a->ds->n_workloads;
+    if (c)
+        c->entry = calloc(n ? n : 1, sizeof *c->entry);
+    if (!c || !c->entry) {
+        free(c);
+        *out = NULL;
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    c->a = a;
+    c->n = n;
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&c->entry[i], NULL);
+    atomic_init(&c->bytes, 0);
+    *out = c;
+    return KACE_OK;
+}
+
+void kace_reply_cache_free(kace_reply_cache **c)
+{
+    if (!c || !*c)
+        return;
+    for (size_t i = 0; i < (*c)->n; i++)
+        ranked_reply_free(atomic_load(&(*c)->entry[i]));
+    free((*c)->entry);
+    free(*c);
+    *c = NULL;
+}
+
+size_t kace_reply_cache_entries(const kace_reply_cache *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; c && i < c->n; i++)
+        n += atomic_load(&((kace_reply_cache *)c)->entry[i]) != NULL;
+    return n;
+}
+
+/* Renders target's ranking over every workload into pieces. */
+static kace_status ranked_reply_build(kace_ctx *ctx, const kace_advisor *a, int target, ranked_reply **out)
+{
+    *out = NULL;
+    size_t cap = a->ds->n_workloads, n = 0;
+    kace_partner *ranked = calloc(cap ? cap : 1, sizeof *ranked);
+    ranked_reply *r = calloc(1, sizeof *r);
+    cJSON *head = cJSON_CreateObject(), *one = cJSON_CreateArray();
+    kace_status st = ranked && r && head && one ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (!st)
+        st = kace_rank_partners(ctx, a->ds, kace_advisor_predictor(a), KACE_NORM_TRAIN, target, NULL, 0, ranked, &n);
+    if (!st && (!(r->item = calloc(n ? n : 1, sizeof *r->item)) || !(r->item_len = calloc(n ? n : 1, sizeof *r->item_len))))
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (!st) { /* the head: the reply with no partners, "]}" cut off */
+        cJSON_AddStringToObject(head, "target", a->ds->workloads[target].name);
+        cJSON_AddStringToObject(head, "model", model_kind_name(a));
+        cJSON_AddArrayToObject(head, "partners");
+        r->head = cJSON_PrintUnformatted(head);
+        r->head_len = r->head ? strlen(r->head) : 0;
+        if (r->head_len < 2 || strcmp(r->head + r->head_len - 2, "]}") != 0)
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        else
+            r->head[r->head_len -= 2] = '\0';
+        r->bytes = r->head_len + n * (sizeof *r->item + sizeof *r->item_len);
+    }
+    for (size_t i = 0; !st && i < n; i++) { /* each partner alone: [{...}] printed, brackets cut */
+        cJSON *o = add_partner(one, a, &ranked[i]);
+        char *text = o ? cJSON_PrintUnformatted(one) : NULL;
+        size_t len = text ? strlen(text) : 0;
+        cJSON_DeleteItemFromArray(one, 0);
+        if (len < 2) {
+            free(text);
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            break;
+        }
+        memmove(text, text + 1, len - 2);
+        text[len - 2] = '\0';
+        r->item[i] = text;
+        r->item_len[i] = len - 2;
+        r->n = i + 1;
+        r->bytes += len - 2;
+    }
+    cJSON_Delete(head);
+    cJSON_Delete(one);
+    free(ranked);
+    if (st) {
+        ranked_reply_free(r);
+        return st;
+    }
+    *out = r;
+    return KACE_OK;
+}
+
+/* The reply listing the first top partners (all when top <= 0). */
+static kace_status partners_join(kace_ctx *ctx, const ranked_reply *r, int top, char **body)
+{
+    size_t m = top <= 0 || (size_t)top > r->n ? r->n : (size_t)top, len = r->head_len + 2 + (m ? m - 1 : 0);
+    for (size_t i = 0; i < m; i++)
+        len += r->item_len[i];
+    char *text = malloc(len + 1), *at = text;
+    if (!text)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    memcpy(at, r->head, r->head_len);
+    at += r->head_len;
+    for (size_t i = 0; i < m; i++) {
+        if (i)
+            *at++ = ',';
+        memcpy(at, r->item[i], r->item_len[i]);
+        at += r->item_len[i];
+    }
+    memcpy(at, "]}", 3);
+    *body = text;
+    return KACE_OK;
+}
+
+/* The cached reply to a partner request without "among": *body NULL when
+ * the cache does not answer it (then the request is computed). */
+static kace_status partners_cached(kace_ctx *ctx, const kace_advisor *a, kace_reply_cache *c, const cJSON *req,
+                                   char **body)
+{
+    const cJSON *among;
+    int target, top;
+    kace_status st;
+    *body = NULL;
+    if ((st = parse_partners(ctx, a, req, &target, &top, &among)) || among || (size_t)target >= c->n)
+        return st;
+    ranked_reply *r = atomic_load_explicit(&c->entry[target], memory_order_acquire), *mine = NULL;
+    if (!r) {
+        if ((st = ranked_reply_build(ctx, a, target, &mine)))
+            return st;
+        r = mine;
+        if (atomic_fetch_add(&c->bytes, mine->bytes) + mine->bytes <= CACHE_BUDGET) {
+            ranked_reply *none = NULL;
+            if (atomic_compare_exchange_strong_explicit(&c->entry[target], &none, mine, memory_order_acq_rel,
+                                                        memory_order_acquire))
+                mine = NULL; /* kept: the cache owns it now */
+            else
+                r = none; /* another thread's came first */
+        }
+        if (mine) /* not kept (cache full, or a duplicate): answers this request only */
+            atomic_fetch_sub(&c->bytes, mine->bytes);
+    }
+    st = partners_join(ctx, r, top, body);
+    ranked_reply_free(mine);
     return st;
 }
 
@@ -958,7 +1168,16 @@ kace_status kace_advisor_handle(kace_ctx *ctx, const kace_advisor *a, kace_route
 kace_status kace_advisor_handle_k8s(kace_ctx *ctx, const kace_advisor *a, kace_k8s_cluster *c, double now,
                                     kace_route route, const char *body, size_t len, kace_reply *reply)
 {
+    return kace_advisor_handle_cached(ctx, a, NULL, c, now, route, body, len, reply);
+}
+
+kace_status kace_advisor_handle_cached(kace_ctx *ctx, const kace_advisor *a, kace_reply_cache *cache,
+                                       kace_k8s_cluster *c, double now, kace_route route, const char *body, size_t len,
+                                       kace_reply *reply)
+{
     memset(reply, 0, sizeof *reply);
+    if (cache && cache->a != a)
+        cache = NULL; /* another advisor's: never answer from it */
     cJSON *req = NULL, *out = cJSON_CreateObject();
     kace_status st = out ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     bool has_body = route != KACE_ROUTE_WORKLOADS && route != KACE_ROUTE_HEALTH && route != KACE_ROUTE_K8S_STATE;
@@ -968,7 +1187,15 @@ kace_status kace_advisor_handle_k8s(kace_ctx *ctx, const kace_advisor *a, kace_k
         switch (route) {
         case KACE_ROUTE_PREDICT: st = handle_predict(ctx, a, req, out); break;
         case KACE_ROUTE_PARTNERS:
-            st = handle_partners(ctx, a, req, out);
+            if (cache && !(st = partners_cached(ctx, a, cache, req, &reply->body)) && reply->body) {
+                reply->decision = kace_advisor_policy(a);
+                cJSON_Delete(req);
+                cJSON_Delete(out);
+                reply->http_status = 200;
+                return KACE_OK;
+            }
+            if (!st)
+                st = handle_partners(ctx, a, req, out);
             reply->decision = kace_advisor_policy(a);
             break;
         case KACE_ROUTE_PLACE: st = handle_place(ctx, a, req, out, &reply->decision); break;
