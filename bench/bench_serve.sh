@@ -190,6 +190,8 @@ awk -v r="$R" '
             for (i = 1; i <= r; i++) { a[i] = rps["new", c, i] / rps["nginx", c, i]; b[i] = rps["old", c, i] / rps["nginx", c, i]; d[i] = rps["new", c, i] / rps["old", c, i] }
             stats(b, r); printf "c=%-2d ratio old/nginx (per round) min %.2f median %.2f max %.2f\n", c, lo, med, hi
             stats(d, r); printf "c=%-2d ratio new/old   (per round) min %.2f median %.2f max %.2f\n", c, lo, med, hi
+            for (i = 1; i <= r; i++) e[i] = cpu["nginx", c, i] / cpu["new", c, i]
+            stats(e, r); printf "c=%-2d server cpu per request nginx/new (per round) min %.2f median %.2f max %.2f (> 1: kace costs less)\n", c, lo, med, hi
             stats(a, r); printf "c=%-2d ratio new/nginx (per round) min %.2f median %.2f max %.2f\n", c, lo, med, hi
             ok[c] = med >= 0.8; got[c] = med
         }
