@@ -187,7 +187,11 @@ requests=$(awk '/requests in/ {print $1}' "$SCRATCH/wrk.out")
 grep -q 'Non-2xx' "$SCRATCH/wrk.out" && fail "wrk saw failed requests during the reloads"
 grep -q 'Socket errors' "$SCRATCH/wrk.out" && fail "wrk saw socket errors during the reloads"
 grep -q 'reloaded (SIGHUP)' "$SCRATCH/serve.log" || fail "no SIGHUP reload in the log: $(tail -3 "$SCRATCH/serve.log")"
-curl -s "$URL/metrics" | grep -q '^kace_model_loads_total{result="ok"} 3$' || fail "expected 3 model loads"
+# the start, the file change (a WAL store may change on disk twice: two reloads) and SIGHUP
+loads=$(curl -s "$URL/metrics" | awk '$1 == "kace_model_loads_total{result=\"ok\"}" {print $2}')
+logged=$(($(grep -c 'reloaded (' "$SCRATCH/serve.log") + 1))
+[ "${loads:-0}" -ge 3 ] && [ "${loads:-0}" -eq "$logged" ] ||
+    fail "expected 3 or more model loads, as many as logged ($logged): ${loads:-none}"
 call POST /v1/partners "{\"target\": \"$B8\"}" >/dev/null # by the reloaded model, however long the reload took
 # the same request as before the reloads: answered by the new model, not from the previous model's cache
 expect 200 POST /v1/partners "{\"target\": \"$B8\", \"top\": 5}" 'j["model"] == "linear" and len(j["partners"]) == 5'
