@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "kace/dynlib.h"
 
 typedef struct command {
     const char *name;
@@ -140,8 +141,15 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int rc = commands[i].run(argc - 1, argv + 1);
+            /* An optional library that could not be loaded (include/kace/dynlib.h): the
+             * command's own error says what failed, this line why and what to install. */
+            const char *missing = kace_dynlib_failure();
+            if (missing)
+                fprintf(stderr, "kace %s: %s\n", argv[1], missing);
+            return rc;
+        }
     fprintf(stderr, "kace: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return EXIT_USAGE;

@@ -21,7 +21,7 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/kace-deb.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 root=$stage/kace
 
-cmake --build "$build" --target kace-man >/dev/null
+cmake --build "$build" --target kace-man kace-dynlib-probe >/dev/null
 DESTDIR=$root cmake --install "$build" --prefix /usr >"$stage/install.log"
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt")
 arch=$(dpkg --print-architecture)
@@ -35,7 +35,10 @@ done < <(find "$root" -type f -print0)
 mkdir -p "$stage/src/debian"
 printf 'Source: kace\n\nPackage: kace\nArchitecture: any\n' >"$stage/src/debian/control"
 # The Slurm plugins use symbols slurmctld and slurmstepd export: dpkg-shlibdeps warns about them.
-depends=$(cd "$stage/src" && dpkg-shlibdeps -O --ignore-missing-info "${elfs[@]}" 2>"$stage/shlibdeps.log" |
+# kace loads LAPACKE, libxgboost, libmicrohttpd, libcurl and libslurm with dlopen; kace-dynlib-probe
+# (not packaged) links them and uses the same functions, so they are in Depends as before.
+depends=$(cd "$stage/src" && dpkg-shlibdeps -O --ignore-missing-info "${elfs[@]}" "$build/kace-dynlib-probe" \
+    2>"$stage/shlibdeps.log" |
     sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || { echo "build-deb.sh: dpkg-shlibdeps found no dependency" >&2; cat "$stage/shlibdeps.log" >&2; exit 1; }
 

@@ -76,22 +76,30 @@ resolve() {
 }
 needed() { objdump -p "$1" | awk '$1 == "NEEDED" { print $2 }'; }
 
-# Recursive walk over NEEDED, from kace (libkace_cupti.so needs only glibc + server libraries).
+# Recursive walk over NEEDED, from kace (libkace_cupti.so needs only glibc + server libraries)
+# and from the libraries kace loads with dlopen when a command needs them (LAPACKE,
+# libxgboost, libmicrohttpd, libcurl: include/kace/dynlib.h), which the build lists in
+# kace-dlopen.txt ("SONAME PATH"); kace's DT_RPATH finds them and their own libraries here.
 queue=("$b/bin/kace")
 declare -A seen=()
+take() { # SONAME WHO_NEEDS_IT
+    local so=$1 src
+    if is_glibc "$so" || is_from_server "$so" || [ -n "${seen[$so]:-}" ]; then return; fi
+    seen[$so]=1
+    src=$(resolve "$so")
+    [ -n "$src" ] && [ -e "$src" ] || { echo "make-bundle: cannot find $so (needed by $2)" >&2; exit 1; }
+    cp -L "$src" "$b/lib/$so"
+    chmod 644 "$b/lib/$so"
+    strip --strip-unneeded "$b/lib/$so" 2>/dev/null || true
+    queue+=("$b/lib/$so")
+}
+[ -f "$broot/cmake/kace-dlopen.txt" ] || { echo "make-bundle: $broot/cmake/kace-dlopen.txt is missing" >&2; exit 1; }
+dlopened=$(awk 'NF { print $1 }' "$broot/cmake/kace-dlopen.txt")
+for so in $dlopened; do take "$so" "kace (dlopen)"; done
 while [ ${#queue[@]} -gt 0 ]; do
     f=${queue[0]}
     queue=("${queue[@]:1}")
-    for so in $(needed "$f"); do
-        if is_glibc "$so" || is_from_server "$so" || [ -n "${seen[$so]:-}" ]; then continue; fi
-        seen[$so]=1
-        src=$(resolve "$so")
-        [ -n "$src" ] && [ -e "$src" ] || { echo "make-bundle: cannot find $so (needed by ${f##*/})" >&2; exit 1; }
-        cp -L "$src" "$b/lib/$so"
-        chmod 644 "$b/lib/$so"
-        strip --strip-unneeded "$b/lib/$so" 2>/dev/null || true
-        queue+=("$b/lib/$so")
-    done
+    for so in $(needed "$f"); do take "$so" "${f##*/}"; done
 done
 strip --strip-unneeded "$b/bin/kace" "$b/lib/libkace_cupti.so"
 
@@ -108,6 +116,9 @@ for f in "$b"/lib/*; do
     case ${f##*/} in libopenblas* | libcuda.so* | libcupti* | libnvperf* | libnvidia-ml*)
         echo "make-bundle: ${f##*/} must not be in the bundle" >&2; bad=1 ;;
     esac
+done
+for so in $dlopened; do
+    [ -e "$b/lib/$so" ] || { echo "make-bundle: $so (kace loads it with dlopen) is not in the bundle" >&2; bad=1; }
 done
 # And kace loads them from the bundle, with nothing in the environment helping.
 env -i PATH=/usr/bin:/bin "$b/bin/kace" --help >/dev/null ||
