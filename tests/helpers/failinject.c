@@ -13,7 +13,9 @@
  *   KACE_FAIL_MAIN_THREAD=1  count the main thread's calls only (under ASan: a thread's
  *                       start-up inside ASan allocates through malloc and aborts on NULL)
  * N = 0 (or unset) only counts. Counting starts when main starts (the loader's and
- * the libraries' start-up allocations are not the program's), covers every thread,
+ * the libraries' start-up allocations are not the program's; nor are those inside
+ * dlopen, where the libraries kace loads on first use start up: include/kace/dynlib.h,
+ * and libgfortran, under LAPACK, exits on a failed allocation), covers every thread,
  * and stops in a child after fork; LD_PRELOAD and KACE_FAIL_* are taken out of the
  * environment at main, so programs that kace starts run without the shim.
  * One call fails, not every one after it (SQLite's "one-shot" mode).
@@ -122,11 +124,24 @@ static void resolve(void)
 
 /* ---- counting ------------------------------------------------------------- */
 
+static _Thread_local int in_dlopen;
+
 static int counting(void)
 {
     /* After fork, the child is not the program under test. */
-    return atomic_load(&armed) && getpid() == main_pid &&
+    return atomic_load(&armed) && !in_dlopen && getpid() == main_pid &&
            (!main_thread_only || pthread_equal(pthread_self(), main_thread));
+}
+
+EXPORT void *dlopen(const char *file, int mode)
+{
+    static void *(*real_dlopen)(const char *, int);
+    if (!real_dlopen)
+        real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+    in_dlopen++;
+    void *h = real_dlopen(file, mode);
+    in_dlopen--;
+    return h;
 }
 
 static int alloc_fails(void)
