@@ -45,6 +45,7 @@ static kace_dynlib dl_lib = {
     .env = "KACE_SLURM_LIBRARY",
     .package = "libslurm38 (or the site's Slurm)",
     .needed_by = "kace slurm (reading the cluster)",
+    .global = true, /* libslurm's plugins (auth/munge, hash/k12) use its symbols */
     .names = dl_names,
     .fns = dl_fns,
     .n = N_FUNCTIONS,

@@ -34,6 +34,7 @@ typedef struct kace_dynlib {
     /* "NAME=VALUE" put in the environment while the library loads, unless NAME is
      * set already; taken out again after (programs kace starts never see it). */
     const char *load_env;
+    bool global; /* RTLD_GLOBAL: for a library whose own plugins need its symbols (libslurm) */
     const char *const *names; /* the functions forwarded, n of them */
     void **fns;               /* filled in names' order by kace_dynlib_load */
     size_t n;

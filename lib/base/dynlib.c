@@ -33,9 +33,11 @@ static bool load(kace_dynlib *lib)
             name[0] = '\0'; /* the user's value stands */
     }
     dlerror();
-    /* RTLD_LAZY: as the libraries were bound when they were linked; RTLD_LOCAL:
-     * their symbols stay out of the global scope (these files define the same names). */
-    void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+    /* RTLD_LAZY: as the libraries were bound when they were linked. RTLD_LOCAL unless
+     * the library's plugins look its symbols up in the global scope (libslurm's
+     * auth_munge.so needs slurm_conf); kace's forwarding functions are not exported,
+     * so they never stand in front of the library's own. */
+    void *h = dlopen(path, RTLD_LAZY | (lib->global ? RTLD_GLOBAL : RTLD_LOCAL));
     if (name[0])
         unsetenv(name);
     if (!h) {
