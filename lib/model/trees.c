@@ -10,6 +10,17 @@
 
 #include "trees.h"
 
+/* The AVX-512 path for depth-3 trees: x86-64 with GCC or Clang, which
+ * compile one function for AVX-512 while the rest stays portable; the CPU
+ * is asked at build time (kace_trees_finish). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TREES_AVX512 1
+#include <immintrin.h>
+#define AVX512_FN __attribute__((target("avx512f")))
+#else
+#define TREES_AVX512 0
+#endif
+
 /* xgboost trusts a model buffer: a cyclic tree makes prediction loop forever
  * and inconsistent counts crash the loader. So a booster read from a file is
  * checked here first: tree count, feature count, node arrays, children. */
@@ -43,6 +54,9 @@ void kace_trees_free(kace_trees *m)
     free(m->c_threshold);
     free(m->c_leaf);
     free(m->monotone);
+    free(m->v_feature);
+    free(m->v_threshold);
+    free(m->v_leaf);
     memset(m, 0, sizeof *m);
 }
 
@@ -158,6 +172,52 @@ static void complete_fill(const kace_trees *t, int v, int p, int d, int D, int *
     complete_fill(t, nd->right, 2 * p + 2, d + 1, D, feat, thr, leaf);
 }
 
+/* The blocks of 16 depth-3 trees of the AVX-512 path, from the complete
+ * trees. Padding trees split on feature 0 and have leaves 0; their leaves
+ * are never added. */
+static void build_blocks(kace_trees *t)
+{
+    int nb = (t->n_trees + 15) / 16;
+    size_t n_split = (size_t)nb * 7 * 16, n_leaf = (size_t)nb * 8 * 16; /* multiples of 64 bytes */
+    t->v_feature = aligned_alloc(64, n_split * sizeof *t->v_feature);
+    t->v_threshold = aligned_alloc(64, n_split * sizeof *t->v_threshold);
+    t->v_leaf = aligned_alloc(64, n_leaf * sizeof *t->v_leaf);
+    if (!t->v_feature || !t->v_threshold || !t->v_leaf) {
+        free(t->v_feature);
+        free(t->v_threshold);
+        free(t->v_leaf);
+        t->v_feature = NULL;
+        t->v_threshold = t->v_leaf = NULL;
+        return; /* the portable path still works */
+    }
+    t->v_max_feature = 0;
+    for (int i = 0; i < nb * 16; i++) {
+        size_t b = (size_t)(i / 16), lane = (size_t)(i % 16);
+        for (size_t p = 0; p < 7; p++) {
+            int f = i < t->n_trees ? t->c_feature[(size_t)i * 7 + p] : 0;
+            t->v_feature[(b * 7 + p) * 16 + lane] = f;
+            t->v_threshold[(b * 7 + p) * 16 + lane] = i < t->n_trees ? t->c_threshold[(size_t)i * 7 + p] : 0;
+            if (f > t->v_max_feature)
+                t->v_max_feature = f;
+        }
+        for (size_t l = 0; l < 8; l++)
+            t->v_leaf[(b * 8 + l) * 16 + lane] = i < t->n_trees ? t->c_leaf[(size_t)i * 8 + l] : 0;
+    }
+    t->n_blocks = nb;
+}
+
+int kace_trees_use_simd(kace_trees *t, int on)
+{
+    t->simd = 0;
+#if TREES_AVX512
+    if (on && t->n_blocks > 0 && __builtin_cpu_supports("avx512f"))
+        t->simd = 1;
+#else
+    (void)on;
+#endif
+    return t->simd;
+}
+
 static void build_complete(kace_trees *t)
 {
     int D = t->max_depth;
@@ -180,6 +240,10 @@ static void build_complete(kace_trees *t)
         complete_fill(t, t->tree_root[i], 0, 0, D, t->c_feature + (size_t)i * n_split,
                       t->c_threshold + (size_t)i * n_split, t->c_leaf + (size_t)i * n_leaf);
     t->complete_depth = D;
+    if (D == 3) {
+        build_blocks(t);
+        kace_trees_use_simd(t, 1);
+    }
 }
 
 void kace_trees_finish(kace_trees *t)
@@ -395,8 +459,77 @@ static void d3_rows1(const kace_trees *t, const float *x, double *out)
     out[0] = (double)s + t->base_score;
 }
 
+#if TREES_AVX512
+/* The leaves one row reaches in a block of 16 depth-3 trees, one tree per
+ * lane. The row's (at most 32) features sit in two registers, so reading
+ * each tree's split feature is one permute; all seven splits are compared
+ * at once (!(x < h), as the portable path: NaN goes right) and the leaf is
+ * picked bottom-up, each node choosing between its children's picks by its
+ * own comparison. */
+AVX512_FN static inline __m512 d3_block(__m512 lo, __m512 hi, const int *f, const float *h, const float *leaf)
+{
+#define RIGHT(p)                                                                                                      \
+    _mm512_cmp_ps_mask(_mm512_permutex2var_ps(lo, _mm512_load_si512((const void *)(f + 16 * (p))), hi),              \
+                       _mm512_load_ps(h + 16 * (p)), _CMP_NLT_UQ)
+    __mmask16 r0 = RIGHT(0), r1 = RIGHT(1), r2 = RIGHT(2), r3 = RIGHT(3), r4 = RIGHT(4), r5 = RIGHT(5), r6 = RIGHT(6);
+#undef RIGHT
+    __m512 n3 = _mm512_mask_blend_ps(r3, _mm512_load_ps(leaf), _mm512_load_ps(leaf + 16));
+    __m512 n4 = _mm512_mask_blend_ps(r4, _mm512_load_ps(leaf + 32), _mm512_load_ps(leaf + 48));
+    __m512 n5 = _mm512_mask_blend_ps(r5, _mm512_load_ps(leaf + 64), _mm512_load_ps(leaf + 80));
+    __m512 n6 = _mm512_mask_blend_ps(r6, _mm512_load_ps(leaf + 96), _mm512_load_ps(leaf + 112));
+    __m512 n1 = _mm512_mask_blend_ps(r1, n3, n4);
+    __m512 n2 = _mm512_mask_blend_ps(r2, n5, n6);
+    return _mm512_mask_blend_ps(r0, n1, n2);
+}
+
+/* Rows of d <= 32 features through depth-3 trees in blocks of 16, two rows
+ * at a time (an odd last row goes with itself). Each row's leaves are still
+ * added one by one in tree order (a chain of float additions, bit-identical
+ * to the portable path's): the two rows' leaves are interleaved in memory,
+ * so one two-lane addition per tree advances both chains, and each block's
+ * additions overlap the next block's comparisons. */
+AVX512_FN static void d3_simd_rows(const kace_trees *t, const float *x, int d, int n, double *out)
+{
+    __mmask16 mlo = (__mmask16)(d >= 16 ? 0xffffu : (1u << d) - 1);
+    __mmask16 mhi = (__mmask16)(d <= 16 ? 0u : d >= 32 ? 0xffffu : (1u << (d - 16)) - 1);
+    const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+    for (int r = 0; r < n; r += 2) {
+        const float *x0 = x + (size_t)r * (size_t)d, *x1 = r + 1 < n ? x0 + d : x0;
+        __m512 lo0 = _mm512_maskz_loadu_ps(mlo, x0), hi0 = _mm512_maskz_loadu_ps(mhi, x0 + 16);
+        __m512 lo1 = _mm512_maskz_loadu_ps(mlo, x1), hi1 = _mm512_maskz_loadu_ps(mhi, x1 + 16);
+        __m128 s = _mm_setzero_ps();
+        _Alignas(64) float pair[32]; /* tree j's leaves for the two rows at 2j, 2j+1 */
+        for (int b = 0, left = t->n_trees; b < t->n_blocks; b++, left -= 16) {
+            const int *f = t->v_feature + (size_t)b * 112;
+            const float *h = t->v_threshold + (size_t)b * 112, *leaf = t->v_leaf + (size_t)b * 128;
+            __m512 l0 = d3_block(lo0, hi0, f, h, leaf), l1 = d3_block(lo1, hi1, f, h, leaf);
+            _mm512_store_ps(pair, _mm512_permutex2var_ps(l0, first, l1));
+            _mm512_store_ps(pair + 16, _mm512_permutex2var_ps(l0, second, l1));
+            /* Read back through memory (loads are cheaper here than
+             * extracting lanes, which compete with the comparisons). */
+            __asm__("" : "+m"(pair));
+            int m = left < 16 ? left : 16;
+            for (int j = 0; j < m; j++)
+                s = _mm_add_ps(s, _mm_castpd_ps(_mm_load_sd((const double *)(pair + 2 * j))));
+        }
+        _Alignas(16) float sum[4];
+        _mm_store_ps(sum, s);
+        out[r] = (double)sum[0] + t->base_score;
+        if (r + 1 < n)
+            out[r + 1] = (double)sum[1] + t->base_score;
+    }
+}
+#endif
+
 void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n, double *out)
 {
+#if TREES_AVX512
+    if (t->simd && d <= 32 && t->v_max_feature < d) {
+        d3_simd_rows(t, x, d, n, out);
+        return;
+    }
+#endif
     int D = t->complete_depth;
     if (D == 0) { /* deep trees: the general walker */
         double xd[KACE_MAX_FEATURES];

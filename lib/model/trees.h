@@ -29,6 +29,16 @@ typedef struct kace_trees {
     int *c_feature;       /* n_trees x (2^D - 1) */
     float *c_threshold;
     float *c_leaf;        /* n_trees x 2^D */
+    /* Depth-3 trees also in blocks of 16 trees, structure of arrays (per
+     * block 7 x 16 feature indices, 7 x 16 thresholds, 8 x 16 leaves, node
+     * p's children at 2p+1 and 2p+2 as above; the last block padded with
+     * trees whose leaves are never added), for the AVX-512 path, which is
+     * used when simd is set: at build time when the CPU has AVX-512F. */
+    int n_blocks;
+    int *v_feature;
+    float *v_threshold, *v_leaf;
+    int v_max_feature;    /* the largest feature index a split reads */
+    int simd;
     double base_score;
     /* n_trees x n_features, from kace_trees_find_monotone (NULL: not
      * known): -1 when the tree never rises as the feature grows (all other
@@ -51,5 +61,8 @@ void kace_trees_find_monotone(kace_trees *t, int n_features);
 double kace_trees_predict(const kace_trees *t, const double *x);
 /* The same for n rows of d floats without NaN (the hot path). */
 void kace_trees_predict_rows_f(const kace_trees *t, const float *x, int d, int n, double *out);
+/* Turns the AVX-512 path on or off (tests compare the two); returns whether
+ * it is on now: never when the CPU or the build cannot run it. */
+int kace_trees_use_simd(kace_trees *t, int on);
 
 #endif
