@@ -116,18 +116,96 @@ static void prepare_ridge(kace_model *m)
     }
 }
 
-/* Predicted throughput of every member of a group and their sum, by the
- * ridge part, the tree part and the blend. */
-static void predict_group(const kace_model *m, const kace_dataset *ds, const int *group, int k, double *blend,
-                          double *ridge_sum, double *tree_sum, double *member)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SLOWDOWN_AVX512 1
+#include <immintrin.h>
+
+/* contention_features for every member of a group at once, with AVX-512:
+ * a member's eight needed metrics fill one register (in needed[] order),
+ * the partner sums are added in the same order as member_features adds
+ * them, and the share features are the same IEEE operations lane by lane,
+ * so f (k x N_MEMBER) holds the same bits. Each member's own metrics are
+ * read and transformed once per query. fx gets f in float. */
+#define AVX512_FN __attribute__((target("avx512f")))
+
+/* The eight needed metrics of a metric array (indexed by kace_metric) in
+ * one register, in needed[] order. */
+AVX512_FN static inline __m512d needed_lanes(const double *metric)
 {
-    double f[N_MEMBER], tree_frac[KACE_MAX_K], ridge_part[KACE_MAX_K];
-    float fx[KACE_MAX_K * N_MEMBER] = {0}; /* finite by construction: the float fast path */
-    /* Partner sums as member_features adds them (same order, so the same
-     * bits), but only of the metrics the features read: no zeroing of a
-     * whole metric array per member. */
+    _Static_assert(KACE_M_THREADS == 0 && KACE_M_SM_THROUGHPUT == 1 && KACE_M_DRAM_THROUGHPUT == 2 &&
+                       KACE_M_MEM_THROUGHPUT == 3 && KACE_M_EXCLUSIVE == 6 && KACE_M_SM_PCT == 7 &&
+                       KACE_M_MEM_PCT == 8 && KACE_M_MEMCAP == 9 && KACE_N_METRICS >= 16,
+                   "the lanes follow needed[] and kace_metric's order");
+    const __m512i pick = _mm512_set_epi64(9, 0, 6, 3, 2, 1, 8, 7);
+    return _mm512_permutex2var_pd(_mm512_loadu_pd(metric), pick, _mm512_loadu_pd(metric + 8));
+}
+
+/* check_workload's test for every member at once: 1 when all pass. Also
+ * sets *in_range when every needed metric lies within the profile range,
+ * where kace_slowdown_coverage_of would find coverage 1. */
+AVX512_FN static int group_check_avx512(const kace_model *m, const kace_dataset *ds, const int *group, int k,
+                                        int *in_range)
+{
+    __m512d lo = needed_lanes(m->profile_lo), hi = needed_lanes(m->profile_hi);
+    __mmask8 bad = 0, out = 0;
+    for (int i = 0; i < k; i++) {
+        const double *mt = ds->workloads[group[i]].metric;
+        __m512d v = needed_lanes(mt);
+        bad |= _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q);
+        out |= _mm512_cmp_pd_mask(v, hi, _CMP_GT_OQ) | _mm512_cmp_pd_mask(v, lo, _CMP_LT_OQ);
+        if (!(mt[KACE_M_EXCLUSIVE] > 0))
+            bad = 1;
+    }
+    *in_range = !m->has_profile_range || !out;
+    return !bad;
+}
+
+AVX512_FN static void group_features_avx512(const kace_dataset *ds, const int *group, int k, double *f, float *fx)
+{
+    const __m512d hundred = _mm512_set1_pd(100), ten_k = _mm512_set1_pd(1e4), eps = _mm512_set1_pd(1e-3);
+    __m512d own[KACE_MAX_K];
+    for (int i = 0; i < k; i++)
+        own[i] = needed_lanes(ds->workloads[group[i]].metric);
+    for (int i = 0; i < k; i++) {
+        __m512d other = _mm512_setzero_pd();
+        for (int j = 0; j < k; j++)
+            if (j != i)
+                other = _mm512_add_pd(other, own[j]);
+        __m512d a = _mm512_div_pd(own[i], hundred), b = _mm512_div_pd(other, hundred);
+        __m512d c = _mm512_div_pd(_mm512_mul_pd(own[i], other), ten_k);
+        __m512d share = _mm512_div_pd(b, _mm512_add_pd(_mm512_add_pd(a, b), eps));
+        double *fi = f + (size_t)i * N_MEMBER;
+        _mm512_mask_storeu_pd(fi, 0x1f, a);
+        _mm512_mask_storeu_pd(fi + 5, 0x1f, b);
+        _mm512_mask_storeu_pd(fi + 10, 0x1f, c);
+        _mm512_mask_storeu_pd(fi + 15, 0x1f, share);
+        _Alignas(64) double o[8], t[8];
+        _mm512_store_pd(o, own[i]);
+        _mm512_store_pd(t, other);
+        fi[20] = log(o[5]);
+        fi[21] = log(o[6] > 1 ? o[6] : 1);
+        fi[22] = log1p(t[6]);
+        fi[23] = o[7];
+        fi[24] = t[7];
+        fi[25] = o[7] + t[7];
+        float *xi = fx + (size_t)i * N_MEMBER;
+        _mm256_storeu_ps(xi, _mm512_cvtpd_ps(_mm512_loadu_pd(fi)));
+        _mm256_storeu_ps(xi + 8, _mm512_cvtpd_ps(_mm512_loadu_pd(fi + 8)));
+        _mm256_storeu_ps(xi + 16, _mm512_cvtpd_ps(_mm512_loadu_pd(fi + 16)));
+        xi[24] = (float)fi[24];
+        xi[25] = (float)fi[25];
+    }
+}
+#else
+#define SLOWDOWN_AVX512 0
+#endif
+
+/* Member features of a group (k x N_MEMBER), in double and in float,
+ * portably: partner sums as member_features adds them (same order, so the
+ * same bits), but only of the metrics the features read. */
+static void group_features(const kace_dataset *ds, const int *group, int k, double *f, float *fx)
+{
     double other[KACE_N_METRICS];
-    *ridge_sum = *tree_sum = 0;
     for (int i = 0; i < k; i++) {
         for (size_t m2 = 0; m2 < sizeof needed / sizeof *needed; m2++) {
             kace_metric mt = needed[m2];
@@ -137,17 +215,36 @@ static void predict_group(const kace_model *m, const kace_dataset *ds, const int
                     s += ds->workloads[group[j]].metric[mt];
             other[mt] = s;
         }
-        contention_features(ds->workloads[group[i]].metric, other, f);
+        contention_features(ds->workloads[group[i]].metric, other, f + (size_t)i * N_MEMBER);
+        for (int j = 0; j < N_MEMBER; j++)
+            fx[i * N_MEMBER + j] = (float)f[i * N_MEMBER + j];
+    }
+}
+
+/* Predicted throughput of every member of a group and their sum, by the
+ * ridge part, the tree part and the blend. The AVX-512 features go with the
+ * trees' AVX-512 path (kace_trees_use_simd turns both on or off). */
+static void predict_group(const kace_model *m, const kace_dataset *ds, const int *group, int k, double *blend,
+                          double *ridge_sum, double *tree_sum, double *member)
+{
+    double f[KACE_MAX_K * N_MEMBER], tree_frac[KACE_MAX_K], ridge_part[KACE_MAX_K];
+    float fx[KACE_MAX_K * N_MEMBER]; /* finite by construction: the float fast path */
+#if SLOWDOWN_AVX512
+    if (m->trees.simd)
+        group_features_avx512(ds, group, k, f, fx);
+    else
+#endif
+        group_features(ds, group, k, f, fx);
+    for (int i = 0; i < k; i++) {
         double z = m->ridge_raw[0];
-        for (int j = 0; j < N_MEMBER; j++) {
-            z += m->ridge_raw[j + 1] * f[j];
-            fx[i * N_MEMBER + j] = (float)f[j];
-        }
+        for (int j = 0; j < N_MEMBER; j++)
+            z += m->ridge_raw[j + 1] * f[i * N_MEMBER + j];
         ridge_part[i] = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE] *
                         exp(clamp(z, log(FRACTION_MIN), log(FRACTION_MAX)));
     }
     if (m->trees.n_trees)
         kace_trees_predict_rows_f(&m->trees, fx, N_MEMBER, k, tree_frac);
+    *ridge_sum = *tree_sum = 0;
     for (int i = 0; i < k; i++) {
         double excl = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
         double r = ridge_part[i];
@@ -198,7 +295,11 @@ kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace
         return kace_fail(ctx, KACE_ERR_MODEL, "not a slowdown model");
     if (k < 1 || k > KACE_MAX_K)
         return kace_fail(ctx, KACE_ERR_INVALID, "a group has 1..%d workloads, not %d", KACE_MAX_K, k);
-    for (int i = 0; i < k; i++) {
+    int checked = 0, in_range = 0; /* in_range: coverage 1, known without kace_slowdown_coverage_of */
+#if SLOWDOWN_AVX512
+    checked = m->trees.simd && group_check_avx512(m, ds, group, k, &in_range);
+#endif
+    for (int i = 0; i < k && !checked; i++) { /* also names what the AVX-512 check found missing */
         kace_status st = check_workload(ctx, ds, group[i]);
         if (st)
             return st;
@@ -211,8 +312,9 @@ kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace
      * agree on a member unlike any of them: coverage says how unlike. */
     if (confidence) {
         double agreement = m->trees.n_trees && r + t > 0 ? clamp(1.0 - fabs(r - t) / (0.5 * (r + t)), 0, 1) : 1.0;
-        kace_slowdown_coverage c;
-        kace_slowdown_coverage_of(m, ds, group, k, &c);
+        kace_slowdown_coverage c = {.coverage = 1};
+        if (!in_range)
+            kace_slowdown_coverage_of(m, ds, group, k, &c);
         *confidence = agreement * c.coverage;
     }
     return KACE_OK;
