@@ -482,42 +482,100 @@ AVX512_FN static inline __m512 d3_block(__m512 lo, __m512 hi, const int *f, cons
     return _mm512_mask_blend_ps(r0, n1, n2);
 }
 
-/* Rows of d <= 32 features through depth-3 trees in blocks of 16, two rows
- * at a time (an odd last row goes with itself). Each row's leaves are still
- * added one by one in tree order (a chain of float additions, bit-identical
- * to the portable path's): the two rows' leaves are interleaved in memory,
- * so one two-lane addition per tree advances both chains, and each block's
- * additions overlap the next block's comparisons. */
-AVX512_FN static void d3_simd_rows(const kace_trees *t, const float *x, int d, int n, double *out)
+/* A row's (d <= 32) features in two registers. */
+AVX512_FN static inline void load_row(const float *x, int d, __m512 *lo, __m512 *hi)
 {
     __mmask16 mlo = (__mmask16)(d >= 16 ? 0xffffu : (1u << d) - 1);
     __mmask16 mhi = (__mmask16)(d <= 16 ? 0u : d >= 32 ? 0xffffu : (1u << (d - 16)) - 1);
+    *lo = _mm512_maskz_loadu_ps(mlo, x);
+    *hi = _mm512_maskz_loadu_ps(mhi, x + 16);
+}
+
+/* Two rows through depth-3 trees in blocks of 16 (x1 may be x0: then out[1]
+ * is not written). Each row's leaves are still added one by one in tree
+ * order (a chain of float additions, bit-identical to the portable path's):
+ * the two rows' leaves are interleaved in memory, so one two-lane addition
+ * per tree advances both chains, and each block's additions overlap the
+ * next block's comparisons. */
+AVX512_FN static void d3_simd_rows2(const kace_trees *t, const float *x0, const float *x1, int d, double *out)
+{
     const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
-    for (int r = 0; r < n; r += 2) {
-        const float *x0 = x + (size_t)r * (size_t)d, *x1 = r + 1 < n ? x0 + d : x0;
-        __m512 lo0 = _mm512_maskz_loadu_ps(mlo, x0), hi0 = _mm512_maskz_loadu_ps(mhi, x0 + 16);
-        __m512 lo1 = _mm512_maskz_loadu_ps(mlo, x1), hi1 = _mm512_maskz_loadu_ps(mhi, x1 + 16);
-        __m128 s = _mm_setzero_ps();
-        _Alignas(64) float pair[32]; /* tree j's leaves for the two rows at 2j, 2j+1 */
-        for (int b = 0, left = t->n_trees; b < t->n_blocks; b++, left -= 16) {
-            const int *f = t->v_feature + (size_t)b * 112;
-            const float *h = t->v_threshold + (size_t)b * 112, *leaf = t->v_leaf + (size_t)b * 128;
-            __m512 l0 = d3_block(lo0, hi0, f, h, leaf), l1 = d3_block(lo1, hi1, f, h, leaf);
-            _mm512_store_ps(pair, _mm512_permutex2var_ps(l0, first, l1));
-            _mm512_store_ps(pair + 16, _mm512_permutex2var_ps(l0, second, l1));
-            /* Read back through memory (loads are cheaper here than
-             * extracting lanes, which compete with the comparisons). */
-            __asm__("" : "+m"(pair));
-            int m = left < 16 ? left : 16;
-            for (int j = 0; j < m; j++)
-                s = _mm_add_ps(s, _mm_castpd_ps(_mm_load_sd((const double *)(pair + 2 * j))));
-        }
-        _Alignas(16) float sum[4];
-        _mm_store_ps(sum, s);
-        out[r] = (double)sum[0] + t->base_score;
-        if (r + 1 < n)
-            out[r + 1] = (double)sum[1] + t->base_score;
+    __m512 lo0, hi0, lo1, hi1;
+    load_row(x0, d, &lo0, &hi0);
+    load_row(x1, d, &lo1, &hi1);
+    __m128 s = _mm_setzero_ps();
+    _Alignas(64) float pair[32]; /* tree j's leaves for the two rows at 2j, 2j+1 */
+    for (int b = 0, left = t->n_trees; b < t->n_blocks; b++, left -= 16) {
+        const int *f = t->v_feature + (size_t)b * 112;
+        const float *h = t->v_threshold + (size_t)b * 112, *leaf = t->v_leaf + (size_t)b * 128;
+        __m512 l0 = d3_block(lo0, hi0, f, h, leaf), l1 = d3_block(lo1, hi1, f, h, leaf);
+        _mm512_store_ps(pair, _mm512_permutex2var_ps(l0, first, l1));
+        _mm512_store_ps(pair + 16, _mm512_permutex2var_ps(l0, second, l1));
+        /* Read back through memory (loads are cheaper here than extracting
+         * lanes, which compete with the comparisons). */
+        __asm__("" : "+m"(pair));
+        int m = left < 16 ? left : 16;
+        for (int j = 0; j < m; j++)
+            s = _mm_add_ps(s, _mm_castpd_ps(_mm_load_sd((const double *)(pair + 2 * j))));
+    }
+    _Alignas(16) float sum[4];
+    _mm_store_ps(sum, s);
+    out[0] = (double)sum[0] + t->base_score;
+    if (x1 != x0)
+        out[1] = (double)sum[1] + t->base_score;
+}
+
+/* The same for four rows (x3 may be x2: then out[3] is not written): the
+ * four chains in the four lanes of one addition per tree. */
+AVX512_FN static void d3_simd_rows4(const kace_trees *t, const float *x0, const float *x1, const float *x2,
+                                    const float *x3, int d, double *out)
+{
+    __m512 lo0, hi0, lo1, hi1, lo2, hi2, lo3, hi3;
+    load_row(x0, d, &lo0, &hi0);
+    load_row(x1, d, &lo1, &hi1);
+    load_row(x2, d, &lo2, &hi2);
+    load_row(x3, d, &lo3, &hi3);
+    __m128 s = _mm_setzero_ps();
+    /* tree j's leaves for the four rows at 16 (j % 4) + 4 (j / 4): a 4x16
+     * transpose by unpacking */
+    _Alignas(64) float quad[64];
+    for (int b = 0, left = t->n_trees; b < t->n_blocks; b++, left -= 16) {
+        const int *f = t->v_feature + (size_t)b * 112;
+        const float *h = t->v_threshold + (size_t)b * 112, *leaf = t->v_leaf + (size_t)b * 128;
+        __m512 l0 = d3_block(lo0, hi0, f, h, leaf), l1 = d3_block(lo1, hi1, f, h, leaf);
+        __m512 l2 = d3_block(lo2, hi2, f, h, leaf), l3 = d3_block(lo3, hi3, f, h, leaf);
+        __m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(l0, l1)), t1 = _mm512_castps_pd(_mm512_unpackhi_ps(l0, l1));
+        __m512d t2 = _mm512_castps_pd(_mm512_unpacklo_ps(l2, l3)), t3 = _mm512_castps_pd(_mm512_unpackhi_ps(l2, l3));
+        _mm512_store_ps(quad, _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2)));
+        _mm512_store_ps(quad + 16, _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2)));
+        _mm512_store_ps(quad + 32, _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3)));
+        _mm512_store_ps(quad + 48, _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3)));
+        __asm__("" : "+m"(quad));
+        int m = left < 16 ? left : 16;
+        for (int j = 0; j < m; j++)
+            s = _mm_add_ps(s, _mm_load_ps(quad + 16 * (j % 4) + 4 * (j / 4)));
+    }
+    _Alignas(16) float sum[4];
+    _mm_store_ps(sum, s);
+    for (int r = 0; r < 3; r++)
+        out[r] = (double)sum[r] + t->base_score;
+    if (x3 != x2)
+        out[3] = (double)sum[3] + t->base_score;
+}
+
+/* Rows of d <= 32 features: four at a time, then two (a colocation of k
+ * workloads is k rows; a missing row repeats the last one). */
+AVX512_FN static void d3_simd_rows(const kace_trees *t, const float *x, int d, int n, double *out)
+{
+    int r = 0;
+    for (; n - r >= 3; r += 4) {
+        const float *x0 = x + (size_t)r * (size_t)d;
+        d3_simd_rows4(t, x0, x0 + d, x0 + 2 * d, n - r > 3 ? x0 + 3 * d : x0 + 2 * d, d, out + r);
+    }
+    if (r < n) {
+        const float *x0 = x + (size_t)r * (size_t)d;
+        d3_simd_rows2(t, x0, n - r > 1 ? x0 + d : x0, d, out + r);
     }
 }
 #endif
