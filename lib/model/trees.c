@@ -491,33 +491,54 @@ AVX512_FN static inline void load_row(const float *x, int d, __m512 *lo, __m512 
     *hi = _mm512_maskz_loadu_ps(mhi, x + 16);
 }
 
+/* Adds a block's leaves to the sums s (one lane per row), tree by tree in
+ * tree order: tree j's leaves are the four floats at buf + off(j). */
+#define ADD_TREE(j, off) s = _mm_add_ps(s, _mm_load_ps(buf + off(j)))
+#define ADD_BLOCK(left, off)                                                                                          \
+    do {                                                                                                              \
+        if ((left) >= 16) { /* unrolled: one load-and-add per tree */                                                 \
+            ADD_TREE(0, off), ADD_TREE(1, off), ADD_TREE(2, off), ADD_TREE(3, off), ADD_TREE(4, off);                 \
+            ADD_TREE(5, off), ADD_TREE(6, off), ADD_TREE(7, off), ADD_TREE(8, off), ADD_TREE(9, off);                 \
+            ADD_TREE(10, off), ADD_TREE(11, off), ADD_TREE(12, off), ADD_TREE(13, off), ADD_TREE(14, off);            \
+            ADD_TREE(15, off);                                                                                        \
+        } else {                                                                                                      \
+            for (int j = 0; j < (left); j++)                                                                          \
+                ADD_TREE(j, off);                                                                                     \
+        }                                                                                                             \
+    } while (0)
+#define IN_ORDER(j) (4 * (j))
+#define TRANSPOSED(j) (16 * ((j) % 4) + 4 * ((j) / 4))
+
 /* Two rows through depth-3 trees in blocks of 16 (x1 may be x0: then out[1]
  * is not written). Each row's leaves are still added one by one in tree
  * order (a chain of float additions, bit-identical to the portable path's):
- * the two rows' leaves are interleaved in memory, so one two-lane addition
- * per tree advances both chains, and each block's additions overlap the
- * next block's comparisons. */
+ * tree j's leaves for the two rows go to lanes 0 and 1 of 16 aligned bytes,
+ * so one addition per tree (its operand read from memory: loads are cheaper
+ * here than extracting lanes, which compete with the comparisons) advances
+ * both chains, and each block's additions overlap the next block's
+ * comparisons. Lanes 2 and 3 repeat them and are not read. */
 AVX512_FN static void d3_simd_rows2(const kace_trees *t, const float *x0, const float *x1, int d, double *out)
 {
-    const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+    /* output k, lanes 4m..4m+3: tree 4k+m of rows 0, 1, 0, 1 */
+    const __m512i slot0 = _mm512_set_epi32(19, 3, 19, 3, 18, 2, 18, 2, 17, 1, 17, 1, 16, 0, 16, 0);
+    const __m512i step = _mm512_set1_epi32(4);
+    const __m512i slot1 = _mm512_add_epi32(slot0, step), slot2 = _mm512_add_epi32(slot1, step);
+    const __m512i slot3 = _mm512_add_epi32(slot2, step);
     __m512 lo0, hi0, lo1, hi1;
     load_row(x0, d, &lo0, &hi0);
     load_row(x1, d, &lo1, &hi1);
     __m128 s = _mm_setzero_ps();
-    _Alignas(64) float pair[32]; /* tree j's leaves for the two rows at 2j, 2j+1 */
+    _Alignas(64) float buf[64];
     for (int b = 0, left = t->n_trees; b < t->n_blocks; b++, left -= 16) {
         const int *f = t->v_feature + (size_t)b * 112;
         const float *h = t->v_threshold + (size_t)b * 112, *leaf = t->v_leaf + (size_t)b * 128;
         __m512 l0 = d3_block(lo0, hi0, f, h, leaf), l1 = d3_block(lo1, hi1, f, h, leaf);
-        _mm512_store_ps(pair, _mm512_permutex2var_ps(l0, first, l1));
-        _mm512_store_ps(pair + 16, _mm512_permutex2var_ps(l0, second, l1));
-        /* Read back through memory (loads are cheaper here than extracting
-         * lanes, which compete with the comparisons). */
-        __asm__("" : "+m"(pair));
-        int m = left < 16 ? left : 16;
-        for (int j = 0; j < m; j++)
-            s = _mm_add_ps(s, _mm_castpd_ps(_mm_load_sd((const double *)(pair + 2 * j))));
+        _mm512_store_ps(buf, _mm512_permutex2var_ps(l0, slot0, l1));
+        _mm512_store_ps(buf + 16, _mm512_permutex2var_ps(l0, slot1, l1));
+        _mm512_store_ps(buf + 32, _mm512_permutex2var_ps(l0, slot2, l1));
+        _mm512_store_ps(buf + 48, _mm512_permutex2var_ps(l0, slot3, l1));
+        __asm__("" : "+m"(buf)); /* read back through memory, not by extracting lanes */
+        ADD_BLOCK(left, IN_ORDER);
     }
     _Alignas(16) float sum[4];
     _mm_store_ps(sum, s);
@@ -537,9 +558,9 @@ AVX512_FN static void d3_simd_rows4(const kace_trees *t, const float *x0, const 
     load_row(x2, d, &lo2, &hi2);
     load_row(x3, d, &lo3, &hi3);
     __m128 s = _mm_setzero_ps();
-    /* tree j's leaves for the four rows at 16 (j % 4) + 4 (j / 4): a 4x16
-     * transpose by unpacking */
-    _Alignas(64) float quad[64];
+    /* tree j's leaves for the four rows at TRANSPOSED(j): a 4x16 transpose
+     * by unpacking */
+    _Alignas(64) float buf[64];
     for (int b = 0, left = t->n_trees; b < t->n_blocks; b++, left -= 16) {
         const int *f = t->v_feature + (size_t)b * 112;
         const float *h = t->v_threshold + (size_t)b * 112, *leaf = t->v_leaf + (size_t)b * 128;
@@ -547,14 +568,12 @@ AVX512_FN static void d3_simd_rows4(const kace_trees *t, const float *x0, const 
         __m512 l2 = d3_block(lo2, hi2, f, h, leaf), l3 = d3_block(lo3, hi3, f, h, leaf);
         __m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(l0, l1)), t1 = _mm512_castps_pd(_mm512_unpackhi_ps(l0, l1));
         __m512d t2 = _mm512_castps_pd(_mm512_unpacklo_ps(l2, l3)), t3 = _mm512_castps_pd(_mm512_unpackhi_ps(l2, l3));
-        _mm512_store_ps(quad, _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2)));
-        _mm512_store_ps(quad + 16, _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2)));
-        _mm512_store_ps(quad + 32, _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3)));
-        _mm512_store_ps(quad + 48, _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3)));
-        __asm__("" : "+m"(quad));
-        int m = left < 16 ? left : 16;
-        for (int j = 0; j < m; j++)
-            s = _mm_add_ps(s, _mm_load_ps(quad + 16 * (j % 4) + 4 * (j / 4)));
+        _mm512_store_pd((double *)buf, _mm512_unpacklo_pd(t0, t2));
+        _mm512_store_pd((double *)(buf + 16), _mm512_unpackhi_pd(t0, t2));
+        _mm512_store_pd((double *)(buf + 32), _mm512_unpacklo_pd(t1, t3));
+        _mm512_store_pd((double *)(buf + 48), _mm512_unpackhi_pd(t1, t3));
+        __asm__("" : "+m"(buf));
+        ADD_BLOCK(left, TRANSPOSED);
     }
     _Alignas(16) float sum[4];
     _mm_store_ps(sum, s);
