@@ -26,12 +26,12 @@ mask() {
         for (i = 1; i <= n; i++) line = line (i > 1 ? "," : "") (drop[i] ? "<time>" : f[i])
         print line; next
     }
-    /^[[:space:]]*$/ { delete back; print; next }
+    /^[[:space:]]*$/ { delete back; nback = 0; print; next }
     {
         gsub(/[0-9]+\.[0-9]+ s([);,]|$)/, "<time>")
         hit = 0
-        for (i = 1; i <= NF; i++) if (timing($i)) { back[NF - i] = 1; hit = 1; cols = NF }
-        if (!hit && length(back) > 0 && (NF == cols || NF == cols - 1)) { for (b in back) $(NF - b) = "<time>" }
+        for (i = 1; i <= NF; i++) if (timing($i)) { back[NF - i] = 1; nback++; hit = 1; cols = NF }
+        if (!hit && nback > 0 && (NF == cols || NF == cols - 1)) { for (b in back) $(NF - b) = "<time>" }
         print
     }' "$1"
 }

@@ -12,7 +12,11 @@
  *  - per arriving class, the signatures it may join, ranked at creation by
  *    the policy's score; a bitset of non-empty signatures rejects a class
  *    that cannot share anywhere without walking its ranking;
- *  - queued jobs: a FIFO per class (and per gang size).
+ *  - queued jobs: a FIFO per class (and per gang size), and a bitset of the
+ *    non-empty queues, so a finish looks only at classes that wait.
+ * Per job id the scheduler keeps 4 bytes and per GPU 32 (see job_at and
+ * gpu_state): at a million jobs these tables are what a finish touches at
+ * random, and their size decides whether that stays in cache.
  */
 #include "kace/sched.h"
 #include "kace/place.h"
@@ -234,34 +238,45 @@ typedef struct group_info {
     float memcap, sm, mem; /* summed memcap, mean sm%, mean mem% */
 } group_info;
 
-enum { JOB_NONE = 0, JOB_QUEUED, JOB_RUNNING };
-
+/* What a job asks for. */
 typedef struct job_state {
-    int state;
-    int cls;        /* class (single-GPU jobs) */
-    int level;      /* gpu_milli in steps, PACKING */
-    int num_gpu;
-    int gpu;        /* first GPU */
-    uint64_t seq;   /* arrival order */
-    int next;       /* queue link */
+    uint8_t cls;     /* class (single-GPU jobs), < 2 * KACE_SCHED_MAX_WORKLOADS */
+    uint8_t level;   /* gpu_milli in steps, PACKING (<= N_LEVELS - 1) */
+    uint8_t num_gpu; /* <= KACE_SCHED_MAX_NODE_GPUS */
 } job_state;
 
+/* Per job id the scheduler keeps 4 bytes (job_at): a finish looks its job up
+ * at a random id, and with a million ids a small entry keeps that lookup in
+ * cache (at 40 bytes a job the table outgrew the last-level cache and each
+ * finish paid a memory miss). A running job's class and level are on its
+ * GPU; a queued job's request is in waiting[id], read only while it waits. */
+enum { AT_NONE = 0, AT_QUEUE = 1, AT_GPU = 2 /* + first GPU */ };
+
+typedef struct waiting {
+    uint64_t seq;  /* arrival order */
+    int next;      /* the next job in its queue, -1 at the tail */
+    job_state ask;
+} waiting;
+
+/* 32 bytes (two a cache line) for the same reason. */
 typedef struct gpu_state {
-    int node;
-    int n_jobs;
     int job[KACE_SCHED_MAX_GROUP];
-    int cls[KACE_SCHED_MAX_GROUP]; /* sorted */
-    int level;                     /* milli used / MILLI_STEP */
-    int bucket;                    /* (sig * n_levels + level), -1 when in none */
-    int pos;                       /* in its bucket, or in its node's idle stack */
-    bool gang;
-    bool reserved;                 /* held for the reserved job: nobody else joins it */
+    int bucket;                        /* (sig * n_levels + level), -1 when in none */
+    int pos;                           /* in its bucket, or in its node's idle stack */
+    int node;
+    uint8_t level[KACE_SCHED_MAX_GROUP]; /* each job's gpu_milli / MILLI_STEP, as job[] */
+    uint8_t n_jobs;
+    uint8_t cls[KACE_SCHED_MAX_GROUP]; /* sorted, as job[] */
+    bool gang : 1;                       /* a bit each: the entry stays 32 bytes */
+    bool reserved : 1;                   /* held for the reserved job: nobody else joins it */
 } gpu_state;
+_Static_assert(sizeof(gpu_state) == 32, "the per-job and per-GPU entries stay small");
+_Static_assert(2 * KACE_SCHED_MAX_WORKLOADS <= 256 && KACE_SCHED_MAX_NODE_GPUS <= 255 && N_LEVELS <= 256,
+               "classes, gang sizes and levels fit a byte");
 
 typedef struct node_state {
     int first_gpu, n_gpus;
-    int *idle;     /* stack of idle GPU ids */
-    int n_idle;
+    int n_idle;    /* idle GPUs: s->idle[first_gpu .. first_gpu + n_idle), a stack */
     int pos;       /* in nodes_by_idle[n_idle] */
 } node_state;
 
@@ -297,16 +312,19 @@ struct kace_sched {
     gpu_state *gpus;
     size_t n_gpus, n_busy;
     node_state *nodes;
+    int *idle;               /* each node's idle stack, at the node's first GPU */
     size_t n_nodes;
     int max_node_gpus;
     int_vec nodes_by_idle[KACE_SCHED_MAX_NODE_GPUS + 1];
     size_t n_idle;
 
-    job_state *jobs;
+    int *job_at;             /* per job id: AT_NONE, AT_QUEUE or AT_GPU + its first GPU */
+    waiting *waiting;        /* per job id, set while it is queued */
     int cap_jobs;
     uint64_t next_seq;
     queue *queues;           /* n_classes single-GPU queues, then gang sizes */
     int n_queues;
+    uint64_t queue_nonempty[(2 * KACE_SCHED_MAX_WORKLOADS + N_GANG_QUEUES + 63) / 64]; /* bitset over queues */
     size_t n_queued;
 
     int reserved_gpu, reserved_job; /* -1: no reservation */
@@ -644,19 +662,19 @@ kace_status kace_sched_new(kace_ctx *ctx, const kace_sched_config *cfg, const ka
     }
     s->n_gpus = n_gpus;
     s->n_nodes = n_nodes;
+    s->idle = malloc(n_gpus * sizeof *s->idle);
+    if (!s->idle) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory for %zu GPUs", n_gpus);
+        goto fail;
+    }
     int g = 0;
     for (size_t i = 0; i < n_nodes; i++) {
         node_state *nd = &s->nodes[i];
         nd->first_gpu = g;
         nd->n_gpus = node_gpus[i];
-        nd->idle = malloc((size_t)(nd->n_gpus ? nd->n_gpus : 1) * sizeof *nd->idle);
-        if (!nd->idle) {
-            st = kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
-            goto fail;
-        }
         for (int j = 0; j < nd->n_gpus; j++, g++) {
             s->gpus[g] = (gpu_state){.node = (int)i, .bucket = -1, .pos = j};
-            nd->idle[j] = g;
+            s->idle[g] = g;
         }
         nd->n_idle = nd->n_gpus;
         nd->pos = s->nodes_by_idle[nd->n_idle].n;
@@ -686,9 +704,6 @@ void kace_sched_free(kace_sched **sp)
     if (s->rank)
         for (int c = 0; c < s->n_classes; c++)
             free(s->rank[c]);
-    if (s->nodes)
-        for (size_t i = 0; i < s->n_nodes; i++)
-            free(s->nodes[i].idle);
     for (int k = 0; k <= KACE_SCHED_MAX_NODE_GPUS; k++)
         free(s->nodes_by_idle[k].v);
     free(s->local_of);
@@ -704,14 +719,33 @@ void kace_sched_free(kace_sched **sp)
     free(s->feasible_over);
     free(s->rank_pos);
     free(s->nodes);
+    free(s->idle);
     free(s->queues);
     free(s->gpus);
-    free(s->jobs);
+    free(s->job_at);
+    free(s->waiting);
     free(s);
     *sp = NULL;
 }
 
 /* ---- index maintenance ---- */
+
+/* The gpu_milli used on a GPU, in MILLI_STEP steps. */
+static int gpu_level(const gpu_state *gp)
+{
+    int level = 0;
+    for (int i = 0; i < gp->n_jobs; i++)
+        level += gp->level[i];
+    return level;
+}
+
+/* The sorted classes of the jobs on a GPU; returns how many. */
+static int gpu_classes(const gpu_state *gp, int *cls)
+{
+    for (int i = 0; i < gp->n_jobs; i++)
+        cls[i] = gp->cls[i];
+    return gp->n_jobs;
+}
 
 static bool node_move(kace_sched *s, int node, int new_idle)
 {
@@ -730,8 +764,9 @@ static bool take_idle(kace_sched *s, int g)
 {
     gpu_state *gp = &s->gpus[g];
     node_state *nd = &s->nodes[gp->node];
-    int last = nd->idle[nd->n_idle - 1];
-    nd->idle[gp->pos] = last;
+    int *idle = &s->idle[nd->first_gpu];
+    int last = idle[nd->n_idle - 1];
+    idle[gp->pos] = last;
     s->gpus[last].pos = gp->pos;
     s->n_idle--;
     s->n_busy++;
@@ -742,7 +777,7 @@ static bool give_idle(kace_sched *s, int g)
 {
     gpu_state *gp = &s->gpus[g];
     node_state *nd = &s->nodes[gp->node];
-    nd->idle[nd->n_idle] = g;
+    s->idle[nd->first_gpu + nd->n_idle] = g;
     gp->pos = nd->n_idle;
     s->n_idle++;
     s->n_busy--;
@@ -781,8 +816,9 @@ static bool bucket_insert(kace_sched *s, int g)
     gpu_state *gp = &s->gpus[g];
     if (gp->gang || gp->reserved || gp->n_jobs < 1 || gp->n_jobs >= s->cfg.max_group || s->n_sigs == 0)
         return true;
-    int sig = sig_index(s->n_classes, gp->cls, gp->n_jobs);
-    int level = s->n_levels > 1 ? gp->level : 0;
+    int cls[KACE_SCHED_MAX_GROUP];
+    int sig = sig_index(s->n_classes, cls, gpu_classes(gp, cls));
+    int level = s->n_levels > 1 ? gpu_level(gp) : 0;
     gp->bucket = sig * s->n_levels + level;
     int_vec *b = &s->buckets[gp->bucket];
     gp->pos = b->n;
@@ -828,7 +864,7 @@ static int idle_gpu(const kace_sched *s)
     if (node < 0)
         return -1;
     const node_state *nd = &s->nodes[node];
-    return nd->idle[nd->n_idle - 1];
+    return s->idle[nd->first_gpu + nd->n_idle - 1];
 }
 
 /* PACKING: the GPU whose used share is the highest that still fits. */
@@ -935,9 +971,9 @@ static choice decide_scan(kace_sched *s, const job_state *j)
             continue;
         long key;
         if (s->cfg.policy == KACE_SCHED_PACKING) {
-            if (gp->level + j->level > N_LEVELS - 1)
+            if (gpu_level(gp) + j->level > N_LEVELS - 1)
                 continue;
-            key = gp->level;
+            key = gpu_level(gp);
         } else {
             key = (long)s->n_sigs - pos[sig];
         }
@@ -958,59 +994,59 @@ static choice decide_scan(kace_sched *s, const job_state *j)
     return ch;
 }
 
-static kace_status start_single(kace_ctx *ctx, kace_sched *s, int id, choice ch)
+static kace_status start_single(kace_ctx *ctx, kace_sched *s, int id, const job_state *j, choice ch)
 {
-    job_state *j = &s->jobs[id];
     gpu_state *gp = &s->gpus[ch.gpu];
     if (ch.idle && !take_idle(s, ch.gpu))
         return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
     bucket_remove(s, ch.gpu);
-    int cls[KACE_SCHED_MAX_GROUP];
-    merge_classes(gp->cls, gp->n_jobs, j->cls, cls);
+    int before[KACE_SCHED_MAX_GROUP] = {0, 0, 0}, cls[KACE_SCHED_MAX_GROUP];
+    int k = gpu_classes(gp, before);
+    int n = merge_classes(before, k, j->cls, cls);
     /* Keep job ids in the order of their sorted classes. */
-    int k = gp->n_jobs, at = 0;
+    int at = 0;
     while (at < k && gp->cls[at] <= j->cls)
         at++;
-    for (int i = k; i > at; i--)
+    for (int i = k; i > at; i--) {
         gp->job[i] = gp->job[i - 1];
+        gp->level[i] = gp->level[i - 1];
+    }
     gp->job[at] = id;
-    memcpy(gp->cls, cls, sizeof cls);
+    gp->level[at] = j->level;
+    for (int i = 0; i < n; i++)
+        gp->cls[i] = (uint8_t)cls[i];
     gp->n_jobs++;
-    gp->level += j->level;
     if (!bucket_insert(s, ch.gpu))
         return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
-    j->state = JOB_RUNNING;
-    j->gpu = ch.gpu;
+    s->job_at[id] = AT_GPU + ch.gpu;
     if (s->on_start)
-        s->on_start(s->user, id, &j->gpu, 1);
+        s->on_start(s->user, id, &ch.gpu, 1);
     return KACE_OK;
 }
 
-static kace_status start_gang(kace_ctx *ctx, kace_sched *s, int id, int node)
+static kace_status start_gang(kace_ctx *ctx, kace_sched *s, int id, const job_state *j, int node)
 {
-    job_state *j = &s->jobs[id];
     node_state *nd = &s->nodes[node];
     int gpus[KACE_SCHED_MAX_NODE_GPUS];
     for (int i = 0; i < j->num_gpu; i++) {
-        int g = nd->idle[nd->n_idle - 1];
+        int g = s->idle[nd->first_gpu + nd->n_idle - 1];
         if (!take_idle(s, g))
             return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
         s->gpus[g].gang = true;
         s->gpus[g].n_jobs = 1;
         s->gpus[g].job[0] = id;
+        s->gpus[g].level[0] = 0;
         gpus[i] = g;
     }
-    j->state = JOB_RUNNING;
-    j->gpu = gpus[0];
+    s->job_at[id] = AT_GPU + gpus[0];
     if (s->on_start)
         s->on_start(s->user, id, gpus, j->num_gpu);
     return KACE_OK;
 }
 
-/* Where job id would start now: a GPU (single) or a node (gang); -1: nowhere. */
-static int try_place(kace_sched *s, int id, choice *ch)
+/* Where job j would start now: a GPU (single) or a node (gang); -1: nowhere. */
+static int try_place(kace_sched *s, const job_state *j, choice *ch)
 {
-    job_state *j = &s->jobs[id];
     if (j->num_gpu > 1)
         return find_idle_node(s, j->num_gpu);
     *ch = s->cfg.scan_all ? decide_scan(s, j) : decide_indexed(s, j);
@@ -1028,11 +1064,11 @@ static bool release_reservation(kace_sched *s)
     return s->gpus[g].n_jobs == 0 || bucket_insert(s, g);
 }
 
-static kace_status start(kace_ctx *ctx, kace_sched *s, int id, int where, choice ch)
+static kace_status start(kace_ctx *ctx, kace_sched *s, int id, const job_state *j, int where, choice ch)
 {
     if (id == s->reserved_job && !release_reservation(s))
         return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
-    return s->jobs[id].num_gpu > 1 ? start_gang(ctx, s, id, where) : start_single(ctx, s, id, ch);
+    return j->num_gpu > 1 ? start_gang(ctx, s, id, j, where) : start_single(ctx, s, id, j, ch);
 }
 
 static int queue_of(const kace_sched *s, const job_state *j)
@@ -1040,29 +1076,49 @@ static int queue_of(const kace_sched *s, const job_state *j)
     return j->num_gpu > 1 ? s->n_classes + j->num_gpu : j->cls;
 }
 
-static void enqueue(kace_sched *s, int id)
+static void enqueue(kace_sched *s, int id, const job_state *j, uint64_t seq)
 {
-    job_state *j = &s->jobs[id];
-    queue *q = &s->queues[queue_of(s, j)];
-    j->state = JOB_QUEUED;
-    j->next = -1;
+    int qi = queue_of(s, j);
+    queue *q = &s->queues[qi];
+    s->job_at[id] = AT_QUEUE;
+    s->waiting[id] = (waiting){.seq = seq, .next = -1, .ask = *j};
     if (q->tail >= 0)
-        s->jobs[q->tail].next = id;
+        s->waiting[q->tail].next = id;
     else
         q->head = id;
     q->tail = id;
-    q->n++;
+    if (q->n++ == 0)
+        s->queue_nonempty[qi / 64] |= 1ULL << (qi % 64);
     s->n_queued++;
+}
+
+/* The first non-empty queue at or after qi, or -1: a finish looks at the
+ * waiting classes only, not at every queue. */
+static int next_queue(const kace_sched *s, int qi)
+{
+    for (int w = qi / 64; w * 64 < s->n_queues; w++) {
+        uint64_t bits = s->queue_nonempty[w] & (w == qi / 64 ? ~0ULL << (qi % 64) : ~0ULL);
+        if (bits) {
+            int b = 0;
+            while (!(bits & 1)) {
+                bits >>= 1;
+                b++;
+            }
+            return w * 64 + b;
+        }
+    }
+    return -1;
 }
 
 static void dequeue_head(kace_sched *s, int qi)
 {
     queue *q = &s->queues[qi];
     int id = q->head;
-    q->head = s->jobs[id].next;
+    q->head = s->waiting[id].next;
     if (q->head < 0)
         q->tail = -1;
-    q->n--;
+    if (--q->n == 0)
+        s->queue_nonempty[qi / 64] &= ~(1ULL << (qi % 64));
     s->n_queued--;
 }
 
@@ -1073,11 +1129,11 @@ static void dequeue_head(kace_sched *s, int qi)
 static bool reserve_for_oldest(kace_sched *s)
 {
     bool predicted = s->cfg.policy == KACE_SCHED_KACE || s->cfg.policy == KACE_SCHED_ORACLE;
-    if (!predicted || !s->cfg.reserve || s->reserved_job >= 0 || s->n_idle || !overloaded(s))
+    if (!predicted || !s->cfg.reserve || s->reserved_job >= 0 || s->n_idle || !s->n_queued || !overloaded(s))
         return true;
     int oldest = -1;
-    for (int qi = 0; qi < s->n_classes; qi++)
-        if (s->queues[qi].n && (oldest < 0 || s->jobs[s->queues[qi].head].seq < s->jobs[oldest].seq))
+    for (int qi = next_queue(s, 0); qi >= 0 && qi < s->n_classes; qi = next_queue(s, qi + 1))
+        if (oldest < 0 || s->waiting[s->queues[qi].head].seq < s->waiting[oldest].seq)
             oldest = s->queues[qi].head;
     if (oldest < 0)
         return true;
@@ -1114,14 +1170,17 @@ static kace_status start_reserved(kace_ctx *ctx, kace_sched *s, bool *started)
     if (g < 0 || s->gpus[g].n_jobs == 0)
         return KACE_OK;
     const gpu_state *gp = &s->gpus[g];
-    int c = s->jobs[id].cls;
-    int sig = sig_index(s->n_classes, gp->cls, gp->n_jobs);
+    const job_state *j = &s->waiting[id].ask;
+    int c = j->cls;
+    int cls[KACE_SCHED_MAX_GROUP];
+    int sig = sig_index(s->n_classes, cls, gpu_classes(gp, cls));
     int pos = gp->n_jobs < s->cfg.max_group ? s->rank_pos[(size_t)c * (size_t)s->n_sigs + (size_t)sig] : -1;
     if (pos < 0 || pos >= rank_limit(s, c))
         return KACE_OK;
-    dequeue_head(s, queue_of(s, &s->jobs[id]));
+    job_state ask = *j;
+    dequeue_head(s, queue_of(s, &ask));
     *started = true;
-    return start(ctx, s, id, g, (choice){g, false});
+    return start(ctx, s, id, &ask, g, (choice){g, false});
 }
 
 /* Starts queued jobs while one fits, the longest waiting first. Only the
@@ -1138,29 +1197,46 @@ static kace_status drain(kace_ctx *ctx, kace_sched *s)
         int best_q = -1, best_where = -1;
         choice best_ch = {-1, false};
         uint64_t best_seq = UINT64_MAX;
-        for (int qi = 0; qi < s->n_queues; qi++) {
-            if (!s->queues[qi].n)
-                continue;
-            int id = s->queues[qi].head;
-            if (s->jobs[id].seq >= best_seq)
+        for (int qi = next_queue(s, 0); qi >= 0; qi = next_queue(s, qi + 1)) {
+            const waiting *wt = &s->waiting[s->queues[qi].head];
+            if (wt->seq >= best_seq)
                 continue;
             choice ch = {-1, false};
-            int where = try_place(s, id, &ch);
+            int where = try_place(s, &wt->ask, &ch);
             if (where >= 0) {
                 best_q = qi;
                 best_where = where;
                 best_ch = ch;
-                best_seq = s->jobs[id].seq;
+                best_seq = wt->seq;
             }
         }
         if (best_q < 0)
             break;
         int id = s->queues[best_q].head;
+        job_state ask = s->waiting[id].ask;
         dequeue_head(s, best_q);
-        if ((st = start(ctx, s, id, best_where, best_ch)))
+        if ((st = start(ctx, s, id, &ask, best_where, best_ch)))
             return st;
     }
     return reserve_for_oldest(s) ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
+}
+
+/* Room for job ids up to id (amortised: the tables double). */
+static bool grow_jobs(kace_sched *s, int id)
+{
+    int cap = s->cap_jobs ? s->cap_jobs : 1024;
+    while (cap <= id)
+        cap *= 2;
+    int *p = realloc(s->job_at, (size_t)cap * sizeof *p);
+    if (p)
+        s->job_at = p;
+    waiting *w = p ? realloc(s->waiting, (size_t)cap * sizeof *w) : NULL;
+    if (!w)
+        return false;
+    memset(p + s->cap_jobs, 0, (size_t)(cap - s->cap_jobs) * sizeof *p);
+    s->waiting = w;
+    s->cap_jobs = cap;
+    return true;
 }
 
 kace_status kace_sched_submit(kace_ctx *ctx, kace_sched *s, const kace_sched_job *job)
@@ -1177,45 +1253,36 @@ kace_status kace_sched_submit(kace_ctx *ctx, kace_sched *s, const kace_sched_job
     if (job->gpu_milli < 1 || job->gpu_milli > 1000)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d asks for gpu_milli %d (expected 1..1000)", job->id,
                          job->gpu_milli);
-    if (job->id >= s->cap_jobs) {
-        int cap = s->cap_jobs ? s->cap_jobs : 1024;
-        while (cap <= job->id)
-            cap *= 2;
-        job_state *p = realloc(s->jobs, (size_t)cap * sizeof *p);
-        if (!p)
-            return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory for %d jobs", cap);
-        memset(p + s->cap_jobs, 0, (size_t)(cap - s->cap_jobs) * sizeof *p);
-        s->jobs = p;
-        s->cap_jobs = cap;
-    }
-    job_state *j = &s->jobs[job->id];
-    if (j->state != JOB_NONE)
+    if (job->id >= s->cap_jobs && !grow_jobs(s, job->id))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory for job id %d", job->id);
+    if (s->job_at[job->id] != AT_NONE)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job id %d is already in use", job->id);
-    j->cls = s->local_of[job->workload] * 2 + (job->ls ? 1 : 0);
-    /* Requests are rounded up to the 10-milli steps the packing index keeps. */
-    j->level = (job->gpu_milli + MILLI_STEP - 1) / MILLI_STEP;
-    j->num_gpu = job->num_gpu;
-    j->gpu = -1;
-    j->seq = s->next_seq++;
+    job_state j = {
+        .cls = (uint8_t)(s->local_of[job->workload] * 2 + (job->ls ? 1 : 0)),
+        /* Requests are rounded up to the 10-milli steps the packing index keeps. */
+        .level = (uint8_t)((job->gpu_milli + MILLI_STEP - 1) / MILLI_STEP),
+        .num_gpu = (uint8_t)job->num_gpu,
+    };
+    uint64_t seq = s->next_seq++;
     /* A new job may not pass others of its own class waiting in the queue. */
     choice ch = {-1, false};
     int where = -1;
-    if (s->queues[queue_of(s, j)].n == 0)
-        where = try_place(s, job->id, &ch);
+    if (s->queues[queue_of(s, &j)].n == 0)
+        where = try_place(s, &j, &ch);
     if (where < 0) {
-        enqueue(s, job->id);
+        enqueue(s, job->id, &j, seq);
         return KACE_OK;
     }
-    return start(ctx, s, job->id, where, ch);
+    return start(ctx, s, job->id, &j, where, ch);
 }
 
 kace_status kace_sched_finish(kace_ctx *ctx, kace_sched *s, int job_id)
 {
-    if (job_id < 0 || job_id >= s->cap_jobs || s->jobs[job_id].state != JOB_RUNNING)
+    if (job_id < 0 || job_id >= s->cap_jobs || s->job_at[job_id] < AT_GPU)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d is not running", job_id);
-    job_state *j = &s->jobs[job_id];
-    if (j->num_gpu > 1) {
-        const node_state *nd = &s->nodes[s->gpus[j->gpu].node];
+    int first = s->job_at[job_id] - AT_GPU;
+    if (s->gpus[first].gang) {
+        const node_state *nd = &s->nodes[s->gpus[first].node];
         for (int g = nd->first_gpu; g < nd->first_gpu + nd->n_gpus; g++) {
             gpu_state *gp = &s->gpus[g];
             if (gp->gang && gp->job[0] == job_id) {
@@ -1226,7 +1293,7 @@ kace_status kace_sched_finish(kace_ctx *ctx, kace_sched *s, int job_id)
             }
         }
     } else {
-        int g = j->gpu;
+        int g = first;
         gpu_state *gp = &s->gpus[g];
         bucket_remove(s, g);
         int at = 0;
@@ -1235,18 +1302,17 @@ kace_status kace_sched_finish(kace_ctx *ctx, kace_sched *s, int job_id)
         for (int i = at; i + 1 < gp->n_jobs; i++) {
             gp->job[i] = gp->job[i + 1];
             gp->cls[i] = gp->cls[i + 1];
+            gp->level[i] = gp->level[i + 1];
         }
         gp->n_jobs--;
-        gp->level -= j->level;
         if (gp->n_jobs == 0) {
-            gp->level = 0;
             if (!give_idle(s, g))
                 return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
         } else if (!bucket_insert(s, g)) {
             return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
         }
     }
-    j->state = JOB_NONE;
+    s->job_at[job_id] = AT_NONE;
     return drain(ctx, s);
 }
 
@@ -1294,9 +1360,9 @@ kace_status kace_sched_start_on(kace_ctx *ctx, kace_sched *s, const kace_sched_j
     const gpu_state *gp = &s->gpus[gpu];
     int level = (job->gpu_milli + MILLI_STEP - 1) / MILLI_STEP;
     if (gp->gang || gp->n_jobs >= KACE_SCHED_MAX_GROUP ||
-        (s->n_levels > 1 && gp->level + level > N_LEVELS - 1))
+        (s->n_levels > 1 && gpu_level(gp) + level > N_LEVELS - 1))
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d: GPU %d is full", job->id, gpu);
-    if (job->id >= 0 && job->id < s->cap_jobs && s->jobs[job->id].state != JOB_NONE)
+    if (job->id >= 0 && job->id < s->cap_jobs && s->job_at[job->id] != AT_NONE)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job id %d is already in use", job->id);
     if (job->id < 0 || job->id >= (1 << 30))
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job id %d (expected 0..2^30)", job->id);
@@ -1306,45 +1372,35 @@ kace_status kace_sched_start_on(kace_ctx *ctx, kace_sched *s, const kace_sched_j
     if (job->gpu_milli < 1 || job->gpu_milli > 1000)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d asks for gpu_milli %d (expected 1..1000)", job->id,
                          job->gpu_milli);
-    if (job->id >= s->cap_jobs) {
-        int cap = s->cap_jobs ? s->cap_jobs : 1024;
-        while (cap <= job->id)
-            cap *= 2;
-        job_state *p = realloc(s->jobs, (size_t)cap * sizeof *p);
-        if (!p)
-            return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory for %d jobs", cap);
-        memset(p + s->cap_jobs, 0, (size_t)(cap - s->cap_jobs) * sizeof *p);
-        s->jobs = p;
-        s->cap_jobs = cap;
-    }
-    job_state *j = &s->jobs[job->id];
-    j->cls = s->local_of[job->workload] * 2 + (job->ls ? 1 : 0);
-    j->level = level;
-    j->num_gpu = 1;
-    j->gpu = -1;
-    j->seq = s->next_seq++;
-    return start(ctx, s, job->id, gpu, (choice){gpu, gp->n_jobs == 0});
+    if (job->id >= s->cap_jobs && !grow_jobs(s, job->id))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory for job id %d", job->id);
+    job_state j = {.cls = (uint8_t)(s->local_of[job->workload] * 2 + (job->ls ? 1 : 0)), .level = (uint8_t)level,
+                   .num_gpu = 1};
+    s->next_seq++;
+    return start(ctx, s, job->id, &j, gpu, (choice){gpu, gp->n_jobs == 0});
 }
 
 kace_status kace_sched_withdraw(kace_ctx *ctx, kace_sched *s, int job_id)
 {
-    if (job_id < 0 || job_id >= s->cap_jobs || s->jobs[job_id].state == JOB_NONE)
+    if (job_id < 0 || job_id >= s->cap_jobs || s->job_at[job_id] == AT_NONE)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: job %d is neither running nor queued", job_id);
-    if (s->jobs[job_id].state == JOB_RUNNING)
+    if (s->job_at[job_id] >= AT_GPU)
         return kace_sched_finish(ctx, s, job_id);
-    queue *q = &s->queues[queue_of(s, &s->jobs[job_id])];
+    int qi = queue_of(s, &s->waiting[job_id].ask);
+    queue *q = &s->queues[qi];
     int prev = -1;
-    for (int id = q->head; id >= 0 && id != job_id; id = s->jobs[id].next)
+    for (int id = q->head; id >= 0 && id != job_id; id = s->waiting[id].next)
         prev = id;
     if (prev < 0)
-        q->head = s->jobs[job_id].next;
+        q->head = s->waiting[job_id].next;
     else
-        s->jobs[prev].next = s->jobs[job_id].next;
+        s->waiting[prev].next = s->waiting[job_id].next;
     if (q->tail == job_id)
         q->tail = prev;
-    q->n--;
+    if (--q->n == 0)
+        s->queue_nonempty[qi / 64] &= ~(1ULL << (qi % 64));
     s->n_queued--;
-    s->jobs[job_id].state = JOB_NONE;
+    s->job_at[job_id] = AT_NONE;
     if (job_id == s->reserved_job && !release_reservation(s))
         return kace_fail(ctx, KACE_ERR_NOMEM, "scheduler: out of memory");
     return drain(ctx, s);
