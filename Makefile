@@ -60,6 +60,7 @@ bench: build
 	$(BUILD)/kace-bench-group ../shared/data/kace-v100
 	bash bench/bench_speed.sh $(BUILD)
 	bash bench/bench_startup.sh $(BUILD)
+	bash bench/bench_sched_growth.sh $(BUILD)
 	bash bench/bench_serve.sh $(BUILD)/kace
 	bash bench/bench_slurm.sh $(BUILD)/kace
 

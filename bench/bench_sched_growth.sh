@@ -87,8 +87,8 @@ summary() { # KIND COLUMN LABEL
                 n = cnt[b, small]; for (i = 1; i <= n; i++) s[i] = v[b, small, i]; sort(s, n); ms[b] = med(s, n)
                 m = cnt[b, large]; for (i = 1; i <= m; i++) l[i] = v[b, large, i]; sort(l, m); ml[b] = med(l, m)
                 growth[b] = ml[b] / ms[b]
-                printf "%-38s %-6s %7d jobs: %.4f s (min %.4f, max %.4f) | %7d jobs: %.4f s (min %.4f, max %.4f) | growth %.2fx (%d+%d runs)\n",
-                    label, (b == 1 ? "before" : "now"), small, ms[b], s[1], s[n], large, ml[b], l[1], l[m], growth[b], n, m
+                printf "%-38s %-6s %7d jobs: %.4f s (min %.4f, max %.4f) | %7d jobs: %.4f s (min %.4f, max %.4f) | growth %.2fx (of the minima %.2fx; %d+%d runs)\n",
+                    label, (b == 1 ? "before" : "now"), small, ms[b], s[1], s[n], large, ml[b], l[1], l[m], growth[b], l[1] / s[1], n, m
             }
             nlogn = (large * log(large)) / (small * log(small))
             goal = 1.2 * nlogn
@@ -101,5 +101,5 @@ summary() { # KIND COLUMN LABEL
 echo "=== over $R runs x $REPS replays per build (medians; CPU = the thread's CPU time)"
 summary calls 5 "scheduler calls alone, CPU"
 summary sim 4 "whole kace_sim_run replay, CPU"
-summary sim 6 "kace_sim_run's scheduler calls, wall"
+summary sim 6 "kace_sim_run's scheduler calls, wall"   # wall: inflated by waiting for a core under load
 echo "memory (max RSS of a whole benchmark process, 1M-job streams and all): before $(awk '$1 == "rss_max_kb" { print int($2 / 1024) }' "$OUT/old.1") MiB, now $(awk '$1 == "rss_max_kb" { print int($2 / 1024) }' "$OUT/new.1") MiB"
