@@ -53,7 +53,11 @@ run_all "$new" "$work/new" &
 wait
 status=0
 for f in $(cd "$work/old" && find . -type f \( -name '*.txt' -o -name '*.csv' \) | sort); do
-    if ! diff <(mask "$work/old/$f") <(mask "$work/new/$f") >"$work/diff.out" 2>&1; then
+    # Masked to files, not <(...): a failing mask must fail the comparison, not shorten it.
+    if ! mask "$work/old/$f" >"$work/old.masked" || ! mask "$work/new/$f" >"$work/new.masked"; then
+        echo "MASK FAILED: $f"; status=1; continue
+    fi
+    if ! diff "$work/old.masked" "$work/new.masked" >"$work/diff.out" 2>&1; then
         echo "DIFFERS: $f"; head -20 "$work/diff.out"; status=1
     fi
 done
