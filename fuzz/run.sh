@@ -37,7 +37,8 @@ if [ -z "${CC:-}" ]; then
         fi
     done
 fi
-if [ -z "${CC:-}" ] || ! "$CC" --version 2>/dev/null | grep -qi clang; then
+# Not "$CC --version | grep -q" under pipefail: grep's early exit can SIGPIPE the compiler.
+if [ -z "${CC:-}" ] || ! grep -qi clang <<<"$("$CC" --version 2>/dev/null)"; then
     echo "$0: needs clang with libFuzzer (Debian 12: apt-get install clang-14 libclang-rt-14-dev); CC='${CC:-}'" >&2
     exit 2
 fi
@@ -101,7 +102,7 @@ for h in "${harnesses[@]}"; do
     grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -1 | sed 's/^/   /' || true
     if [ "$status" -ne 0 ] || grep -qE '^(==[0-9]+==ERROR|SUMMARY: |.*invariant failed)' "$log"; then
         echo "!! $h FAILED (exit $status); see $log and $artifacts/" >&2
-        grep -E 'invariant failed|ERROR: |SUMMARY: |Test unit written to' "$log" | head -5 | sed 's/^/   /' >&2
+        grep -E 'invariant failed|ERROR: |SUMMARY: |Test unit written to' "$log" | sed -n '1,5s/^/   /p' >&2
         failed+=("$h")
     fi
     if [ "${KACE_FUZZ_KEEP:-0}" = 1 ]; then

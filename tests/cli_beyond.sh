@@ -22,7 +22,7 @@ awk -v m="$small" 'BEGIN { exit !(m <= 12) }' || fail "group memory $small over 
 grep -q "2..4" "$DIR/err" || fail "no range in the k error: $(cat "$DIR/err")"
 split=$("$KACE" predict --target bert-base-cased_batch2-inf --split-with whisper-large-v2_batch8-inf --policy latency --ls-target 0.7)
 echo "$split"
-echo "$split" | grep -q "^recommended (latency" || fail "no recommendation"
+grep -q "^recommended (latency" <<<"$split" || fail "no recommendation"
 [ "$(echo "$split" | grep -c '^ \* ')" = 1 ] || fail "not exactly one split marked"
 "$KACE" predict --target $T --split-with $T --policy fastest 2>/dev/null && fail "unknown policy accepted"
 "$KACE" eval --groups --splits --out "$DIR/eval" --no-figures > "$DIR/eval.txt"

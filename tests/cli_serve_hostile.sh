@@ -181,7 +181,7 @@ echo "RSS idle ${rss0} kB, with $N_BODY partial 1 MB bodies at most ${rss1} kB; 
 unhold
 final=$(tail -1 "$SCRATCH/hold.out")
 [ "$(field status_503 "$final")" -ge 1 ] || fail "no client saw a 503 at the memory cap: $final"
-for _ in $(seq 1 50); do
+for _ in $(seq 1 300); do # up to 30 s: the loaded machine may be slow to close them
     [ "$(metric kace_http_pending_body_bytes)" = 0 ] && break
     sleep 0.1
 done

@@ -344,7 +344,8 @@ gen_splits() {
 
 sim_gpus() { # the "cluster: N GPUs" of a run's stdout, or "?"
     local n
-    n=$(sed -n 's/^cluster: \([0-9]*\) GPUs.*/\1/p' "$1" 2>/dev/null | head -1)
+    # sed -n 1p, not head -1: it reads to the end (no SIGPIPE under pipefail).
+    n=$(sed -n 's/^cluster: \([0-9]*\) GPUs.*/\1/p' "$1" 2>/dev/null | sed -n 1p)
     echo "${n:-?}"
 }
 
@@ -413,7 +414,7 @@ gen_tune() {
     local defaults=""
     [ -f "$W/sim/default-32/stdout.txt" ] &&
         defaults=$(sed -n 's/^kace: --min-gain \([^ ]*\) --min-confidence \([^ ]*\) --overload-queue \([^ ]*\) --reserve \([^ ]*\) .*/\1,\2,\3,\4/p' \
-            "$W/sim/default-32/stdout.txt" | head -1)
+            "$W/sim/default-32/stdout.txt" | sed -n 1p)
     echo "| rank | min_gain | min_confidence | overload_queue | reserve | geometric mean of kace's mean JCT (h) |"
     echo "|---|---|---|---|---|---|"
     awkcsv '

@@ -72,7 +72,8 @@ resolve() {
     for d in $multiarch /lib/x86_64-linux-gnu /usr/lib64 /usr/lib /lib; do
         [ -e "$d/$1" ] && { echo "$d/$1"; return; }
     done
-    ldconfig -p | awk -v n="$1" '$1 == n && /x86-64/ { print $NF; exit }'
+    # awk reads to the end (no 'exit'): an early exit SIGPIPEs ldconfig, which fails under pipefail.
+    ldconfig -p | awk -v n="$1" '!found && $1 == n && /x86-64/ { print $NF; found = 1 }'
 }
 needed() { objdump -p "$1" | awk '$1 == "NEEDED" { print $2 }'; }
 
@@ -138,7 +139,7 @@ cp -r "$root/scripts/device" "$b/scripts/device"
 {
     echo "kace $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown)"
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), glibc $(ldd --version | awk 'NR == 1 { print $NF }')"
-    echo "cuda $(sed -n 's/.*CUDA_VERSION \([0-9]*\).*/\1/p' /usr/local/cuda/include/cuda.h 2>/dev/null | head -1)"
+    echo "cuda $(sed -n 's/.*CUDA_VERSION \([0-9]*\).*/\1/p' /usr/local/cuda/include/cuda.h 2>/dev/null | sed -n 1p)"
 } >"$b/VERSION"
 
 # 4. Size, then the tarball to carry.
@@ -147,7 +148,7 @@ printf 'kace-bundle: %s bytes (%.1f MiB, limit %.0f MiB) in %s\n' "$size" "$(ech
     "$(echo "$max_bytes / 1048576" | bc -l)" "$b"
 if [ "$size" -gt "$max_bytes" ]; then
     echo "make-bundle: the bundle is larger than $max_bytes bytes; largest files:" >&2
-    (cd "$b" && du -ab . | sort -rn | head -8) >&2
+    (cd "$b" && du -ab . | sort -rn | sed -n 1,8p) >&2
     exit 1
 fi
 tar -C "$broot" -czf "$broot/kace-bundle.tar.gz" kace-bundle
