@@ -188,6 +188,39 @@ static void list_nonempty(booster *b, int v, const int *candidates, const int *s
     b->n_nonempty[v] = m;
 }
 
+/* After a split of node v: the larger child's histogram by subtraction
+ * (small's from big's parent), and both children's non-empty bins, in one
+ * pass over v's non-empty bins (the children's are among them). */
+static void split_hists(booster *b, int v, int small, int big)
+{
+    const double *pg = hist_g_of(b, v), *sg = hist_g_of(b, small);
+    const int *ph = hist_h_of(b, v), *sh = hist_h_of(b, small);
+    double *bg = hist_g_of(b, big);
+    int *bh = hist_h_of(b, big);
+    const int *list = nonempty_of(b, v), *start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
+    int *out_s = nonempty_of(b, small), *out_b = nonempty_of(b, big);
+    int *start_s = b->feature_start + (size_t)small * (size_t)(b->d + 1);
+    int *start_b = b->feature_start + (size_t)big * (size_t)(b->d + 1);
+    int ms = 0, mb = 0;
+    for (int j = 0; j < b->d; j++) {
+        start_s[j] = ms;
+        start_b[j] = mb;
+        for (int i = start[j]; i < start[j + 1]; i++) {
+            int k = list[i], hs = sh[k], hb = ph[k] - hs;
+            bg[k] = pg[k] - sg[k];
+            bh[k] = hb;
+            out_s[ms] = k;
+            out_b[mb] = k;
+            ms += hs != 0;
+            mb += hb != 0;
+        }
+    }
+    start_s[b->d] = ms;
+    start_b[b->d] = mb;
+    b->n_nonempty[small] = ms;
+    b->n_nonempty[big] = mb;
+}
+
 /* Sums the gradients and counts of the rows of the marked nodes per bin
  * (one pass over the rows). Only the bins listed for each marked node's
  * parent are cleared: the only ones read later. */
@@ -319,20 +352,7 @@ static void grow_tree(booster *b, int max_depth)
             if (b->node[v].depth == level && b->node[v].feature >= 0) {
                 const boost_node *nd = &b->node[v];
                 int small = marked[nd->left] ? nd->left : nd->right, big = small == nd->left ? nd->right : nd->left;
-                const double *pg = hist_g_of(b, v), *sg = hist_g_of(b, small);
-                const int *ph = hist_h_of(b, v), *sh = hist_h_of(b, small);
-                double *bg = hist_g_of(b, big);
-                int *bh = hist_h_of(b, big);
-                const int *list = nonempty_of(b, v);
-                int m = b->n_nonempty[v];
-                for (int i = 0; i < m; i++) {
-                    int k = list[i];
-                    bg[k] = pg[k] - sg[k];
-                    bh[k] = ph[k] - sh[k];
-                }
-                const int *start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
-                list_nonempty(b, small, list, start);
-                list_nonempty(b, big, list, start);
+                split_hists(b, v, small, big);
             }
     }
 }
