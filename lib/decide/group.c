@@ -23,17 +23,22 @@
  * (taken over the widest box, from the first remaining candidate) is below
  * the incumbent, every later candidate is too: the loop stops.
  * The last slot is scored chunk by chunk (16 similar candidates each): a
- * chunk whose metric box bounds the partial group below the incumbent is
- * skipped whole, and a job is scored only if the chunk's bound plus its
- * own bound with the partial group as its (known) partners still reaches
- * the incumbent. For k = 2 every pair is simply scored (cheaper).
+ * chunk whose metric box (of its candidates still open) bounds the partial
+ * group below the incumbent is skipped whole, and a job is scored only if
+ * the chunk's bound plus its own bound with the partial group as its
+ * (known) partners still reaches the incumbent, and then the members'
+ * ridge parts at their now known partner sums (nearly exact) do too. For
+ * k = 2 every pair is simply scored (cheaper).
  * Cost: a member bound's tree part costs ~10x its ridge part and barely
  * tightens as the box shrinks, so tests first blend the ridge part over
  * the box with a tree part already computed over an enclosing box (the
  * node's members', the candidates' from the root), and compute tree parts
- * member by member only while the bound still reaches the incumbent. A
- * greedy group, improved by swaps and scored before the search, gives the
- * first incumbent. */
+ * member by member only while the bound still reaches the incumbent, and
+ * only at nodes with two or more open slots (below, the chunks' ridge
+ * parts and the point test above cut for less). A chunk's test starts
+ * from the node's member bounds and replaces them one by one, largest
+ * first, while it does not cut. A greedy group, improved by swaps and
+ * scored before the search, gives the first incumbent. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,12 +80,17 @@ typedef struct search {
      * (similar_chunks): a chunk's metric box gives a far tighter bound on
      * the partial group than the whole suffix does. */
     size_t *sim;                   /* search positions, chunk after chunk */
-    double *chunk_min, *chunk_max; /* n_chunks x n_metric */
+    /* Per entry e of sim[]: the metric box of its chunk's entries from e
+     * on (n x n_metric); each chunk's entries are in search order, so the
+     * candidates of a chunk still open at a node are a suffix of it. */
+    double *chunk_min, *chunk_max;
     double *chunk_vmax;            /* n_chunks: scratch for last_slot */
     size_t *chunk_order;
     /* Tree part of each member's bound at the current node of each depth
      * (members_bound): valid for any narrower box. */
     double node_trees[KACE_GROUP_MAX_K][KACE_GROUP_MAX_K];
+    /* Each member's whole bound at the current node of each depth. */
+    double node_member[KACE_GROUP_MAX_K][KACE_GROUP_MAX_K];
     /* The partial group: target at 0, then chosen candidates. */
     int chosen[KACE_GROUP_MAX_K];
     const kace_member_bound *chosen_bound[KACE_GROUP_MAX_K];
@@ -91,6 +101,13 @@ typedef struct search {
      * the whole partial group's. */
     double partners[KACE_GROUP_MAX_K][KACE_GROUP_MAX_K][KACE_N_METRICS];
     double total[KACE_GROUP_MAX_K][KACE_N_METRICS];
+    /* Scratch boxes of partner sums for members_bound*: only the model's
+     * metrics are written, the rest stay 0 (zeroed once, not per call). */
+    double box_lo[KACE_GROUP_MAX_K][KACE_N_METRICS], box_hi[KACE_GROUP_MAX_K][KACE_N_METRICS];
+    /* For the last slot, per chunk: its entries of sim[] in search order,
+     * and over each suffix of them the largest candidate bound of the
+     * level that calls last_slot (chunk_suffix_max, set per such level). */
+    double *chunk_sufmax;
     kace_group_result *best;
     int best_pos[KACE_GROUP_MAX_K]; /* sorted pool positions of the best group */
     kace_status st;
@@ -303,7 +320,7 @@ static bool cut(const search *s, double bound)
  * parts over their own boxes, kept in trees[]. *all_trees tells whether
  * every member got its own. */
 static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], double (*hi)[KACE_N_METRICS],
-                                   double *trees, double extra, bool *all_trees)
+                                   double *trees, double extra, bool with_trees, bool *all_trees)
 {
     int n = s->depth + 1, order[KACE_GROUP_MAX_K];
     double ridge[KACE_GROUP_MAX_K], b[KACE_GROUP_MAX_K], bound = 0;
@@ -318,7 +335,7 @@ static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], doub
     }
     s->best->nodes_bounded++;
     *all_trees = false;
-    for (int o = 0; o < n && !cut(s, bound + extra); o++) {
+    for (int o = 0; with_trees && o < n && !cut(s, bound + extra); o++) {
         int j = order[o];
         double t = s->b->trees(s->p, s->chosen_bound[j], lo[j], hi[j]);
         if (t < trees[j])
@@ -329,26 +346,102 @@ static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], doub
             bound += b[i];
         *all_trees = o == n - 1;
     }
+    memcpy(s->node_member[s->depth], b, (size_t)n * sizeof *b);
     return bound;
 }
 
 /* Bound on the partial group's own members when each gets exactly one more
- * partner whose metrics lie in [lo_box, hi_box] (per model metric), with
- * the node's tree parts to start from (see members_bound_staged). */
+ * partner whose metrics lie in [lo_box, hi_box] (per model metric): their
+ * node's bounds (over a box that contains this one), each replaced by its
+ * ridge part over this box with the node's tree part, member by member
+ * (largest first) while the bound plus `extra` still reaches the
+ * incumbent. No tree parts: over one open slot they cost more than they
+ * cut. */
 static double members_bound_box(search *s, const double *lo_box, const double *hi_box, double extra)
 {
-    double lo[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}}, hi[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}};
-    double trees[KACE_GROUP_MAX_K];
+    int n = s->depth + 1, order[KACE_GROUP_MAX_K];
+    const double *node = s->node_member[s->depth];
+    double b[KACE_GROUP_MAX_K], bound = 0;
+    for (int j = 0; j < n; j++) {
+        b[j] = node[j];
+        bound += b[j];
+        int at = j;
+        for (; at > 0 && node[order[at - 1]] < node[j]; at--)
+            order[at] = order[at - 1];
+        order[at] = j;
+    }
+    s->best->nodes_bounded++;
+    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    for (int o = 0; o < n && !cut(s, bound + extra); o++) {
+        int j = order[o];
+        const double *known = s->partners[s->depth][j];
+        for (int i = 0; i < s->n_metric; i++) {
+            lo[s->metric[i]] = (known[i] + lo_box[i]) * (1 - 1e-12);
+            hi[s->metric[i]] = (known[i] + hi_box[i]) * (1 + 1e-12);
+        }
+        double t = cheap_bound(s, s->chosen_bound[j], lo, hi, s->node_trees[s->depth][j]);
+        if (t < b[j]) {
+            b[j] = t;
+            bound = 0;
+            for (int m = 0; m < n; m++)
+                bound += b[m];
+        }
+    }
+    return bound;
+}
+
+/* members_bound for a node with one open slot, from the members' bounds
+ * prior[] over boxes that contain theirs (the parent node's, and the new
+ * member's candidate bound): each is replaced by its ridge part over its
+ * own box, with tree part trees[j], member by member (largest first) while
+ * the bound plus `extra` still reaches the incumbent. */
+static double members_bound_last(search *s, size_t from, const double *trees, const double *prior, double extra)
+{
+    int n = s->depth + 1, order[KACE_GROUP_MAX_K];
+    double *b = s->node_member[s->depth], *t = s->node_trees[s->depth], bound = 0;
+    for (int j = 0; j < n; j++) {
+        b[j] = prior[j];
+        t[j] = trees[j];
+        bound += b[j];
+        int at = j;
+        for (; at > 0 && prior[order[at - 1]] < prior[j]; at--)
+            order[at] = order[at - 1];
+        order[at] = j;
+    }
+    s->best->nodes_bounded++;
+    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    for (int o = 0; o < n && !cut(s, bound + extra); o++) {
+        int j = order[o];
+        suffix_box(s, s->partners[s->depth][j], 1, from, lo, hi);
+        double x = cheap_bound(s, s->chosen_bound[j], lo, hi, t[j]);
+        if (x < b[j]) {
+            b[j] = x;
+            bound = 0;
+            for (int m = 0; m < n; m++)
+                bound += b[m];
+        }
+    }
+    return bound;
+}
+
+/* Bound on the partial group's own members when the last member is
+ * workload w: their ridge parts at their (now known) partner sums, where
+ * the ridge bound is nearly exact, with tree parts trees[] from a box that
+ * contains w. Before a group is scored: the chunk's box is far looser. */
+static double members_bound_point(search *s, int w, const double *trees)
+{
+    const double *x = s->ds->workloads[w].metric;
+    double (*lo)[KACE_N_METRICS] = s->box_lo, (*hi)[KACE_N_METRICS] = s->box_hi, bound = 0;
     for (int j = 0; j <= s->depth; j++) {
         const double *known = s->partners[s->depth][j];
         for (int i = 0; i < s->n_metric; i++) {
-            lo[j][s->metric[i]] = (known[i] + lo_box[i]) * (1 - 1e-12);
-            hi[j][s->metric[i]] = (known[i] + hi_box[i]) * (1 + 1e-12);
+            kace_metric mt = s->metric[i];
+            lo[j][mt] = (known[i] + x[mt]) * (1 - 1e-12);
+            hi[j][mt] = (known[i] + x[mt]) * (1 + 1e-12);
         }
-        trees[j] = s->node_trees[s->depth][j];
+        bound += cheap_bound(s, s->chosen_bound[j], lo[j], hi[j], trees[j]);
     }
-    bool all;
-    return members_bound_staged(s, lo, hi, trees, extra, &all);
+    return bound;
 }
 
 /* Bound on the partial group's own members when each still gets r partners
@@ -356,13 +449,15 @@ static double members_bound_box(search *s, const double *lo_box, const double *h
  * members_bound_staged). *all_trees: the node's tree parts are set. */
 static double members_bound(search *s, int r, size_t from, const double *trees, double extra, bool *all_trees)
 {
-    double lo[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}}, hi[KACE_GROUP_MAX_K][KACE_N_METRICS] = {{0}};
+    double (*lo)[KACE_N_METRICS] = s->box_lo, (*hi)[KACE_N_METRICS] = s->box_hi;
     double *t = s->node_trees[s->depth];
     for (int j = 0; j <= s->depth; j++) {
         suffix_box(s, s->partners[s->depth][j], r, from, lo[j], hi[j]);
         t[j] = trees[j];
     }
-    return members_bound_staged(s, lo, hi, t, extra, all_trees);
+    /* Tree parts only where more than one slot is open: below that, the
+     * ridge parts over the chunks' boxes and the scored groups cut for less. */
+    return members_bound_staged(s, lo, hi, t, extra, r > 1, all_trees);
 }
 
 static double partial_memory(const search *s)
@@ -431,43 +526,38 @@ static void last_slot(search *s, size_t from, const double *v, const double *vt,
      * bound, so are the rest. */
     size_t n_chunks = (s->n + CHUNK - 1) / CHUNK, n_live = 0;
     for (size_t chunk = 0; chunk < n_chunks; chunk++) {
-        double vmax = -INFINITY;
-        for (size_t e = chunk * CHUNK; e < s->n && e < (chunk + 1) * CHUNK; e++)
-            if (s->sim[e] >= from && v[s->sim[e]] > vmax)
-                vmax = v[s->sim[e]];
-        if (vmax == -INFINITY)
+        size_t e = chunk * CHUNK, end = e + CHUNK < s->n ? e + CHUNK : s->n;
+        while (e < end && s->sim[e] < from)
+            e++;
+        if (e == end)
             continue; /* no candidate left in it */
+        double vmax = s->chunk_sufmax[e];
         size_t at = n_live++;
         for (; at > 0 && s->chunk_vmax[at - 1] < vmax; at--) {
             s->chunk_vmax[at] = s->chunk_vmax[at - 1];
             s->chunk_order[at] = s->chunk_order[at - 1];
         }
         s->chunk_vmax[at] = vmax;
-        s->chunk_order[at] = chunk;
+        s->chunk_order[at] = e; /* its first open entry */
     }
     for (size_t live = 0; live < n_live && !s->st; live++) {
-        size_t chunk = s->chunk_order[live], c0 = chunk * CHUNK, c1 = c0 + CHUNK < s->n ? c0 + CHUNK : s->n;
+        size_t c0 = s->chunk_order[live], c1 = (c0 / CHUNK + 1) * CHUNK < s->n ? (c0 / CHUNK + 1) * CHUNK : s->n;
         double vmax = s->chunk_vmax[live];
         if (cut(s, wide + vmax))
             break;
-        /* The chunk's box, within the suffix's (only jobs from `from` on
-         * count): first the ridge parts over it with the node's tree parts
-         * (cheap), then with the trees over it too. */
-        double box_lo[KACE_N_METRICS], box_hi[KACE_N_METRICS];
-        for (int i = 0; i < s->n_metric; i++) {
-            size_t at = chunk * (size_t)s->n_metric + (size_t)i, suf = from * (size_t)s->n_metric + (size_t)i;
-            box_lo[i] = fmax(s->chunk_min[at], s->suf_min[suf]);
-            box_hi[i] = fmin(s->chunk_max[at], s->suf_max[suf]);
-        }
+        /* The box of the chunk's open candidates: the ridge parts over it
+         * with the node's tree parts. */
+        const double *box_lo = s->chunk_min + c0 * (size_t)s->n_metric, *box_hi = s->chunk_max + c0 * (size_t)s->n_metric;
         double bound = members_bound_box(s, box_lo, box_hi, vmax);
         if (cut(s, bound + vmax))
             continue;
         for (size_t e = c0; e < c1 && !s->st; e++) {
             size_t i = s->sim[e];
             const candidate *c = &s->cand[i];
-            if (i < from || cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
+            if (cut(s, bound + v[i]) || mem + c->memcap > s->capacity * (1 + 1e-12))
                 continue;
-            if (cut(s, bound + cheap_bound(s, c->bound, lo, hi, vt[i])))
+            double own = cheap_bound(s, c->bound, lo, hi, vt[i]);
+            if (cut(s, bound + own) || cut(s, members_bound_point(s, c->workload, s->node_trees[s->depth]) + own))
                 continue;
             int pos[KACE_GROUP_MAX_K];
             memcpy(pos, pos_stack, (size_t)(s->k - 2) * sizeof *pos);
@@ -530,6 +620,27 @@ done:
     free(placed);
 }
 
+/* For the last slot below this node: per entry e of sim[], the largest
+ * bound v[] among its chunk's entries from e on (entries before `from`
+ * never count: no child opens them). */
+static void chunk_suffix_max(search *s, size_t from, const double *v)
+{
+    for (size_t c0 = 0; c0 < s->n; c0 += CHUNK) {
+        double best = -INFINITY;
+        for (size_t e = c0 + CHUNK < s->n ? c0 + CHUNK : s->n; e-- > c0;) {
+            if (s->sim[e] >= from && v[s->sim[e]] > best)
+                best = v[s->sim[e]];
+            s->chunk_sufmax[e] = best;
+        }
+    }
+}
+
+static int by_size_t(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Extends the partial group chosen[0..depth] with candidates from
  * cand[from..). parent[j] bounds candidate j as a member of any completion;
  * pos_stack holds the chosen candidates' pool positions. */
@@ -554,6 +665,8 @@ static void descend(search *s, size_t from, const double *parent, const double *
         memcpy(vt + from, parent_trees + from, (s->n - from) * sizeof *vt);
     }
     suffix_top(v, from, s->n, r, top);
+    if (r == 2)
+        chunk_suffix_max(s, from, v);
     for (size_t i = from; i + (size_t)r <= s->n && !s->st; i++) {
         if (cut(s, wide + top[i * KACE_GROUP_MAX_K + (size_t)r]))
             break; /* no completion from cand[i..) can win */
@@ -576,7 +689,15 @@ static void descend(search *s, size_t from, const double *parent, const double *
         /* Valid for every completion from cand[i+1..): the members'
          * partners then come from there. Cheap first, then full. */
         bool all_trees;
-        double child = members_bound(s, r - 1, i + 1, trees, *rest, &all_trees);
+        double child;
+        if (r - 1 == 1) {
+            double prior[KACE_GROUP_MAX_K];
+            memcpy(prior, s->node_member[s->depth - 1], (size_t)s->depth * sizeof *prior);
+            prior[s->depth] = v[i];
+            child = members_bound_last(s, i + 1, trees, prior, *rest);
+        } else {
+            child = members_bound(s, r - 1, i + 1, trees, *rest, &all_trees);
+        }
         if (!cut(s, child + *rest)) /* then every member got its own tree part */
             descend(s, i + 1, v, vt, pos_stack, child);
         s->depth--;
@@ -709,13 +830,14 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
     s.v = malloc((size_t)q->k * (n ? n : 1) * sizeof *s.v);
     s.top = malloc((size_t)q->k * (n + 1) * KACE_GROUP_MAX_K * sizeof *s.top);
     size_t n_chunks = n / CHUNK + 1;
-    s.chunk_min = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_min);
-    s.chunk_max = malloc(n_chunks * (size_t)s.n_metric * sizeof *s.chunk_max);
+    s.chunk_min = malloc((n ? n : 1) * (size_t)s.n_metric * sizeof *s.chunk_min);
+    s.chunk_max = malloc((n ? n : 1) * (size_t)s.n_metric * sizeof *s.chunk_max);
+    s.chunk_sufmax = malloc((n ? n : 1) * sizeof *s.chunk_sufmax);
     s.bounds = calloc(n + 1, sizeof *s.bounds);
     s.sim = malloc((n ? n : 1) * sizeof *s.sim);
     s.chunk_vmax = malloc(n_chunks * sizeof *s.chunk_vmax);
     s.chunk_order = malloc(n_chunks * sizeof *s.chunk_order);
-    if (!s.sim || !s.chunk_vmax || !s.chunk_order || !s.bounds || !s.chunk_min || !s.chunk_max || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top ||
+    if (!s.sim || !s.chunk_vmax || !s.chunk_order || !s.bounds || !s.chunk_min || !s.chunk_max || !s.chunk_sufmax || !s.cand || !s.suf_min || !s.suf_max || !s.suf_min_mem || !s.u || !s.v || !s.top ||
         !s.ut || !s.vt) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
@@ -793,17 +915,20 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
         s.ut[c] = s.cand[c].upper_trees;
     }
     similar_chunks(&s);
-    for (size_t ch = 0; ch < n_chunks; ch++)
+    for (size_t c0 = 0; c0 < n; c0 += CHUNK) {
+        size_t c1 = c0 + CHUNK < n ? c0 + CHUNK : n;
+        qsort(s.sim + c0, c1 - c0, sizeof *s.sim, by_size_t);
         for (int i = 0; i < s.n_metric; i++) {
             double lo = INFINITY, hi = 0;
-            for (size_t e = ch * CHUNK; e < n && e < (ch + 1) * CHUNK; e++) {
+            for (size_t e = c1; e-- > c0;) {
                 double v = ds->workloads[s.cand[s.sim[e]].workload].metric[s.metric[i]];
                 lo = fmin(lo, v);
                 hi = fmax(hi, v);
+                s.chunk_min[e * (size_t)s.n_metric + (size_t)i] = lo;
+                s.chunk_max[e * (size_t)s.n_metric + (size_t)i] = hi;
             }
-            s.chunk_min[ch * (size_t)s.n_metric + (size_t)i] = lo;
-            s.chunk_max[ch * (size_t)s.n_metric + (size_t)i] = hi;
         }
+    }
     double no_trees[KACE_GROUP_MAX_K];
     for (int j = 0; j < KACE_GROUP_MAX_K; j++)
         no_trees[j] = INFINITY;
@@ -828,6 +953,7 @@ done:
     free(s.sim);
     free(s.chunk_vmax);
     free(s.chunk_order);
+    free(s.chunk_sufmax);
     free(s.chunk_min);
     free(s.chunk_max);
     for (size_t i = 0; i < s.n_bounds; i++)
