@@ -500,14 +500,18 @@ static void suffix_top(const double *v, size_t from, size_t n, int r, double *to
  * cand[from..). The tree parts come from the parent's (their boxes contain
  * these), and the parent's bound also holds here. */
 static void candidate_bounds(search *s, int r, size_t from, const double *parent, const double *parent_trees,
-                             double *v, double *vt)
+                             double rest, double *v, double *vt)
 {
     double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
     suffix_box(s, s->total[s->depth], r - 1, from, lo, hi);
     for (size_t j = from; j < s->n; j++) {
         vt[j] = parent_trees[j];
+        v[j] = parent[j];
+        if (cut(s, rest + parent[j]))
+            continue; /* in no completion that can win: the parent's bound does */
         double b = cheap_bound(s, s->cand[j].bound, lo, hi, vt[j]);
-        v[j] = b < parent[j] ? b : parent[j];
+        if (b < v[j])
+            v[j] = b;
     }
     s->best->nodes_bounded++;
 }
@@ -659,7 +663,11 @@ static void descend(search *s, size_t from, const double *parent, const double *
     size_t level = (size_t)s->depth * s->n;
     double *v = s->v + level, *vt = s->vt + level, *top = s->top + (size_t)s->depth * (s->n + 1) * KACE_GROUP_MAX_K;
     if (s->depth > 0) {
-        candidate_bounds(s, r, from, parent, parent_trees, v, vt);
+        /* The node's bound plus the r - 1 best parent bounds of the suffix
+         * bound every completion without candidate j but for j's own. */
+        const double *parent_top = s->top + (size_t)(s->depth - 1) * (s->n + 1) * KACE_GROUP_MAX_K;
+        candidate_bounds(s, r, from, parent, parent_trees, wide + parent_top[from * KACE_GROUP_MAX_K + (size_t)(r - 1)],
+                         v, vt);
     } else {
         memcpy(v + from, parent + from, (s->n - from) * sizeof *v);
         memcpy(vt + from, parent_trees + from, (s->n - from) * sizeof *vt);
