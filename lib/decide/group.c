@@ -690,6 +690,8 @@ static void descend(search *s, size_t from, const double *parent, const double *
         double trees[KACE_GROUP_MAX_K];
         memcpy(trees, s->node_trees[s->depth], (size_t)(s->depth + 1) * sizeof *trees);
         trees[s->depth + 1] = vt[i];
+        if (r - 1 > 1 && (s->st = s->b->member_trees(s->ctx, s->p, c->bound)))
+            break; /* its tree part is bounded below (out of memory) */
         s->chosen[++s->depth] = c->workload;
         s->chosen_bound[s->depth] = c->bound;
         pos_stack[s->depth - 1] = c->pos;
@@ -719,10 +721,34 @@ static void descend(search *s, size_t from, const double *parent, const double *
  * another of those candidates raises the prediction, the best such swap
  * (a greedy start can sit 10% below the optimum, and every node the search
  * bounds against a low incumbent costs). It is scored like any other group. */
+/* Upper bound on the prediction for the complete group target +
+ * cand[idx[1..k)] (workloads group[]): each member's ridge part at its
+ * partner sums with its tree part from the root (the target's over the
+ * root's box, a candidate's from u_c). Cheaper than the prediction. */
+static double group_point_bound(search *s, const int *group, const size_t *idx)
+{
+    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0}, bound = 0;
+    for (int j = 0; j < s->k; j++) {
+        for (int i = 0; i < s->n_metric; i++) {
+            kace_metric mt = s->metric[i];
+            double sum = 0;
+            for (int o = 0; o < s->k; o++)
+                if (o != j)
+                    sum += s->ds->workloads[group[o]].metric[mt];
+            lo[mt] = sum * (1 - 1e-12);
+            hi[mt] = sum * (1 + 1e-12);
+        }
+        const candidate *c = j ? &s->cand[idx[j]] : NULL;
+        bound += cheap_bound(s, j ? c->bound : s->chosen_bound[0], lo, hi,
+                             j ? c->upper_trees : s->node_trees[0][0]);
+    }
+    return bound;
+}
+
 static void greedy_start(search *s)
 {
     int group[KACE_GROUP_MAX_K], pos[KACE_GROUP_MAX_K];
-    size_t picked[KACE_GROUP_MAX_K];
+    size_t picked[KACE_GROUP_MAX_K] = {0};
     bool *taken = calloc(s->n ? s->n : 1, sizeof *taken);
     if (!taken)
         return; /* only a head start: the search does without */
@@ -738,6 +764,9 @@ static void greedy_start(search *s)
                 continue;
             double sum;
             group[slot] = s->cand[c].workload;
+            picked[slot] = c;
+            if (slot == s->k - 1 && !(group_point_bound(s, group, picked) > best))
+                continue; /* cannot beat the best pick */
             if (kace_predict_group(s->ctx, s->p, s->ds, group, slot + 1, &sum, NULL, NULL) == KACE_OK &&
                 sum > best) {
                 best = sum;
@@ -767,6 +796,11 @@ static void greedy_start(search *s)
                 group[slot] = s->cand[c].workload;
                 if (s->q->filter && !s->q->filter(s->q->filter_user, group, s->k))
                     continue;
+                size_t idx[KACE_GROUP_MAX_K];
+                memcpy(idx, picked, sizeof idx);
+                idx[slot] = c;
+                if (!(group_point_bound(s, group, idx) > best))
+                    continue; /* cannot beat the best swap */
                 double sum;
                 if (kace_predict_group(s->ctx, s->p, s->ds, group, s->k, &sum, NULL, NULL) == KACE_OK &&
                     sum > best) {
@@ -881,6 +915,8 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
             s.cand[c].bound = &s.bounds[slot[w]];
     }
     s.chosen_bound[0] = st ? NULL : &s.bounds[slot[q->target]];
+    if (!st) /* the target's tree part is bounded at every node with two open slots */
+        st = s.b->member_trees(ctx, p, &s.bounds[slot[q->target]]);
     free(slot);
     if (st)
         goto done;
@@ -894,7 +930,9 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
         s.cand[c].pos = (int)c;
         s.cand[c].workload = pool[c];
         s.cand[c].memcap = ds->workloads[pool[c]].metric[KACE_M_MEMCAP];
-        s.cand[c].upper_trees = s.b->trees(p, s.cand[c].bound, lo, hi);
+        /* Unprepared: most candidates never have their tree part bounded
+         * again, and preparing it costs ~15 such walks. */
+        s.cand[c].upper_trees = s.b->trees_unprepared(p, s.cand[c].bound, lo, hi);
         s.cand[c].upper = s.b->blend(p, s.b->ridge(p, s.cand[c].bound, lo, hi),
                                                     s.cand[c].upper_trees);
     }
@@ -940,13 +978,13 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
     double no_trees[KACE_GROUP_MAX_K];
     for (int j = 0; j < KACE_GROUP_MAX_K; j++)
         no_trees[j] = INFINITY;
+    /* The root's bound first (it cuts nothing yet): the greedy start
+     * reads the target's tree part over it. */
+    bool all_trees;
+    double root = members_bound(&s, q->k - 1, 0, no_trees, INFINITY, &all_trees);
     greedy_start(&s);
     if (!s.st)
-        {
-        bool all_trees;
-        double root = members_bound(&s, q->k - 1, 0, no_trees, INFINITY, &all_trees);
         descend(&s, 0, s.u, s.ut, pos_stack, root);
-    }
     st = s.st;
 done:
     free(s.cand);

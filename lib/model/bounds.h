@@ -4,6 +4,7 @@
 #ifndef KACE_LIB_MODEL_BOUNDS_H
 #define KACE_LIB_MODEL_BOUNDS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kace/predictor.h"
@@ -23,8 +24,12 @@ typedef struct kace_member_bound {
     double share[5];      /* own sm%, mem%, Nsight throughputs */
     double a[5];          /* ridge weight of a partner share, own product folded in */
     double d[5], peak[5]; /* own share + 1e-3, and where the share's ridge terms peak (NAN: nowhere) */
+    double peak_value[5]; /* the share's ridge terms at their peak */
+    double mag_share[5], mag_const; /* the terms' size: mag_share[s] * the partners' share + mag_const */
     double z_own, mag_own; /* ridge intercept plus own-feature terms, and their size */
     double tree_const, tree_const_mag; /* base score plus trees left with one leaf */
+    float own_feature[26]; /* its own features as the trees compare them (the rest unused) */
+    bool trees_ready;      /* the specialized trees below are set (member_trees) */
     kace_member_node *node;
     int n_nodes;
     int *active; /* first node of each tree that still splits on several features */
@@ -45,7 +50,14 @@ typedef struct kace_member_bound {
  * summed metrics lie in a box (the predictor's KACE_PRED_BOUNDS part; the
  * slowdown model's functions above, behind the predictor). */
 typedef struct kace_bound_ops {
+    /* The ridge part's preparation (cheap); member_trees then prepares the
+     * tree part, which `trees` needs (costly: a search prepares it only for
+     * the workloads whose tree part it bounds often). */
     kace_status (*member_init)(kace_ctx *ctx, const kace_predictor *p, const double *own, kace_member_bound *mb);
+    kace_status (*member_trees)(kace_ctx *ctx, const kace_predictor *p, kace_member_bound *mb);
+    /* The tree part's bound for a member whose trees are not prepared: the
+     * model's trees walked as they are (looser than `trees`, no preparation). */
+    double (*trees_unprepared)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
     void (*member_release)(kace_member_bound *mb);
     double (*ridge)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
     double (*trees)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);

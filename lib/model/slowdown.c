@@ -699,16 +699,25 @@ static double max2(double a, double b)
     return a > b ? a : b;
 }
 
-/* Largest value of a*x + c*x/(d + x) for x in [lo, hi] (d > 0): the ridge
- * terms one partner share contributes (x = the partners' share, d = the
- * member's own share plus 1e-3). The function is concave when c > 0, so
- * its maximum is at its stationary point `peak` (NAN: none; see
- * kace_slowdown_member_bound_init) when inside the interval, else at an
- * end; when c <= 0 it is convex or monotone and an end is the maximum. */
-static double share_term_max(double a, double c, double d, double peak, double lo, double hi)
+/* Largest value of a*x + c*x/(d + x) for x in [lo, hi] (0 <= lo, d > 0):
+ * the ridge terms one partner share contributes (x = the partners' share,
+ * d = the member's own share plus 1e-3). When c > 0 the function is
+ * concave: rising while x < peak (its stationary point, NAN when a >= 0:
+ * rising everywhere), falling after, so the maximum is at the peak when
+ * inside the interval (its value: at_peak), else at the end nearer to it;
+ * when c <= 0 it is convex or linear and an end is the maximum. One
+ * division where two ends would take two (the bound sits in the group
+ * search's inner loop); an end picked exactly is within rounding of the
+ * other end's value, which the bound's slack covers. */
+static double share_term_max(double a, double c, double d, double peak, double at_peak, double lo, double hi)
 {
-    if (peak > lo && peak < hi)
-        return a * peak + c * peak / (d + peak);
+    if (c > 0) {
+        if (!(peak < hi)) /* NAN too: rising everywhere */
+            return a * hi + c * hi / (d + hi);
+        if (!(peak > lo))
+            return a * lo + c * lo / (d + lo);
+        return at_peak;
+    }
     return max2(a * lo + c * lo / (d + lo), a * hi + c * hi / (d + hi));
 }
 
@@ -862,8 +871,9 @@ static int merge_step_trees(kace_member_bound *mb)
 static const kace_metric share_metric[5] = {KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_SM_THROUGHPUT,
                                             KACE_M_DRAM_THROUGHPUT, KACE_M_MEM_THROUGHPUT};
 
-kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, const double *own,
-                                            kace_member_bound *mb)
+/* The ridge part's preparation, and the member's own features for the
+ * trees (kace_slowdown_member_bound_trees prepares those). */
+void kace_slowdown_member_bound_ridge(const kace_model *m, const double *own, kace_member_bound *mb)
 {
     memset(mb, 0, sizeof *mb);
     double none[KACE_N_METRICS] = {0}, f[N_MEMBER];
@@ -886,14 +896,26 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
         mb->d[s] = d;
         /* where a + c*d/(d+x)^2 = 0: a maximum when c > 0 > a */
         mb->peak[s] = c > 0 && a < 0 ? sqrt(-c * d / a) - d : NAN;
+        mb->peak_value[s] = a * mb->peak[s] + c * mb->peak[s] / (d + mb->peak[s]);
+        mb->mag_share[s] = (fabs(w[5 + s]) + fabs(w[10 + s] * own[share_metric[s]] / 100)) / 100;
+        mb->mag_const += fabs(w[15 + s]);
     }
     mb->tree_const = m->trees.base_score;
     mb->tree_const_mag = fabs(m->trees.base_score);
-    if (!m->trees.n_trees)
-        return KACE_OK;
-    float own_f[N_MEMBER];
+    _Static_assert(sizeof mb->own_feature / sizeof *mb->own_feature == N_MEMBER, "kace_member_bound.own_feature");
     for (int j = 0; j < N_MEMBER; j++)
-        own_f[j] = (float)f[j];
+        mb->own_feature[j] = (float)f[j];
+}
+
+kace_status kace_slowdown_member_bound_trees(kace_ctx *ctx, const kace_model *m, kace_member_bound *mb)
+{
+    if (mb->trees_ready)
+        return KACE_OK;
+    if (!m->trees.n_trees) {
+        mb->trees_ready = true;
+        return KACE_OK;
+    }
+    const float *own_f = mb->own_feature;
     mb->active = malloc((size_t)m->trees.n_trees * sizeof *mb->active);
     mb->node = malloc((size_t)m->trees.n_nodes * sizeof *mb->node);
     if (!mb->active || !mb->node)
@@ -914,10 +936,18 @@ kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, 
     kace_member_node *fit = realloc(mb->node, (size_t)(mb->n_nodes ? mb->n_nodes : 1) * sizeof *fit);
     if (fit) /* else keep the larger block */
         mb->node = fit;
+    mb->trees_ready = true;
     return KACE_OK;
 nomem:
     kace_slowdown_member_bound_release(mb);
     return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+}
+
+kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, const double *own,
+                                            kace_member_bound *mb)
+{
+    kace_slowdown_member_bound_ridge(m, own, mb);
+    return kace_slowdown_member_bound_trees(ctx, m, mb);
 }
 
 void kace_slowdown_member_bound_release(kace_member_bound *mb)
@@ -932,6 +962,7 @@ void kace_slowdown_member_bound_release(kace_member_bound *mb)
     mb->node = NULL;
     mb->active = NULL;
     mb->n_nodes = mb->n_active = 0;
+    mb->trees_ready = false;
 }
 
 /* Highest leaf reachable from node i for features in [lo, hi]; a split
@@ -952,7 +983,11 @@ static float reach_upper(const kace_member_node *node, int i, const float *lo, c
 }
 
 /* The tree part's bound for partner sums in [other_lo, other_hi]. */
-static double trees_upper(const kace_member_bound *mb, const double *other_lo, const double *other_hi)
+/* The partner features' ranges over the box, as floats widened by a step
+ * (lo[j], hi[j]), then each low end alone (j + N_MEMBER) and each high end
+ * alone (j + 2 * N_MEMBER), for monotone splits. */
+static void partner_ranges(const kace_member_bound *mb, const double *other_lo, const double *other_hi, float *lo,
+                           float *hi)
 {
     /* The partner features at the box's two corners, as contention_features
      * computes them. */
@@ -972,14 +1007,20 @@ static double trees_upper(const kace_member_bound *mb, const double *other_lo, c
     fhi[24] = other_hi[KACE_M_MEMCAP];
     flo[25] = mb->own_memcap + other_lo[KACE_M_MEMCAP];
     fhi[25] = mb->own_memcap + other_hi[KACE_M_MEMCAP];
-    /* Feature j's range, then its low end alone (j + N_MEMBER) and its high
-     * end alone (j + 2 * N_MEMBER) for monotone splits. */
-    float lo[3 * N_MEMBER], hi[3 * N_MEMBER];
     for (int j = 5; j < N_MEMBER; j++)
         if (!own_feature(j)) {
             lo[j] = lo[j + N_MEMBER] = hi[j + N_MEMBER] = float_down((float)flo[j]);
             hi[j] = lo[j + 2 * N_MEMBER] = hi[j + 2 * N_MEMBER] = float_up((float)fhi[j]);
         }
+}
+
+/* The tree part's bound for partner sums in [other_lo, other_hi]. */
+static double trees_upper(const kace_member_bound *mb, const double *other_lo, const double *other_hi)
+{
+    if (!mb->trees_ready) /* a clamped fraction of the exclusive throughput at most */
+        return mb->excl * FRACTION_MAX * (1 + 1e-9);
+    float lo[3 * N_MEMBER], hi[3 * N_MEMBER];
+    partner_ranges(mb, other_lo, other_hi, lo, hi);
     double t = mb->tree_const, tmag = mb->tree_const_mag;
     for (int i = 0; i < mb->n_active; i++) {
         float leaf = reach_upper(mb->node, mb->active[i], lo, hi);
@@ -1002,16 +1043,63 @@ static double trees_upper(const kace_member_bound *mb, const double *other_lo, c
     return mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
 }
 
+/* Highest leaf reachable from node i of the model's trees for partner
+ * features in [lo, hi] and the member's own features own_f; *mag: the
+ * largest size of those leaves so far. */
+static float reach_upper_raw(const kace_tree_node *node, int i, const float *own_f, const float *lo,
+                             const float *hi, float *mag)
+{
+    for (;;) {
+        const kace_tree_node *v = &node[i];
+        if (v->left < 0) {
+            if (fabsf(v->threshold) > *mag)
+                *mag = fabsf(v->threshold);
+            return v->threshold;
+        }
+        int f = v->feature;
+        if (own_feature(f)) {
+            i = own_f[f] < v->threshold ? v->left : v->right;
+            continue;
+        }
+        bool left = lo[f] < v->threshold, right = !(hi[f] < v->threshold);
+        if (left && right) {
+            float l = reach_upper_raw(node, v->left, own_f, lo, hi, mag);
+            float r = reach_upper_raw(node, v->right, own_f, lo, hi, mag);
+            return l > r ? l : r;
+        }
+        i = left ? v->left : v->right;
+    }
+}
+
+/* The tree part's bound without the member's prepared trees: each tree's
+ * best reachable leaf, walking the model's trees (the same maximum per
+ * tree; the prepared bound also merges one-feature trees, so it can be
+ * tighter). */
+static double trees_upper_raw(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
+                              const double *other_hi)
+{
+    float lo[3 * N_MEMBER], hi[3 * N_MEMBER];
+    partner_ranges(mb, other_lo, other_hi, lo, hi);
+    double t = m->trees.base_score, tmag = fabs(m->trees.base_score);
+    for (int i = 0; i < m->trees.n_trees; i++) {
+        float mag = 0, leaf = reach_upper_raw(m->trees.node, m->trees.tree_root[i], mb->own_feature, lo, hi, &mag);
+        t += leaf;
+        tmag += mag;
+    }
+    t += 1e-5 * tmag; /* the prediction sums the leaves in float */
+    return mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
+}
+
 /* The ridge part's bound for partner sums in [other_lo, other_hi]. */
 static double ridge_upper(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
                           const double *other_hi)
 {
     const double *w = m->ridge_raw + 1;
-    double z = mb->z_own, mag = mb->mag_own;
+    double z = mb->z_own, mag = mb->mag_own + mb->mag_const;
     for (int s = 0; s < 5; s++) {
         double lo = other_lo[share_metric[s]] / 100, hi = other_hi[share_metric[s]] / 100;
-        z += share_term_max(mb->a[s], w[15 + s], mb->d[s], mb->peak[s], lo, hi);
-        mag += fabs(w[5 + s] * hi) + fabs(w[10 + s] * mb->share[s] / 100 * hi) + fabs(w[15 + s]);
+        z += share_term_max(mb->a[s], w[15 + s], mb->d[s], mb->peak[s], mb->peak_value[s], lo, hi);
+        mag += mb->mag_share[s] * other_hi[share_metric[s]]; /* the terms' size at hi */
     }
     /* Partners' threads: monotone, so the better end. logf costs far less
      * than log1p and stays within a few float steps of it (at most ~1e-5
@@ -1022,7 +1110,12 @@ static double ridge_upper(const kace_model *m, const kace_member_bound *mb, cons
     /* Partners' memcap and the group's memcap: linear in the same sum. */
     double mem_lo = other_lo[KACE_M_MEMCAP], mem_hi = other_hi[KACE_M_MEMCAP];
     z += max2(w[24] * mem_lo + w[25] * (mb->own_memcap + mem_lo), w[24] * mem_hi + w[25] * (mb->own_memcap + mem_hi));
-    double threads_hi = w[22] < 0 ? logf((float)(1 + other_hi[KACE_M_THREADS])) + 1e-4 : threads;
+    /* The threads term's size for the slack: log(1 + hi) < e * ln 2 where
+     * 1 + hi < 2^e (no second logarithm). */
+    int e = 0;
+    if (w[22] < 0)
+        frexp(1 + other_hi[KACE_M_THREADS], &e);
+    double threads_hi = w[22] < 0 ? e * 0.6931471805599453 + 1e-4 : threads;
     mag += fabs(w[22] * threads_hi) + fabs(w[24] * mem_hi) + fabs(w[25] * (mb->own_memcap + mem_hi));
     z += 1e-9 * mag + 1e-12; /* rounding: the prediction sums in another order */
     /* expf in place of exp, for speed: z as a float and expf's own error
@@ -1040,6 +1133,12 @@ double kace_slowdown_member_trees(const kace_model *m, const kace_member_bound *
                                   const double *other_hi)
 {
     return m->trees.n_trees ? trees_upper(mb, other_lo, other_hi) : 0;
+}
+
+double kace_slowdown_member_trees_unprepared(const kace_model *m, const kace_member_bound *mb,
+                                             const double *other_lo, const double *other_hi)
+{
+    return m->trees.n_trees ? trees_upper_raw(m, mb, other_lo, other_hi) : 0;
 }
 
 double kace_slowdown_blend_upper(const kace_model *m, double ridge, double trees)
@@ -1298,11 +1397,6 @@ static const kace_feature_set *features_op(const kace_predictor *p)
     return kace_model_features(p->self);
 }
 
-static kace_status bound_init_op(kace_ctx *ctx, const kace_predictor *p, const double *own, kace_member_bound *mb)
-{
-    return kace_slowdown_member_bound_init(ctx, p->self, own, mb);
-}
-
 static double ridge_op(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi)
 {
     return kace_slowdown_member_ridge(p->self, mb, lo, hi);
@@ -1313,13 +1407,32 @@ static double trees_op(const kace_predictor *p, const kace_member_bound *mb, con
     return kace_slowdown_member_trees(p->self, mb, lo, hi);
 }
 
+static kace_status ridge_init_op(kace_ctx *ctx, const kace_predictor *p, const double *own, kace_member_bound *mb)
+{
+    (void)ctx;
+    kace_slowdown_member_bound_ridge(p->self, own, mb);
+    return KACE_OK;
+}
+
+static kace_status trees_init_op(kace_ctx *ctx, const kace_predictor *p, kace_member_bound *mb)
+{
+    return kace_slowdown_member_bound_trees(ctx, p->self, mb);
+}
+
+static double trees_raw_op(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi)
+{
+    return kace_slowdown_member_trees_unprepared(p->self, mb, lo, hi);
+}
+
 static double blend_op(const kace_predictor *p, double ridge, double trees)
 {
     return kace_slowdown_blend_upper(p->self, ridge, trees);
 }
 
 static const kace_bound_ops bounds = {
-    .member_init = bound_init_op,
+    .member_init = ridge_init_op,
+    .member_trees = trees_init_op,
+    .trees_unprepared = trees_raw_op,
     .member_release = kace_slowdown_member_bound_release,
     .ridge = ridge_op,
     .trees = trees_op,

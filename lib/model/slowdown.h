@@ -22,6 +22,12 @@ double kace_slowdown_member_upper(const kace_model *m, const double *own, const 
                                   const double *other_hi);
 kace_status kace_slowdown_member_bound_init(kace_ctx *ctx, const kace_model *m, const double *own,
                                             kace_member_bound *mb);
+/* The same in two steps: the ridge part (cheap), then the tree part. */
+void kace_slowdown_member_bound_ridge(const kace_model *m, const double *own, kace_member_bound *mb);
+kace_status kace_slowdown_member_bound_trees(kace_ctx *ctx, const kace_model *m, kace_member_bound *mb);
+/* The tree part for a member whose trees are not prepared (looser). */
+double kace_slowdown_member_trees_unprepared(const kace_model *m, const kace_member_bound *mb,
+                                             const double *other_lo, const double *other_hi);
 void kace_slowdown_member_bound_release(kace_member_bound *mb);
 /* kace_slowdown_member_upper for a prepared workload. */
 double kace_slowdown_member_bound(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
