@@ -185,11 +185,21 @@ static void test_member_bound_covers_predictions(void **state)
         double bound = kace_slowdown_member_bound(model, &mb, lo, hi);
         kace_slowdown_member_bound_release(&mb);
         assert_true(bound == kace_slowdown_member_upper(model, ds->workloads[member].metric, lo, hi));
+        /* In two steps (the search's): the ridge part alone, the trees walked
+         * unprepared, then prepared lazily to the same bound as above. */
+        kace_slowdown_member_bound_ridge(model, ds->workloads[member].metric, &mb);
+        double raw = kace_slowdown_blend_upper(model, kace_slowdown_member_ridge(model, &mb, lo, hi),
+                                               kace_slowdown_member_trees_unprepared(model, &mb, lo, hi));
+        assert_kace_ok(ctx, kace_slowdown_member_bound_trees(ctx, model, &mb));
+        assert_true(kace_slowdown_member_bound(model, &mb, lo, hi) == bound);
+        kace_slowdown_member_bound_release(&mb);
         for (int g = 0; g < n_groups; g++) {
             double sum, each[KACE_MAX_K];
             assert_kace_ok(ctx, kace_slowdown_predict(ctx, model, ds, groups[g], sizes[g], &sum, NULL, each));
             if (!(each[0] <= bound))
                 fail_msg("member prediction %.17g above its bound %.17g", each[0], bound);
+            if (!(each[0] <= raw))
+                fail_msg("member prediction %.17g above its unprepared bound %.17g", each[0], raw);
             if (n_groups == 1)
                 worst_point = fmax(worst_point, bound / each[0]);
         }
