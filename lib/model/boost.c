@@ -125,6 +125,31 @@ static void best_split_of(boost_node *nd, double parent_gain, int j, int c, cons
     int H = (int)nd->H, HL = hh[nz[0]];
     double GL = hg[nz[0]], G = nd->G, best = nd->best_gain;
     bool bounded = isfinite(nd->lower) || isfinite(nd->upper);
+    if (!bounded && c == 0) { /* the gain is the open one: the best candidate in locals, written once */
+        int at = 0, at_HL = 0;
+        double at_GL = 0;
+        for (int i = 1; i < m; i++) {
+            double GR = G - GL;
+            int HR = H - HL;
+            double open = GL * GL * inverse[HL] + GR * GR * inverse[HR] - parent_gain;
+            if (open > best) {
+                best = open;
+                at = i;
+                at_GL = GL;
+                at_HL = HL;
+            }
+            GL += hg[nz[i]];
+            HL += hh[nz[i]];
+        }
+        if (at) {
+            nd->best_gain = best;
+            nd->best_feature = j;
+            nd->best_threshold = between(value[nz[at - 1]], value[nz[at]]);
+            nd->best_wl = -at_GL * inverse[at_HL];
+            nd->best_wr = -(G - at_GL) * inverse[H - at_HL];
+        }
+        return;
+    }
     for (int i = 1; i < m; i++) {
         int k = nz[i];
         double GR = G - GL;
