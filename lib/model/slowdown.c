@@ -982,7 +982,6 @@ static float reach_upper(const kace_member_node *node, int i, const float *lo, c
     }
 }
 
-/* The tree part's bound for partner sums in [other_lo, other_hi]. */
 /* The partner features' ranges over the box, as floats widened by a step
  * (lo[j], hi[j]), then each low end alone (j + N_MEMBER) and each high end
  * alone (j + 2 * N_MEMBER), for monotone splits. */
