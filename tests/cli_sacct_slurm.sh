@@ -70,7 +70,7 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # --- MariaDB on a private folder and port -------------------------------------
-base=$((21000 + ($$ % 2000) * 10))
+base=$((21000 + ($$ % 1170) * 10)) # below 32768: see slurm_cluster.sh
 DBPORT=$((base + 7)) DBDPORT=$((base + 8))
 mariadb-install-db --no-defaults --datadir="$DB/data" --user=root --auth-root-authentication-method=normal \
     --skip-test-db >"$C/mariadb-install.log" 2>&1 || { echo "FAIL: mariadb-install-db"; tail "$C/mariadb-install.log"; exit 1; }

@@ -64,7 +64,10 @@ slurm_cluster_start() {
     local plugins=$2 d=$1
     # Ports from the pid, so that two runs on one machine do not collide;
     # moved on while any of the four is taken (another cluster listens).
-    local base=$((20000 + ($$ % 2000) * 10)) p taken tries=0
+    # All below 32768, where Linux's outgoing connections take their local
+    # ports (ip_local_port_range): a client can hold such a port without
+    # listening, and slurmctld then failed to bind (seen under load).
+    local base=$((20000 + ($$ % 1270) * 10)) p taken tries=0
     while :; do
         taken=""
         for p in $base $((base + 1)) $((base + 2)) $((base + 3)); do
@@ -73,7 +76,7 @@ slurm_cluster_start() {
         [ -z "$taken" ] && break
         tries=$((tries + 1))
         [ $tries -gt 50 ] && { echo "no free ports for the test cluster" >&2; return 1; }
-        base=$((20000 + (($$ + tries * 7) % 2000) * 10))
+        base=$((20000 + (($$ + tries * 7) % 1270) * 10))
     done
     rm -rf "$d"
     mkdir -p "$d"/munge "$d"/state "$d"/spool "$d"/log "$d"/dev/n1 "$d"/dev/n2 "$d"/dev/n3 || return 1
