@@ -32,7 +32,7 @@ if [ ! -d "$BASE" ]; then
 fi
 [ "$(git -C "$BASE" rev-parse HEAD)" = "$(git rev-parse "$BASE_COMMIT^{commit}")" ] ||
     { echo "bench_sched_growth: $BASE is not at $BASE_COMMIT" >&2; exit 1; }
-cp bench/bench_sched_growth.c bench/bench_common.h "$BASE/bench/"
+cp bench/bench_sched_growth.c bench/bench_common.h bench/bench_sched_world.h "$BASE/bench/"
 grep -q kace-bench-sched-growth "$BASE/CMakeLists.txt" ||
     printf 'add_executable(kace-bench-sched-growth ${CMAKE_SOURCE_DIR}/bench/bench_sched_growth.c)\ntarget_link_libraries(kace-bench-sched-growth PRIVATE kace)\n' \
         >>"$BASE/CMakeLists.txt"
