@@ -5,7 +5,8 @@
 #
 # - kace's NEEDED list names none of LAPACKE/BLAS, libxgboost, libmicrohttpd,
 #   libcurl, libslurm;
-# - kace predict loads none of them (LD_DEBUG=files, dlopen included), kace
+# - kace predict and kace eval --no-kace --mode paper (the paper's linear
+#   model) load none of them (LD_DEBUG=files, dlopen included), kace
 #   train loads LAPACKE and not libxgboost, kace train --kind forest loads
 #   libxgboost; their answers are those of a run that loaded them all;
 # - a missing library ($KACE_*_LIBRARY pointing nowhere): kace train (LAPACKE),
@@ -69,6 +70,16 @@ done
 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0 LD_PRELOAD="${preload# }" "$KACE" predict --db "$DB" --target bert-base-cased_batch8-train >"$SCRATCH/predict-all.out" 2>"$SCRATCH/predict-all.err" ||
     fail "predict with every library preloaded"
 cmp -s "$SCRATCH/predict.out" "$SCRATCH/predict-all.out" || fail "predict answers differently with the libraries loaded"
+
+# --- eval with the paper's models loads none of them either: their least squares
+# are small and well conditioned, solved by QR (lib/base/lstsq.c), not LAPACK.
+LD_DEBUG=files "$KACE" eval --db "$DB" --no-xu --no-kace --mode paper --no-figures --out "$SCRATCH/eval" \
+    >"$SCRATCH/eval.out" 2>"$SCRATCH/eval.ld" || fail "eval: $(grep -v '^ *[0-9]*:' "$SCRATCH/eval.ld" | tail -3)"
+libs=$(loaded "$SCRATCH/eval.ld")
+if grep -Eq "$OPTIONAL" <<<"$libs"; then
+    fail "kace eval --no-kace --mode paper loaded an optional library: $libs"
+fi
+grep -q 'Unseen workload families' "$SCRATCH/eval.out" || fail "eval's tables: $(head -5 "$SCRATCH/eval.out")"
 
 # --- a forest loads libxgboost through the forwarding functions and works
 LD_DEBUG=files "$KACE" train --db "$DB" --kind forest --search-iter 2 >"$SCRATCH/forest.out" 2>"$SCRATCH/forest.ld" ||

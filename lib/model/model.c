@@ -10,6 +10,7 @@
 #include <lapacke.h>
 
 #include "base/csv.h"
+#include "base/lstsq.h"
 #include "base/text_buf.h"
 #include "model_internal.h"
 
@@ -114,9 +115,16 @@ kace_status kace_model_fit_linear(kace_ctx *ctx, const kace_feature_set *fs, con
         }
         b[i] = (y[i] - m->y_mean) / m->y_std;
     }
+    /* Tall and well conditioned (every fit of kace eval's paper models): QR, no
+     * LAPACK to load (base/lstsq.h). Otherwise dgelsd: SVD-based least squares,
+     * minimum-norm when rank-deficient (fewer rows than features happens at
+     * small n_occur in family splits). */
+    if (kace_lstsq_qr(A, n, d + 1, b, m->coef)) {
+        *out = m;
+        m = NULL;
+        goto done;
+    }
     lapack_int rank = 0;
-    /* dgelsd: SVD-based least squares, minimum-norm when rank-deficient
-     * (fewer rows than features happens at small n_occur in family splits). */
     lapack_int info = LAPACKE_dgelsd(LAPACK_COL_MAJOR, (lapack_int)n, d + 1, 1, A, (lapack_int)n, b,
                                      (lapack_int)(n > (size_t)(d + 1) ? n : (size_t)(d + 1)), sv, -1.0, &rank);
     if (info != 0) {
