@@ -636,6 +636,8 @@ static kace_status pooled_check(kace_ctx *ctx, const unseen_job *job, size_t n_t
     if (!conf || !err)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     for (size_t t = 0, at = 0; t < n_targets && !st; t++) {
+        if (!job->n_rows[t])
+            continue; /* no rows, and no arrays without kace's model (memcpy from NULL is undefined) */
         memcpy(conf + at, job->conf[t], job->n_rows[t] * sizeof *conf);
         memcpy(err + at, job->err[t], job->n_rows[t] * sizeof *err);
         at += job->n_rows[t];
