@@ -379,6 +379,89 @@ static void test_bad_queries(void **state)
     assert_int_equal(kace_group_synthesize(ctx, ds, 1, -1, 0), KACE_ERR_INVALID);
 }
 
+/* The ridge part's bound is a bound on the ridge prediction anywhere in the
+ * box, and nearly reached: with a ridge-only model, a member paired with a
+ * probe workload whose metrics lie in the box (ends and inside) never
+ * predicts above it, and the point box's bound is within 1e-4 of the
+ * prediction. Boxes are wide (up to 3x the pool's metrics), so the share
+ * terms' largest values fall inside some, at either end of others; half
+ * are narrower (up to 2x), where a convex term's larger end varies. Runs
+ * last: it adds the probe workload to the dataset. */
+static void test_ridge_bound_covers_ridge_model(void **state)
+{
+    (void)state;
+    int n_metric;
+    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    kace_slowdown_params prm;
+    kace_slowdown_params_default(&prm);
+    prm.n_rounds = 0;
+    prm.tree_weight = 0;
+    prm.select = false;
+    int *rows = malloc(ds->n_colocations * sizeof *rows);
+    for (size_t i = 0; i < ds->n_colocations; i++)
+        rows[i] = (int)i;
+    kace_model *rm = NULL;
+    assert_kace_ok(ctx, kace_model_fit_slowdown(ctx, ds, rows, ds->n_colocations, &prm, &rm));
+    free(rows);
+    size_t n_pool = ds->n_workloads;
+    int probe;
+    assert_kace_ok(ctx, kace_dataset_intern(ctx, ds, "ridge-probe", &probe));
+    unsigned both_seen = 0;
+    int inside = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        int member = (int)(n_real + draw(n_pool - n_real));
+        double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+        for (int j = 0; j < n_metric; j++) {
+            double a = ds->workloads[n_real + draw(n_pool - n_real)].metric[metric[j]] * (double)(1 + draw(300)) / 100;
+            double b = trial % 2 ? ds->workloads[n_real + draw(n_pool - n_real)].metric[metric[j]] * (double)(1 + draw(300)) / 100
+                                 : a * (1 + (double)draw(100) / 100); /* narrower */
+            lo[metric[j]] = fmin(a, b);
+            hi[metric[j]] = fmax(a, b);
+        }
+        kace_member_bound mb;
+        kace_slowdown_member_bound_ridge(rm, ds->workloads[member].metric, &mb);
+        for (int s = 0; s < 5; s++)
+            if (mb.both_ends >> s & 1 && trial % 4 == 0) {
+                /* a convex share term a*x + c*x/(d + x) with its minimum
+                 * inside: a box from 0 to below where it is 0 again, where
+                 * the low end is the larger */
+                both_seen |= 1u << s;
+                lo[metric[s]] = 0;
+                hi[metric[s]] = (-mb.c[s] / mb.a[s] - mb.d[s]) * (double)draw(1000) / 1000;
+            }
+        for (int s = 0; s < 5; s++)
+            inside += mb.at[s] > lo[metric[s]] && mb.at[s] < hi[metric[s]];
+        double bound = kace_slowdown_member_ridge(rm, &mb, lo, hi);
+        for (int s = 0; s < 5; s++) { /* no box inside this one bounds higher: each share at its low end */
+            double at_lo[KACE_N_METRICS];
+            memcpy(at_lo, hi, sizeof at_lo);
+            at_lo[metric[s]] = lo[metric[s]];
+            double inner = kace_slowdown_member_ridge(rm, &mb, lo, at_lo);
+            if (!(inner <= bound))
+                fail_msg("share %d: ridge bound %.17g over the box, %.17g over its low end", s, bound, inner);
+        }
+        int group[2] = {member, probe};
+        memcpy(ds->workloads[probe].metric, ds->workloads[member].metric, sizeof ds->workloads[probe].metric);
+        for (int point = 0; point < 60; point++) {
+            double *x = ds->workloads[probe].metric;
+            for (int j = 0; j < n_metric; j++) {
+                double u = point < 2 ? point : (double)draw(1001) / 1000;
+                x[metric[j]] = lo[metric[j]] + u * (hi[metric[j]] - lo[metric[j]]);
+            }
+            double sum, each[KACE_MAX_K];
+            assert_kace_ok(ctx, kace_slowdown_predict(ctx, rm, ds, group, 2, &sum, NULL, each));
+            if (!(each[0] <= bound))
+                fail_msg("ridge prediction %.17g above its bound %.17g", each[0], bound);
+            double point_bound = kace_slowdown_member_ridge(rm, &mb, x, x);
+            if (!(each[0] <= point_bound && point_bound <= each[0] * (1 + 1e-4)))
+                fail_msg("ridge prediction %.17g vs its point bound %.17g", each[0], point_bound);
+        }
+    }
+    printf("share terms largest inside the box: %d times; low end of a convex one: shares %#x\n", inside, both_seen);
+    assert_true(inside > 0 && both_seen);
+    kace_model_free(&rm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_memory_cap_is_never_exceeded),
         cmocka_unit_test(test_filter_restricts_the_choice),
         cmocka_unit_test(test_bad_queries),
+        cmocka_unit_test(test_ridge_bound_covers_ridge_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

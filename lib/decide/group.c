@@ -104,11 +104,16 @@ typedef struct search {
     /* Scratch boxes of partner sums for members_bound*: only the model's
      * metrics are written, the rest stay 0 (zeroed once, not per call). */
     double box_lo[KACE_GROUP_MAX_K][KACE_N_METRICS], box_hi[KACE_GROUP_MAX_K][KACE_N_METRICS];
+    /* The same for one box at a time: [1] for last_slot's own, [0] for
+     * the bounds it and descend call (zeroing a box per call cost more
+     * than filling it). */
+    double one_lo[2][KACE_N_METRICS], one_hi[2][KACE_N_METRICS];
     /* For the last slot, per chunk: its entries of sim[] in search order,
      * and over each suffix of them the largest candidate bound of the
      * level that calls last_slot (chunk_suffix_max, set per such level). */
     double *chunk_sufmax;
     kace_group_result *best;
+    double bar; /* the incumbent's prediction (-INFINITY: none yet) */
     int best_pos[KACE_GROUP_MAX_K]; /* sorted pool positions of the best group */
     kace_status st;
 } search;
@@ -283,7 +288,7 @@ static void suffix_box(const search *s, const double *known, int r, size_t from,
 static double cheap_bound(const search *s, const kace_member_bound *who, const double *lo, const double *hi,
                           double trees)
 {
-    return s->b->blend(s->p, s->b->ridge(s->p, who, lo, hi), trees);
+    return s->b->ridge_blend(s->p, who, lo, hi, trees);
 }
 
 /* Fills the partial group's metric sums for the current depth: each
@@ -310,7 +315,15 @@ static void node_sums(search *s)
  * pool order, so it is explored). */
 static bool cut(const search *s, double bound)
 {
-    return s->best->found && bound < s->best->predicted;
+    return bound < s->bar;
+}
+
+/* Scores a complete group of the search (consider) and keeps s->bar. */
+static void score(search *s, int *pos)
+{
+    s->st = consider(s->ctx, s->ds, s->p, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
+    if (s->best->found)
+        s->bar = s->best->predicted;
 }
 
 /* Bound on the partial group's members, member j's partner sums in
@@ -371,7 +384,7 @@ static double members_bound_box(search *s, const double *lo_box, const double *h
         order[at] = j;
     }
     s->best->nodes_bounded++;
-    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    double *lo = s->one_lo[0], *hi = s->one_hi[0];
     for (int o = 0; o < n && !cut(s, bound + extra); o++) {
         int j = order[o];
         const double *known = s->partners[s->depth][j];
@@ -409,7 +422,7 @@ static double members_bound_last(search *s, size_t from, const double *trees, co
         order[at] = j;
     }
     s->best->nodes_bounded++;
-    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    double *lo = s->one_lo[0], *hi = s->one_hi[0];
     for (int o = 0; o < n && !cut(s, bound + extra); o++) {
         int j = order[o];
         suffix_box(s, s->partners[s->depth][j], 1, from, lo, hi);
@@ -502,7 +515,7 @@ static void suffix_top(const double *v, size_t from, size_t n, int r, double *to
 static void candidate_bounds(search *s, int r, size_t from, const double *parent, const double *parent_trees,
                              double rest, double *v, double *vt)
 {
-    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    double *lo = s->one_lo[0], *hi = s->one_hi[0];
     suffix_box(s, s->total[s->depth], r - 1, from, lo, hi);
     for (size_t j = from; j < s->n; j++) {
         vt[j] = parent_trees[j];
@@ -523,7 +536,7 @@ static void last_slot(search *s, size_t from, const double *v, const double *vt,
 {
     /* The last member's partners are the partial group itself: a point box,
      * where its ridge part is nearly exact. */
-    double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+    double *lo = s->one_lo[1], *hi = s->one_hi[1];
     suffix_box(s, s->total[s->depth], 0, from, lo, hi);
     /* Chunks by their best candidate bound, most promising first: good
      * groups early raise the incumbent, and once one chunk is cut by that
@@ -566,7 +579,7 @@ static void last_slot(search *s, size_t from, const double *v, const double *vt,
             int pos[KACE_GROUP_MAX_K];
             memcpy(pos, pos_stack, (size_t)(s->k - 2) * sizeof *pos);
             pos[s->k - 2] = c->pos;
-            s->st = consider(s->ctx, s->ds, s->p, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
+            score(s, pos);
         }
     }
 }
@@ -823,7 +836,7 @@ static void greedy_start(search *s)
     free(taken);
     for (int slot = 1; slot < s->k; slot++)
         pos[slot - 1] = s->cand[picked[slot]].pos;
-    s->st = consider(s->ctx, s->ds, s->p, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
+    score(s, pos);
 }
 
 static int by_upper_desc(const void *a, const void *b)
@@ -846,7 +859,7 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
     kace_status st = prepare(ctx, ds, p, q, &pool, &n, &own, &capacity);
     if (st)
         return st;
-    search s = {.ds = ds, .p = p, .b = p ? p->ops->bounds : NULL, .q = q, .ctx = ctx, .k = q->k, .capacity = capacity, .best = out, .n = n};
+    search s = {.ds = ds, .p = p, .b = p ? p->ops->bounds : NULL, .q = q, .ctx = ctx, .k = q->k, .capacity = capacity, .best = out, .bar = -INFINITY, .n = n};
     if (!kace_predictor_can(p, KACE_PRED_BOUNDS) || !s.b) {
         free(own);
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED,

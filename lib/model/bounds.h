@@ -22,9 +22,13 @@ typedef struct kace_member_node {
 typedef struct kace_member_bound {
     double excl, own_memcap;
     double share[5];      /* own sm%, mem%, Nsight throughputs */
-    double a[5];          /* ridge weight of a partner share, own product folded in */
-    double d[5], peak[5]; /* own share + 1e-3, and where the share's ridge terms peak (NAN: nowhere) */
-    double peak_value[5]; /* the share's ridge terms at their peak */
+    double a[5], c[5];    /* ridge weights of a partner share in percent (own product folded in) and of its ratio */
+    double d[5];          /* own share + 0.1, in percent (the ratio's denominator) */
+    /* Where a share's ridge terms are largest over an interval of partner
+     * shares: this point clamped into it (+INF: its high end, -INF: its low
+     * end); shares with bit s of both_ends set: whichever end is larger. */
+    double at[5];
+    unsigned both_ends;
     double mag_share[5], mag_const; /* the terms' size: mag_share[s] * the partners' share + mag_const */
     double z_own, mag_own; /* ridge intercept plus own-feature terms, and their size */
     double tree_const, tree_const_mag; /* base score plus trees left with one leaf */
@@ -62,6 +66,9 @@ typedef struct kace_bound_ops {
     double (*ridge)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
     double (*trees)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi);
     double (*blend)(const kace_predictor *p, double ridge, double trees);
+    /* blend(ridge(box), trees) in one call (the search's inner loops). */
+    double (*ridge_blend)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi,
+                          double trees);
 } kace_bound_ops;
 
 #endif

@@ -699,26 +699,36 @@ static double max2(double a, double b)
     return a > b ? a : b;
 }
 
-/* Largest value of a*x + c*x/(d + x) for x in [lo, hi] (0 <= lo, d > 0):
- * the ridge terms one partner share contributes (x = the partners' share,
- * d = the member's own share plus 1e-3). When c > 0 the function is
- * concave: rising while x < peak (its stationary point, NAN when a >= 0:
- * rising everywhere), falling after, so the maximum is at the peak when
- * inside the interval (its value: at_peak), else at the end nearer to it;
- * when c <= 0 it is convex or linear and an end is the maximum. One
- * division where two ends would take two (the bound sits in the group
- * search's inner loop); an end picked exactly is within rounding of the
- * other end's value, which the bound's slack covers. */
-static double share_term_max(double a, double c, double d, double peak, double at_peak, double lo, double hi)
+/* The ridge terms one partner share contributes, a*x + c*x/(d + x), in
+ * percent (x = the partners' share, d = the member's own share plus 0.1:
+ * the features' shares over 100, folded into a and d). Their
+ * largest value over an interval is at one point of it, known once per
+ * member (kace_member_bound.at, set by share_term_at), so a box's bound
+ * takes one division per share; the rare convex case with a minimum
+ * inside takes both ends. */
+static double share_term(double a, double c, double d, double x)
 {
-    if (c > 0) {
-        if (!(peak < hi)) /* NAN too: rising everywhere */
-            return a * hi + c * hi / (d + hi);
-        if (!(peak > lo))
-            return a * lo + c * lo / (d + lo);
-        return at_peak;
-    }
-    return max2(a * lo + c * lo / (d + lo), a * hi + c * hi / (d + hi));
+    return a * x + c * x / (d + x);
+}
+
+/* Where share_term is largest over [lo, hi], as a point clamped into it:
+ * when c > 0 the terms are concave, rising while x < the stationary point
+ * (everywhere when a >= 0) and falling after; when c <= 0 they are convex
+ * or linear (slope between a + c/d at x = 0 and a), so rising everywhere
+ * when a + c/d >= 0, falling when a <= 0, and otherwise largest at one end
+ * or the other (*both set). An end picked exactly is within rounding of
+ * the other end's value, which the bound's slack covers. */
+static double share_term_at(double a, double c, double d, bool *both)
+{
+    *both = false;
+    if (c > 0)
+        return a < 0 ? sqrt(-c * d / a) - d : INFINITY;
+    if (a + c / d >= 0)
+        return INFINITY;
+    if (a <= 0)
+        return -INFINITY;
+    *both = true;
+    return INFINITY;
 }
 
 /* Features that depend on the member alone. */
@@ -892,11 +902,13 @@ void kace_slowdown_member_bound_ridge(const kace_model *m, const double *own, ka
         double a = w[5 + s] + w[10 + s] * own[share_metric[s]] / 100, c = w[15 + s];
         double d = own[share_metric[s]] / 100 + 1e-3;
         mb->share[s] = own[share_metric[s]];
-        mb->a[s] = a;
-        mb->d[s] = d;
-        /* where a + c*d/(d+x)^2 = 0: a maximum when c > 0 > a */
-        mb->peak[s] = c > 0 && a < 0 ? sqrt(-c * d / a) - d : NAN;
-        mb->peak_value[s] = a * mb->peak[s] + c * mb->peak[s] / (d + mb->peak[s]);
+        /* in percent: a*x/100 + c*(x/100)/(d + x/100) = (a/100)*x + c*x/(100d + x) */
+        mb->a[s] = a / 100;
+        mb->c[s] = c;
+        mb->d[s] = 100 * d;
+        bool both;
+        mb->at[s] = share_term_at(mb->a[s], c, mb->d[s], &both);
+        mb->both_ends |= (unsigned)both << s;
         mb->mag_share[s] = (fabs(w[5 + s]) + fabs(w[10 + s] * own[share_metric[s]] / 100)) / 100;
         mb->mag_const += fabs(w[15 + s]);
     }
@@ -1096,8 +1108,13 @@ static double ridge_upper(const kace_model *m, const kace_member_bound *mb, cons
     const double *w = m->ridge_raw + 1;
     double z = mb->z_own, mag = mb->mag_own + mb->mag_const;
     for (int s = 0; s < 5; s++) {
-        double lo = other_lo[share_metric[s]] / 100, hi = other_hi[share_metric[s]] / 100;
-        z += share_term_max(mb->a[s], w[15 + s], mb->d[s], mb->peak[s], mb->peak_value[s], lo, hi);
+        double lo = other_lo[share_metric[s]], hi = other_hi[share_metric[s]];
+        double x = mb->at[s] < lo ? lo : mb->at[s];
+        x = x > hi ? hi : x;
+        double t = share_term(mb->a[s], mb->c[s], mb->d[s], x);
+        if (mb->both_ends >> s & 1) /* x is hi */
+            t = max2(t, share_term(mb->a[s], mb->c[s], mb->d[s], lo));
+        z += t;
         mag += mb->mag_share[s] * other_hi[share_metric[s]]; /* the terms' size at hi */
     }
     /* Partners' threads: monotone, so the better end. logf costs far less
@@ -1428,6 +1445,12 @@ static double blend_op(const kace_predictor *p, double ridge, double trees)
     return kace_slowdown_blend_upper(p->self, ridge, trees);
 }
 
+static double ridge_blend_op(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi,
+                             double trees)
+{
+    return kace_slowdown_blend_upper(p->self, ridge_upper(p->self, mb, lo, hi), trees);
+}
+
 static const kace_bound_ops bounds = {
     .member_init = ridge_init_op,
     .member_trees = trees_init_op,
@@ -1436,6 +1459,7 @@ static const kace_bound_ops bounds = {
     .ridge = ridge_op,
     .trees = trees_op,
     .blend = blend_op,
+    .ridge_blend = ridge_blend_op,
 };
 
 /* Its part of the model object: the trees kept as the forest keeps them. */
