@@ -35,7 +35,9 @@
  * node's members', the candidates' from the root), and compute tree parts
  * member by member only while the bound still reaches the incumbent, and
  * only at nodes with two or more open slots (below, the chunks' ridge
- * parts and the point test above cut for less). A chunk's test starts
+ * parts and the point test above cut for less); only the target's trees
+ * are prepared for it, the candidates' are walked as the model has them.
+ * A chunk's test starts
  * from the node's member bounds and replaces them one by one, largest
  * first, while it does not cut. A greedy group, improved by swaps and
  * scored before the search, gives the first incumbent. */
@@ -56,7 +58,7 @@ typedef struct candidate {
     double upper; /* u_c */
     double upper_trees; /* its tree part */
     double memcap;
-    kace_member_bound *bound; /* prepared member bound */
+    kace_member_bound *bound; /* prepared member bound (ridge part only) */
 } candidate;
 
 typedef struct search {
@@ -350,7 +352,11 @@ static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], doub
     *all_trees = false;
     for (int o = 0; with_trees && o < n && !cut(s, bound + extra); o++) {
         int j = order[o];
-        double t = s->b->trees(s->p, s->chosen_bound[j], lo[j], hi[j]);
+        /* The target's trees are prepared (it is in every group); a
+         * candidate's are walked as the model has them (preparing them
+         * cost more than the few bounds they tighten). */
+        double t = j ? s->b->trees_unprepared(s->p, s->chosen_bound[j], lo[j], hi[j])
+                     : s->b->trees(s->p, s->chosen_bound[j], lo[j], hi[j]);
         if (t < trees[j])
             trees[j] = t;
         b[j] = s->b->blend(s->p, ridge[j], trees[j]);
@@ -703,8 +709,6 @@ static void descend(search *s, size_t from, const double *parent, const double *
         double trees[KACE_GROUP_MAX_K];
         memcpy(trees, s->node_trees[s->depth], (size_t)(s->depth + 1) * sizeof *trees);
         trees[s->depth + 1] = vt[i];
-        if (r - 1 > 1 && (s->st = s->b->member_trees(s->ctx, s->p, c->bound)))
-            break; /* its tree part is bounded below (out of memory) */
         s->chosen[++s->depth] = c->workload;
         s->chosen_bound[s->depth] = c->bound;
         pos_stack[s->depth - 1] = c->pos;
