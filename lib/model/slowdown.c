@@ -1101,6 +1101,14 @@ static double trees_upper_raw(const kace_model *m, const kace_member_bound *mb, 
     return mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
 }
 
+/* e where x = 2^e * m, m in [1, 2), for x >= 1 (finite). */
+static int binary_exponent(double x)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return (int)(b >> 52) - 1023;
+}
+
 /* The ridge part's bound for partner sums in [other_lo, other_hi]. */
 static double ridge_upper(const kace_model *m, const kace_member_bound *mb, const double *other_lo,
                           const double *other_hi)
@@ -1128,10 +1136,8 @@ static double ridge_upper(const kace_model *m, const kace_member_bound *mb, cons
     z += max2(w[24] * mem_lo + w[25] * (mb->own_memcap + mem_lo), w[24] * mem_hi + w[25] * (mb->own_memcap + mem_hi));
     /* The threads term's size for the slack: log(1 + hi) < e * ln 2 where
      * 1 + hi < 2^e (no second logarithm). */
-    int e = 0;
-    if (w[22] < 0)
-        frexp(1 + other_hi[KACE_M_THREADS], &e);
-    double threads_hi = w[22] < 0 ? e * 0.6931471805599453 + 1e-4 : threads;
+    double threads_hi = w[22] < 0 ? (binary_exponent(1 + other_hi[KACE_M_THREADS]) + 1) * 0.6931471805599453 + 1e-4
+                                  : threads;
     mag += fabs(w[22] * threads_hi) + fabs(w[24] * mem_hi) + fabs(w[25] * (mb->own_memcap + mem_hi));
     z += 1e-9 * mag + 1e-12; /* rounding: the prediction sums in another order */
     /* expf in place of exp, for speed: z as a float and expf's own error
