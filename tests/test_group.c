@@ -379,6 +379,45 @@ static void test_bad_queries(void **state)
     assert_int_equal(kace_group_synthesize(ctx, ds, 1, -1, 0), KACE_ERR_INVALID);
 }
 
+/* The unprepared tree bound's AVX-512 path (16 trees at once) gives what
+ * the walk gives: the same best leaf per tree, summed in another order. */
+static void test_unprepared_trees_simd_matches_walk(void **state)
+{
+    (void)state;
+    int was = model->trees.simd;
+    if (!kace_trees_use_simd(&model->trees, 1)) {
+        printf("no AVX-512 here: only the walk is used\n");
+        return;
+    }
+    int n_metric;
+    const kace_metric *metric = kace_slowdown_needed_metrics(&n_metric);
+    int inside = 0; /* bounds not clamped to the fraction's range */
+    for (int trial = 0; trial < 300; trial++) {
+        int member = (int)(n_real + draw(ds->n_workloads - n_real));
+        double lo[KACE_N_METRICS] = {0}, hi[KACE_N_METRICS] = {0};
+        for (int j = 0; j < n_metric; j++) {
+            double a = ds->workloads[n_real + draw(ds->n_workloads - n_real)].metric[metric[j]];
+            double b = ds->workloads[n_real + draw(ds->n_workloads - n_real)].metric[metric[j]];
+            lo[metric[j]] = fmin(a, b) * (double)draw(2);
+            hi[metric[j]] = fmax(a, b) * (double)(1 + draw(3));
+        }
+        kace_member_bound mb;
+        kace_slowdown_member_bound_ridge(model, ds->workloads[member].metric, &mb);
+        kace_trees_use_simd(&model->trees, 1);
+        double simd = kace_slowdown_member_trees_unprepared(model, &mb, lo, hi);
+        kace_trees_use_simd(&model->trees, 0);
+        double walk = kace_slowdown_member_trees_unprepared(model, &mb, lo, hi);
+        if (!(fabs(simd - walk) <= 1e-12 * walk))
+            fail_msg("unprepared tree bound: AVX-512 %.17g, walk %.17g", simd, walk);
+        double frac = walk / ds->workloads[member].metric[KACE_M_EXCLUSIVE];
+        inside += frac > 0.03 && frac < 1.19;
+        kace_slowdown_member_bound_release(&mb);
+    }
+    kace_trees_use_simd(&model->trees, was);
+    printf("%d of 300 tree bounds inside the fraction's range\n", inside);
+    assert_true(inside > 30);
+}
+
 /* The ridge part's bound is a bound on the ridge prediction anywhere in the
  * box, and nearly reached: with a ridge-only model, a member paired with a
  * probe workload whose metrics lie in the box (ends and inside) never
@@ -469,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_equals_enumeration_on_large_pools),
         cmocka_unit_test(test_member_bound_covers_predictions),
         cmocka_unit_test(test_bound_parts_nest),
+        cmocka_unit_test(test_unprepared_trees_simd_matches_walk),
         cmocka_unit_test(test_find_monotone_by_hand),
         cmocka_unit_test(test_model_monotone_claims_hold),
         cmocka_unit_test(test_memory_cap_is_never_exceeded),

@@ -1082,6 +1082,58 @@ static float reach_upper_raw(const kace_tree_node *node, int i, const float *own
     }
 }
 
+#if SLOWDOWN_AVX512
+/* trees_upper_raw's sums for the AVX-512 trees (blocks of 16 depth-3 trees,
+ * kace_trees.v_*): per tree, its best leaf among those the ranges [lo, hi]
+ * reach and the largest size among them, 16 trees at once. A split is
+ * passed on the left when lo < threshold and on the right unless
+ * hi < threshold (the walk's tests); an own feature's range is its value.
+ * A leaf is reachable when every split on its path is; each node keeps the
+ * larger of its reachable children (-inf / 0 when none). Padding trees
+ * (past n_trees) are masked out. */
+AVX512_FN static void trees_upper_simd(const kace_trees *tr, const float *lo, const float *hi, double *t,
+                                       double *tmag)
+{
+    __m512 lo0 = _mm512_loadu_ps(lo), lo1 = _mm512_maskz_loadu_ps((__mmask16)((1u << (N_MEMBER - 16)) - 1), lo + 16);
+    __m512 hi0 = _mm512_loadu_ps(hi), hi1 = _mm512_maskz_loadu_ps((__mmask16)((1u << (N_MEMBER - 16)) - 1), hi + 16);
+    const __m512 none = _mm512_set1_ps(-INFINITY), zero = _mm512_setzero_ps();
+    __m512d sum = _mm512_setzero_pd(), mag = _mm512_setzero_pd();
+    for (int b = 0, left = tr->n_trees; b < tr->n_blocks; b++, left -= 16) {
+        const int *f = tr->v_feature + (size_t)b * 112;
+        const float *h = tr->v_threshold + (size_t)b * 112, *leaf = tr->v_leaf + (size_t)b * 128;
+        __mmask16 go_l[7], go_r[7];
+        for (int p = 0; p < 7; p++) {
+            __m512i idx = _mm512_load_si512((const void *)(f + 16 * p));
+            __m512 thr = _mm512_load_ps(h + 16 * p);
+            go_l[p] = _mm512_cmp_ps_mask(_mm512_permutex2var_ps(lo0, idx, lo1), thr, _CMP_LT_OQ);
+            go_r[p] = _mm512_cmp_ps_mask(_mm512_permutex2var_ps(hi0, idx, hi1), thr, _CMP_NLT_UQ);
+        }
+        __m512 best[7], size[7];
+        for (int p = 3; p < 7; p++) { /* the last splits choose among leaves */
+            __m512 l = _mm512_load_ps(leaf + 32 * (p - 3)), r = _mm512_load_ps(leaf + 32 * (p - 3) + 16);
+            best[p] = _mm512_max_ps(_mm512_mask_mov_ps(none, go_l[p], l), _mm512_mask_mov_ps(none, go_r[p], r));
+            size[p] = _mm512_max_ps(_mm512_mask_mov_ps(zero, go_l[p], _mm512_abs_ps(l)),
+                                    _mm512_mask_mov_ps(zero, go_r[p], _mm512_abs_ps(r)));
+        }
+        for (int p = 2; p >= 0; p--) {
+            best[p] = _mm512_max_ps(_mm512_mask_mov_ps(none, go_l[p], best[2 * p + 1]),
+                                    _mm512_mask_mov_ps(none, go_r[p], best[2 * p + 2]));
+            size[p] = _mm512_max_ps(_mm512_mask_mov_ps(zero, go_l[p], size[2 * p + 1]),
+                                    _mm512_mask_mov_ps(zero, go_r[p], size[2 * p + 2]));
+        }
+        __mmask16 real = (__mmask16)(left >= 16 ? 0xffffu : (1u << left) - 1);
+        __m512 root = _mm512_mask_mov_ps(zero, real, best[0]), root_size = _mm512_mask_mov_ps(zero, real, size[0]);
+        sum = _mm512_add_pd(sum, _mm512_cvtps_pd(_mm512_castps512_ps256(root)));
+        sum = _mm512_add_pd(sum, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(root), 1))));
+        mag = _mm512_add_pd(mag, _mm512_cvtps_pd(_mm512_castps512_ps256(root_size)));
+        mag = _mm512_add_pd(mag,
+                            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(root_size), 1))));
+    }
+    *t += _mm512_reduce_add_pd(sum);
+    *tmag += _mm512_reduce_add_pd(mag);
+}
+#endif
+
 /* The tree part's bound without the member's prepared trees: each tree's
  * best reachable leaf, walking the model's trees (the same maximum per
  * tree; the prepared bound also merges one-feature trees, so it can be
@@ -1092,6 +1144,16 @@ static double trees_upper_raw(const kace_model *m, const kace_member_bound *mb, 
     float lo[3 * N_MEMBER], hi[3 * N_MEMBER];
     partner_ranges(mb, other_lo, other_hi, lo, hi);
     double t = m->trees.base_score, tmag = fabs(m->trees.base_score);
+#if SLOWDOWN_AVX512
+    if (m->trees.simd) {
+        for (int j = 0; j < N_MEMBER; j++)
+            if (own_feature(j))
+                lo[j] = hi[j] = mb->own_feature[j];
+        trees_upper_simd(&m->trees, lo, hi, &t, &tmag);
+        t += 1e-5 * tmag; /* the prediction sums the leaves in float */
+        return mb->excl * clamp(t, FRACTION_MIN, FRACTION_MAX);
+    }
+#endif
     for (int i = 0; i < m->trees.n_trees; i++) {
         float mag = 0, leaf = reach_upper_raw(m->trees.node, m->trees.tree_root[i], mb->own_feature, lo, hi, &mag);
         t += leaf;
