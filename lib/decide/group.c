@@ -293,23 +293,26 @@ static double cheap_bound(const search *s, const kace_member_bound *who, const d
     return s->b->ridge_blend(s->p, who, lo, hi, trees);
 }
 
-/* Fills the partial group's metric sums for the current depth: each
- * member's partners' (in a fixed order; bounds are widened for rounding)
- * and the whole group's. */
+/* Fills the partial group's metric sums for the current depth from the
+ * parent's: each member's partners' (the old members' plus the new one,
+ * the new member's the parent's whole group; sums of a few nonnegative
+ * terms in another order than the prediction's, which the bounds' 1e-12
+ * widening covers) and the whole group's. */
 static void node_sums(search *s)
 {
     int d = s->depth;
+    const double *x = s->ds->workloads[s->chosen[d]].metric;
     for (int i = 0; i < s->n_metric; i++) {
-        double total = 0;
-        for (int j = 0; j <= d; j++) {
-            double sum = 0;
-            for (int o = 0; o <= d; o++)
-                if (o != j)
-                    sum += s->ds->workloads[s->chosen[o]].metric[s->metric[i]];
-            s->partners[d][j][i] = sum;
-            total += s->ds->workloads[s->chosen[j]].metric[s->metric[i]];
+        double v = x[s->metric[i]];
+        if (d == 0) {
+            s->partners[0][0][i] = 0;
+            s->total[0][i] = v;
+            continue;
         }
-        s->total[d][i] = total;
+        for (int j = 0; j < d; j++)
+            s->partners[d][j][i] = s->partners[d - 1][j][i] + v;
+        s->partners[d][d][i] = s->total[d - 1][i];
+        s->total[d][i] = s->total[d - 1][i] + v;
     }
 }
 
@@ -373,21 +376,17 @@ static double members_bound_staged(search *s, double (*lo)[KACE_N_METRICS], doub
  * partner whose metrics lie in [lo_box, hi_box] (per model metric): their
  * node's bounds (over a box that contains this one), each replaced by its
  * ridge part over this box with the node's tree part, member by member
- * (largest first) while the bound plus `extra` still reaches the
+ * (in `order`: largest node bound first) while the bound plus `extra` still reaches the
  * incumbent. No tree parts: over one open slot they cost more than they
  * cut. */
-static double members_bound_box(search *s, const double *lo_box, const double *hi_box, double extra)
+static double members_bound_box(search *s, const double *lo_box, const double *hi_box, const int *order, double extra)
 {
-    int n = s->depth + 1, order[KACE_GROUP_MAX_K];
+    int n = s->depth + 1;
     const double *node = s->node_member[s->depth];
     double b[KACE_GROUP_MAX_K], bound = 0;
     for (int j = 0; j < n; j++) {
         b[j] = node[j];
         bound += b[j];
-        int at = j;
-        for (; at > 0 && node[order[at - 1]] < node[j]; at--)
-            order[at] = order[at - 1];
-        order[at] = j;
     }
     s->best->nodes_bounded++;
     double *lo = s->one_lo[0], *hi = s->one_hi[0];
@@ -563,6 +562,16 @@ static void last_slot(search *s, size_t from, const double *v, const double *vt,
         s->chunk_vmax[at] = vmax;
         s->chunk_order[at] = e; /* its first open entry */
     }
+    /* The members by their node bounds, largest first: the order in which
+     * each chunk's test replaces them. */
+    int order[KACE_GROUP_MAX_K];
+    const double *node = s->node_member[s->depth];
+    for (int j = 0; j <= s->depth; j++) {
+        int at = j;
+        for (; at > 0 && node[order[at - 1]] < node[j]; at--)
+            order[at] = order[at - 1];
+        order[at] = j;
+    }
     for (size_t live = 0; live < n_live && !s->st; live++) {
         size_t c0 = s->chunk_order[live], c1 = (c0 / CHUNK + 1) * CHUNK < s->n ? (c0 / CHUNK + 1) * CHUNK : s->n;
         double vmax = s->chunk_vmax[live];
@@ -571,7 +580,7 @@ static void last_slot(search *s, size_t from, const double *v, const double *vt,
         /* The box of the chunk's open candidates: the ridge parts over it
          * with the node's tree parts. */
         const double *box_lo = s->chunk_min + c0 * (size_t)s->n_metric, *box_hi = s->chunk_max + c0 * (size_t)s->n_metric;
-        double bound = members_bound_box(s, box_lo, box_hi, vmax);
+        double bound = members_bound_box(s, box_lo, box_hi, order, vmax);
         if (cut(s, bound + vmax))
             continue;
         for (size_t e = c0; e < c1 && !s->st; e++) {
