@@ -88,6 +88,12 @@ static float between(float a, float b)
     return t > a ? t : b;
 }
 
+/* A histogram cell of the scratch histogram: gradient sum and row count
+ * side by side (one cache line per bin touched). */
+typedef struct hist_cell {
+    double g, h;
+} hist_cell;
+
 typedef struct booster {
     int n, d;
     const float *col; /* d columns of n floats */
@@ -102,28 +108,35 @@ typedef struct booster {
     const signed char *monotone;
     double *grad;
     int *pos; /* each row's node, -1 when not in this round's sample */
-    double *hist_g; /* per node above the leaves, per bin: gradient sum */
-    int *hist_h;    /* ... and row count */
-    /* Per node above the leaves: its non-empty bins, ascending (a child's
-     * are a subset of its parent's, so deep nodes cost little), with where
-     * each feature's start (d + 1 entries). */
-    int *nonempty, *n_nonempty, *feature_start;
-    const int *all_bins; /* 0, 1, ..., total - 1 */
+    /* The sampled rows, ascending within each node: node v's are
+     * rows[row_at[v] .. row_at[v] + row_n[v]) (a split partitions its
+     * parent's stretch in place, stably). */
+    int *rows, *rows_right;
+    int row_at[BOOST_MAX_NODES], row_n[BOOST_MAX_NODES];
+    hist_cell *scratch; /* per bin; all zero between uses */
+    /* Per node above the leaves: its histogram over its non-empty bins
+     * only, ascending (a child's are a subset of its parent's, so deep
+     * nodes cost little): bin, gradient sum, row count, and where each
+     * feature's start (d + 1 entries). */
+    int *nz_bin, *nz_h;
+    double *nz_g;
+    int *feature_start, *n_nonempty;
     boost_node node[BOOST_MAX_NODES];
     int n_nodes;
 } booster;
 
-/* The best split of node nd on feature j from the node's non-empty bins
- * of that feature (nz[0..m), ascending): candidates lie between
- * consecutive ones. The unconstrained gain bounds the constrained one, so
- * most candidates cost two products and a compare. */
-static void best_split_of(boost_node *nd, double parent_gain, int j, int c, const double *hg, const int *hh,
-                          const float *value, const int *nz, int m, const double *inverse)
+/* The best split of node nd on feature j from the node's histogram over
+ * that feature's non-empty bins (bins, gradient sums hg and counts hh,
+ * m entries, ascending): candidates lie between consecutive ones. The
+ * unconstrained gain bounds the constrained one, so most candidates cost
+ * two products and a compare. */
+static void best_split_of(boost_node *nd, double parent_gain, int j, int c, const int *bins, const double *hg,
+                          const int *hh, const float *value, int m, const double *inverse)
 {
     if (m < 2)
         return;
-    int H = (int)nd->H, HL = hh[nz[0]];
-    double GL = hg[nz[0]], G = nd->G, best = nd->best_gain;
+    int H = (int)nd->H, HL = hh[0];
+    double GL = hg[0], G = nd->G, best = nd->best_gain;
     bool bounded = isfinite(nd->lower) || isfinite(nd->upper);
     if (!bounded && c == 0) { /* the gain is the open one: the best candidate in locals, written once */
         int at = 0, at_HL = 0;
@@ -138,24 +151,23 @@ static void best_split_of(boost_node *nd, double parent_gain, int j, int c, cons
                 at_GL = GL;
                 at_HL = HL;
             }
-            GL += hg[nz[i]];
-            HL += hh[nz[i]];
+            GL += hg[i];
+            HL += hh[i];
         }
         if (at) {
             nd->best_gain = best;
             nd->best_feature = j;
-            nd->best_threshold = between(value[nz[at - 1]], value[nz[at]]);
+            nd->best_threshold = between(value[bins[at - 1]], value[bins[at]]);
             nd->best_wl = -at_GL * inverse[at_HL];
             nd->best_wr = -(G - at_GL) * inverse[H - at_HL];
         }
         return;
     }
     for (int i = 1; i < m; i++) {
-        int k = nz[i];
         double GR = G - GL;
         int HR = H - HL;
         double open = GL * GL * inverse[HL] + GR * GR * inverse[HR] - parent_gain;
-        if (open > best) { /* split between value[nz[i - 1]] and value[k] */
+        if (open > best) { /* split between value[bins[i - 1]] and value[bins[i]] */
             double wl = -GL * inverse[HL], wr = -GR * inverse[HR];
             if (bounded) {
                 wl = clip(wl, nd->lower, nd->upper);
@@ -167,75 +179,101 @@ static void best_split_of(boost_node *nd, double parent_gain, int j, int c, cons
                     best = g;
                     nd->best_gain = g;
                     nd->best_feature = j;
-                    nd->best_threshold = between(value[nz[i - 1]], value[k]);
+                    nd->best_threshold = between(value[bins[i - 1]], value[bins[i]]);
                     nd->best_wl = wl;
                     nd->best_wr = wr;
                 }
             }
         }
-        GL += hg[k];
-        HL += hh[k];
+        GL += hg[i];
+        HL += hh[i];
     }
 }
 
-static double *hist_g_of(const booster *b, int v)
+static size_t hist_at(const booster *b, int v)
 {
-    return b->hist_g + (size_t)v * (size_t)b->first[b->d];
+    return (size_t)v * (size_t)b->first[b->d];
 }
 
-static int *hist_h_of(const booster *b, int v)
+static int *feature_start_of(const booster *b, int v)
 {
-    return b->hist_h + (size_t)v * (size_t)b->first[b->d];
+    return b->feature_start + (size_t)v * (size_t)(b->d + 1);
 }
 
-static int *nonempty_of(const booster *b, int v)
+/* Sums the gradients and counts of node v's rows per bin into the
+ * scratch histogram, rows in ascending order. */
+static void scatter_rows(booster *b, int v)
 {
-    return b->nonempty + (size_t)v * (size_t)b->first[b->d];
-}
-
-/* Lists node v's non-empty bins among the candidates (ascending), feature
- * j's candidates being candidates[start[j] .. start[j + 1]), and where each
- * feature's start in the list: branch-free. */
-static void list_nonempty(booster *b, int v, const int *candidates, const int *start)
-{
-    const int *hh = hist_h_of(b, v);
-    int *out = nonempty_of(b, v), *out_start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
-    int m = 0;
-    for (int j = 0; j < b->d; j++) {
-        out_start[j] = m;
-        for (int i = start[j]; i < start[j + 1]; i++) {
-            int k = candidates[i];
-            out[m] = k;
-            m += hh[k] != 0;
+    hist_cell *s = b->scratch;
+    const int *rows = b->rows + b->row_at[v];
+    int d = b->d;
+    for (int i = 0; i < b->row_n[v]; i++) {
+        int r = rows[i];
+        double g = b->grad[r];
+        const int *bins = b->bin + (size_t)r * (size_t)d;
+        for (int j = 0; j < d; j++) {
+            hist_cell *cell = &s[bins[j]];
+            cell->g += g;
+            cell->h += 1;
         }
     }
-    out_start[b->d] = m;
-    b->n_nonempty[v] = m;
 }
 
-/* After a split of node v: the larger child's histogram by subtraction
- * (small's from big's parent), and both children's non-empty bins, in one
- * pass over v's non-empty bins (the children's are among them). */
+/* The root's histogram: its rows summed per bin, then the non-empty bins
+ * kept (and the scratch cleared) in one pass over all bins. */
+static void root_hist(booster *b)
+{
+    scatter_rows(b, 0);
+    size_t at = hist_at(b, 0);
+    int *bin = b->nz_bin + at, *hh = b->nz_h + at, *start = feature_start_of(b, 0);
+    double *hg = b->nz_g + at;
+    hist_cell *s = b->scratch;
+    int m = 0;
+    for (int j = 0; j < b->d; j++) {
+        start[j] = m;
+        for (int k = b->first[j]; k < b->first[j + 1]; k++) {
+            int h = (int)s[k].h;
+            bin[m] = k;
+            hg[m] = s[k].g;
+            hh[m] = h;
+            m += h != 0;
+            s[k].g = 0;
+            s[k].h = 0;
+        }
+    }
+    start[b->d] = m;
+    b->n_nonempty[0] = m;
+}
+
+/* After a split of node v: the smaller child's histogram from its rows,
+ * the larger one's by subtraction (small's from the parent's), both kept
+ * over their non-empty bins, in one pass over v's non-empty bins (the
+ * children's are among them; the scratch is cleared on the way). */
 static void split_hists(booster *b, int v, int small, int big)
 {
-    const double *pg = hist_g_of(b, v), *sg = hist_g_of(b, small);
-    const int *ph = hist_h_of(b, v), *sh = hist_h_of(b, small);
-    double *bg = hist_g_of(b, big);
-    int *bh = hist_h_of(b, big);
-    const int *list = nonempty_of(b, v), *start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
-    int *out_s = nonempty_of(b, small), *out_b = nonempty_of(b, big);
-    int *start_s = b->feature_start + (size_t)small * (size_t)(b->d + 1);
-    int *start_b = b->feature_start + (size_t)big * (size_t)(b->d + 1);
+    scatter_rows(b, small);
+    size_t at = hist_at(b, v), at_s = hist_at(b, small), at_b = hist_at(b, big);
+    const int *pbin = b->nz_bin + at, *ph = b->nz_h + at, *start = feature_start_of(b, v);
+    const double *pg = b->nz_g + at;
+    int *bin_s = b->nz_bin + at_s, *h_s = b->nz_h + at_s, *start_s = feature_start_of(b, small);
+    int *bin_b = b->nz_bin + at_b, *h_b = b->nz_h + at_b, *start_b = feature_start_of(b, big);
+    double *g_s = b->nz_g + at_s, *g_b = b->nz_g + at_b;
+    hist_cell *s = b->scratch;
     int ms = 0, mb = 0;
     for (int j = 0; j < b->d; j++) {
         start_s[j] = ms;
         start_b[j] = mb;
         for (int i = start[j]; i < start[j + 1]; i++) {
-            int k = list[i], hs = sh[k], hb = ph[k] - hs;
-            bg[k] = pg[k] - sg[k];
-            bh[k] = hb;
-            out_s[ms] = k;
-            out_b[mb] = k;
+            int k = pbin[i], hs = (int)s[k].h, hb = ph[i] - hs;
+            double gs = s[k].g;
+            s[k].g = 0;
+            s[k].h = 0;
+            bin_s[ms] = k;
+            g_s[ms] = gs;
+            h_s[ms] = hs;
+            bin_b[mb] = k;
+            g_b[mb] = pg[i] - gs;
+            h_b[mb] = hb;
             ms += hs != 0;
             mb += hb != 0;
         }
@@ -244,42 +282,6 @@ static void split_hists(booster *b, int v, int small, int big)
     start_b[b->d] = mb;
     b->n_nonempty[small] = ms;
     b->n_nonempty[big] = mb;
-}
-
-/* Sums the gradients and counts of the rows of the marked nodes per bin
- * (one pass over the rows). Only the bins listed for each marked node's
- * parent are cleared: the only ones read later. */
-static void build_hists(booster *b, const bool *marked)
-{
-    for (int v = 0; v < b->n_nodes; v++)
-        if (marked[v]) {
-            double *hg = hist_g_of(b, v);
-            int *hh = hist_h_of(b, v);
-            if (v == 0) {
-                memset(hg, 0, (size_t)b->first[b->d] * sizeof *hg);
-                memset(hh, 0, (size_t)b->first[b->d] * sizeof *hh);
-            } else {
-                int parent = b->node[v].parent, m = b->n_nonempty[parent];
-                const int *list = nonempty_of(b, parent);
-                for (int i = 0; i < m; i++) {
-                    hg[list[i]] = 0;
-                    hh[list[i]] = 0;
-                }
-            }
-        }
-    for (int r = 0; r < b->n; r++) {
-        int v = b->pos[r];
-        if (v < 0 || !marked[v])
-            continue;
-        double g = b->grad[r];
-        double *hg = hist_g_of(b, v);
-        int *hh = hist_h_of(b, v);
-        const int *bins = b->bin + (size_t)r * (size_t)b->d;
-        for (int j = 0; j < b->d; j++) {
-            hg[bins[j]] += g;
-            hh[bins[j]]++;
-        }
-    }
 }
 
 /* The best split of every node of the level from its histogram, scanning
@@ -293,12 +295,12 @@ static void find_splits(booster *b, int level)
         nd->best_gain = MIN_GAIN;
         nd->best_feature = -1;
         double parent_gain = gain_at(nd->G, nd->H, node_weight(nd));
-        const double *hg = hist_g_of(b, v);
-        const int *hh = hist_h_of(b, v), *list = nonempty_of(b, v);
-        const int *start = b->feature_start + (size_t)v * (size_t)(b->d + 1);
+        size_t at = hist_at(b, v);
+        const int *bins = b->nz_bin + at, *hh = b->nz_h + at, *start = feature_start_of(b, v);
+        const double *hg = b->nz_g + at;
         for (int j = 0; j < b->d; j++)
-            best_split_of(nd, parent_gain, j, b->monotone ? b->monotone[j] : 0, hg, hh, b->value, list + start[j],
-                          start[j + 1] - start[j], b->inverse);
+            best_split_of(nd, parent_gain, j, b->monotone ? b->monotone[j] : 0, bins + start[j], hg + start[j],
+                          hh + start[j], b->value, start[j + 1] - start[j], b->inverse);
     }
 }
 
@@ -315,21 +317,59 @@ static int add_node(booster *b, int parent, int depth, double lower, double uppe
     return b->n_nodes++;
 }
 
+/* Sends node v's rows to its children: a stable partition of its stretch
+ * of rows (left ones first), summing each child's gradients in row order.
+ * Adding +0.0 leaves a sum that started at +0.0 unchanged (it is never
+ * -0.0), so both sums take every row without a branch. */
+static void partition_rows(booster *b, int v)
+{
+    boost_node *nd = &b->node[v];
+    int *rows = b->rows + b->row_at[v], *right = b->rows_right, n = b->row_n[v];
+    const float *x = b->col + (size_t)nd->feature * (size_t)b->n;
+    float t = nd->threshold;
+    double GL = 0, GR = 0;
+    int nl = 0, nr = 0;
+    for (int i = 0; i < n; i++) {
+        int r = rows[i];
+        double g = b->grad[r];
+        bool go_left = x[r] < t;
+        rows[nl] = r;
+        right[nr] = r;
+        GL += go_left ? g : 0.0;
+        GR += go_left ? 0.0 : g;
+        nl += go_left;
+        nr += !go_left;
+    }
+    memcpy(rows + nl, right, (size_t)nr * sizeof *rows);
+    boost_node *l = &b->node[nd->left], *r = &b->node[nd->right];
+    l->G = GL;
+    l->H = nl;
+    r->G = GR;
+    r->H = nr;
+    b->row_at[nd->left] = b->row_at[v];
+    b->row_n[nd->left] = nl;
+    b->row_at[nd->right] = b->row_at[v] + nl;
+    b->row_n[nd->right] = nr;
+}
+
 /* Grows one tree of depth <= max_depth on the rows with pos >= 0 (all at
- * the root). Each split builds the histogram of its smaller child from its
- * rows and gets the larger one's by subtraction from the parent's. */
+ * the root); leaves pos at each of them's leaf. Each split builds the
+ * histogram of its smaller child from its rows and gets the larger one's
+ * by subtraction from the parent's. */
 static void grow_tree(booster *b, int max_depth)
 {
-    bool marked[BOOST_MAX_NODES] = {true};
     b->n_nodes = 0;
     add_node(b, 2147483647, 0, -INFINITY, INFINITY);
+    int m = 0;
     for (int r = 0; r < b->n; r++)
         if (b->pos[r] >= 0) {
+            b->rows[m++] = r;
             b->node[0].G += b->grad[r];
             b->node[0].H += 1;
         }
-    build_hists(b, marked);
-    list_nonempty(b, 0, b->all_bins, b->first);
+    b->row_at[0] = 0;
+    b->row_n[0] = m;
+    root_hist(b);
     for (int level = 0; level < max_depth; level++) {
         find_splits(b, level);
         int first_child = b->n_nodes, n_open = b->n_nodes;
@@ -351,35 +391,23 @@ static void grow_tree(booster *b, int max_depth)
             nd->threshold = nd->best_threshold;
             nd->left = add_node(b, v, level + 1, l_lo, l_hi);
             nd->right = add_node(b, v, level + 1, r_lo, r_hi);
+            partition_rows(b, v);
         }
         if (b->n_nodes == first_child)
             break;
-        for (int r = 0; r < b->n; r++) {
-            int v = b->pos[r];
-            if (v < 0 || b->node[v].feature < 0)
-                continue;
-            const boost_node *nd = &b->node[v];
-            int child = b->col[(size_t)nd->feature * (size_t)b->n + (size_t)r] < nd->threshold ? nd->left : nd->right;
-            b->pos[r] = child;
-            b->node[child].G += b->grad[r];
-            b->node[child].H += 1;
-        }
         if (level + 1 == max_depth)
             break; /* the children are leaves: no histograms needed */
-        memset(marked, 0, sizeof marked);
         for (int v = 0; v < n_open; v++)
             if (b->node[v].depth == level && b->node[v].feature >= 0) {
                 const boost_node *nd = &b->node[v];
-                marked[b->node[nd->left].H <= b->node[nd->right].H ? nd->left : nd->right] = true;
-            }
-        build_hists(b, marked);
-        for (int v = 0; v < n_open; v++)
-            if (b->node[v].depth == level && b->node[v].feature >= 0) {
-                const boost_node *nd = &b->node[v];
-                int small = marked[nd->left] ? nd->left : nd->right, big = small == nd->left ? nd->right : nd->left;
-                split_hists(b, v, small, big);
+                bool left_small = b->node[nd->left].H <= b->node[nd->right].H;
+                split_hists(b, v, left_small ? nd->left : nd->right, left_small ? nd->right : nd->left);
             }
     }
+    for (int v = 0; v < b->n_nodes; v++)
+        if (b->node[v].feature < 0)
+            for (int i = 0; i < b->row_n[v]; i++)
+                b->pos[b->rows[b->row_at[v] + i]] = v;
 }
 
 static void put_tree(text_buf *t, const booster *b, int id, double eta)
@@ -440,7 +468,7 @@ struct kace_boost_data {
     int n, d;
     float *col;     /* d columns of n floats */
     float *value;   /* see booster */
-    int *first, *bin, *all_bins;
+    int *first, *bin;
     double *inverse;
 };
 
@@ -453,7 +481,6 @@ void kace_boost_data_free(kace_boost_data **data)
     free(x->value);
     free(x->first);
     free(x->bin);
-    free(x->all_bins);
     free(x->inverse);
     free(x);
     *data = NULL;
@@ -479,11 +506,9 @@ kace_status kace_boost_data_new(kace_ctx *ctx, const double *X, size_t n_rows, i
         x->value = malloc(cells * sizeof *x->value);
         x->first = malloc(((size_t)d + 1) * sizeof *x->first);
         x->bin = malloc(cells * sizeof *x->bin);
-        x->all_bins = malloc(cells * sizeof *x->all_bins);
         x->inverse = malloc(((size_t)n + 1) * sizeof *x->inverse);
     }
-    if (!x || !sorted || !x->col || !x->value || !x->first || !x->bin || !x->all_bins ||
-        !x->inverse) {
+    if (!x || !sorted || !x->col || !x->value || !x->first || !x->bin || !x->inverse) {
         free(sorted);
         kace_boost_data_free(&x);
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
@@ -507,8 +532,6 @@ kace_status kace_boost_data_new(kace_ctx *ctx, const double *X, size_t n_rows, i
         }
     }
     x->first[d] = n_values;
-    for (int k = 0; k < n_values; k++)
-        x->all_bins[k] = k;
     free(sorted);
     *out = x;
     return KACE_OK;
@@ -566,7 +589,6 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
                  .value = data->value,
                  .first = data->first,
                  .bin = data->bin,
-                 .all_bins = data->all_bins,
                  .inverse = data->inverse,
                  .monotone = p->monotone};
     double *pred = malloc((size_t)n * sizeof *pred);
@@ -574,18 +596,22 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     b.pos = malloc((size_t)n * sizeof *b.pos);
     /* a histogram for each node above the leaves' level (ids < 2^max_depth - 1) */
     size_t n_hist_nodes = ((size_t)1 << p->max_depth) - 1, total_bins = (size_t)data->first[d];
-    b.hist_g = malloc(n_hist_nodes * total_bins * sizeof *b.hist_g);
-    b.hist_h = malloc(n_hist_nodes * total_bins * sizeof *b.hist_h);
-    b.nonempty = malloc(n_hist_nodes * total_bins * sizeof *b.nonempty);
+    b.nz_bin = malloc(n_hist_nodes * total_bins * sizeof *b.nz_bin);
+    b.nz_h = malloc(n_hist_nodes * total_bins * sizeof *b.nz_h);
+    b.nz_g = malloc(n_hist_nodes * total_bins * sizeof *b.nz_g);
     b.n_nonempty = malloc(n_hist_nodes * sizeof *b.n_nonempty);
     b.feature_start = malloc(n_hist_nodes * ((size_t)d + 1) * sizeof *b.feature_start);
+    b.scratch = calloc(total_bins, sizeof *b.scratch);
+    b.rows = malloc((size_t)n * sizeof *b.rows);
+    b.rows_right = malloc((size_t)n * sizeof *b.rows_right);
     int *used = malloc((size_t)n_used * sizeof *used), *pick = malloc((size_t)n_used * sizeof *pick);
     float *acc = calloc((size_t)n, sizeof *acc); /* the trees' summed outputs */
     float *x_eval = malloc((n_eval ? n_eval : 1) * (size_t)d * sizeof *x_eval);
     float *acc_eval = calloc(n_eval ? n_eval : 1, sizeof *acc_eval);
     text_buf t = {0};
     kace_status st = KACE_OK;
-    if (!pred || !b.grad || !b.pos || !b.hist_g || !b.hist_h || !b.nonempty || !b.n_nonempty || !b.feature_start ||
+    if (!pred || !b.grad || !b.pos || !b.nz_bin || !b.nz_h || !b.nz_g || !b.n_nonempty || !b.feature_start ||
+        !b.scratch || !b.rows || !b.rows_right ||
         !used || !pick || !acc || !x_eval || !acc_eval) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
         goto done;
@@ -670,9 +696,12 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     t.p = NULL;
 done:
     free(t.p);
-    free(b.hist_g);
-    free(b.hist_h);
-    free(b.nonempty);
+    free(b.nz_bin);
+    free(b.nz_h);
+    free(b.nz_g);
+    free(b.scratch);
+    free(b.rows);
+    free(b.rows_right);
     free(b.n_nonempty);
     free(b.feature_start);
     free(x_eval);
