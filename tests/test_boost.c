@@ -116,6 +116,14 @@ static void compare(const char *xgb_monotone, const signed char *monotone, uint6
     assert_true(mt.base_score == kt.base_score);
     assert_memory_equal(mt.tree_root, kt.tree_root, (size_t)kt.n_trees * sizeof *kt.tree_root);
     assert_memory_equal(mt.node, kt.node, (size_t)kt.n_nodes * sizeof *kt.node);
+    /* The JSON made later from the kept trees (a fitted slowdown model's,
+     * when it is saved) is the fit's text. */
+    char *later = NULL;
+    size_t later_len = 0;
+    assert_kace_ok(ctx, kace_boost_json(ctx, &mt, N_COLS, &later, &later_len));
+    assert_int_equal(later_len, klen);
+    assert_memory_equal(later, kjson, klen);
+    free(later);
     /* A fit on a subset of the rows gives the trees of a fit on them alone. */
     unsigned char use[N_ROWS];
     double Xs[N_ROWS * N_COLS], ys[N_ROWS], sub_eval[N_ROWS], alone_eval[N_ROWS];

@@ -8,14 +8,16 @@
  * on leaves, min_child_weight 1, gamma 0, monotone constraints enforced by
  * bounding the leaf weights) in a fraction of the time: every feature is
  * sorted once into bins of its distinct values (shared by every fit on
- * the same rows: CV folds), each node sums its rows' gradients per bin (the
- * larger child by subtraction from its parent), and only non-empty bins
- * are scanned. tests/test_boost.c checks that it grows the same trees as
+ * the same rows: CV folds), each node keeps its rows as a stretch of one
+ * list (a split partitions it in place) and its gradient sums over its
+ * non-empty bins only (the smaller child's summed from its rows, the
+ * larger one's by subtraction from the parent's), and only those bins are
+ * scanned. tests/test_boost.c checks that it grows the same trees as
  * libxgboost on the same data.
  *
- * The result is written in the JSON layout of an xgboost model, so the
- * trees are stored, read back and checked exactly like xgboost's
- * (kace_trees_from_json). */
+ * The trees are written (kace_boost_json, on demand) in the JSON layout of
+ * an xgboost model, so they are stored, read back and checked exactly like
+ * xgboost's (kace_trees_from_json). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -284,6 +286,74 @@ static void split_hists(booster *b, int v, int small, int big)
     b->n_nonempty[big] = mb;
 }
 
+/* One feature's scan on the open gain (no bounds, no constraint), as
+ * best_split_of does it: the best candidate in locals. */
+typedef struct open_scan {
+    const int *hh;
+    const double *hg;
+    int m, HL, at, at_HL;
+    double GL, best, at_GL;
+} open_scan;
+
+static inline void open_start(open_scan *s, const int *hh, const double *hg, int m, double best)
+{
+    *s = (open_scan){.hh = hh, .hg = hg, .m = m, .HL = m ? hh[0] : 0, .GL = m ? hg[0] : 0, .best = best};
+}
+
+static inline void open_step(open_scan *s, int i, double G, int H, double parent_gain, const double *inverse)
+{
+    double GL = s->GL, GR = G - GL;
+    int HL = s->HL, HR = H - HL;
+    double open = GL * GL * inverse[HL] + GR * GR * inverse[HR] - parent_gain;
+    if (open > s->best) {
+        s->best = open;
+        s->at = i;
+        s->at_GL = GL;
+        s->at_HL = HL;
+    }
+    s->GL = GL + s->hg[i];
+    s->HL = HL + s->hh[i];
+}
+
+/* Writes a scan's best candidate to the node if it beats the node's best
+ * so far: a scan started from a lower best finds the same first maximum
+ * whenever that maximum beats the higher one. */
+static inline void open_finish(boost_node *nd, const open_scan *s, int j, const int *bins, const float *value,
+                               const double *inverse)
+{
+    if (!s->at || !(s->best > nd->best_gain))
+        return;
+    int H = (int)nd->H;
+    nd->best_gain = s->best;
+    nd->best_feature = j;
+    nd->best_threshold = between(value[bins[s->at - 1]], value[bins[s->at]]);
+    nd->best_wl = -s->at_GL * inverse[s->at_HL];
+    nd->best_wr = -(nd->G - s->at_GL) * inverse[H - s->at_HL];
+}
+
+/* Features j and j + 1 on the open gain, their scans interleaved (each
+ * sums its gradients in a serial chain of additions: two chains overlap). */
+static void best_split_of_two(boost_node *nd, double parent_gain, int j, const int *start, const int *bins,
+                              const double *hg, const int *hh, const float *value, const double *inverse)
+{
+    open_scan a, c;
+    int ma = start[j + 1] - start[j], mc = start[j + 2] - start[j + 1];
+    open_start(&a, hh + start[j], hg + start[j], ma, nd->best_gain);
+    open_start(&c, hh + start[j + 1], hg + start[j + 1], mc, nd->best_gain);
+    double G = nd->G;
+    int H = (int)nd->H, both = ma < mc ? ma : mc, i = 1;
+    for (; i < both; i++) {
+        open_step(&a, i, G, H, parent_gain, inverse);
+        open_step(&c, i, G, H, parent_gain, inverse);
+    }
+    for (int k = i; k < ma; k++)
+        open_step(&a, k, G, H, parent_gain, inverse);
+    for (int k = i; k < mc; k++)
+        open_step(&c, k, G, H, parent_gain, inverse);
+    open_finish(nd, &a, j, bins + start[j], value, inverse);
+    open_finish(nd, &c, j + 1, bins + start[j + 1], value, inverse);
+}
+
 /* The best split of every node of the level from its histogram, scanning
  * each feature's non-empty bins. */
 static void find_splits(booster *b, int level)
@@ -298,9 +368,17 @@ static void find_splits(booster *b, int level)
         size_t at = hist_at(b, v);
         const int *bins = b->nz_bin + at, *hh = b->nz_h + at, *start = feature_start_of(b, v);
         const double *hg = b->nz_g + at;
-        for (int j = 0; j < b->d; j++)
-            best_split_of(nd, parent_gain, j, b->monotone ? b->monotone[j] : 0, bins + start[j], hg + start[j],
-                          hh + start[j], b->value, start[j + 1] - start[j], b->inverse);
+        bool bounded = isfinite(nd->lower) || isfinite(nd->upper);
+        for (int j = 0; j < b->d; j++) {
+            int c = b->monotone ? b->monotone[j] : 0;
+            if (!bounded && c == 0 && j + 1 < b->d && (b->monotone ? b->monotone[j + 1] : 0) == 0) {
+                best_split_of_two(nd, parent_gain, j, start, bins, hg, hh, b->value, b->inverse);
+                j++;
+                continue;
+            }
+            best_split_of(nd, parent_gain, j, c, bins + start[j], hg + start[j], hh + start[j], b->value,
+                          start[j + 1] - start[j], b->inverse);
+        }
     }
 }
 
@@ -410,56 +488,41 @@ static void grow_tree(booster *b, int max_depth)
                 b->pos[b->rows[b->row_at[v] + i]] = v;
 }
 
-static void put_tree(text_buf *t, const booster *b, int id, double eta)
+/* The tree just grown as a walk of exactly max_depth steps without a
+ * branch: a leaf leads to itself; a node goes to next[1] unless its
+ * feature's value is below the threshold (the test kace_trees_predict
+ * makes). */
+typedef struct walk_node {
+    int feature;
+    float threshold;
+    int next[2];
+} walk_node;
+
+static void walk_nodes(const booster *b, walk_node *w)
 {
-    const char *sep = id ? "," : "";
-    tb_printf(t, "%s{\"id\":%d,\"tree_param\":{\"num_nodes\":\"%d\",\"num_feature\":\"%d\",\"size_leaf_vector\":\"0\"}",
-        sep, id, b->n_nodes, b->d);
-    tb_printf(t, ",\"left_children\":[");
-    for (int v = 0; v < b->n_nodes; v++)
-        tb_printf(t, "%s%d", v ? "," : "", b->node[v].left);
-    tb_printf(t, "],\"right_children\":[");
-    for (int v = 0; v < b->n_nodes; v++)
-        tb_printf(t, "%s%d", v ? "," : "", b->node[v].right);
-    tb_printf(t, "],\"split_indices\":[");
-    for (int v = 0; v < b->n_nodes; v++)
-        tb_printf(t, "%s%d", v ? "," : "", b->node[v].feature < 0 ? 0 : b->node[v].feature);
-    tb_printf(t, "],\"split_conditions\":[");
     for (int v = 0; v < b->n_nodes; v++) {
         const boost_node *nd = &b->node[v];
-        float value = nd->feature >= 0 ? nd->threshold : (float)(eta * node_weight(nd));
-        tb_printf(t, "%s%.9g", v ? "," : "", (double)value);
+        w[v] = nd->feature < 0 ? (walk_node){0, 0, {v, v}}
+                               : (walk_node){nd->feature, nd->threshold, {nd->left, nd->right}};
     }
-    tb_printf(t, "],\"default_left\":[");
-    for (int v = 0; v < b->n_nodes; v++)
-        tb_printf(t, "%s%d", v ? "," : "", 0);
-    tb_printf(t, "],\"parents\":[");
-    for (int v = 0; v < b->n_nodes; v++)
-        tb_printf(t, "%s%d", v ? "," : "", b->node[v].parent);
-    tb_printf(t, "]}");
 }
 
-/* The tree's prediction for row r of the column-major data (leaf values as
- * stored: float). */
-static float tree_value(const booster *b, int r, double eta)
+/* The leaf of row r of the column-major data. */
+static int walk_col(const walk_node *w, int depth, const float *col, int n, int r)
 {
     int v = 0;
-    while (b->node[v].feature >= 0) {
-        const boost_node *nd = &b->node[v];
-        v = b->col[(size_t)nd->feature * (size_t)b->n + (size_t)r] < nd->threshold ? nd->left : nd->right;
-    }
-    return (float)(eta * node_weight(&b->node[v]));
+    for (int k = 0; k < depth; k++)
+        v = w[v].next[!(col[(size_t)w[v].feature * (size_t)n + (size_t)r] < w[v].threshold)];
+    return v;
 }
 
-/* The same for a row given as d floats. */
-static float tree_value_at(const booster *b, const float *x, double eta)
+/* The leaf of a row given as d floats. */
+static int walk_row(const walk_node *w, int depth, const float *x)
 {
     int v = 0;
-    while (b->node[v].feature >= 0) {
-        const boost_node *nd = &b->node[v];
-        v = x[nd->feature] < nd->threshold ? nd->left : nd->right;
-    }
-    return (float)(eta * node_weight(&b->node[v]));
+    for (int k = 0; k < depth; k++)
+        v = w[v].next[!(x[w[v].feature] < w[v].threshold)];
+    return v;
 }
 
 /* The binned training matrix: every feature's distinct values, sorted
@@ -557,6 +620,79 @@ static void keep_tree(const booster *b, double eta, kace_trees *trees)
     trees->n_nodes += b->n_nodes;
 }
 
+kace_status kace_boost_json(kace_ctx *ctx, const kace_trees *trees, int n_features, char **json, size_t *json_len)
+{
+    *json = NULL;
+    *json_len = 0;
+    text_buf t = {0};
+    tb_printf(&t, "{\"learner\":{\"learner_model_param\":{\"base_score\":\"%.17g\",\"num_feature\":\"%d\"},"
+        "\"gradient_booster\":{\"model\":{\"trees\":[",
+        trees->base_score, n_features);
+    for (int id = 0; id < trees->n_trees; id++) {
+        int base = trees->tree_root[id], n = (id + 1 < trees->n_trees ? trees->tree_root[id + 1] : trees->n_nodes) - base;
+        const kace_tree_node *node = trees->node + base;
+        int parent[BOOST_MAX_NODES];
+        if (n < 1 || n > BOOST_MAX_NODES) {
+            free(t.p);
+            return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: tree %d has %d nodes", id, n);
+        }
+        parent[0] = 2147483647; /* as xgboost writes a root's parent */
+        for (int v = 0; v < n; v++)
+            if (node[v].left >= 0) {
+                parent[node[v].left - base] = v;
+                parent[node[v].right - base] = v;
+            }
+        tb_printf(&t, "%s{\"id\":%d,\"tree_param\":{\"num_nodes\":\"%d\",\"num_feature\":\"%d\",\"size_leaf_vector\":\"0\"}",
+            id ? "," : "", id, n, n_features);
+        tb_printf(&t, ",\"left_children\":[");
+        for (int v = 0; v < n; v++)
+            tb_printf(&t, "%s%d", v ? "," : "", node[v].left < 0 ? -1 : node[v].left - base);
+        tb_printf(&t, "],\"right_children\":[");
+        for (int v = 0; v < n; v++)
+            tb_printf(&t, "%s%d", v ? "," : "", node[v].right < 0 ? -1 : node[v].right - base);
+        tb_printf(&t, "],\"split_indices\":[");
+        for (int v = 0; v < n; v++)
+            tb_printf(&t, "%s%d", v ? "," : "", node[v].feature);
+        tb_printf(&t, "],\"split_conditions\":[");
+        for (int v = 0; v < n; v++)
+            tb_printf(&t, "%s%.9g", v ? "," : "", (double)node[v].threshold);
+        tb_printf(&t, "],\"default_left\":[");
+        for (int v = 0; v < n; v++)
+            tb_printf(&t, "%s%d", v ? "," : "", node[v].default_left);
+        tb_printf(&t, "],\"parents\":[");
+        for (int v = 0; v < n; v++)
+            tb_printf(&t, "%s%d", v ? "," : "", parent[v]);
+        tb_printf(&t, "]}");
+    }
+    tb_printf(&t, "],\"tree_info\":[");
+    for (int id = 0; id < trees->n_trees; id++)
+        tb_printf(&t, "%s0", id ? "," : "");
+    tb_printf(&t, "]}}}}");
+    if (t.oom || !t.p) {
+        free(t.p);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory writing boosted trees");
+    }
+    *json = t.p;
+    *json_len = t.len;
+    return KACE_OK;
+}
+
+/* Room in trees for the fit's n_rounds trees. */
+static kace_status trees_alloc(kace_ctx *ctx, const kace_boost_params *p, kace_trees *trees)
+{
+    memset(trees, 0, sizeof *trees);
+    if (p->max_depth < 1 || p->max_depth > BOOST_MAX_DEPTH || p->n_rounds < 1 || p->n_rounds > 100000)
+        return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: parameters out of range");
+    int per_tree = (1 << (p->max_depth + 1)) - 1;
+    trees->tree_root = malloc((size_t)p->n_rounds * sizeof *trees->tree_root);
+    trees->node = malloc((size_t)p->n_rounds * (size_t)per_tree * sizeof *trees->node);
+    if (!trees->tree_root || !trees->node) {
+        kace_trees_free(trees);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
+    }
+    return KACE_OK;
+}
+
 static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const double *y, const unsigned char *use,
                          const kace_boost_params *p, char **json_out, size_t *json_len, const double *X_eval,
                          size_t n_eval, double *eval_out, kace_trees *trees)
@@ -608,8 +744,12 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     float *acc = calloc((size_t)n, sizeof *acc); /* the trees' summed outputs */
     float *x_eval = malloc((n_eval ? n_eval : 1) * (size_t)d * sizeof *x_eval);
     float *acc_eval = calloc(n_eval ? n_eval : 1, sizeof *acc_eval);
-    text_buf t = {0};
+    kace_trees own = {0}; /* the trees, when only their JSON is asked for */
     kace_status st = KACE_OK;
+    if (json_out && !trees && !(st = trees_alloc(ctx, p, &own)))
+        trees = &own;
+    if (st)
+        goto done;
     if (!pred || !b.grad || !b.pos || !b.nz_bin || !b.nz_h || !b.nz_g || !b.n_nonempty || !b.feature_start ||
         !b.scratch || !b.rows || !b.rows_right ||
         !used || !pick || !acc || !x_eval || !acc_eval) {
@@ -632,10 +772,6 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     for (size_t i = 0; i < n_eval * (size_t)d; i++)
         x_eval[i] = (float)X_eval[i];
     uint64_t rng = p->seed ^ 0x6b616365u;
-    if (json_out)
-        tb_printf(&t, "{\"learner\":{\"learner_model_param\":{\"base_score\":\"%.17g\",\"num_feature\":\"%d\"},"
-            "\"gradient_booster\":{\"model\":{\"trees\":[",
-            mean, d);
     for (int round = 0; round < p->n_rounds; round++) {
         for (int u = 0; u < n_used; u++) {
             int i = used[u];
@@ -655,20 +791,21 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
             }
         }
         grow_tree(&b, p->max_depth);
-        if (json_out)
-            put_tree(&t, &b, round, p->learning_rate);
         if (trees)
             keep_tree(&b, p->learning_rate, trees);
-        for (size_t i = 0; i < n_eval; i++)
-            acc_eval[i] += tree_value_at(&b, x_eval + i * (size_t)d, p->learning_rate);
-        /* A sampled row already sits at its leaf (grow_tree moved it there
-         * by the same test a walk makes): only the others walk. */
+        /* leaf values as stored: float */
         float leaf_value[BOOST_MAX_NODES];
+        walk_node walk[BOOST_MAX_NODES];
         for (int v = 0; v < b.n_nodes; v++)
             leaf_value[v] = b.node[v].feature < 0 ? (float)(p->learning_rate * node_weight(&b.node[v])) : 0;
+        walk_nodes(&b, walk);
+        for (size_t i = 0; i < n_eval; i++)
+            acc_eval[i] += leaf_value[walk_row(walk, p->max_depth, x_eval + i * (size_t)d)];
+        /* A sampled row already sits at its leaf (grow_tree moved it there
+         * by the same test a walk makes): only the others walk. */
         for (int u = 0; u < n_used; u++) { /* in float, as kace_trees_predict sums */
             int i = used[u];
-            acc[i] += b.pos[i] >= 0 ? leaf_value[b.pos[i]] : tree_value(&b, i, p->learning_rate);
+            acc[i] += leaf_value[b.pos[i] >= 0 ? b.pos[i] : walk_col(walk, p->max_depth, b.col, n, i)];
             pred[i] = (double)(acc[i] + (float)mean);
         }
     }
@@ -681,21 +818,10 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
         trees->base_score = strtod(text_of_mean, NULL);
         kace_trees_finish(trees);
     }
-    if (!json_out)
-        goto done;
-    tb_printf(&t, "],\"tree_info\":[");
-    for (int round = 0; round < p->n_rounds; round++)
-        tb_printf(&t, "%s0", round ? "," : "");
-    tb_printf(&t, "]}}}}");
-    if (t.oom || !t.p) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory writing boosted trees");
-        goto done;
-    }
-    *json_out = t.p;
-    *json_len = t.len;
-    t.p = NULL;
+    if (json_out)
+        st = kace_boost_json(ctx, trees, d, json_out, json_len);
 done:
-    free(t.p);
+    kace_trees_free(&own);
     free(b.nz_bin);
     free(b.nz_h);
     free(b.nz_g);
@@ -725,18 +851,8 @@ kace_status kace_boost_train(kace_ctx *ctx, const kace_boost_data *data, const d
 kace_status kace_boost_train_trees(kace_ctx *ctx, const kace_boost_data *data, const double *y,
                                    const kace_boost_params *p, char **json, size_t *json_len, kace_trees *trees)
 {
-    memset(trees, 0, sizeof *trees);
-    if (p->max_depth < 1 || p->max_depth > BOOST_MAX_DEPTH || p->n_rounds < 1 || p->n_rounds > 100000)
-        return kace_fail(ctx, KACE_ERR_INVALID, "boosted trees: parameters out of range");
-    int per_tree = (1 << (p->max_depth + 1)) - 1;
-    trees->tree_root = malloc((size_t)p->n_rounds * sizeof *trees->tree_root);
-    trees->node = malloc((size_t)p->n_rounds * (size_t)per_tree * sizeof *trees->node);
-    if (!trees->tree_root || !trees->node) {
-        kace_trees_free(trees);
-        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
-    }
-    kace_status st = train(ctx, data, y, NULL, p, json, json_len, NULL, 0, NULL, trees);
-    if (st)
+    kace_status st = trees_alloc(ctx, p, trees);
+    if (!st && (st = train(ctx, data, y, NULL, p, json, json_len, NULL, 0, NULL, trees)))
         kace_trees_free(trees);
     return st;
 }

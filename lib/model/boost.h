@@ -43,4 +43,8 @@ kace_status kace_boost_train(kace_ctx *ctx, const kace_boost_data *data, const d
 kace_status kace_boost_train_trees(kace_ctx *ctx, const kace_boost_data *data, const double *y,
                                    const kace_boost_params *p, char **json, size_t *json_len, kace_trees *trees);
 
+/* The xgboost-style JSON of trees a fit built (kace_boost_train_trees;
+ * malloc'ed): the text kace_boost_fit gives for the same fit. */
+kace_status kace_boost_json(kace_ctx *ctx, const kace_trees *trees, int n_features, char **json, size_t *json_len);
+
 #endif

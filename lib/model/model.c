@@ -234,6 +234,26 @@ void kace_model_free(kace_model **m)
  */
 
 
+/* "booster_json <bytes>" and the JSON: held, or made now by the kind. */
+static kace_status put_booster(kace_ctx *ctx, const kace_model *m, text_buf *t)
+{
+    const kace_model_ops *ops = kind_ops(m);
+    const char *json = m->booster_json;
+    size_t len = m->booster_json_len;
+    char *made = NULL;
+    if (!len && ops && ops->booster_json) {
+        kace_status st = ops->booster_json(ctx, m, &made, &len);
+        if (st)
+            return st;
+        json = made;
+    }
+    tb_printf(t, "booster_json %zu\n", len);
+    tb_append(t, json, len);
+    tb_printf(t, "\n");
+    free(made);
+    return KACE_OK;
+}
+
 kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
 {
     *text = NULL;
@@ -265,16 +285,20 @@ kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
         for (int j = 0; m->has_profile_range && j < n_range; j++)
             tb_printf(&t, "range %s\t%.17g\t%.17g\n", kace_metric_name(ranged[j]), m->profile_lo[ranged[j]],
                       m->profile_hi[ranged[j]]);
-        tb_printf(&t, "booster_json %zu\n", m->booster_json_len);
-        tb_append(&t, m->booster_json, m->booster_json_len);
-        tb_printf(&t, "\n");
+        kace_status st = put_booster(ctx, m, &t);
+        if (st) {
+            free(t.p);
+            return st;
+        }
     } else {
         const kace_forest_params *f = &m->forest;
         tb_printf(&t, "forest %d %d %d %d %d %d\n", f->n_estimators, f->max_features, f->max_depth,
                   f->min_samples_split, f->min_samples_leaf, f->bootstrap);
-        tb_printf(&t, "booster_json %zu\n", m->booster_json_len);
-        tb_append(&t, m->booster_json, m->booster_json_len);
-        tb_printf(&t, "\n");
+        kace_status st = put_booster(ctx, m, &t);
+        if (st) {
+            free(t.p);
+            return st;
+        }
     }
     tb_printf(&t, "end\n");
     if (t.oom) {

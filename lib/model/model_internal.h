@@ -60,6 +60,10 @@ typedef struct kace_model_ops {
     kace_status (*predict_z)(kace_ctx *ctx, const kace_model *m, const double *Z, size_t n, double *pred_z);
     /* The member feature count a saved model must have (NULL: 0). */
     int (*member_features)(void);
+    /* The booster JSON to save when the model holds none (malloc'ed; a
+     * fitted slowdown model makes it from its trees only when saved);
+     * NULL: the held booster_json is saved as it is. */
+    kace_status (*booster_json)(kace_ctx *ctx, const kace_model *m, char **json, size_t *len);
 } kace_model_ops;
 
 /* Sets the kind and the predictor every consumer uses (the kind's table

@@ -494,7 +494,8 @@ static kace_status fit_trees(kace_ctx *ctx, kace_model *m, const kace_boost_data
                             .subsample = p->subsample,
                             .seed = p->seed,
                             .monotone = monotone};
-    kace_status st = kace_boost_train_trees(ctx, data, frac, &bp, &m->booster_json, &m->booster_json_len, &m->trees);
+    /* no JSON: slowdown_booster_json makes it if the model is saved */
+    kace_status st = kace_boost_train_trees(ctx, data, frac, &bp, NULL, NULL, &m->trees);
     if (!st)
         kace_trees_find_monotone(&m->trees, N_MEMBER); /* for the member bounds */
     return st;
@@ -1530,11 +1531,21 @@ static const kace_bound_ops bounds = {
     .ridge_blend = ridge_blend_op,
 };
 
+/* A fitted model's booster JSON, made from its trees when it is saved
+ * (most fitted models never are: kace eval's). */
+static kace_status slowdown_booster_json(kace_ctx *ctx, const kace_model *m, char **json, size_t *len)
+{
+    *json = NULL;
+    *len = 0;
+    return m->trees.n_trees ? kace_boost_json(ctx, &m->trees, N_MEMBER, json, len) : KACE_OK;
+}
+
 /* Its part of the model object: the trees kept as the forest keeps them. */
 static const kace_model_ops model_ops = {
     .restore = kace_slowdown_restore,
     .release = kace_forest_release,
     .member_features = kace_slowdown_member_features,
+    .booster_json = slowdown_booster_json,
 };
 
 const kace_predictor_ops kace_slowdown_ops = {
