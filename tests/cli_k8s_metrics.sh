@@ -148,7 +148,8 @@ for _ in $(seq 1 120); do
 done
 [ -n "$ready" ] || { fail "Prometheus never scraped both targets: $(tail -3 "$SCRATCH/prometheus.log")"; exit 1; }
 for _ in 1 2 3; do post /v1/partners "{\"target\": \"$B8\", \"top\": 3}" >/dev/null; done
-sleep 2.5 # a rate over requests made after the first scrapes
+# rates over these requests need two scrapes after them: the expressions
+# below are asked again until they have data (up to 30 s, not a fixed wait)
 
 # ---- every expression of the rules and the dashboard returns data ----------------------------------
 python3 - "$PROM" "$MON/kace-alerts.yml" "$MON/kace-dashboard.json" <<'EOF' || fail "an expression returned no data (above)"
@@ -183,11 +184,16 @@ def get(path, **params):
         return json.load(r)
 
 bad = 0
+deadline = time.time() + 30
 for where, expr in exprs:
-    reply = get("/api/v1/query", query=expr)
-    result = reply["data"]["result"] if reply.get("status") == "success" else []
-    values = [float(s["value"][1]) for s in result] if reply["data"]["resultType"] == "vector" else []
-    finite = [v for v in values if math.isfinite(v)]
+    while True:
+        reply = get("/api/v1/query", query=expr)
+        result = reply["data"]["result"] if reply.get("status") == "success" else []
+        values = [float(s["value"][1]) for s in result] if reply.get("data", {}).get("resultType") == "vector" else []
+        finite = [v for v in values if math.isfinite(v)]
+        if finite or time.time() > deadline:
+            break
+        time.sleep(0.5)
     print("%-60s %d series, finite values %s" % (where, len(result), finite[:3]))
     if not finite:
         print("FAIL: %s: %s returned no finite value: %s" % (where, expr, json.dumps(reply)[:300]))

@@ -118,6 +118,38 @@ field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 node_of() { squeue -h -j "$1" -o '%N'; }
 job_running() { [ "$(squeue -h -j "$1" -o '%T')" == RUNNING ]; }
 
+# Waits until job_submit/kace decides for $T as `kace slurm place` does on
+# slurmctld's state now: a refresh of the placer reloads store, model and
+# cluster, which takes longer than a fixed "one refresh" sleep on a loaded
+# machine. Probes with `sbatch --test-only` (no job is made; the plugin
+# drops such a pick after its grace time) until the node and share agree,
+# then waits for the last probe's pick to be dropped, so that later checks
+# of the log see no probe.
+log_after_decided() { grep -qF -e "kace: $T -> node " -e "workload $T left as submitted" < <(tail -n +$(($1 + 1)) "$LOG"); }
+placer_caught_up() {
+    local expected node share m line token start=$SECONDS t0=$EPOCHREALTIME probes=0
+    expected=$("$KACE" slurm place --config "$C/cluster/kace.conf" --workload "$T")
+    node=$(field node "$expected")
+    share=$(field share "$expected")
+    while :; do
+        m=$(log_lines)
+        sbatch --test-only --kace-workload="$T" --wrap true >/dev/null 2>&1
+        probes=$((probes + 1))
+        # A stale view may leave the probe as submitted (no room): probe again.
+        slurm_wait 10 log_after_decided "$m" || { echo "placer probe: no decision for $T" >&2; return 1; }
+        line=$(grep -F -e "kace: $T -> node " -e "workload $T left as submitted" < <(tail -n +$((m + 1)) "$LOG") | tail -1)
+        token=$(sed -n 's/.*, pick \([^)]*\))$/\1/p' <<<"$line")
+        [[ "$line" == *"-> node $node (--prefer="*"(share $share%,"* ]] && break
+        if ((SECONDS - start >= 30)); then
+            echo "placer still decides '${line#*kace: }' after 30 s; slurmctld's state says $expected" >&2
+            return 1
+        fi
+        sleep 0.3
+    done
+    echo "placer caught up after $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s ($probes probe(s))"
+    wait_log_after "$m" "placement $token of $T on $node not confirmed" 10
+}
+
 # --- which workloads: T and two partners, one good and one bad for it ----------
 T=bert-base-cased_batch8-train
 mapfile -t ranked < <("$KACE" predict --db "$C/store/kace.db" --model-file "$C/store/model.txt" --target "$T" |
@@ -147,7 +179,7 @@ round() { # first-resident second-resident submit-with(sbatch|srun)
     slurm_wait 30 job_running "$jb" || fail "job $jb did not start"
     check_eq "first resident ($a) on the first idle GPU" n1 "$(node_of "$ja")"
     check_eq "second resident ($b) on the other idle GPU, not beside the first" n2 "$(node_of "$jb")"
-    sleep 1.5 # one refresh: the placer sees both residents from slurmctld
+    placer_caught_up || fail "the placer never saw both residents"
     expected=$("$KACE" slurm place --config "$C/cluster/kace.conf" --workload "$T")
     echo "kace slurm place: $expected"
     if [ "$how" == srun ]; then
@@ -192,7 +224,7 @@ round() { # first-resident second-resident submit-with(sbatch|srun)
     grep -qE "job $ja .*observed +-$" "$C/jobs/status3-$a.txt" || fail "status shows an untrusted report's throughput"
     scancel "$ja" "$jb"
     slurm_wait 60 slurm_nodes_idle || fail "nodes did not come back to idle"
-    sleep 2 # a refresh of the placer's view
+    placer_caught_up || fail "the placer never saw the cluster idle"
 }
 round "$GOOD" "$BAD" sbatch
 first_winner=$WINNER
@@ -214,7 +246,7 @@ check_eq "the job kace prefers on busy n1 started on" n2 "$(node_of "$jt")"
 grep -E "Started JobId=$jt|Allocate JobId=$jt" "$LOG" | tail -1
 scancel "$busy" "$jt"
 slurm_wait 60 slurm_nodes_idle || fail "nodes did not come back to idle"
-sleep 1.5 # a refresh: kace sees the cluster idle
+placer_caught_up || fail "the placer never saw the cluster idle"
 
 # --- a placement counts only once Slurm accepted the job ---------------------------
 # Slurm rejects an unknown license after job_submit/kace placed the job on n1.
@@ -235,7 +267,7 @@ marker=$(log_lines)
 jh2=$(sbatch --parsable --hold --kace-workload="$T" -o /dev/null --wrap true)
 log_after_has "$marker" "kace: $T -> node n2" || fail "the confirmed held job $jh on n1 was not counted"
 scancel "$jh" "$jh2"
-sleep 1.5
+placer_caught_up || fail "the placer never saw the held jobs go"
 
 # --- gres/shard: the SPANK plugin exports the percentage ------------------------
 marker=$(log_lines)

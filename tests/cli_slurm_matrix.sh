@@ -143,18 +143,20 @@ submit() { # mode(test|hold) options kace(yes|no) out-name
 new_kace_lines() { tail -n +$(($1 + 1)) "$LOG" | grep -E "kace: ($T -> node|job of workload $T left as submitted)"; }
 
 reserve() {
-    local marker
+    local marker start=$SECONDS
     scontrol create reservation reservationname=r2 nodes=n2 starttime=now+3600 duration=60 users=root >/dev/null ||
         fail "cannot create reservation r2"
-    # kace sees it at its next refresh (refresh_seconds = 1).
+    # kace sees it at its next refresh (refresh_seconds = 1): probe until
+    # it places on n2, for up to 60 s from now (not from the script's start).
     marker=$(wc -l <"$LOG")
     sbatch --test-only --kace-workload="$T" --reservation=r2 --wrap true >/dev/null 2>&1
     until grep -q "kace: $T -> node n2" < <(tail -n +$((marker + 1)) "$LOG"); do
-        ((SECONDS > 60)) && { fail "kace never saw reservation r2"; break; }
+        ((SECONDS - start > 60)) && { fail "kace never saw reservation r2 (60 s)"; break; }
         sleep 0.3
         marker=$(wc -l <"$LOG")
         sbatch --test-only --kace-workload="$T" --reservation=r2 --wrap true >/dev/null 2>&1
     done
+    echo "kace saw reservation r2 after $((SECONDS - start)) s (the test has run $SECONDS s)"
 }
 
 echo "--- sbatch --test-only on the idle cluster"

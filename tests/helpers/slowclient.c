@@ -13,6 +13,8 @@
  *   sent its first part or was closed, keep trickling until SIGTERM, and
  *   print "final open=O closed=C status_NNN=K..." (statuses of the replies
  *   seen). Connections the server closes without a reply count as closed.
+ *   While trickling, "now open=O closed=C ..." each time a connection
+ *   closes, so that a test can wait for the closes instead of sleeping.
  *
  *   kace-test-slowclient probe PORT N [PATH]
  *       N requests GET PATH (default /healthz) in turn, each on a new
@@ -26,6 +28,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,9 +234,14 @@ static int hold(int argc, char **argv)
             pfd[i].revents = 0;
         }
         poll(pfd, (nfds_t)n, 50);
+        bool closes = false;
         for (int i = 0; i < n; i++)
-            if (cs[i].fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            if (cs[i].fd >= 0 && (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))) {
                 drain(&cs[i]);
+                closes |= cs[i].fd < 0;
+            }
+        if (closes)
+            report("now", cs, n);
     }
     report("final", cs, n);
     for (int i = 0; i < n; i++)
