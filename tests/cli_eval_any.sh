@@ -46,7 +46,7 @@ for proto in leave-family-out leave-workload-out leave-batch-size-out kfold; do
     out=$DIR/$proto.csv
     "$KACE" eval --set mypairs --protocol $proto --no-xu --csv --out "$DIR/$proto" --no-figures > "$out" ||
         fail "$proto on mypairs"
-    head -1 "$out" | grep -q "^section,label,n_train,n_test,n_targets,kace,KACE,Xu" || fail "$proto header"
+    grep -q "^section,label,n_train,n_test,n_targets,kace,KACE,Xu" < <(head -1 "$out") || fail "$proto header"
     folds=$(grep -c '^fold,' "$out")
     check_summary "$out" 6   # kace
     check_summary "$out" 10  # MEMCAP

@@ -318,7 +318,7 @@ echo "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; UPDATE meta SET value = va
 wait_log_after "$marker" "locked" || fail "locked store not noticed"
 out=$(run_batch locked --kace-workload="$T")
 check_eq "store locked: job ran unchanged" none "$(field pct "$out")"
-grep "left as submitted" "$LOG" | tail -1 | grep -q "locked" || fail "no log line naming the locked store"
+grep -q "locked" < <(grep "left as submitted" "$LOG" | tail -1) || fail "no log line naming the locked store"
 exec 7>&-
 wait "$LOCK_PID" 2>/dev/null
 LOCK_PID=""

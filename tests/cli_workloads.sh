@@ -171,7 +171,7 @@ awk -v file="$scratch/records.txt" '
         if (last_s < 30) { printf "%s: %d samples in 0.3 s, want at least 30\n", file, last_s; bad = 1 }
         exit bad
     }' "$scratch/records.txt" >"$scratch/awk.out" || fail "progress records: $(head -5 "$scratch/awk.out")"
-head -1 "$scratch/records.txt" | grep -qx 'done 0 [0-9]*' || fail "the first record is not 'done 0 <t_ns>': $(head -1 "$scratch/records.txt")"
+grep -qx 'done 0 [0-9]*' < <(head -1 "$scratch/records.txt") || fail "the first record is not 'done 0 <t_ns>': $(head -1 "$scratch/records.txt")"
 # Times are CLOCK_MONOTONIC ns, the clock kace reads (/proc/uptime counts from the same boot).
 t_ns=$(sed -n 2p "$scratch/records.txt" | awk '{ print $3 }')
 up=$(awk '{ print $1 }' /proc/uptime 2>/dev/null)
