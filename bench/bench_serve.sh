@@ -32,6 +32,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+source "$root/tests/lib_test.sh" # free_port (below the ephemeral range); its EXIT trap gives way to cleanup's
 kace=$(readlink -f "${1:-$root/build/kace}")
 data=$(readlink -f "${2:-$root/../shared/data/kace-v100}")
 seconds=${3:-3}
@@ -65,8 +66,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 body='{"target": "bert-base-cased_batch8-train", "top": 5}'
 post() { curl -sf -X POST -H 'Content-Type: application/json' --data-binary "$body" "http://127.0.0.1:$1/v1/partners"; }
 

@@ -27,32 +27,12 @@ REF="$SHARED/kace-v100"
 FAKE_API="$(dirname "$KACE")/kace-test-kube-api"
 FAKE_NVML="$(dirname "$KACE")/tests/libfake_nvml_full.so"
 export LC_ALL=C
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-command -v curl >/dev/null && command -v python3 >/dev/null || { echo "FAIL: curl and python3 are needed" >&2; exit 1; }
+source "$(dirname "$0")/lib_test.sh"
+need curl python3
 [ -x "$FAKE_API" ] || { echo "FAIL: no $FAKE_API (built with the tests)" >&2; exit 1; }
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH" || exit 1
 DB="$SCRATCH/store.db"
-PIDS=""
-cleanup() {
-    for pid in $PIDS; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    done
-}
-trap cleanup EXIT
-wait_file() {
-    for _ in $(seq 1 300); do
-        [ -s "$1" ] && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
 
 # ---- the agent on NVML (fake library) and a PodList from a file ---------------------------
 cat >"$SCRATCH/pods.json" <<'EOF'
@@ -87,15 +67,13 @@ json.dump({"kind": "NodeList", "apiVersion": "v1", "items": items}, open(sys.arg
 EOF
 echo 'agent-token' >"$SCRATCH/token"
 "$FAKE_API" --port-file "$SCRATCH/api.port" --nodes "$SCRATCH/nodes.json" --token agent-token --log "$SCRATCH/api.log" &
-PIDS="$!"
-wait_file "$SCRATCH/api.port" "$!" || { echo "FAIL: the fake API server did not start" >&2; exit 1; }
+started "$SCRATCH/api.port" "the fake API server"
 API="http://127.0.0.1:$(cat "$SCRATCH/api.port")"
 "$KACE" import --db "$DB" "$REF" >"$SCRATCH/import.out" 2>&1 || { cat "$SCRATCH/import.out" >&2; exit 1; }
 "$KACE" train --db "$DB" >"$SCRATCH/train.out" 2>&1 || { cat "$SCRATCH/train.out" >&2; exit 1; }
 "$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 --threads 2 --no-nvml \
     --kube-api "$API" --kube-token-file "$SCRATCH/token" --token-file "$SCRATCH/token" >"$SCRATCH/serve.log" 2>&1 &
-PIDS="$! $PIDS"
-wait_file "$SCRATCH/port" "$!" || { echo "FAIL: kace serve did not start: $(cat "$SCRATCH/serve.log")" >&2; exit 1; }
+started "$SCRATCH/port" "kace serve" "$SCRATCH/serve.log"
 URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
 
 agent() { # NODE
@@ -193,8 +171,4 @@ print("placed %d pods on %d GPUs of %d nodes, %d pending" % (len(placed), len(by
 sys.exit(1 if bad else 0)
 EOF
 
-if [ "$failures" -gt 0 ]; then
-    echo "$failures failure(s)" >&2
-    exit 1
-fi
-echo "cli_k8s_agent: ok"
+finish cli_k8s_agent

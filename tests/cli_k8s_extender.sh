@@ -33,35 +33,13 @@ DATA="$HERE/data/k8s"
 REF="$SHARED/kace-v100"
 FAKE_API="$(dirname "$KACE")/kace-test-kube-api"
 export LC_ALL=C
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-for tool in curl python3; do
-    command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed (bash .ci/install-deps)" >&2; exit 1; }
-done
+source "$(dirname "$0")/lib_test.sh"
+need curl python3
 python3 -c 'import jsonschema' 2>/dev/null || { echo "FAIL: python3-jsonschema is not installed (bash .ci/install-deps)" >&2; exit 1; }
 [ -x "$FAKE_API" ] || { echo "FAIL: no $FAKE_API (built with the tests)" >&2; exit 1; }
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH" || exit 1
 DB="$SCRATCH/store.db"
-PIDS=""
-cleanup() {
-    for pid in $PIDS; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    done
-}
-trap cleanup EXIT
-wait_file() { # FILE PID
-    for _ in $(seq 1 300); do
-        [ -s "$1" ] && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
 # validate DEFINITION FILE: the JSON in FILE against the schema's definition
 validate() {
     python3 - "$DATA/extender-schema.json" "$1" "$2" <<'EOF'
@@ -95,9 +73,7 @@ validate ExtenderBindingArgs "$SCRATCH/bad.json" 2>/dev/null && fail "the schema
 echo 'k8s-test-token' >"$SCRATCH/token"
 "$FAKE_API" --port-file "$SCRATCH/api.port" --nodes "$DATA/nodes.json" --token k8s-test-token \
     --log "$SCRATCH/api.log" 2>"$SCRATCH/api.err" &
-API_PID=$!
-PIDS="$API_PID"
-wait_file "$SCRATCH/api.port" "$API_PID" || { echo "FAIL: the fake API server did not start: $(cat "$SCRATCH/api.err")" >&2; exit 1; }
+started "$SCRATCH/api.port" "the fake API server" "$SCRATCH/api.err"
 API="http://127.0.0.1:$(cat "$SCRATCH/api.port")"
 api() { # METHOD PATH [BODY]
     curl -s -X "$1" -H 'Authorization: Bearer k8s-test-token' -H 'Content-Type: application/json' \
@@ -111,9 +87,7 @@ api POST /api/v1/namespaces/ml/pods '{"metadata": {"name": "plain"}, "spec": {"c
 start_serve() { # PORTFILE LOG
     "$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$1" --watch 0 --threads 2 --no-nvml \
         --kube-api "$API" --kube-token-file "$SCRATCH/token" >"$2" 2>&1 &
-    SERVE_PID=$!
-    PIDS="$SERVE_PID $PIDS"
-    wait_file "$1" "$SERVE_PID" || { echo "FAIL: kace serve did not start: $(cat "$2")" >&2; exit 1; }
+    started "$1" "kace serve" "$2"
 }
 start_serve "$SCRATCH/port" "$SCRATCH/serve.log"
 URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
@@ -204,8 +178,4 @@ code=$(post /k8s/nodes "$SCRATCH/bad-report.json" "$SCRATCH/report.out")
 post /k8s/filter "$DATA/extender-args-nodenames.json" "$SCRATCH/filter-warm.json" >/dev/null
 check "$SCRATCH/filter-warm.json" 'j["nodenames"] == ["gpu-node-1"]' || fail "after agent reports: $(cat "$SCRATCH/filter-warm.json")"
 
-if [ "$failures" -gt 0 ]; then
-    echo "$failures failure(s)" >&2
-    exit 1
-fi
-echo "cli_k8s_extender: ok"
+finish cli_k8s_extender

@@ -34,32 +34,12 @@ SCRATCH=${3:?missing SCRATCH_DIR}
 REF="$SHARED/kace-v100"
 FAKE_API="$(dirname "$KACE")/kace-test-kube-api"
 export LC_ALL=C
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-command -v python3 >/dev/null || { echo "FAIL: python3 is needed" >&2; exit 1; }
+source "$(dirname "$0")/lib_test.sh"
+need python3
 [ -x "$FAKE_API" ] || { echo "FAIL: no $FAKE_API (built with the tests)" >&2; exit 1; }
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH" || exit 1
 DB="$SCRATCH/store.db"
-PIDS=""
-cleanup() {
-    for pid in $PIDS; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    done
-}
-trap cleanup EXIT
-wait_file() {
-    for _ in $(seq 1 300); do
-        [ -s "$1" ] && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
 "$KACE" import --db "$DB" "$REF" >"$SCRATCH/import.out" 2>&1 || { cat "$SCRATCH/import.out" >&2; exit 1; }
 "$KACE" train --db "$DB" >"$SCRATCH/train.out" 2>&1 || { cat "$SCRATCH/train.out" >&2; exit 1; }
 python3 - "$SCRATCH/nodes.json" <<'PY'
@@ -284,8 +264,4 @@ STOP_AT_FIRST=1 run_loop gain true --extender-policy gain >"$SCRATCH/gain.out" 2
 rc=$?
 [ "$rc" = 3 ] || fail "with --extender-policy gain the loop should differ from kace schedule (exit 3), got $rc: $(cat "$SCRATCH/gain.out")"
 
-if [ "$failures" -gt 0 ]; then
-    echo "$failures failure(s)" >&2
-    exit 1
-fi
-echo "cli_k8s_loop: ok"
+finish cli_k8s_loop

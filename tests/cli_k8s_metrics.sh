@@ -28,15 +28,8 @@ MON="$HERE/../monitoring"
 REF="$SHARED/kace-v100"
 FAKE_NVML="$(dirname "$KACE")/tests/libfake_nvml_full.so"
 export LC_ALL=C
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-for tool in curl prometheus promtool python3; do
-    command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed (bash .ci/install-deps)" >&2; exit 1; }
-done
+source "$(dirname "$0")/lib_test.sh"
+need curl prometheus promtool python3
 python3 -c 'import yaml' 2>/dev/null || { echo "FAIL: python3-yaml is not installed (bash .ci/install-deps)" >&2; exit 1; }
 [ -f "$FAKE_NVML" ] || { echo "FAIL: no fake NVML library at $FAKE_NVML" >&2; exit 1; }
 rm -rf "$SCRATCH"
@@ -51,9 +44,6 @@ cleanup() {
     done
 }
 trap cleanup EXIT
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # ---- the rules on their own ----------------------------------------------------
 promtool check rules "$MON/kace-alerts.yml" >"$SCRATCH/check-rules.out" 2>&1 ||
@@ -223,8 +213,4 @@ wait "$KACE_PID"
 status=$?
 KACE_PID=""
 [ "$status" = 0 ] || fail "kace serve exited $status after SIGTERM"
-if [ "$failures" -gt 0 ]; then
-    echo "$failures failure(s)" >&2
-    exit 1
-fi
-echo "cli_k8s_metrics: ok"
+finish cli_k8s_metrics

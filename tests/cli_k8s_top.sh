@@ -23,47 +23,23 @@ DATA="$HERE/data/k8s"
 REF="$SHARED/kace-v100"
 FAKE_API="$(dirname "$KACE")/kace-test-kube-api"
 export LC_ALL=C
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-for tool in tmux curl python3; do
-    command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed (bash .ci/install-deps)" >&2; exit 1; }
-done
+source "$(dirname "$0")/lib_test.sh"
+need tmux curl python3
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH" || exit 1
 DB="$SCRATCH/store.db"
 SOCK="kace-top-test-$$"
-PIDS=""
-cleanup() {
-    tmux -L "$SOCK" kill-server 2>/dev/null
-    for pid in $PIDS; do
-        kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    done
-}
-trap cleanup EXIT
-wait_file() {
-    for _ in $(seq 1 300); do
-        [ -s "$1" ] && return 0
-        kill -0 "$2" 2>/dev/null || return 1
-        sleep 0.1
-    done
-    return 1
-}
+trap 'tmux -L "$SOCK" kill-server 2>/dev/null; kill_pids' EXIT
 
 "$FAKE_API" --port-file "$SCRATCH/api.port" --nodes "$DATA/nodes.json" --log "$SCRATCH/api.log" &
-PIDS="$!"
-wait_file "$SCRATCH/api.port" "$!" || { echo "FAIL: the fake API server did not start" >&2; exit 1; }
+started "$SCRATCH/api.port" "the fake API server"
 API="http://127.0.0.1:$(cat "$SCRATCH/api.port")"
 curl -s -X POST -H 'Content-Type: application/json' --data @"$DATA/pod-bert-0.json" "$API/api/v1/namespaces/ml/pods" >/dev/null
 "$KACE" import --db "$DB" "$REF" >"$SCRATCH/import.out" 2>&1 || { cat "$SCRATCH/import.out" >&2; exit 1; }
 "$KACE" train --db "$DB" >"$SCRATCH/train.out" 2>&1 || { cat "$SCRATCH/train.out" >&2; exit 1; }
 "$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 --threads 2 --no-nvml \
     --kube-api "$API" >"$SCRATCH/serve.log" 2>&1 &
-PIDS="$! $PIDS"
-wait_file "$SCRATCH/port" "$!" || { echo "FAIL: kace serve did not start: $(cat "$SCRATCH/serve.log")" >&2; exit 1; }
+started "$SCRATCH/port" "kace serve" "$SCRATCH/serve.log"
 URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
 post() { # PATH BODY
     curl -s -o "$SCRATCH/reply" -w '%{http_code}' -X POST -H 'Content-Type: application/json' --data "$2" "$URL$1"
@@ -115,7 +91,5 @@ wait_screen 'kace-top-exited' || fail "q did not quit kace top: $(cat "$SCRATCH/
 if [ "$failures" -gt 0 ]; then
     echo "--- last screen:" >&2
     cat "$SCRATCH/screen.txt" >&2
-    echo "$failures failure(s)" >&2
-    exit 1
 fi
-echo "cli_k8s_top: ok"
+finish cli_k8s_top

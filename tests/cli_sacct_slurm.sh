@@ -21,38 +21,23 @@ SCRATCH=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 PLUGINS=$(cd "$(dirname "$KACE")" && pwd)/slurm-plugins
 source "$HERE/slurm_cluster.sh"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$HERE/lsan-slurm.supp"
+source "$HERE/lib_test.sh"
 export PATH=$PATH:/usr/sbin
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: needs root (slurmd, munged, slurmdbd and MariaDB run as root)"
-    exit 77
-fi
-if missing=$(slurm_cluster_missing); then
-    echo "SKIP: $missing not installed (.ci/install-deps)"
-    exit 77
-fi
+slurm_test_require "$PLUGINS/job_submit_kace.so" "$PLUGINS/spank_kace.so"
 for b in slurmdbd mariadbd mariadb-install-db mariadb sacct sacctmgr; do
     command -v "$b" >/dev/null 2>&1 || { echo "SKIP: $b not installed (.ci/install-deps: slurmdbd, mariadb-server)"; exit 77; }
 done
-if [ ! -f "$PLUGINS/job_submit_kace.so" ] || [ ! -f "$PLUGINS/spank_kace.so" ]; then
-    echo "SKIP: plugins not built (no libslurm-dev at configure time)"
-    exit 77
-fi
 if ! grep -q 'KACE_TEST_SLURM_CONF' "$HERE/slurm_cluster.sh"; then
     echo "SKIP: tests/slurm_cluster.sh takes no extra slurm.conf lines (KACE_TEST_SLURM_CONF)"
     exit 77
 fi
 
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
 mkdir -p "$SCRATCH"
 C=$(mktemp -d /tmp/kace-sacct.XXXXXX)
 DB=$C/mariadb
 cleanup() {
-    scancel --quiet --user=root 2>/dev/null
-    slurm_cluster_stop
+    slurm_test_stop
     local f pid
     for f in "$C/slurmdbd.pid" "$DB/mariadb.pid"; do
         [ -f "$f" ] || continue
@@ -62,9 +47,7 @@ cleanup() {
         for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.3; done
         kill -9 "$pid" 2>/dev/null
     done
-    mkdir -p "$SCRATCH/logs"
-    cp -r "$C/cluster/log" "$C/slurmdbd.log" "$DB/mariadb.err" "$SCRATCH/logs/" 2>/dev/null
-    rm -rf "$C"
+    slurm_test_keep "$C" "$C/cluster/log" "$C/slurmdbd.log" "$DB/mariadb.err"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
@@ -169,5 +152,5 @@ awk -F, 'NR > 1 { h[$1] = $2 } END { exit !(h["shard"] <= h["exclusive"] + 1e-9 
     "$SCRATCH/sim/sacct.csv" || fail "a sharing scenario used more GPU-hours than exclusive"
 scontrol ping >/dev/null 2>&1 || fail "slurmctld is not up at the end"
 
-[ $fails -eq 0 ] && echo "cli_sacct_slurm: all passed"
-exit $((fails > 0))
+[ $failures -eq 0 ] && echo "cli_sacct_slurm: all passed"
+exit $((failures > 0))

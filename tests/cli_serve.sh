@@ -21,15 +21,8 @@ SHARED=${2:?missing SHARED_DATA_DIR}
 SCRATCH=${3:?missing SCRATCH_DIR}
 REF="$SHARED/kace-v100"
 export LC_ALL=C
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-for tool in curl wrk prometheus python3; do
-    command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed (bash .ci/install-deps)" >&2; exit 1; }
-done
+source "$(dirname "$0")/lib_test.sh"
+need curl wrk prometheus python3
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH" || exit 1
 DB="$SCRATCH/store.db"
@@ -49,12 +42,7 @@ trap cleanup EXIT
 "$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0.2 --threads 2 --allow-partial-model \
     >"$SCRATCH/serve.log" 2>&1 &
 KACE_PID=$!
-for _ in $(seq 1 200); do
-    [ -s "$SCRATCH/port" ] && break
-    kill -0 "$KACE_PID" 2>/dev/null || break
-    sleep 0.1
-done
-[ -s "$SCRATCH/port" ] || { echo "FAIL: kace serve did not start: $(cat "$SCRATCH/serve.log")" >&2; exit 1; }
+wait_file "$SCRATCH/port" "$KACE_PID" || { echo "FAIL: kace serve did not start: $(cat "$SCRATCH/serve.log")" >&2; exit 1; }
 PORT=$(cat "$SCRATCH/port")
 URL="http://127.0.0.1:$PORT"
 
@@ -201,7 +189,7 @@ curl -s "$URL/metrics" | grep -q 'kace_decisions_total{endpoint="partners",polic
     fail "no partner decisions by the linear model after the reload"
 
 # ---- Prometheus scrapes kace --------------------------------------------------
-PROM_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PROM_PORT=$(free_port)
 mkdir -p "$SCRATCH/prometheus"
 cat >"$SCRATCH/prometheus.yml" <<EOF
 global:

@@ -30,15 +30,8 @@ SCRATCH=${3:?missing SCRATCH_DIR}
 SLOW="$(dirname "$KACE")/kace-test-slowclient"
 export LC_ALL=C
 SCALE=${KACE_HOSTILE_SCALE:-1}
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-for tool in curl python3; do
-    command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed (bash .ci/install-deps)" >&2; exit 1; }
-done
+source "$(dirname "$0")/lib_test.sh"
+need curl python3
 [ -x "$SLOW" ] || { echo "FAIL: $SLOW is not built" >&2; exit 1; }
 # a descriptor per slow connection on each side
 ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -70,12 +63,7 @@ start() {
     "$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 --threads 2 --no-nvml \
         "$@" >"$LOG" 2>&1 &
     KACE_PID=$!
-    for _ in $(seq 1 300); do
-        [ -s "$SCRATCH/port" ] && break
-        kill -0 "$KACE_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ ! -s "$SCRATCH/port" ]; then
+    if ! wait_file "$SCRATCH/port" "$KACE_PID"; then
         fail "kace serve $* did not start: $(cat "$LOG")"
         cleanup
         exit 1

@@ -18,51 +18,22 @@ SCRATCH=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 PLUGINS=$(cd "$(dirname "$KACE")" && pwd)/slurm-plugins
 source "$HERE/slurm_cluster.sh"
-# Under ASan: libslurm's own leaks are not kace's (see the file).
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$HERE/lsan-slurm.supp"
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: needs root (slurmd and munged run as root)"
-    exit 77
-fi
-if missing=$(slurm_cluster_missing); then
-    echo "SKIP: $missing not installed (.ci/install-deps installs munge, slurmctld, slurmd, slurm-client)"
-    exit 77
-fi
-if [ ! -f "$PLUGINS/job_submit_kace.so" ] || [ ! -f "$PLUGINS/spank_kace.so" ]; then
-    echo "SKIP: plugins not built (no libslurm-dev at configure time)"
-    exit 77
-fi
-
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
-check_eq() { # what expected actual
-    if [ "$2" == "$3" ]; then echo "ok: $1 = $3"; else fail "$1: expected '$2', got '$3'"; fi
-}
-
+source "$HERE/lib_test.sh"
+slurm_test_require "$PLUGINS/job_submit_kace.so" "$PLUGINS/spank_kace.so"
 # The cluster lives in a short path (the munge socket path has a length limit).
 mkdir -p "$SCRATCH"
 C=$(mktemp -d /tmp/kace-slurm.XXXXXX)
 LOCK_PID=""
 cleanup() {
     [ -n "$LOCK_PID" ] && kill "$LOCK_PID" 2>/dev/null
-    scancel --quiet --user=root 2>/dev/null
-    slurm_cluster_stop
-    # Keep the logs for a failed run, drop the rest.
-    mkdir -p "$SCRATCH/logs"
-    cp -r "$C/cluster/log" "$C/jobs" "$C/kace.conf" "$SCRATCH/logs/" 2>/dev/null
-    rm -rf "$C"
+    slurm_test_cleanup "$C" "$C/cluster/log" "$C/jobs" "$C/kace.conf"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # --- the store, the model and the placer's configuration ---------------------
 mkdir -p "$C/store" # kace creates a store file, not a missing folder
-"$KACE" import --db "$C/store/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
-"$KACE" train --db "$C/store/kace.db" --out "$C/store/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
+slurm_test_store "$KACE" "$DATA" "$C/store/kace.db" "$C/store/model.txt"
 
 # --kace-profile: the plugin points tasks at a CUPTI library and a recording
 # folder. No GPU here, so the "library" is a placeholder file that nothing
@@ -365,8 +336,5 @@ check_eq "without --kace-profile: no injection" none "$(field inject "$(head -1 
 grep -q UP < <(scontrol ping) || fail "slurmctld is down"
 grep -E "kace" "$LOG" | tail -20
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed; logs in $SCRATCH/logs"
-    exit 1
-fi
+slurm_test_finish
 echo "all Slurm checks passed"

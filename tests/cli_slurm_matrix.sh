@@ -18,50 +18,16 @@ SCRATCH=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
 PLUGINS=$(cd "$(dirname "$KACE")" && pwd)/slurm-plugins
 source "$HERE/slurm_cluster.sh"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$HERE/lsan-slurm.supp"
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: needs root (slurmd and munged run as root)"
-    exit 77
-fi
-if missing=$(slurm_cluster_missing); then
-    echo "SKIP: $missing not installed (.ci/install-deps installs munge, slurmctld, slurmd, slurm-client)"
-    exit 77
-fi
-if [ ! -f "$PLUGINS/job_submit_kace.so" ] || [ ! -f "$PLUGINS/spank_kace.so" ]; then
-    echo "SKIP: plugins not built (no libslurm-dev at configure time)"
-    exit 77
-fi
-
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
+source "$HERE/lib_test.sh"
+slurm_test_require "$PLUGINS/job_submit_kace.so" "$PLUGINS/spank_kace.so"
 
 mkdir -p "$SCRATCH"
 C=$(mktemp -d /tmp/kace-slurm.XXXXXX)
-cleanup() {
-    scancel --quiet --user=root 2>/dev/null
-    slurm_cluster_stop
-    mkdir -p "$SCRATCH/logs"
-    cp -r "$C/cluster/log" "$C/out" "$SCRATCH/logs/" 2>/dev/null
-    rm -rf "$C"
-}
-trap cleanup EXIT
+trap 'slurm_test_cleanup "$C" "$C/cluster/log" "$C/out"' EXIT
 trap 'exit 1' INT TERM
 
-"$KACE" import --db "$C/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
-"$KACE" train --db "$C/kace.db" --out "$C/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
-slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster did not start"; exit 1; }
-cat >"$C/cluster/kace.conf" <<EOF
-store = $C/kace.db
-model_file = $C/model.txt
-gres = mps
-refresh_seconds = 1
-EOF
-LOG=$C/cluster/log/slurmctld.log
-slurm_wait 30 grep -q "placer ready" "$LOG" || { echo "FAIL: placer never became ready"; exit 1; }
+slurm_test_store "$KACE" "$DATA" "$C/kace.db" "$C/model.txt"
+slurm_test_start "$C/cluster" "$PLUGINS" "$C/kace.db" "$C/model.txt"
 mkdir -p "$C/out"
 cat >"$C/het.sh" <<'EOF'
 #!/bin/bash
@@ -215,8 +181,5 @@ else
 fi
 
 grep -q UP < <(scontrol ping) || fail "slurmctld is down"
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed; logs in $SCRATCH/logs"
-    exit 1
-fi
+slurm_test_finish
 echo "all matrix checks passed"

@@ -21,48 +21,23 @@ PLUGINS=$BUILD/slurm-plugins
 STANDIN=$BUILD/tests/kace-test-mps-control
 SCRIPTS=$(cd "$HERE/../scripts/slurm" && pwd)
 source "$HERE/slurm_cluster.sh"
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$HERE/lsan-slurm.supp"
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "SKIP: needs root (slurmd and munged run as root)"
-    exit 77
-fi
-if missing=$(slurm_cluster_missing); then
-    echo "SKIP: $missing not installed (.ci/install-deps installs munge, slurmctld, slurmd, slurm-client)"
-    exit 77
-fi
-if [ ! -f "$PLUGINS/job_submit_kace.so" ] || [ ! -x "$STANDIN" ]; then
-    echo "SKIP: plugins or the stand-in MPS daemon not built"
-    exit 77
-fi
-
-fails=0
-fail() {
-    echo "FAIL: $*"
-    fails=$((fails + 1))
-}
-check_eq() { # what expected actual
-    if [ "$2" == "$3" ]; then echo "ok: $1 = $3"; else fail "$1: expected '$2', got '$3'"; fi
-}
+source "$HERE/lib_test.sh"
+slurm_test_require "$PLUGINS/job_submit_kace.so" "$STANDIN"
 
 mkdir -p "$SCRATCH"
 C=$(mktemp -d /tmp/kace-slurm.XXXXXX)
 cleanup() {
-    scancel --quiet --user=root 2>/dev/null
-    slurm_cluster_stop
+    slurm_test_stop
     # Any stand-in daemon still up (a failed check) goes by its pipe.
     for p in "$C"/mps/*/pipe; do
         [ -p "$p/control" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY=$p timeout 5 "$STANDIN" >/dev/null 2>&1
     done
-    mkdir -p "$SCRATCH/logs"
-    cp -r "$C/cluster/log" "$C/jobs" "$C/mps" "$SCRATCH/logs/" 2>/dev/null
-    rm -rf "$C"
+    slurm_test_keep "$C" "$C/cluster/log" "$C/jobs" "$C/mps"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-"$KACE" import --db "$C/kace.db" "$DATA" >/dev/null || { echo "FAIL: import"; exit 1; }
-"$KACE" train --db "$C/kace.db" --out "$C/model.txt" >/dev/null || { echo "FAIL: train"; exit 1; }
+slurm_test_store "$KACE" "$DATA" "$C/kace.db" "$C/model.txt"
 
 # Slurm runs Prolog/Epilog with a bare environment: small wrappers give the
 # scripts the stand-in daemon, a root folder and the misbehaviour to play
@@ -79,15 +54,7 @@ done
 export KACE_TEST_SLURM_CONF="Prolog=$C/prolog
 Epilog=$C/epilog
 TaskProlog=$C/taskprolog"
-slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the Slurm cluster did not start"; exit 1; }
-cat >"$C/cluster/kace.conf" <<EOF
-store = $C/kace.db
-model_file = $C/model.txt
-gres = mps
-refresh_seconds = 1
-EOF
-LOG=$C/cluster/log/slurmctld.log
-slurm_wait 30 grep -q "placer ready" "$LOG" || { echo "FAIL: placer never became ready"; exit 1; }
+slurm_test_start "$C/cluster" "$PLUGINS" "$C/kace.db" "$C/model.txt"
 mkdir -p "$C/jobs"
 
 # What a task sees, then (when $1 names a file) waits for that file.
@@ -166,8 +133,5 @@ rm -f "$C/mode"
 grep -q UP < <(scontrol ping) || fail "slurmctld is down"
 slurm_wait 30 slurm_nodes_idle ||
     fail "a node is not idle (a failed Prolog/Epilog drains it): $(sinfo -h -N -o '%N %T' | tr '\n' ' ')"
-if [ "$fails" -ne 0 ]; then
-    echo "$fails check(s) failed; logs in $SCRATCH/logs"
-    exit 1
-fi
+slurm_test_finish
 echo "all MPS checks passed"

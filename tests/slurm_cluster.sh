@@ -8,6 +8,19 @@
 #   slurm_cluster_stop                   stops every daemon by its pid
 #   slurm_wait SECONDS CMD...            polls CMD until it succeeds
 #
+# For the test scripts (they also source tests/lib_test.sh: fail, check_eq):
+#   slurm_test_require FILE...           exit 77 (skipped) without root, the
+#                                        packages or FILE (plugins, stand-ins)
+#   slurm_test_store KACE DATA DB MODEL  kace import + train, or exit 1
+#   slurm_test_start DIR PLUGINS DB MODEL  slurm_cluster_start with kace.conf
+#                                        (gres mps, refresh every second); sets
+#                                        LOG; exit 1 unless the placer is ready
+#   slurm_test_cleanup DIR SAVE...       slurm_test_stop, then slurm_test_keep:
+#   slurm_test_stop                      cancel every job, stop the cluster
+#   slurm_test_keep DIR SAVE...          keep SAVE (logs) in $SCRATCH/logs,
+#                                        remove DIR
+#   slurm_test_finish                    exit 1 when a check failed
+#
 # Nodes: n1 and n2 have one GPU with gres/mps (Count=100), n3 one GPU with
 # gres/shard (Count=4). Partitions: debug (all, default) and second (n2). kace.conf (beside slurm.conf) is the test's to write.
 
@@ -57,6 +70,70 @@ slurm_cluster_stop() {
         rm -f "$f"
     done
     return 0
+}
+
+slurm_test_require() { # FILE...
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: needs root (slurmd and munged run as root)"
+        exit 77
+    fi
+    local missing f
+    if missing=$(slurm_cluster_missing); then
+        echo "SKIP: $missing not installed (.ci/install-deps installs munge, slurmctld, slurmd, slurm-client)"
+        exit 77
+    fi
+    for f in "$@"; do
+        [ -e "$f" ] || { echo "SKIP: $f not built (no libslurm-dev at configure time)"; exit 77; }
+    done
+    # Under ASan: libslurm's own leaks are not kace's (see the file).
+    export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(dirname "${BASH_SOURCE[0]}")/lsan-slurm.supp"
+}
+
+slurm_test_store() { # KACE DATA DB MODEL
+    "$1" import --db "$3" "$2" >/dev/null || { echo "FAIL: kace import"; exit 1; }
+    "$1" train --db "$3" --out "$4" >/dev/null || { echo "FAIL: kace train"; exit 1; }
+}
+
+slurm_test_start() { # DIR PLUGINS DB MODEL
+    slurm_cluster_start "$1" "$2" || {
+        echo "FAIL: the Slurm cluster did not start"
+        tail -n 30 "$1"/log/*.log 2>/dev/null
+        exit 1
+    }
+    cat >"$1/kace.conf" <<EOF
+store = $3
+model_file = $4
+gres = mps
+refresh_seconds = 1
+EOF
+    LOG=$1/log/slurmctld.log
+    slurm_wait 60 grep -q "placer ready" "$LOG" || { echo "FAIL: placer never became ready"; exit 1; }
+}
+
+slurm_test_stop() {
+    scancel --quiet --user=root 2>/dev/null
+    slurm_cluster_stop
+}
+
+slurm_test_cleanup() { # DIR SAVE...
+    slurm_test_stop
+    slurm_test_keep "$@"
+}
+
+slurm_test_keep() { # DIR SAVE...
+    local dir=$1
+    shift
+    # Keep the logs for a failed run, drop the rest.
+    mkdir -p "$SCRATCH/logs"
+    cp -r "$@" "$SCRATCH/logs/" 2>/dev/null
+    rm -rf "$dir"
+}
+
+slurm_test_finish() {
+    if [ "$failures" -ne 0 ]; then
+        echo "$failures check(s) failed; logs in $SCRATCH/logs"
+        exit 1
+    fi
 }
 
 slurm_cluster_start() {
