@@ -44,17 +44,38 @@ typedef struct boost_node {
     float best_threshold;
 } boost_node;
 
-typedef struct sort_item {
-    float value;
-    int row;
-} sort_item;
-
-static int by_value(const void *a, const void *b)
+/* A float's order as an unsigned key (-0 and +0 equal, as they compare). */
+static uint32_t order_key(float v)
 {
-    const sort_item *x = a, *y = b;
-    if (x->value != y->value)
-        return x->value < y->value ? -1 : 1;
-    return x->row - y->row;
+    uint32_t u;
+    if (v == 0)
+        v = 0; /* -0 -> +0 */
+    memcpy(&u, &v, sizeof u);
+    return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* Sorts row[0..n) by key[0..n) (moved along), equal keys keeping their
+ * order: a stable radix sort, 8 bits a pass; tmp arrays of n. */
+static void sort_rows(uint32_t *key, int *row, uint32_t *key_tmp, int *row_tmp, int n)
+{
+    for (int shift = 0; shift < 32; shift += 8) {
+        int count[257] = {0};
+        for (int i = 0; i < n; i++)
+            count[((key[i] >> shift) & 255) + 1]++;
+        for (int k = 0; k < 256; k++)
+            count[k + 1] += count[k];
+        for (int i = 0; i < n; i++) {
+            int at = count[(key[i] >> shift) & 255]++;
+            key_tmp[at] = key[i];
+            row_tmp[at] = row[i];
+        }
+        uint32_t *k = key;
+        key = key_tmp;
+        key_tmp = k;
+        int *r = row;
+        row = row_tmp;
+        row_tmp = r;
+    }
 }
 
 static uint64_t splitmix64(uint64_t *state)
@@ -561,7 +582,8 @@ kace_status kace_boost_data_new(kace_ctx *ctx, const double *X, size_t n_rows, i
     int n = (int)n_rows;
     size_t cells = (size_t)n * (size_t)d;
     kace_boost_data *x = calloc(1, sizeof *x);
-    sort_item *sorted = malloc((size_t)n * sizeof *sorted);
+    uint32_t *key = malloc(2 * (size_t)n * sizeof *key);
+    int *row = malloc(2 * (size_t)n * sizeof *row);
     if (x) {
         x->n = n;
         x->d = d;
@@ -571,8 +593,9 @@ kace_status kace_boost_data_new(kace_ctx *ctx, const double *X, size_t n_rows, i
         x->bin = malloc(cells * sizeof *x->bin);
         x->inverse = malloc(((size_t)n + 1) * sizeof *x->inverse);
     }
-    if (!x || !sorted || !x->col || !x->value || !x->first || !x->bin || !x->inverse) {
-        free(sorted);
+    if (!x || !key || !row || !x->col || !x->value || !x->first || !x->bin || !x->inverse) {
+        free(key);
+        free(row);
         kace_boost_data_free(&x);
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
     }
@@ -583,19 +606,21 @@ kace_status kace_boost_data_new(kace_ctx *ctx, const double *X, size_t n_rows, i
     for (int j = 0; j < d; j++) {
         for (int i = 0; i < n; i++) {
             x->col[(size_t)j * (size_t)n + (size_t)i] = (float)X[(size_t)i * (size_t)d + (size_t)j];
-            sorted[i].value = x->col[(size_t)j * (size_t)n + (size_t)i];
-            sorted[i].row = i;
+            key[i] = order_key(x->col[(size_t)j * (size_t)n + (size_t)i]);
+            row[i] = i;
         }
-        qsort(sorted, (size_t)n, sizeof *sorted, by_value);
+        /* ascending values, equal ones in row order */
+        sort_rows(key, row, key + n, row + n, n);
         x->first[j] = n_values;
         for (int i = 0; i < n; i++) {
-            if (i == 0 || sorted[i].value > sorted[i - 1].value)
-                x->value[n_values++] = sorted[i].value;
-            x->bin[(size_t)sorted[i].row * (size_t)d + (size_t)j] = n_values - 1;
+            if (i == 0 || key[i] != key[i - 1])
+                x->value[n_values++] = x->col[(size_t)j * (size_t)n + (size_t)row[i]];
+            x->bin[(size_t)row[i] * (size_t)d + (size_t)j] = n_values - 1;
         }
     }
     x->first[d] = n_values;
-    free(sorted);
+    free(key);
+    free(row);
     *out = x;
     return KACE_OK;
 }
