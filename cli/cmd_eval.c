@@ -416,6 +416,9 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         common.xu_search.tree_scale = req->xu_tree_scale;
     common.slowdown = req->slowdown;
     common.with_slowdown = !req->without_slowdown;
+    /* One mode asked for: the unseen studies score that one only. */
+    common.one_mode = !(req->paper && req->clean);
+    common.mode = req->paper ? KACE_MODE_PAPER : KACE_MODE_CLEAN;
     struct timespec t_unseen;
     clock_gettime(CLOCK_MONOTONIC, &t_unseen);
     int n_seeds = common.with_slowdown && req->kace_seeds > 1 ? req->kace_seeds : 1;

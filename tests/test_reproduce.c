@@ -165,6 +165,38 @@ static void test_unseen_families(void **state)
     free(modes[1]);
 }
 
+/* opt.one_mode (kace eval --mode paper or clean): the asked mode's scores are
+ * those of a run scoring both, bit for bit; the other mode's rows name their
+ * targets and hold NaN. */
+static void test_unseen_one_mode(void **state)
+{
+    (void)state;
+    kace_eval_options opt;
+    kace_eval_options_default(&opt);
+    opt.with_xu = false;
+    opt.with_slowdown = false;
+    kace_target_score *both[2], *one[2];
+    size_t n = 0, n_one = 0;
+    assert_kace_ok(ctx, kace_eval_unseen(ctx, pairs, &opt, both, &n, NULL));
+    assert_int_equal(n, 21);
+    opt.one_mode = true;
+    for (int mode = 0; mode < 2; mode++) {
+        opt.mode = (kace_eval_mode)mode;
+        assert_kace_ok(ctx, kace_eval_unseen(ctx, pairs, &opt, one, &n_one, NULL));
+        assert_int_equal(n_one, n);
+        for (size_t i = 0; i < n; i++) {
+            assert_memory_equal(&one[mode][i], &both[mode][i], sizeof one[mode][i]);
+            assert_int_equal(one[1 - mode][i].target, both[1 - mode][i].target);
+            for (int p = 0; p < KACE_N_POLICIES; p++)
+                assert_true(isnan(one[1 - mode][i].score[p]));
+        }
+        free(one[0]);
+        free(one[1]);
+    }
+    free(both[0]);
+    free(both[1]);
+}
+
 static void test_triples(void **state)
 {
     (void)state;
@@ -221,7 +253,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dataset_shape),       cmocka_unit_test(test_paper_mode_n_occur_3),
         cmocka_unit_test(test_paper_mode_training_size), cmocka_unit_test(test_clean_mode),
-        cmocka_unit_test(test_unseen_families),     cmocka_unit_test(test_triples),
+        cmocka_unit_test(test_unseen_families),     cmocka_unit_test(test_unseen_one_mode),
+        cmocka_unit_test(test_triples),
         cmocka_unit_test(test_xu_n_occur_3),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -28,6 +28,9 @@ typedef struct kace_eval_options {
     kace_slowdown_params slowdown;
     kace_forest_search xu_search;  /* its randomized search */
     int n_threads;                 /* splits/targets evaluated at once; 0 = one per CPU */
+    /* kace_eval_unseen scores opt->mode only; the other mode's rows keep their
+     * targets with NaN scores (kace eval --mode paper or clean prints one). */
+    bool one_mode;
 } kace_eval_options;
 
 /* Defaults: paper mode, Xu on (10 search iterations, 5 folds, seed 0, one
@@ -85,7 +88,7 @@ typedef struct kace_confidence_check {
  * colocation is fitted in both modes (there is no published internal split
  * here), so one fit per target is scored both ways: out[KACE_MODE_PAPER] and
  * out[KACE_MODE_CLEAN] each receive *n_out rows, one per target, which the
- * caller frees with free. opt->mode is not used. check (may be NULL)
+ * caller frees with free. opt->mode is not used unless opt->one_mode. check (may be NULL)
  * receives the confidence check of kace's model over every target's test
  * rows pooled (NaN without the slowdown model). */
 kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_eval_options *opt,

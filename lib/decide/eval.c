@@ -74,6 +74,7 @@ static kace_status list_targets(kace_ctx *ctx, const kace_dataset *ds, int **out
 typedef struct fitted {
     kace_model *kace, *xu, *slowdown;
     double kace_seconds, xu_seconds, slowdown_seconds;
+    bool kace_shared; /* kace is another task's fit, not freed here */
 } fitted;
 
 static void fitted_free(fitted *f);
@@ -86,13 +87,29 @@ static double seconds_of(kace_ctx *ctx, kace_status *st, const kace_dataset *ds,
     return now_seconds() - t0;
 }
 
-static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
-                              const kace_eval_options *opt, uint64_t seed, fitted *f)
+static kace_status fit_linear(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n, kace_model **out,
+                              double *seconds)
 {
-    memset(f, 0, sizeof *f);
     kace_status st;
     kace_fit_spec linear = {.kind = KACE_MODEL_LINEAR, .features = &kace_features_kace};
-    f->kace_seconds = seconds_of(ctx, &st, ds, rows, n, &linear, &f->kace);
+    *seconds = seconds_of(ctx, &st, ds, rows, n, &linear, out);
+    return st;
+}
+
+/* The paper's linear model (unless `linear`, fitted on the same rows, is
+ * given: it is used, not copied), then Xu's forest and kace's model as opt
+ * asks, seeded by seed. */
+static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                              const kace_eval_options *opt, uint64_t seed, kace_model *linear, fitted *f)
+{
+    memset(f, 0, sizeof *f);
+    kace_status st = KACE_OK;
+    if (linear) {
+        f->kace = linear;
+        f->kace_shared = true;
+    } else {
+        st = fit_linear(ctx, ds, rows, n, &f->kace, &f->kace_seconds);
+    }
     if (!st && opt->with_xu) {
         kace_fit_spec forest = {.kind = KACE_MODEL_FOREST, .features = &kace_features_xu, .search = opt->xu_search};
         forest.search.seed = opt->xu_search.seed ^ (seed * 0x9E3779B97F4A7C15ull);
@@ -110,6 +127,8 @@ static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *
 
 static void fitted_free(fitted *f)
 {
+    if (f->kace_shared)
+        f->kace = NULL;
     kace_model_free(&f->kace);
     kace_model_free(&f->xu);
     kace_model_free(&f->slowdown);
@@ -470,7 +489,7 @@ static kace_status split_task(kace_ctx *ctx, void *arg, size_t t)
         }
     }
     /* Only training rows reach the fitting code. */
-    if ((st = fit_models(ctx, ds, fit, r->n_fit, opt, (uint64_t)r->seed, &f))) {
+    if ((st = fit_models(ctx, ds, fit, r->n_fit, opt, (uint64_t)r->seed, NULL, &f))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
         st = kace_fail(ctx, st, "n_occur=%d seed=%d: %s", r->n_occur, r->seed, msg);
@@ -568,18 +587,65 @@ typedef struct unseen_job {
     const kace_dataset *ds;
     const kace_eval_options *opt;
     const int *targets;
+    /* Per target: the first target of its family, and (for those) the linear
+     * model. Targets of a family train on the same rows, and the linear fit
+     * has no seed: one fit serves them all. */
+    size_t *first_of_family;
+    kace_model **linear;
     kace_target_score *scores[2]; /* by kace_eval_mode */
     /* Per target: kace's confidence and error on each test row. */
     double **conf, **err;
     size_t *n_rows;
 } unseen_job;
 
+/* The colocations with no workload of target's family (train) and those
+ * with target (test, may be NULL). */
+static void family_rows(const kace_dataset *ds, int target, int *train, size_t *n_train, int *test, size_t *n_test)
+{
+    const char *family = ds->workloads[target].family;
+    *n_train = 0;
+    if (test)
+        *n_test = 0;
+    for (size_t i = 0; i < ds->n_colocations; i++) {
+        const kace_colocation *c = &ds->colocations[i];
+        bool same_family = false;
+        for (int j = 0; j < c->k; j++)
+            same_family |= strcmp(ds->workloads[c->workload[j]].family, family) == 0;
+        if (!same_family)
+            train[(*n_train)++] = (int)i;
+        if (test && kace_colocation_has(c, target))
+            test[(*n_test)++] = (int)i;
+    }
+}
+
+/* The linear model of the family whose first target is t. */
+static kace_status unseen_linear_task(kace_ctx *ctx, void *arg, size_t t)
+{
+    unseen_job *job = arg;
+    if (job->first_of_family[t] != t)
+        return KACE_OK;
+    const kace_dataset *ds = job->ds;
+    int *train = malloc((ds->n_colocations ? ds->n_colocations : 1) * sizeof *train);
+    if (!train)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    size_t n_train;
+    double seconds;
+    family_rows(ds, job->targets[t], train, &n_train, NULL, NULL);
+    kace_status st = fit_linear(ctx, ds, train, n_train, &job->linear[t], &seconds);
+    if (st) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+        st = kace_fail(ctx, st, "unseen target %s: %s", ds->workloads[job->targets[t]].name, msg);
+    }
+    free(train);
+    return st;
+}
+
 static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
 {
     unseen_job *job = arg;
     const kace_dataset *ds = job->ds;
     int target = job->targets[t];
-    const char *family = ds->workloads[target].family;
     size_t nc = ds->n_colocations ? ds->n_colocations : 1, n_train = 0, n_test = 0;
     int *train = malloc(nc * sizeof *train), *test = malloc(nc * sizeof *test);
     kace_status st = KACE_OK;
@@ -588,17 +654,9 @@ static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
-    for (size_t i = 0; i < ds->n_colocations; i++) {
-        const kace_colocation *c = &ds->colocations[i];
-        bool same_family = false;
-        for (int j = 0; j < c->k; j++)
-            same_family |= strcmp(ds->workloads[c->workload[j]].family, family) == 0;
-        if (!same_family)
-            train[n_train++] = (int)i;
-        if (kace_colocation_has(c, target))
-            test[n_test++] = (int)i;
-    }
-    if ((st = fit_models(ctx, ds, train, n_train, job->opt, (uint64_t)t + 1, &f))) {
+    family_rows(ds, target, train, &n_train, test, &n_test);
+    if ((st = fit_models(ctx, ds, train, n_train, job->opt, (uint64_t)t + 1, job->linear[job->first_of_family[t]],
+                         &f))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
         st = kace_fail(ctx, st, "unseen target %s: %s", ds->workloads[target].name, msg);
@@ -607,6 +665,11 @@ static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
     /* Both modes fit every row here: one fit, scored both ways. */
     for (int mode = 0; mode < 2 && !st; mode++) {
         job->scores[mode][t].target = target;
+        if (job->opt->one_mode && mode != (int)job->opt->mode) {
+            for (int p = 0; p < KACE_N_POLICIES; p++)
+                job->scores[mode][t].score[p] = NAN;
+            continue;
+        }
         st = score_target(ctx, ds, &f, mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN, test, n_test,
                           &job->scores[mode][t]);
     }
@@ -665,20 +728,38 @@ kace_status kace_eval_unseen(kace_ctx *ctx, const kace_dataset *ds, const kace_e
     unseen_job job = {ds,
                       opt,
                       targets,
+                      calloc(n, sizeof(size_t)),
+                      calloc(n, sizeof(kace_model *)),
                       {calloc(n, sizeof(kace_target_score)), calloc(n, sizeof(kace_target_score))},
                       calloc(n, sizeof(double *)),
                       calloc(n, sizeof(double *)),
                       calloc(n, sizeof(size_t))};
-    if (!job.scores[0] || !job.scores[1] || !job.conf || !job.err || !job.n_rows)
+    if (!job.first_of_family || !job.linear || !job.scores[0] || !job.scores[1] || !job.conf || !job.err ||
+        !job.n_rows) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    else
-        st = run_tasks(ctx, "evaluating unseen workloads", opt->n_threads, n_targets, unseen_task, &job);
+    } else {
+        for (size_t t = 0; t < n_targets; t++) {
+            size_t first = 0;
+            while (strcmp(ds->workloads[targets[first]].family, ds->workloads[targets[t]].family) != 0)
+                first++;
+            job.first_of_family[t] = first;
+        }
+        /* Here, not on the pool: 7 small fits for the reference pairs. */
+        for (size_t t = 0; t < n_targets && !st; t++)
+            st = unseen_linear_task(ctx, &job, t);
+        if (!st)
+            st = run_tasks(ctx, "evaluating unseen workloads", opt->n_threads, n_targets, unseen_task, &job);
+    }
     if (!st && check)
         st = pooled_check(ctx, &job, n_targets, check);
     for (size_t t = 0; job.conf && job.err && t < n_targets; t++) {
         free(job.conf[t]);
         free(job.err[t]);
     }
+    for (size_t t = 0; job.linear && t < n_targets; t++)
+        kace_model_free(&job.linear[t]);
+    free(job.linear);
+    free(job.first_of_family);
     free(job.conf);
     free(job.err);
     free(job.n_rows);
@@ -715,7 +796,7 @@ static kace_status fold_task(kace_ctx *ctx, void *arg, size_t t)
         r->score[p] = NAN;
     fitted f = {0};
     /* Only the fold's training rows reach the fitting code. */
-    kace_status st = fit_models(ctx, job->ds, fold->train, fold->n_train, job->opt, (uint64_t)t + 1, &f);
+    kace_status st = fit_models(ctx, job->ds, fold->train, fold->n_train, job->opt, (uint64_t)t + 1, NULL, &f);
     if (st) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
