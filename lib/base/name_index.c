@@ -29,17 +29,6 @@ struct kace_key_index {
     size_t cap, count;
 };
 
-/* FNV-1a: simple, and good enough on names that share long prefixes. */
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* splitmix64's finalizer: pairs of small indices differ in few bits, and
  * linear probing needs those differences spread over the low bits. */
 static uint64_t mix_key(uint64_t k)
@@ -50,6 +39,23 @@ static uint64_t mix_key(uint64_t k)
     k *= 0x94d049bb133111ebull;
     k ^= k >> 31;
     return k;
+}
+
+/* Eight bytes at a time (a byte at a time was ~5% of kace eval: its 16k
+ * split rows name two workloads each), then the finalizer above: names
+ * that share long prefixes still differ in the low bits. */
+static uint64_t hash_name(const char *s)
+{
+    size_t n = strlen(s);
+    uint64_t h = 14695981039346656037ull ^ n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    return mix_key(h ^ w);
 }
 
 uint64_t kace_pair_key(int a, int b)
