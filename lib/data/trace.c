@@ -83,6 +83,19 @@ static bool grow(void **items, size_t *cap, size_t n, size_t size)
     return true;
 }
 
+/* The next record, checked against the header's n_header fields, with room
+ * for one more of n items of size bytes in *items; *has is false at the end. */
+static kace_status next_record(kace_ctx *ctx, kace_csv *csv, size_t n_header, void **items, size_t *cap, size_t n,
+                               size_t size, bool *has)
+{
+    kace_status st = kace_csv_next(ctx, csv, has);
+    if (st || !*has || (st = check_record(ctx, csv, n_header)))
+        return st;
+    if (!grow(items, cap, n, size))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "%s:%d: out of memory", csv->origin, csv->record_line);
+    return KACE_OK;
+}
+
 enum { P_NAME, P_NUM_GPU, P_GPU_MILLI, P_QOS, P_CREATION, P_DELETION, P_SCHEDULED, P_CPU, P_MEM, P_SPEC, P_PHASE };
 
 static kace_status parse_job(kace_ctx *ctx, const kace_csv *csv, const column_spec *cols, kace_trace_job *job)
@@ -172,16 +185,10 @@ kace_status kace_trace_parse(kace_ctx *ctx, const char *data, size_t len, const 
     size_t n_header = csv.n_fields;
     for (;;) {
         bool has = false;
-        if ((st = kace_csv_next(ctx, &csv, &has)))
+        if ((st = next_record(ctx, &csv, n_header, (void **)&t->jobs, &cap, t->n_jobs, sizeof *t->jobs, &has)))
             goto done;
         if (!has)
             break;
-        if ((st = check_record(ctx, &csv, n_header)))
-            goto done;
-        if (!grow((void **)&t->jobs, &cap, t->n_jobs, sizeof *t->jobs)) {
-            st = kace_fail(ctx, KACE_ERR_NOMEM, "%s:%d: out of memory", csv.origin, csv.record_line);
-            goto done;
-        }
         if ((st = parse_job(ctx, &csv, cols, &t->jobs[t->n_jobs])))
             goto done;
         t->n_gpu_jobs += t->jobs[t->n_jobs].num_gpu > 0;
@@ -237,16 +244,11 @@ kace_status kace_node_list_parse(kace_ctx *ctx, const char *data, size_t len, co
     size_t n_header = csv.n_fields;
     for (;;) {
         bool has = false;
-        if ((st = kace_csv_next(ctx, &csv, &has)))
+        if ((st = next_record(ctx, &csv, n_header, (void **)&nl->nodes, &cap, nl->n_nodes, sizeof *nl->nodes,
+                              &has)))
             goto done;
         if (!has)
             break;
-        if ((st = check_record(ctx, &csv, n_header)))
-            goto done;
-        if (!grow((void **)&nl->nodes, &cap, nl->n_nodes, sizeof *nl->nodes)) {
-            st = kace_fail(ctx, KACE_ERR_NOMEM, "%s:%d: out of memory", csv.origin, csv.record_line);
-            goto done;
-        }
         kace_trace_node *node = &nl->nodes[nl->n_nodes];
         memset(node, 0, sizeof *node);
         long gpus = 0;

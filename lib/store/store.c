@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,6 +295,55 @@ typedef struct stmt_set {
         *ins_run, *get_run, *get_members, *hist_run, *upd_run, *upd_member, *ins_member, *get_split, *hist_split,
         *upd_split, *ins_split, *find_pair;
 } stmt_set;
+
+/* The import's statements, prepared together: where each goes in a
+ * stmt_set, and its SQL. */
+static const struct {
+    size_t at;
+    const char *sql;
+} import_sql[] = {
+    {offsetof(stmt_set, ins_workload), "INSERT INTO workloads(name, family, batch) VALUES(?,?,?)"},
+    {offsetof(stmt_set, get_workload), "SELECT id FROM workloads WHERE name=?"},
+    {offsetof(stmt_set, ins_source), "INSERT OR IGNORE INTO sources(gpu, tool, date, file) VALUES(?,?,?,?)"},
+    {offsetof(stmt_set, get_source), "SELECT id FROM sources WHERE gpu IS ? AND tool IS ? AND date IS ? AND file=?"},
+    {offsetof(stmt_set, get_value),
+     "SELECT p.value, p.source_id, s.file, p.embedded FROM profiles p JOIN sources s ON "
+     "s.id=p.source_id WHERE p.workload_id=? AND p.metric=?"},
+    {offsetof(stmt_set, put_value),
+     "INSERT OR REPLACE INTO profiles(workload_id, metric, value, source_id, embedded) "
+     "VALUES(?,?,?,?,?)"},
+    {offsetof(stmt_set, hist_value),
+     "INSERT INTO profile_history(workload_id, metric, value, source_id, replaced_at, replaced_by) "
+     "SELECT workload_id, metric, value, source_id, ?3, ?4 FROM profiles WHERE workload_id=?1 AND "
+     "metric=?2"},
+    {offsetof(stmt_set, ins_run), "INSERT INTO runs(set_name, k, status, run_key, source_id) VALUES(?,?,?,?,?)"},
+    {offsetof(stmt_set, get_run),
+     "SELECT r.id, r.status, s.file FROM runs r JOIN sources s ON s.id=r.source_id WHERE r.run_key=?"},
+    {offsetof(stmt_set, get_members), "SELECT slot, throughput FROM run_members WHERE run_id=? ORDER BY slot"},
+    {offsetof(stmt_set, hist_run),
+     "INSERT INTO run_history(run_id, slot, throughput, status, source_id, replaced_at, replaced_by) "
+     "SELECT m.run_id, m.slot, m.throughput, r.status, r.source_id, ?2, ?3 FROM run_members m "
+     "JOIN runs r ON r.id=m.run_id WHERE m.run_id=?1"},
+    {offsetof(stmt_set, upd_run), "UPDATE runs SET status=?2, source_id=?3 WHERE id=?1"},
+    {offsetof(stmt_set, upd_member), "UPDATE run_members SET throughput=?3 WHERE run_id=?1 AND slot=?2"},
+    {offsetof(stmt_set, ins_member),
+     "INSERT INTO run_members(run_id, slot, workload_id, mps_pct, throughput) VALUES(?,?,?,?,?)"},
+    {offsetof(stmt_set, get_split),
+     "SELECT rowid, is_train, paper_fit FROM splits WHERE n_occur=?1 AND seed=?2 AND "
+     "((workload1=?3 AND workload2=?4) OR (workload1=?4 AND workload2=?3))"},
+    {offsetof(stmt_set, hist_split),
+     "INSERT INTO split_history(n_occur, seed, workload1, workload2, is_train, paper_fit, replaced_at, "
+     "replaced_by) SELECT n_occur, seed, workload1, workload2, is_train, paper_fit, ?2, ?3 FROM splits "
+     "WHERE rowid=?1"},
+    {offsetof(stmt_set, upd_split), "UPDATE splits SET is_train=?2, paper_fit=?3 WHERE rowid=?1"},
+    {offsetof(stmt_set, ins_split), "INSERT INTO splits VALUES(?,?,?,?,?,?)"},
+    {offsetof(stmt_set, find_pair),
+     "SELECT wa.name, wb.name FROM runs r JOIN run_members a ON a.run_id=r.id AND a.slot=0 "
+     "JOIN run_members b ON b.run_id=r.id AND b.slot=1 JOIN workloads wa ON wa.id=a.workload_id "
+     "JOIN workloads wb ON wb.id=b.workload_id WHERE r.k=2"},
+};
+_Static_assert(sizeof import_sql / sizeof *import_sql == sizeof(stmt_set) / sizeof(sqlite3_stmt *),
+               "every statement of stmt_set is prepared");
 
 static void finalize_all(stmt_set *q)
 {
@@ -862,56 +912,9 @@ kace_status kace_store_import_with(kace_ctx *ctx, kace_store *s, const kace_impo
     bool nested = sqlite3_get_autocommit(s->db) == 0;
     if ((st = exec(ctx, s, nested ? "SAVEPOINT kace_import;" : "BEGIN IMMEDIATE;")))
         return st;
-    if ((st = prepare(ctx, s, "INSERT INTO workloads(name, family, batch) VALUES(?,?,?)", &q.ins_workload)) ||
-        (st = prepare(ctx, s, "SELECT id FROM workloads WHERE name=?", &q.get_workload)) ||
-        (st = prepare(ctx, s, "INSERT OR IGNORE INTO sources(gpu, tool, date, file) VALUES(?,?,?,?)", &q.ins_source)) ||
-        (st = prepare(ctx, s, "SELECT id FROM sources WHERE gpu IS ? AND tool IS ? AND date IS ? AND file=?",
-                      &q.get_source)) ||
-        (st = prepare(ctx, s,
-                      "SELECT p.value, p.source_id, s.file, p.embedded FROM profiles p JOIN sources s ON "
-                      "s.id=p.source_id WHERE p.workload_id=? AND p.metric=?",
-                      &q.get_value)) ||
-        (st = prepare(ctx, s,
-                      "INSERT OR REPLACE INTO profiles(workload_id, metric, value, source_id, embedded) "
-                      "VALUES(?,?,?,?,?)",
-                      &q.put_value)) ||
-        (st = prepare(ctx, s,
-                      "INSERT INTO profile_history(workload_id, metric, value, source_id, replaced_at, replaced_by) "
-                      "SELECT workload_id, metric, value, source_id, ?3, ?4 FROM profiles WHERE workload_id=?1 AND "
-                      "metric=?2",
-                      &q.hist_value)) ||
-        (st = prepare(ctx, s, "INSERT INTO runs(set_name, k, status, run_key, source_id) VALUES(?,?,?,?,?)",
-                      &q.ins_run)) ||
-        (st = prepare(ctx, s,
-                      "SELECT r.id, r.status, s.file FROM runs r JOIN sources s ON s.id=r.source_id WHERE r.run_key=?",
-                      &q.get_run)) ||
-        (st = prepare(ctx, s, "SELECT slot, throughput FROM run_members WHERE run_id=? ORDER BY slot", &q.get_members)) ||
-        (st = prepare(ctx, s,
-                      "INSERT INTO run_history(run_id, slot, throughput, status, source_id, replaced_at, replaced_by) "
-                      "SELECT m.run_id, m.slot, m.throughput, r.status, r.source_id, ?2, ?3 FROM run_members m "
-                      "JOIN runs r ON r.id=m.run_id WHERE m.run_id=?1",
-                      &q.hist_run)) ||
-        (st = prepare(ctx, s, "UPDATE runs SET status=?2, source_id=?3 WHERE id=?1", &q.upd_run)) ||
-        (st = prepare(ctx, s, "UPDATE run_members SET throughput=?3 WHERE run_id=?1 AND slot=?2", &q.upd_member)) ||
-        (st = prepare(ctx, s, "INSERT INTO run_members(run_id, slot, workload_id, mps_pct, throughput) VALUES(?,?,?,?,?)",
-                      &q.ins_member)) ||
-        (st = prepare(ctx, s,
-                      "SELECT rowid, is_train, paper_fit FROM splits WHERE n_occur=?1 AND seed=?2 AND "
-                      "((workload1=?3 AND workload2=?4) OR (workload1=?4 AND workload2=?3))",
-                      &q.get_split)) ||
-        (st = prepare(ctx, s,
-                      "INSERT INTO split_history(n_occur, seed, workload1, workload2, is_train, paper_fit, replaced_at, "
-                      "replaced_by) SELECT n_occur, seed, workload1, workload2, is_train, paper_fit, ?2, ?3 FROM splits "
-                      "WHERE rowid=?1",
-                      &q.hist_split)) ||
-        (st = prepare(ctx, s, "UPDATE splits SET is_train=?2, paper_fit=?3 WHERE rowid=?1", &q.upd_split)) ||
-        (st = prepare(ctx, s, "INSERT INTO splits VALUES(?,?,?,?,?,?)", &q.ins_split)) ||
-        (st = prepare(ctx, s,
-                      "SELECT wa.name, wb.name FROM runs r JOIN run_members a ON a.run_id=r.id AND a.slot=0 "
-                      "JOIN run_members b ON b.run_id=r.id AND b.slot=1 JOIN workloads wa ON wa.id=a.workload_id "
-                      "JOIN workloads wb ON wb.id=b.workload_id WHERE r.k=2",
-                      &q.find_pair)))
-        goto fail;
+    for (size_t i = 0; i < sizeof import_sql / sizeof *import_sql; i++)
+        if ((st = prepare(ctx, s, import_sql[i].sql, (sqlite3_stmt **)((char *)&q + import_sql[i].at))))
+            goto fail;
 
     const char *file = strrchr(b->origin, '/') ? strrchr(b->origin, '/') + 1 : b->origin;
     bind_text_or_null(q.ins_source, 1, source ? source->gpu : NULL);
