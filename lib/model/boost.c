@@ -286,6 +286,7 @@ static void split_hists(booster *b, int v, int small, int big)
     for (int j = 0; j < b->d; j++) {
         start_s[j] = ms;
         start_b[j] = mb;
+#pragma GCC unroll 4 /* short loops: ~1.5% of the fit */
         for (int i = start[j]; i < start[j + 1]; i++) {
             int k = pbin[i], hs = (int)s[k].h, hb = ph[i] - hs;
             double gs = s[k].g;
@@ -363,6 +364,7 @@ static void best_split_of_two(boost_node *nd, double parent_gain, int j, const i
     open_start(&c, hh + start[j + 1], hg + start[j + 1], mc, nd->best_gain);
     double G = nd->G;
     int H = (int)nd->H, both = ma < mc ? ma : mc, i = 1;
+#pragma GCC unroll 2 /* ~1% of the fit */
     for (; i < both; i++) {
         open_step(&a, i, G, H, parent_gain, inverse);
         open_step(&c, i, G, H, parent_gain, inverse);
