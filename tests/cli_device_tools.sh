@@ -9,8 +9,7 @@ KACE=${1:?usage: cli_device_tools.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
 SCRATCH=${3:?missing SCRATCH_DIR}
 DEV=$(cd "$(dirname "$0")/../scripts/device" && pwd)
 rm -rf "$SCRATCH" && mkdir -p "$SCRATCH" || exit 1
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 # 1. Plans for 17 and 9 workloads: >= 30 pairs (each workload in >= 5), 10 triples, 10 split runs,
 #    3 repetitions of 6 pairs, 3 time-sliced pairs.

@@ -21,11 +21,7 @@ SCRATCH=${3:?missing SCRATCH_DIR}
 REF="$SHARED/kace-v100"
 export LC_ALL=C
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 for tool in sqlite3 objdump; do
     command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done

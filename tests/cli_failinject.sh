@@ -53,11 +53,7 @@ samples() { # FIRST MORE for command $1
     echo $((f * scale)) $((m * scale))
 }
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 dump() { sqlite3 "$1" .dump | sha256sum | cut -d' ' -f1; }
 # The same without the models' creation times (two good runs differ only there).
 stable_dump() {

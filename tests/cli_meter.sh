@@ -17,11 +17,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 asan=0
 grep -q libasan < <(ldd "$kace") && asan=1
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 # Runs a command on a pseudo-terminal; its output (stdout and stderr) in $scratch/tty.
 on_tty() {
     local t0=$(date +%s.%N)

@@ -22,11 +22,7 @@ SCRATCH=${3:?missing SCRATCH_DIR}
 REF="$SHARED/kace-v100"
 export LC_ALL=C
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 for tool in sqlite3 sha256sum; do
     command -v "$tool" >/dev/null || { echo "FAIL: $tool is not installed" >&2; exit 1; }
 done

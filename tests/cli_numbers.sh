@@ -107,11 +107,7 @@ declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # (by "command --option" first, then by command)
 declare -A positional=(["measure"]="w1 w2" ["slurm --job"]="report --throughput 1" ["slurm --throughput"]="report --job 7")
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 # 1. Every option with a value, from the usage texts and from the sources, is classified.
 commands=(demo import import-ncu info train predict eval simulate schedule serve profile slurm workload measure

@@ -17,8 +17,7 @@ export LC_ALL=C
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH" || exit 1
 DB=$SCRATCH/store.db
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 for f in "$WORKER" "$FAKE"; do [ -e "$f" ] || { echo "FAIL: $f was not built" >&2; exit 1; }; done
 

@@ -24,11 +24,7 @@ export PYTHONPYCACHEPREFIX=$scratch/pycache
 export PYTHONDONTWRITEBYTECODE=1
 unset KACE_PROGRESS_FD
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 command -v python3 >/dev/null || { echo "FAIL: python3 not found" >&2; exit 1; }
 
