@@ -379,10 +379,15 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
         fprintf(stderr, "kace: cannot create %s\n", req->out_dir);
         return EXIT_FAILURE_RUN;
     }
-    if ((st = kace_store_load_dataset(ctx, store, req->pairs_set, false, &pairs))) {
+    /* Both sets in one read: the workloads and their profiles once. */
+    const char *sets[2] = {req->pairs_set, req->triples_set};
+    kace_dataset *loaded[2];
+    if ((st = kace_store_load_datasets(ctx, store, sets, 2, false, loaded))) {
         rc = cli_error(ctx, st);
         goto done;
     }
+    pairs = loaded[0];
+    triples = loaded[1];
     if (pairs->n_colocations == 0) {
         fprintf(stderr, "kace: the store has no runs in set '%s' (import the reference data first: kace import "
                         "../shared/data/kace-v100)\n", req->pairs_set);
@@ -402,10 +407,6 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
             fprintf(stderr, "kace: out of memory\n");
             goto done;
         }
-    }
-    if ((st = kace_store_load_dataset(ctx, store, req->triples_set, false, &triples))) {
-        rc = cli_error(ctx, st);
-        goto done;
     }
     /* Unseen families and triples fit every row in both modes: once. */
     kace_eval_options common;

@@ -91,6 +91,11 @@ void kace_store_rollback(kace_store *store);
  * members are skipped unless all_splits is true. */
 kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *store, const char *set, bool all_splits,
                                     kace_dataset **out);
+/* The same for n sets at once (out[0..n) in sets' order; NULL each on
+ * failure): the workloads and profiles read once, the runs of every set in
+ * one query (kace eval reads the pairs and the triples). */
+kace_status kace_store_load_datasets(kace_ctx *ctx, kace_store *store, const char *const *sets, size_t n,
+                                     bool all_splits, kace_dataset **out);
 
 /* A dataset for questions about a few workloads (kace predict), loaded in
  * time that does not grow with the store's runs: the workloads names[0..n)

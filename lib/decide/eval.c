@@ -237,24 +237,48 @@ static kace_status score_targets(kace_ctx *ctx, const kace_dataset *ds, const fi
 {
     *out = NULL;
     *n_out = 0;
+    /* Every workload's candidates (the test rows holding it, in row order) in
+     * one pass over the rows: cand[first[w] .. first[w + 1]). */
+    size_t nw = ds->n_workloads;
     kace_target_score *scores = calloc(n_targets ? n_targets : 1, sizeof *scores);
-    int *cand = malloc((n_test ? n_test : 1) * sizeof *cand);
+    int *cand = malloc((n_test ? n_test : 1) * KACE_MAX_K * sizeof *cand);
+    size_t *first = calloc(nw + 1, sizeof *first), *next = malloc((nw ? nw : 1) * sizeof *next);
     kace_status st = KACE_OK;
-    if (!scores || !cand) {
+    if (!scores || !cand || !first || !next) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n_test; i++) {
+            const kace_colocation *c = &ds->colocations[test[i]];
+            for (int j = 0; j < c->k; j++) {
+                int w = c->workload[j];
+                bool again = false; /* a workload twice in one colocation is one candidate row */
+                for (int l = 0; l < j; l++)
+                    again |= c->workload[l] == w;
+                if (w < 0 || (size_t)w >= nw || again)
+                    continue;
+                if (pass == 0)
+                    first[w + 1]++;
+                else
+                    cand[next[w]++] = test[i];
+            }
+        }
+        if (pass == 0)
+            for (size_t w = 0; w < nw; w++) {
+                first[w + 1] += first[w];
+                next[w] = first[w];
+            }
+    }
     size_t n_scored = 0;
     for (size_t t = 0; t < n_targets; t++) {
-        size_t n = 0;
-        for (size_t i = 0; i < n_test; i++)
-            if (kace_colocation_has(&ds->colocations[test[i]], targets[t]))
-                cand[n++] = test[i];
+        int w = targets[t];
+        size_t n = w >= 0 && (size_t)w < nw ? first[w + 1] - first[w] : 0;
         if (n == 0)
             continue; /* no candidate: the target is skipped */
         kace_target_score *ts = &scores[n_scored];
         ts->target = targets[t];
-        if ((st = score_target(ctx, ds, f, norm, cand, n, ts)))
+        if ((st = score_target(ctx, ds, f, norm, cand + first[w], n, ts)))
             goto done;
         n_scored++;
     }
@@ -264,6 +288,8 @@ static kace_status score_targets(kace_ctx *ctx, const kace_dataset *ds, const fi
 done:
     free(scores);
     free(cand);
+    free(first);
+    free(next);
     return st;
 }
 

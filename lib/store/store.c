@@ -983,32 +983,28 @@ void kace_store_rollback(kace_store *s)
 
 /* ---- loading ---------------------------------------------------------- */
 
-kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *s, const char *set, bool all_splits, kace_dataset **out)
+/* The workloads, in id order so that indices are stable across loads, and their profiles. */
+static kace_status load_workloads(kace_ctx *ctx, kace_store *s, kace_dataset *ds)
 {
-    *out = NULL;
-    kace_dataset *ds = NULL;
     sqlite3_stmt *q = NULL;
-    kace_status st = kace_dataset_new(ctx, &ds);
-    if (st)
-        return st;
-    /* Workloads in id order, so indices are stable across loads. */
+    kace_status st;
     if ((st = prepare(ctx, s, "SELECT name FROM workloads ORDER BY id", &q)))
-        goto fail;
+        return st;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         int idx;
         if ((st = kace_dataset_intern(ctx, ds, (const char *)sqlite3_column_text(q, 0), &idx)))
-            goto fail;
+            goto done;
     }
     if (rc != SQLITE_DONE) {
         st = db_fail(ctx, s, "read workloads");
-        goto fail;
+        goto done;
     }
     sqlite3_finalize(q);
     q = NULL;
     if ((st = prepare(ctx, s, "SELECT w.name, p.metric, p.value FROM profiles p JOIN workloads w ON w.id=p.workload_id",
                       &q)))
-        goto fail;
+        goto done;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         int m = kace_metric_from_name((const char *)sqlite3_column_text(q, 1));
         if (m < 0 || sqlite3_column_type(q, 2) == SQLITE_NULL)
@@ -1017,34 +1013,58 @@ kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *s, const char *se
         if (w >= 0)
             ds->workloads[w].metric[m] = sqlite3_column_double(q, 2);
     }
-    if (rc != SQLITE_DONE) {
+    if (rc != SQLITE_DONE)
         st = db_fail(ctx, s, "read profiles");
-        goto fail;
-    }
+done:
     sqlite3_finalize(q);
-    q = NULL;
-    if ((st = prepare(ctx, s,
-                      "SELECT r.id, r.k, m.slot, w.name, m.mps_pct, m.throughput FROM runs r "
-                      "JOIN run_members m ON m.run_id=r.id JOIN workloads w ON w.id=m.workload_id "
-                      "WHERE r.status='ok' AND (?1 IS NULL OR r.set_name=?1) ORDER BY r.id, m.slot",
-                      &q)))
-        goto fail;
-    if (set)
-        sqlite3_bind_text(q, 1, set, -1, SQLITE_STATIC);
+    return st;
+}
+
+/* The successful runs of sets[0..n) (NULL: every set) into out[0..n), in one
+ * query: each run goes to every dataset whose set it is in. The datasets
+ * hold the same workloads in the same order. */
+static kace_status load_runs(kace_ctx *ctx, kace_store *s, const char *const *sets, size_t n, bool all_splits,
+                             kace_dataset **out)
+{
+    bool every = false;
+    for (size_t i = 0; i < n; i++)
+        every |= !sets[i];
+    size_t size = 512 + 12 * n;
+    char *sql = malloc(size);
+    bool *in = calloc(n, sizeof *in);
+    sqlite3_stmt *q = NULL;
+    kace_status st = KACE_OK;
+    if (!sql || !in) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t len = (size_t)snprintf(sql, size,
+                                  "SELECT r.id, r.k, m.slot, w.name, m.mps_pct, m.throughput, r.set_name FROM runs r "
+                                  "JOIN run_members m ON m.run_id=r.id JOIN workloads w ON w.id=m.workload_id "
+                                  "WHERE r.status='ok'%s",
+                                  every ? "" : " AND r.set_name IN (");
+    for (size_t i = 0; !every && i < n; i++)
+        len += (size_t)snprintf(sql + len, size - len, "%s?%zu", i ? "," : "", i + 1);
+    snprintf(sql + len, size - len, "%s ORDER BY r.id, m.slot", every ? "" : ")");
+    if ((st = prepare(ctx, s, sql, &q)))
+        goto done;
+    for (size_t i = 0; !every && i < n; i++)
+        sqlite3_bind_text(q, (int)i + 1, sets[i], -1, SQLITE_STATIC);
     kace_colocation c;
     memset(&c, 0, sizeof c);
     sqlite3_int64 current = -1;
     bool pending = false;
+    int rc;
     for (;;) {
         rc = sqlite3_step(q);
         sqlite3_int64 id = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -2;
         if (pending && id != current) {
             bool all100 = true;
-            for (int i = 0; i < c.k; i++)
-                all100 &= c.mps_pct[i] == 100;
-            if (all100 || all_splits)
-                if ((st = kace_dataset_add_colocation(ctx, ds, &c)))
-                    goto fail;
+            for (int k = 0; k < c.k; k++)
+                all100 &= c.mps_pct[k] == 100;
+            for (size_t i = 0; i < n && (all100 || all_splits); i++)
+                if (in[i] && (st = kace_dataset_add_colocation(ctx, out[i], &c)))
+                    goto done;
             pending = false;
         }
         if (rc != SQLITE_ROW)
@@ -1052,29 +1072,60 @@ kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *s, const char *se
         if (id != current) {
             memset(&c, 0, sizeof c);
             c.k = sqlite3_column_int(q, 1);
+            const char *set = (const char *)sqlite3_column_text(q, 6);
+            for (size_t i = 0; i < n; i++)
+                in[i] = !sets[i] || (set && strcmp(sets[i], set) == 0);
             current = id;
             pending = true;
         }
         int slot = sqlite3_column_int(q, 2);
         if (slot < 0 || slot >= KACE_MAX_K || slot >= c.k) {
             st = kace_fail(ctx, KACE_ERR_STORE, "%s: run %lld has a bad member slot %d", s->path, (long long)id, slot);
-            goto fail;
+            goto done;
         }
-        c.workload[slot] = kace_dataset_find(ds, (const char *)sqlite3_column_text(q, 3));
+        c.workload[slot] = kace_dataset_find(out[0], (const char *)sqlite3_column_text(q, 3));
         c.mps_pct[slot] = sqlite3_column_int(q, 4);
         c.throughput[slot] = sqlite3_column_double(q, 5);
     }
-    if (rc != SQLITE_DONE) {
+    if (rc != SQLITE_DONE)
         st = db_fail(ctx, s, "read runs");
-        goto fail;
-    }
+done:
     sqlite3_finalize(q);
-    *out = ds;
+    free(sql);
+    free(in);
+    return st;
+}
+
+kace_status kace_store_load_datasets(kace_ctx *ctx, kace_store *s, const char *const *sets, size_t n,
+                                     bool all_splits, kace_dataset **out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = NULL;
+    kace_status st = KACE_OK;
+    for (size_t i = 0; i < n && !st; i++)
+        st = kace_dataset_new(ctx, &out[i]);
+    if (st || !n || (st = load_workloads(ctx, s, out[0])))
+        goto fail;
+    /* The other sets' workloads are the first's, in the same order. */
+    for (size_t i = 1; i < n; i++)
+        for (size_t w = 0; w < out[0]->n_workloads; w++) {
+            int idx;
+            if ((st = kace_dataset_intern(ctx, out[i], out[0]->workloads[w].name, &idx)))
+                goto fail;
+            memcpy(out[i]->workloads[idx].metric, out[0]->workloads[w].metric, sizeof out[0]->workloads[w].metric);
+        }
+    if ((st = load_runs(ctx, s, sets, n, all_splits, out)))
+        goto fail;
     return KACE_OK;
 fail:
-    sqlite3_finalize(q);
-    kace_dataset_free(&ds);
+    for (size_t i = 0; i < n; i++)
+        kace_dataset_free(&out[i]);
     return st;
+}
+
+kace_status kace_store_load_dataset(kace_ctx *ctx, kace_store *s, const char *set, bool all_splits, kace_dataset **out)
+{
+    return kace_store_load_datasets(ctx, s, &set, 1, all_splits, out);
 }
 
 /* ---- a dataset around a few workloads (kace predict) ------------------- */
