@@ -53,8 +53,9 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 # --- MariaDB on a private folder and port -------------------------------------
-base=$((21000 + ($$ % 1170) * 10)) # below 32768: see slurm_cluster.sh
-DBPORT=$((base + 7)) DBDPORT=$((base + 8))
+# Two ports free now (free_port binds each to check; below the ephemeral range).
+DBPORT=$(free_port) && DBDPORT=$(free_port) || { echo "FAIL: no free ports for MariaDB and slurmdbd"; exit 1; }
+while [ "$DBDPORT" = "$DBPORT" ]; do DBDPORT=$(free_port) || exit 1; done
 mariadb-install-db --no-defaults --datadir="$DB/data" --user=root --auth-root-authentication-method=normal \
     --skip-test-db >"$C/mariadb-install.log" 2>&1 || { echo "FAIL: mariadb-install-db"; tail "$C/mariadb-install.log"; exit 1; }
 mariadbd --no-defaults --datadir="$DB/data" --user=root --port=$DBPORT --bind-address=127.0.0.1 --socket="$DB/sock" \
