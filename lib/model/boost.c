@@ -418,10 +418,20 @@ static int add_node(booster *b, int parent, int depth, double lower, double uppe
     return b->n_nodes++;
 }
 
+/* g where keep, else +0.0, without a branch (a branch on a row's side
+ * mispredicts half the time). Adding +0.0 leaves a sum that started at
+ * +0.0 unchanged (it is never -0.0), so a sum can take every row. */
+static inline double kept(double g, bool keep)
+{
+    uint64_t u;
+    memcpy(&u, &g, sizeof u);
+    u &= -(uint64_t)keep;
+    memcpy(&g, &u, sizeof g);
+    return g;
+}
+
 /* Sends node v's rows to its children: a stable partition of its stretch
- * of rows (left ones first), summing each child's gradients in row order.
- * Adding +0.0 leaves a sum that started at +0.0 unchanged (it is never
- * -0.0), so both sums take every row without a branch. */
+ * of rows (left ones first), summing each child's gradients in row order. */
 static void partition_rows(booster *b, int v)
 {
     boost_node *nd = &b->node[v];
@@ -436,8 +446,8 @@ static void partition_rows(booster *b, int v)
         bool go_left = x[r] < t;
         rows[nl] = r;
         right[nr] = r;
-        GL += go_left ? g : 0.0;
-        GR += go_left ? 0.0 : g;
+        GL += kept(g, go_left);
+        GR += kept(g, !go_left);
         nl += go_left;
         nr += !go_left;
     }
@@ -462,12 +472,15 @@ static void grow_tree(booster *b, int max_depth)
     b->n_nodes = 0;
     add_node(b, 2147483647, 0, -INFINITY, INFINITY);
     int m = 0;
-    for (int r = 0; r < b->n; r++)
-        if (b->pos[r] >= 0) {
-            b->rows[m++] = r;
-            b->node[0].G += b->grad[r];
-            b->node[0].H += 1;
-        }
+    double G = 0;
+    for (int r = 0; r < b->n; r++) {
+        bool in = b->pos[r] >= 0;
+        b->rows[m] = r;
+        G += kept(b->grad[r], in);
+        m += in;
+    }
+    b->node[0].G = G;
+    b->node[0].H = m;
     b->row_at[0] = 0;
     b->row_n[0] = m;
     root_hist(b);
