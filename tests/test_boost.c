@@ -210,6 +210,49 @@ static void test_monotone_holds(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* The vector paths (AVX-512 histogram passes, scans) grow the same trees
+ * as the portable code, bit for bit: on continuous features, on features
+ * with a few repeated values (bins holding many rows), with constraints,
+ * row sampling and deeper trees, and with labels whose gradients span too
+ * many binades for sums in any order to be exact. */
+static void test_vector_paths_same_trees(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    static double X[N_ROWS * N_COLS], y[N_ROWS];
+    signed char mono[N_COLS] = {-1, 1, 0, -1, 0, 0, 0, 0, 0, 0, 0, 1};
+    int compared = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++)
+        for (int variant = 0; variant < 4; variant++) {
+            make_data(X, y, seed);
+            if (variant & 1) /* a few levels per feature in half the columns */
+                for (int i = 0; i < N_ROWS; i++)
+                    for (int j = 0; j < N_COLS; j += 2)
+                        X[i * N_COLS + j] = floor(X[i * N_COLS + j] / (10.0 + j));
+            if (variant & 2) /* labels from 1e-12 to 1e3 */
+                for (int i = 0; i < N_ROWS; i++)
+                    y[i] = pow(10, -12 + 15 * (double)((i * 7919) % N_ROWS) / N_ROWS) * (y[i] + 0.01);
+            kace_boost_params p = {.n_rounds = 40, .max_depth = seed == 4 ? 5 : 3, .learning_rate = 0.3,
+                                   .subsample = seed == 1 ? 1 : 0.8, .seed = seed, .monotone = seed & 1 ? mono : NULL};
+            char *fast = NULL, *portable = NULL;
+            size_t fast_len = 0, portable_len = 0;
+            double eval_fast[N_ROWS], eval_portable[N_ROWS];
+            assert_kace_ok(ctx, kace_boost_fit(ctx, X, y, N_ROWS, N_COLS, &p, &fast, &fast_len, X, N_ROWS, eval_fast));
+            p.scalar = true;
+            assert_kace_ok(ctx, kace_boost_fit(ctx, X, y, N_ROWS, N_COLS, &p, &portable, &portable_len, X, N_ROWS,
+                                               eval_portable));
+            assert_int_equal(fast_len, portable_len);
+            assert_memory_equal(fast, portable, fast_len);
+            assert_memory_equal(eval_fast, eval_portable, sizeof eval_fast);
+            assert_non_null(strstr(fast, "\"split_indices\""));
+            compared++;
+            free(fast);
+            free(portable);
+        }
+    assert_int_equal(compared, 16);
+    kace_ctx_free(&ctx);
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -233,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_same_trees_as_xgboost),
         cmocka_unit_test(test_same_monotone_trees_as_xgboost),
         cmocka_unit_test(test_monotone_holds),
+        cmocka_unit_test(test_vector_paths_same_trees),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

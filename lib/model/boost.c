@@ -28,6 +28,21 @@
 #include "base/text_buf.h"
 #include "boost.h"
 
+/* The AVX-512 paths of the histogram passes (x86-64 with GCC or Clang:
+ * those functions alone are compiled for AVX-512, the CPU is asked at run
+ * time). They move the same numbers as the portable loops and do the same
+ * subtractions, so the trees are the same bit for bit (test_boost). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BOOST_AVX512 1
+#include <immintrin.h>
+#define AVX512_FN __attribute__((target("avx512f,avx512vl,popcnt")))
+#else
+#define BOOST_AVX512 0
+#endif
+/* A vector pass writes whole vectors of 8 at the end of a list: each
+ * node's lists have this many spare entries. */
+#define LIST_PAD 8
+
 #define BOOST_MAX_DEPTH 6
 #define BOOST_MAX_NODES ((1 << (BOOST_MAX_DEPTH + 1)) - 1)
 #define MIN_GAIN 1e-6 /* a split must lower the loss by more than this */
@@ -146,6 +161,7 @@ typedef struct booster {
     int *feature_start, *n_nonempty;
     boost_node node[BOOST_MAX_NODES];
     int n_nodes;
+    bool simd; /* the AVX-512 passes */
 } booster;
 
 /* The best split of node nd on feature j from the node's histogram over
@@ -215,7 +231,7 @@ static void best_split_of(boost_node *nd, double parent_gain, int j, int c, cons
 
 static size_t hist_at(const booster *b, int v)
 {
-    return (size_t)v * (size_t)b->first[b->d];
+    return (size_t)v * ((size_t)b->first[b->d] + LIST_PAD);
 }
 
 static int *feature_start_of(const booster *b, int v)
@@ -242,6 +258,113 @@ static void scatter_rows(booster *b, int v)
     }
 }
 
+#if BOOST_AVX512
+/* root_hist's pass over the scratch, 8 bins at a time: the non-empty ones
+ * compressed into the root's lists, the cells cleared. */
+AVX512_FN static void root_keep_avx512(booster *b, int *bin, double *hg, int *hh, int *start)
+{
+    hist_cell *s = b->scratch;
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512d zero = _mm512_setzero_pd();
+    int m = 0;
+    for (int j = 0; j < b->d; j++) {
+        start[j] = m;
+        int k = b->first[j], end = b->first[j + 1];
+        for (; k + 8 <= end; k += 8) {
+            double *cell = &s[k].g;
+            __m512d lo = _mm512_loadu_pd(cell), hi = _mm512_loadu_pd(cell + 8);
+            __m512d g = _mm512_permutex2var_pd(lo, even, hi), h = _mm512_permutex2var_pd(lo, odd, hi);
+            __mmask8 keep = _mm512_cmp_pd_mask(h, zero, _CMP_NEQ_OQ);
+            __m256i hi32 = _mm512_cvttpd_epi32(h), k32 = _mm256_add_epi32(_mm256_set1_epi32(k), lane);
+            _mm512_storeu_pd(hg + m, _mm512_maskz_compress_pd(keep, g));
+            _mm256_storeu_si256((__m256i *)(hh + m), _mm256_maskz_compress_epi32(keep, hi32));
+            _mm256_storeu_si256((__m256i *)(bin + m), _mm256_maskz_compress_epi32(keep, k32));
+            _mm512_storeu_pd(cell, zero);
+            _mm512_storeu_pd(cell + 8, zero);
+            m += __builtin_popcount(keep);
+        }
+        for (; k < end; k++) {
+            int h = (int)s[k].h;
+            bin[m] = k;
+            hg[m] = s[k].g;
+            hh[m] = h;
+            m += h != 0;
+            s[k] = (hist_cell){0, 0};
+        }
+    }
+    start[b->d] = m;
+    b->n_nonempty[0] = m;
+}
+
+/* split_hists' pass, 8 of the parent's bins at a time: the small child's
+ * sums gathered from the scratch, the large one's by subtraction, each
+ * compressed to its non-empty bins. The scratch is cleared afterwards
+ * from the small child's list (the only cells its rows touched). */
+AVX512_FN static void split_keep_avx512(booster *b, int v, int small, int big)
+{
+    size_t at = hist_at(b, v), at_s = hist_at(b, small), at_b = hist_at(b, big);
+    const int *pbin = b->nz_bin + at, *ph = b->nz_h + at, *start = feature_start_of(b, v);
+    const double *pg = b->nz_g + at;
+    int *bin_s = b->nz_bin + at_s, *h_s = b->nz_h + at_s, *start_s = feature_start_of(b, small);
+    int *bin_b = b->nz_bin + at_b, *h_b = b->nz_h + at_b, *start_b = feature_start_of(b, big);
+    double *g_s = b->nz_g + at_s, *g_b = b->nz_g + at_b;
+    hist_cell *s = b->scratch;
+    const __m512d zero = _mm512_setzero_pd();
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+    int ms = 0, mb = 0;
+    for (int j = 0; j < b->d; j++) {
+        start_s[j] = ms;
+        start_b[j] = mb;
+        int i = start[j], end = start[j + 1];
+        for (; i + 8 <= end; i += 8) {
+            __m256i k = _mm256_loadu_si256((const __m256i *)(pbin + i));
+            const int *q = pbin + i;
+            __m512 c0 = _mm512_castps128_ps512(_mm_loadu_ps((const float *)&s[q[0]]));
+            __m512 c1 = _mm512_castps128_ps512(_mm_loadu_ps((const float *)&s[q[4]]));
+            c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[1]]), 1);
+            c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[5]]), 1);
+            c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[2]]), 2);
+            c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[6]]), 2);
+            c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[3]]), 3);
+            c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[7]]), 3);
+            __m512d lo = _mm512_castps_pd(c0), hi = _mm512_castps_pd(c1);
+            __m512d gs = _mm512_permutex2var_pd(lo, even, hi), hsd = _mm512_permutex2var_pd(lo, odd, hi);
+            __m256i hs = _mm512_cvttpd_epi32(hsd), hb = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(ph + i)), hs);
+            __m512d gb = _mm512_sub_pd(_mm512_loadu_pd(pg + i), gs);
+            __mmask8 keep_s = _mm512_cmp_pd_mask(hsd, zero, _CMP_NEQ_OQ);
+            __mmask8 keep_b = _mm256_cmpneq_epi32_mask(hb, _mm256_setzero_si256());
+            _mm512_storeu_pd(g_s + ms, _mm512_maskz_compress_pd(keep_s, gs));
+            _mm256_storeu_si256((__m256i *)(h_s + ms), _mm256_maskz_compress_epi32(keep_s, hs));
+            _mm256_storeu_si256((__m256i *)(bin_s + ms), _mm256_maskz_compress_epi32(keep_s, k));
+            _mm512_storeu_pd(g_b + mb, _mm512_maskz_compress_pd(keep_b, gb));
+            _mm256_storeu_si256((__m256i *)(h_b + mb), _mm256_maskz_compress_epi32(keep_b, hb));
+            _mm256_storeu_si256((__m256i *)(bin_b + mb), _mm256_maskz_compress_epi32(keep_b, k));
+            ms += __builtin_popcount(keep_s);
+            mb += __builtin_popcount(keep_b);
+        }
+        for (; i < end; i++) {
+            int kk = pbin[i], hs = (int)s[kk].h, hb = ph[i] - hs;
+            double gs = s[kk].g;
+            bin_s[ms] = kk;
+            g_s[ms] = gs;
+            h_s[ms] = hs;
+            bin_b[mb] = kk;
+            g_b[mb] = pg[i] - gs;
+            h_b[mb] = hb;
+            ms += hs != 0;
+            mb += hb != 0;
+        }
+    }
+    start_s[b->d] = ms;
+    start_b[b->d] = mb;
+    b->n_nonempty[small] = ms;
+    b->n_nonempty[big] = mb;
+    for (int i = 0; i < ms; i++)
+        s[bin_s[i]] = (hist_cell){0, 0};
+}
+#endif
+
 /* The root's histogram: its rows summed per bin, then the non-empty bins
  * kept (and the scratch cleared) in one pass over all bins. */
 static void root_hist(booster *b)
@@ -252,6 +375,12 @@ static void root_hist(booster *b)
     double *hg = b->nz_g + at;
     hist_cell *s = b->scratch;
     int m = 0;
+#if BOOST_AVX512
+    if (b->simd) {
+        root_keep_avx512(b, bin, hg, hh, start);
+        return;
+    }
+#endif
     for (int j = 0; j < b->d; j++) {
         start[j] = m;
         for (int k = b->first[j]; k < b->first[j + 1]; k++) {
@@ -275,6 +404,12 @@ static void root_hist(booster *b)
 static void split_hists(booster *b, int v, int small, int big)
 {
     scatter_rows(b, small);
+#if BOOST_AVX512
+    if (b->simd) {
+        split_keep_avx512(b, v, small, big);
+        return;
+    }
+#endif
     size_t at = hist_at(b, v), at_s = hist_at(b, small), at_b = hist_at(b, big);
     const int *pbin = b->nz_bin + at, *ph = b->nz_h + at, *start = feature_start_of(b, v);
     const double *pg = b->nz_g + at;
@@ -767,14 +902,18 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
                  .bin = data->bin,
                  .inverse = data->inverse,
                  .monotone = p->monotone};
+#if BOOST_AVX512
+    b.simd = !p->scalar && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+#endif
     double *pred = malloc((size_t)n * sizeof *pred);
     b.grad = malloc((size_t)n * sizeof *b.grad);
     b.pos = malloc((size_t)n * sizeof *b.pos);
     /* a histogram for each node above the leaves' level (ids < 2^max_depth - 1) */
     size_t n_hist_nodes = ((size_t)1 << p->max_depth) - 1, total_bins = (size_t)data->first[d];
-    b.nz_bin = malloc(n_hist_nodes * total_bins * sizeof *b.nz_bin);
-    b.nz_h = malloc(n_hist_nodes * total_bins * sizeof *b.nz_h);
-    b.nz_g = malloc(n_hist_nodes * total_bins * sizeof *b.nz_g);
+    size_t list_room = n_hist_nodes * (total_bins + LIST_PAD);
+    b.nz_bin = malloc(list_room * sizeof *b.nz_bin);
+    b.nz_h = malloc(list_room * sizeof *b.nz_h);
+    b.nz_g = malloc(list_room * sizeof *b.nz_g);
     b.n_nonempty = malloc(n_hist_nodes * sizeof *b.n_nonempty);
     b.feature_start = malloc(n_hist_nodes * ((size_t)d + 1) * sizeof *b.feature_start);
     b.scratch = calloc(total_bins, sizeof *b.scratch);

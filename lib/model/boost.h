@@ -2,6 +2,7 @@
 #ifndef KACE_LIB_MODEL_BOOST_H
 #define KACE_LIB_MODEL_BOOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,7 @@ typedef struct kace_boost_params {
     double learning_rate, subsample;
     uint64_t seed;
     const signed char *monotone;
+    bool scalar; /* the portable code even where AVX-512 is there (tests compare) */
 } kace_boost_params;
 
 /* Fits n x d row-major X to y. json (may be NULL): the trees as an
