@@ -229,6 +229,11 @@ static void test_vector_paths_same_trees(void **state)
                 for (int i = 0; i < N_ROWS; i++)
                     for (int j = 0; j < N_COLS; j += 2)
                         X[i * N_COLS + j] = floor(X[i * N_COLS + j] / (10.0 + j));
+            if (seed == 2) /* column 5 twice column 4, 9 three times 8: ties between features */
+                for (int i = 0; i < N_ROWS; i++) {
+                    X[i * N_COLS + 5] = 2 * X[i * N_COLS + 4];
+                    X[i * N_COLS + 9] = 3 * X[i * N_COLS + 8];
+                }
             if (variant & 2) /* labels from 1e-12 to 1e3 */
                 for (int i = 0; i < N_ROWS; i++)
                     y[i] = pow(10, -12 + 15 * (double)((i * 7919) % N_ROWS) / N_ROWS) * (y[i] + 0.01);
@@ -251,6 +256,42 @@ static void test_vector_paths_same_trees(void **state)
         }
     assert_int_equal(compared, 16);
     kace_ctx_free(&ctx);
+}
+
+/* The test that lets the scans add gradients in any order: exact sums. */
+static void test_sums_exact(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    static double pred[N], y[N], grad[N];
+    static int used[N];
+    for (int i = 0; i < N; i++) {
+        used[i] = i;
+        y[i] = 0.02 + 1.1 * (double)((i * 37) % N) / N;
+        pred[i] = 0.5 + 0.3 * sin(i);
+    }
+    for (int i = 0; i < N; i++)
+        grad[i] = (double)((float)pred[i] - (float)y[i]);
+    assert_true(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
+    /* a label 1e-12 next to gradients near 1: too fine a spacing */
+    y[0] = 1e-12;
+    grad[0] = (double)((float)pred[0] - (float)y[0]);
+    assert_false(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
+    /* what such spacings allow: three floats whose sum depends on the order */
+    double a = (double)1.0f, b = (double)0x1p-53f, c = (double)0x1p-53f;
+    assert_true((a + b) + c != a + (b + c));
+    y[0] = 0.5;
+    /* At the edge: 300 rows (9 binades of sum), gradients below 0.5 and a
+     * prediction 2^-22 (spacing 2^-45): 53 bits. 2^-23 needs 54. */
+    for (int i = 0; i < N; i++)
+        pred[i] = y[i] = 0.5;
+    pred[2] = 0x1p-22;
+    for (int i = 0; i < N; i++)
+        grad[i] = (double)((float)pred[i] - (float)y[i]);
+    assert_true(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
+    pred[2] = 0x1p-23;
+    grad[2] = (double)((float)pred[2] - (float)y[2]);
+    assert_false(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
 }
 
 static void test_bad_input(void **state)
@@ -277,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_same_monotone_trees_as_xgboost),
         cmocka_unit_test(test_monotone_holds),
         cmocka_unit_test(test_vector_paths_same_trees),
+        cmocka_unit_test(test_sums_exact),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

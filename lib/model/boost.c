@@ -162,6 +162,9 @@ typedef struct booster {
     boost_node node[BOOST_MAX_NODES];
     int n_nodes;
     bool simd; /* the AVX-512 passes */
+    /* This round's gradient sums are exact in any order (exact_sums_of):
+     * the scans may then sum them as vectors. */
+    bool exact_sums;
 } booster;
 
 /* The best split of node nd on feature j from the node's histogram over
@@ -514,8 +517,110 @@ static void best_split_of_two(boost_node *nd, double parent_gain, int j, const i
 
 /* The best split of every node of the level from its histogram, scanning
  * each feature's non-empty bins. */
+#if BOOST_AVX512
+/* Node v's candidate at lane k of a scan's block, whose open gain beat the
+ * best so far: best_split_of's test of the weights, constraint and bounds. */
+static void accept_candidate(boost_node *nd, double parent_gain, int j, int c, bool bounded, const int *bins,
+                             const float *value, const double *inverse, int i, double GL, int HL, double open)
+{
+    double G = nd->G, GR = G - GL;
+    int HR = (int)nd->H - HL;
+    double wl = -GL * inverse[HL], wr = -GR * inverse[HR];
+    if (bounded) {
+        wl = clip(wl, nd->lower, nd->upper);
+        wr = clip(wr, nd->lower, nd->upper);
+    }
+    if ((c < 0 && wl < wr) || (c > 0 && wl > wr))
+        return;
+    double g = bounded ? gain_at(GL, HL, wl) + gain_at(GR, HR, wr) - parent_gain : open;
+    if (g > nd->best_gain) {
+        nd->best_gain = g;
+        nd->best_feature = j;
+        nd->best_threshold = between(value[bins[i - 1]], value[bins[i]]);
+        nd->best_wl = wl;
+        nd->best_wr = wr;
+    }
+}
+
+/* The inclusive prefix sums of x's 8 lanes (exact sums: any order). */
+AVX512_FN static inline __m512d prefix8(__m512d x)
+{
+    const __m512i by1 = _mm512_setr_epi64(0, 0, 1, 2, 3, 4, 5, 6), by2 = _mm512_setr_epi64(0, 0, 0, 1, 2, 3, 4, 5),
+                  by4 = _mm512_setr_epi64(0, 0, 0, 0, 0, 1, 2, 3);
+    x = _mm512_add_pd(x, _mm512_maskz_permutexvar_pd(0xFE, by1, x));
+    x = _mm512_add_pd(x, _mm512_maskz_permutexvar_pd(0xFC, by2, x));
+    return _mm512_add_pd(x, _mm512_maskz_permutexvar_pd(0xF0, by4, x));
+}
+
+/* find_splits when this round's sums are exact: each feature's candidates
+ * 8 at a time, their left sums as vector prefix sums (the same numbers as
+ * the serial chain of additions, since every partial sum is exact) and
+ * their open gains computed with the same operations in the same order.
+ * A block whose open gains all fall at or below the best so far is passed
+ * over; the others' candidates go through best_split_of's tests in order,
+ * so the node gets the same split as the serial scan. */
+AVX512_FN static void find_splits_avx512(booster *b, int level)
+{
+    const __m512d one = _mm512_set1_pd(1.0);
+    const __m512i last = _mm512_set1_epi64(7);
+    for (int v = 0; v < b->n_nodes; v++) {
+        boost_node *nd = &b->node[v];
+        if (nd->depth != level)
+            continue;
+        nd->best_gain = MIN_GAIN;
+        nd->best_feature = -1;
+        double parent_gain = gain_at(nd->G, nd->H, node_weight(nd));
+        size_t at = hist_at(b, v);
+        const int *bins = b->nz_bin + at, *hh = b->nz_h + at, *start = feature_start_of(b, v);
+        const double *hg = b->nz_g + at;
+        bool bounded = isfinite(nd->lower) || isfinite(nd->upper);
+        const __m512d G = _mm512_set1_pd(nd->G), H = _mm512_set1_pd(nd->H), pg = _mm512_set1_pd(parent_gain);
+        for (int j = 0; j < b->d; j++) {
+            int first = start[j], m = start[j + 1] - first;
+            if (m < 2)
+                continue;
+            int c = b->monotone ? b->monotone[j] : 0;
+            __m512d carry_g = _mm512_setzero_pd(), carry_h = _mm512_setzero_pd();
+            for (int t = 0; t < m; t += 8) {
+                __mmask8 lanes = (__mmask8)(m - t >= 8 ? 0xFF : (1u << (m - t)) - 1);
+                __m512d g = _mm512_maskz_loadu_pd(lanes, hg + first + t);
+                __m512d h = _mm512_cvtepi32_pd(_mm256_maskz_loadu_epi32(lanes, hh + first + t));
+                __m512d sum_g = _mm512_add_pd(carry_g, prefix8(g)), sum_h = _mm512_add_pd(carry_h, prefix8(h));
+                /* the candidate before entry t + k: left sums exclude it */
+                __m512d GL = _mm512_sub_pd(sum_g, g), HL = _mm512_sub_pd(sum_h, h);
+                __m512d GR = _mm512_sub_pd(G, GL), HR = _mm512_sub_pd(H, HL);
+                __m512d open = _mm512_sub_pd(
+                    _mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(GL, GL), _mm512_div_pd(one, HL)),
+                                  _mm512_mul_pd(_mm512_mul_pd(GR, GR), _mm512_div_pd(one, HR))),
+                    pg);
+                __mmask8 hits = _mm512_mask_cmp_pd_mask((__mmask8)(t == 0 ? lanes & 0xFE : lanes), open,
+                                                        _mm512_set1_pd(nd->best_gain), _CMP_GT_OQ);
+                if (hits) {
+                    double gl[8], hl[8], op[8];
+                    _mm512_storeu_pd(gl, GL);
+                    _mm512_storeu_pd(hl, HL);
+                    _mm512_storeu_pd(op, open);
+                    for (int k = 0; k < 8; k++)
+                        if ((hits >> k & 1) && op[k] > nd->best_gain)
+                            accept_candidate(nd, parent_gain, j, c, bounded, bins + first, b->value, b->inverse,
+                                             t + k, gl[k], (int)hl[k], op[k]);
+                }
+                carry_g = _mm512_permutexvar_pd(last, sum_g);
+                carry_h = _mm512_permutexvar_pd(last, sum_h);
+            }
+        }
+    }
+}
+#endif
+
 static void find_splits(booster *b, int level)
 {
+#if BOOST_AVX512
+    if (b->simd && b->exact_sums) {
+        find_splits_avx512(b, level);
+        return;
+    }
+#endif
     for (int v = 0; v < b->n_nodes; v++) {
         boost_node *nd = &b->node[v];
         if (nd->depth != level)
@@ -694,6 +799,46 @@ static int walk_row(const walk_node *w, int depth, const float *x)
     for (int k = 0; k < depth; k++)
         v = w[v].next[!(x[w[v].feature] < w[v].threshold)];
     return v;
+}
+
+/* The binade of a float (its exponent field; 1 for subnormals, whose
+ * spacing is that of the smallest normal binade). */
+static int binade(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    int e = (int)(u >> 23 & 0xFF);
+    return e ? e : 1;
+}
+
+int kace_boost_finest_binade(const double *v, const int *used, int n_used)
+{
+    int finest = 255;
+    for (int u = 0; u < n_used; u++) {
+        int e = binade((float)v[used[u]]);
+        finest = e < finest ? e : finest;
+    }
+    return finest;
+}
+
+/* Whether every sum of this round's gradients over any subset of the n
+ * used rows is exact in double, so that any order of addition gives the
+ * same number. A gradient is the float difference of two floats: a
+ * multiple of the finer spacing of the two, 2^(binade - 150), and it has
+ * fewer than 2^(binade(g) - 126) in magnitude; a sum of n of them fits the
+ * 53 bits of a double when the binades span at most 29 - log2(n). On kace's
+ * data they span about 27 less than that. */
+bool kace_boost_sums_exact(const double *grad, const double *pred, const int *used, int n_used, int finest_label)
+{
+    int finest = finest_label, widest = 0, log2n = 0;
+    while ((1 << log2n) < n_used)
+        log2n++;
+    for (int u = 0; u < n_used; u++) {
+        int i = used[u], p = binade((float)pred[i]), g = binade((float)grad[i]);
+        finest = p < finest ? p : finest;
+        widest = g > widest ? g : widest;
+    }
+    return widest - finest + log2n <= 29;
 }
 
 /* The binned training matrix: every feature's distinct values, sorted
@@ -951,6 +1096,7 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     for (size_t i = 0; i < n_eval * (size_t)d; i++)
         x_eval[i] = (float)X_eval[i];
     uint64_t rng = p->seed ^ 0x6b616365u;
+    int finest_label = kace_boost_finest_binade(y, used, n_used);
     for (int round = 0; round < p->n_rounds; round++) {
         for (int u = 0; u < n_used; u++) {
             int i = used[u];
@@ -969,6 +1115,7 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
                 b.pos[pick[i]] = 0;
             }
         }
+        b.exact_sums = b.simd && kace_boost_sums_exact(b.grad, pred, used, n_used, finest_label);
         grow_tree(&b, p->max_depth);
         if (trees)
             keep_tree(&b, p->learning_rate, trees);
