@@ -259,39 +259,65 @@ static void test_vector_paths_same_trees(void **state)
 }
 
 /* The test that lets the scans add gradients in any order: exact sums. */
+static bool exact(const double *pred, const double *y, int n)
+{
+    int finest = 255, widest = 0;
+    for (int i = 0; i < n; i++) {
+        float g = (float)pred[i] - (float)y[i];
+        int ep = kace_boost_binade((float)pred[i]), ey = kace_boost_binade((float)y[i]), eg = kace_boost_binade(g);
+        finest = ep < finest ? ep : finest;
+        finest = ey < finest ? ey : finest;
+        widest = eg > widest ? eg : widest;
+    }
+    return kace_boost_sums_exact(finest, widest, n);
+}
+
 static void test_sums_exact(void **state)
 {
     (void)state;
     enum { N = 300 };
-    static double pred[N], y[N], grad[N];
-    static int used[N];
+    static double pred[N], y[N];
     for (int i = 0; i < N; i++) {
-        used[i] = i;
         y[i] = 0.02 + 1.1 * (double)((i * 37) % N) / N;
         pred[i] = 0.5 + 0.3 * sin(i);
     }
-    for (int i = 0; i < N; i++)
-        grad[i] = (double)((float)pred[i] - (float)y[i]);
-    assert_true(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
+    assert_true(exact(pred, y, N));
     /* a label 1e-12 next to gradients near 1: too fine a spacing */
     y[0] = 1e-12;
-    grad[0] = (double)((float)pred[0] - (float)y[0]);
-    assert_false(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
+    assert_false(exact(pred, y, N));
     /* what such spacings allow: three floats whose sum depends on the order */
     double a = (double)1.0f, b = (double)0x1p-53f, c = (double)0x1p-53f;
     assert_true((a + b) + c != a + (b + c));
-    y[0] = 0.5;
     /* At the edge: 300 rows (9 binades of sum), gradients below 0.5 and a
-     * prediction 2^-22 (spacing 2^-45): 53 bits. 2^-23 needs 54. */
+     * prediction 2^-22 (spacing 2^-45): 53 bits. 2^-23 needs 54, and so do
+     * 513 rows. */
     for (int i = 0; i < N; i++)
         pred[i] = y[i] = 0.5;
     pred[2] = 0x1p-22;
-    for (int i = 0; i < N; i++)
-        grad[i] = (double)((float)pred[i] - (float)y[i]);
-    assert_true(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
+    assert_true(exact(pred, y, N));
+    assert_false(kace_boost_sums_exact(kace_boost_binade(0x1p-22f), kace_boost_binade(0.49f), 513));
     pred[2] = 0x1p-23;
-    grad[2] = (double)((float)pred[2] - (float)y[2]);
-    assert_false(kace_boost_sums_exact(grad, pred, used, N, kace_boost_finest_binade(y, used, N)));
+    assert_false(exact(pred, y, N));
+    assert_int_equal(kace_boost_binade(0x1p-149f), kace_boost_binade(0x1p-126f));
+    assert_int_equal(kace_boost_binade(0.0f), 1);
+}
+
+/* The draws' reduction is x % d, at the edges too. */
+static void test_mod_by(void **state)
+{
+    (void)state;
+    uint64_t s = 12345, xs[] = {0, 1, UINT64_MAX, UINT64_MAX - 1, (uint64_t)1 << 63};
+    long checked = 0;
+    for (uint64_t d = 1; d <= 4100; d += d < 70 ? 1 : 37) {
+        uint64_t magic = UINT64_MAX / d;
+        for (int i = 0; i < 300; i++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            uint64_t x = i < 5 ? xs[i] : i < 40 ? (s >> 20) / d * d + (uint64_t)i % 3 : s;
+            assert_int_equal(kace_boost_mod_by(x, d, magic), x % d);
+            checked++;
+        }
+    }
+    assert_true(checked > 30000);
 }
 
 static void test_bad_input(void **state)
@@ -319,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_monotone_holds),
         cmocka_unit_test(test_vector_paths_same_trees),
         cmocka_unit_test(test_sums_exact),
+        cmocka_unit_test(test_mod_by),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

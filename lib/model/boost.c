@@ -801,9 +801,9 @@ static int walk_row(const walk_node *w, int depth, const float *x)
     return v;
 }
 
-/* The binade of a float (its exponent field; 1 for subnormals, whose
+/* The binade of a float: its exponent field (1 for subnormals, whose
  * spacing is that of the smallest normal binade). */
-static int binade(float v)
+int kace_boost_binade(float v)
 {
     uint32_t u;
     memcpy(&u, &v, sizeof u);
@@ -811,34 +811,27 @@ static int binade(float v)
     return e ? e : 1;
 }
 
-int kace_boost_finest_binade(const double *v, const int *used, int n_used)
+/* A gradient is the float difference of two floats: a multiple of the
+ * finer spacing of the two, 2^(binade - 150), and it has fewer than
+ * 2^(binade(g) - 126) in magnitude; a sum of n of them fits the 53 bits of
+ * a double when the binades span at most 29 - log2(n). On kace's data they
+ * span about 18 less than that. */
+bool kace_boost_sums_exact(int finest, int widest, int n)
 {
-    int finest = 255;
-    for (int u = 0; u < n_used; u++) {
-        int e = binade((float)v[used[u]]);
-        finest = e < finest ? e : finest;
-    }
-    return finest;
+    int log2n = 0;
+    while (log2n < 31 && (1L << log2n) < n)
+        log2n++;
+    return widest - finest + log2n <= 29;
 }
 
-/* Whether every sum of this round's gradients over any subset of the n
- * used rows is exact in double, so that any order of addition gives the
- * same number. A gradient is the float difference of two floats: a
- * multiple of the finer spacing of the two, 2^(binade - 150), and it has
- * fewer than 2^(binade(g) - 126) in magnitude; a sum of n of them fits the
- * 53 bits of a double when the binades span at most 29 - log2(n). On kace's
- * data they span about 27 less than that. */
-bool kace_boost_sums_exact(const double *grad, const double *pred, const int *used, int n_used, int finest_label)
+/* x mod d for d >= 1 by a multiplication (Barrett reduction): magic is
+ * floor((2^64 - 1) / d), which puts the quotient at most 1 low. Fisher-Yates
+ * takes one per drawn row, and a 64-bit division costs several times
+ * more. */
+uint64_t kace_boost_mod_by(uint64_t x, uint64_t d, uint64_t magic)
 {
-    int finest = finest_label, widest = 0, log2n = 0;
-    while ((1 << log2n) < n_used)
-        log2n++;
-    for (int u = 0; u < n_used; u++) {
-        int i = used[u], p = binade((float)pred[i]), g = binade((float)grad[i]);
-        finest = p < finest ? p : finest;
-        widest = g > widest ? g : widest;
-    }
-    return widest - finest + log2n <= 29;
+    uint64_t q = (uint64_t)(((unsigned __int128)x * magic) >> 64), r = x - q * d;
+    return r >= d ? r - d : r;
 }
 
 /* The binned training matrix: every feature's distinct values, sorted
@@ -1065,6 +1058,7 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     b.rows = malloc((size_t)n * sizeof *b.rows);
     b.rows_right = malloc((size_t)n * sizeof *b.rows_right);
     int *used = malloc((size_t)n_used * sizeof *used), *pick = malloc((size_t)n_used * sizeof *pick);
+    uint64_t *magic = malloc((size_t)n_used * sizeof *magic); /* Barrett constants of the draws' ranges */
     float *acc = calloc((size_t)n, sizeof *acc); /* the trees' summed outputs */
     float *x_eval = malloc((n_eval ? n_eval : 1) * (size_t)d * sizeof *x_eval);
     float *acc_eval = calloc(n_eval ? n_eval : 1, sizeof *acc_eval);
@@ -1076,7 +1070,7 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
         goto done;
     if (!pred || !b.grad || !b.pos || !b.nz_bin || !b.nz_h || !b.nz_g || !b.n_nonempty || !b.feature_start ||
         !b.scratch || !b.rows || !b.rows_right ||
-        !used || !pick || !acc || !x_eval || !acc_eval) {
+        !used || !pick || !magic || !acc || !x_eval || !acc_eval) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory fitting boosted trees");
         goto done;
     }
@@ -1096,26 +1090,37 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
     for (size_t i = 0; i < n_eval * (size_t)d; i++)
         x_eval[i] = (float)X_eval[i];
     uint64_t rng = p->seed ^ 0x6b616365u;
-    int finest_label = kace_boost_finest_binade(y, used, n_used);
+    int finest_label = 255;
+    for (int u = 0; u < n_used; u++) {
+        int e = kace_boost_binade((float)y[used[u]]);
+        finest_label = e < finest_label ? e : finest_label;
+    }
+    for (int i = 0; i < n_sample && n_sample < n_used; i++)
+        magic[i] = UINT64_MAX / (uint64_t)(n_used - i);
     for (int round = 0; round < p->n_rounds; round++) {
+        int finest = finest_label, widest = 0;
         for (int u = 0; u < n_used; u++) {
             int i = used[u];
             /* in float, as xgboost computes gradients: the same data then
              * gives the same trees */
-            b.grad[i] = (double)((float)pred[i] - (float)y[i]);
+            float pf = (float)pred[i], g = pf - (float)y[i];
+            b.grad[i] = (double)g;
             b.pos[i] = n_sample == n_used ? 0 : -1;
+            int ep = kace_boost_binade(pf), eg = kace_boost_binade(g);
+            finest = ep < finest ? ep : finest;
+            widest = eg > widest ? eg : widest;
         }
         if (n_sample < n_used) { /* n_sample rows without replacement (partial Fisher-Yates) */
             memcpy(pick, used, (size_t)n_used * sizeof *pick);
             for (int i = 0; i < n_sample; i++) {
-                int k = i + (int)(splitmix64(&rng) % (uint64_t)(n_used - i));
+                int k = i + (int)kace_boost_mod_by(splitmix64(&rng), (uint64_t)(n_used - i), magic[i]);
                 int tmp = pick[i];
                 pick[i] = pick[k];
                 pick[k] = tmp;
                 b.pos[pick[i]] = 0;
             }
         }
-        b.exact_sums = b.simd && kace_boost_sums_exact(b.grad, pred, used, n_used, finest_label);
+        b.exact_sums = b.simd && kace_boost_sums_exact(finest, widest, n_used);
         grow_tree(&b, p->max_depth);
         if (trees)
             keep_tree(&b, p->learning_rate, trees);
@@ -1163,6 +1168,7 @@ done:
     free(b.pos);
     free(used);
     free(pick);
+    free(magic);
     free(acc);
     return st;
 }

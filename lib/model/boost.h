@@ -45,12 +45,16 @@ kace_status kace_boost_train(kace_ctx *ctx, const kace_boost_data *data, const d
 kace_status kace_boost_train_trees(kace_ctx *ctx, const kace_boost_data *data, const double *y,
                                    const kace_boost_params *p, char **json, size_t *json_len, kace_trees *trees);
 
-/* Whether every sum of the gradients grad[i] = (float)pred[i] - (float)y[i]
- * over any subset of the rows used[0..n_used) is exact in double (then any
- * order of addition gives the same number, and the booster's scans may add
- * them as vectors); finest_label is kace_boost_finest_binade(y, ...). */
-int kace_boost_finest_binade(const double *v, const int *used, int n_used);
-bool kace_boost_sums_exact(const double *grad, const double *pred, const int *used, int n_used, int finest_label);
+/* Whether every sum of n gradients, each the float difference of two
+ * floats, is exact in double whatever the order of addition (then the
+ * booster's scans may add them as vectors): finest is the smallest binade
+ * (kace_boost_binade) of the floats subtracted, widest the largest of the
+ * differences. */
+int kace_boost_binade(float v);
+bool kace_boost_sums_exact(int finest, int widest, int n);
+
+/* x mod d, d >= 1, given magic = UINT64_MAX / d: the row draws' reduction. */
+uint64_t kace_boost_mod_by(uint64_t x, uint64_t d, uint64_t magic);
 
 /* The xgboost-style JSON of trees a fit built (kace_boost_train_trees;
  * malloc'ed): the text kace_boost_fit gives for the same fit. */
