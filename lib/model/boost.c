@@ -55,6 +55,7 @@ typedef struct boost_node {
     int left, right, parent;
     /* best split found at this level */
     double best_gain, best_wl, best_wr;
+    double best_GL; /* the left sum of the best split (exact sums only) */
     int best_feature;
     float best_threshold;
 } boost_node;
@@ -539,6 +540,7 @@ static void accept_candidate(boost_node *nd, double parent_gain, int j, int c, b
         nd->best_threshold = between(value[bins[i - 1]], value[bins[i]]);
         nd->best_wl = wl;
         nd->best_wr = wr;
+        nd->best_GL = GL;
     }
 }
 
@@ -680,16 +682,29 @@ static void partition_rows(booster *b, int v)
     float t = nd->threshold;
     double GL = 0, GR = 0;
     int nl = 0, nr = 0;
-    for (int i = 0; i < n; i++) {
-        int r = rows[i];
-        double g = b->grad[r];
-        bool go_left = x[r] < t;
-        rows[nl] = r;
-        right[nr] = r;
-        GL += kept(g, go_left);
-        GR += kept(g, !go_left);
-        nl += go_left;
-        nr += !go_left;
+    if (b->exact_sums) { /* the children's sums are the split's: the scan had them */
+        for (int i = 0; i < n; i++) {
+            int r = rows[i];
+            bool go_left = x[r] < t;
+            rows[nl] = r;
+            right[nr] = r;
+            nl += go_left;
+            nr += !go_left;
+        }
+        GL = nd->best_GL;
+        GR = nd->G - GL;
+    } else {
+        for (int i = 0; i < n; i++) {
+            int r = rows[i];
+            double g = b->grad[r];
+            bool go_left = x[r] < t;
+            rows[nl] = r;
+            right[nr] = r;
+            GL += kept(g, go_left);
+            GR += kept(g, !go_left);
+            nl += go_left;
+            nr += !go_left;
+        }
     }
     memcpy(rows + nl, right, (size_t)nr * sizeof *rows);
     boost_node *l = &b->node[nd->left], *r = &b->node[nd->right];
