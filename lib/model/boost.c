@@ -301,10 +301,13 @@ AVX512_FN static void root_keep_avx512(booster *b, int *bin, double *hg, int *hh
     b->n_nonempty[0] = m;
 }
 
-/* split_hists' pass, 8 of the parent's bins at a time: the small child's
- * sums gathered from the scratch, the large one's by subtraction, each
- * compressed to its non-empty bins. The scratch is cleared afterwards
- * from the small child's list (the only cells its rows touched). */
+/* split_hists' pass, 8 of the parent's bins at a time over its whole list
+ * (the features' lists one after another, the last block masked): the
+ * small child's sums loaded from the scratch, the large one's by
+ * subtraction, each compressed to its non-empty bins; where a feature's
+ * list starts inside a block, the children's starts are counted from the
+ * bins kept before it. The scratch is cleared afterwards from the small
+ * child's list (the only cells its rows touched). */
 AVX512_FN static void split_keep_avx512(booster *b, int v, int small, int big)
 {
     size_t at = hist_at(b, v), at_s = hist_at(b, small), at_b = hist_at(b, big);
@@ -316,52 +319,50 @@ AVX512_FN static void split_keep_avx512(booster *b, int v, int small, int big)
     hist_cell *s = b->scratch;
     const __m512d zero = _mm512_setzero_pd();
     const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
-    int ms = 0, mb = 0;
-    for (int j = 0; j < b->d; j++) {
-        start_s[j] = ms;
-        start_b[j] = mb;
-        int i = start[j], end = start[j + 1];
-        for (; i + 8 <= end; i += 8) {
-            __m256i k = _mm256_loadu_si256((const __m256i *)(pbin + i));
-            const int *q = pbin + i;
-            __m512 c0 = _mm512_castps128_ps512(_mm_loadu_ps((const float *)&s[q[0]]));
-            __m512 c1 = _mm512_castps128_ps512(_mm_loadu_ps((const float *)&s[q[4]]));
-            c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[1]]), 1);
-            c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[5]]), 1);
-            c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[2]]), 2);
-            c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[6]]), 2);
-            c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[3]]), 3);
-            c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[7]]), 3);
-            __m512d lo = _mm512_castps_pd(c0), hi = _mm512_castps_pd(c1);
-            __m512d gs = _mm512_permutex2var_pd(lo, even, hi), hsd = _mm512_permutex2var_pd(lo, odd, hi);
-            __m256i hs = _mm512_cvttpd_epi32(hsd), hb = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(ph + i)), hs);
-            __m512d gb = _mm512_sub_pd(_mm512_loadu_pd(pg + i), gs);
-            __mmask8 keep_s = _mm512_cmp_pd_mask(hsd, zero, _CMP_NEQ_OQ);
-            __mmask8 keep_b = _mm256_cmpneq_epi32_mask(hb, _mm256_setzero_si256());
-            _mm512_storeu_pd(g_s + ms, _mm512_maskz_compress_pd(keep_s, gs));
-            _mm256_storeu_si256((__m256i *)(h_s + ms), _mm256_maskz_compress_epi32(keep_s, hs));
-            _mm256_storeu_si256((__m256i *)(bin_s + ms), _mm256_maskz_compress_epi32(keep_s, k));
-            _mm512_storeu_pd(g_b + mb, _mm512_maskz_compress_pd(keep_b, gb));
-            _mm256_storeu_si256((__m256i *)(h_b + mb), _mm256_maskz_compress_epi32(keep_b, hb));
-            _mm256_storeu_si256((__m256i *)(bin_b + mb), _mm256_maskz_compress_epi32(keep_b, k));
-            ms += __builtin_popcount(keep_s);
-            mb += __builtin_popcount(keep_b);
+    int ms = 0, mb = 0, m = start[b->d], next = 0;
+    for (int i = 0; i < m; i += 8) {
+        __mmask8 lanes = (__mmask8)(m - i >= 8 ? 0xFF : (1u << (m - i)) - 1);
+        int tail[8];
+        const int *q = pbin + i;
+        if (lanes != 0xFF) { /* the last block: bins past the list read cell 0 */
+            _mm256_storeu_si256((__m256i *)tail, _mm256_maskz_loadu_epi32(lanes, q));
+            q = tail;
         }
-        for (; i < end; i++) {
-            int kk = pbin[i], hs = (int)s[kk].h, hb = ph[i] - hs;
-            double gs = s[kk].g;
-            bin_s[ms] = kk;
-            g_s[ms] = gs;
-            h_s[ms] = hs;
-            bin_b[mb] = kk;
-            g_b[mb] = pg[i] - gs;
-            h_b[mb] = hb;
-            ms += hs != 0;
-            mb += hb != 0;
+        __m256i k = _mm256_loadu_si256((const __m256i *)q);
+        __m512 c0 = _mm512_castps128_ps512(_mm_loadu_ps((const float *)&s[q[0]]));
+        __m512 c1 = _mm512_castps128_ps512(_mm_loadu_ps((const float *)&s[q[4]]));
+        c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[1]]), 1);
+        c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[5]]), 1);
+        c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[2]]), 2);
+        c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[6]]), 2);
+        c0 = _mm512_insertf32x4(c0, _mm_loadu_ps((const float *)&s[q[3]]), 3);
+        c1 = _mm512_insertf32x4(c1, _mm_loadu_ps((const float *)&s[q[7]]), 3);
+        __m512d lo = _mm512_castps_pd(c0), hi = _mm512_castps_pd(c1);
+        __m512d gs = _mm512_permutex2var_pd(lo, even, hi), hsd = _mm512_permutex2var_pd(lo, odd, hi);
+        __m256i hs = _mm512_cvttpd_epi32(hsd);
+        __m256i hb = _mm256_sub_epi32(_mm256_maskz_loadu_epi32(lanes, ph + i), hs);
+        __m512d gb = _mm512_sub_pd(_mm512_maskz_loadu_pd(lanes, pg + i), gs);
+        __mmask8 keep_s = _mm512_mask_cmp_pd_mask(lanes, hsd, zero, _CMP_NEQ_OQ);
+        __mmask8 keep_b = _mm256_mask_cmpneq_epi32_mask(lanes, hb, _mm256_setzero_si256());
+        while (next < b->d && start[next] < i + 8) { /* features starting in this block */
+            unsigned before = (1u << (start[next] - i)) - 1;
+            start_s[next] = ms + __builtin_popcount(keep_s & before);
+            start_b[next] = mb + __builtin_popcount(keep_b & before);
+            next++;
         }
+        _mm512_storeu_pd(g_s + ms, _mm512_maskz_compress_pd(keep_s, gs));
+        _mm256_storeu_si256((__m256i *)(h_s + ms), _mm256_maskz_compress_epi32(keep_s, hs));
+        _mm256_storeu_si256((__m256i *)(bin_s + ms), _mm256_maskz_compress_epi32(keep_s, k));
+        _mm512_storeu_pd(g_b + mb, _mm512_maskz_compress_pd(keep_b, gb));
+        _mm256_storeu_si256((__m256i *)(h_b + mb), _mm256_maskz_compress_epi32(keep_b, hb));
+        _mm256_storeu_si256((__m256i *)(bin_b + mb), _mm256_maskz_compress_epi32(keep_b, k));
+        ms += __builtin_popcount(keep_s);
+        mb += __builtin_popcount(keep_b);
     }
-    start_s[b->d] = ms;
-    start_b[b->d] = mb;
+    for (; next <= b->d; next++) { /* features with no bins (none here: a node has rows) and the end */
+        start_s[next] = ms;
+        start_b[next] = mb;
+    }
     b->n_nonempty[small] = ms;
     b->n_nonempty[big] = mb;
     for (int i = 0; i < ms; i++)
