@@ -15,6 +15,15 @@
  * scanned. tests/test_boost.c checks that it grows the same trees as
  * libxgboost on the same data.
  *
+ * Where the CPU has AVX-512, the histogram passes move 8 bins a step, and
+ * the split scans take 8 candidates a step whenever the round's gradient
+ * sums are exact in any order (kace_boost_sums_exact: each gradient is a
+ * difference of two floats, so on data like kace's, whose values span a
+ * few binades, every sum of a few hundred of them fits a double's 53
+ * bits): the left sums are then vector prefix sums, equal to the serial
+ * chain's, and the children's sums come from the chosen candidate. Either
+ * way the trees are the same bit for bit (test_boost compares).
+ *
  * The trees are written (kace_boost_json, on demand) in the JSON layout of
  * an xgboost model, so they are stored, read back and checked exactly like
  * xgboost's (kace_trees_from_json). */
@@ -846,8 +855,13 @@ bool kace_boost_sums_exact(int finest, int widest, int n)
  * more. */
 uint64_t kace_boost_mod_by(uint64_t x, uint64_t d, uint64_t magic)
 {
+#ifdef __SIZEOF_INT128__
     uint64_t q = (uint64_t)(((unsigned __int128)x * magic) >> 64), r = x - q * d;
     return r >= d ? r - d : r;
+#else
+    (void)magic;
+    return x % d;
+#endif
 }
 
 /* The binned training matrix: every feature's distinct values, sorted
