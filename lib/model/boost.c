@@ -64,7 +64,7 @@ typedef struct boost_node {
     int left, right, parent;
     /* best split found at this level */
     double best_gain, best_wl, best_wr;
-    double best_GL; /* the left sum of the best split (exact sums only) */
+    double best_GL; /* the left sum of the best split */
     int best_feature;
     float best_threshold;
 } boost_node;
@@ -172,8 +172,9 @@ typedef struct booster {
     boost_node node[BOOST_MAX_NODES];
     int n_nodes;
     bool simd; /* the AVX-512 passes */
-    /* This round's gradient sums are exact in any order (exact_sums_of):
-     * the scans may then sum them as vectors. */
+    /* This round's gradient sums are exact in any order
+     * (kace_boost_sums_exact): the AVX-512 scans may then add them as
+     * vectors, and a split's children take their sums from its candidate. */
     bool exact_sums;
 } booster;
 
@@ -212,6 +213,7 @@ static void best_split_of(boost_node *nd, double parent_gain, int j, int c, cons
             nd->best_threshold = between(value[bins[at - 1]], value[bins[at]]);
             nd->best_wl = -at_GL * inverse[at_HL];
             nd->best_wr = -(G - at_GL) * inverse[H - at_HL];
+            nd->best_GL = at_GL;
         }
         return;
     }
@@ -234,6 +236,7 @@ static void best_split_of(boost_node *nd, double parent_gain, int j, int c, cons
                     nd->best_threshold = between(value[bins[i - 1]], value[bins[i]]);
                     nd->best_wl = wl;
                     nd->best_wr = wr;
+                    nd->best_GL = GL;
                 }
             }
         }
@@ -500,6 +503,7 @@ static inline void open_finish(boost_node *nd, const open_scan *s, int j, const 
     nd->best_threshold = between(value[bins[s->at - 1]], value[bins[s->at]]);
     nd->best_wl = -s->at_GL * inverse[s->at_HL];
     nd->best_wr = -(nd->G - s->at_GL) * inverse[H - s->at_HL];
+    nd->best_GL = s->at_GL;
 }
 
 /* Features j and j + 1 on the open gain, their scans interleaved (each
@@ -1150,7 +1154,7 @@ static kace_status train(kace_ctx *ctx, const kace_boost_data *data, const doubl
                 b.pos[pick[i]] = 0;
             }
         }
-        b.exact_sums = b.simd && kace_boost_sums_exact(finest, widest, n_used);
+        b.exact_sums = kace_boost_sums_exact(finest, widest, n_used);
         grow_tree(&b, p->max_depth);
         if (trees)
             keep_tree(&b, p->learning_rate, trees);
