@@ -105,7 +105,10 @@ typedef struct eval_request {
     unsigned long long seed;       /* kfold: the shuffle */
     bool csv;                      /* print one CSV instead of the tables */
     int learning_curve;            /* kace eval --learning-curve [--every N]: retrain every N observations (0: off) */
+    bool made_splits;              /* --made-splits: splits made the artifact's way even where published ones are stored */
 } eval_request;
+kace_status cli_load_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, bool made, kace_splits **out,
+                            const char **origin);
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);
 int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req);
 

@@ -108,13 +108,13 @@ static int per_target(const kace_split_results *r, int n_occur, size_t n_workloa
     return n;
 }
 
-static int report_splits(const kace_dataset *ds, const kace_split_results *r, const char *mode, const eval_request *req,
-                         double seconds)
+static int report_splits(const kace_dataset *ds, const kace_split_results *r, const char *mode, const char *origin,
+                         const eval_request *req, double seconds)
 {
     int lo, hi;
     n_occur_range(r, &lo, &hi);
-    printf("\n== Partner choice on the published splits, %s mode (normalized throughput sum, mean of %s) ==\n", mode,
-           "5 seeds x targets");
+    printf("\n== Partner choice on the %s splits, %s mode (normalized throughput sum, mean of %s) ==\n",
+           strcmp(origin, "published") ? "made" : "published", mode, "5 seeds x targets");
     print_header();
     for (int n = lo; n <= hi; n++) {
         printf("%7d", n);
@@ -365,6 +365,28 @@ static void report_confidence(const kace_confidence_check *check)
                check->err_confident, check->err_unsure);
 }
 
+/* The splits the training-size study runs on: the published ones stored
+ * with the set, else (or with made) the KACE artifact's splits made for the
+ * set the way it made its own (kace_splits_make). *origin says which. */
+kace_status cli_load_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, bool made, kace_splits **out,
+                            const char **origin)
+{
+    *out = NULL;
+    *origin = "published";
+    kace_status st = made ? KACE_OK : kace_store_load_splits(ctx, store, ds, out);
+    if (st && st != KACE_ERR_NOT_FOUND)
+        return st;
+    if (!made && !st && (*out)->n)
+        return KACE_OK;
+    if (st == KACE_ERR_NOT_FOUND)
+        printf("(the stored splits do not fit this set: %s)\n", kace_errmsg(ctx));
+    kace_splits_free(out);
+    kace_split_recipe recipe;
+    kace_split_recipe_default(&recipe);
+    *origin = "made the KACE artifact's way";
+    return kace_splits_make(ctx, ds, &recipe, out);
+}
+
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
 {
     kace_dataset *pairs = NULL, *triples = NULL;
@@ -374,7 +396,6 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     size_t n_unseen = 0, n_three = 0;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
-    bool splits_misfit = false;
     if (req->out_dir && cli_mkdirs(req->out_dir) != 0) {
         fprintf(stderr, "kace: cannot create %s\n", req->out_dir);
         return EXIT_FAILURE_RUN;
@@ -393,21 +414,15 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
                         "../shared/data/kace-v100)\n", req->pairs_set);
         goto done;
     }
-    if ((st = kace_store_load_splits(ctx, store, pairs, &splits))) {
-        if (st != KACE_ERR_NOT_FOUND) {
-            rc = cli_error(ctx, st);
-            goto done;
-        }
-        /* The published splits belong to another pair set: the studies
-         * that need no splits still run. */
-        printf("(the published splits do not fit set '%s': %s; skipping the training-size study)\n",
-               req->pairs_set, kace_errmsg(ctx));
-        splits_misfit = true;
-        if (!(splits = calloc(1, sizeof *splits))) {
-            fprintf(stderr, "kace: out of memory\n");
-            goto done;
-        }
+    const char *splits_origin;
+    if ((st = cli_load_splits(ctx, store, pairs, req->made_splits, &splits, &splits_origin))) {
+        rc = cli_error(ctx, st);
+        goto done;
     }
+    if (strcmp(splits_origin, "published"))
+        printf("(%s set '%s': the training-size study runs on splits %s: n_occur 2..10,\n"
+               " seeds 10 20 30 40 50, the internal 80/20 fit split with seed 30; docs/eval.md)\n",
+               req->made_splits ? "--made-splits for" : "no published splits for", req->pairs_set, splits_origin);
     /* Unseen families and triples fit every row in both modes: once. */
     kace_eval_options common;
     kace_eval_options_default(&common);
@@ -453,13 +468,11 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
                 goto done;
             }
             fflush(stdout);
-            if (report_splits(pairs, res, mode_name, req, seconds_since(&t0)) != 0)
+            if (report_splits(pairs, res, mode_name, splits_origin, req, seconds_since(&t0)) != 0)
                 goto done;
             if (req->figures && req->out_dir)
                 figures_splits(req->out_dir, mode_name, res, req->with_xu);
             kace_split_results_free(&res);
-        } else if (!splits_misfit) {
-            printf("\n(no published splits in the store: skipping the training-size study)\n");
         }
 
         char csv[64];
@@ -514,6 +527,7 @@ int cmd_eval(int argc, char **argv)
         {"candidates", required_argument, 0, 4}, {"folds", required_argument, 0, 5},
         {"seed", required_argument, 0, 6},     {"csv", no_argument, 0, 7},
         {"learning-curve", no_argument, 0, 8}, {"every", required_argument, 0, 9},
+        {"made-splits", no_argument, 0, 10},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     bool quiet = false;
     kace_slowdown_params_default(&req.slowdown);
@@ -543,6 +557,7 @@ int cmd_eval(int argc, char **argv)
         case 7: req.csv = true; break;
         case 8: curve = true; break;
         case 9: if (!cli_int("eval", "every", optarg, 1, 100000, &every)) return EXIT_USAGE; break;
+        case 10: req.made_splits = true; break;
         case 'o': req.out_dir = optarg[0] ? optarg : NULL; break; /* --out "": print only */
         case 'X': req.with_xu = false; break;
         case 'i': if (!cli_int("eval", "xu-iter", optarg, 1, 10000, &req.xu_iter)) return EXIT_USAGE; break;
@@ -603,7 +618,10 @@ int cmd_eval(int argc, char **argv)
                    "  --csv prints one CSV (folds, mean, 95%% t-interval over folds, targets). Mode: clean unless given.\n"
                    "--learning-curve [--every N] [--seed S]: the closed loop simulated: kace's model from the published\n"
                    "  n_occur=2 split, the set's other measurements replayed as observations (order: seed), retrained\n"
-                   "  and promoted as kace train --from-observations every N (10), beside a model that never learns.\n");
+                   "  and promoted as kace train --from-observations every N (10), beside a model that never learns.\n"
+                   "A set without published splits gets the KACE artifact's splits made for it the way it made its\n"
+                   "own (n_occur 2..10, seeds 10..50; docs/eval.md); --made-splits uses those even where published\n"
+                   "ones are stored (on the V100 set they are the same).\n");
             return EXIT_OK;
         default: return cli_usage("eval", "unknown option");
         }

@@ -142,17 +142,21 @@ int cli_learning_curve(kace_ctx *ctx, kace_store *store, const char *set, const 
 {
     kace_dataset *ds = NULL;
     kace_splits *splits = NULL;
+    const char *origin;
     kace_curve_point *pts = NULL;
     size_t n_pts = 0;
     int *initial = NULL, *stream = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;
     if ((st = kace_store_load_dataset(ctx, store, set, false, &ds)) ||
-        (st = kace_store_load_splits(ctx, store, ds, &splits))) {
+        (st = cli_load_splits(ctx, store, ds, false, &splits, &origin))) {
         rc = cli_error(ctx, st);
         goto done;
     }
-    /* Start: the training rows of the first published split at n_occur 2. */
+    if (strcmp(origin, "published"))
+        fprintf(stderr, "kace: no published splits for set '%s': using splits %s\n", set, origin);
+    /* Start: the training rows of the first split at n_occur 2 (published,
+     * else made the artifact's way). */
     size_t from = splits->n;
     for (size_t i = 0; i < splits->n && from == splits->n; i++)
         if (splits->rows[i].n_occur == 2)

@@ -64,10 +64,13 @@ int sim_world_load(kace_ctx *ctx, const char *db, const char *import_dir, int n_
                         "--import DIR\n", db);
         goto done;
     }
-    if ((st = kace_store_load_splits(ctx, store, w->pairs, &w->splits))) {
+    const char *origin;
+    if ((st = cli_load_splits(ctx, store, w->pairs, false, &w->splits, &origin))) {
         rc = cli_error(ctx, st);
         goto done;
     }
+    if (strcmp(origin, "published"))
+        fprintf(stderr, "kace: no published splits for set '%s': using splits %s\n", "pairs", origin);
     /* The model learns from one published training split only. */
     int *rows = malloc((w->splits->n ? w->splits->n : 1) * sizeof *rows);
     if (!rows)

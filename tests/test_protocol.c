@@ -485,6 +485,80 @@ static void test_poisoned_rows_never_fitted(void **state)
     kace_folds_free(&folds);
 }
 
+/* kace_splits_make reproduces the artifact's published V100 splits row for
+ * row: membership, order and paper_fit of all 45 (n_occur, seed). */
+static void test_made_splits_equal_published(void **state)
+{
+    (void)state;
+    /* NumPy: np.random.seed(0); np.random.permutation(10). */
+    static const size_t numpy_seed0[10] = {2, 8, 4, 9, 1, 6, 7, 3, 0, 5};
+    size_t perm[10];
+    kace_numpy_permutation(10, 0, perm);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(perm[i], numpy_seed0[i]);
+
+    kace_split_recipe r;
+    kace_split_recipe_default(&r);
+    kace_splits *made = NULL;
+    assert_int_equal(kace_splits_make(ctx, pairs, &r, &made), KACE_OK);
+    assert_int_equal(made->n, splits->n);
+    assert_int_equal(made->n, 45 * pairs->n_colocations);
+    size_t fitted = 0;
+    for (size_t i = 0; i < made->n; i++) {
+        const kace_split_row *a = &made->rows[i], *b = &splits->rows[i];
+        if (a->n_occur != b->n_occur || a->seed != b->seed || a->train != b->train || a->paper_fit != b->paper_fit ||
+            a->colocation != b->colocation)
+            fail_msg("row %zu: made (n_occur %d seed %d %s fit %d row %d), published (%d %d %s %d row %d)", i,
+                     a->n_occur, a->seed, a->train ? "train" : "test", a->paper_fit, a->colocation, b->n_occur, b->seed,
+                     b->train ? "train" : "test", b->paper_fit, b->colocation);
+        fitted += a->paper_fit;
+    }
+    assert_true(fitted > 0);
+    kace_splits_free(&made);
+
+    /* Another fit seed moves paper_fit only; a subset of rows is split in
+     * its own order and names only its rows. */
+    r.fit_seed = 31;
+    assert_int_equal(kace_splits_make(ctx, pairs, &r, &made), KACE_OK);
+    size_t moved = 0;
+    for (size_t i = 0; i < made->n; i++) {
+        assert_int_equal(made->rows[i].colocation, splits->rows[i].colocation);
+        assert_int_equal(made->rows[i].train, splits->rows[i].train);
+        moved += made->rows[i].paper_fit != splits->rows[i].paper_fit;
+    }
+    assert_true(moved > 0);
+    kace_splits_free(&made);
+    int rows[40];
+    for (int i = 0; i < 40; i++)
+        rows[i] = 100 + i;
+    static const int one_n[] = {3};
+    static const uint32_t one_seed[] = {7};
+    kace_split_recipe_default(&r);
+    r.rows = rows, r.n_rows = 40, r.n_occur = one_n, r.n_n_occur = 1, r.seeds = one_seed, r.n_seeds = 1;
+    assert_int_equal(kace_splits_make(ctx, pairs, &r, &made), KACE_OK);
+    assert_int_equal(made->n, 40);
+    int *count = calloc(pairs->n_workloads, sizeof *count);
+    assert_non_null(count);
+    for (size_t i = 0; i < made->n; i++) {
+        const kace_colocation *c = &pairs->colocations[made->rows[i].colocation];
+        assert_true(made->rows[i].colocation >= 100 && made->rows[i].colocation < 140);
+        if (made->rows[i].train) {
+            assert_true(i == 0 || made->rows[i - 1].train); /* training rows first */
+            assert_int_not_equal(c->workload[0], c->workload[1]);
+            assert_true(count[c->workload[0]] < 3 || count[c->workload[1]] < 3);
+            count[c->workload[0]]++, count[c->workload[1]]++;
+        } else {
+            assert_false(made->rows[i].paper_fit);
+        }
+    }
+    free(count);
+    kace_splits_free(&made);
+    int bad_n[] = {0};
+    r.n_occur = bad_n;
+    assert_int_equal(kace_splits_make(ctx, pairs, &r, &made), KACE_ERR_INVALID);
+    assert_null(made);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -495,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_restricted_targets_and_candidates),
         cmocka_unit_test(test_fold_properties_v100),
         cmocka_unit_test(test_poisoned_rows_never_fitted),
+        cmocka_unit_test(test_made_splits_equal_published),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

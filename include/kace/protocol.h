@@ -109,6 +109,36 @@ void kace_folds_free(kace_folds **f);
 kace_status kace_candidates_parse(kace_ctx *ctx, const kace_dataset *ds, const int *pool, size_t n_pool,
                                   const char *text, size_t len, const char *origin, int **rows, size_t *n_rows);
 
+/* The KACE artifact's train/test splits made for any set, as it made its
+ * own (lib/decide/paper_splits.c says how; the V100 set's 45 published
+ * splits come out row for row): per n_occur and seed, the rows shuffled by
+ * NumPy's legacy RandomState(seed).permutation, one pass taking a row whose
+ * members are all distinct into training while any member has been taken
+ * fewer than n_occur times, the rest tested; paper_fit marks the training
+ * rows outside the internal hold-out (the first ceil(fit_holdout m) of a
+ * permutation of the m training rows with fit_seed). */
+typedef struct kace_split_recipe {
+    const int *n_occur;      /* default 2..10 */
+    size_t n_n_occur;
+    const uint32_t *seeds;   /* default 10, 20, 30, 40, 50 */
+    size_t n_seeds;
+    uint32_t fit_seed;       /* default 30 (the published code's random_state) */
+    double fit_holdout;      /* default 0.2 */
+    const int *rows;         /* the rows split, in this order (NULL: every colocation, in dataset order) */
+    size_t n_rows;
+} kace_split_recipe;
+
+void kace_split_recipe_default(kace_split_recipe *r);
+
+/* One split per (n_occur, seed), n_occur outermost; within a split the
+ * training rows in the order taken, then the test rows in shuffled order
+ * (the order of the published file). Free with kace_splits_free. */
+kace_status kace_splits_make(kace_ctx *ctx, const kace_dataset *ds, const kace_split_recipe *recipe,
+                             kace_splits **out);
+
+/* NumPy's legacy RandomState(seed).permutation(n) (MT19937), into perm[0..n). */
+void kace_numpy_permutation(size_t n, uint32_t seed, size_t *perm);
+
 /* Mean of the finite values of v[0..n) and the half-width of its 95%
  * Student t confidence interval (NaN with fewer than 2 finite values). */
 void kace_mean_ci95(const double *v, size_t n, double *mean, double *half_width);
