@@ -99,6 +99,7 @@ typedef struct eval_request {
     /* kace eval --protocol (cmd_eval_protocol.c); pairs_set is the set evaluated. */
     int protocol;                  /* a kace_protocol; -1 or paper: the paper's experiments above */
     const char *train_set;         /* NULL: train on the evaluated set's own rows */
+    const char *train_db;          /* another store (another GPU) whose set trains: transfer across GPUs */
     const char *targets;           /* comma-separated workload names, NULL: every one */
     const char *candidates;        /* a candidate-list file, NULL: every colocation */
     int folds;                     /* kfold: K */
@@ -107,6 +108,7 @@ typedef struct eval_request {
     int learning_curve;            /* kace eval --learning-curve [--every N]: retrain every N observations (0: off) */
     bool made_splits;              /* --made-splits: splits made the artifact's way even where published ones are stored */
 } eval_request;
+bool cli_xu_possible(const kace_dataset *const *sets, size_t n_sets, bool quiet);
 kace_status cli_load_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, bool made, kace_splits **out,
                             const char **origin);
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);

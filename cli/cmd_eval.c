@@ -365,6 +365,31 @@ static void report_confidence(const kace_confidence_check *check)
                check->err_confident, check->err_unsure);
 }
 
+/* Whether Xu et al.'s features exist for every workload of the sets; when
+ * one lacks a feature (kace profile measures no host CPU% and no ncu PCIe
+ * section), the baseline is left out and the first gap named, not failed. */
+bool cli_xu_possible(const kace_dataset *const *sets, size_t n_sets, bool quiet)
+{
+    for (size_t s = 0; s < n_sets; s++) {
+        const kace_dataset *ds = sets[s];
+        if (!ds)
+            continue;
+        for (size_t c = 0; c < ds->n_colocations; c++)
+            for (int i = 0; i < ds->colocations[c].k; i++) {
+                const kace_workload *w = &ds->workloads[ds->colocations[c].workload[i]];
+                for (int f = 0; f < kace_features_xu.n; f++)
+                    if (!isfinite(w->metric[kace_features_xu.metric[f]])) {
+                        if (!quiet)
+                            printf("(Xu et al. left out: workload %s has no '%s', one of its features; "
+                                   "--no-xu says so quietly)\n",
+                                   w->name, kace_metric_name(kace_features_xu.metric[f]));
+                        return false;
+                    }
+            }
+    }
+    return true;
+}
+
 /* The splits the training-size study runs on: the published ones stored
  * with the set, else (or with made) the KACE artifact's splits made for the
  * set the way it made its own (kace_splits_make). *origin says which. */
@@ -426,7 +451,8 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     /* Unseen families and triples fit every row in both modes: once. */
     kace_eval_options common;
     kace_eval_options_default(&common);
-    common.with_xu = req->with_xu;
+    const kace_dataset *both[2] = {pairs, triples};
+    common.with_xu = req->with_xu && cli_xu_possible(both, 2, false);
     common.xu_search.n_iter = req->xu_iter;
     if (req->xu_tree_scale > 0)
         common.xu_search.tree_scale = req->xu_tree_scale;
@@ -471,7 +497,7 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
             if (report_splits(pairs, res, mode_name, splits_origin, req, seconds_since(&t0)) != 0)
                 goto done;
             if (req->figures && req->out_dir)
-                figures_splits(req->out_dir, mode_name, res, req->with_xu);
+                figures_splits(req->out_dir, mode_name, res, common.with_xu);
             kace_split_results_free(&res);
         }
 
@@ -487,7 +513,7 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
             report_confidence(&three_check);
         }
         if (req->figures && req->out_dir)
-            figures_targets(req->out_dir, mode_name, req->with_xu);
+            figures_targets(req->out_dir, mode_name, common.with_xu);
     }
     if (req->out_dir)
         printf("\ntables (CSV) and figures (PNG) written to %s/\n", req->out_dir);
@@ -527,7 +553,7 @@ int cmd_eval(int argc, char **argv)
         {"candidates", required_argument, 0, 4}, {"folds", required_argument, 0, 5},
         {"seed", required_argument, 0, 6},     {"csv", no_argument, 0, 7},
         {"learning-curve", no_argument, 0, 8}, {"every", required_argument, 0, 9},
-        {"made-splits", no_argument, 0, 10},
+        {"made-splits", no_argument, 0, 10},  {"train-db", required_argument, 0, 11},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     bool quiet = false;
     kace_slowdown_params_default(&req.slowdown);
@@ -558,6 +584,7 @@ int cmd_eval(int argc, char **argv)
         case 8: curve = true; break;
         case 9: if (!cli_int("eval", "every", optarg, 1, 100000, &every)) return EXIT_USAGE; break;
         case 10: req.made_splits = true; break;
+        case 11: req.train_db = optarg; break;
         case 'o': req.out_dir = optarg[0] ? optarg : NULL; break; /* --out "": print only */
         case 'X': req.with_xu = false; break;
         case 'i': if (!cli_int("eval", "xu-iter", optarg, 1, 10000, &req.xu_iter)) return EXIT_USAGE; break;
@@ -615,6 +642,7 @@ int cmd_eval(int argc, char **argv)
                    "  kfold [--folds K] [--seed S]; --targets A,B scores only those workloads; --candidates FILE\n"
                    "  chooses only among the listed measured colocations (one per line, names comma-separated);\n"
                    "  --train-set T fits on set T only (e.g. pairs-only models choosing among triples);\n"
+                   "  --train-db OTHER fits on OTHER's set (--train-set, else --set) only: across GPUs, e.g. V100 -> H100;\n"
                    "  --csv prints one CSV (folds, mean, 95%% t-interval over folds, targets). Mode: clean unless given.\n"
                    "--learning-curve [--every N] [--seed S]: the closed loop simulated: kace's model from the published\n"
                    "  n_occur=2 split, the set's other measurements replayed as observations (order: seed), retrained\n"
@@ -632,8 +660,8 @@ int cmd_eval(int argc, char **argv)
     bool any_protocol = req.protocol >= 0 && req.protocol != KACE_PROTO_PAPER;
     if (any_protocol && !mode_given)
         mode = "clean"; /* the protocols' default: training statistics everywhere */
-    if (!any_protocol && (req.train_set || req.targets || req.candidates || req.csv))
-        return cli_usage("eval", "--train-set, --targets, --candidates and --csv go with --protocol "
+    if (!any_protocol && (req.train_set || req.train_db || req.targets || req.candidates || req.csv))
+        return cli_usage("eval", "--train-set, --train-db, --targets, --candidates and --csv go with --protocol "
                                  "leave-family-out|leave-workload-out|leave-batch-size-out|kfold");
     req.paper = strcmp(mode, "paper") == 0 || strcmp(mode, "both") == 0;
     req.clean = strcmp(mode, "clean") == 0 || strcmp(mode, "both") == 0;

@@ -161,6 +161,29 @@ static void figure(const char *out_dir, const char *csv_name, const char *title_
     figures_gnuplot(out_dir, script);
 }
 
+/* Adds from's workloads to into under prefix (profiles copied) and
+ * renumbers from's colocations to them. */
+static kace_status join_workloads(kace_ctx *ctx, kace_dataset *into, kace_dataset *from, const char *prefix)
+{
+    int *map = malloc((from->n_workloads ? from->n_workloads : 1) * sizeof *map);
+    if (!map)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = KACE_OK;
+    for (size_t w = 0; w < from->n_workloads && !st; w++) {
+        char name[KACE_NAME_MAX];
+        if ((size_t)snprintf(name, sizeof name, "%s%s", prefix, from->workloads[w].name) >= sizeof name)
+            st = kace_fail(ctx, KACE_ERR_INVALID, "workload name too long with prefix %s: %s", prefix,
+                           from->workloads[w].name);
+        else if (!(st = kace_dataset_intern(ctx, into, name, &map[w])))
+            memcpy(into->workloads[map[w]].metric, from->workloads[w].metric, sizeof from->workloads[w].metric);
+    }
+    for (size_t c = 0; c < from->n_colocations && !st; c++)
+        for (int i = 0; i < from->colocations[c].k; i++)
+            from->colocations[c].workload[i] = map[from->colocations[c].workload[i]];
+    free(map);
+    return st;
+}
+
 int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
 {
     kace_dataset *ds = NULL, *train_ds = NULL;
@@ -189,15 +212,30 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
     spec.protocol = (kace_protocol)req->protocol;
     spec.n_folds = req->folds;
     spec.seed = req->seed;
-    if (req->train_set) {
+    if (req->train_set || req->train_db) {
         /* Training rows from another set: appended after the evaluated
-         * set's rows (the same store, so the same workload indices). */
-        if ((st = kace_store_load_dataset(ctx, store, req->train_set, false, &train_ds))) {
+         * set's rows. From this store, the workload indices are the same;
+         * from another (--train-db: another GPU), its workloads join under
+         * the prefix "train-db:", so no training row names a workload
+         * evaluated here, and every fold fits on the other store's rows. */
+        const char *set = req->train_set ? req->train_set : req->pairs_set;
+        kace_store *other = NULL;
+        if (req->train_db && (st = kace_store_open(ctx, req->train_db, &other))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        st = kace_store_load_dataset(ctx, other ? other : store, set, false, &train_ds);
+        kace_store_close(&other);
+        if (st) {
             rc = cli_error(ctx, st);
             goto done;
         }
         if (train_ds->n_colocations == 0) {
-            fprintf(stderr, "kace: the store has no runs in set '%s'\n", req->train_set);
+            fprintf(stderr, "kace: %s has no runs in set '%s'\n", req->train_db ? req->train_db : "the store", set);
+            goto done;
+        }
+        if (req->train_db && (st = join_workloads(ctx, ds, train_ds, "train-db:"))) {
+            rc = cli_error(ctx, st);
             goto done;
         }
         for (size_t i = 0; i < train_ds->n_colocations && !st; i++)
@@ -246,7 +284,8 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
     }
     kace_eval_options opt;
     kace_eval_options_default(&opt);
-    opt.with_xu = req->with_xu;
+    const kace_dataset *one[1] = {ds};
+    opt.with_xu = req->with_xu && cli_xu_possible(one, 1, req->csv);
     opt.xu_search.n_iter = req->xu_iter;
     if (req->xu_tree_scale > 0)
         opt.xu_search.tree_scale = req->xu_tree_scale;
@@ -284,7 +323,7 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
             write_csv(f, ds, folds, res);
             fclose(f);
             if (req->figures)
-                figure(req->out_dir, csv_name, title, req->with_xu);
+                figure(req->out_dir, csv_name, title, opt.with_xu);
         }
         kace_protocol_result_free(&res);
     }

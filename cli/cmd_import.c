@@ -79,6 +79,11 @@ static void report_file(void *user, const char *path, const kace_import_batch *b
     if (*(const bool *)user) /* quiet */
         return;
     cli_meter_clear();
+    if (b->kind == KACE_FILE_CAMPAIGN_RECORD) {
+        printf("%-60s %-28s (each run of the campaign; the colocation files beside it hold their means)\n", path,
+               kace_file_kind_name(b->kind));
+        return;
+    }
     printf("%-60s %-28s values +%zu ~%zu =%zu  runs +%zu ~%zu =%zu  splits +%zu ~%zu =%zu%s\n", path,
            kace_file_kind_name(b->kind), stats->values_added, stats->values_updated, stats->values_unchanged,
            stats->runs_added, stats->runs_updated, stats->runs_unchanged, stats->splits_added, stats->splits_updated,

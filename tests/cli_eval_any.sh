@@ -146,4 +146,21 @@ set +e
 "$KACE" eval --every 5 >/dev/null 2>&1; rc=$?
 set -e
 [ $rc = 2 ] || fail "--every without --learning-curve: exit $rc"
+# Across GPUs (--train-db): every fold fits on all of the other store's 181
+# pairs and scores this store's candidates (the rules, which fit nothing,
+# score exactly as in the plain protocol); a missing store is named.
+"$KACE" eval --protocol leave-workload-out --train-db "$DIR/nosplits.db" --no-xu --csv --out "" > "$DIR/transfer.csv" ||
+    fail "--train-db: $(cat "$DIR/transfer.csv")"
+"$KACE" eval --protocol leave-workload-out --no-xu --csv --out "" > "$DIR/plain-lwo.csv"
+awk -F, '$1 == "fold" && $3 != 181 { exit 1 }' "$DIR/transfer.csv" || fail "--train-db: a fold did not fit on the 181 pairs"
+[ "$(grep -c '^fold,' "$DIR/transfer.csv")" = 21 ] || fail "--train-db: not one fold per workload"
+rules() { awk -F, '$1 == "fold" { print $2, $4, $5, $9, $10, $11, $12, $13 }' "$1"; }
+cmp -s <(rules "$DIR/transfer.csv") <(rules "$DIR/plain-lwo.csv") || fail "--train-db changed the candidates: $(diff \
+    <(rules "$DIR/transfer.csv") <(rules "$DIR/plain-lwo.csv") | head -3)"
+awk -F, '$1 == "fold" && $3 >= 181 { exit 1 }' "$DIR/plain-lwo.csv" || fail "plain leave-workload-out trained on every pair"
+set +e
+"$KACE" eval --protocol kfold --train-db "$DIR/absent.db" --no-xu --csv --out "" > "$DIR/absent.txt" 2>&1; rc=$?
+set -e
+[ $rc != 0 ] && grep -q "absent.db" "$DIR/absent.txt" || fail "--train-db of a missing store: exit $rc, $(cat "$DIR/absent.txt")"
+echo "across GPUs (same data as the other store): kace $(awk -F, '$1 == "mean" {print $6}' "$DIR/transfer.csv")"
 echo ok

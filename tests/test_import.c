@@ -562,6 +562,28 @@ static void test_every_prefix(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* A device campaign's runs.csv and spread.csv are recognised and store
+ * nothing (their means are in the colocation files); a header that only
+ * starts like one is still refused. */
+static void test_campaign_records(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    assert_non_null(ctx);
+    kace_import_batch *b = parse_ok(ctx,
+                                    "run,set,mode,repetition,run_status,measured_at,window_s,slot,workload,mps_pct,"
+                                    "throughput,throughput_cv,status,detail\n"
+                                    "1,pairs,mps,0,ok,2026-11-24T17:54:38Z,1.0,0,a_batch2-inf,100,244.5,0.003,ok,\n",
+                                    "runs.csv", KACE_FILE_CAMPAIGN_RECORD);
+    assert_int_equal(b->n_values + b->n_runs + b->n_splits, 0);
+    kace_import_batch_free(&b);
+    b = parse_ok(ctx, "colocation,workload,repetitions,mean,sd,cv\n", "spread.csv", KACE_FILE_CAMPAIGN_RECORD);
+    kace_import_batch_free(&b);
+    kace_ctx_free(&ctx);
+    const char *half = "run,set,mode\n1,pairs,mps\n";
+    parse_bad(half, strlen(half), "runs.csv", KACE_ERR_PARSE, 1, 1, "unrecognized header");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -580,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_error_raw_and_splits),
         cmocka_unit_test(test_error_strict),
         cmocka_unit_test(test_every_prefix),
+        cmocka_unit_test(test_campaign_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@ const char *kace_file_kind_name(kace_file_kind kind)
     case KACE_FILE_RAW_CAMPAIGN: return "raw MPS campaign";
     case KACE_FILE_SPLITS: return "splits";
     case KACE_FILE_NCU: return "Nsight Compute export";
+    case KACE_FILE_CAMPAIGN_RECORD: return "campaign record (not stored)";
     case KACE_FILE_UNKNOWN: break;
     }
     return "unknown";
@@ -34,6 +35,7 @@ int kace_file_kind_rank(kace_file_kind kind)
     case KACE_FILE_COLOCATIONS: return 2;
     case KACE_FILE_RAW_CAMPAIGN: return 3;
     case KACE_FILE_SPLITS: return 4;
+    case KACE_FILE_CAMPAIGN_RECORD:
     case KACE_FILE_UNKNOWN: break;
     }
     return 5;
@@ -751,6 +753,12 @@ static kace_file_kind detect(const kace_csv *h)
         return KACE_FILE_KERNEL_PROFILE;
     if (h->n_fields >= 2 && strcmp(h->fields[0], "workload") == 0 && strcmp(h->fields[1], "10") == 0)
         return KACE_FILE_EXCLUSIVE_BY_MPS;
+    if (h->n_fields >= 5 && strcmp(h->fields[0], "run") == 0 && header_find(h, "run_status") >= 0 &&
+        header_find(h, "repetition") >= 0)
+        return KACE_FILE_CAMPAIGN_RECORD;
+    if (h->n_fields >= 6 && strcmp(h->fields[0], "colocation") == 0 && header_find(h, "repetitions") >= 0 &&
+        header_find(h, "cv") >= 0)
+        return KACE_FILE_CAMPAIGN_RECORD;
     int k = count_members(h);
     if (k >= 1 && header_find(h, "w1throughput") >= 0)
         return KACE_FILE_COLOCATIONS;
@@ -819,8 +827,8 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
     if (b->kind == KACE_FILE_UNKNOWN) {
         st = kace_csv_fail(ctx, &hdr, 0, KACE_ERR_PARSE,
                            "unrecognized header starting '%.60s' (expected a kernel or system profile, exclusive_by_mps_pct, "
-                           "a colocation file with workload1..K and w1throughput.., a raw campaign, splits, or an ncu "
-                           "--csv export)",
+                           "a colocation file with workload1..K and w1throughput.., a raw campaign, splits, a campaign's "
+                           "runs.csv or spread.csv, or an ncu --csv export)",
                            hdr.fields[0]);
         goto fail;
     }
@@ -857,6 +865,7 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
         st = kace_ncu_parse_buffer(ctx, data, len, b->origin, workload, b);
         break;
     }
+    case KACE_FILE_CAMPAIGN_RECORD: /* the rows' means are in the colocation files */
     case KACE_FILE_UNKNOWN:
         break;
     }
@@ -868,7 +877,7 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
         st = check_split_rows(ctx, b);
     if (st)
         goto fail;
-    if (b->n_values == 0 && b->n_runs == 0 && b->n_splits == 0) {
+    if (b->n_values == 0 && b->n_runs == 0 && b->n_splits == 0 && b->kind != KACE_FILE_CAMPAIGN_RECORD) {
         st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: no data rows after the header (expected at least one row)",
                        b->origin, hdr.line);
         goto fail;

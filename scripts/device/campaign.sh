@@ -67,8 +67,17 @@ s_restore() {
 s_env() {
     GPU=$(gpu_name)
     [ -n "$GPU" ] || { GPU=unknown; DETAIL="nvidia-smi gives no GPU name"; return 1; }
+    # What this call ran on, kept in the store for the dataset's README
+    # (scripts/device/dataset.py): date, GPU, driver, memory, CUDA, torch, bundle.
+    local q cuda torch_v
+    q=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+    cuda=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
+    if [ "$FAKE" = 1 ]; then torch_v=fake; else
+        torch_v=$(tmo "$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null | tail -1); fi
+    printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "${q:-$GPU}" "${cuda:-?}" "${torch_v:-?}" \
+        "$(head -1 "$BUNDLE/VERSION")" >>"$S/visits.tsv"
     command -v "$MPS_CONTROL" >/dev/null || { DETAIL="$GPU; $MPS_CONTROL not found"; return 1; }
-    DETAIL="$GPU"
+    DETAIL="$GPU; ${q#*, }; CUDA ${cuda:-?}; torch ${torch_v:-?}"
 }
 s_build_workloads() {
     if [ "$FAKE" = 1 ]; then DETAIL="fake mode"; return 2; fi
@@ -189,6 +198,12 @@ s_export() {
         echo "kernel.csv, system.csv: profiles; pairs.csv, triples.csv, mps-splits.csv, timeslice-pairs.csv:"
         echo "means over ok repetitions; runs.csv: every run and member; spread.csv: run-to-run spread."
         echo "Use: kace import kernel.csv system.csv pairs.csv triples.csv; kace train"
+        echo "Into the repository: python3 scripts/device/dataset.py store.tar.gz data/h100"
+        if [ -f "$S/visits.tsv" ]; then
+            echo
+            echo "Calls (UTC start, GPU with driver and memory, CUDA, torch, bundle):"
+            sed 's/^/- /' "$S/visits.tsv"
+        fi
     } >"$A/README.md"
     DETAIL="$sum; ${plan_line#plan *: }"
 }

@@ -12,7 +12,8 @@
 # Checks: each call's folder has at most 8 files, 2 folders deep; each call
 # ended within its limit; no step failed; nvidia-smi/ncu were never asked to
 # change GPU settings or lock clocks; the second campaign call resumed (more
-# runs, none measured twice); the exported CSVs import into a new store; and,
+# runs, none measured twice); the exported CSVs import into a new store; the
+# dataset folder scripts/device/dataset.py makes imports and kace demo runs on it; and,
 # with LD_DEBUG=libs, every library that kace and the injection library
 # loaded came from the bundle, the C library or the (fake) driver folders.
 #
@@ -121,6 +122,23 @@ grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ ]* [^ ]* [^ ]*$
 mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar.gz"
 "$B/bin/kace" import --db "$WORK/import.db" "$WORK/x/campaign-export/kernel.csv" "$WORK/x/campaign-export/system.csv" \
     "$WORK/x/campaign-export/pairs.csv" >"$WORK/import.out" 2>&1 || fail "kace import of the exports: $(cat "$WORK/import.out")"
+
+# The dataset folder made from the last store (as data/h100 will be) imports,
+# names the GPU and its calls, and kace demo runs on it: splits made the
+# artifact's way, Xu et al. left out with a reason (kace measures no host CPU%).
+python3 "$B/scripts/device/dataset.py" "$OUT/campaign-2/store.tar.gz" "$WORK/h100" --kace "$B/bin/kace" \
+    >"$WORK/dataset.out" 2>&1 || fail "dataset.py: $(tail -3 "$WORK/dataset.out")"
+grep -q '^| 20[0-9-]*T[0-9:]*Z | Fake GPU (kace dry run), 580.00, 81559 MiB | 13.0 | fake | ' "$WORK/h100/README.md" &&
+    [ "$(grep -c '^| 20[0-9-]*T' "$WORK/h100/README.md")" = 2 ] ||
+    fail "dataset README: not one line per campaign call with the GPU, driver and CUDA: $(grep '^|' "$WORK/h100/README.md")"
+grep -q "^| pairs at 100/100 MPS | [0-9]* | 30 | met |" "$WORK/h100/README.md" || fail "dataset README: pairs goal not met"
+grep -q -- "--gpu-memory 80" "$WORK/h100/README.md" || fail "dataset README: no demo command with the GPU's memory"
+"$B/bin/kace" demo --data "$WORK/h100" --gpu "Fake GPU" --gpu-memory 80 --out "$WORK/demo" --db "$WORK/demo/kace.db" \
+    >"$WORK/demo.out" 2>&1 || fail "kace demo on the dataset: $(tail -3 "$WORK/demo.out")"
+for want in "runs on splits made the KACE artifact's way" "Xu et al. left out" "of 80 GB" \
+    "Unseen workload families (pairs), clean mode"; do
+    grep -q "$want" "$WORK/demo.out" || fail "kace demo on the dataset: no '$want'"
+done
 
 # 3. nothing asked to change GPU settings; libraries from the bundle, libc or the driver.
 [ ! -s "$WORK/forbidden.log" ] || fail "forbidden tool options: $(cat "$WORK/forbidden.log")"

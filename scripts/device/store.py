@@ -15,6 +15,8 @@ import sys
 
 KERNEL = ["Threads", "Compute (SM) Throughput", "DRAM Throughput", "Memory Throughput", "Registers",
           "Static Shared Memory"]
+KERNEL_MORE = ["Short_Kernel", "avg_Thread", "Long_Kernel", "ave_Kernel_Length", "long/short_Ratio"]
+SYSTEM_MORE = ["exclusive_throughput_sd", "pcie_tx_MBps", "pcie_rx_MBps", "power_W", "sm_clock_MHz"]
 
 
 def connect(path):
@@ -100,11 +102,15 @@ def export(db, out):
                                       "ON p.workload_id = w.id ORDER BY w.name")]
     prof = {n: metrics(db, n) for n in names}
     # Profiles: the kernel and system layouts of the reference data.
-    write(os.path.join(out, "kernel.csv"), KERNEL + ["Type"],
-          [[prof[n].get(m) for m in KERNEL] + [n] for n in names if any(m in prof[n] for m in KERNEL)])
-    write(os.path.join(out, "system.csv"), ["Type", "Exclusive100", "sm%", "mem%", "memcap"],
-          [[n, prof[n].get("exclusive_throughput"), prof[n].get("sm%"), prof[n].get("mem%"), prof[n].get("memcap")]
-           for n in names if "exclusive_throughput" in prof[n]])
+    # Every metric kace measured: the kernel-length metrics of the Xu et al.
+    # baseline, and NVML's PCIe, power and clock beside the system metrics.
+    kernel = KERNEL + [m for m in KERNEL_MORE if any(m in prof[n] for n in names)]
+    system = [m for m in SYSTEM_MORE if any(m in prof[n] for n in names)]
+    write(os.path.join(out, "kernel.csv"), kernel + ["Type"],
+          [[prof[n].get(m) for m in kernel] + [n] for n in names if any(m in prof[n] for m in KERNEL)])
+    write(os.path.join(out, "system.csv"), ["Type", "Exclusive100", "sm%", "mem%", "memcap"] + system,
+          [[n, prof[n].get("exclusive_throughput"), prof[n].get("sm%"), prof[n].get("mem%"), prof[n].get("memcap")] +
+           [prof[n].get(m) for m in system] for n in names if "exclusive_throughput" in prof[n]])
     if not has_column(db, "runs", "mode"):
         return 0
     rows = db.execute(
