@@ -183,7 +183,7 @@ round() { # first-resident second-resident submit-with(sbatch|srun)
         fail "a second status stored again: $(tail -1 "$C/jobs/status2-$a.txt")"
     share=$(sed -n "s/^  job $ja .* \([0-9]*\)% running.*/\1/p" "$C/jobs/status-$a.txt")
     check_eq "observation of job $ja in the store (origin, workload, MPS %, throughput, predicted)" \
-        "slurm|$a|$share.0|12.5|yes" "$(sqlite3 "$C/store/kace.db" "SELECT o.origin, w.name, m.mps_pct, m.throughput,
+        "slurm|$a|$share.0|12.5|yes" "$(sqlite3 -cmd ".timeout 10000" "$C/store/kace.db" "SELECT o.origin, w.name, m.mps_pct, m.throughput,
             CASE WHEN m.predicted > 0 THEN 'yes' ELSE 'no' END FROM observations o
             JOIN observation_members m ON m.observation_id = o.id JOIN workloads w ON w.id = m.workload_id
             WHERE o.origin_id LIKE 'n1:$ja@%'")"
@@ -324,7 +324,7 @@ check_eq "--kace-profile: KACE_CUPTI_OUTPUT" "$C/profiles/kace-$job.batch.0.cupt
 check_eq "--kace-profile: KACE_PROFILE" 1 "$(field profile "$out")"
 if "$KACE" import-cupti --db "$C/prof.db" --workload prof_batch1-inf "$C/profiles/kace-$job.batch.0.cupti" \
     >"$C/jobs/import-cupti.out" 2>&1; then
-    check_eq "import-cupti: kernel metrics stored" 11 "$(sqlite3 "$C/prof.db" "SELECT count(*) FROM profiles p
+    check_eq "import-cupti: kernel metrics stored" 11 "$(sqlite3 -cmd ".timeout 10000" "$C/prof.db" "SELECT count(*) FROM profiles p
         JOIN workloads w ON w.id = p.workload_id WHERE w.name = 'prof_batch1-inf' AND p.value IS NOT NULL")"
 else
     fail "import-cupti: $(cat "$C/jobs/import-cupti.out")"
