@@ -324,9 +324,10 @@ int cmd_profile(int argc, char **argv)
     const kace_throughput *t = &res.clean.throughput;
     const kace_kernel_summary *ks = &res.kernels;
     printf("%s: %.4g samples/s (sd %.3g, %.1f s window, clean run), sm%% %s, mem%% %s, memcap %.2f GB; %zu "
-           "kernels (%zu with counters, %.0f%% of kernel time; counters run); stored with its command in %s\n",
+           "kernels (%zu with counters, %.0f%% of kernel time; counters run) after %zu earlier kernels; stored with its "
+           "command in %s\n",
            name, t->samples_per_s, t->sd, t->window_s, pr.sm_text, pr.mem_text, res.all.peak_mem_mib / 1024.0,
-           ks->n_kernels, ks->n_with_counters, 100 * ks->counter_time_share, db);
+           ks->n_kernels, ks->n_with_counters, 100 * ks->counter_time_share, ks->n_before, db);
     rc = EXIT_OK;
 done:
     if (recording[0] && !keep)

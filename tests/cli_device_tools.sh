@@ -2,7 +2,9 @@
 # The device scripts' pieces that can be checked without a GPU or the bundle:
 # plan.py's plan meets the campaign's requirements (kace campaign parses it),
 # check-libs.py rejects a library from outside the allowed folders, and the
-# output-folder check rejects more than 8 files or 3 folders deep.
+# output-folder check rejects more than 8 files or 3 folders deep; the
+# comparison with ncu (profile_counts, store.py ncu-compare) and its tables
+# (dataset.py --docs), and docs/gpu.md's block is in step with data/h100.
 #   bash cli_device_tools.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 set -u
 KACE=${1:?usage: cli_device_tools.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
@@ -61,6 +63,54 @@ for i in 1 2 3 4 5 6 7 8; do : >"$SCRATCH/out/f$i"; done
 : >"$SCRATCH/out/a/b/c/deep"
 (source "$DEV/lib.sh" && out_check "$SCRATCH/out") >"$SCRATCH/oc.out" && fail "out_check accepted 9 files, 3 folders deep"
 grep -q "9 files" "$SCRATCH/oc.out" && grep -q "3 folders deep" "$SCRATCH/oc.out" || fail "out_check: $(cat "$SCRATCH/oc.out")"
+
+# 4. kace against ncu. kace profile's last line gives ncu's --launch-skip.
+line="w: 1 samples/s (...), memcap 1.00 GB; 4000 kernels (3990 with counters, 99% of kernel time; counters run) after 123456 earlier kernels; stored"
+echo "$line" >"$SCRATCH/p.out"
+[ "$(source "$DEV/lib.sh" && profile_counts "$SCRATCH/p.out")" = "4000 3990 123456" ] ||
+    fail "profile_counts: '$(source "$DEV/lib.sh" && profile_counts "$SCRATCH/p.out")'"
+# store.py ncu-compare: the same export imported as kace's profile and as ncu's agrees on all six.
+"$KACE" import-ncu --quiet --db "$SCRATCH/k.db" --workload w "$(dirname "$0")/data/ncu/newer.csv" >/dev/null &&
+    "$KACE" import-ncu --quiet --db "$SCRATCH/n.db" --workload w "$(dirname "$0")/data/ncu/newer.csv" >/dev/null ||
+    fail "import-ncu of tests/data/ncu/newer.csv"
+python3 "$DEV/store.py" ncu-compare "$SCRATCH/k.db" w "$SCRATCH/n.db" "$(dirname "$0")/data/ncu/newer.csv" \
+    "$SCRATCH/cmp.csv" >"$SCRATCH/cmp.out" || fail "store.py ncu-compare: $(cat "$SCRATCH/cmp.out")"
+grep -q "^6/6 metrics in both, 6 within 10%; .* 6 kernels in ncu's report" "$SCRATCH/cmp.out" ||
+    fail "ncu-compare of an export with itself: $(cat "$SCRATCH/cmp.out")"
+# The tables: a dataset's ncu/ folder made by hand (12% is outside 10%, 5% inside, 0 against 0 agrees).
+mkdir -p "$SCRATCH/ds/ncu"
+cat >"$SCRATCH/ds/ncu/compare.csv" <<'EOT'
+workload,kind,metric,kace,ncu,rel_diff,within_10pct,ncu_kernels
+g_batch1-inf,cuda,Threads,1050,1000,0.05,yes,200
+g_batch1-inf,cuda,Compute (SM) Throughput,56,50,0.12,no,200
+g_batch1-inf,cuda,DRAM Throughput,10,10,0,yes,200
+g_batch1-inf,cuda,Memory Throughput,20,20,0,yes,200
+g_batch1-inf,cuda,Registers,32000,32000,0,yes,200
+g_batch1-inf,cuda,Static Shared Memory,0,0,0,yes,200
+EOT
+cat >"$SCRATCH/ds/ncu/cost.csv" <<'EOT'
+workload,kind,kace_profile_s,kace_kernels,kace_kernels_with_counters,ncu_s,ncu_launch_skip,ncu_kernels,kace_over_ncu
+g_batch1-inf,cuda,60,4000,3990,30,123456,200,2
+EOT
+printf '# doc\n\n<!-- BEGIN generated: dataset.py ncu -->\nold\n<!-- END generated -->\n\nafter\n' >"$SCRATCH/doc.md"
+python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/doc.md" --check >/dev/null 2>"$SCRATCH/chk.err" &&
+    fail "dataset.py --docs --check passed on a stale block"
+grep -q "run: python3 scripts/device/dataset.py --docs" "$SCRATCH/chk.err" || fail "--check does not say how to fix: $(cat "$SCRATCH/chk.err")"
+python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/doc.md" >/dev/null &&
+    python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/doc.md" --check >/dev/null || fail "dataset.py --docs did not bring the block up to date"
+for want in '^| `g_batch1-inf` | cuda | 200 | +5.0% | \*\*+12.0%\*\* | +0.0% | +0.0% | +0.0% | +0.0% |$' \
+    '^5 of 6 metric values within 10%.$' '^| `g_batch1-inf` | Compute (SM) Throughput | 56 | 50 | sm__throughput' \
+    '^| `g_batch1-inf` | cuda | 60 | 4000 (3990) | 30 | 200 | 2 |$' '^kace / ncu wall time: median 2 ' '^after$' '^# doc$'; do
+    grep -q -- "$want" "$SCRATCH/doc.md" || fail "dataset.py --docs: no line matching '$want' in: $(cat "$SCRATCH/doc.md")"
+done
+grep -q '^old$' "$SCRATCH/doc.md" && fail "dataset.py --docs kept the old block"
+printf '# no markers\n' >"$SCRATCH/bare.md"
+python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/bare.md" 2>"$SCRATCH/bare.err" && fail "--docs accepted a doc without markers"
+grep -q "bare.md has no <!-- BEGIN generated: dataset.py ncu -->" "$SCRATCH/bare.err" || fail "--docs: $(cat "$SCRATCH/bare.err")"
+# docs/gpu.md is in step with data/h100 (or says that nothing was measured yet).
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+(cd "$ROOT" && python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md --check) >"$SCRATCH/gpu.out" 2>&1 ||
+    fail "docs/gpu.md: $(cat "$SCRATCH/gpu.out")"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
 echo "cli_device_tools: all cases passed"

@@ -579,9 +579,24 @@ static void test_campaign_records(void **state)
     kace_import_batch_free(&b);
     b = parse_ok(ctx, "colocation,workload,repetitions,mean,sd,cv\n", "spread.csv", KACE_FILE_CAMPAIGN_RECORD);
     kace_import_batch_free(&b);
+    /* The comparison with Nsight Compute (dataset ncu/): reports, never stored. */
+    b = parse_ok(ctx,
+                 "workload,kind,metric,kace,ncu,rel_diff,within_10pct,ncu_kernels\n"
+                 "gemm_batch1-inf,cuda,Threads,1024,1024,0,yes,200\n",
+                 "compare.csv", KACE_FILE_CAMPAIGN_RECORD);
+    assert_int_equal(b->n_values + b->n_runs + b->n_splits, 0);
+    kace_import_batch_free(&b);
+    b = parse_ok(ctx,
+                 "workload,kind,kace_profile_s,kace_kernels,kace_kernels_with_counters,ncu_s,ncu_launch_skip,"
+                 "ncu_kernels,kace_over_ncu\ngemm_batch1-inf,cuda,61.2,5000,5000,20.5,100000,200,2.99\n",
+                 "cost.csv", KACE_FILE_CAMPAIGN_RECORD);
+    assert_int_equal(b->n_values + b->n_runs + b->n_splits, 0);
+    kace_import_batch_free(&b);
     kace_ctx_free(&ctx);
     const char *half = "run,set,mode\n1,pairs,mps\n";
     parse_bad(half, strlen(half), "runs.csv", KACE_ERR_PARSE, 1, 1, "unrecognized header");
+    const char *no_ncu = "workload,metric,kace\nw,Threads,1\n"; /* a comparison needs ncu's column */
+    parse_bad(no_ncu, strlen(no_ncu), "compare.csv", KACE_ERR_PARSE, 1, 1, "unrecognized header");
 }
 
 int main(void)

@@ -46,6 +46,7 @@ static void test_hand_written_recording(void **state)
     assert_kace_ok(ctx, kace_kernels_reduce(ctx, r, 2000000, 0, &s));
     assert_int_equal(s.n_kernels, 6);
     assert_int_equal(s.n_with_counters, 5);
+    assert_int_equal(s.n_before, 1); /* the warm-up kernel: ncu --launch-skip 1 starts where the window does */
     double D = 3 * 100 + 2 * 30 + 10;
     double gemm_t = 80 * 256, stream_t = 1024 * 128, small_t = 40 * 256;
     assert_close(s.value[KACE_KM_THREADS], (3 * 100 * gemm_t + 2 * 30 * stream_t + 10 * small_t) / D, "Threads");
@@ -68,6 +69,7 @@ static void test_hand_written_recording(void **state)
     /* The whole recording includes the warm-up kernel (500 us: a long kernel). */
     assert_kace_ok(ctx, kace_kernels_reduce(ctx, r, 0, 0, &s));
     assert_int_equal(s.n_kernels, 7);
+    assert_int_equal(s.n_before, 0);
     assert_close(s.value[KACE_KM_LONG], 500, "Long_Kernel with warm-up");
     assert_close(s.value[KACE_KM_RATIO], 1.0 / 6, "ratio with warm-up");
     /* A window with no kernel is an error. */

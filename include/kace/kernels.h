@@ -77,6 +77,8 @@ typedef struct kace_kernel_summary {
     double value[KACE_KM_N];
     bool have[KACE_KM_N];
     size_t n_kernels;        /* kernels in the time range */
+    size_t n_before;         /* kernels of the recording that started before it: a profiler that
+                                counts launches (ncu --launch-skip) starts at the same kernel */
     size_t n_with_counters;  /* of which had counter values */
     double kernel_time_s;    /* sum of their durations */
     double counter_time_share; /* duration share of the kernels with counters */

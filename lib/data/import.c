@@ -759,6 +759,13 @@ static kace_file_kind detect(const kace_csv *h)
     if (h->n_fields >= 6 && strcmp(h->fields[0], "colocation") == 0 && header_find(h, "repetitions") >= 0 &&
         header_find(h, "cv") >= 0)
         return KACE_FILE_CAMPAIGN_RECORD;
+    /* The device campaign's comparison with Nsight Compute (scripts/device/dataset.py: ncu/). */
+    if (h->n_fields >= 5 && strcmp(h->fields[0], "workload") == 0 && header_find(h, "metric") >= 0 &&
+        header_find(h, "ncu") >= 0 && header_find(h, "rel_diff") >= 0)
+        return KACE_FILE_CAMPAIGN_RECORD;
+    if (h->n_fields >= 3 && strcmp(h->fields[0], "workload") == 0 && header_find(h, "kace_profile_s") >= 0 &&
+        header_find(h, "ncu_s") >= 0)
+        return KACE_FILE_CAMPAIGN_RECORD;
     int k = count_members(h);
     if (k >= 1 && header_find(h, "w1throughput") >= 0)
         return KACE_FILE_COLOCATIONS;
@@ -828,7 +835,7 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
         st = kace_csv_fail(ctx, &hdr, 0, KACE_ERR_PARSE,
                            "unrecognized header starting '%.60s' (expected a kernel or system profile, exclusive_by_mps_pct, "
                            "a colocation file with workload1..K and w1throughput.., a raw campaign, splits, a campaign's "
-                           "runs.csv or spread.csv, or an ncu --csv export)",
+                           "runs.csv, spread.csv or ncu comparison, or an ncu --csv export)",
                            hdr.fields[0]);
         goto fail;
     }

@@ -526,7 +526,11 @@ kace_status kace_kernels_reduce(kace_ctx *ctx, const kace_kernel_recording *r, i
     size_t n = 0, n_short = 0, n_long = 0;
     for (size_t i = 0; i < r->n_kernels; i++) {
         const kernel_rec *k = &r->kernels[i];
-        if (k->start < from_ns || (to_ns > 0 && k->start >= to_ns))
+        if (k->start < from_ns) {
+            out->n_before++;
+            continue;
+        }
+        if (to_ns > 0 && k->start >= to_ns)
             continue;
         double d = (double)(k->end - k->start) / 1e3; /* microseconds, as ncu prints */
         double blocks = (double)k->grid[0] * k->grid[1] * k->grid[2];

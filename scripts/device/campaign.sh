@@ -134,10 +134,11 @@ s_profile() {
     fi
     local to; to=$(at_least $(( ($(step_left) - 5) / 2 )) 5)
     fake_nvml alone
+    local t0=$EPOCHREALTIME
     tmo "$KACE" profile --name "$name" --warmup "$PWARMUP" --window "$PWINDOW" --counters-warmup "$CWARMUP" \
         --counters-window "$CWINDOW" --timeout "$to" \
         -- "${CMD[@]}" >"$WORK/p.out" 2>&1
-    local rc=$?
+    local rc=$? wall; wall=$(since "$t0")
     cat "$WORK/p.out"
     if [ $rc -ne 0 ]; then
         echo "$name" >>"$S/profile-failures.txt"
@@ -145,7 +146,45 @@ s_profile() {
         return 1
     fi
     echo "$name" >>"$WORK/profiled.txt"
-    DETAIL="$(grep -m1 -E 'samples/s' "$WORK/p.out" | cut -c1-200)"
+    # The profile's cost and where its counters window starts (for ncu's --launch-skip).
+    local k c b
+    read -r k c b <<<"$(profile_counts "$WORK/p.out")"
+    [ -s "$S/profile-cost.tsv" ] ||
+        printf 'workload\tkind\twall_s\tkernels\twith_counters\tkernels_before\twarmup_s\twindow_s\tcounters_warmup_s\tcounters_window_s\n' >"$S/profile-cost.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "${CATALOG_KINDS[$idx]}" "$wall" "${k:-}" "${c:-}" "${b:-}" \
+        "$PWARMUP" "$PWINDOW" "$CWARMUP" "$CWINDOW" >>"$S/profile-cost.tsv"
+    DETAIL="$(grep -m1 -E 'samples/s' "$WORK/p.out" | cut -c1-200); ${wall} s"
+}
+# ncu against kace on one profiled workload (the H100 issue: the three CUDA C
+# workloads and two PyTorch ones). Kept in the store folder, so a later call
+# skips it: ncu/NAME.ncu.csv.gz (ncu's export), ncu/NAME.compare.csv, a line
+# of ncu-cost.tsv. ncu starts where kace's counters window started and
+# profiles the window's kernels, at most KACE_DEVICE_NCU_KERNELS (CUDA C 200,
+# PyTorch 2000: more than one training step).
+ncu_failures() { [ -f "$S/ncu-failures.txt" ] && grep -cxF "$1" "$S/ncu-failures.txt" || echo 0; }
+s_ncu() {
+    local idx=$1 name=${CATALOG_NAMES[$1]} kind=${CATALOG_KINDS[$1]} need=$2
+    command -v ncu >/dev/null || { DETAIL="ncu not found"; return 2; }
+    [ "$(until_s "$CALL_DEADLINE")" -ge "$need" ] || { DETAIL="left for the next call (needs ${need} s)"; return 2; }
+    local row k b
+    row=$(awk -F'\t' -v n="$name" '$1 == n { r = $0 } END { print r }' "$S/profile-cost.tsv" 2>/dev/null)
+    k=$(cut -f4 <<<"$row") b=$(cut -f6 <<<"$row")
+    [ -n "$k" ] && [ -n "$b" ] || { DETAIL="no kernel counts of kace's profile of $name (profile-cost.tsv)"; return 2; }
+    local count=${KACE_DEVICE_NCU_KERNELS:-}
+    [ -n "$count" ] || { [ "$kind" = cuda ] && count=200 || count=2000; }
+    [ "$k" -lt "$count" ] && count=$k
+    mkdir -p "$S/ncu"
+    local csv=$WORK/$name.ncu.csv
+    if ! ncu_run "$idx" "$b" "$count" "$csv" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$name.compare.csv"; then
+        echo "$name" >>"$S/ncu-failures.txt"
+        DETAIL="$DETAIL (failure $(ncu_failures "$name") of 2)"
+        return 1
+    fi
+    gzip -9 -c "$csv" >"$S/ncu/$name.ncu.csv.gz" && mv "$WORK/$name.compare.csv" "$S/ncu/$name.compare.csv"
+    local n; n=$(awk -F, 'NR == 2 { print $NF }' "$S/ncu/$name.compare.csv")
+    [ -s "$S/ncu-cost.tsv" ] || printf 'workload\tkind\twall_s\tlaunch_skip\tlaunch_count\tkernels\n' >"$S/ncu-cost.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$NCU_S" "$b" "$count" "$n" >>"$S/ncu-cost.tsv"
+    DETAIL="$NCU_SUMMARY; ncu ${NCU_S} s"
 }
 s_plan() {
     if [ -f "$S/plan.txt" ]; then DETAIL="the plan of an earlier call ($(grep -c . "$S/plan.txt") lines)"; return 0; fi
@@ -223,6 +262,34 @@ for i in "${!CATALOG_NAMES[@]}"; do
     [ "${CATALOG_KINDS[$i]}" = cuda ] || need=$((PWW + 180)) # PyTorch: two starts, kernel replay
     [ "$FAKE" = 1 ] && need=$((PWW + 12))
     step "profile-$name" "$need" s_profile "$i" "$need"
+done
+# ncu: every CUDA C workload and the first PyTorch training and inference ones
+# (KACE_DEVICE_NCU: the names instead; "none": no comparison).
+NCU_IDX=()
+if [ "${KACE_DEVICE_NCU:-}" != none ]; then
+    have_train="" have_inf=""
+    for i in "${!CATALOG_NAMES[@]}"; do
+        name=${CATALOG_NAMES[$i]}
+        if [ -n "${KACE_DEVICE_NCU:-}" ]; then
+            [[ " $KACE_DEVICE_NCU " == *" $name "* ]] && NCU_IDX+=("$i")
+            continue
+        fi
+        case ${CATALOG_KINDS[$i]}:$name in
+        cuda:*) NCU_IDX+=("$i") ;;
+        torch:*-train) [ -n "$have_train" ] || { have_train=1; NCU_IDX+=("$i"); } ;;
+        torch:*-inf) [ -n "$have_inf" ] || { have_inf=1; NCU_IDX+=("$i"); } ;;
+        esac
+    done
+fi
+for i in "${NCU_IDX[@]}"; do
+    name=${CATALOG_NAMES[$i]}
+    [ -f "$S/ncu/$name.compare.csv" ] && continue
+    grep -qxF "$name" "$WORK/profiled.txt" || continue
+    [ "$(ncu_failures "$name")" -ge 2 ] && continue
+    need=120
+    [ "${CATALOG_KINDS[$i]}" = cuda ] || need=300
+    [ "$FAKE" = 1 ] && need=20
+    step "ncu-$name" "$need" s_ncu "$i" "$need"
 done
 step plan 20 s_plan
 step campaign "$LIMIT" s_campaign

@@ -5,14 +5,22 @@ a generated README (GPU, driver, CUDA, dates, the exact commands, the noise
 floor, and what the dataset still lacks against the H100 issue's goals).
 
   python3 scripts/device/dataset.py STORE DEST [--kace BIN]
+  python3 scripts/device/dataset.py --docs DEST DOC [--check]
 
 STORE: the last campaign call's store.tar.gz (or a kace.db; the store is
 cumulative, so the last one holds every call's runs). DEST is rebuilt: its
-profiles/, colocations/, campaign/ and README.md are replaced. With --kace
-(default build/kace when present) the folder is imported into a scratch store
-to prove it reads back.
+profiles/, colocations/, campaign/, ncu/ and README.md are replaced. With
+--kace (default build/kace when present) the folder is imported into a
+scratch store to prove it reads back, and the comparisons with Nsight Compute
+are computed again from ncu's raw exports (ncu/raw/) by `kace import-ncu`.
+
+--docs writes DEST's comparison with Nsight Compute (or "not measured yet")
+into DOC between the markers
+  <!-- BEGIN generated: dataset.py ncu -->  and  <!-- END generated -->;
+with --check it changes nothing and fails when DOC's block differs.
 """
 import csv
+import gzip
 import os
 import shutil
 import statistics
@@ -26,7 +34,25 @@ import store  # noqa: E402  (scripts/device/store.py: the export)
 
 # The H100 issue's goals for the dataset.
 GOALS = {"profiles": 12, "pairs": 30, "pair_occur": 5, "triples": 10, "grids": 2, "repeated": 6, "reps": 3,
-         "timeslice": 3}
+         "timeslice": 3, "ncu_cuda": 3, "ncu_torch": 2}
+BEGIN, END = "<!-- BEGIN generated: dataset.py ncu -->", "<!-- END generated -->"
+# What each of the six kernel metrics is, in kace (lib/data/kernels.c, gpu/cupti/inject.c) and in
+# ncu (the SpeedOfLight and LaunchStats sections, reduced by lib/data/ncu.c): both are means over
+# kernels weighted by kernel duration.
+DEFINITIONS = {
+    "Threads": ("grid x block threads of every kernel in the counters window (CUPTI Activity)",
+                "launch__thread_count of each profiled launch"),
+    "Compute (SM) Throughput": ("sm__throughput.avg.pct_of_peak_sustained_elapsed, Range Profiler, first launch "
+                                "of each (name, grid, block)", "the same metric of each profiled launch"),
+    "DRAM Throughput": ("dram__throughput.avg.pct_of_peak_sustained_elapsed, as above",
+                        "the same metric of each profiled launch"),
+    "Memory Throughput": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed, as above",
+                          "the same metric of each profiled launch"),
+    "Registers": ("threads x registers per thread (CUPTI Activity)",
+                  "launch__thread_count x floor(launch__registers_per_thread)"),
+    "Static Shared Memory": ("blocks x static shared bytes per block (CUPTI Activity)",
+                             "grid size x launch__shared_mem_per_block_static"),
+}
 
 
 def read_csv(path):
@@ -46,7 +72,9 @@ def unpack(src, tmp):
     with tarfile.open(src) as t:
         for m in t.getmembers():
             name = os.path.normpath(m.name)
-            if name in ("kace.db", "plan.txt", "visits.tsv") and m.isfile():
+            keep = name in ("kace.db", "plan.txt", "visits.tsv", "profile-cost.tsv", "ncu-cost.tsv") or \
+                (os.path.dirname(name) == "ncu" and name.endswith((".ncu.csv.gz", ".compare.csv")))
+            if keep and m.isfile():
                 t.extract(m, tmp)
     db = os.path.join(tmp, "kace.db")
     if not os.path.exists(db):
@@ -68,6 +96,10 @@ def gpu_memory_gb(visits):
 
 def main(argv):
     args = argv[1:]
+    if args and args[0] == "--docs":
+        if len(args) not in (3, 4) or (len(args) == 4 and args[3] != "--check"):
+            sys.exit(__doc__)
+        return docs(args[1], args[2], len(args) == 4)
     kace = "build/kace" if os.path.exists("build/kace") else None
     if "--kace" in args:
         i = args.index("--kace")
@@ -97,6 +129,9 @@ def main(argv):
                 visits = [line.rstrip("\n").split("\t") for line in f if line.strip()]
         if plan:
             shutil.copy(plan, os.path.join(dest, "campaign", "plan.txt"))
+        if os.path.exists(os.path.join(tmp, "profile-cost.tsv")):
+            shutil.copy(os.path.join(tmp, "profile-cost.tsv"), os.path.join(dest, "campaign", "profile-cost.tsv"))
+        write_ncu(db_path, tmp, dest, kace)
         readme = write_readme(dest, visits)
         if kace:
             scratch = os.path.join(tmp, "check.db")
@@ -106,6 +141,170 @@ def main(argv):
         print(readme)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def read_tsv(path):
+    """Rows of a campaign TSV with a header line, the last row of each workload winning."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as f:
+        return {r["workload"]: r for r in csv.DictReader(f, delimiter="\t")}
+
+
+def write_ncu(db_path, tmp, dest, kace):
+    """ncu/: raw/NAME.ncu.csv.gz (ncu's exports), compare.csv (kace's six kernel metrics against
+    ncu's, computed again here by kace import-ncu when kace is given), cost.csv (wall seconds)."""
+    ncu_dir = os.path.join(dest, "ncu")
+    shutil.rmtree(ncu_dir, ignore_errors=True)
+    src = os.path.join(tmp, "ncu")
+    names = sorted(f[:-len(".compare.csv")] for f in os.listdir(src) if f.endswith(".compare.csv")) \
+        if os.path.isdir(src) else []
+    if not names:
+        return
+    os.makedirs(os.path.join(ncu_dir, "raw"))
+    ncu_cost = read_tsv(os.path.join(tmp, "ncu-cost.tsv"))
+    prof_cost = read_tsv(os.path.join(tmp, "profile-cost.tsv"))
+    db = store.connect(db_path)
+    rows = []
+    for name in names:
+        kind = ncu_cost.get(name, {}).get("kind", "")
+        raw = os.path.join(src, name + ".ncu.csv.gz")
+        if os.path.exists(raw):
+            shutil.copy(raw, os.path.join(ncu_dir, "raw", name + ".ncu.csv.gz"))
+        if kace and os.path.exists(raw):
+            plain, ndb = os.path.join(tmp, "ncu-plain.csv"), os.path.join(tmp, "ncu-%s.db" % len(rows))
+            with gzip.open(raw, "rb") as fi, open(plain, "wb") as fo:
+                shutil.copyfileobj(fi, fo)
+            r = subprocess.run([kace, "import-ncu", "--quiet", "--db", ndb, "--workload", name, plain],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit("dataset.py: kace import-ncu of %s: %s" % (raw, r.stderr.strip()))
+            n = store.ncu_kernels(plain)
+            for m, x, y, rel, within in store.compare_rows(store.metrics(db, name),
+                                                          store.metrics(store.connect(ndb), name)):
+                rows.append([name, kind, m, x, y, rel, within, n])
+        else:
+            for r in read_csv(os.path.join(src, name + ".compare.csv")):
+                num = [float(r[c]) if r[c] else None for c in ("kace", "ncu", "rel_diff")]
+                rows.append([name, kind, r["metric"]] + num +
+                            [None if not r["within_10pct"] else r["within_10pct"] == "yes", int(r["ncu_kernels"])])
+    with open(os.path.join(ncu_dir, "compare.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["workload", "kind", "metric", "kace", "ncu", "rel_diff", "within_10pct", "ncu_kernels"])
+        for r in rows:
+            w.writerow(r[:3] + ["" if v is None else "%.6g" % v for v in r[3:6]] +
+                       ["" if r[6] is None else ("yes" if r[6] else "no"), r[7]])
+    with open(os.path.join(ncu_dir, "cost.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["workload", "kind", "kace_profile_s", "kace_kernels", "kace_kernels_with_counters", "ncu_s",
+                    "ncu_launch_skip", "ncu_kernels", "kace_over_ncu"])
+        for name in names:
+            p, c = prof_cost.get(name), ncu_cost.get(name)
+            if not p or not c:
+                continue
+            ratio = float(p["wall_s"]) / float(c["wall_s"]) if float(c["wall_s"]) > 0 else None
+            w.writerow([name, c["kind"], p["wall_s"], p["kernels"], p["with_counters"], c["wall_s"], c["launch_skip"],
+                        c["kernels"], "" if ratio is None else "%.3g" % ratio])
+
+
+def fmt(v):
+    if v is None or v == "":
+        return "–"
+    v = float(v)
+    return "%.4g" % v if abs(v) < 1e5 else "%.3e" % v
+
+
+def ncu_markdown(dest):
+    """The comparison with Nsight Compute as Markdown: kace's difference from ncu for each
+    workload and metric, every metric outside 10% with both definitions, the profiling cost."""
+    compare = read_csv(os.path.join(dest, "ncu", "compare.csv"))
+    cost = read_csv(os.path.join(dest, "ncu", "cost.csv"))
+    if not compare:
+        return ("Not measured yet: no GPU visit has brought back a comparison with Nsight Compute "
+                "(`%s/ncu/compare.csv` is absent). The campaign makes it (docs/gpu.md, section 5)." %
+                dest.rstrip("/"))
+    out = []
+    w = out.append
+    names = []
+    for r in compare:
+        if r["workload"] not in names:
+            names.append(r["workload"])
+    metrics = list(DEFINITIONS)
+    cell = {(r["workload"], r["metric"]): r for r in compare}
+    w("kace's value minus ncu's, relative to ncu's (`ncu/compare.csv`); **bold**: outside 10%.")
+    w("")
+    w("| workload | kind | ncu kernels | " + " | ".join(metrics) + " |")
+    w("|---|---|---|" + "---|" * len(metrics))
+    for n in names:
+        row = [cell.get((n, m)) for m in metrics]
+        kind = next((r["kind"] for r in row if r), "")
+        kernels = next((r["ncu_kernels"] for r in row if r), "")
+        cells = []
+        for r in row:
+            if not r or r["within_10pct"] == "":
+                cells.append("missing")
+            elif r["rel_diff"] == "":
+                cells.append("**ncu 0**")
+            else:
+                t = "%+.1f%%" % (100 * float(r["rel_diff"]))
+                cells.append(t if r["within_10pct"] == "yes" else "**%s**" % t)
+        w("| `%s` | %s | %s | %s |" % (n, kind, kernels, " | ".join(cells)))
+    within = sum(1 for r in compare if r["within_10pct"] == "yes")
+    judged = sum(1 for r in compare if r["within_10pct"] != "")
+    w("")
+    w("%d of %d metric values within 10%%." % (within, judged))
+    misses = [r for r in compare if r["within_10pct"] != "yes"]
+    if misses:
+        w("")
+        w("Open differences (every value outside 10% or missing), with both definitions:")
+        w("")
+        w("| workload | metric | kace | ncu | kace measures | ncu measures |")
+        w("|---|---|---|---|---|---|")
+        for r in misses:
+            d = DEFINITIONS.get(r["metric"], ("", ""))
+            w("| `%s` | %s | %s | %s | %s | %s |" % (r["workload"], r["metric"], fmt(r["kace"]), fmt(r["ncu"]),
+                                                    d[0], d[1]))
+    if cost:
+        w("")
+        w("Profiling cost (`ncu/cost.csv`): kace profile's wall time (its clean and counters runs, warm-ups and")
+        w("windows included) against ncu's (start, the skipped launches, the profiled ones), each whole run.")
+        w("")
+        w("| workload | kind | kace profile (s) | kace kernels (with counters) | ncu (s) | ncu kernels | kace / ncu |")
+        w("|---|---|---|---|---|---|---|")
+        ratios = []
+        for r in cost:
+            w("| `%s` | %s | %s | %s (%s) | %s | %s | %s |" % (r["workload"], r["kind"], fmt(r["kace_profile_s"]),
+                                                            r["kace_kernels"], r["kace_kernels_with_counters"],
+                                                            fmt(r["ncu_s"]), r["ncu_kernels"], fmt(r["kace_over_ncu"])))
+            if r["kace_over_ncu"]:
+                ratios.append(float(r["kace_over_ncu"]))
+        if ratios:
+            w("")
+            w("kace / ncu wall time: median %.3g (%.3g to %.3g), over %d workloads. ncu profiled only the launches"
+              % (statistics.median(ratios), min(ratios), max(ratios), len(ratios)))
+            w("named above; kace timed every kernel of its window and replayed the first launch of each kernel.")
+    return "\n".join(out)
+
+
+def docs(dest, doc, check):
+    with open(doc) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text[text.index(BEGIN):]:
+        sys.exit("dataset.py: %s has no %s ... %s block" % (doc, BEGIN, END))
+    i = text.index(BEGIN) + len(BEGIN)
+    j = text.index(END, i)
+    new = text[:i] + "\n" + ncu_markdown(dest) + "\n" + text[j:]
+    if new == text:
+        print("%s: the ncu block is up to date with %s" % (doc, dest))
+        return 0
+    if check:
+        print("%s: the ncu block differs from what %s gives; run: python3 scripts/device/dataset.py --docs %s %s"
+              % (doc, dest, dest, doc), file=sys.stderr)
+        return 1
+    with open(doc, "w") as f:
+        f.write(new)
+    print("%s: ncu block written from %s" % (doc, dest))
     return 0
 
 
@@ -138,7 +337,10 @@ def write_readme(dest, visits):
     cvs = sorted(float(r["cv"]) for r in spread if r["cv"] not in ("", None))
     dates = sorted(r["measured_at"] for r in runs if r["measured_at"])
 
+    ncu_kinds = {r["workload"]: r["kind"] for r in read_csv(os.path.join(dest, "ncu", "compare.csv"))}
     have = {
+        "ncu_cuda": sum(1 for k in ncu_kinds.values() if k == "cuda"),
+        "ncu_torch": sum(1 for k in ncu_kinds.values() if k in ("torch", "llm")),
         "profiles": len(profiled),
         "pairs": len(pairs),
         "pair_occur": min(occur.values()) if occur else 0,
@@ -155,6 +357,8 @@ def write_readme(dest, visits):
         "grids": "MPS split grids (>= 5 splits of one pair)",
         "repeated": "colocations measured >= 3 times",
         "timeslice": "time-sliced pairs beside their MPS pair",
+        "ncu_cuda": "CUDA C workloads compared with ncu",
+        "ncu_torch": "PyTorch workloads compared with ncu",
     }
     gpus = sorted({v[1] for v in visits}) or ["(not recorded)"]
     mem = gpu_memory_gb(visits)
@@ -182,7 +386,7 @@ def write_readme(dest, visits):
     w("")
     w("| part | have | goal | |")
     w("|---|---|---|---|")
-    for k in ("profiles", "pairs", "pair_occur", "triples", "grids", "repeated", "timeslice"):
+    for k in ("profiles", "pairs", "pair_occur", "triples", "grids", "repeated", "timeslice", "ncu_cuda", "ncu_torch"):
         w("| %s | %d | %d | %s |" % (label[k], have[k], GOALS[k], "met" if have[k] >= GOALS[k] else "**missing**"))
     w("")
     w("Workloads: " + ", ".join("`%s`" % p for p in profiled) + ".")
@@ -198,6 +402,10 @@ def write_readme(dest, visits):
     else:
         w("No colocation was measured twice yet: the noise floor is unknown.")
     w("")
+    w("## kace against Nsight Compute")
+    w("")
+    w(ncu_markdown(dest))
+    w("")
     w("## Files")
     w("")
     w("- `profiles/kernel.csv`, `profiles/system.csv`: each workload alone (CUPTI kernel metrics, NVML system")
@@ -205,7 +413,11 @@ def write_readme(dest, visits):
     w("- `colocations/pairs.csv`, `triples.csv` (100/100 MPS), `mps-splits.csv` (other MPS splits),")
     w("  `timeslice-pairs.csv` (no MPS): each member's throughput, the mean over its ok repetitions.")
     w("- `campaign/runs.csv` (every run and member, failed ones included), `spread.csv`, `plan.txt`,")
-    w("  `visits.tsv`: the campaign's own records; `kace import` recognises and skips the CSVs.")
+    w("  `visits.tsv`, `profile-cost.tsv` (each profile's wall time and kernel counts): the campaign's own")
+    w("  records; `kace import` recognises and skips the CSVs.")
+    w("- `ncu/raw/*.ncu.csv.gz`: Nsight Compute's exports (`ncu -i REPORT --csv --print-details all`);")
+    w("  `ncu/compare.csv`: kace's six kernel metrics against ncu's, reduced by `kace import-ncu`;")
+    w("  `ncu/cost.csv`: both tools' wall times.")
     w("")
     w("## The exact commands")
     w("")
@@ -214,6 +426,7 @@ def write_readme(dest, visits):
     w("bash scripts/device/first-light.sh OUT              # on the GPU server, once")
     w("bash scripts/device/campaign.sh OUT --minutes 7 [--store PREV/store.tar.gz]   # each call")
     w("python3 scripts/device/dataset.py OUT/store.tar.gz data/h100                  # here, this folder")
+    w("python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md                # its ncu tables in the docs")
     w("kace demo --data data/h100%s%s" % (" --gpu '%s'" % gpu_name if visits else "", " --gpu-memory %d" % mem if mem else ""))
     w("```")
     text = "\n".join(out) + "\n"

@@ -118,6 +118,18 @@ tar -xzOf "$OUT/campaign-2/store.tar.gz" ./plan.txt >"$WORK/plan.txt" || fail "c
 grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ ]* [^ ]* [^ ]*$' "$WORK/plan.txt")" = 10 ] &&
     [ "$(grep -c '^splits 10 30 50 70 90 on' "$WORK/plan.txt")" = 2 ] && grep -q '^repeat 3' "$WORK/plan.txt" &&
     grep -q '^mode timeslice' "$WORK/plan.txt" || fail "campaign: the plan lacks a part: $(cat "$WORK/plan.txt")"
+# ncu against kace: the 3 CUDA C workloads and the first PyTorch training and
+# inference ones, each once over the two calls, kept in the store with both costs.
+tar -C "$WORK" -xzf "$OUT/campaign-2/store.tar.gz" ./ncu ./ncu-cost.tsv ./profile-cost.tsv 2>/dev/null ||
+    fail "campaign: no ncu/, ncu-cost.tsv or profile-cost.tsv in the store"
+n_ncu=$(cat "$OUT"/campaign-*/campaign.log | grep -c '^step ncu-[^ ]* ok ')
+[ "$n_ncu" = 5 ] && [ "$(ls "$WORK"/ncu/*.compare.csv 2>/dev/null | wc -l)" = 5 ] &&
+    [ "$(ls "$WORK"/ncu/*.ncu.csv.gz 2>/dev/null | wc -l)" = 5 ] ||
+    fail "campaign: $n_ncu ncu steps ok (want 5): $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-160)"
+grep -h '^step ncu-[^ ]* ok ' "$OUT"/campaign-*/campaign.log | grep -q -v ' 6/6 metrics in both' &&
+    fail "campaign: an ncu step without all 6 metrics in both: $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-200)"
+[ "$(awk -F'\t' 'NR > 1 && $4 > 0 && $5 > 0 && $6 != ""' "$WORK/profile-cost.tsv" | wc -l)" = "$n_cat" ] ||
+    fail "campaign: profile-cost.tsv lacks a workload's kernel counts: $(cat "$WORK/profile-cost.tsv")"
 # The exports import into a new store.
 mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar.gz"
 "$B/bin/kace" import --db "$WORK/import.db" "$WORK/x/campaign-export/kernel.csv" "$WORK/x/campaign-export/system.csv" \
@@ -133,6 +145,16 @@ grep -q '^| 20[0-9-]*T[0-9:]*Z | Fake GPU (kace dry run), 580.00, 81559 MiB | 13
     fail "dataset README: not one line per campaign call with the GPU, driver and CUDA: $(grep '^|' "$WORK/h100/README.md")"
 grep -q "^| pairs at 100/100 MPS | [0-9]* | 30 | met |" "$WORK/h100/README.md" || fail "dataset README: pairs goal not met"
 grep -q -- "--gpu-memory 80" "$WORK/h100/README.md" || fail "dataset README: no demo command with the GPU's memory"
+grep -q "^| CUDA C workloads compared with ncu | 3 | 3 | met |" "$WORK/h100/README.md" &&
+    grep -q "^| PyTorch workloads compared with ncu | 2 | 2 | met |" "$WORK/h100/README.md" ||
+    fail "dataset README: the ncu goals are not met: $(grep 'compared with ncu' "$WORK/h100/README.md")"
+[ "$(grep -c '^| `[^`]*` | [a-z]* | 6 | [-+*0-9.]*%' "$WORK/h100/README.md")" = 5 ] ||
+    fail "dataset README: not 5 ncu comparison rows (6 kernels each in the fake ncu's export): $(grep -A8 '^## kace against Nsight' "$WORK/h100/README.md")"
+grep -q '^kace / ncu wall time: median ' "$WORK/h100/README.md" || fail "dataset README: no profiling cost ratio"
+cp "$root/docs/gpu.md" "$WORK/gpu.md"
+python3 "$B/scripts/device/dataset.py" --docs "$WORK/h100" "$WORK/gpu.md" >/dev/null &&
+    python3 "$B/scripts/device/dataset.py" --docs "$WORK/h100" "$WORK/gpu.md" --check >/dev/null &&
+    grep -q '^kace / ncu wall time: median ' "$WORK/gpu.md" || fail "dataset.py --docs: no ncu tables in a copy of docs/gpu.md"
 "$B/bin/kace" demo --data "$WORK/h100" --gpu "Fake GPU" --gpu-memory 80 --out "$WORK/demo" --db "$WORK/demo/kace.db" \
     >"$WORK/demo.out" 2>&1 || fail "kace demo on the dataset: $(tail -3 "$WORK/demo.out")"
 for want in "runs on splits made the KACE artifact's way" "Xu et al. left out" "of 80 GB" \

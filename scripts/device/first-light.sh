@@ -157,6 +157,7 @@ s_inject_more() {
 
 # ---- kace profile ------------------------------------------------------------------------
 PROFILED=()
+declare -A PROFILE_COUNTS # name -> "KERNELS WITH_COUNTERS BEFORE" of its counters run
 s_profile() {
     local idx=$1 name=${CATALOG_NAMES[$1]}
     catalog_cmd "$idx"
@@ -173,6 +174,7 @@ s_profile() {
         return 1
     fi
     PROFILED+=("$name")
+    PROFILE_COUNTS[$name]=$(profile_counts "$WORK/p.out")
     DETAIL="$(grep -m1 -i -E 'throughput|stored' "$WORK/p.out" | cut -c1-200)"
 }
 
@@ -247,21 +249,21 @@ s_measure() {
 }
 
 # ---- ncu on one workload, compared with kace's numbers ----------------------------------
+# ncu starts at the kernel where kace's counters window started (--launch-skip:
+# the kernels recorded before it) and profiles up to KACE_DEVICE_NCU_KERNELS
+# (default 200) of the window's kernels.
 s_ncu() {
     command -v ncu >/dev/null || { DETAIL="ncu not found"; return 2; }
     [ ${#PROFILED[@]} -ge 1 ] || { DETAIL="no profiled workload to compare with"; return 2; }
-    local name=${PROFILED[0]} idx i
+    local name=${PROFILED[0]} idx i k c b
     for i in "${!CATALOG_NAMES[@]}"; do [ "${CATALOG_NAMES[$i]}" = "$name" ] && idx=$i; done
-    catalog_cmd "$idx"
-    # Never --set full, never without --clock-control none (ncu would lock the clocks).
-    tmo ncu --clock-control none --kill yes --launch-skip 20 --launch-count 20 \
-        --section SpeedOfLight --section LaunchStats -f -o "$WORK/ncu-$name" "${CMD[@]}" 2>&1 | tail -20
-    [ -f "$WORK/ncu-$name.ncu-rep" ] || { DETAIL="ncu wrote no report"; return 1; }
-    tmo ncu -i "$WORK/ncu-$name.ncu-rep" --csv --print-details all >"$A/ncu/$name.ncu.csv" ||
-        { DETAIL="ncu -i --csv failed"; return 1; }
-    tmo "$KACE" import-ncu --workload "$name-ncu" "$A/ncu/$name.ncu.csv" || { DETAIL="kace import-ncu failed"; return 1; }
-    DETAIL="$name: $(py_store compare "$DB" "$name" "$name-ncu" "$A/ncu-compare.csv")" || return 1
-    cat "$A/ncu-compare.csv"
+    read -r k c b <<<"${PROFILE_COUNTS[$name]:-}"
+    [ -n "$b" ] || { DETAIL="kace profile of $name printed no kernel counts"; return 1; }
+    local count=${KACE_DEVICE_NCU_KERNELS:-200}
+    [ "$k" -lt "$count" ] && count=$k
+    ncu_run "$idx" "$b" "$count" "$A/ncu/$name.ncu.csv" || return 1
+    ncu_compare "$name" "$DB" "$A/ncu/$name.ncu.csv" "$A/ncu-compare.csv" || return 1
+    DETAIL="$name: $NCU_SUMMARY; ncu ${NCU_S} s for launches $b..$((b + count - 1))"
 }
 
 # ---- the run -----------------------------------------------------------------------------

@@ -233,3 +233,41 @@ fake_nvml() {
 gpu_name() {
     nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1
 }
+
+# ---- kace against Nsight Compute ----------------------------------------------
+# profile_counts FILE: "KERNELS WITH_COUNTERS BEFORE" from kace profile's last
+# line ("...; N kernels (M with counters, ...) after B earlier kernels; ...").
+profile_counts() {
+    sed -n -E 's/.*; ([0-9]+) kernels \(([0-9]+) with counters.* after ([0-9]+) earlier kernels.*/\1 \2 \3/p' "$1" | tail -1
+}
+# ncu_run IDX SKIP COUNT CSV: Nsight Compute on catalog entry IDX from launch
+# SKIP for COUNT launches, with the two sections that hold kace's six kernel
+# metrics (SpeedOfLight: the throughputs and Duration; LaunchStats: threads,
+# registers, static shared memory). Never --set full; always --clock-control
+# none (ncu would lock the clocks otherwise). Its CSV export goes to CSV;
+# NCU_S: the run's wall seconds (start, the skipped launches, the profiled
+# ones, --kill yes).
+ncu_run() {
+    local idx=$1 skip=$2 count=$3 csv=$4 rep=$WORK/ncu-report
+    catalog_cmd "$idx"
+    rm -f "$rep.ncu-rep"
+    echo "ncu --clock-control none --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats ${CMD[*]}"
+    local t0=$EPOCHREALTIME
+    tmo ncu --clock-control none --kill yes --launch-skip "$skip" --launch-count "$count" \
+        --section SpeedOfLight --section LaunchStats -f -o "$rep" "${CMD[@]}" >"$WORK/ncu.out" 2>&1
+    NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+    tail -20 "$WORK/ncu.out"
+    [ -f "$rep.ncu-rep" ] || { DETAIL="ncu wrote no report in ${NCU_S} s: $(grep -m1 -E '==ERROR==|==WARNING==' "$WORK/ncu.out" | cut -c1-160)"; return 1; }
+    tmo ncu -i "$rep.ncu-rep" --csv --print-details all >"$csv" || { DETAIL="ncu -i --csv failed"; return 1; }
+    rm -f "$rep.ncu-rep"
+}
+# ncu_compare NAME DB CSV OUT: ncu's export CSV reduced by kace import-ncu (a
+# scratch store) against NAME's profile in DB; OUT gets one row per metric.
+# NCU_SUMMARY: the one-line result.
+ncu_compare() {
+    local ndb=$WORK/ncu-compare.db
+    rm -f "$ndb"
+    tmo "$KACE" import-ncu --db "$ndb" --workload "$1" "$3" >/dev/null || { DETAIL="kace import-ncu failed"; return 1; }
+    NCU_SUMMARY=$(py_store ncu-compare "$2" "$1" "$ndb" "$3" "$4") || { DETAIL="$1: $NCU_SUMMARY"; return 1; }
+    cat "$4"
+}
