@@ -4,7 +4,8 @@
 # check-libs.py rejects a library from outside the allowed folders, and the
 # output-folder check rejects more than 8 files or 3 folders deep; the
 # comparison with ncu (profile_counts, store.py ncu-compare) and its tables
-# (dataset.py --docs), and docs/gpu.md's block is in step with data/h100.
+# (dataset.py --docs), and docs/gpu.md's and docs/h100.md's blocks are in
+# step with data/h100 (tools/gpu-report.py).
 #   bash cli_device_tools.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 set -u
 KACE=${1:?usage: cli_device_tools.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
@@ -111,6 +112,16 @@ grep -q "bare.md has no <!-- BEGIN generated: dataset.py ncu -->" "$SCRATCH/bare
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 (cd "$ROOT" && python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md --check) >"$SCRATCH/gpu.out" 2>&1 ||
     fail "docs/gpu.md: $(cat "$SCRATCH/gpu.out")"
+
+# 5. docs/h100.md is what tools/gpu-report.py gives from data/h100 (when it exists, the
+#    evaluation runs here); a stale block fails and says how to fix it.
+SHARED=${2:-}
+(cd "$ROOT" && python3 tools/gpu-report.py --kace "$KACE" --v100 "$SHARED/kace-v100" --work "$SCRATCH/report" \
+    --check docs/h100.md) >"$SCRATCH/h100.out" 2>&1 || fail "docs/h100.md: $(cat "$SCRATCH/h100.out")"
+sed 's/^<!-- END generated -->$/stale\n&/' "$ROOT/docs/h100.md" >"$SCRATCH/h100.md"
+(cd "$ROOT" && python3 tools/gpu-report.py --kace "$KACE" --v100 "$SHARED/kace-v100" --check "$SCRATCH/h100.md") \
+    >/dev/null 2>"$SCRATCH/h100.err" && fail "gpu-report.py --check passed a stale docs/h100.md"
+grep -q "run: tools/gpu-report.py --update" "$SCRATCH/h100.err" || fail "gpu-report.py --check: $(cat "$SCRATCH/h100.err")"
 
 [ $failures -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
 echo "cli_device_tools: all cases passed"

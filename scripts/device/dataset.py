@@ -427,6 +427,7 @@ def write_readme(dest, visits):
     w("bash scripts/device/campaign.sh OUT --minutes 7 [--store PREV/store.tar.gz]   # each call")
     w("python3 scripts/device/dataset.py OUT/store.tar.gz data/h100                  # here, this folder")
     w("python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md                # its ncu tables in the docs")
+    w("tools/gpu-report.py --update docs/h100.md                                      # its evaluation in the docs")
     w("kace demo --data data/h100%s%s" % (" --gpu '%s'" % gpu_name if visits else "", " --gpu-memory %d" % mem if mem else ""))
     w("```")
     text = "\n".join(out) + "\n"

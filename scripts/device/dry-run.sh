@@ -155,6 +155,20 @@ cp "$root/docs/gpu.md" "$WORK/gpu.md"
 python3 "$B/scripts/device/dataset.py" --docs "$WORK/h100" "$WORK/gpu.md" >/dev/null &&
     python3 "$B/scripts/device/dataset.py" --docs "$WORK/h100" "$WORK/gpu.md" --check >/dev/null &&
     grep -q '^kace / ncu wall time: median ' "$WORK/gpu.md" || fail "dataset.py --docs: no ncu tables in a copy of docs/gpu.md"
+# The evaluation of the dataset (docs/h100.md's tables), with the V100 data for the transfer.
+if [ -d "$root/../shared/data/kace-v100" ]; then
+    cp "$root/docs/h100.md" "$WORK/h100.md"
+    (cd "$WORK" && python3 "$root/tools/gpu-report.py" --kace "$B/bin/kace" --data h100 \
+        --v100 "$root/../shared/data/kace-v100" --update h100.md) >"$WORK/report.out" 2>&1 ||
+        fail "gpu-report.py on the dataset: $(tail -3 "$WORK/report.out")"
+    for want in '^| 2 | [01]\.[0-9]* | ' '^| clean | [0-9]* | [01]\.[0-9]* ± ' '^V100 → Fake GPU (kace dry run)' \
+        '^Fake GPU (kace dry run) → V100' '^Triples (the paper' 'img/h100/training_size_clean.png'; do
+        grep -q -- "$want" "$WORK/h100.md" || fail "gpu-report.py on the dataset: no line matching '$want'"
+    done
+    [ -s "$WORK/img/h100/training_size_clean.png" ] || fail "gpu-report.py: no figure copied"
+else
+    echo "dry-run: no ../shared/data/kace-v100: the evaluation report is not tried"
+fi
 "$B/bin/kace" demo --data "$WORK/h100" --gpu "Fake GPU" --gpu-memory 80 --out "$WORK/demo" --db "$WORK/demo/kace.db" \
     >"$WORK/demo.out" 2>&1 || fail "kace demo on the dataset: $(tail -3 "$WORK/demo.out")"
 for want in "runs on splits made the KACE artifact's way" "Xu et al. left out" "of 80 GB" \
