@@ -160,7 +160,10 @@ s_profile() {
 # skips it: ncu/NAME.ncu.csv.gz (ncu's export), ncu/NAME.compare.csv, a line
 # of ncu-cost.tsv. ncu starts where kace's counters window started and
 # profiles the window's kernels, at most KACE_DEVICE_NCU_KERNELS (CUDA C 200,
-# PyTorch 2000: more than one training step).
+# PyTorch 2000: more than one training step). A CUDA C workload is profiled a
+# second time with --cache-control none (NAME.nocache.*): kace's replay does
+# not flush the caches that ncu flushes by default, and a DRAM difference
+# that this run does not show is that flush.
 ncu_failures() { [ -f "$S/ncu-failures.txt" ] && grep -cxF "$1" "$S/ncu-failures.txt" || echo 0; }
 s_ncu() {
     local idx=$1 name=${CATALOG_NAMES[$1]} kind=${CATALOG_KINDS[$1]} need=$2
@@ -174,17 +177,30 @@ s_ncu() {
     [ -n "$count" ] || { [ "$kind" = cuda ] && count=200 || count=2000; }
     [ "$k" -lt "$count" ] && count=$k
     mkdir -p "$S/ncu"
-    local csv=$WORK/$name.ncu.csv
-    if ! ncu_run "$idx" "$b" "$count" "$csv" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$name.compare.csv"; then
-        echo "$name" >>"$S/ncu-failures.txt"
-        DETAIL="$DETAIL (failure $(ncu_failures "$name") of 2)"
-        return 1
-    fi
-    gzip -9 -c "$csv" >"$S/ncu/$name.ncu.csv.gz" && mv "$WORK/$name.compare.csv" "$S/ncu/$name.compare.csv"
-    local n; n=$(awk -F, 'NR == 2 { print $NF }' "$S/ncu/$name.compare.csv")
-    [ -s "$S/ncu-cost.tsv" ] || printf 'workload\tkind\twall_s\tlaunch_skip\tlaunch_count\tkernels\n' >"$S/ncu-cost.tsv"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$NCU_S" "$b" "$count" "$n" >>"$S/ncu-cost.tsv"
-    DETAIL="$NCU_SUMMARY; ncu ${NCU_S} s"
+    [ -s "$S/ncu-cost.tsv" ] ||
+        printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernels\n' >"$S/ncu-cost.tsv"
+    local cache caches="all" tag summary=""
+    [ "$kind" = cuda ] && caches="all none"
+    for cache in $caches; do
+        tag=$name
+        [ "$cache" = all ] || tag=$name.nocache
+        local csv=$WORK/$tag.ncu.csv
+        if ! ncu_run "$idx" "$b" "$count" "$csv" "$cache" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$tag.compare.csv"; then
+            if [ "$cache" = all ]; then
+                echo "$name" >>"$S/ncu-failures.txt"
+                DETAIL="$DETAIL (failure $(ncu_failures "$name") of 2)"
+                return 1
+            fi
+            summary+="; --cache-control $cache failed: $DETAIL"
+            continue
+        fi
+        gzip -9 -c "$csv" >"$S/ncu/$tag.ncu.csv.gz" && mv "$WORK/$tag.compare.csv" "$S/ncu/$tag.compare.csv"
+        local n; n=$(awk -F, 'NR == 2 { print $NF }' "$S/ncu/$tag.compare.csv")
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$cache" "$NCU_S" "$b" "$count" "$n" >>"$S/ncu-cost.tsv"
+        if [ "$cache" = all ]; then summary="$NCU_SUMMARY; ncu ${NCU_S} s$summary"
+        else summary+="; no cache flush: ${NCU_SUMMARY%%; largest*}"; fi
+    done
+    DETAIL=$summary
 }
 s_plan() {
     if [ -f "$S/plan.txt" ]; then DETAIL="the plan of an earlier call ($(grep -c . "$S/plan.txt") lines)"; return 0; fi
@@ -286,8 +302,7 @@ for i in "${NCU_IDX[@]}"; do
     [ -f "$S/ncu/$name.compare.csv" ] && continue
     grep -qxF "$name" "$WORK/profiled.txt" || continue
     [ "$(ncu_failures "$name")" -ge 2 ] && continue
-    need=120
-    [ "${CATALOG_KINDS[$i]}" = cuda ] || need=300
+    [ "${CATALOG_KINDS[$i]}" = cuda ] && need=150 || need=300
     [ "$FAKE" = 1 ] && need=20
     step "ncu-$name" "$need" s_ncu "$i" "$need"
 done

@@ -144,36 +144,38 @@ def main(argv):
     return 0
 
 
-def read_tsv(path):
-    """Rows of a campaign TSV with a header line, the last row of each workload winning."""
+def read_tsv(path, key=("workload",)):
+    """Rows of a campaign TSV with a header line by their key columns, the last row winning."""
     if not os.path.exists(path):
         return {}
     with open(path, newline="") as f:
-        return {r["workload"]: r for r in csv.DictReader(f, delimiter="\t")}
+        return {tuple(r.get(k, "all") for k in key): r for r in csv.DictReader(f, delimiter="\t")}
 
 
 def write_ncu(db_path, tmp, dest, kace):
-    """ncu/: raw/NAME.ncu.csv.gz (ncu's exports), compare.csv (kace's six kernel metrics against
-    ncu's, computed again here by kace import-ncu when kace is given), cost.csv (wall seconds)."""
+    """ncu/: raw/TAG.ncu.csv.gz (ncu's exports; TAG is the workload, NAME.nocache for a run with
+    --cache-control none), compare.csv (kace's six kernel metrics against ncu's, computed again
+    here by kace import-ncu when kace is given), cost.csv (both tools' wall seconds)."""
     ncu_dir = os.path.join(dest, "ncu")
     shutil.rmtree(ncu_dir, ignore_errors=True)
     src = os.path.join(tmp, "ncu")
-    names = sorted(f[:-len(".compare.csv")] for f in os.listdir(src) if f.endswith(".compare.csv")) \
+    tags = sorted(f[:-len(".compare.csv")] for f in os.listdir(src) if f.endswith(".compare.csv")) \
         if os.path.isdir(src) else []
-    if not names:
+    if not tags:
         return
     os.makedirs(os.path.join(ncu_dir, "raw"))
-    ncu_cost = read_tsv(os.path.join(tmp, "ncu-cost.tsv"))
+    ncu_cost = read_tsv(os.path.join(tmp, "ncu-cost.tsv"), ("workload", "cache_control"))
     prof_cost = read_tsv(os.path.join(tmp, "profile-cost.tsv"))
     db = store.connect(db_path)
     rows = []
-    for name in names:
-        kind = ncu_cost.get(name, {}).get("kind", "")
-        raw = os.path.join(src, name + ".ncu.csv.gz")
+    for tag in tags:
+        name, cache = (tag[:-len(".nocache")], "none") if tag.endswith(".nocache") else (tag, "all")
+        kind = ncu_cost.get((name, cache), ncu_cost.get((name, "all"), {})).get("kind", "")
+        raw = os.path.join(src, tag + ".ncu.csv.gz")
         if os.path.exists(raw):
-            shutil.copy(raw, os.path.join(ncu_dir, "raw", name + ".ncu.csv.gz"))
+            shutil.copy(raw, os.path.join(ncu_dir, "raw", tag + ".ncu.csv.gz"))
         if kace and os.path.exists(raw):
-            plain, ndb = os.path.join(tmp, "ncu-plain.csv"), os.path.join(tmp, "ncu-%s.db" % len(rows))
+            plain, ndb = os.path.join(tmp, "ncu-plain.csv"), os.path.join(tmp, "ncu-%d.db" % len(rows))
             with gzip.open(raw, "rb") as fi, open(plain, "wb") as fo:
                 shutil.copyfileobj(fi, fo)
             r = subprocess.run([kace, "import-ncu", "--quiet", "--db", ndb, "--workload", name, plain],
@@ -183,28 +185,31 @@ def write_ncu(db_path, tmp, dest, kace):
             n = store.ncu_kernels(plain)
             for m, x, y, rel, within in store.compare_rows(store.metrics(db, name),
                                                           store.metrics(store.connect(ndb), name)):
-                rows.append([name, kind, m, x, y, rel, within, n])
+                rows.append([name, kind, cache, m, x, y, rel, within, n])
         else:
-            for r in read_csv(os.path.join(src, name + ".compare.csv")):
-                num = [float(r[c]) if r[c] else None for c in ("kace", "ncu", "rel_diff")]
-                rows.append([name, kind, r["metric"]] + num +
+            for r in read_csv(os.path.join(src, tag + ".compare.csv")):
+                vals = [float(r[c]) if r[c] else None for c in ("kace", "ncu", "rel_diff")]
+                rows.append([name, kind, cache, r["metric"]] + vals +
                             [None if not r["within_10pct"] else r["within_10pct"] == "yes", int(r["ncu_kernels"])])
     with open(os.path.join(ncu_dir, "compare.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["workload", "kind", "metric", "kace", "ncu", "rel_diff", "within_10pct", "ncu_kernels"])
+        w.writerow(["workload", "kind", "ncu_cache_control", "metric", "kace", "ncu", "rel_diff", "within_10pct",
+                    "ncu_kernels"])
         for r in rows:
-            w.writerow(r[:3] + ["" if v is None else "%.6g" % v for v in r[3:6]] +
-                       ["" if r[6] is None else ("yes" if r[6] else "no"), r[7]])
+            w.writerow(r[:4] + ["" if v is None else "%.6g" % v for v in r[4:7]] +
+                       ["" if r[7] is None else ("yes" if r[7] else "no"), r[8]])
     with open(os.path.join(ncu_dir, "cost.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["workload", "kind", "kace_profile_s", "kace_kernels", "kace_kernels_with_counters", "ncu_s",
                     "ncu_launch_skip", "ncu_kernels", "kace_over_ncu"])
-        for name in names:
-            p, c = prof_cost.get(name), ncu_cost.get(name)
+        for tag in tags:
+            if tag.endswith(".nocache"):
+                continue
+            p, c = prof_cost.get((tag,)), ncu_cost.get((tag, "all"))
             if not p or not c:
                 continue
             ratio = float(p["wall_s"]) / float(c["wall_s"]) if float(c["wall_s"]) > 0 else None
-            w.writerow([name, c["kind"], p["wall_s"], p["kernels"], p["with_counters"], c["wall_s"], c["launch_skip"],
+            w.writerow([tag, c["kind"], p["wall_s"], p["kernels"], p["with_counters"], c["wall_s"], c["launch_skip"],
                         c["kernels"], "" if ratio is None else "%.3g" % ratio])
 
 
@@ -218,30 +223,36 @@ def fmt(v):
 def ncu_markdown(dest):
     """The comparison with Nsight Compute as Markdown: kace's difference from ncu for each
     workload and metric, every metric outside 10% with both definitions, the profiling cost."""
-    compare = read_csv(os.path.join(dest, "ncu", "compare.csv"))
+    rows = read_csv(os.path.join(dest, "ncu", "compare.csv"))
     cost = read_csv(os.path.join(dest, "ncu", "cost.csv"))
-    if not compare:
+    if not rows:
         return ("Not measured yet: no GPU visit has brought back a comparison with Nsight Compute "
                 "(`%s/ncu/compare.csv` is absent). The campaign makes it (docs/gpu.md, section 5)." %
                 dest.rstrip("/"))
+    compare = [r for r in rows if r.get("ncu_cache_control", "all") == "all"]
+    nocache = {(r["workload"], r["metric"]): r for r in rows if r.get("ncu_cache_control") == "none"}
     out = []
     w = out.append
-    names = []
-    for r in compare:
-        if r["workload"] not in names:
-            names.append(r["workload"])
     metrics = list(DEFINITIONS)
-    cell = {(r["workload"], r["metric"]): r for r in compare}
-    w("kace's value minus ncu's, relative to ncu's (`ncu/compare.csv`); **bold**: outside 10%.")
+    cell = {}
+    order = []
+    for r in rows:
+        key = (r["workload"], r.get("ncu_cache_control", "all"))
+        if key not in order:
+            order.append(key)
+        cell[key + (r["metric"],)] = r
+    w("kace's value minus ncu's, relative to ncu's (`ncu/compare.csv`); **bold**: outside 10%. ncu ran with its")
+    w("default `--cache-control all` (caches flushed before each replay pass, as in KACE's ncu runs); the CUDA C")
+    w("workloads also with `--cache-control none` (kace's replay flushes nothing).")
     w("")
     w("| workload | kind | ncu kernels | " + " | ".join(metrics) + " |")
     w("|---|---|---|" + "---|" * len(metrics))
-    for n in names:
-        row = [cell.get((n, m)) for m in metrics]
-        kind = next((r["kind"] for r in row if r), "")
-        kernels = next((r["ncu_kernels"] for r in row if r), "")
+    for name, cache in order:
+        got = [cell.get((name, cache, m)) for m in metrics]
+        kind = next((r["kind"] for r in got if r), "")
+        kernels = next((r["ncu_kernels"] for r in got if r), "")
         cells = []
-        for r in row:
+        for r in got:
             if not r or r["within_10pct"] == "":
                 cells.append("missing")
             elif r["rel_diff"] == "":
@@ -249,26 +260,28 @@ def ncu_markdown(dest):
             else:
                 t = "%+.1f%%" % (100 * float(r["rel_diff"]))
                 cells.append(t if r["within_10pct"] == "yes" else "**%s**" % t)
-        w("| `%s` | %s | %s | %s |" % (n, kind, kernels, " | ".join(cells)))
+        label = "`%s`" % name + ("" if cache == "all" else " (no cache flush)")
+        w("| %s | %s | %s | %s |" % (label, kind, kernels, " | ".join(cells)))
     within = sum(1 for r in compare if r["within_10pct"] == "yes")
     judged = sum(1 for r in compare if r["within_10pct"] != "")
     w("")
-    w("%d of %d metric values within 10%%." % (within, judged))
+    w("%d of %d metric values within 10%% of ncu's default run." % (within, judged))
     misses = [r for r in compare if r["within_10pct"] != "yes"]
     if misses:
         w("")
-        w("Open differences (every value outside 10% or missing), with both definitions:")
+        w("Open differences (every value outside 10% of ncu's default run, or missing), with both definitions:")
         w("")
-        w("| workload | metric | kace | ncu | kace measures | ncu measures |")
-        w("|---|---|---|---|---|---|")
+        w("| workload | metric | kace | ncu | ncu, no cache flush | kace measures | ncu measures |")
+        w("|---|---|---|---|---|---|---|")
         for r in misses:
             d = DEFINITIONS.get(r["metric"], ("", ""))
-            w("| `%s` | %s | %s | %s | %s | %s |" % (r["workload"], r["metric"], fmt(r["kace"]), fmt(r["ncu"]),
-                                                    d[0], d[1]))
+            nc = nocache.get((r["workload"], r["metric"]))
+            w("| `%s` | %s | %s | %s | %s | %s | %s |" % (r["workload"], r["metric"], fmt(r["kace"]), fmt(r["ncu"]),
+                                                         fmt(nc["ncu"]) if nc else "–", d[0], d[1]))
     if cost:
         w("")
         w("Profiling cost (`ncu/cost.csv`): kace profile's wall time (its clean and counters runs, warm-ups and")
-        w("windows included) against ncu's (start, the skipped launches, the profiled ones), each whole run.")
+        w("windows included) against ncu's default run (start, the skipped launches, the profiled ones).")
         w("")
         w("| workload | kind | kace profile (s) | kace kernels (with counters) | ncu (s) | ncu kernels | kace / ncu |")
         w("|---|---|---|---|---|---|---|")
@@ -337,7 +350,8 @@ def write_readme(dest, visits):
     cvs = sorted(float(r["cv"]) for r in spread if r["cv"] not in ("", None))
     dates = sorted(r["measured_at"] for r in runs if r["measured_at"])
 
-    ncu_kinds = {r["workload"]: r["kind"] for r in read_csv(os.path.join(dest, "ncu", "compare.csv"))}
+    ncu_kinds = {r["workload"]: r["kind"] for r in read_csv(os.path.join(dest, "ncu", "compare.csv"))
+                 if r.get("ncu_cache_control", "all") == "all"}
     have = {
         "ncu_cuda": sum(1 for k in ncu_kinds.values() if k == "cuda"),
         "ncu_torch": sum(1 for k in ncu_kinds.values() if k in ("torch", "llm")),

@@ -123,8 +123,9 @@ grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ ]* [^ ]* [^ ]*$
 tar -C "$WORK" -xzf "$OUT/campaign-2/store.tar.gz" ./ncu ./ncu-cost.tsv ./profile-cost.tsv 2>/dev/null ||
     fail "campaign: no ncu/, ncu-cost.tsv or profile-cost.tsv in the store"
 n_ncu=$(cat "$OUT"/campaign-*/campaign.log | grep -c '^step ncu-[^ ]* ok ')
-[ "$n_ncu" = 5 ] && [ "$(ls "$WORK"/ncu/*.compare.csv 2>/dev/null | wc -l)" = 5 ] &&
-    [ "$(ls "$WORK"/ncu/*.ncu.csv.gz 2>/dev/null | wc -l)" = 5 ] ||
+[ "$n_ncu" = 5 ] && [ "$(ls "$WORK"/ncu/*.compare.csv 2>/dev/null | wc -l)" = 8 ] &&
+    [ "$(ls "$WORK"/ncu/*.nocache.ncu.csv.gz 2>/dev/null | wc -l)" = 3 ] &&
+    [ "$(ls "$WORK"/ncu/*.ncu.csv.gz 2>/dev/null | wc -l)" = 8 ] ||
     fail "campaign: $n_ncu ncu steps ok (want 5): $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-160)"
 grep -h '^step ncu-[^ ]* ok ' "$OUT"/campaign-*/campaign.log | grep -q -v ' 6/6 metrics in both' &&
     fail "campaign: an ncu step without all 6 metrics in both: $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-200)"
@@ -150,6 +151,8 @@ grep -q "^| CUDA C workloads compared with ncu | 3 | 3 | met |" "$WORK/h100/READ
     fail "dataset README: the ncu goals are not met: $(grep 'compared with ncu' "$WORK/h100/README.md")"
 [ "$(grep -c '^| `[^`]*` | [a-z]* | 6 | [-+*0-9.]*%' "$WORK/h100/README.md")" = 5 ] ||
     fail "dataset README: not 5 ncu comparison rows (6 kernels each in the fake ncu's export): $(grep -A8 '^## kace against Nsight' "$WORK/h100/README.md")"
+[ "$(grep -c '^| `cuda-[^`]*` (no cache flush) | cuda | 6 | ' "$WORK/h100/README.md")" = 3 ] ||
+    fail "dataset README: not 3 CUDA C rows of ncu with --cache-control none"
 grep -q '^kace / ncu wall time: median ' "$WORK/h100/README.md" || fail "dataset README: no profiling cost ratio"
 cp "$root/docs/gpu.md" "$WORK/gpu.md"
 python3 "$B/scripts/device/dataset.py" --docs "$WORK/h100" "$WORK/gpu.md" >/dev/null &&

@@ -240,20 +240,21 @@ gpu_name() {
 profile_counts() {
     sed -n -E 's/.*; ([0-9]+) kernels \(([0-9]+) with counters.* after ([0-9]+) earlier kernels.*/\1 \2 \3/p' "$1" | tail -1
 }
-# ncu_run IDX SKIP COUNT CSV: Nsight Compute on catalog entry IDX from launch
-# SKIP for COUNT launches, with the two sections that hold kace's six kernel
-# metrics (SpeedOfLight: the throughputs and Duration; LaunchStats: threads,
-# registers, static shared memory). Never --set full; always --clock-control
-# none (ncu would lock the clocks otherwise). Its CSV export goes to CSV;
-# NCU_S: the run's wall seconds (start, the skipped launches, the profiled
-# ones, --kill yes).
+# ncu_run IDX SKIP COUNT CSV [CACHE]: Nsight Compute on catalog entry IDX from
+# launch SKIP for COUNT launches, with the two sections that hold kace's six
+# kernel metrics (SpeedOfLight: the throughputs and Duration; LaunchStats:
+# threads, registers, static shared memory). Never --set full; always
+# --clock-control none (ncu would lock the clocks otherwise). CACHE: ncu's
+# --cache-control, all (its default, what KACE's ncu runs used: caches flushed
+# before each replay pass) or none. Its CSV export goes to CSV; NCU_S: the
+# run's wall seconds (start, the skipped launches, the profiled ones, --kill yes).
 ncu_run() {
-    local idx=$1 skip=$2 count=$3 csv=$4 rep=$WORK/ncu-report
+    local idx=$1 skip=$2 count=$3 csv=$4 cache=${5:-all} rep=$WORK/ncu-report
     catalog_cmd "$idx"
     rm -f "$rep.ncu-rep"
-    echo "ncu --clock-control none --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats ${CMD[*]}"
+    echo "ncu --clock-control none --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats ${CMD[*]}"
     local t0=$EPOCHREALTIME
-    tmo ncu --clock-control none --kill yes --launch-skip "$skip" --launch-count "$count" \
+    tmo ncu --clock-control none --cache-control "$cache" --kill yes --launch-skip "$skip" --launch-count "$count" \
         --section SpeedOfLight --section LaunchStats -f -o "$rep" "${CMD[@]}" >"$WORK/ncu.out" 2>&1
     NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
     tail -20 "$WORK/ncu.out"
