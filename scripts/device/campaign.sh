@@ -223,7 +223,7 @@ s_campaign() {
     [ "$LIMIT" -ge 180 ] || need=8
     [ "$left" -ge $need ] || { DETAIL="no time left to measure"; return 2; }
     fake_nvml mps
-    local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX)
+    local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX) t0=$EPOCHREALTIME
     # SIGTERM at the deadline: kace drops the run in flight, quits MPS, keeps the rest.
     timeout -k 20 "$left" "$KACE" campaign "$S/plan.txt" --warmup "$WARMUP" --window "$WINDOW" \
         --run-dir "$rd" --gpu "$GPU" --log "$A/workloads.log" --quiet >"$WORK/c.out" 2>&1
@@ -236,6 +236,14 @@ s_campaign() {
     124 | 143) DETAIL="stopped at the deadline; ${DETAIL:-no summary}" ;;
     *) DETAIL="exit $rc: $(grep -m1 'kace:' "$WORK/c.out") ${DETAIL}"; return 1 ;;
     esac
+    # How much device time the rest of the plan needs, at this call's pace.
+    local done_n left_n
+    done_n=$(sed -n -E 's/.* ([0-9]+) runs measured.*/\1/p' <<<"$DETAIL")
+    left_n=$(sed -n -E 's/.*, ([0-9]+) left.*/\1/p' <<<"$DETAIL")
+    if [ "${done_n:-0}" -gt 0 ] && [ "${left_n:-0}" -gt 0 ]; then
+        DETAIL+=$(awk -v a="$t0" -v b="$EPOCHREALTIME" -v d="$done_n" -v l="$left_n" \
+            'BEGIN { r = (b - a) / d; printf "; %.0f s a run: about %.0f min of measuring left", r, l * r / 60 }')
+    fi
 }
 s_export() {
     [ -f "$DB" ] || { DETAIL="no store"; return 1; }

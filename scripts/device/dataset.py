@@ -9,7 +9,9 @@ floor, and what the dataset still lacks against the H100 issue's goals).
 
 STORE: the last campaign call's store.tar.gz (or a kace.db; the store is
 cumulative, so the last one holds every call's runs). DEST is rebuilt: its
-profiles/, colocations/, campaign/, ncu/ and README.md are replaced. With
+profiles/, colocations/, campaign/, ncu/ and README.md are replaced; the
+archive itself is kept as DEST/campaign/store.tar.gz, for the next call's
+--store (it may be that very file). With
 --kace (default build/kace when present) the folder is imported into a
 scratch store to prove it reads back, and the comparisons with Nsight Compute
 are computed again from ncu's raw exports (ncu/raw/) by `kace import-ncu`.
@@ -111,6 +113,8 @@ def main(argv):
     tmp = tempfile.mkdtemp(prefix="kace-dataset.")
     try:
         db_path, plan, visits_path = unpack(src, tmp)
+        if src.endswith(".tar.gz"):  # kept: the next device call resumes from it (--store)
+            shutil.copy(src, os.path.join(tmp, "store-archive.tar.gz"))
         export = os.path.join(tmp, "export")
         store.export(store.connect(db_path), export)
         for sub in ("profiles", "colocations", "campaign"):
@@ -131,6 +135,8 @@ def main(argv):
             shutil.copy(plan, os.path.join(dest, "campaign", "plan.txt"))
         if os.path.exists(os.path.join(tmp, "profile-cost.tsv")):
             shutil.copy(os.path.join(tmp, "profile-cost.tsv"), os.path.join(dest, "campaign", "profile-cost.tsv"))
+        if os.path.exists(os.path.join(tmp, "store-archive.tar.gz")):
+            shutil.copy(os.path.join(tmp, "store-archive.tar.gz"), os.path.join(dest, "campaign", "store.tar.gz"))
         write_ncu(db_path, tmp, dest, kace)
         readme = write_readme(dest, visits)
         if kace:
@@ -429,6 +435,8 @@ def write_readme(dest, visits):
     w("- `campaign/runs.csv` (every run and member, failed ones included), `spread.csv`, `plan.txt`,")
     w("  `visits.tsv`, `profile-cost.tsv` (each profile's wall time and kernel counts): the campaign's own")
     w("  records; `kace import` recognises and skips the CSVs.")
+    w("- `campaign/store.tar.gz`: the campaign's store as the last call left it (kace.db, the frozen plan,")
+    w("  the ncu runs); the next call resumes from it: `campaign.sh OUT --store data/h100/campaign/store.tar.gz`.")
     w("- `ncu/raw/*.ncu.csv.gz`: Nsight Compute's exports (`ncu -i REPORT --csv --print-details all`);")
     w("  `ncu/compare.csv`: kace's six kernel metrics against ncu's, reduced by `kace import-ncu`;")
     w("  `ncu/cost.csv`: both tools' wall times.")
@@ -438,7 +446,7 @@ def write_readme(dest, visits):
     w("```")
     w("make device-bundle                                  # here: build-bundle/kace-bundle.tar.gz")
     w("bash scripts/device/first-light.sh OUT              # on the GPU server, once")
-    w("bash scripts/device/campaign.sh OUT --minutes 7 [--store PREV/store.tar.gz]   # each call")
+    w("bash scripts/device/campaign.sh OUT --minutes 8 [--store data/h100/campaign/store.tar.gz]   # each call")
     w("python3 scripts/device/dataset.py OUT/store.tar.gz data/h100                  # here, this folder")
     w("python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md                # its ncu tables in the docs")
     w("tools/gpu-report.py --update docs/h100.md                                      # its evaluation in the docs")

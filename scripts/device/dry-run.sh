@@ -111,6 +111,8 @@ runs() { tar -xzOf "$1" ./kace.db >"$WORK/r.db" && python3 "$B/scripts/device/st
 r1=$(runs "$OUT/campaign-1/store.tar.gz") r2=$(runs "$OUT/campaign-2/store.tar.gz")
 echo "dry-run: measured runs: $r1 after the first campaign call, $r2 after the second"
 [ "${r1:-0}" -gt 0 ] && [ "${r2:-0}" -gt "${r1:-0}" ] || fail "campaign: runs did not grow across calls ($r1 -> $r2)"
+grep -q '^step campaign ok .* s a run: about [0-9]* min of measuring left' "$OUT/campaign-1/campaign.log" ||
+    fail "campaign-1: no estimate of the measuring left: $(grep '^step campaign ' "$OUT/campaign-1/campaign.log")"
 grep -q '^step campaign ok .*[1-9][0-9]* were stored before' "$OUT/campaign-2/campaign.log" ||
     fail "campaign-2: kace campaign did not continue the stored plan: $(grep '^step campaign ' "$OUT/campaign-2/campaign.log")"
 # The plan: >= 30 pairs, 10 triples, 2 split grids, 3 repetitions, 3 time-sliced pairs.
@@ -145,6 +147,8 @@ grep -q '^| 20[0-9-]*T[0-9:]*Z | Fake GPU (kace dry run), 580.00, 81559 MiB | 13
     [ "$(grep -c '^| 20[0-9-]*T' "$WORK/h100/README.md")" = 2 ] ||
     fail "dataset README: not one line per campaign call with the GPU, driver and CUDA: $(grep '^|' "$WORK/h100/README.md")"
 grep -q "^| pairs at 100/100 MPS | [0-9]* | 30 | met |" "$WORK/h100/README.md" || fail "dataset README: pairs goal not met"
+cmp -s "$OUT/campaign-2/store.tar.gz" "$WORK/h100/campaign/store.tar.gz" ||
+    fail "dataset: campaign/store.tar.gz is not the last call's store (the next call's --store)"
 grep -q -- "--gpu-memory 80" "$WORK/h100/README.md" || fail "dataset README: no demo command with the GPU's memory"
 grep -q "^| CUDA C workloads compared with ncu | 3 | 3 | met |" "$WORK/h100/README.md" &&
     grep -q "^| PyTorch workloads compared with ncu | 2 | 2 | met |" "$WORK/h100/README.md" ||
