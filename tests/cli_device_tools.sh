@@ -76,8 +76,43 @@ echo "$line" >"$SCRATCH/p.out"
     fail "import-ncu of tests/data/ncu/newer.csv"
 python3 "$DEV/store.py" ncu-compare "$SCRATCH/k.db" w "$SCRATCH/n.db" "$(dirname "$0")/data/ncu/newer.csv" \
     "$SCRATCH/cmp.csv" >"$SCRATCH/cmp.out" || fail "store.py ncu-compare: $(cat "$SCRATCH/cmp.out")"
-grep -q "^6/6 metrics in both, 6 within 10%; .* 6 kernels in ncu's report" "$SCRATCH/cmp.out" ||
+grep -q "^6/6 metrics in both, 6 within 10%; .* 3 kernels in ncu's report" "$SCRATCH/cmp.out" ||
     fail "ncu-compare of an export with itself: $(cat "$SCRATCH/cmp.out")"
+# ncu-slim keeps what import-ncu reads: each fixture imports to the same metrics cut down.
+for f in "$(dirname "$0")"/data/ncu/*.csv; do
+    b=$(basename "$f" .csv)
+    python3 "$DEV/store.py" ncu-slim "$f" "$SCRATCH/$b.slim.csv" >/dev/null || fail "ncu-slim $b"
+    "$KACE" import-ncu --quiet --db "$SCRATCH/full-$b.db" --workload w "$f" >/dev/null &&
+        "$KACE" import-ncu --quiet --db "$SCRATCH/slim-$b.db" --workload w "$SCRATCH/$b.slim.csv" >/dev/null ||
+        fail "import-ncu of $b (full or slim)"
+    full=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import store
+print(sorted(store.metrics(store.connect(sys.argv[2]), "w").items()))' "$DEV" "$SCRATCH/full-$b.db")
+    slim=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import store
+print(sorted(store.metrics(store.connect(sys.argv[2]), "w").items()))' "$DEV" "$SCRATCH/slim-$b.db")
+    [ -n "$full" ] && [ "$full" = "$slim" ] || fail "ncu-slim $b changes what import-ncu reads: $full against $slim"
+    [ "$(wc -c <"$SCRATCH/$b.slim.csv")" -lt "$(wc -c <"$f")" ] || fail "ncu-slim $b is not smaller"
+    # Kernels counted by their Duration rows (newer.csv's device table has IDs of its own).
+    want=$(case $b in classic) echo 4 ;; newer) echo 3 ;; v2020) echo 2 ;; esac)
+    got=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import store; print(store.ncu_kernels(sys.argv[2]))' \
+        "$DEV" "$SCRATCH/$b.slim.csv")
+    [ "$got" = "$want" ] || fail "ncu_kernels($b): $got, expected $want (tests/test_ncu.c's kernels)"
+done
+printf '"ID","Metric Name","Metric Value"\n"1","Elapsed Cycles","5"\n' >"$SCRATCH/none.csv"
+python3 "$DEV/store.py" ncu-slim "$SCRATCH/none.csv" "$SCRATCH/none.slim.csv" >/dev/null &&
+    fail "ncu-slim accepted an export with no metric kace reads"
+# checkpoint: a store whose writer was killed (its WAL beside it) becomes one file.
+python3 - "$SCRATCH/wal.db" <<'EOT' || fail "could not make a store with a WAL"
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL"); db.execute("PRAGMA wal_autocheckpoint=0")
+db.execute("CREATE TABLE t(x)"); db.execute("INSERT INTO t VALUES (42)"); db.commit()
+os._exit(0)  # no close: the rows are only in the WAL, as after a SIGKILL
+EOT
+[ -s "$SCRATCH/wal.db-wal" ] || fail "no WAL beside the test store"
+python3 "$DEV/store.py" checkpoint "$SCRATCH/wal.db" || fail "store.py checkpoint"
+mkdir -p "$SCRATCH/alone" && cp "$SCRATCH/wal.db" "$SCRATCH/alone/wal.db"
+[ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT x FROM t").fetchone()[0])' \
+    "$SCRATCH/alone/wal.db" 2>&1)" = 42 ] || fail "after checkpoint the database file alone lacks the WAL's rows"
 # The tables: a dataset's ncu/ folder made by hand (12% is outside 10%, 5% inside, 0 against 0 agrees).
 mkdir -p "$SCRATCH/ds/ncu"
 cat >"$SCRATCH/ds/ncu/compare.csv" <<'EOT'
@@ -114,6 +149,19 @@ grep -q "bare.md has no <!-- BEGIN generated: dataset.py ncu -->" "$SCRATCH/bare
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 (cd "$ROOT" && python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md --check) >"$SCRATCH/gpu.out" 2>&1 ||
     fail "docs/gpu.md: $(cat "$SCRATCH/gpu.out")"
+
+# 4b. A campaign call given a store it cannot restore stops at once (going on would start a
+#     new campaign whose store replaces the old one).
+bash "$DEV/campaign.sh" "$SCRATCH/c1" --minutes 1 --store "$SCRATCH/nonexistent/store.tar.gz" >/dev/null 2>&1 &&
+    fail "campaign.sh went on with a --store that does not exist"
+grep -q "no such file; nothing was run" "$SCRATCH/c1/campaign.log" || fail "campaign.sh, missing store: $(cat "$SCRATCH/c1/campaign.log")"
+echo "not a tar archive" >"$SCRATCH/bad.tar.gz"
+bash "$DEV/campaign.sh" "$SCRATCH/c2" --minutes 1 --store "$SCRATCH/bad.tar.gz" >/dev/null 2>&1 &&
+    fail "campaign.sh went on with a store it could not unpack"
+grep -q "^step restore fail .*cannot unpack" "$SCRATCH/c2/campaign.log" &&
+    grep -q "^end .*could not be restored: nothing else was run" "$SCRATCH/c2/campaign.log" &&
+    [ "$(wc -l <"$SCRATCH/c2/campaign.log")" = 2 ] || fail "campaign.sh, bad store: $(cat "$SCRATCH/c2/campaign.log")"
+[ -e "$SCRATCH/c2/store.tar.gz" ] && fail "campaign.sh wrote a store after failing to restore one"
 
 # 5. docs/h100.md is what tools/gpu-report.py gives from data/h100 (when it exists, the
 #    evaluation runs here); a stale block fails and says how to fix it.

@@ -34,6 +34,7 @@ import tempfile
 
 BEGIN, END = "<!-- BEGIN generated: gpu-report.py -->", "<!-- END generated -->"
 POLICIES = ["kace", "KACE", "Best rule", "MEMCAP", "Random"]
+MIN_PAIRS = 10  # fewer pairs leave most workloads with one candidate or none: nothing to choose
 # Figures copied next to the document: (file under --work, name in img/<dataset>/).
 FIGURES = [("paper/fig3_training_size_clean.png", "training_size_clean.png"),
            ("lfo/protocol_leave-family-out_pairs_clean.png", "leave_family_out_clean.png"),
@@ -144,9 +145,15 @@ def markdown(data, work, have_data, img_rel):
         return "\n".join(out)
     name = gpu_name(data) or "(GPU not recorded)"
     col = os.path.join(data, "colocations")
+    n_pairs = count_rows(os.path.join(col, "pairs.csv"))
     w("Data: `%s`, measured by kace on %s: %d workloads profiled, %d pairs, %d triples at 100/100 MPS." % (
-        data, name, count_rows(os.path.join(data, "profiles", "system.csv")), count_rows(os.path.join(col, "pairs.csv")),
+        data, name, count_rows(os.path.join(data, "profiles", "system.csv")), n_pairs,
         count_rows(os.path.join(col, "triples.csv"))))
+    if n_pairs < MIN_PAIRS:
+        w("Too few pairs to evaluate yet (at least %d are needed, so that each workload has candidates to choose" %
+          MIN_PAIRS)
+        w("from); the campaign measures them after profiling ([gpu.md](gpu.md), section 5).")
+        return "\n".join(out)
     w("Scores are achieved / Oracle: the measured throughput sum of the partner each policy picks, over the")
     w("best measured partner's. Xu et al. is left out (it needs the host CPU% and memory%).")
     w("")
@@ -230,7 +237,7 @@ def main(argv):
             work = tmp = tempfile.mkdtemp(prefix="kace-gpu-report.")
         os.makedirs(work, exist_ok=True)
     try:
-        if have_data:
+        if have_data and count_rows(os.path.join(data, "colocations", "pairs.csv")) >= MIN_PAIRS:
             evaluate(opts["--kace"], data, opts["--v100"], work)
         img_rel = "img/" + os.path.basename(data)
         text = markdown(data, work, have_data, img_rel)

@@ -35,7 +35,12 @@ done
 [ -n "$OUT" ] || { echo "usage: campaign.sh OUT [--minutes M] [--store store.tar.gz]" >&2; exit 2; }
 awk -v m="$MINUTES" 'BEGIN { exit !(m > 0 && m <= 8) }' || { echo "campaign.sh: --minutes must be in (0, 8]" >&2; exit 2; }
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-[ -z "$PREV" ] || PREV=$(cd "$(dirname "$PREV")" && pwd)/$(basename "$PREV")
+if [ -n "$PREV" ]; then
+    # A store that cannot be read must stop the call: going on would start a new campaign
+    # whose store replaces the old one.
+    PREV=$(realpath -e -- "$PREV" 2>/dev/null) ||
+        { echo "campaign.sh: --store $PREV: no such file; nothing was run" | tee "$OUT/campaign.log" >&2; exit 1; }
+fi
 LIMIT=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
 RESERVE=$(awk -v l="$LIMIT" 'BEGIN { r = l / 6; printf "%d", (r > 30 ? 30 : r) }')
 WARMUP=${KACE_DEVICE_WARMUP:-5}
@@ -124,7 +129,9 @@ s_register() {
     done
     DETAIL="$n commands"
 }
-failures() { [ -f "$S/profile-failures.txt" ] && grep -cxF "$1" "$S/profile-failures.txt" || echo 0; }
+# count_lines FILE LINE: how often LINE is in FILE (0 when FILE does not exist).
+count_lines() { local n=0; [ -f "$1" ] && n=$(grep -cxF -- "$2" "$1"); echo "${n:-0}"; }
+failures() { count_lines "$S/profile-failures.txt" "$1"; }
 s_profile() {
     local idx=$1 name=${CATALOG_NAMES[$1]} need=$2
     catalog_cmd "$idx"
@@ -160,11 +167,11 @@ s_profile() {
 # skips it: ncu/NAME.ncu.csv.gz (ncu's export), ncu/NAME.compare.csv, a line
 # of ncu-cost.tsv. ncu starts where kace's counters window started and
 # profiles the window's kernels, at most KACE_DEVICE_NCU_KERNELS (CUDA C 200,
-# PyTorch 2000: more than one training step). A CUDA C workload is profiled a
+# PyTorch 1000: about one training step). A CUDA C workload is profiled a
 # second time with --cache-control none (NAME.nocache.*): kace's replay does
 # not flush the caches that ncu flushes by default, and a DRAM difference
 # that this run does not show is that flush.
-ncu_failures() { [ -f "$S/ncu-failures.txt" ] && grep -cxF "$1" "$S/ncu-failures.txt" || echo 0; }
+ncu_failures() { count_lines "$S/ncu-failures.txt" "$1"; }
 s_ncu() {
     local idx=$1 name=${CATALOG_NAMES[$1]} kind=${CATALOG_KINDS[$1]} need=$2
     command -v ncu >/dev/null || { DETAIL="ncu not found"; return 2; }
@@ -174,7 +181,7 @@ s_ncu() {
     k=$(cut -f4 <<<"$row") b=$(cut -f6 <<<"$row")
     [ -n "$k" ] && [ -n "$b" ] || { DETAIL="no kernel counts of kace's profile of $name (profile-cost.tsv)"; return 2; }
     local count=${KACE_DEVICE_NCU_KERNELS:-}
-    [ -n "$count" ] || { [ "$kind" = cuda ] && count=200 || count=2000; }
+    [ -n "$count" ] || { [ "$kind" = cuda ] && count=200 || count=1000; }
     [ "$k" -lt "$count" ] && count=$k
     mkdir -p "$S/ncu"
     [ -s "$S/ncu-cost.tsv" ] ||
@@ -229,6 +236,10 @@ s_campaign() {
         --run-dir "$rd" --gpu "$GPU" --log "$A/workloads.log" --quiet >"$WORK/c.out" 2>&1
     local rc=$?
     cat "$WORK/c.out"
+    if [ $rc = 137 ] && [ -e "$rd/pipe/control" ]; then # kace was killed: its MPS daemon may live on
+        echo quit | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log timeout 10 "$MPS_CONTROL"
+        sleep 2
+    fi
     rm -rf "$rd"
     DETAIL="$(grep -m1 '^campaign:' "$WORK/c.out")"
     case $rc in
@@ -272,12 +283,24 @@ s_export() {
 }
 
 step restore 30 s_restore
+if [ "$LAST_STATUS" = fail ]; then
+    printf 'end ok %d fail %d skip %d %s s (the store given with --store could not be restored: nothing else was run)\n' \
+        "$N_OK" "$N_FAIL" "$N_SKIP" "$(since "$T_START")" | tee -a "$OUT/campaign.log"
+    rm -rf "$WORK"
+    exit 1
+fi
 : >"$WORK/profiled.txt"
 [ -f "$DB" ] && py_store profiled "$DB" >"$WORK/profiled.txt" 2>/dev/null
 step env 20 s_env
 if grep -q ' cuda ' "$CATALOG"; then step build-workloads 150 s_build_workloads; fi
 step inject-check 60 s_inject_check
 step register 30 s_register
+# The store as it stands goes to OUT after every profile and ncu step, so that a call
+# cut short (the batch tool's limit) keeps what it measured.
+save_store() {
+    py_store checkpoint "$DB" >/dev/null 2>&1
+    tar -C "$S" -czf "$OUT/.store.tar.gz.part" . && mv "$OUT/.store.tar.gz.part" "$OUT/store.tar.gz"
+}
 for i in "${!CATALOG_NAMES[@]}"; do
     name=${CATALOG_NAMES[$i]}
     grep -qxF "$name" "$WORK/profiled.txt" && continue
@@ -286,6 +309,7 @@ for i in "${!CATALOG_NAMES[@]}"; do
     [ "${CATALOG_KINDS[$i]}" = cuda ] || need=$((PWW + 180)) # PyTorch: two starts, kernel replay
     [ "$FAKE" = 1 ] && need=$((PWW + 12))
     step "profile-$name" "$need" s_profile "$i" "$need"
+    [ "$LAST_STATUS" = skip ] || save_store
 done
 # ncu: every CUDA C workload and the first PyTorch training and inference ones
 # (KACE_DEVICE_NCU: the names instead; "none": no comparison).
@@ -313,17 +337,19 @@ for i in "${NCU_IDX[@]}"; do
     [ "${CATALOG_KINDS[$i]}" = cuda ] && need=150 || need=300
     [ "$FAKE" = 1 ] && need=20
     step "ncu-$name" "$need" s_ncu "$i" "$need"
+    [ "$LAST_STATUS" = skip ] || save_store
 done
 step plan 20 s_plan
 step campaign "$LIMIT" s_campaign
 CALL_DEADLINE=$(awk -v d="$CALL_DEADLINE" -v r="$RESERVE" 'BEGIN { printf "%.3f", d + r - 2 }')
 step export 30 s_export
 s_pack() {
-    tmo tar -C "$S" -czf "$OUT/store.tar.gz" . || { DETAIL="tar of the store failed"; return 1; }
+    save_store || { DETAIL="tar of the store failed"; return 1; }
     tmo tar -C "$WORK" --exclude='*-pack.txt' -czf "$OUT/campaign-export.tar.gz" campaign-export || { DETAIL="tar failed"; return 1; }
     DETAIL="$(du -b "$OUT"/*.tar.gz | awk '{ printf "%s %d B; ", $2, $1 }' | sed "s|$OUT/||g")"
     out_check "$OUT" || return 1
 }
+CALL_DEADLINE=$(awk -v t="$T_START" -v l="$LIMIT" 'BEGIN { printf "%.3f", t + l - 1 }') # pack: up to the call's end
 step pack 20 s_pack
 printf 'end ok %d fail %d skip %d %s s\n' "$N_OK" "$N_FAIL" "$N_SKIP" "$(since "$T_START")" | tee -a "$OUT/campaign.log"
 rm -rf "$WORK"

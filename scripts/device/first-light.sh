@@ -175,6 +175,12 @@ s_profile() {
     fi
     PROFILED+=("$name")
     PROFILE_COUNTS[$name]=$(profile_counts "$WORK/p.out")
+    # The kernels where the counters window starts (ncu's --launch-skip lands on the first
+    # of them when both count launches the same way): compared with ncu's in step ncu.
+    local b; read -r _ _ b <<<"${PROFILE_COUNTS[$name]}"
+    [ -n "$b" ] && awk '$1 == "kernel" { print $2, $0 }' "$A/recordings/profile-$name.txt" | sort -n -k1,1 |
+        awk -v b="$b" 'NR > b && NR <= b + 5 { for (i = 14; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "\n") }' \
+            >"$A/ncu/$name.kace-first-kernels.txt"
     DETAIL="$(grep -m1 -i -E 'throughput|stored' "$WORK/p.out" | cut -c1-200)"
 }
 
@@ -262,6 +268,17 @@ s_ncu() {
     local count=${KACE_DEVICE_NCU_KERNELS:-200}
     [ "$k" -lt "$count" ] && count=$k
     ncu_run "$idx" "$b" "$count" "$A/ncu/$name.ncu.csv" || return 1
+    echo "== the first kernels of kace's counters window (recording, mangled) and of ncu's report:"
+    cat "$A/ncu/$name.kace-first-kernels.txt" 2>/dev/null
+    echo "--"
+    "$PY" -c 'import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r.get("ID", "").isdigit()]
+seen = []
+for r in sorted(rows, key=lambda r: int(r["ID"])):
+    if r["ID"] not in [s[0] for s in seen]:
+        seen.append((r["ID"], r.get("Kernel Name", "")))
+for i, n in seen[:5]:
+    print(n)' "$A/ncu/$name.ncu.csv"
     ncu_compare "$name" "$DB" "$A/ncu/$name.ncu.csv" "$A/ncu-compare.csv" || return 1
     DETAIL="$name: $NCU_SUMMARY; ncu ${NCU_S} s for launches $b..$((b + count - 1))"
 }

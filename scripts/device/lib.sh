@@ -248,19 +248,25 @@ profile_counts() {
 # --cache-control, all (its default, what KACE's ncu runs used: caches flushed
 # before each replay pass) or none. Its CSV export goes to CSV; NCU_S: the
 # run's wall seconds (start, the skipped launches, the profiled ones, --kill yes).
+# The workload, not ncu, is bounded by time (the step's time less 45 s for ncu to write
+# and export its report): a workload stopped early leaves a report of the kernels
+# profiled so far, where a stopped ncu would leave none. The export is cut to the rows
+# kace import-ncu reads (store.py ncu-slim).
 ncu_run() {
     local idx=$1 skip=$2 count=$3 csv=$4 cache=${5:-all} rep=$WORK/ncu-report
     catalog_cmd "$idx"
     rm -f "$rep.ncu-rep"
-    echo "ncu --clock-control none --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats ${CMD[*]}"
+    local app_s; app_s=$(at_least $(( $(step_left) - 45 )) 5)
+    echo "ncu --clock-control none --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats (workload bounded to $app_s s) ${CMD[*]}"
     local t0=$EPOCHREALTIME
     tmo ncu --clock-control none --cache-control "$cache" --kill yes --launch-skip "$skip" --launch-count "$count" \
-        --section SpeedOfLight --section LaunchStats -f -o "$rep" "${CMD[@]}" >"$WORK/ncu.out" 2>&1
+        --section SpeedOfLight --section LaunchStats -f -o "$rep" timeout -k 5 "$app_s" "${CMD[@]}" >"$WORK/ncu.out" 2>&1
     NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
     tail -20 "$WORK/ncu.out"
     [ -f "$rep.ncu-rep" ] || { DETAIL="ncu wrote no report in ${NCU_S} s: $(grep -m1 -E '==ERROR==|==WARNING==' "$WORK/ncu.out" | cut -c1-160)"; return 1; }
-    tmo ncu -i "$rep.ncu-rep" --csv --print-details all >"$csv" || { DETAIL="ncu -i --csv failed"; return 1; }
-    rm -f "$rep.ncu-rep"
+    tmo ncu -i "$rep.ncu-rep" --csv --print-details all >"$csv.full" || { DETAIL="ncu -i --csv failed"; return 1; }
+    py_store ncu-slim "$csv.full" "$csv" || { DETAIL="no metric rows in ncu's export ($(wc -c <"$csv.full") bytes)"; return 1; }
+    rm -f "$rep.ncu-rep" "$csv.full"
 }
 # ncu_compare NAME DB CSV OUT: ncu's export CSV reduced by kace import-ncu (a
 # scratch store) against NAME's profile in DB; OUT gets one row per metric.

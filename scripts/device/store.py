@@ -7,6 +7,8 @@ sqlite3 program). Used by first-light.sh and campaign.sh.
                                           kace's six kernel metrics of NAME (its profile in DB)
                                           against ncu's (NAME in NCU_DB, imported from NCU_CSV)
   store.py summary DB                     one line: what the store holds of measured runs
+  store.py checkpoint DB                  moves the WAL of a killed writer into DB
+  store.py ncu-slim NCU_CSV OUT           the rows of an ncu --csv export that kace import-ncu reads
   store.py export DB DIR                  CSV files in the layouts `kace import` reads
 """
 import csv
@@ -47,20 +49,49 @@ TOLERANCE = 0.10  # the H100 issue: each of kace's six kernel metrics within 10%
 
 
 def ncu_kernels(path):
-    """Kernel launches in an ncu --csv export: its distinct "ID" values."""
+    """Kernel launches in an ncu --csv export: the distinct "ID" values with a Duration row
+    (a device table inside the export has IDs too)."""
     ids = set()
     with open(path, newline="", errors="replace") as f:
-        lines = (line for line in f if not line.startswith("=="))
-        reader = csv.reader(lines)
-        col = None
-        for row in reader:
-            if col is None:
-                if "ID" in row:
-                    col = row.index("ID")
-                continue
-            if len(row) > col and row[col]:
+        col = name = None
+        for row in csv.reader(line for line in f if not line.startswith("==")):
+            if "ID" in row and "Metric Name" in row:
+                col, name = row.index("ID"), row.index("Metric Name")
+            elif col is not None and len(row) > max(col, name) and row[name] in ("Duration", "gpu__time_duration.sum"):
                 ids.add(row[col])
     return len(ids)
+
+
+# The metric names (and aliases) that kace import-ncu reads (lib/data/ncu.c); ncu-slim keeps
+# only their rows.
+NCU_METRICS = {"Duration", "gpu__time_duration.sum", "Threads", "launch__thread_count", "Compute (SM) Throughput",
+               "Compute (SM) [%]", "SM [%]", "sm__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM Throughput",
+               "dram__throughput.avg.pct_of_peak_sustained_elapsed", "Memory Throughput", "Memory [%]",
+               "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "Registers Per Thread",
+               "launch__registers_per_thread", "Static Shared Memory Per Block",
+               "launch__shared_mem_per_block_static", "Grid Size", "launch__grid_size", "Block Size",
+               "launch__block_size"}
+
+
+def ncu_slim(src, dst):
+    """An ncu --csv export cut to the rows kace import-ncu reads: each header line with a
+    "Metric Name" column, and the rows of the metrics above. --print-details all repeats
+    long kernel names on every row; a PyTorch run of 2000 kernels is tens of MB."""
+    kept = dropped = 0
+    with open(src, newline="", errors="replace") as f, open(dst, "w", newline="") as g:
+        w = csv.writer(g, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        col = None
+        for row in csv.reader(line for line in f if not line.startswith("==")):
+            if "Metric Name" in row and "ID" in row:
+                col = row.index("Metric Name")
+                w.writerow(row)
+            elif col is not None and len(row) > col and row[col] in NCU_METRICS:
+                w.writerow(row)
+                kept += 1
+            else:
+                dropped += 1
+    print("%d metric rows kept, %d other lines left out" % (kept, dropped))
+    return 0 if kept else 1
 
 
 def compare_rows(kace, ncu):
@@ -206,9 +237,23 @@ def export(db, out):
     return 0
 
 
+def checkpoint(path):
+    """Moves a killed writer's WAL into the database file, so that the file alone is the store."""
+    if not os.path.exists(path):
+        sys.exit("store.py: no store at %s" % path)
+    db = sqlite3.connect(path, timeout=10)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    return 0
+
+
 def main(argv):
     if len(argv) < 3:
         sys.exit(__doc__)
+    if argv[1] == "checkpoint" and len(argv) == 3:
+        return checkpoint(argv[2])
+    if argv[1] == "ncu-slim" and len(argv) == 4:
+        return ncu_slim(argv[2], argv[3])
     cmd, db = argv[1], connect(argv[2])
     if cmd == "profiled":
         return profiled(db)
