@@ -162,6 +162,52 @@ grep -q "^step restore fail .*cannot unpack" "$SCRATCH/c2/campaign.log" &&
     grep -q "^end .*could not be restored: nothing else was run" "$SCRATCH/c2/campaign.log" &&
     [ "$(wc -l <"$SCRATCH/c2/campaign.log")" = 2 ] || fail "campaign.sh, bad store: $(cat "$SCRATCH/c2/campaign.log")"
 [ -e "$SCRATCH/c2/store.tar.gz" ] && fail "campaign.sh wrote a store after failing to restore one"
+# A store measured on another GPU model is not continued here (the batch tool may lend an
+# H200 where an H100 was asked for); the dry run resumes stores of the same GPU.
+mkdir -p "$SCRATCH/other"
+"$KACE" workload --db "$SCRATCH/other/kace.db" add w -- true >/dev/null || fail "workload add"
+printf '2026-11-20T10:00:00Z\tNVIDIA H100 80GB HBM3, 580.65, 81559 MiB\t13.0\t2.9\tkace 1\n' >"$SCRATCH/other/visits.tsv"
+tar -C "$SCRATCH/other" -czf "$SCRATCH/other.tar.gz" kace.db visits.tsv
+KACE_DEVICE_FAKE=1 KACE_BIN=$KACE KACE_FAKE_GPU_NAME="NVIDIA H200" \
+    bash "$DEV/campaign.sh" "$SCRATCH/c3" --minutes 1 --store "$SCRATCH/other.tar.gz" >/dev/null 2>&1 &&
+    fail "campaign.sh continued an H100 store on an H200"
+grep -q "^step env fail .*the store was measured on NVIDIA H100 80GB HBM3 and this GPU is NVIDIA H200: give this GPU a campaign of its own" \
+    "$SCRATCH/c3/campaign.log" &&
+    grep -q "^end .*(the store is another GPU model's: nothing else was run)" "$SCRATCH/c3/campaign.log" &&
+    [ "$(wc -l <"$SCRATCH/c3/campaign.log")" = 3 ] || fail "campaign.sh, another GPU's store: $(cat "$SCRATCH/c3/campaign.log")"
+[ -e "$SCRATCH/c3/store.tar.gz" ] && fail "campaign.sh wrote a store after refusing another GPU's"
+
+# 4c. dataset.py rebuilds a dataset folder only from a store that continues its campaign: the
+#     same GPU model and every call the folder holds; anything else leaves the folder as it was.
+V1=$(printf '2026-11-20T10:00:00Z\tNVIDIA H100 80GB HBM3, 580.65, 81559 MiB\t13.0\t2.9\tkace 1')
+V2=$(printf '2026-11-21T10:00:00Z\tNVIDIA H100 80GB HBM3, 580.65, 81559 MiB\t13.0\t2.9\tkace 1')
+V3=$(printf '2026-11-22T10:00:00Z\tNVIDIA H200, 580.65, 143771 MiB\t13.0\t2.9\tkace 1')
+store_with_visits() { # NAME VISIT...: NAME.tar.gz with a store and those calls
+    local name=$1 d=$SCRATCH/st-$1; shift
+    mkdir -p "$d" && "$KACE" workload --db "$d/kace.db" add w -- true >/dev/null || fail "workload add"
+    printf '%s\n' "$@" >"$d/visits.tsv"
+    tar -C "$d" -czf "$SCRATCH/$name.tar.gz" kace.db visits.tsv
+}
+store_with_visits older "$V1"
+store_with_visits newer "$V1" "$V2"
+store_with_visits h200 "$V3"
+store_with_visits mixed "$V1" "$V3"
+DS=$SCRATCH/dsc
+ds() { (cd "$SCRATCH" && python3 "$DEV/dataset.py" "$@" >/dev/null 2>"$SCRATCH/ds.err"); }
+ds older.tar.gz "$DS" && ds newer.tar.gz "$DS" || fail "dataset.py, a campaign continued: $(cat "$SCRATCH/ds.err")"
+[ "$(wc -l <"$DS/campaign/visits.tsv")" = 2 ] || fail "dataset.py: $DS/campaign/visits.tsv has not the newer store's 2 calls"
+ds h200.tar.gz "$DS" && fail "dataset.py wrote an H200 campaign over an H100 dataset"
+grep -q "h200.tar.gz was measured on NVIDIA H200 and $DS holds NVIDIA H100 80GB HBM3's: write it into a folder of its own (for example data/h200); nothing written" \
+    "$SCRATCH/ds.err" || fail "dataset.py, another GPU: $(cat "$SCRATCH/ds.err")"
+ds older.tar.gz "$DS" && fail "dataset.py wrote an older call's store over a newer dataset"
+grep -q "older.tar.gz does not continue $DS's campaign: 1 of the 2 calls .* would be lost; nothing written (pass --replace" \
+    "$SCRATCH/ds.err" || fail "dataset.py, an older store: $(cat "$SCRATCH/ds.err")"
+ds mixed.tar.gz "$SCRATCH/dsm" && fail "dataset.py took a store of two GPU models"
+grep -q "mixes GPU models (NVIDIA H100 80GB HBM3, NVIDIA H200)" "$SCRATCH/ds.err" || fail "dataset.py, mixed: $(cat "$SCRATCH/ds.err")"
+cmp -s "$DS/campaign/store.tar.gz" "$SCRATCH/newer.tar.gz" && [ "$(wc -l <"$DS/campaign/visits.tsv")" = 2 ] ||
+    fail "dataset.py changed $DS although it refused"
+ds older.tar.gz "$DS" --replace && cmp -s "$DS/campaign/store.tar.gz" "$SCRATCH/older.tar.gz" ||
+    fail "dataset.py --replace: $(cat "$SCRATCH/ds.err")"
 
 # 5. docs/h100.md is what tools/gpu-report.py gives from data/h100 (when it exists, the
 #    evaluation runs here); a stale block fails and says how to fix it.

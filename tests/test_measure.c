@@ -16,6 +16,7 @@
 
 #include "kace/measure.h"
 #include "kace/gpu.h"
+#include "kace/kernels.h"
 #include "kace/nvml.h"
 #include "testutil.h"
 
@@ -483,6 +484,66 @@ static void test_nvml_mps_list_verifies_clients(void **state)
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
 }
 
+static void add_profile(const char *workload, const char *gpu, double throughput)
+{
+    kace_import_batch *b = NULL;
+    assert_kace_ok(ctx, kace_profile_batch_new(ctx, "kace-profile", &b));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, workload, "exclusive_throughput", throughput));
+    kace_source src = {gpu, "kace-profile", "2026-11-24"};
+    char *argv[] = {KACE_TEST_WORKER, "report", "4000", NULL};
+    assert_kace_ok(ctx, kace_store_add_profile(ctx, store, b, &src, workload, argv, NULL));
+    kace_import_batch_free(&b);
+}
+
+/* A slowdown divides a colocated throughput by the profile's: a run on one
+ * GPU model is refused for a workload profiled on another, before anything
+ * starts; profiling it again here is the way out. */
+static void test_profile_from_another_gpu_is_refused(void **state)
+{
+    (void)state;
+    add_profile("here", "stand-in GPU", 4000);
+    add_profile("there", "Other GPU", 4000);
+    add_profile("nameless", NULL, 4000);
+    long long before = query_int("SELECT count(*) FROM runs");
+    kace_measure_options o = quick();
+    kace_measure_result r;
+    kace_measure_spec s = pair("here", "nameless", 100, 100);
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r)); /* a source without a GPU is not checked */
+    assert_true(r.stored);
+    s = pair("here", "there", 100, 100);
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_INVALID);
+    const char *msg = kace_errmsg(ctx);
+    if (!strstr(msg, "there was profiled on 'Other GPU' and this GPU is 'stand-in GPU'") ||
+        !strstr(msg, "kace profile --name there") || !strstr(msg, "nothing measured"))
+        fail_msg("message: %s", msg);
+    assert_int_equal(r.proc[0].pid, 0); /* refused before any workload started */
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+
+    /* Without --gpu the NVML device's name is this GPU's. */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/libfake_nvml_full.so", KACE_FAKE_NVML_DIR);
+    setenv("KACE_NVML_LIBRARY", path, 1);
+    kace_gpu *nvml = NULL;
+    assert_kace_ok(ctx, kace_gpu_open_backend(ctx, &kace_gpu_backend_nvml, 0, &nvml));
+    o.gpu = NULL;
+    o.gpu_access = nvml;
+    s = pair("here", "nameless", 100, 100);
+    s.repetition = 1;
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "here was profiled on 'stand-in GPU' and this GPU is 'Fake GPU 80GB'"));
+    kace_gpu_close(&nvml);
+    unsetenv("KACE_NVML_LIBRARY");
+
+    /* Profiled again on this GPU (a new measurement, another value): measured. */
+    o = quick();
+    add_profile("there", "stand-in GPU", 3990);
+    s = pair("here", "there", 100, 100);
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_true(r.stored);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 2);
+    assert_nothing_left(&s, &r);
+}
+
 static void restart_daemon(void *user, const kace_run_view *v)
 {
     int64_t *start = user;
@@ -598,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_nvml_mps_list_verifies_clients),
         cmocka_unit_test(test_timeslice_needs_the_daemon_quit),
         cmocka_unit_test(test_commands_round_trip),
+        cmocka_unit_test(test_profile_from_another_gpu_is_refused),
         cmocka_unit_test(test_schema_1_is_migrated), /* last: it moves db_path */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -58,7 +58,8 @@ typedef struct kace_measure_options {
                                (kace_mps_quit it first); NULL: not checked */
     kace_gpu *gpu_access;   /* optional: a GPU with KACE_GPU_CAP_MPS_LIST (NVML's MPS client list)
                                verifies the clients */
-    const char *gpu;        /* GPU name recorded with the run (NULL: unknown) */
+    const char *gpu;        /* GPU name recorded with the run (NULL: gpu_access's NVML name, if any).
+                               A member profiled on another GPU is refused (KACE_ERR_INVALID) */
 } kace_measure_options;
 
 typedef struct kace_measure_result {
@@ -74,7 +75,8 @@ typedef struct kace_measure_result {
 
 /* Measures spec (see the top of this file). Returns KACE_OK when the run took
  * place, whatever the workloads did (see result); an error when it could not
- * (unknown workload or command, bad spec, MPS daemon down, store error). */
+ * (unknown workload or command, bad spec, a member profiled on another GPU,
+ * MPS daemon down, store error). */
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *result);
 

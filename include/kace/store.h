@@ -180,6 +180,12 @@ kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *store, const kace_
                                    const kace_source *source, const char *workload, char *const *argv,
                                    kace_import_stats *stats);
 
+/* A GPU other than gpu that some of the workload's stored profile values
+ * were measured on (their source's GPU), in *other; "" when there is none
+ * (no profile, or sources that name no GPU). */
+kace_status kace_store_profile_other_gpu(kace_ctx *ctx, kace_store *store, const char *workload, const char *gpu,
+                                         char *other, size_t size);
+
 typedef struct kace_measured_member {
     const char *workload;
     int mps_pct;        /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (100 under time-slicing) */

@@ -193,12 +193,43 @@ static kace_status verify_mps(kace_ctx *ctx, const run_checks *c, const kace_mea
                      log[0] ? log : "no MPS server log");
 }
 
+/* The GPU this run is on: the caller's name for it, else NVML's; NULL when unknown. */
+static const char *run_gpu_name(const kace_measure_options *opt)
+{
+    if (opt->gpu && opt->gpu[0])
+        return opt->gpu;
+    const char *nvml = opt->gpu_access ? kace_gpu_device_name(opt->gpu_access) : NULL;
+    return nvml && nvml[0] ? nvml : NULL;
+}
+
+/* A colocation's slowdown compares its throughput with the profile's, so a
+ * run on one GPU model must not join profiles measured on another. */
+static kace_status check_profiles_gpu(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                                      const char *gpu)
+{
+    for (int i = 0; gpu && i < spec->k; i++) {
+        char other[256];
+        kace_status st = kace_store_profile_other_gpu(ctx, store, spec->workload[i], gpu, other, sizeof other);
+        if (st)
+            return st;
+        if (other[0])
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "measure: %s was profiled on '%s' and this GPU is '%s': profile it here first "
+                             "(kace profile --name %s), or keep one store per GPU model; nothing measured",
+                             spec->workload[i], other, gpu, spec->workload[i]);
+    }
+    return KACE_OK;
+}
+
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *res)
 {
     memset(res, 0, sizeof *res);
     res->run_id = -1;
+    const char *gpu_name = run_gpu_name(opt);
     kace_status st = check_spec(ctx, spec, opt);
+    if (!st)
+        st = check_profiles_gpu(ctx, store, spec, gpu_name);
     if (st)
         return st;
     if (spec->set[0])
@@ -292,7 +323,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     run.k = k;
     run.status = res->status;
     run.window_s = opt->run.window_s;
-    run.gpu = opt->gpu;
+    run.gpu = gpu_name;
     for (int i = 0; i < k; i++) {
         const kace_proc_result *p = &res->proc[i];
         bool ok = p->status == KACE_PROC_OK;

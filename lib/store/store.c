@@ -1672,6 +1672,30 @@ kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *s, const kace_impo
     return KACE_OK;
 }
 
+kace_status kace_store_profile_other_gpu(kace_ctx *ctx, kace_store *s, const char *workload, const char *gpu,
+                                         char *other, size_t size)
+{
+    if (size)
+        other[0] = '\0';
+    sqlite3_stmt *q = NULL;
+    kace_status st = prepare(ctx, s,
+                             "SELECT src.gpu FROM profiles p JOIN workloads w ON w.id=p.workload_id "
+                             "JOIN sources src ON src.id=p.source_id WHERE w.name=?1 AND src.gpu IS NOT NULL AND "
+                             "src.gpu<>'' AND src.gpu<>?2 ORDER BY src.gpu LIMIT 1",
+                             &q);
+    if (st)
+        return st;
+    sqlite3_bind_text(q, 1, workload, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, gpu, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        snprintf(other, size, "%s", (const char *)sqlite3_column_text(q, 0));
+    else if (rc != SQLITE_DONE)
+        st = db_fail(ctx, s, "read the GPU of a profile");
+    sqlite3_finalize(q);
+    return st;
+}
+
 kace_status kace_store_get_command(kace_ctx *ctx, kace_store *s, const char *workload, char ***argv_out)
 {
     *argv_out = NULL;

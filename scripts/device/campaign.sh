@@ -69,9 +69,20 @@ s_restore() {
     [ -f "$DB" ] || { DETAIL="$PREV holds no kace.db"; return 1; }
     DETAIL="$(py_store summary "$DB")"
 }
+GPU_MISMATCH=0
 s_env() {
     GPU=$(gpu_name)
     [ -n "$GPU" ] || { GPU=unknown; DETAIL="nvidia-smi gives no GPU name"; return 1; }
+    # A campaign is one GPU model's: runs here would be compared with profiles and runs
+    # measured there (the batch tool may lend an H200 where an H100 was asked for).
+    local first
+    first=$(awk -F'\t' 'NF >= 2 { print $2; exit }' "$S/visits.tsv" 2>/dev/null)
+    first=${first%%, *}
+    if [ -n "$first" ] && [ "$first" != unknown ] && [ "$first" != "$GPU" ]; then
+        GPU_MISMATCH=1
+        DETAIL="the store was measured on $first and this GPU is $GPU: give this GPU a campaign of its own (no --store) and its own dataset folder"
+        return 1
+    fi
     # What this call ran on, kept in the store for the dataset's README
     # (scripts/device/dataset.py): date, GPU, driver, memory, CUDA, torch, bundle.
     local q cuda torch_v
@@ -282,16 +293,20 @@ s_export() {
     DETAIL="$sum; ${plan_line#plan *: }"
 }
 
-step restore 30 s_restore
-if [ "$LAST_STATUS" = fail ]; then
-    printf 'end ok %d fail %d skip %d %s s (the store given with --store could not be restored: nothing else was run)\n' \
-        "$N_OK" "$N_FAIL" "$N_SKIP" "$(since "$T_START")" | tee -a "$OUT/campaign.log"
+# stop_early WHY: ends the call before anything was measured, with no store in OUT, so that
+# the store given with --store stays the one to resume from.
+stop_early() {
+    printf 'end ok %d fail %d skip %d %s s (%s: nothing else was run)\n' \
+        "$N_OK" "$N_FAIL" "$N_SKIP" "$(since "$T_START")" "$1" | tee -a "$OUT/campaign.log"
     rm -rf "$WORK"
     exit 1
-fi
+}
+step restore 30 s_restore
+[ "$LAST_STATUS" = fail ] && stop_early "the store given with --store could not be restored"
 : >"$WORK/profiled.txt"
 [ -f "$DB" ] && py_store profiled "$DB" >"$WORK/profiled.txt" 2>/dev/null
 step env 20 s_env
+[ "$GPU_MISMATCH" = 1 ] && stop_early "the store is another GPU model's"
 if grep -q ' cuda ' "$CATALOG"; then step build-workloads 150 s_build_workloads; fi
 step inject-check 60 s_inject_check
 step register 30 s_register

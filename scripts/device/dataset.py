@@ -4,7 +4,7 @@
 a generated README (GPU, driver, CUDA, dates, the exact commands, the noise
 floor, and what the dataset still lacks against the H100 issue's goals).
 
-  python3 scripts/device/dataset.py STORE DEST [--kace BIN]
+  python3 scripts/device/dataset.py STORE DEST [--kace BIN] [--replace]
   python3 scripts/device/dataset.py --docs DEST DOC [--check]
 
 STORE: the last campaign call's store.tar.gz (or a kace.db; the store is
@@ -15,6 +15,9 @@ archive itself is kept as DEST/campaign/store.tar.gz, for the next call's
 --kace (default build/kace when present) the folder is imported into a
 scratch store to prove it reads back, and the comparisons with Nsight Compute
 are computed again from ncu's raw exports (ncu/raw/) by `kace import-ncu`.
+STORE must continue DEST's campaign: the same GPU model and every call DEST
+already holds (its campaign/visits.tsv); otherwise nothing is written, unless
+--replace says to start DEST again.
 
 --docs writes DEST's comparison with Nsight Compute (or "not measured yet")
 into DOC between the markers
@@ -24,6 +27,7 @@ with --check it changes nothing and fails when DOC's block differs.
 import csv
 import gzip
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -96,6 +100,45 @@ def gpu_memory_gb(visits):
     return None
 
 
+def visit_gpu(visit):
+    """The GPU model of a visits.tsv row ("NAME, DRIVER, MEMORY" in its second field)."""
+    return visit[1].split(",")[0].strip() if len(visit) > 1 else ""
+
+
+def read_visits(path):
+    with open(path) as f:
+        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+
+def folder_for(gpu):
+    """A dataset folder name for a GPU model: data/h200 for "NVIDIA H200"."""
+    for word in re.split(r"[\s-]+", gpu):
+        if re.fullmatch(r"[A-Za-z]{1,3}[0-9]{2,4}[A-Za-z]?", word):
+            return "data/" + word.lower()
+    return "data/<gpu>"
+
+
+def check_continues(src, dest, visits):
+    """Exits unless src's calls continue dest's campaign: one GPU model, and dest's calls first.
+    Anything else (another GPU's campaign, an older call's store) would silently replace data."""
+    gpus = sorted({visit_gpu(v) for v in visits} - {"", "unknown"})
+    if len(gpus) > 1:
+        sys.exit("dataset.py: %s mixes GPU models (%s): a dataset is one GPU model's" % (src, ", ".join(gpus)))
+    old_path = os.path.join(dest, "campaign", "visits.tsv")
+    if not os.path.exists(old_path):
+        return
+    old = read_visits(old_path)
+    old_gpus = sorted({visit_gpu(v) for v in old} - {"", "unknown"})
+    if gpus and old_gpus and gpus != old_gpus:
+        sys.exit("dataset.py: %s was measured on %s and %s holds %s's: write it into a folder of its own "
+                 "(for example %s); nothing written" % (src, gpus[0], dest, old_gpus[0], folder_for(gpus[0])))
+    if visits[:len(old)] != old:
+        kept = sum(1 for a, b in zip(old, visits) if a == b)
+        sys.exit("dataset.py: %s does not continue %s's campaign: %d of the %d calls in %s/campaign/visits.tsv "
+                 "are not in it, and their data would be lost; nothing written (pass --replace to start %s "
+                 "again)" % (src, dest, len(old) - kept, len(old), dest, dest))
+
+
 def main(argv):
     args = argv[1:]
     if args and args[0] == "--docs":
@@ -107,12 +150,17 @@ def main(argv):
         i = args.index("--kace")
         kace = args[i + 1]
         del args[i:i + 2]
+    replace = "--replace" in args
+    args = [a for a in args if a != "--replace"]
     if len(args) != 2:
         sys.exit(__doc__)
     src, dest = args
     tmp = tempfile.mkdtemp(prefix="kace-dataset.")
     try:
         db_path, plan, visits_path = unpack(src, tmp)
+        visits = read_visits(visits_path) if visits_path else []
+        if not replace:
+            check_continues(src, dest, visits)
         if src.endswith(".tar.gz"):  # kept: the next device call resumes from it (--store)
             shutil.copy(src, os.path.join(tmp, "store-archive.tar.gz"))
         export = os.path.join(tmp, "export")
@@ -126,11 +174,8 @@ def main(argv):
             sub = "profiles" if f in ("kernel.csv", "system.csv") else \
                 "campaign" if f in ("runs.csv", "spread.csv") else "colocations"
             shutil.copy(os.path.join(export, f), os.path.join(dest, sub, f))
-        visits = []
         if visits_path:
             shutil.copy(visits_path, os.path.join(dest, "campaign", "visits.tsv"))
-            with open(visits_path) as f:
-                visits = [line.rstrip("\n").split("\t") for line in f if line.strip()]
         if plan:
             shutil.copy(plan, os.path.join(dest, "campaign", "plan.txt"))
         if os.path.exists(os.path.join(tmp, "profile-cost.tsv")):

@@ -86,6 +86,8 @@ CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
 CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=()
 FAKE_APP="" FAKE_CUDA_DIR=""
 fake_setup() {
+    # One name for the fake NVML library and the fake nvidia-smi, as on a real GPU.
+    export KACE_FAKE_GPU_NAME=${KACE_FAKE_GPU_NAME:-Fake GPU (kace dry run)}
     FAKE_CUDA_DIR=${KACE_FAKE_CUDA_DIR:-}
     if [ -n "$FAKE_CUDA_DIR" ] && [ -x "$FAKE_CUDA_DIR/kace-fake-cuda-app" ]; then
         FAKE_APP=$FAKE_CUDA_DIR/kace-fake-cuda-app

@@ -153,7 +153,8 @@ EXPORT nvmlReturn_t nvmlShutdown(void) { return OK; }
 
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int len)
 {
-    snprintf(name, len, "Fake GPU 80GB");
+    const char *given = getenv("KACE_FAKE_GPU_NAME"); /* the device dry run's nvidia-smi says the same */
+    snprintf(name, len, "%s", given && *given ? given : "Fake GPU 80GB");
     return OK;
 }
 
