@@ -208,6 +208,20 @@ cmp -s "$DS/campaign/store.tar.gz" "$SCRATCH/newer.tar.gz" && [ "$(wc -l <"$DS/c
     fail "dataset.py changed $DS although it refused"
 ds older.tar.gz "$DS" --replace && cmp -s "$DS/campaign/store.tar.gz" "$SCRATCH/older.tar.gz" ||
     fail "dataset.py --replace: $(cat "$SCRATCH/ds.err")"
+# --verify: the folder is what its own store gives; a file edited or added by hand fails it
+# (these stores hold no profile, so no import: the dry run verifies one with --kace).
+ds --verify "$DS" || fail "dataset.py --verify on a folder it made: $(cat "$SCRATCH/ds.err")"
+echo "edited by hand" >>"$DS/campaign/runs.csv"
+touch "$DS/notes.txt"
+ds --verify "$DS" && fail "dataset.py --verify passed a folder edited by hand"
+grep -q "^  notes.txt: not made by dataset.py" "$SCRATCH/ds.err" &&
+    grep -q "^  campaign/runs.csv: differs from what campaign/store.tar.gz gives" "$SCRATCH/ds.err" ||
+    fail "dataset.py --verify: $(cat "$SCRATCH/ds.err")"
+# kace's own dataset, once a device brought it back: generated from its store, and it imports.
+if [ -d "$ROOT/data/h100" ]; then
+    (cd "$ROOT" && python3 scripts/device/dataset.py --verify data/h100 --kace "$KACE") >"$SCRATCH/h100v.out" 2>&1 ||
+        fail "data/h100: $(cat "$SCRATCH/h100v.out")"
+fi
 
 # 5. docs/h100.md is what tools/gpu-report.py gives from data/h100 (when it exists, the
 #    evaluation runs here); a stale block fails and says how to fix it.

@@ -5,6 +5,7 @@ a generated README (GPU, driver, CUDA, dates, the exact commands, the noise
 floor, and what the dataset still lacks against the H100 issue's goals).
 
   python3 scripts/device/dataset.py STORE DEST [--kace BIN] [--replace]
+  python3 scripts/device/dataset.py --verify DEST [--kace BIN]
   python3 scripts/device/dataset.py --docs DEST DOC [--check]
 
 STORE: the last campaign call's store.tar.gz (or a kace.db; the store is
@@ -18,6 +19,10 @@ are computed again from ncu's raw exports (ncu/raw/) by `kace import-ncu`.
 STORE must continue DEST's campaign: the same GPU model and every call DEST
 already holds (its campaign/visits.tsv); otherwise nothing is written, unless
 --replace says to start DEST again.
+
+--verify rebuilds DEST from its own campaign/store.tar.gz in a scratch folder
+and fails unless every file is the same: DEST was made by this script, never
+edited by hand (and, with kace, it imports).
 
 --docs writes DEST's comparison with Nsight Compute (or "not measured yet")
 into DOC between the markers
@@ -150,11 +155,20 @@ def main(argv):
         i = args.index("--kace")
         kace = args[i + 1]
         del args[i:i + 2]
+    if args and args[0] == "--verify":
+        if len(args) != 2:
+            sys.exit(__doc__)
+        return verify(args[1], kace)
     replace = "--replace" in args
     args = [a for a in args if a != "--replace"]
     if len(args) != 2:
         sys.exit(__doc__)
-    src, dest = args
+    print(build(args[0], args[1], kace, replace))
+    return 0
+
+
+def build(src, dest, kace, replace=False):
+    """Writes dest from the store src; returns the README's text."""
     tmp = tempfile.mkdtemp(prefix="kace-dataset.")
     try:
         db_path, plan, visits_path = unpack(src, tmp)
@@ -189,10 +203,44 @@ def main(argv):
             r = subprocess.run([kace, "import", "--quiet", "--db", scratch, dest], capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit("dataset.py: %s does not import: %s" % (dest, r.stderr.strip()))
-        print(readme)
+        return readme
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return 0
+
+
+def tree(root):
+    """Relative path -> bytes of every file under root."""
+    files = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                files[os.path.relpath(p, root)] = f.read()
+    return files
+
+
+def verify(dest, kace):
+    """dest must be exactly what its own store archive gives: generated, never edited by hand,
+    and importable (with kace)."""
+    archive = os.path.join(dest, "campaign", "store.tar.gz")
+    if not os.path.exists(archive):
+        sys.exit("dataset.py: %s has no campaign/store.tar.gz to verify it against" % dest)
+    tmp = tempfile.mkdtemp(prefix="kace-verify.")
+    try:
+        again = os.path.join(tmp, os.path.basename(os.path.normpath(dest)))
+        build(archive, again, kace)
+        have, want = tree(dest), tree(again)
+        problems = ["%s: not made by dataset.py" % p for p in sorted(set(have) - set(want))] + \
+            ["%s: missing" % p for p in sorted(set(want) - set(have))] + \
+            ["%s: differs from what campaign/store.tar.gz gives" % p
+             for p in sorted(set(have) & set(want)) if have[p] != want[p]]
+        if problems:
+            sys.exit("dataset.py: %s is not what its store gives (run: python3 scripts/device/dataset.py "
+                     "%s %s):\n  %s" % (dest, archive, dest, "\n  ".join(problems)))
+        print("%s: %d files, all as its store gives%s" % (dest, len(have), ", and it imports" if kace else ""))
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def read_tsv(path, key=("workload",)):
@@ -271,15 +319,16 @@ def fmt(v):
     return "%.4g" % v if abs(v) < 1e5 else "%.3e" % v
 
 
-def ncu_markdown(dest):
+def ncu_markdown(dest, shown=None):
     """The comparison with Nsight Compute as Markdown: kace's difference from ncu for each
-    workload and metric, every metric outside 10% with both definitions, the profiling cost."""
+    workload and metric, every metric outside 10% with both definitions, the profiling cost.
+    shown: dest as the text names it ("" inside dest's own README)."""
     rows = read_csv(os.path.join(dest, "ncu", "compare.csv"))
     cost = read_csv(os.path.join(dest, "ncu", "cost.csv"))
     if not rows:
         return ("Not measured yet: no GPU visit has brought back a comparison with Nsight Compute "
-                "(`%s/ncu/compare.csv` is absent). The campaign makes it (docs/gpu.md, section 5)." %
-                dest.rstrip("/"))
+                "(`%s` is absent). The campaign makes it (docs/gpu.md, section 5)." %
+                os.path.join(dest.rstrip("/") if shown is None else shown, "ncu", "compare.csv"))
     compare = [r for r in rows if r.get("ncu_cache_control", "all") == "all"]
     nocache = {(r["workload"], r["metric"]): r for r in rows if r.get("ncu_cache_control") == "none"}
     out = []
@@ -469,7 +518,7 @@ def write_readme(dest, visits):
     w("")
     w("## kace against Nsight Compute")
     w("")
-    w(ncu_markdown(dest))
+    w(ncu_markdown(dest, shown=""))
     w("")
     w("## Files")
     w("")

@@ -149,6 +149,8 @@ grep -q '^| 20[0-9-]*T[0-9:]*Z | Fake GPU (kace dry run), 580.00, 81559 MiB | 13
 grep -q "^| pairs at 100/100 MPS | [0-9]* | 30 | met |" "$WORK/h100/README.md" || fail "dataset README: pairs goal not met"
 cmp -s "$OUT/campaign-2/store.tar.gz" "$WORK/h100/campaign/store.tar.gz" ||
     fail "dataset: campaign/store.tar.gz is not the last call's store (the next call's --store)"
+python3 "$B/scripts/device/dataset.py" --verify "$WORK/h100" --kace "$B/bin/kace" >"$WORK/verify.out" 2>&1 ||
+    fail "dataset.py --verify on the folder it made: $(cat "$WORK/verify.out")"
 grep -q -- "--gpu-memory 80" "$WORK/h100/README.md" || fail "dataset README: no demo command with the GPU's memory"
 grep -q "^| CUDA C workloads compared with ncu | 3 | 3 | met |" "$WORK/h100/README.md" &&
     grep -q "^| PyTorch workloads compared with ncu | 2 | 2 | met |" "$WORK/h100/README.md" ||
