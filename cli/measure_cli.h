@@ -61,7 +61,8 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
     "  --timeout S      the whole run (default warm-up + window + 120)\n"                                     \
     "  --run-dir DIR    MPS pipe/log folder and lock (default $TMPDIR or /tmp + /kace-mps-<uid>)\n"           \
     "  --mps-control P  the MPS control program (default $KACE_MPS_CONTROL, else nvidia-cuda-mps-control)\n"   \
-    "  --gpu NAME       GPU name recorded with the runs\n"                                                    \
+    "  --gpu NAME       GPU name recorded with the runs (default: NVML's, under MPS); a workload\n"           \
+    "                   profiled on another GPU is refused\n"                                                 \
     "  --log FILE       append the workloads' stderr to FILE\n"                                               \
     "  --quiet          no progress bar (it is drawn only when stderr is a terminal anyway)\n"              \
     "  --nvml-device N  NVML index of the GPU the workloads use (default 0): under MPS every client\n"       \
