@@ -317,7 +317,9 @@ int cmd_profile(int argc, char **argv)
     strftime(date, sizeof date, "%Y-%m-%d", localtime(&now));
     kace_source src = {kace_gpu_device_name(dev)[0] ? kace_gpu_device_name(dev) : NULL, "kace-profile", date};
     kace_import_stats stats;
-    if ((st = kace_store_add_profile(ctx, store, batch, &src, name, argv + optind, &stats))) {
+    char other_gpu[256] = "";
+    if ((src.gpu && (st = kace_store_profile_other_gpu(ctx, store, name, src.gpu, other_gpu, sizeof other_gpu))) ||
+        (st = kace_store_add_profile(ctx, store, batch, &src, name, argv + optind, &stats))) {
         cli_error(ctx, st);
         goto done;
     }
@@ -328,6 +330,9 @@ int cmd_profile(int argc, char **argv)
            "command in %s\n",
            name, t->samples_per_s, t->sd, t->window_s, pr.sm_text, pr.mem_text, res.all.peak_mem_mib / 1024.0,
            ks->n_kernels, ks->n_with_counters, 100 * ks->counter_time_share, ks->n_before, db);
+    if (stats.values_retired)
+        printf("%s: %zu stored profile values measured on '%s' moved to history (a profile is one GPU's)\n", name,
+               stats.values_retired, other_gpu);
     rc = EXIT_OK;
 done:
     if (recording[0] && !keep)

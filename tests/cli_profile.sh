@@ -150,6 +150,24 @@ if KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so "$KACE" "${P[@]}" --name m
 else
     fail "mps: exit $?: $(cat "$SCRATCH/mps.err")"
 fi
+
+# 5d. Profiling ok_batch4-train again on another GPU (NVML's name) replaces
+#     its whole profile: kace says how many values it moved to history, and
+#     every stored value of it is the new GPU's, those that came back
+#     unchanged (Threads, Registers: the same recording) too.
+n_old=$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                       WHERE w.name='ok_batch4-train'")
+if KACE_FAKE_GPU_NAME="Fake Other GPU" "$KACE" "${P[@]}" --name ok_batch4-train -- \
+    "$SCRATCH/fake-cuda.sh" none >"$SCRATCH/regpu.out" 2>"$SCRATCH/regpu.err"; then
+    grep -q "^ok_batch4-train: $n_old stored profile values measured on 'Fake GPU 80GB' moved to history" \
+        "$SCRATCH/regpu.out" || fail "regpu: no count of $n_old retired values: $(cat "$SCRATCH/regpu.out")"
+    [ "$(sqlite3 "$DB" "SELECT group_concat(DISTINCT s.gpu) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         JOIN sources s ON s.id=p.source_id WHERE w.name='ok_batch4-train'")" = "Fake Other GPU" ] ||
+        fail "regpu: the profile still mixes GPUs: $(sqlite3 "$DB" "SELECT p.metric, s.gpu FROM profiles p JOIN
+                      workloads w ON w.id=p.workload_id JOIN sources s ON s.id=p.source_id WHERE w.name='ok_batch4-train'")"
+else
+    fail "regpu: exit $?: $(cat "$SCRATCH/regpu.err")"
+fi
 before=$(fingerprint)
 
 # 6. kace import-cupti: a recording made outside kace profile (Slurm's

@@ -480,6 +480,69 @@ static void test_profile_and_command_together(void **state)
     free(path);
 }
 
+/* A profile is one GPU's: profiling on another GPU moves every value the
+ * old GPU measured to history, also one that comes back unchanged (it is
+ * stored again with the new GPU's source) and one the new profile lacks
+ * (counters that did not work there); values from sources naming no GPU
+ * stay. kace measure's GPU check then passes. */
+static void test_profile_on_another_gpu_replaces_it_whole(void **state)
+{
+    (void)state;
+    char *path = db_path("store_profile_gpu", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    char *argv[] = {"./gemm", NULL};
+    const char *w = "g_batch1-inf";
+    kace_import_batch *b = NULL;
+    assert_kace_ok(ctx, kace_profile_batch_new(ctx, "kace-profile", &b));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, w, "exclusive_throughput", 100));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, w, "Threads", 4096));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, w, "DRAM Throughput", 40));
+    kace_source h100 = {"NVIDIA H100", "kace-profile", "2026-01-02"};
+    kace_import_stats st;
+    assert_kace_ok(ctx, kace_store_add_profile(ctx, s, b, &h100, w, argv, &st));
+    assert_int_equal(st.values_retired, 0);
+    kace_import_batch_free(&b);
+    /* A value from a file that names no GPU. */
+    assert_kace_ok(ctx, kace_profile_batch_new(ctx, "system.csv", &b));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, w, "memcap", 2.5));
+    assert_kace_ok(ctx, kace_store_import(ctx, s, b, NULL, &st));
+    kace_import_batch_free(&b);
+
+    char other[64];
+    assert_kace_ok(ctx, kace_store_profile_other_gpu(ctx, s, w, "NVIDIA H200", other, sizeof other));
+    assert_string_equal(other, "NVIDIA H100");
+
+    /* On the H200: the same Threads, another throughput, no DRAM counter. */
+    assert_kace_ok(ctx, kace_profile_batch_new(ctx, "kace-profile", &b));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, w, "exclusive_throughput", 140));
+    assert_kace_ok(ctx, kace_profile_batch_add(ctx, b, w, "Threads", 4096));
+    kace_source h200 = {"NVIDIA H200", "kace-profile", "2026-01-03"};
+    assert_kace_ok(ctx, kace_store_add_profile(ctx, s, b, &h200, w, argv, &st));
+    assert_int_equal(st.values_retired, 3);
+    assert_int_equal(st.values_added, 2);
+    assert_kace_ok(ctx, kace_store_profile_other_gpu(ctx, s, w, "NVIDIA H200", other, sizeof other));
+    assert_string_equal(other, "");
+    assert_kace_ok(ctx, kace_store_profile_other_gpu(ctx, s, w, "NVIDIA H100", other, sizeof other));
+    assert_string_equal(other, "NVIDIA H200");
+    /* Profiling again on the H200 retires nothing. */
+    assert_kace_ok(ctx, kace_store_add_profile(ctx, s, b, &h200, w, argv, &st));
+    assert_int_equal(st.values_retired, 0);
+    assert_int_equal(st.values_unchanged, 2);
+    kace_import_batch_free(&b);
+    kace_store_close(&s);
+    assert_string_equal(raw_query(path, "SELECT group_concat(p.metric || '=' || p.value || '@' || ifnull(s.gpu, '-'), "
+                                        "' ') FROM (SELECT * FROM profiles ORDER BY metric) p JOIN sources s ON "
+                                        "s.id=p.source_id"),
+                        "Threads=4096.0@NVIDIA H200 exclusive_throughput=140.0@NVIDIA H200 memcap=2.5@-");
+    assert_string_equal(raw_query(path, "SELECT group_concat(h.metric, ' ') FROM (SELECT * FROM profile_history ORDER "
+                                        "BY metric) h JOIN sources s ON s.id=h.source_id WHERE s.gpu='NVIDIA H100'"),
+                        "DRAM Throughput Threads exclusive_throughput");
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
 /* ---- the reference data ------------------------------------------------------- */
 
 static void test_reference_dataset(void **state)
@@ -1045,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_failed_batch_rolls_back),
         cmocka_unit_test(test_profile_values_keep_their_source),
         cmocka_unit_test(test_profile_and_command_together),
+        cmocka_unit_test(test_profile_on_another_gpu_replaces_it_whole),
         cmocka_unit_test(test_reference_dataset),
         cmocka_unit_test(test_models_by_name),
         cmocka_unit_test(test_model_kind_recorded),

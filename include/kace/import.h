@@ -91,6 +91,10 @@ typedef struct kace_import_options {
                               otherwise such an import is refused */
     bool create_workloads; /* colocation rows may name workloads that are
                               neither stored nor profiled by the same import */
+    bool retire_other_gpu; /* the batch is a whole profile measured on the
+                              source's GPU: its workloads' stored values that
+                              another GPU measured go to history, also those
+                              the batch does not give again (no GPU mixing) */
 } kace_import_options;
 
 /* Parses one file. On failure *out stays NULL and the message names

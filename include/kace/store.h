@@ -38,6 +38,7 @@ void kace_store_close(kace_store **store);
 
 typedef struct kace_import_stats {
     size_t values_added, values_updated, values_unchanged;
+    size_t values_retired; /* measured on another GPU, moved to history (retire_other_gpu) */
     size_t runs_added, runs_updated, runs_unchanged;
     size_t splits_added, splits_updated, splits_unchanged;
 } kace_import_stats;
@@ -175,7 +176,9 @@ kace_status kace_store_get_command(kace_ctx *ctx, kace_store *store, const char 
  * profiled in one transaction: both or neither, so a profiled workload can
  * be measured (kace measure) without a separate `kace workload add`.
  * Profiling again is a new measurement: it replaces the stored values,
- * keeping the old ones as history. */
+ * keeping the old ones as history. A profile from another GPU than the
+ * stored one replaces all of that GPU's values of the workload, those it
+ * does not measure too, so that no profile mixes two GPUs. */
 kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *store, const kace_import_batch *batch,
                                    const kace_source *source, const char *workload, char *const *argv,
                                    kace_import_stats *stats);

@@ -394,6 +394,7 @@ typedef struct import_job {
     stmt_set *q;
     const kace_import_batch *b;
     bool replace, create_workloads;
+    const char *retire_gpu; /* retire_other_gpu: the GPU whose profile this is */
     sqlite3_int64 source;
     char stamp[32]; /* when replaced values became history */
     kace_import_stats *stats;
@@ -501,6 +502,53 @@ static kace_status check_run_workloads(import_job *j)
         }
     }
     return KACE_OK;
+}
+
+/* retire_other_gpu: each of the batch's workloads keeps no profile value
+ * that another GPU measured (sources naming no GPU stay: nothing says they
+ * disagree). Runs before import_values, so a value that comes back
+ * unchanged is stored again with this GPU's source. */
+static kace_status retire_other_gpu_values(import_job *j)
+{
+    sqlite3_stmt *hist = NULL, *del = NULL;
+    kace_status st = KACE_OK;
+    if ((st = prepare(j->ctx, j->s,
+                      "INSERT INTO profile_history(workload_id, metric, value, source_id, replaced_at, replaced_by) "
+                      "SELECT p.workload_id, p.metric, p.value, p.source_id, ?3, ?4 FROM profiles p JOIN sources s ON "
+                      "s.id=p.source_id WHERE p.workload_id=?1 AND s.gpu IS NOT NULL AND s.gpu<>'' AND s.gpu<>?2",
+                      &hist)) ||
+        (st = prepare(j->ctx, j->s,
+                      "DELETE FROM profiles WHERE workload_id=?1 AND source_id IN (SELECT id FROM sources WHERE "
+                      "gpu IS NOT NULL AND gpu<>'' AND gpu<>?2)",
+                      &del)))
+        goto done;
+    const char *previous = NULL;
+    for (size_t i = 0; i < j->b->n_values && !st; i++) {
+        const kace_profile_value *v = &j->b->values[i];
+        if (v->embedded || (previous && strcmp(previous, v->workload) == 0))
+            continue; /* values come grouped by workload: each group once */
+        previous = v->workload;
+        sqlite3_int64 wid;
+        bool found = false;
+        if ((st = find_workload(j, v->workload, &wid, &found)) || !found)
+            continue;
+        sqlite3_reset(hist);
+        sqlite3_bind_int64(hist, 1, wid);
+        sqlite3_bind_text(hist, 2, j->retire_gpu, -1, SQLITE_STATIC);
+        sqlite3_bind_text(hist, 3, j->stamp, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(hist, 4, j->source);
+        sqlite3_reset(del);
+        sqlite3_bind_int64(del, 1, wid);
+        sqlite3_bind_text(del, 2, j->retire_gpu, -1, SQLITE_STATIC);
+        if (sqlite3_step(hist) != SQLITE_DONE || sqlite3_step(del) != SQLITE_DONE)
+            st = db_fail(j->ctx, j->s, "move another GPU's profile to history");
+        else
+            j->stats->values_retired += (size_t)sqlite3_changes(j->s->db);
+    }
+done:
+    sqlite3_finalize(hist);
+    sqlite3_finalize(del);
+    return st;
 }
 
 static kace_status import_values(import_job *j)
@@ -901,6 +949,7 @@ kace_status kace_store_import_with(kace_ctx *ctx, kace_store *s, const kace_impo
     j.b = b;
     j.replace = opt && opt->replace;
     j.create_workloads = opt && opt->create_workloads;
+    j.retire_gpu = opt && opt->retire_other_gpu && source && source->gpu && *source->gpu ? source->gpu : NULL;
     j.stats = &stats;
     time_t now = time(NULL);
     struct tm tm;
@@ -935,7 +984,8 @@ kace_status kace_store_import_with(kace_ctx *ctx, kace_store *s, const kace_impo
     }
     j.source = sqlite3_column_int64(q.get_source, 0);
 
-    if ((st = check_run_workloads(&j)) || (st = import_values(&j)) || (st = import_runs(&j)) ||
+    if ((st = check_run_workloads(&j)) || (j.retire_gpu && (st = retire_other_gpu_values(&j))) ||
+        (st = import_values(&j)) || (st = import_runs(&j)) ||
         (st = import_splits(&j)))
         goto fail;
     if (j.n_conflicts) {
@@ -1663,7 +1713,7 @@ kace_status kace_store_add_profile(kace_ctx *ctx, kace_store *s, const kace_impo
     kace_status st = kace_store_begin(ctx, s);
     if (st)
         return st;
-    kace_import_options again = {.replace = true};
+    kace_import_options again = {.replace = true, .retire_other_gpu = true};
     if ((st = kace_store_import_with(ctx, s, batch, source, &again, stats)) ||
         (st = kace_store_set_command(ctx, s, workload, argv)) || (st = kace_store_commit(ctx, s))) {
         kace_store_rollback(s);
