@@ -34,21 +34,21 @@ DTYPES = ("bf16", "tf32", "fp32")
 
 
 def set_tf32(enabled):
-    """TF32 on or off for cuBLAS matrix products and cuDNN convolutions.
+    """TF32 on or off for cuBLAS matrix products and every cuDNN operation.
 
-    PyTorch 2.9+ has the fp32_precision settings and deprecates allow_tf32
-    (it warns about, or refuses, a mix of the two kinds), so this uses the
-    new ones where they exist and the old ones otherwise."""
+    Through the two setters that keep PyTorch's legacy flags and its newer
+    fp32_precision settings in step: set_float32_matmul_precision sets both
+    for matrix products, and the legacy cudnn.allow_tf32 sets cuDNN's
+    convolutions, RNNs and its own flag together. Setting only the newer
+    matmul/conv fp32_precision (as kace once did) leaves cuDNN's RNN and
+    legacy flags at TF32; PyTorch 2.9+ then refuses the mix when anything
+    asks cuDNN's flag without naming an operation, as
+    torch.backends.cudnn.flags() does around Wav2Vec2ForCTC's CTC loss: the
+    training step raised RuntimeError (pytorch/pytorch#179445)."""
     import torch
 
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        mode = "tf32" if enabled else "ieee"
-        matmul.fp32_precision = mode
-        torch.backends.cudnn.conv.fp32_precision = mode
-    else:
-        matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+    torch.backends.cudnn.allow_tf32 = enabled
 
 
 def setup_dtype(name):
@@ -114,6 +114,12 @@ def build(model, batch, device):
         raise SystemExit("unknown model %s" % model)
     with torch.device(device):
         net = cls(cfg)
+    # Configs became strict dataclasses in transformers 5: a keyword one did
+    # not take would leave, say, ViT's 2-class default head, and labels up
+    # to 999 would end in an opaque device-side assert mid-run.
+    if model == "vit-base-patch16-224" and net.classifier.out_features != 1000:
+        raise SystemExit("%s: the classifier has %d classes, expected 1000 (transformers %s ignored num_labels)"
+                         % (model, net.classifier.out_features, tf.__version__))
     return net, {k: v.to(device) for k, v in inputs.items()}
 
 
