@@ -10,6 +10,7 @@
  * anything is stored. */
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -195,6 +196,25 @@ static int print_failure(kace_ctx *ctx, kace_status st, const char *name, const 
     }
 }
 
+/* The recordings of child CUDA processes that inherited the workload's
+ * environment: the injection library gives each FILE.<pid>, so that only
+ * the first process writes FILE. Said once; removed unless kept. */
+static void other_recordings(const char *name, const char *recording, bool keep)
+{
+    char pattern[PATH_MAX + 8];
+    snprintf(pattern, sizeof pattern, "%s.[0-9]*", recording);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0)
+        return;
+    fprintf(stderr,
+            "note: %zu other CUDA process(es) of %s wrote recordings of their own (%s): the kernel metrics are the "
+            "first process's%s\n",
+            g.gl_pathc, name, g.gl_pathv[0], keep ? "" : " (removed; --keep-recording keeps them)");
+    for (size_t i = 0; i < g.gl_pathc && !keep; i++)
+        unlink(g.gl_pathv[i]);
+    globfree(&g);
+}
+
 int cmd_profile(int argc, char **argv)
 {
     const char *name = NULL, *db = cli_default_db(), *cupti = NULL, *keep = NULL;
@@ -335,6 +355,8 @@ int cmd_profile(int argc, char **argv)
                stats.values_retired, other_gpu);
     rc = EXIT_OK;
 done:
+    if (recording[0])
+        other_recordings(name, recording, keep != NULL);
     if (recording[0] && !keep)
         unlink(recording);
     kace_store_close(&store);

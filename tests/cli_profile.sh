@@ -89,6 +89,8 @@ if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
     echo "counters run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"
     [ "\$1" = counters ] && exec "$WORKER" crash 250 0.1
     cp "$SCRATCH/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
+    # A child CUDA process's recording, as the injection library names it.
+    [ "\$1" = child ] && echo "kace-cupti 1" >"\$KACE_CUPTI_OUTPUT.4242"
     exec "$WORKER" report 250
 fi
 echo "clean run: output=\${KACE_CUPTI_OUTPUT:-none}" >>"$SCRATCH/runs.log"
@@ -167,6 +169,23 @@ if KACE_FAKE_GPU_NAME="Fake Other GPU" "$KACE" "${P[@]}" --name ok_batch4-train 
                       workloads w ON w.id=p.workload_id JOIN sources s ON s.id=p.source_id WHERE w.name='ok_batch4-train'")"
 else
     fail "regpu: exit $?: $(cat "$SCRATCH/regpu.err")"
+fi
+
+# 5e. A child CUDA process wrote its own recording (FILE.<pid>): kace says
+#     so, profiles the first process's, and removes the child's unless kept.
+if "$KACE" "${P[@]}" --name child_batch4-train -- "$SCRATCH/fake-cuda.sh" child \
+    >"$SCRATCH/child.out" 2>"$SCRATCH/child.err"; then
+    grep -q "note: 1 other CUDA process(es) of child_batch4-train wrote recordings of their own (.*\.4242)" \
+        "$SCRATCH/child.err" || fail "child: no note: $(cat "$SCRATCH/child.err")"
+    ls "${TMPDIR:-/tmp}"/kace-cupti-*.4242 >/dev/null 2>&1 && fail "child: the child's recording was left behind"
+else
+    fail "child: exit $?: $(cat "$SCRATCH/child.err")"
+fi
+if "$KACE" "${P[@]}" --keep-recording "$SCRATCH/kept.cupti" --name child_batch4-train -- \
+    "$SCRATCH/fake-cuda.sh" child >"$SCRATCH/child2.out" 2>"$SCRATCH/child2.err"; then
+    [ -s "$SCRATCH/kept.cupti.4242" ] || fail "child: --keep-recording did not keep the child's recording"
+else
+    fail "child: exit $? with --keep-recording: $(cat "$SCRATCH/child2.err")"
 fi
 before=$(fingerprint)
 

@@ -246,6 +246,39 @@ static void test_unusable_values_are_left_out(void **state)
     kace_kernels_free(&r);
 }
 
+/* Names as long as CUTLASS and cute kernels' (several KiB) parse and join
+ * their counters; only a name beyond 64 KiB is refused. */
+static void test_long_kernel_names(void **state)
+{
+    (void)state;
+    size_t n = 6000, cap = 3 * n + 256;
+    char *name = malloc(n + 1), *text = malloc(cap);
+    memset(name, 'a', n);
+    memcpy(name, "_ZN7cutlass", 11);
+    name[n] = '\0';
+    snprintf(text, cap,
+             "kace-cupti 1\nclock monotonic\nkernel 100 300 4 1 1 128 1 1 32 0 0 %s\n"
+             "counters 40.0 20.0 40.0 4 1 1 128 1 1 %s\n",
+             name, name);
+    kace_kernel_recording *r = NULL;
+    assert_kace_ok(ctx, kace_kernels_parse(ctx, text, strlen(text), "rec", &r));
+    kace_kernel_summary s;
+    assert_kace_ok(ctx, kace_kernels_reduce(ctx, r, 0, 0, &s));
+    assert_int_equal(s.n_with_counters, 1);
+    kace_kernels_free(&r);
+    free(name);
+    free(text);
+    n = 70000;
+    name = malloc(n + 1);
+    text = malloc(n + 64);
+    memset(name, 'b', n);
+    name[n] = '\0';
+    snprintf(text, n + 64, "kernel 1 2 1 1 1 1 1 1 8 0 0 %s\n", name);
+    expect_error(text, KACE_ERR_PARSE, "rec:1:", "kernel name longer than 65536 bytes");
+    free(name);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_same_reduction_as_ncu),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_unusable_values_are_left_out),
+        cmocka_unit_test(test_long_kernel_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -27,13 +27,23 @@
  * measures exclusive throughput in a separate run without this library.
  *
  * Threads. Launch callbacks run on the application's threads (PyTorch
- * launches from several). Three locks, never taken in the other order:
+ * launches from several). Two locks, never taken in the other order:
  *  - launch_lock serialises launches while counters are still being
  *    collected, from a launch's API enter to its API exit, so that no other
  *    thread's kernel lands inside a profiled range; once every profiling slot
- *    is used (or counters are off or broken) launches no longer touch it;
- *  - out_lock guards the recording file; record() takes it, and nothing that
- *    holds it calls back into code that takes launch_lock.
+ *    is used (or counters are off, or no context can have them) launches no
+ *    longer touch it;
+ *  - out_lock guards the recording file, only around writing it: it is never
+ *    held while calling CUPTI.
+ *
+ * Launches never profiled: into a stream that is capturing a CUDA graph (no
+ * kernel runs then, and replaying could invalidate the capture), NCCL
+ * kernels (a replayed collective waits for peers that run it once), and
+ * launches that fail (their range stays empty; the context is not blamed).
+ *
+ * One process writes $KACE_CUPTI_OUTPUT: the first to load the library
+ * locks it (flock). A child CUDA process that inherits the environment
+ * writes $KACE_CUPTI_OUTPUT.<pid> instead of overwriting it.
  *
  * Delivery. CUPTI's periodic flush returns only full buffers, and kace ends
  * workloads with SIGTERM, which never runs atexit. So a helper thread asks
@@ -45,7 +55,9 @@
  * Nothing here may crash or stop the workload: failures are written as
  * "error ..." records and the library carries on with what still works.
  */
+#define _GNU_SOURCE /* open_memstream, flock */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -55,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,9 +102,14 @@ static uint64_t monotonic_ns(void)
 
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *out; /* guarded by out_lock */
+/* Set in a fork()ed child: it shares the parent's recording and its locks'
+ * state, so it writes nothing (a child that execs loads the library anew). */
+static atomic_int in_forked_child;
 
 static void vrecord(const char *fmt, va_list ap)
 {
+    if (atomic_load(&in_forked_child))
+        return;
     pthread_mutex_lock(&out_lock);
     if (out) {
         vfprintf(out, fmt, ap);
@@ -118,11 +136,21 @@ static const char *cupti_error(CUptiResult r)
     return s;
 }
 
+/* An error record for a failed CUPTI call, with what to do where that is known. */
+static void record_failure(const char *call, CUptiResult r)
+{
+    record("error %s failed: %s%s\n", call, cupti_error(r),
+           r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+               ? " (the driver gives GPU performance counters to administrators only: profile as root, or load "
+                 "the driver with NVreg_RestrictProfilingToAdminUsers=0)"
+               : "");
+}
+
 #define TRY(call)                                                                                   \
     do {                                                                                            \
         CUptiResult r_ = (call);                                                                    \
         if (r_ != CUPTI_SUCCESS) {                                                                  \
-            record("error %s failed: %s\n", #call, cupti_error(r_));                                \
+            record_failure(#call, r_);                                                              \
             return -1;                                                                              \
         }                                                                                           \
     } while (0)
@@ -138,14 +166,19 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *max_records = 0;
 }
 
-/* Runs on CUPTI's worker thread, or on the thread that flushes. */
+/* Runs on CUPTI's worker thread, or on the thread that flushes. The records
+ * are formatted into memory first: out_lock is taken only to write them, so
+ * it is never held across a CUPTI call. */
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
 {
     (void)size;
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *mem = buffer ? open_memstream(&text, &text_len) : NULL;
     CUpti_Activity *rec = NULL;
     unsigned long incomplete = 0;
-    pthread_mutex_lock(&out_lock);
-    while (out && buffer && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    CUptiResult r = CUPTI_ERROR_MAX_LIMIT_REACHED;
+    while (mem && (r = cuptiActivityGetNextRecord(buffer, valid, &rec)) == CUPTI_SUCCESS) {
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
@@ -153,29 +186,47 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             incomplete++;
             continue;
         }
-        fprintf(out, "kernel %llu %llu %d %d %d %d %d %d %u %d %d %s\n", (unsigned long long)k->start,
+        fprintf(mem, "kernel %llu %llu %d %d %d %d %d %d %u %d %d %s\n", (unsigned long long)k->start,
                 (unsigned long long)k->end, k->gridX, k->gridY, k->gridZ, k->blockX, k->blockY, k->blockZ,
                 (unsigned)k->registersPerThread, k->staticSharedMemory, k->dynamicSharedMemory,
                 k->name && *k->name ? k->name : "<unknown>");
     }
+    if (mem && r != CUPTI_ERROR_MAX_LIMIT_REACHED) /* an incomplete or unreadable record ends the walk */
+        fprintf(mem, "# activity buffer cut at a record CUPTI could not read (%s): its later records are lost\n",
+                cupti_error(r));
     size_t dropped = 0;
-    if (out && cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
-        fprintf(out, "dropped %zu\n", dropped);
-    if (out && incomplete)
-        fprintf(out, "# %lu kernel record(s) without an end time (in flight at a forced flush) skipped\n",
+    if (mem && cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+        fprintf(mem, "dropped %zu\n", dropped);
+    if (mem && incomplete)
+        fprintf(mem, "# %lu kernel record(s) without an end time (in flight at a forced flush) skipped\n",
                 incomplete);
-    if (out)
-        fflush(out);
-    pthread_mutex_unlock(&out_lock);
+    if (mem && fclose(mem) == 0 && text_len && !atomic_load(&in_forked_child)) {
+        pthread_mutex_lock(&out_lock);
+        if (out) {
+            fwrite(text, 1, text_len, out);
+            fflush(out);
+        }
+        pthread_mutex_unlock(&out_lock);
+    } else if (buffer && !mem) {
+        record("error out of memory formatting an activity buffer: its records are lost\n");
+    }
+    free(text);
     atomic_fetch_add(&n_incomplete, incomplete);
     free(buffer);
 }
 
 /* ---- counters: one Range Profiler per context ------------------------------ */
 
+/* A context whose profiled launches gave no counters this many times in a
+ * row (failed replays, empty ranges) is given up. */
+#define MAX_FAILURES_IN_ROW 3
+
 typedef struct prof_ctx {
     CUcontext ctx;
-    int broken; /* set-up or a collection failed: no more counters here */
+    int broken;     /* set-up or collection failed for good: no more counters here */
+    int configured; /* SetConfig done (once, as NVIDIA's samples do) */
+    int config_per_range; /* this CUPTI wanted SetConfig again before a Start */
+    int failures_in_row;
     CUpti_Profiler_Host_Object *host;
     CUpti_RangeProfiler_Object *range;
     uint8_t *config_image, *counter_data;
@@ -183,27 +234,76 @@ typedef struct prof_ctx {
 } prof_ctx;
 
 /* Everything below is guarded by launch_lock (held from a launch's enter to
- * its exit while counters_active), except counters_active itself. */
+ * its exit while counters_active), except the atomics. */
 static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int counters_active; /* 0: launches no longer take launch_lock */
 static long max_profiled = 256, skip_launches, launches, profiled;
-static int profiler_initialized;
+static int profiler_initialized, nccl_noted;
 static prof_ctx contexts[MAX_CONTEXTS];
-static size_t n_contexts;
+static size_t n_contexts, n_broken;
 static uint64_t signatures[MAX_SIGNATURES];
 static size_t n_signatures;
+static atomic_long n_collected;         /* kernels with counters */
+static atomic_ullong replay_ns;         /* time inside the profiled launches (their replay) */
 
 /* Per thread: how deep in launch callbacks it is, and the launch it profiles. */
 static __thread int launch_depth;
 static __thread prof_ctx *profiling;
 static __thread unsigned profiling_dims[6];
-static __thread char profiling_name[512];
+static __thread char *profiling_name; /* the whole name: counters join kernels on it */
+static __thread uint64_t profiling_since;
 
 static void free_prof_ctx(prof_ctx *p)
 {
     free(p->config_image);
     free(p->counter_data);
     p->config_image = p->counter_data = NULL;
+}
+
+/* No more counters in p. Once no known context can have them, launches stop
+ * taking launch_lock: serialising them would only slow the workload. */
+static void give_up(prof_ctx *p)
+{
+    if (p->broken)
+        return;
+    p->broken = 1;
+    if (++n_broken == n_contexts && atomic_exchange(&counters_active, 0))
+        record("# counters off: no CUDA context of this process can be profiled (see the errors above)\n");
+}
+
+static const char *support_word(CUpti_Profiler_Support_Level l)
+{
+    return l == CUPTI_PROFILER_CONFIGURATION_DISABLED ? "disabled" : "unsupported";
+}
+
+/* Whether the Profiling API works on dev; says why not. Carries on when
+ * CUPTI cannot tell. */
+static int device_supported(CUdevice dev)
+{
+    CUpti_Profiler_DeviceSupported_Params sup = {.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE};
+    sup.cuDevice = dev;
+    sup.api = CUPTI_PROFILER_RANGE_PROFILING;
+    CUptiResult r = cuptiProfilerDeviceSupported(&sup);
+    if (r != CUPTI_SUCCESS) {
+        record("# cuptiProfilerDeviceSupported failed (%s): trying the counters anyway\n", cupti_error(r));
+        return 1;
+    }
+    if (sup.isSupported == CUPTI_PROFILER_CONFIGURATION_SUPPORTED)
+        return 1;
+    const struct {
+        CUpti_Profiler_Support_Level level;
+        const char *what;
+    } parts[] = {{sup.architecture, "GPU architecture"}, {sup.sli, "SLI"},
+                 {sup.vGpu, "vGPU profiling"},           {sup.confidentialCompute, "confidential computing"},
+                 {sup.cmp, "crypto mining processor"},   {sup.wsl, "WSL"}};
+    char why[256] = "";
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i].level == CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED ||
+            parts[i].level == CUPTI_PROFILER_CONFIGURATION_DISABLED)
+            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s %s", *why ? ", " : "", parts[i].what,
+                     support_word(parts[i].level));
+    record("error counters are not supported on device %d: %s\n", (int)dev, *why ? why : "CUPTI gives no reason");
+    return 0;
 }
 
 static int profiler_setup(prof_ctx *p)
@@ -218,6 +318,13 @@ static int profiler_setup(prof_ctx *p)
         record("error cuCtxGetDevice failed: no counters for this context\n");
         return -1;
     }
+    if (!device_supported(dev))
+        return -1;
+    int mps = 0;
+    if (cuDeviceGetAttribute(&mps, CU_DEVICE_ATTRIBUTE_MPS_ENABLED, dev) == CUDA_SUCCESS && mps)
+        record("# context %zu is an MPS client: CUPTI documents its profiling API as unsupported under MPS "
+               "(profile without an MPS daemon if the counters fail)\n",
+               (size_t)(p - contexts));
     CUpti_Device_GetChipName_Params chip = {.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE};
     chip.deviceIndex = (size_t)dev;
     TRY(cuptiDeviceGetChipName(&chip));
@@ -225,27 +332,27 @@ static int profiler_setup(prof_ctx *p)
         .structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
     avail.ctx = p->ctx;
     TRY(cuptiProfilerGetCounterAvailability(&avail));
+    /* Kept until the configuration image is made, as NVIDIA's samples do. */
     uint8_t *avail_image = malloc(avail.counterAvailabilityImageSize ? avail.counterAvailabilityImageSize : 1);
     if (!avail_image) {
         record("error out of memory for the counter availability image\n");
         return -1;
     }
     avail.pCounterAvailabilityImage = avail_image;
+    int rc = -1;
+    const char *failed = NULL;
     CUptiResult r = cuptiProfilerGetCounterAvailability(&avail);
     if (r != CUPTI_SUCCESS) {
-        free(avail_image);
-        record("error cuptiProfilerGetCounterAvailability failed: %s\n", cupti_error(r));
-        return -1;
+        failed = "cuptiProfilerGetCounterAvailability";
+        goto done;
     }
     CUpti_Profiler_Host_Initialize_Params host = {.structSize = CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     host.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     host.pChipName = chip.pChipName;
     host.pCounterAvailabilityImage = avail_image;
-    r = cuptiProfilerHostInitialize(&host);
-    free(avail_image); /* the host object keeps what it needs */
-    if (r != CUPTI_SUCCESS) {
-        record("error cuptiProfilerHostInitialize failed: %s\n", cupti_error(r));
-        return -1;
+    if ((r = cuptiProfilerHostInitialize(&host)) != CUPTI_SUCCESS) {
+        failed = "cuptiProfilerHostInitialize";
+        goto done;
     }
     p->host = host.pHostObject;
     CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
@@ -253,22 +360,38 @@ static int profiler_setup(prof_ctx *p)
     add.pHostObject = p->host;
     add.ppMetricNames = metric_names;
     add.numMetrics = N_METRICS;
-    TRY(cuptiProfilerHostConfigAddMetrics(&add));
+    if ((r = cuptiProfilerHostConfigAddMetrics(&add)) != CUPTI_SUCCESS) {
+        failed = "cuptiProfilerHostConfigAddMetrics";
+        goto done;
+    }
     CUpti_Profiler_Host_GetConfigImageSize_Params csize = {
         .structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
     csize.pHostObject = p->host;
-    TRY(cuptiProfilerHostGetConfigImageSize(&csize));
+    if ((r = cuptiProfilerHostGetConfigImageSize(&csize)) != CUPTI_SUCCESS) {
+        failed = "cuptiProfilerHostGetConfigImageSize";
+        goto done;
+    }
     p->config_size = csize.configImageSize;
     if (!(p->config_image = malloc(p->config_size ? p->config_size : 1))) {
         record("error out of memory for the profiler configuration\n");
-        return -1;
+        goto done;
     }
     CUpti_Profiler_Host_GetConfigImage_Params cimg = {
         .structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
     cimg.pHostObject = p->host;
     cimg.configImageSize = p->config_size;
     cimg.pConfigImage = p->config_image;
-    TRY(cuptiProfilerHostGetConfigImage(&cimg));
+    if ((r = cuptiProfilerHostGetConfigImage(&cimg)) != CUPTI_SUCCESS) {
+        failed = "cuptiProfilerHostGetConfigImage";
+        goto done;
+    }
+    rc = 0;
+done:
+    free(avail_image);
+    if (failed)
+        record_failure(failed, r);
+    if (rc != 0)
+        return -1;
     CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
         .structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
     passes.configImageSize = p->config_size;
@@ -316,22 +439,15 @@ static prof_ctx *context_of(CUcontext ctx)
     memset(p, 0, sizeof *p);
     p->ctx = ctx;
     if (profiler_setup(p) != 0) {
-        p->broken = 1;
         free_prof_ctx(p);
+        give_up(p);
         return NULL;
     }
     return p;
 }
 
-/* Prepares the counter data image and the configuration for one launch. */
-static int profiler_arm(prof_ctx *p)
+static CUptiResult set_config(prof_ctx *p)
 {
-    CUpti_RangeProfiler_CounterDataImage_Initialize_Params ci = {
-        .structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
-    ci.pRangeProfilerObject = p->range;
-    ci.counterDataSize = p->counter_size;
-    ci.pCounterData = p->counter_data;
-    TRY(cuptiRangeProfilerCounterDataImageInitialize(&ci));
     CUpti_RangeProfiler_SetConfig_Params sc = {.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
     sc.pRangeProfilerObject = p->range;
     sc.configSize = p->config_size;
@@ -345,25 +461,70 @@ static int profiler_arm(prof_ctx *p)
     sc.minNestingLevel = 1;
     sc.passIndex = 0;
     sc.targetNestingLevel = 1;
-    TRY(cuptiRangeProfilerSetConfig(&sc));
+    return cuptiRangeProfilerSetConfig(&sc);
+}
+
+/* Initialises the counter data image in place and starts a range for one
+ * launch. The configuration is set once, as NVIDIA's samples do; a CUPTI
+ * that refuses a Start without it gets it before every range (noted once). */
+static int profiler_arm(prof_ctx *p)
+{
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params ci = {
+        .structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    ci.pRangeProfilerObject = p->range;
+    ci.counterDataSize = p->counter_size;
+    ci.pCounterData = p->counter_data;
+    TRY(cuptiRangeProfilerCounterDataImageInitialize(&ci));
+    int fresh = !p->configured || p->config_per_range;
+    if (fresh) {
+        TRY(set_config(p));
+        p->configured = 1;
+    }
     CUpti_RangeProfiler_Start_Params st = {.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
     st.pRangeProfilerObject = p->range;
-    TRY(cuptiRangeProfilerStart(&st));
+    CUptiResult r = cuptiRangeProfilerStart(&st);
+    if (r != CUPTI_SUCCESS && !fresh && set_config(p) == CUPTI_SUCCESS &&
+        (r = cuptiRangeProfilerStart(&st)) == CUPTI_SUCCESS) {
+        p->config_per_range = 1;
+        record("# context %zu: the configuration is set again before each range (Start refused without it)\n",
+               (size_t)(p - contexts));
+    }
+    if (r != CUPTI_SUCCESS) {
+        record_failure("cuptiRangeProfilerStart", r);
+        return -1;
+    }
     return 0;
 }
 
-static int profiler_collect(prof_ctx *p)
+/* Ends the range of the launch this thread profiles. 0: counters written;
+ * 1: none for this launch, not the context's fault; -1: the context failed. */
+static int profiler_collect(prof_ctx *p, CUresult launch_result)
 {
     CUpti_RangeProfiler_Stop_Params sp = {.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     sp.pRangeProfilerObject = p->range;
     TRY(cuptiRangeProfilerStop(&sp));
+    if (launch_result != CUDA_SUCCESS) {
+        record("# launch of %s failed (CUresult %d): no counters for it\n", profiling_name, (int)launch_result);
+        return 1;
+    }
     if (!sp.isAllPassSubmitted) {
-        record("error kernel replay did not submit every pass for %s\n", profiling_name);
-        return -1;
+        record("# kernel replay did not submit every pass for %s: no counters for it\n", profiling_name);
+        return 1;
     }
     CUpti_RangeProfiler_DecodeData_Params dd = {.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
     dd.pRangeProfilerObject = p->range;
     TRY(cuptiRangeProfilerDecodeData(&dd));
+    CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
+        .structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+    info.pCounterDataImage = p->counter_data;
+    info.counterDataImageSize = p->counter_size;
+    TRY(cuptiRangeProfilerGetCounterDataInfo(&info));
+    if (info.numTotalRanges == 0) {
+        record("# no range in the counter data of %s (no kernel ran in it): no counters for it\n", profiling_name);
+        return 1;
+    }
+    if (dd.numOfRangeDropped)
+        record("# %zu range(s) beside %s's dropped (the image holds one)\n", dd.numOfRangeDropped, profiling_name);
     double values[N_METRICS] = {0, 0, 0};
     CUpti_Profiler_Host_EvaluateToGpuValues_Params ev = {
         .structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
@@ -409,22 +570,50 @@ static int is_graph_launch(CUpti_CallbackId cbid)
     return cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch || cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz;
 }
 
-static void launch_dims(CUpti_CallbackId cbid, const void *params, unsigned d[6])
+static int is_launch_ex(CUpti_CallbackId cbid)
+{
+    return cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
+}
+
+/* Grid, block and stream of a launch. cuLaunchKernel(_ptsz) and
+ * cuLaunchCooperativeKernel(_ptsz) share their leading arguments. */
+static CUstream launch_dims(CUpti_CallbackId cbid, const void *params, unsigned d[6])
 {
     memset(d, 0, 6 * sizeof *d);
     if (!params)
-        return;
-    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) {
+        return NULL;
+    if (is_launch_ex(cbid)) {
         const CUlaunchConfig *c = ((const cuLaunchKernelEx_params *)params)->config;
-        if (c) {
-            d[0] = c->gridDimX, d[1] = c->gridDimY, d[2] = c->gridDimZ;
-            d[3] = c->blockDimX, d[4] = c->blockDimY, d[5] = c->blockDimZ;
-        }
-    } else { /* cuLaunchKernel(_ptsz), cuLaunchCooperativeKernel(_ptsz): the same leading arguments */
-        const cuLaunchKernel_params *p = params;
-        d[0] = p->gridDimX, d[1] = p->gridDimY, d[2] = p->gridDimZ;
-        d[3] = p->blockDimX, d[4] = p->blockDimY, d[5] = p->blockDimZ;
+        if (!c)
+            return NULL;
+        d[0] = c->gridDimX, d[1] = c->gridDimY, d[2] = c->gridDimZ;
+        d[3] = c->blockDimX, d[4] = c->blockDimY, d[5] = c->blockDimZ;
+        return c->hStream;
     }
+    const cuLaunchKernel_params *p = params;
+    d[0] = p->gridDimX, d[1] = p->gridDimY, d[2] = p->gridDimZ;
+    d[3] = p->blockDimX, d[4] = p->blockDimY, d[5] = p->blockDimZ;
+    return p->hStream;
+}
+
+/* A launch into a stream capturing a CUDA graph runs no kernel: its range
+ * would stay empty, and a replay could invalidate the capture. When CUDA
+ * cannot tell (an implicit capture elsewhere), it counts as capturing. */
+static int capturing(CUpti_CallbackId cbid, CUstream stream)
+{
+    int per_thread = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+                     cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+                     cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz;
+    if (!stream && per_thread)
+        stream = CU_STREAM_PER_THREAD;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return cuStreamIsCapturing(stream, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* NCCL's kernels wait for their peers: replayed alone, they would hang. */
+static int is_collective(const char *name)
+{
+    return strstr(name, "ncclDevKernel") || strstr(name, "ncclKernel");
 }
 
 /* API enter of a launch, with launch_lock held: whether to profile it. */
@@ -433,22 +622,55 @@ static void choose(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
     if (is_graph_launch(cbid))
         return; /* held only so that the graph's kernels stay out of a profiled range */
     unsigned d[6];
-    launch_dims(cbid, cb->functionParams, d);
+    CUstream stream = launch_dims(cbid, cb->functionParams, d);
     long n = launches++;
-    if (n < skip_launches || !cb->symbolName || !d[0] || !d[3] || !first_launch_of(signature_hash(cb->symbolName, d)))
+    if (n < skip_launches || !cb->symbolName || !d[0] || !d[3])
         return;
+    if (is_collective(cb->symbolName)) {
+        if (!nccl_noted++)
+            record("# NCCL kernels are not profiled (a replayed collective waits for peers that run it once)\n");
+        return;
+    }
+    if (capturing(cbid, stream) || !first_launch_of(signature_hash(cb->symbolName, d)))
+        return; /* a captured launch keeps its signature for a launch that runs */
     prof_ctx *p = context_of(cb->context);
     if (!p)
         return;
+    free(profiling_name);
+    if (!(profiling_name = strdup(cb->symbolName))) {
+        record("error out of memory for a kernel name\n");
+        return;
+    }
     memcpy(profiling_dims, d, sizeof d);
-    snprintf(profiling_name, sizeof profiling_name, "%s", cb->symbolName);
     if (profiler_arm(p) != 0) {
-        p->broken = 1; /* keep the activity records; no more replays here */
+        give_up(p); /* keep the activity records; no more replays here */
         return;
     }
     profiling = p;
-    if (++profiled >= max_profiled)
-        atomic_store(&counters_active, 0); /* later launches skip the lock */
+    profiling_since = monotonic_ns();
+    ++profiled;
+}
+
+/* API exit of a launch this thread chose to profile, launch_lock held. */
+static void finish(const CUpti_CallbackData *cb)
+{
+    prof_ctx *p = profiling;
+    profiling = NULL;
+    CUresult launched = cb->functionReturnValue ? *(const CUresult *)cb->functionReturnValue : CUDA_SUCCESS;
+    int got = profiler_collect(p, launched);
+    atomic_fetch_add(&replay_ns, monotonic_ns() - profiling_since);
+    if (got == 0) {
+        atomic_fetch_add(&n_collected, 1);
+        p->failures_in_row = 0;
+    } else if (got < 0 || ++p->failures_in_row >= MAX_FAILURES_IN_ROW) {
+        if (got > 0)
+            record("error %d profiled launches in a row gave no counters: no more counters in context %zu\n",
+                   MAX_FAILURES_IN_ROW, (size_t)(p - contexts));
+        give_up(p);
+    }
+    /* The last slot: only now, with its range closed, may launches skip the lock. */
+    if (profiled >= max_profiled)
+        atomic_store(&counters_active, 0);
 }
 
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
@@ -474,11 +696,8 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
         return; /* its enter did not take the lock */
     if (--launch_depth > 0)
         return;
-    if (profiling) {
-        if (profiler_collect(profiling) != 0)
-            profiling->broken = 1;
-        profiling = NULL;
-    }
+    if (profiling)
+        finish(cb);
     pthread_mutex_unlock(&launch_lock);
 }
 
@@ -491,9 +710,14 @@ static int flusher_started;
 static long flush_ms = 200;
 static struct sigaction previous_term, previous_int;
 
+static int counters_on;
+
 static void final_flush(const char *why)
 {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (counters_on) /* what the counters cost: kace reports it beside ncu's */
+        record("# counters: %ld kernel(s) profiled, %.3f s inside their launches\n", atomic_load(&n_collected),
+               (double)atomic_load(&replay_ns) / 1e9);
     record("# end: %s\n", why);
 }
 
@@ -533,6 +757,8 @@ static void *flush_loop(void *arg)
 
 static void at_exit(void)
 {
+    if (atomic_load(&in_forked_child))
+        return; /* the parent's flush thread is not here, nor is its recording ours */
     if (flusher_started && !atomic_load(&term_signal)) {
         atomic_store(&flush_stop, 1);
         sem_post(&flush_wake);
@@ -570,24 +796,61 @@ static long env_long(const char *name, long fallback)
     return (s && end && end != s && *end == '\0' && v >= 0) ? v : fallback;
 }
 
+static void in_child(void)
+{
+    atomic_store(&in_forked_child, 1);
+}
+
+/* The recording: $KACE_CUPTI_OUTPUT for the first process, which keeps it
+ * locked; a child CUDA process that inherited the environment gets
+ * $KACE_CUPTI_OUTPUT.<pid> (before, each truncated the other's). */
+static FILE *open_recording(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return NULL;
+    char own[4096];
+    const char *taken = NULL;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        snprintf(own, sizeof own, "%s.%ld", path, (long)getpid());
+        if ((fd = open(own, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+            return NULL;
+        taken = path;
+    } else if (ftruncate(fd, 0) != 0) {
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        return NULL;
+    }
+    fprintf(f, "kace-cupti 1\nclock monotonic\n");
+    if (taken)
+        fprintf(f, "# process %ld: %s is another process's recording\n", (long)getpid(), taken);
+    fflush(f);
+    return f;
+}
+
 static int setup(void)
 {
     const char *path = getenv("KACE_CUPTI_OUTPUT");
     if (!path || !*path)
         return -1; /* not run by kace: do nothing */
-    FILE *f = fopen(path, "we");
+    FILE *f = open_recording(path);
     if (!f)
         return -1;
     pthread_mutex_lock(&out_lock);
     out = f;
     pthread_mutex_unlock(&out_lock);
-    record("kace-cupti 1\nclock monotonic\n");
+    pthread_atfork(NULL, NULL, in_child);
     max_profiled = env_long("KACE_CUPTI_MAX_PROFILED", 256);
     skip_launches = env_long("KACE_CUPTI_SKIP", 0);
     flush_ms = env_long("KACE_CUPTI_FLUSH_MS", 200);
     if (flush_ms < 10)
         flush_ms = 10;
-    int counters_on = env_long("KACE_CUPTI_COUNTERS", 1) != 0 && max_profiled > 0;
+    counters_on = env_long("KACE_CUPTI_COUNTERS", 1) != 0 && max_profiled > 0;
     TRY(cuptiActivityRegisterTimestampCallback(monotonic_ns));
     TRY(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     TRY(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));

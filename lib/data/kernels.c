@@ -15,7 +15,7 @@
 
 /* Xu et al.'s short/long split, microseconds (as lib/data/ncu.c). */
 #define LONG_KERNEL_US 200.0
-#define MAX_NAME 4096
+#define MAX_NAME 65536 /* CUTLASS and cute kernels' mangled names run to several KiB */
 
 typedef struct kernel_rec {
     int64_t start, end;

@@ -15,12 +15,20 @@
  *       wait N           N launches, prints "ready", waits for a signal
  *       in-flight N      N launches and a 3 s kernel, prints "ready", waits
  *       steady N         launches for N seconds at about 500 kernels/s
+ *       capture N        3 launches; 2 new signatures captured into a graph,
+ *                        the graph launched, then both launched; then N more
+ *       failed-launch N  a launch that fails (2048 threads per block), then N
+ *       nccl N           an NCCL kernel, then N launches
+ *       long-name N      a kernel with a 3000-byte name, then N launches
+ *       child N          runs "launches 10" as a child process with the same
+ *                        environment, then N launches of its own
  */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,6 +139,55 @@ static int scenario(const char *name, int n)
             fake_launch(&k, FAKE_LAUNCH_EX);
         }
         wait_for_signal();
+    } else if (!strcmp(name, "capture")) {
+        for (int i = 0; i < 3; i++) {
+            fake_kernel k = cycle_kernel(i);
+            fake_launch(&k, FAKE_LAUNCH);
+        }
+        CUstream s = fake_stream_create();
+        fake_stream_begin_capture(s);
+        fake_kernel captured[2] = {K("_Z8capturedPf", 40, 96, 10000), K("_Z9captured2Pf", 41, 160, 10000)};
+        fake_launch_on(&captured[0], FAKE_LAUNCH, s);
+        fake_launch_on(&captured[1], FAKE_LAUNCH_EX, s);
+        const fake_kernel *graph = NULL;
+        int n_graph = fake_stream_end_capture(s, &graph);
+        fake_graph_launch(graph, n_graph);
+        fake_stream_destroy(s);
+        fake_launch(&captured[0], FAKE_LAUNCH);
+        fake_launch(&captured[1], FAKE_LAUNCH_EX);
+        for (int i = 0; i < n; i++) {
+            fake_kernel k = cycle_kernel(i);
+            fake_launch(&k, FAKE_LAUNCH);
+        }
+    } else if (!strcmp(name, "failed-launch") || !strcmp(name, "nccl") || !strcmp(name, "long-name")) {
+        static char long_name[3001];
+        memset(long_name, 'x', 3000);
+        memcpy(long_name, "_Z4cute", 7);
+        fake_kernel first = !strcmp(name, "failed-launch") ? K("_Z8too_widePf", 8, 2048, 10000)
+                            : !strcmp(name, "nccl") ? K("_Z38ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgs", 8, 640, 10000)
+                                                    : K(long_name, 8, 640, 10000);
+        fake_launch(&first, FAKE_LAUNCH);
+        for (int i = 0; i < n; i++) {
+            fake_kernel k = cycle_kernel(i);
+            fake_launch(&k, FAKE_LAUNCH);
+        }
+    } else if (!strcmp(name, "child")) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl("/proc/self/exe", "kace-fake-cuda-app", "scenario", "launches", "10", (char *)NULL);
+            _exit(127);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "kace-fake-cuda-app: the child exited with status 0x%x\n", status);
+            return 1;
+        }
+        for (int i = 0; i < n; i++) {
+            fake_kernel k = cycle_kernel(i);
+            fake_launch(&k, FAKE_LAUNCH);
+        }
     } else if (!strcmp(name, "steady")) {
         double end = now_s() + n;
         for (int i = 0; now_s() < end; i++) {

@@ -15,7 +15,16 @@
  *    FLUSH_FORCED every buffer, in-flight records with end = 0;
  *  - the Range Profiler in kernel replay captures the first kernel run in
  *    its context between Start and Stop, replays it (the launch blocks) and
- *    decodes values into the counter data image.
+ *    decodes values into the counter data image; it is configured once
+ *    (SetConfig) and its counter data image initialised again before each
+ *    Start (FAKE_CUPTI_CONFIG_PER_RANGE=1: Stop forgets the configuration);
+ *  - a launch into a stream that captures a graph runs nothing (the kernel
+ *    runs when the graph is launched); a launch with more than 1024 threads
+ *    per block fails (CUDA_ERROR_INVALID_VALUE) and runs nothing; the exit
+ *    callback carries the launch's result;
+ *  - FAKE_CUDA_MPS=1: contexts are MPS clients (CU_DEVICE_ATTRIBUTE_MPS_ENABLED);
+ *    FAKE_CUPTI_UNSUPPORTED=1: cuptiProfilerDeviceSupported says vGPU
+ *    profiling is disabled.
  * Misuse that the real CUPTI would refuse or silently get wrong is printed
  * on stderr as "fake-cupti: violation: ..." (tests look for it).
  *
@@ -45,14 +54,21 @@ enum fake_launch_api { FAKE_LAUNCH, FAKE_LAUNCH_EX, FAKE_LAUNCH_COOPERATIVE };
 CUcontext fake_ctx_create(int device); /* and makes it current on this thread */
 void fake_ctx_set_current(CUcontext ctx);
 CUresult fake_launch(const fake_kernel *k, int api);
+CUresult fake_launch_on(const fake_kernel *k, int api, CUstream stream);
 CUresult fake_graph_launch(const fake_kernel *kernels, int n);
+CUstream fake_stream_create(void);
+void fake_stream_destroy(CUstream s);
+void fake_stream_begin_capture(CUstream s);
+/* Ends the capture; *kernels (the stream's, valid until the next capture)
+ * are what a graph launch of the capture runs. */
+int fake_stream_end_capture(CUstream s, const fake_kernel **kernels);
 void fake_synchronize(void); /* waits until this thread's context is idle */
 
 /* The fake CUPTI's entry points into the driver's launches. */
 typedef struct fake_cupti_hooks {
-    /* site: 0 enter, 1 exit (CUpti_ApiCallbackSite) */
+    /* site: 0 enter, 1 exit (CUpti_ApiCallbackSite); result: the launch's, at exit */
     void (*api)(CUcontext ctx, uint32_t context_id, int cbid, int site, const char *function, const char *symbol,
-                const void *params, uint32_t correlation);
+                const void *params, uint32_t correlation, CUresult result);
     /* A kernel about to run in ctx over [start, end] (CLOCK_MONOTONIC ns);
      * returns extra time the launch blocks (replay), ns. */
     uint64_t (*kernel)(CUcontext ctx, uint32_t context_id, const fake_kernel *k, uint64_t start, uint64_t end,

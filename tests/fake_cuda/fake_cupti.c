@@ -128,7 +128,7 @@ EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle s
 }
 
 static void hook_api(CUcontext ctx, uint32_t context_id, int cbid, int site, const char *function, const char *symbol,
-                     const void *params, uint32_t correlation)
+                     const void *params, uint32_t correlation, CUresult result)
 {
     pthread_mutex_lock(&lock);
     CUpti_CallbackFunc fn = cbid >= 0 && cbid < MAX_CBID && enabled_cbid[cbid] ? subscriber_fn : NULL;
@@ -147,6 +147,7 @@ static void hook_api(CUcontext ctx, uint32_t context_id, int cbid, int site, con
     cb.contextUid = context_id;
     cb.correlationData = &correlation_data;
     cb.correlationId = correlation;
+    cb.functionReturnValue = site == 0 ? NULL : &result; /* valid only at exit, as in CUPTI */
     fn(user, CUPTI_CB_DOMAIN_DRIVER_API, (CUpti_CallbackId)cbid, &cb); /* on the application's thread, no lock held */
 }
 
@@ -416,6 +417,20 @@ EXPORT CUptiResult cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params *p)
     return CUPTI_SUCCESS;
 }
 
+EXPORT CUptiResult cuptiProfilerDeviceSupported(CUpti_Profiler_DeviceSupported_Params *p)
+{
+    CHECK_SIZE(p, CUpti_Profiler_DeviceSupported_Params);
+    if (p->api != CUPTI_PROFILER_RANGE_PROFILING)
+        violation("cuptiProfilerDeviceSupported: api %d, expected CUPTI_PROFILER_RANGE_PROFILING", (int)p->api);
+    const char *u = getenv("FAKE_CUPTI_UNSUPPORTED");
+    int unsupported = u && !strcmp(u, "1");
+    CUpti_Profiler_Support_Level ok = CUPTI_PROFILER_CONFIGURATION_SUPPORTED;
+    p->architecture = p->sli = p->confidentialCompute = p->cmp = p->wsl = ok;
+    p->vGpu = unsupported ? CUPTI_PROFILER_CONFIGURATION_DISABLED : ok;
+    p->isSupported = unsupported ? CUPTI_PROFILER_CONFIGURATION_UNSUPPORTED : ok;
+    return CUPTI_SUCCESS;
+}
+
 EXPORT CUptiResult cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params *p)
 {
     CHECK_SIZE(p, CUpti_Device_GetChipName_Params);
@@ -594,6 +609,10 @@ EXPORT CUptiResult cuptiRangeProfilerStart(CUpti_RangeProfiler_Start_Params *p)
         return CUPTI_ERROR_INVALID_OPERATION;
     pthread_mutex_lock(&lock);
     CUptiResult res = !r->configured || r->started ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
+    if (res == CUPTI_SUCCESS && (!r->counter_data || r->counter_data[0] != 1)) {
+        violation("cuptiRangeProfilerStart: the counter data image holds a previous range (initialise it again)");
+        res = CUPTI_ERROR_INVALID_OPERATION;
+    }
     if (res == CUPTI_SUCCESS) {
         r->started = 1;
         r->n_captured = 0;
@@ -614,8 +633,10 @@ EXPORT CUptiResult cuptiRangeProfilerStop(CUpti_RangeProfiler_Stop_Params *p)
     pthread_mutex_lock(&lock);
     CUptiResult res = r->started ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_OPERATION;
     if (res == CUPTI_SUCCESS) {
+        const char *per_range = getenv("FAKE_CUPTI_CONFIG_PER_RANGE");
         r->started = 0;
-        r->configured = 0;
+        if (per_range && !strcmp(per_range, "1"))
+            r->configured = 0;
         p->isAllPassSubmitted = r->n_captured > 0;
         p->passIndex = FAKE_REPLAY_PASSES - 1;
     }
@@ -644,4 +665,13 @@ EXPORT CUptiResult cuptiRangeProfilerDecodeData(CUpti_RangeProfiler_DecodeData_P
     pthread_mutex_unlock(&lock);
     leave(r);
     return res;
+}
+
+EXPORT CUptiResult cuptiRangeProfilerGetCounterDataInfo(CUpti_RangeProfiler_GetCounterDataInfo_Params *p)
+{
+    CHECK_SIZE(p, CUpti_RangeProfiler_GetCounterDataInfo_Params);
+    if (!p->pCounterDataImage || p->counterDataImageSize < COUNTER_DATA_SIZE)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    p->numTotalRanges = p->pCounterDataImage[0] == 2 ? 1 : 0; /* decoded: one range */
+    return CUPTI_SUCCESS;
 }

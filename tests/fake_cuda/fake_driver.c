@@ -14,6 +14,14 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+#define MAX_CAPTURED 64
+
+struct CUstream_st {
+    int capturing;
+    int n_captured;
+    fake_kernel captured[MAX_CAPTURED];
+};
+
 struct CUctx_st {
     int device;
     uint32_t id;
@@ -140,6 +148,48 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *device)
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attribute, CUdevice device)
+{
+    (void)device;
+    const char *mps = getenv("FAKE_CUDA_MPS");
+    *value = attribute == CU_DEVICE_ATTRIBUTE_MPS_ENABLED && mps && !strcmp(mps, "1");
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUstream fake_stream_create(void)
+{
+    CUstream s = calloc(1, sizeof *s);
+    if (!s)
+        abort();
+    return s;
+}
+
+EXPORT void fake_stream_destroy(CUstream s)
+{
+    free(s);
+}
+
+EXPORT void fake_stream_begin_capture(CUstream s)
+{
+    s->capturing = 1;
+    s->n_captured = 0;
+}
+
+EXPORT int fake_stream_end_capture(CUstream s, const fake_kernel **kernels)
+{
+    s->capturing = 0;
+    *kernels = s->captured;
+    return s->n_captured;
+}
+
+/* NULL and the per-thread default stream never capture here. */
+EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    *status = s && s != CU_STREAM_PER_THREAD && s != CU_STREAM_LEGACY && s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                                                       : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
 {
     *ctx = current;
@@ -163,6 +213,11 @@ static void run_kernel(const fake_cupti_hooks *h, CUcontext ctx, const fake_kern
 
 EXPORT CUresult fake_launch(const fake_kernel *k, int api)
 {
+    return fake_launch_on(k, api, NULL);
+}
+
+EXPORT CUresult fake_launch_on(const fake_kernel *k, int api, CUstream stream)
+{
     CUcontext ctx = ctx_of_thread();
     const fake_cupti_hooks *h = get_hooks();
     uint32_t correlation = atomic_fetch_add(&next_correlation, 1) + 1;
@@ -171,11 +226,13 @@ EXPORT CUresult fake_launch(const fake_kernel *k, int api)
     lp.gridDimX = k->grid[0], lp.gridDimY = k->grid[1], lp.gridDimZ = k->grid[2];
     lp.blockDimX = k->block[0], lp.blockDimY = k->block[1], lp.blockDimZ = k->block[2];
     lp.sharedMemBytes = k->dynamic_smem;
+    lp.hStream = stream;
     CUlaunchConfig config;
     memset(&config, 0, sizeof config);
     config.gridDimX = k->grid[0], config.gridDimY = k->grid[1], config.gridDimZ = k->grid[2];
     config.blockDimX = k->block[0], config.blockDimY = k->block[1], config.blockDimZ = k->block[2];
     config.sharedMemBytes = k->dynamic_smem;
+    config.hStream = stream;
     cuLaunchKernelEx_params ep = {.config = &config};
     const void *params = &lp;
     int cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
@@ -189,11 +246,18 @@ EXPORT CUresult fake_launch(const fake_kernel *k, int api)
         function = "cuLaunchCooperativeKernel";
     }
     if (h)
-        h->api(ctx, ctx->id, cbid, 0, function, k->name, params, correlation);
-    run_kernel(h, ctx, k, correlation, 0);
+        h->api(ctx, ctx->id, cbid, 0, function, k->name, params, correlation, CUDA_SUCCESS);
+    CUresult result = CUDA_SUCCESS;
+    if ((uint64_t)k->block[0] * k->block[1] * k->block[2] > 1024)
+        result = CUDA_ERROR_INVALID_VALUE; /* too many threads per block: nothing runs */
+    else if (stream && stream->capturing) {
+        if (stream->n_captured < MAX_CAPTURED)
+            stream->captured[stream->n_captured++] = *k; /* runs when the graph is launched */
+    } else
+        run_kernel(h, ctx, k, correlation, 0);
     if (h)
-        h->api(ctx, ctx->id, cbid, 1, function, k->name, params, correlation);
-    return CUDA_SUCCESS;
+        h->api(ctx, ctx->id, cbid, 1, function, k->name, params, correlation, result);
+    return result;
 }
 
 EXPORT CUresult fake_graph_launch(const fake_kernel *kernels, int n)
@@ -203,11 +267,13 @@ EXPORT CUresult fake_graph_launch(const fake_kernel *kernels, int n)
     uint32_t correlation = atomic_fetch_add(&next_correlation, 1) + 1;
     cuGraphLaunch_params gp = {0};
     if (h)
-        h->api(ctx, ctx->id, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 0, "cuGraphLaunch", NULL, &gp, correlation);
+        h->api(ctx, ctx->id, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 0, "cuGraphLaunch", NULL, &gp, correlation,
+               CUDA_SUCCESS);
     for (int i = 0; i < n; i++) /* no launch callbacks for a graph's kernels */
         run_kernel(h, ctx, &kernels[i], correlation, 1);
     if (h)
-        h->api(ctx, ctx->id, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 1, "cuGraphLaunch", NULL, &gp, correlation);
+        h->api(ctx, ctx->id, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, 1, "cuGraphLaunch", NULL, &gp, correlation,
+               CUDA_SUCCESS);
     return CUDA_SUCCESS;
 }
 

@@ -7,6 +7,7 @@
  * A failure prints "FAIL <scenario>: <assertion>" and exits 1. Plain C, no
  * test framework, so that it also builds under ThreadSanitizer alone. */
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -224,6 +225,8 @@ static void counters_on(const char *tag, const char *scen)
     CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
     CHECK(rec.n_counters == 5, "%d counter records, expected one per signature (5)\n", rec.n_counters);
     CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    CHECK(count_in_file(r.recording, "# counters: 5 kernel(s) profiled, ") == 1,
+          "no '# counters: 5 kernel(s) profiled' line (the replay's cost)\n");
     check_counter_values(&rec);
 }
 
@@ -360,10 +363,146 @@ static void test_max_profiled(void)
     CHECK(rec.n_counters == 2, "%d counter records with KACE_CUPTI_MAX_PROFILED=2\n", rec.n_counters);
 }
 
+/* A launch captured into a CUDA graph runs no kernel: it is not profiled,
+ * and its signature gets counters at its first launch that runs. Before,
+ * the empty range broke the context: no counters after it. */
+static void test_capture(void)
+{
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "capture", NULL, "capture", "20", 30);
+    CHECK(rec.n_kernels == 27, "%d kernel records, expected 3 + 2 in the graph + 2 + 20\n", rec.n_kernels);
+    int captured = 0;
+    for (int i = 0; i < rec.n_counters && i < 64; i++)
+        captured += strstr(rec.names_with_counters[i], "captured") != NULL;
+    CHECK(rec.n_counters == 7 && captured == 2,
+          "%d counter records (%d of the captured kernels), expected 7 (2): 5 cycle signatures and the captured two "
+          "at their launches outside the capture\n", rec.n_counters, captured);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    check_counter_values(&rec);
+}
+
+/* A failed launch leaves its range empty: noted, the context keeps its
+ * counters (before, it was given up on). */
+static void test_failed_launch(void)
+{
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "failed-launch", NULL, "failed-launch", "20", 30);
+    CHECK(rec.n_kernels == 20, "%d kernel records, expected 20 (the failed launch ran nothing)\n", rec.n_kernels);
+    CHECK(rec.n_counters == 5, "%d counter records, expected 5 after the failed launch\n", rec.n_counters);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    CHECK(count_in_file(r.recording, "# launch of _Z8too_widePf failed (CUresult 1)") == 1,
+          "the failed launch is not noted\n");
+}
+
+/* NCCL kernels are recorded, never replayed. */
+static void test_nccl(void)
+{
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "nccl", NULL, "nccl", "20", 30);
+    CHECK(rec.n_kernels == 21, "%d kernel records, expected 21\n", rec.n_kernels);
+    CHECK(rec.n_counters == 5, "%d counter records, expected 5 (none for the NCCL kernel)\n", rec.n_counters);
+    CHECK(count_in_file(r.recording, "# NCCL kernels are not profiled") == 1, "the NCCL kernel is not noted\n");
+}
+
+/* A 3000-byte kernel name (CUTLASS and cute names are that long) is written
+ * whole in its counters record, so that kace joins it to its kernel records
+ * (before, it was cut to 511 bytes). */
+static void test_long_name(void)
+{
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "long-name", NULL, "long-name", "20", 30);
+    char name[3001];
+    memset(name, 'x', 3000);
+    memcpy(name, "_Z4cute", 7);
+    name[3000] = '\0';
+    char counters_tail[3003];
+    snprintf(counters_tail, sizeof counters_tail, " %s\n", name);
+    CHECK(rec.n_counters == 6, "%d counter records, expected 6\n", rec.n_counters);
+    CHECK(count_in_file(r.recording, counters_tail) == 2,
+          "the 3000-byte name is not whole in both its kernel and counters records\n");
+}
+
+/* A child CUDA process with the same environment writes its own recording
+ * (FILE.<pid>) and leaves the first process's alone. */
+static void test_child(void)
+{
+    run r;
+    char pattern[600];
+    snprintf(pattern, sizeof pattern, "%s/inject-child.cupti.*", build_dir);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+    globfree(&g);
+    recording rec;
+    run_to_end(&r, &rec, "child", NULL, "child", "20", 30);
+    CHECK(rec.header_ok, "the first process's recording lost its header\n");
+    CHECK(rec.n_kernels == 20, "%d kernel records in the first process's recording, expected its 20\n", rec.n_kernels);
+    CHECK(count_in_file(r.recording, "another process's recording") == 0, "the first process thinks it is a child\n");
+    int found = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    CHECK(found == 1, "%d recordings FILE.<pid> of the child, expected 1\n", found);
+    if (found == 1) {
+        recording child;
+        read_recording(g.gl_pathv[0], &child);
+        CHECK(child.header_ok && child.n_kernels == 10, "the child's recording: header %d, %d kernels, expected 10\n",
+              child.header_ok, child.n_kernels);
+        CHECK(count_in_file(g.gl_pathv[0], "another process's recording") == 1, "the child's recording has no note\n");
+        unlink(g.gl_pathv[0]);
+    }
+    if (found >= 0)
+        globfree(&g);
+}
+
+/* A CUPTI that wants the configuration before every Start: set again, noted once. */
+static void test_config_per_range(void)
+{
+    const char *env[] = {"FAKE_CUPTI_CONFIG_PER_RANGE=1", NULL};
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "config-per-range", env, "launches", "50", 30);
+    CHECK(rec.n_counters == 5, "%d counter records, expected 5\n", rec.n_counters);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    CHECK(count_in_file(r.recording, "set again before each range") == 1, "the fallback is not noted once\n");
+    check_counter_values(&rec);
+}
+
+/* A device where counters are unsupported: one error saying why, every
+ * kernel recorded, and counters off for the rest of the run. */
+static void test_unsupported(void)
+{
+    const char *env[] = {"FAKE_CUPTI_UNSUPPORTED=1", NULL};
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "unsupported", env, "launches", "50", 30);
+    CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
+    CHECK(rec.n_counters == 0, "%d counter records, expected 0\n", rec.n_counters);
+    CHECK(rec.n_errors == 1 && strstr(rec.first_error, "vGPU profiling disabled"),
+          "expected one error naming vGPU profiling, got %d: %s\n", rec.n_errors, rec.first_error);
+    CHECK(count_in_file(r.recording, "# counters off: no CUDA context") == 1, "counters were not turned off\n");
+}
+
+/* An MPS client: noted, counters still tried. */
+static void test_mps_client(void)
+{
+    const char *env[] = {"FAKE_CUDA_MPS=1", NULL};
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "mps-client", env, "launches", "50", 30);
+    CHECK(rec.n_counters == 5, "%d counter records, expected 5\n", rec.n_counters);
+    CHECK(count_in_file(r.recording, "is an MPS client") == 1, "the MPS client is not noted\n");
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } tests[] = {
+    {"capture", test_capture},           {"failed-launch", test_failed_launch}, {"nccl", test_nccl},
+    {"long-name", test_long_name},       {"child", test_child},                 {"config-per-range", test_config_per_range},
+    {"unsupported", test_unsupported},   {"mps-client", test_mps_client},
     {"counters-off", test_counters_off}, {"counters-on", test_counters_on},   {"launch-ex", test_launch_ex},
     {"two-threads", test_two_threads},   {"sigterm", test_sigterm},           {"in-flight", test_in_flight},
     {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
