@@ -55,7 +55,9 @@
  * Nothing here may crash or stop the workload: failures are written as
  * "error ..." records and the library carries on with what still works.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* open_memstream, flock */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

@@ -174,15 +174,21 @@ cupti_include() {
     return 1
 }
 # build_inject OUTPUT: libkace_cupti.so built here against CUPTI_DIR, with
-# that folder in its RUNPATH. libcuda's symbols come from the driver that
-# loads it, so it does not link libcuda.
+# that folder in its RUNPATH. It links libcuda (the toolkit's stub, whose
+# soname is the driver's libcuda.so.1, as the bundle's build does): the
+# driver dlopens the library, and the application may have loaded libcuda
+# with RTLD_LOCAL, where its symbols would not be found otherwise.
 build_inject() {
-    local inc cc=${CC:-cc}
+    local inc cc=${CC:-cc} root d cudalib=(-l:libcuda.so.1)
     inc=$(cupti_include) || { echo "no cupti.h/cuda.h found"; return 1; }
     command -v "$cc" >/dev/null 2>&1 || cc=gcc
-    echo "$cc -shared -fPIC -O2 -fvisibility=hidden -I$inc -o $1 $BUNDLE/src/cupti/inject.c -L$CUPTI_DIR -l:libcupti.so.13 -Wl,-rpath,$CUPTI_DIR -lpthread"
-    tmo "$cc" -shared -fPIC -O2 -fvisibility=hidden -D_GNU_SOURCE -I"$inc" -o "$1" "$BUNDLE/src/cupti/inject.c" \
-        -L"$CUPTI_DIR" -l:libcupti.so.13 -Wl,-rpath,"$CUPTI_DIR" -lpthread
+    root=$(cd "$inc/.." && pwd)
+    for d in "$root/lib64/stubs" "$root/targets/x86_64-linux/lib/stubs" "$root/lib/stubs"; do
+        [ -e "$d/libcuda.so" ] && { cudalib=(-L"$d" -lcuda); break; }
+    done
+    echo "$cc -shared -fPIC -O2 -fvisibility=hidden -I$inc -o $1 $BUNDLE/src/cupti/inject.c -L$CUPTI_DIR -l:libcupti.so.13 -Wl,-rpath,$CUPTI_DIR ${cudalib[*]} -lpthread"
+    tmo "$cc" -shared -fPIC -O2 -fvisibility=hidden -I"$inc" -o "$1" "$BUNDLE/src/cupti/inject.c" \
+        -L"$CUPTI_DIR" -l:libcupti.so.13 -Wl,-rpath,"$CUPTI_DIR" "${cudalib[@]}" -lpthread
 }
 # recording_counts FILE: "KERNELS COUNTERS ERRORS DROPPED" of a recording.
 recording_counts() {
