@@ -213,11 +213,11 @@ kace_gpu *measure_cli_open_gpu(const measure_cli_options *o)
     kace_ctx *ctx = kace_ctx_new();
     kace_gpu *n = NULL;
     if (ctx && kace_gpu_open(ctx, o->nvml_device, &n) != KACE_OK)
-        fprintf(stderr, "kace: note: %s; MPS is verified through the control daemon's server list only\n",
+        fprintf(stderr, "kace: note: %s; MPS is verified through the control daemon's server and client lists only\n",
                 kace_errmsg(ctx));
     else if (n && !kace_gpu_has(n, KACE_GPU_CAP_MPS_LIST))
         fprintf(stderr, "kace: note: this NVML has no MPS client list; MPS is verified through the control "
-                        "daemon's server list only\n");
+                        "daemon's server and client lists only\n");
     kace_ctx_free(&ctx);
     return n;
 }
@@ -240,7 +240,8 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
     printf("run %lld (%s, %s, repetition %d): %s\n", r->run_id, r->set, spec->timeslice ? "time-slicing" : "MPS",
            spec->repetition, run_status_word(r->status));
     if (verbose && !spec->timeslice && r->mps_server_pid > 0)
-        printf("  served by MPS server %d%s\n", r->mps_server_pid,
+        printf("  served by MPS server %d%s%s\n", r->mps_server_pid,
+               r->clients_verified ? "; every member among its clients" : "",
                r->nvml_verified ? "; every client in NVML's MPS client list" : "");
     if (verbose)
         printf("  %-40s %5s %-13s %12s %7s\n", "workload", "mps%", "status", "samples/s", "cv");

@@ -437,8 +437,11 @@ static void test_daemon_without_server_records_nothing(void **state)
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
 }
 
-/* Where NVML lists MPS clients, every client must be in the list. */
-static void test_nvml_mps_list_verifies_clients(void **state)
+/* MPS served a run when every member was among its server's clients
+ * (get_client_list: PIDs of kace's own namespace). NVML's MPS client list is
+ * a second witness; it decides only where the control program cannot list
+ * clients. */
+static void test_mps_clients_verify_the_run(void **state)
 {
     (void)state;
     char path[4200], pid[32];
@@ -453,35 +456,91 @@ static void test_nvml_mps_list_verifies_clients(void **state)
     kace_measure_options o = quick();
     o.gpu_access = nvml;
     kace_measure_result r;
-    /* Listed (the fake lists the caller's children: the workloads). */
+    /* Clients of the server, and in NVML's list (the fake lists the caller's children). */
     assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
-    assert_true(r.stored);
-    assert_true(r.nvml_verified);
+    assert_true(r.stored && r.clients_verified && r.nvml_verified);
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
-    /* Not listed: the clients ran without MPS although a server ran. */
+    /* Clients of the server, not in NVML's list: NVML's PIDs are another PID
+     * namespace's (a container); the run counts. */
     setenv("KACE_FAKE_NVML_MPS_CLIENTS", "none", 1);
     s.repetition = 1;
-    kace_status st = kace_measure(ctx, store, &s, &o, &r);
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_true(r.stored && r.clients_verified);
+    assert_false(r.nvml_verified);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 2);
     unsetenv("KACE_FAKE_NVML_MPS_CLIENTS");
-    assert_int_equal(st, KACE_ERR_IO);
+
+    /* A server that the workloads never connected to: refused, even though
+     * NVML's list has them. */
+    char dir[64];
+    kace_mps *lonely = second_daemon(dir, sizeof dir, "no-clients");
+    o.mps = lonely;
+    s.repetition = 2;
+    assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_IO);
     const char *msg = kace_errmsg(ctx);
-    if (!strstr(msg, "MPS did not serve this run: fast, slow never appeared in NVML's MPS client list") ||
+    if (!strstr(msg, "MPS did not serve this run: fast, slow never appeared among the MPS server's clients "
+                     "(get_client_list, ") ||
         !strstr(msg, "they ran without MPS?") || strstr(msg, "named no MPS server"))
         fail_msg("message: %s", msg);
-    assert_false(r.stored);
-    assert_false(r.nvml_verified);
-    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
-    kace_gpu_close(&nvml);
-    /* An NVML whose MPS list is empty (no MPS on the GPU) fails the same way. */
-    snprintf(path, sizeof path, "%s/libfake_nvml_full.so", KACE_FAKE_NVML_DIR);
-    setenv("KACE_NVML_LIBRARY", path, 1);
-    assert_kace_ok(ctx, kace_gpu_open_backend(ctx, &kace_gpu_backend_nvml, 0, &nvml));
-    o.gpu_access = nvml;
+    assert_false(r.stored || r.clients_verified);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 2);
+    remove_second_daemon(&lonely, dir);
+
+    /* A control program that cannot list clients: NVML's list decides. */
+    kace_mps *old = second_daemon(dir, sizeof dir, "no-client-list");
+    o.mps = old;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_true(r.stored && r.nvml_verified);
+    assert_false(r.clients_verified);
+    setenv("KACE_FAKE_NVML_MPS_CLIENTS", "none", 1);
+    s.repetition = 3;
     assert_int_equal(kace_measure(ctx, store, &s, &o, &r), KACE_ERR_IO);
-    assert_non_null(strstr(kace_errmsg(ctx), "never appeared in NVML's MPS client list"));
+    unsetenv("KACE_FAKE_NVML_MPS_CLIENTS");
+    msg = kace_errmsg(ctx);
+    if (!strstr(msg, "fast, slow never appeared in NVML's MPS client list") ||
+        !strstr(msg, "the control program could not list clients: get_client_list ") ||
+        !strstr(msg, "they ran without MPS?"))
+        fail_msg("message: %s", msg);
+    assert_false(r.stored);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 3);
+    remove_second_daemon(&old, dir);
     kace_gpu_close(&nvml);
     unsetenv("KACE_NVML_LIBRARY");
-    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);
+}
+
+/* The clients get no CUDA_VISIBLE_DEVICES (MPS renumbers the daemon's
+ * devices from 0), and the daemon none of kace's CUDA_MPS_* variables
+ * (an inherited thread percentage would cap every client). */
+static void test_mps_client_and_daemon_environment(void **state)
+{
+    (void)state;
+    char dir[64];
+    setenv("CUDA_VISIBLE_DEVICES", "2", 1);
+    setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "20", 1);
+    kace_mps *m = second_daemon(dir, sizeof dir, "normal");
+    unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    char env_file[128];
+    snprintf(env_file, sizeof env_file, "%s/worker.env", dir);
+    char *argv[] = {"/bin/sh", "-c", "env > \"$0\"; exec \"$1\" report 4000", env_file, KACE_TEST_WORKER, NULL};
+    assert_kace_ok(ctx, kace_store_set_command(ctx, store, "envdump", argv));
+    kace_measure_spec s = pair("envdump", "fast", 60, 100);
+    kace_measure_options o = quick();
+    o.mps = m;
+    kace_measure_result r;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "grep -q '^CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=60$' '%s' && ! grep -q '^CUDA_VISIBLE_DEVICES=' '%s'",
+             env_file, env_file);
+    assert_int_equal(system(cmd), 0);
+    /* The daemon: its /proc environment, found through its pipe folder. */
+    snprintf(cmd, sizeof cmd,
+             "for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx 'CUDA_MPS_PIPE_DIRECTORY=%s' "
+             "|| continue; tr '\\0' '\\n' < $p/environ | grep -q '^CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=' && exit 1; "
+             "done; exit 0",
+             kace_mps_pipe_dir(m));
+    assert_int_equal(system(cmd), 0);
+    remove_second_daemon(&m, dir);
 }
 
 static void add_profile(const char *workload, const char *gpu, double throughput)
@@ -656,7 +715,8 @@ int main(void)
         cmocka_unit_test(test_setup_errors_record_nothing),
         cmocka_unit_test(test_daemon_dying_mid_run_records_nothing),
         cmocka_unit_test(test_daemon_without_server_records_nothing),
-        cmocka_unit_test(test_nvml_mps_list_verifies_clients),
+        cmocka_unit_test(test_mps_clients_verify_the_run),
+        cmocka_unit_test(test_mps_client_and_daemon_environment),
         cmocka_unit_test(test_timeslice_needs_the_daemon_quit),
         cmocka_unit_test(test_commands_round_trip),
         cmocka_unit_test(test_profile_from_another_gpu_is_refused),

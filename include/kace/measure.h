@@ -70,6 +70,7 @@ typedef struct kace_measure_result {
     long long run_id;
     int mps_server_pid;     /* an MPS server seen while the clients ran (0: none, or time-sliced) */
     bool nvml_verified;     /* every client was in NVML's MPS client list */
+    bool clients_verified;  /* every member was among the server's clients (get_client_list) */
     char set[KACE_SET_NAME_MAX];
 } kace_measure_result;
 

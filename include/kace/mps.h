@@ -66,6 +66,10 @@ kace_status kace_mps_start(kace_ctx *ctx, const kace_mps_options *opt, kace_mps 
  * (KACE_ERR_IO) or answered something else than PIDs (KACE_ERR_PARSE,
  * "get_server_list:LINE:COL: ..."). */
 kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t max, size_t *n);
+/* The PIDs of the clients connected to MPS server server_pid
+ * (get_client_list), as kace_mps_server_pids. kace started the daemon, so
+ * they are PIDs of kace's own PID namespace, where NVML's may not be. */
+kace_status kace_mps_client_pids(kace_ctx *ctx, kace_mps *m, int server_pid, int *pids, size_t max, size_t *n);
 /* The last lines of the MPS server's log (else the control daemon's),
  * joined by " | " and prefixed with the file's name; "" when neither has
  * any. For messages that say why MPS did not serve a run. */

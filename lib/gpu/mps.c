@@ -310,7 +310,10 @@ static int make_dir(const char *path)
     return mkdir(path, 0700) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-/* environ without CUDA_MPS_PIPE_DIRECTORY / CUDA_MPS_LOG_DIRECTORY, plus ours. */
+/* environ without any CUDA_MPS_* variable, plus our pipe and log folders.
+ * An inherited CUDA_MPS_ACTIVE_THREAD_PERCENTAGE would become the daemon's
+ * default and silently cap every client (a client can only lower it), and
+ * CUDA_MPS_PROTOCOL_VERSION would switch the control commands' syntax. */
 static char **build_envp(kace_mps *m)
 {
     size_t n = 0;
@@ -321,8 +324,7 @@ static char **build_envp(kace_mps *m)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "CUDA_MPS_PIPE_DIRECTORY=", 24) != 0 &&
-            strncmp(environ[i], "CUDA_MPS_LOG_DIRECTORY=", 23) != 0)
+        if (strncmp(environ[i], "CUDA_MPS_", 9) != 0)
             envp[k++] = environ[i];
     envp[k++] = m->pipe_env;
     envp[k++] = m->log_env;
@@ -586,21 +588,25 @@ static size_t read_end(const char *path, char *out, size_t size)
     return n;
 }
 
-kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t max, size_t *n_out)
+/* Sends query (get_server_list, get_client_list PID) and reads its answer:
+ * one PID per line, nothing else. */
+static kace_status ask_pids(kace_ctx *ctx, kace_mps *m, const char *query, const char *kind, int *pids, size_t max,
+                           size_t *n_out)
 {
     *n_out = 0;
     if (!m->control[0])
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", m->control_error);
+    char what[64];
+    snprintf(what, sizeof what, "%.*s", (int)strcspn(query, "\n"), query);
     int status = -1;
     char tail[512];
     /* Asked while workloads run: a control program that hangs must not stall the run long. */
     double timeout = m->start_timeout_s < 3 ? m->start_timeout_s : 3;
-    if (run_control(m, NULL, "get_server_list\n", timeout, &status, tail, sizeof tail) != 0)
-        return kace_fail(ctx, KACE_ERR_IO, "get_server_list: %s", *tail ? tail : "the control program could not run");
+    if (run_control(m, NULL, query, timeout, &status, tail, sizeof tail) != 0)
+        return kace_fail(ctx, KACE_ERR_IO, "%s: %s", what, *tail ? tail : "the control program could not run");
     if (status != 0)
-        return kace_fail(ctx, KACE_ERR_IO, "get_server_list: %s exited with status %d: %s", m->control, status,
+        return kace_fail(ctx, KACE_ERR_IO, "%s: %s exited with status %d: %s", what, m->control, status,
                          *tail ? tail : "(no output)");
-    /* The whole answer, line by line: a PID per line, nothing else. */
     char path[MPS_PATH_MAX + 32], text[8192];
     snprintf(path, sizeof path, "%s/control-client.log", m->run_dir);
     read_end(path, text, sizeof text);
@@ -622,8 +628,8 @@ kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t m
                 v = v * 10 + (*d++ - '0');
             if (*d || v < 1 || v > INT_MAX)
                 return kace_fail(ctx, KACE_ERR_PARSE,
-                                 "get_server_list:%d:%d: expected an MPS server PID, got '%.60s' (control program %s)",
-                                 line, (int)(a - p) + 1, a, m->control);
+                                 "%s:%d:%d: expected an MPS %s PID, got '%.60s' (control program %s)", what, line,
+                                 (int)(a - p) + 1, kind, a, m->control);
             if (*n_out < max)
                 pids[*n_out] = (int)v;
             (*n_out)++;
@@ -635,6 +641,18 @@ kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t m
     if (*n_out > max)
         *n_out = max;
     return KACE_OK;
+}
+
+kace_status kace_mps_server_pids(kace_ctx *ctx, kace_mps *m, int *pids, size_t max, size_t *n_out)
+{
+    return ask_pids(ctx, m, "get_server_list\n", "server", pids, max, n_out);
+}
+
+kace_status kace_mps_client_pids(kace_ctx *ctx, kace_mps *m, int server_pid, int *pids, size_t max, size_t *n_out)
+{
+    char query[64];
+    snprintf(query, sizeof query, "get_client_list %d\n", server_pid);
+    return ask_pids(ctx, m, query, "client", pids, max, n_out);
 }
 
 void kace_mps_server_log_tail(const kace_mps *m, char *out, size_t size)

@@ -74,12 +74,15 @@ typedef struct run_checks {
     bool timeslice;
     kace_ctx *scratch; /* errors of the checks, kept apart from the caller's */
     int k;
-    /* MPS: the daemon's servers */
+    /* MPS: the daemon's servers and their clients */
     int64_t next_server_check_ns;
     bool checked_at_steady;
     size_t server_checks;
     int server_pid;
     char server_error[256];
+    bool member_client[KACE_MAX_K]; /* among a server's clients (get_client_list) */
+    bool client_list_failed;        /* this control program cannot list clients */
+    char client_error[256];
     /* MPS: NVML's client list */
     bool use_nvml;
     size_t nvml_checks;
@@ -97,7 +100,38 @@ static bool all_running(const kace_run_view *v)
     return v->n > 0;
 }
 
-static void check_servers(run_checks *c)
+/* Marks the members whose process group holds a client of one of the
+ * daemon's servers. A server outlives its clients, so a server alone proves
+ * nothing from a campaign's second run on: the clients do. kace started the
+ * daemon, so their PIDs are of its own PID namespace (NVML's may not be). */
+static void check_clients(run_checks *c, const kace_run_view *v, const int *servers, size_t n_servers)
+{
+    for (size_t s = 0; s < n_servers && !c->client_list_failed; s++) {
+        int pids[MAX_MPS_PROCS];
+        size_t n = 0;
+        if (kace_mps_client_pids(c->scratch, c->mps, servers[s], pids, MAX_MPS_PROCS, &n) != KACE_OK) {
+            snprintf(c->client_error, sizeof c->client_error, "%s", kace_errmsg(c->scratch));
+            c->client_list_failed = true;
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            pid_t g = getpgid((pid_t)pids[i]);
+            for (size_t m = 0; m < v->n && g > 0; m++)
+                if (g == v->pgids[m])
+                    c->member_client[m] = true;
+        }
+    }
+}
+
+static bool all_clients(const run_checks *c)
+{
+    for (int i = 0; i < c->k; i++)
+        if (!c->member_client[i])
+            return false;
+    return true;
+}
+
+static void check_servers(run_checks *c, const kace_run_view *v)
 {
     int pids[MAX_SERVERS];
     size_t n = 0;
@@ -108,6 +142,7 @@ static void check_servers(run_checks *c)
     }
     if (n > 0 && !c->server_pid)
         c->server_pid = pids[0];
+    check_clients(c, v, pids, n);
 }
 
 static void check_nvml(run_checks *c, const kace_run_view *v)
@@ -142,8 +177,9 @@ static void on_tick(void *user, const kace_run_view *v)
     if (!all_running(v))
         return;
     bool steady_now = v->steady && !c->checked_at_steady;
-    if (!c->server_pid && (v->now_ns >= c->next_server_check_ns || steady_now)) {
-        check_servers(c);
+    bool done = c->server_pid && (c->client_list_failed || all_clients(c));
+    if (!done && (v->now_ns >= c->next_server_check_ns || steady_now)) {
+        check_servers(c, v);
         c->next_server_check_ns = v->now_ns + SERVER_CHECK_PERIOD_NS;
     }
     if (steady_now)
@@ -158,39 +194,53 @@ static void on_tick(void *user, const kace_run_view *v)
 }
 
 /* Fails (nothing is stored) when MPS was not seen serving the run; the
- * message says what was seen. */
+ * message says what was seen. Served: a server ran and every member was
+ * among its clients (get_client_list). NVML's MPS client list is a second
+ * witness: where the daemon lists the clients and NVML does not, NVML's PIDs
+ * are another PID namespace's (a container), and the run counts; where the
+ * control program cannot list clients, NVML's list decides, as before. */
 static kace_status verify_mps(kace_ctx *ctx, const run_checks *c, const kace_measure_spec *spec,
                               kace_measure_result *res)
 {
     res->mps_server_pid = c->server_pid;
-    bool missing_member = false;
-    char absent[KACE_MAX_K * (KACE_NAME_MAX + 2)] = "";
-    if (c->use_nvml)
-        for (int i = 0; i < spec->k; i++)
-            if (!c->member_seen[i]) {
-                missing_member = true;
-                size_t at = strlen(absent);
-                snprintf(absent + at, sizeof absent - at, "%s%s", at ? ", " : "", spec->workload[i]);
-            }
-    res->nvml_verified = c->use_nvml && !missing_member && c->nvml_checks > 0;
-    if (c->server_pid && !missing_member)
+    bool nvml_missing = false, not_client = false;
+    char absent[KACE_MAX_K * (KACE_NAME_MAX + 2)] = "", strangers[KACE_MAX_K * (KACE_NAME_MAX + 2)] = "";
+    for (int i = 0; i < spec->k; i++) {
+        if (c->use_nvml && !c->member_seen[i]) {
+            nvml_missing = true;
+            size_t at = strlen(absent);
+            snprintf(absent + at, sizeof absent - at, "%s%s", at ? ", " : "", spec->workload[i]);
+        }
+        if (!c->client_list_failed && !c->member_client[i]) {
+            not_client = true;
+            size_t at = strlen(strangers);
+            snprintf(strangers + at, sizeof strangers - at, "%s%s", at ? ", " : "", spec->workload[i]);
+        }
+    }
+    res->nvml_verified = c->use_nvml && !nvml_missing && c->nvml_checks > 0;
+    res->clients_verified = c->server_pid && !c->client_list_failed && !not_client;
+    bool served = c->server_pid && (res->clients_verified || (c->client_list_failed && !nvml_missing));
+    if (served)
         return KACE_OK;
-    char server[512] = "", nvml[1600] = "", log[600] = "";
+    char server[512] = "", clients[1200] = "", nvml[1600] = "", log[600] = "";
     if (!c->server_pid)
         snprintf(server, sizeof server, "the control daemon named no MPS server in %zu check%s while the clients ran%s%s",
                  c->server_checks, c->server_checks == 1 ? "" : "s", c->server_error[0] ? " (last: " : "",
                  c->server_error);
     if (!c->server_pid && c->server_error[0])
         strncat(server, ")", sizeof server - strlen(server) - 1);
-    if (missing_member)
-        snprintf(nvml, sizeof nvml, "%s%s never appeared in NVML's MPS client list (%zu check%s%s%s%s)",
-                 server[0] ? "; " : "", absent, c->nvml_checks, c->nvml_checks == 1 ? "" : "s",
-                 c->nvml_error[0] ? ", last: " : "", c->nvml_error,
-                 c->server_pid ? "; they ran without MPS?" : "");
+    if (c->server_pid && not_client)
+        snprintf(clients, sizeof clients, "%s never appeared among the MPS server's clients (get_client_list, %zu "
+                 "check%s); they ran without MPS?",
+                 strangers, c->server_checks, c->server_checks == 1 ? "" : "s");
+    if (c->server_pid && c->client_list_failed && nvml_missing)
+        snprintf(nvml, sizeof nvml, "%s never appeared in NVML's MPS client list (%zu check%s%s%s; the control "
+                 "program could not list clients: %s); they ran without MPS?",
+                 absent, c->nvml_checks, c->nvml_checks == 1 ? "" : "s", c->nvml_error[0] ? ", last: " : "",
+                 c->nvml_error, c->client_error);
     kace_mps_server_log_tail(c->mps, log, sizeof log);
-    return kace_fail(ctx, KACE_ERR_IO, "%s: MPS did not serve this run: %s%s; %s; nothing recorded",
-                     kace_mps_pipe_dir(c->mps), server, nvml,
-                     log[0] ? log : "no MPS server log");
+    return kace_fail(ctx, KACE_ERR_IO, "%s: MPS did not serve this run: %s%s%s; %s; nothing recorded",
+                     kace_mps_pipe_dir(c->mps), server, clients, nvml, log[0] ? log : "no MPS server log");
 }
 
 /* The GPU this run is on: the caller's name for it, else NVML's; NULL when unknown. */
@@ -240,7 +290,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     char **argv[KACE_MAX_K] = {0};
     run_checks checks = {0};
     char pct_env[KACE_MAX_K][64];
-    const char *env[KACE_MAX_K][4];
+    const char *env[KACE_MAX_K][5];
     kace_proc_spec procs[KACE_MAX_K];
     memset(procs, 0, sizeof procs);
     int k = spec->k;
@@ -256,7 +306,11 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
             env[i][0] = client[0];
             env[i][1] = client[1];
             env[i][2] = pct_env[i];
-            env[i][3] = NULL;
+            /* The daemon has kace's CUDA_VISIBLE_DEVICES and MPS renumbers
+             * its devices from 0: a client that kept "2" would ask for a
+             * device the server does not have (NVIDIA's MPS docs). */
+            env[i][3] = "CUDA_VISIBLE_DEVICES";
+            env[i][4] = NULL;
         }
         procs[i].name = spec->workload[i];
         procs[i].argv = argv[i];

@@ -214,7 +214,7 @@ s_ncu() {
         fi
         gzip -9 -c "$csv" >"$S/ncu/$tag.ncu.csv.gz" && mv "$WORK/$tag.compare.csv" "$S/ncu/$tag.compare.csv"
         local n; n=$(awk -F, 'NR == 2 { print $NF }' "$S/ncu/$tag.compare.csv")
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$cache" "$NCU_S" "$b" "$count" "$n" >>"$S/ncu-cost.tsv"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$cache" "$NCU_S" "$NCU_SKIP" "$count" "$n" >>"$S/ncu-cost.tsv"
         if [ "$cache" = all ]; then summary="$NCU_SUMMARY; ncu ${NCU_S} s$summary"
         else summary+="; no cache flush: ${NCU_SUMMARY%%; largest*}"; fi
     done

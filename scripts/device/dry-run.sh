@@ -46,7 +46,7 @@ fi
 export KACE_DEVICE_FAKE=1 KACE_FAKE_CUDA_DIR=$FAKE_CUDA KACE_TEST_WORKER=$BUILD/tests/kace-test-worker \
     KACE_FAKE_NVML_ALONE=$BUILD/tests/libfake_nvml_full.so KACE_FAKE_NVML_MPS=$BUILD/tests/libfake_nvml_mps.so \
     KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so KACE_MPS_CONTROL=$BUILD/tests/kace-test-mps-control \
-    KACE_FAKE_NCU_CSV=$root/tests/data/ncu/newer.csv KACE_FAKE_FORBIDDEN_LOG=$WORK/forbidden.log \
+    KACE_FAKE_NCU_CSV=$root/tests/data/ncu/newer.csv KACE_FAKE_FORBIDDEN_LOG=$WORK/forbidden.log KACE_FAKE_NCU_LEAVE=1 \
     KACE_DEVICE_WARMUP=0.5 KACE_DEVICE_WINDOW=1 KACE_DEVICE_PROFILE_WARMUP=0.5 KACE_DEVICE_PROFILE_WINDOW=1 \
     KACE_DEVICE_COUNTERS_WARMUP=0.5 KACE_DEVICE_COUNTERS_WINDOW=1 KACE_DEVICE_INJECT_S=2 KACE_DEVICE_TORCH_S=4 TMPDIR=$WORK
 unset KACE_DB KACE_CUPTI_LIBRARY CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT LD_LIBRARY_PATH
@@ -185,8 +185,16 @@ for want in "runs on splits made the KACE artifact's way" "Xu et al. left out" "
     grep -q "$want" "$WORK/demo.out" || fail "kace demo on the dataset: no '$want'"
 done
 
-# 3. nothing asked to change GPU settings; libraries from the bundle, libc or the driver.
+# 3. nothing asked to change GPU settings; libraries from the bundle, libc or the driver;
+#    no workload that ncu left running (the fake leaves one each time) still runs.
 [ ! -s "$WORK/forbidden.log" ] || fail "forbidden tool options: $(cat "$WORK/forbidden.log")"
+left=0
+for p in /proc/[0-9]*; do
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -q '^KACE_NCU_TOKEN=' || continue
+    left=$((left + 1))
+    kill -KILL "${p#/proc/}" 2>/dev/null
+done
+[ "$left" = 0 ] || fail "$left workload process(es) that ncu left running were not killed"
 python3 "$B/scripts/device/check-libs.py" --kace "$B/bin/kace" --allow "$B/lib" --allow "$FAKE_CUDA" \
     --allow "$(dirname "$KACE_NVML_LIBRARY")" "$WORK/ld" >"$WORK/libs.out" 2>&1 || fail "libraries: $(cat "$WORK/libs.out")"
 cat "$WORK/libs.out"

@@ -280,7 +280,7 @@ for r in sorted(rows, key=lambda r: int(r["ID"])):
 for i, n in seen[:5]:
     print(n)' "$A/ncu/$name.ncu.csv"
     ncu_compare "$name" "$DB" "$A/ncu/$name.ncu.csv" "$A/ncu-compare.csv" || return 1
-    DETAIL="$name: $NCU_SUMMARY; ncu ${NCU_S} s for launches $b..$((b + count - 1))"
+    DETAIL="$name: $NCU_SUMMARY; ncu ${NCU_S} s for launches $NCU_SKIP..$((NCU_SKIP + count - 1))"
 }
 
 # ---- the run -----------------------------------------------------------------------------

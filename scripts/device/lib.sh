@@ -248,31 +248,73 @@ gpu_name() {
 profile_counts() {
     sed -n -E 's/.*; ([0-9]+) kernels \(([0-9]+) with counters.* after ([0-9]+) earlier kernels.*/\1 \2 \3/p' "$1" | tail -1
 }
+# ncu_options: the options every ncu run adds, once per call (NCU_OPTS).
+# --pipeline-boost-state dynamic where this ncu has it: its default,
+# "stable", sets the Tensor Cores' boost state for the run, a GPU setting
+# that --clock-control none leaves alone (and that moves bf16 kernels'
+# durations and throughputs away from what kace's counters run saw).
+# --apply-rules no: no rule results to compute and export.
+ncu_options() {
+    [ -n "${NCU_OPTS_SET:-}" ] && return 0
+    NCU_OPTS=(--clock-control none --apply-rules no)
+    ncu --help 2>&1 | grep -q -- '--pipeline-boost-state' && NCU_OPTS+=(--pipeline-boost-state dynamic)
+    NCU_OPTS_SET=1
+}
+# kill_marked TOKEN: SIGKILL to every process whose environment holds
+# KACE_NCU_TOKEN=TOKEN; prints how many. A workload ncu left running would
+# hold the GPU through every later measurement.
+kill_marked() {
+    local p n=0
+    for p in /proc/[0-9]*; do
+        [ "${p#/proc/}" = "$$" ] && continue
+        tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "KACE_NCU_TOKEN=$1" || continue
+        kill -KILL "${p#/proc/}" 2>/dev/null && n=$((n + 1))
+    done
+    echo "$n"
+}
 # ncu_run IDX SKIP COUNT CSV [CACHE]: Nsight Compute on catalog entry IDX from
 # launch SKIP for COUNT launches, with the two sections that hold kace's six
 # kernel metrics (SpeedOfLight: the throughputs and Duration; LaunchStats:
 # threads, registers, static shared memory). Never --set full; always
-# --clock-control none (ncu would lock the clocks otherwise). CACHE: ncu's
-# --cache-control, all (its default, what KACE's ncu runs used: caches flushed
-# before each replay pass) or none. Its CSV export goes to CSV; NCU_S: the
-# run's wall seconds (start, the skipped launches, the profiled ones, --kill yes).
+# --clock-control none (ncu would lock the clocks otherwise; ncu_options).
+# CACHE: ncu's --cache-control, all (its default, what KACE's ncu runs used:
+# caches flushed before each replay pass) or none. Its CSV export (section
+# headers, where every metric kace reads is) goes to CSV; NCU_S: the run's
+# wall seconds (start, the skipped launches, the profiled ones, --kill yes);
+# NCU_SKIP: the launches skipped. A CUDA C workload launches one kernel
+# signature over and over, so its skip is capped at 1000: ncu's cost per
+# skipped launch would otherwise eat the time (the latency workload reaches
+# millions of launches in kace's warm-up).
 # The workload, not ncu, is bounded by time (the step's time less 45 s for ncu to write
 # and export its report): a workload stopped early leaves a report of the kernels
 # profiled so far, where a stopped ncu would leave none. The export is cut to the rows
-# kace import-ncu reads (store.py ncu-slim).
+# kace import-ncu reads (store.py ncu-slim). Workload processes left running
+# afterwards are killed and counted in the output.
 ncu_run() {
     local idx=$1 skip=$2 count=$3 csv=$4 cache=${5:-all} rep=$WORK/ncu-report
     catalog_cmd "$idx"
+    ncu_options
+    [ "${CATALOG_KINDS[$idx]}" = cuda ] && [ "$skip" -gt 1000 ] && skip=1000
+    NCU_SKIP=$skip
     rm -f "$rep.ncu-rep"
     local app_s; app_s=$(at_least $(( $(step_left) - 45 )) 5)
-    echo "ncu --clock-control none --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats (workload bounded to $app_s s) ${CMD[*]}"
+    local token="$$-$RANDOM-$idx"
+    echo "ncu ${NCU_OPTS[*]} --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats (workload bounded to $app_s s) ${CMD[*]}"
     local t0=$EPOCHREALTIME
-    tmo ncu --clock-control none --cache-control "$cache" --kill yes --launch-skip "$skip" --launch-count "$count" \
-        --section SpeedOfLight --section LaunchStats -f -o "$rep" timeout -k 5 "$app_s" "${CMD[@]}" >"$WORK/ncu.out" 2>&1
+    KACE_NCU_TOKEN=$token tmo ncu "${NCU_OPTS[@]}" --cache-control "$cache" --kill yes --launch-skip "$skip" \
+        --launch-count "$count" --section SpeedOfLight --section LaunchStats -f -o "$rep" \
+        timeout -k 5 "$app_s" "${CMD[@]}" >"$WORK/ncu.out" 2>&1
     NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
     tail -20 "$WORK/ncu.out"
-    [ -f "$rep.ncu-rep" ] || { DETAIL="ncu wrote no report in ${NCU_S} s: $(grep -m1 -E '==ERROR==|==WARNING==' "$WORK/ncu.out" | cut -c1-160)"; return 1; }
-    tmo ncu -i "$rep.ncu-rep" --csv --print-details all >"$csv.full" || { DETAIL="ncu -i --csv failed"; return 1; }
+    local left; left=$(kill_marked "$token")
+    [ "$left" = 0 ] || echo "ncu left $left workload process(es) running: killed"
+    if [ ! -f "$rep.ncu-rep" ]; then
+        local why
+        why=$(grep -m1 '==ERROR==' "$WORK/ncu.out" || grep -v 'unmodified GPU clocks' "$WORK/ncu.out" | grep -m1 '==WARNING==')
+        DETAIL="ncu wrote no report in ${NCU_S} s: $(cut -c1-160 <<<"${why:-no ==ERROR== line}")"
+        return 1
+    fi
+    tmo ncu -i "$rep.ncu-rep" --csv >"$csv.full" || { DETAIL="ncu -i --csv failed"; return 1; }
     py_store ncu-slim "$csv.full" "$csv" || { DETAIL="no metric rows in ncu's export ($(wc -c <"$csv.full") bytes)"; return 1; }
     rm -f "$rep.ncu-rep" "$csv.full"
 }

@@ -27,7 +27,15 @@
  *                 real server fails to start): get_server_list prints
  *                 nothing, and server.log says why
  *   bad-list      get_server_list answers "server 1234" (not a bare PID)
+ *   no-clients    get_client_list answers nothing (the workloads did not
+ *                 connect: they ran without MPS)
+ *   no-client-list  get_client_list is unknown (the control program fails)
+ *
+ * get_client_list SERVER answers the processes that would be its clients:
+ * those whose environment names this daemon's pipe folder, other than the
+ * stand-in's own processes.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -68,12 +76,16 @@ static int print_answer(const char *path)
     for (int i = 0; i < 500; i++) {
         FILE *f = fopen(path, "r");
         if (f) {
-            char buf[512];
-            size_t n;
-            while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-                fwrite(buf, 1, n, stdout);
+            char buf[4096];
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
             fclose(f);
             unlink(path);
+            buf[n] = '\0';
+            if (buf[0] == '!') { /* an error: on stderr, with a failing status */
+                fputs(buf + 1, stderr);
+                return 1;
+            }
+            fwrite(buf, 1, n, stdout);
             return fflush(stdout) == 0 ? 0 : 1;
         }
         sleep_ms(10);
@@ -127,6 +139,53 @@ static void answer(const char *path, const char *text)
     fputs(text, f);
     fclose(f);
     rename(tmp, path);
+}
+
+/* Whether /proc/PID/environ holds want (a whole NAME=VALUE entry). */
+static int environ_has(const char *pid, const char *want)
+{
+    char path[300], buf[65536];
+    snprintf(path, sizeof path, "/proc/%s/environ", pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    for (char *p = buf; p < buf + n; p += strlen(p) + 1)
+        if (strcmp(p, want) == 0)
+            return 1;
+    return 0;
+}
+
+/* The would-be clients: processes with this daemon's pipe folder in their
+ * environment that are not the stand-in (its daemon, server or clients). */
+static void client_list(char *text, size_t size)
+{
+    text[0] = '\0';
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    char want[4200], self[4096], exe[4096], link[300];
+    snprintf(want, sizeof want, "CUDA_MPS_PIPE_DIRECTORY=%s", dir ? dir : "");
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[len > 0 ? len : 0] = '\0';
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *e;
+    size_t at = 0;
+    while ((e = readdir(d)) && at + 16 < size) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || !environ_has(e->d_name, want))
+            continue;
+        snprintf(link, sizeof link, "/proc/%s/exe", e->d_name);
+        len = readlink(link, exe, sizeof exe - 1);
+        exe[len > 0 ? len : 0] = '\0';
+        if (strcmp(exe, self) == 0)
+            continue;
+        at += (size_t)snprintf(text + at, size - at, "%s\n", e->d_name);
+    }
+    closedir(d);
 }
 
 static void logf_line(FILE *log, const char *what)
@@ -204,8 +263,12 @@ static void run_daemon(int ready_fd)
         char *at = strstr(line, " @");
         if (at) {
             *at = '\0';
-            char text[64] = "";
-            if (strcmp(line, "get_server_list") == 0 && strcmp(mode(), "bad-list") == 0)
+            char text[4096] = "";
+            if (strncmp(line, "get_client_list ", 16) == 0 && strcmp(mode(), "no-client-list") == 0)
+                snprintf(text, sizeof text, "!unknown command\n");
+            else if (strncmp(line, "get_client_list ", 16) == 0 && strcmp(mode(), "no-clients") != 0)
+                client_list(text, sizeof text);
+            else if (strcmp(line, "get_server_list") == 0 && strcmp(mode(), "bad-list") == 0)
                 snprintf(text, sizeof text, "server %ld\n", (long)server);
             else if (strcmp(line, "get_server_list") == 0 && server > 0)
                 snprintf(text, sizeof text, "%ld\n", (long)server);
