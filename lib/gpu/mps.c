@@ -189,14 +189,18 @@ static void write_no_sigpipe(int fd, const char *text)
 }
 
 /* Runs the control program (with "-d" or as a client fed stdin_text) in its
- * own process group, its output to run_dir/control-client.log. Returns 0 and
- * its exit status, or -1 when it could not run or overran timeout_s (then
- * its group is killed). */
+ * own process group, its output to run_dir/control-client.log
+ * (control-start.log for -d). Returns 0 and its exit status, or -1 when it
+ * could not run or overran timeout_s (then its group is killed). */
 static int run_control(kace_mps *m, const char *arg, const char *stdin_text, double timeout_s, int *exit_status,
                        char *output, size_t output_size)
 {
+    /* The daemon (-d) may keep its stdout: it gets a file of its own, so that
+     * nothing it writes later lands in a query's answer (control-client.log,
+     * truncated for each query). */
     char out_path[MPS_PATH_MAX + 32];
-    snprintf(out_path, sizeof out_path, "%s/control-client.log", m->run_dir);
+    snprintf(out_path, sizeof out_path, "%s/%s", m->run_dir,
+             arg && strcmp(arg, "-d") == 0 ? "control-start.log" : "control-client.log");
     output[0] = '\0';
     int in_pipe[2];
     if (pipe(in_pipe) != 0)
