@@ -80,6 +80,8 @@ s_env_tools() {
         echo "== python"; tmo "$PY" -c 'import sys; print(sys.version.split()[0])' 2>&1
         echo "== torch"; tmo "$PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())' 2>&1 | tail -1
         echo "== transformers"; tmo "$PY" -c 'import transformers; print(transformers.__version__)' 2>&1 | tail -1
+        echo "== pid namespace (4026531836: the host's; NVML gives host PIDs)"; stat -Lc %i /proc/self/ns/pid 2>&1
+        echo "== ncu options"; tmo ncu --help 2>&1 | grep -E -- '--(pipeline-boost-state|clock-control|apply-rules)' | head -5
     } >"$v" 2>&1
     cat "$v"
     DETAIL="ncu: $(command -v ncu >/dev/null && echo yes || echo no); nvcc: $(command -v nvcc >/dev/null && echo yes || echo no);"
@@ -240,6 +242,16 @@ s_measure() {
             echo "# $(date -u +%T)" >>"$list"
             echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log \
                 timeout 5 "$MPS_CONTROL" >>"$list" 2>&1
+            # Each server's clients (kace's proof that MPS served the run), and
+            # what nvidia-smi lists (NVML's PIDs: the host's, in a container).
+            local s
+            for s in $(grep -v '^#' "$list" | grep -E '^[0-9]+$' | sort -u); do
+                echo "# clients of $s"
+                echo "get_client_list $s" | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log \
+                    timeout 5 "$MPS_CONTROL" 2>&1
+            done >>"$list"
+            { echo "# nvidia-smi compute apps"; tmo nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader; } \
+                >>"$list" 2>&1
         fi
     done
     wait $pid
@@ -250,7 +262,7 @@ s_measure() {
     local servers; servers=$(grep -v '^#' "$list" | grep -E '^[0-9]+$' | sort -u | tr '\n' ' ')
     DETAIL="exit $rc; $(grep -m1 '^run ' "$WORK/m.out" | cut -c1-120);"
     DETAIL+=" $(awk '/^  / && $2 ~ /^[0-9]+$/ { printf "%s %s %s; ", $1, $3, $4 }' "$WORK/m.out")"
-    [ "$tag" = timeslice ] || DETAIL+=" MPS servers seen: ${servers:-none}"
+    [ "$tag" = timeslice ] || DETAIL+=" MPS servers seen: ${servers:-none}; $(grep -m1 'served by MPS server' "$WORK/m.out" | sed 's/^ *//')"
     [ $rc -eq 0 ]
 }
 
