@@ -195,6 +195,17 @@ int cmd_campaign(int argc, char **argv)
             failed++;
         printf("%s %s: ", label, what);
         measure_cli_print_result(&e->spec, &res, false);
+        /* NVIDIA's MPS docs: a client that ends with GPU work outstanding
+         * (a crash, an out-of-memory) can leave its server and the next
+         * clients in an undefined state. The next MPS run gets a fresh one. */
+        if (!e->spec.timeslice && res.status != KACE_RUN_OK) {
+            fprintf(stderr, "kace: %s failed under MPS: the next MPS run starts a fresh MPS daemon\n", label);
+            if (measure_cli_quit_mps(ctx, mps, true) != 0) {
+                stopped_by_error = true;
+                break;
+            }
+            daemon_wanted = false;
+        }
     }
     if (measure_cli_stop_mps(ctx, &mps, true, daemon_wanted) != 0)
         stopped_by_error = true;

@@ -236,6 +236,23 @@ cmp -s "$scratch/probe.log" "$scratch/probe.want" ||
 [ "$(sql "SELECT count(*) FROM runs WHERE set_name LIKE 'probe%'")" = 3 ] || fail "probe campaign: runs"
 grep -q "died" "$scratch/err" && fail "probe campaign: a daemon quit on purpose was taken for dead: $(cat "$scratch/err")"
 no_strays "probe campaign"
+# 9b. A run that fails under MPS (a crash) is followed by a fresh MPS daemon:
+#     the next MPS run's workload sees a daemon and server again, and no
+#     daemon is taken for dead.
+printf '%s\n' "workloads crasher slow probe" "set crash-then" "run slow crasher" "run probe slow" \
+    >"$scratch/crash-plan.txt"
+rm -f "$scratch/probe.log"
+"$kace" campaign "$scratch/crash-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "crash campaign: exit $rc: $(cat "$scratch/err")"
+grep -q "\[1/2\] failed under MPS: the next MPS run starts a fresh MPS daemon" "$scratch/err" ||
+    fail "crash campaign: no fresh daemon after the failed run: $(cat "$scratch/err")"
+[ "$(cat "$scratch/probe.log")" = "$run_dir/pipe 2" ] ||
+    fail "crash campaign: the run after the crash saw: $(cat "$scratch/probe.log")"
+grep -q "died" "$scratch/err" && fail "crash campaign: a daemon quit on purpose was taken for dead: $(cat "$scratch/err")"
+[ "$(sql "SELECT group_concat(status, ',') FROM runs WHERE set_name='crash-then'")" = "failed,ok" ] ||
+    fail "crash campaign: $(sql "SELECT status FROM runs WHERE set_name='crash-then'")"
+no_strays "crash campaign"
 # kace measure --no-mps shuts down a daemon that a killed kace left in the run folder.
 KACE_TEST_MPS_MODE=normal CUDA_MPS_PIPE_DIRECTORY="$run_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$run_dir/log" \
     "$scratch/bin/mps-control" -d || fail "a left-behind daemon did not start"
