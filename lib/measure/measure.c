@@ -222,7 +222,7 @@ static kace_status verify_mps(kace_ctx *ctx, const run_checks *c, const kace_mea
     bool served = c->server_pid && (res->clients_verified || (c->client_list_failed && !nvml_missing));
     if (served)
         return KACE_OK;
-    char server[512] = "", clients[1200] = "", nvml[1600] = "", log[600] = "";
+    char server[512] = "", clients[1200] = "", nvml[2048] = "", log[600] = "";
     if (!c->server_pid)
         snprintf(server, sizeof server, "the control daemon named no MPS server in %zu check%s while the clients ran%s%s",
                  c->server_checks, c->server_checks == 1 ? "" : "s", c->server_error[0] ? " (last: " : "",
