@@ -161,6 +161,52 @@ static void record_failure(const char *call, CUptiResult r)
 
 static atomic_ulong n_incomplete; /* forced flushes may deliver kernels without an end time */
 
+/* The correlation IDs of the launches chosen for counters. Should CUPTI give
+ * a replayed launch one kernel record per pass, only the first is written:
+ * the others would count one launch several times in the reduction's
+ * weights. An open-addressing table; its own lock, never held across a
+ * CUPTI call. Beyond half its slots, launches are no longer entered. */
+#define REPLAYED_SLOTS 4096
+static pthread_mutex_t replayed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct replayed_launch {
+    uint32_t correlation;
+    uint8_t used, written;
+} replayed[REPLAYED_SLOTS];
+static size_t n_replayed;
+
+static struct replayed_launch *replayed_slot(uint32_t correlation)
+{
+    size_t i = (correlation * 2654435761u) & (REPLAYED_SLOTS - 1);
+    while (replayed[i].used && replayed[i].correlation != correlation)
+        i = (i + 1) & (REPLAYED_SLOTS - 1);
+    return &replayed[i];
+}
+
+static void replayed_add(uint32_t correlation)
+{
+    pthread_mutex_lock(&replayed_lock);
+    struct replayed_launch *s = replayed_slot(correlation);
+    if (!s->used && n_replayed < REPLAYED_SLOTS / 2) {
+        *s = (struct replayed_launch){correlation, 1, 0};
+        n_replayed++;
+    }
+    pthread_mutex_unlock(&replayed_lock);
+}
+
+/* Whether a record of this launch was written already: a replay pass's. */
+static int replayed_again(uint32_t correlation)
+{
+    int again = 0;
+    pthread_mutex_lock(&replayed_lock);
+    struct replayed_launch *s = replayed_slot(correlation);
+    if (s->used) {
+        again = s->written;
+        s->written = 1;
+    }
+    pthread_mutex_unlock(&replayed_lock);
+    return again;
+}
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
     *buffer = aligned_alloc(8, BUFFER_SIZE);
@@ -178,7 +224,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     size_t text_len = 0;
     FILE *mem = buffer ? open_memstream(&text, &text_len) : NULL;
     CUpti_Activity *rec = NULL;
-    unsigned long incomplete = 0;
+    unsigned long incomplete = 0, passes = 0;
     CUptiResult r = CUPTI_ERROR_MAX_LIMIT_REACHED;
     while (mem && (r = cuptiActivityGetNextRecord(buffer, valid, &rec)) == CUPTI_SUCCESS) {
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
@@ -186,6 +232,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
         if (k->end == 0 || k->end < k->start) { /* still running when a forced flush took it */
             incomplete++;
+            continue;
+        }
+        if (replayed_again(k->correlationId)) {
+            passes++;
             continue;
         }
         fprintf(mem, "kernel %llu %llu %d %d %d %d %d %d %u %d %d %s\n", (unsigned long long)k->start,
@@ -202,6 +252,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     if (mem && incomplete)
         fprintf(mem, "# %lu kernel record(s) without an end time (in flight at a forced flush) skipped\n",
                 incomplete);
+    if (mem && passes)
+        fprintf(mem, "# %lu kernel record(s) of replay passes skipped: one record per profiled launch\n", passes);
     if (mem && fclose(mem) == 0 && text_len && !atomic_load(&in_forked_child)) {
         pthread_mutex_lock(&out_lock);
         if (out) {
@@ -648,6 +700,7 @@ static void choose(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
         give_up(p); /* keep the activity records; no more replays here */
         return;
     }
+    replayed_add(cb->correlationId);
     profiling = p;
     profiling_since = monotonic_ns();
     ++profiled;

@@ -83,9 +83,14 @@ check_log() { # check_log LOG: every line a step line or the end line; no step f
 want_ok() { grep -q "^step $2 ok " "$1" || fail "${1##*/}: step $2 is not ok: $(grep "^step $2 " "$1")"; }
 
 # 1. first-light
-KACE_DEVICE_LIMIT=120 call first-light 120 "$B/scripts/device/first-light.sh" "$OUT/first-light"
+# The fake CUPTI gives each replay pass a kernel record here, as real CUPTI might.
+FAKE_CUPTI_RECORD_PER_PASS=1 KACE_DEVICE_LIMIT=120 call first-light 120 "$B/scripts/device/first-light.sh" "$OUT/first-light"
 L=$OUT/first-light/first-light.log
 check_log "$L"
+if [ "$real_inject" = 1 ]; then
+    grep -q '^step inject-bundle ok .* [1-9][0-9]* replay-pass records skipped' "$L" ||
+        fail "first-light: inject-bundle does not report the replay-pass records it skipped: $(grep '^step inject-bundle ' "$L")"
+fi
 for s in env-gpu env-mps env-cupti env-tools build-inject inject-bundle inject-server inject-choice torch-steps \
     measure-mps-pair measure-mps-split measure-timeslice ncu pack; do want_ok "$L" "$s"; done
 [ "$(grep -c '^step profile-[^ ]* ok ' "$L")" -ge 3 ] || fail "first-light: fewer than 3 profiles ok"

@@ -134,7 +134,8 @@ s_inject() {
         DETAIL="did not load (no recording)${missing:+; ldd: not found $missing}"
         return 1
     fi
-    DETAIL="loaded; counters off: $k0 kernels; on: $k1 kernels, $c1 counter lines${err:+; error: $err}"
+    local passes; passes=$(recording_pass_records "$REC")
+    DETAIL="loaded; counters off: $k0 kernels; on: $k1 kernels, $c1 counter lines; $passes replay-pass records skipped${err:+; error: $err}"
     [ "$k0" -gt 0 ] && [ "$k1" -gt 0 ] && [ "$c1" -gt 0 ]
 }
 INJECT_OK=()
@@ -153,7 +154,7 @@ s_inject_more() {
     [ -n "$INJECT_LIB" ] || { DETAIL="no working injection library"; return 2; }
     inject_run "$INJECT_LIB" 1 "$idx" "inject-${CATALOG_NAMES[$idx]}"
     local k c e d; read -r k c e d <<<"$COUNTS"
-    DETAIL="$k kernels, $c counter lines, $e errors, $d dropped${e:+ $(recording_error "$REC")}"
+    DETAIL="$k kernels, $c counter lines, $e errors, $d dropped, $(recording_pass_records "$REC") replay-pass records skipped${e:+ $(recording_error "$REC")}"
     [ "$k" -gt 0 ] && [ "$c" -gt 0 ]
 }
 

@@ -196,6 +196,8 @@ recording_counts() {
     awk '$1 == "kernel" { k++ } $1 == "counters" { c++ } $1 == "error" { e++ } $1 == "dropped" { d += $2 }
          END { printf "%d %d %d %d\n", k, c, e, d }' "$1"
 }
+# Kernel records of replay passes that the library skipped (0: CUPTI gives one per launch).
+recording_pass_records() { [ -s "$1" ] && awk '/ of replay passes skipped/ { n += $2 } END { print n + 0 }' "$1" || echo 0; }
 # The first error record of a recording, if any.
 recording_error() { [ -s "$1" ] && awk '$1 == "error" { $1 = ""; print substr($0, 2); exit }' "$1"; }
 # Keeps a recording small enough to carry: header + first 40000 + last 2000 lines.

@@ -17,7 +17,9 @@
  *    its context between Start and Stop, replays it (the launch blocks) and
  *    decodes values into the counter data image; it is configured once
  *    (SetConfig) and its counter data image initialised again before each
- *    Start (FAKE_CUPTI_CONFIG_PER_RANGE=1: Stop forgets the configuration);
+ *    Start (FAKE_CUPTI_CONFIG_PER_RANGE=1: Stop forgets the configuration;
+ *    FAKE_CUPTI_RECORD_PER_PASS=1: each replay pass gets a kernel record
+ *    with the launch's correlation ID);
  *  - a launch into a stream that captures a graph runs nothing (the kernel
  *    runs when the graph is launched); a launch with more than 1024 threads
  *    per block fails (CUDA_ERROR_INVALID_VALUE) and runs nothing; the exit

@@ -371,6 +371,7 @@ static uint64_t hook_kernel(CUcontext ctx, uint32_t context_id, const fake_kerne
     (void)in_graph;
     add_kernel_record(k, start, end, correlation, context_id);
     uint64_t replay = 0;
+    int captured = 0;
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < n_ranges; i++) {
         struct CUpti_RangeProfiler_Object *r = ranges[i];
@@ -381,12 +382,21 @@ static uint64_t hook_kernel(CUcontext ctx, uint32_t context_id, const fake_kerne
                 r->values[m] = counter_value(k, m);
             uint64_t d = end - start;
             replay = (FAKE_REPLAY_PASSES - 1) * (d < 200000 ? d : 200000); /* bounded, for test time */
+            captured = 1;
         } else {
             violation("kernel %s ran inside a range that already holds a kernel (auto range, one range per pass): "
                       "another thread's launch or a graph kernel polluted a profiled range", k->name);
         }
     }
     pthread_mutex_unlock(&lock);
+    /* FAKE_CUPTI_RECORD_PER_PASS: the other passes of a replayed launch each
+     * get a kernel record of their own, with the launch's correlation ID. */
+    const char *per_pass = getenv("FAKE_CUPTI_RECORD_PER_PASS");
+    if (captured && per_pass && *per_pass == '1') {
+        uint64_t d = end - start, at = end;
+        for (int pass = 1; pass < FAKE_REPLAY_PASSES; pass++, at += d + 1000)
+            add_kernel_record(k, at + 1000, at + 1000 + d, correlation, context_id);
+    }
     return replay;
 }
 

@@ -470,6 +470,35 @@ static void test_config_per_range(void)
     check_counter_values(&rec);
 }
 
+#define REPLAY_PASSES 12 /* the fake's FAKE_REPLAY_PASSES (fake_cuda.h) */
+
+/* Should CUPTI give each replay pass a kernel record (the fake's
+ * FAKE_CUPTI_RECORD_PER_PASS), a profiled launch still counts once. */
+static void test_record_per_pass(void)
+{
+    const char *env[] = {"FAKE_CUPTI_RECORD_PER_PASS=1", NULL};
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "record-per-pass", env, "launches", "50", 30);
+    CHECK(rec.n_kernels == 50, "%d kernel records for 50 launches, expected 50 (one per launch, not per replay "
+                               "pass)\n", rec.n_kernels);
+    CHECK(rec.n_counters == 5, "%d counter records, expected 5\n", rec.n_counters);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    int skipped = 0; /* each delivered buffer notes its own */
+    FILE *f = fopen(r.recording, "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        int n;
+        if (sscanf(line, "# %d kernel record(s) of replay passes skipped", &n) == 1)
+            skipped += n;
+    }
+    if (f)
+        fclose(f);
+    CHECK(skipped == 5 * (REPLAY_PASSES - 1), "%d pass records noted as skipped, expected %d\n", skipped,
+          5 * (REPLAY_PASSES - 1));
+    check_counter_values(&rec);
+}
+
 /* A device where counters are unsupported: one error saying why, every
  * kernel recorded, and counters off for the rest of the run. */
 static void test_unsupported(void)
@@ -502,7 +531,7 @@ static const struct {
 } tests[] = {
     {"capture", test_capture},           {"failed-launch", test_failed_launch}, {"nccl", test_nccl},
     {"long-name", test_long_name},       {"child", test_child},                 {"config-per-range", test_config_per_range},
-    {"unsupported", test_unsupported},   {"mps-client", test_mps_client},
+    {"unsupported", test_unsupported},   {"mps-client", test_mps_client},       {"record-per-pass", test_record_per_pass},
     {"counters-off", test_counters_off}, {"counters-on", test_counters_on},   {"launch-ex", test_launch_ex},
     {"two-threads", test_two_threads},   {"sigterm", test_sigterm},           {"in-flight", test_in_flight},
     {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
