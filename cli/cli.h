@@ -108,7 +108,7 @@ typedef struct eval_request {
     int learning_curve;            /* kace eval --learning-curve [--every N]: retrain every N observations (0: off) */
     bool made_splits;              /* --made-splits: splits made the artifact's way even where published ones are stored */
 } eval_request;
-bool cli_xu_possible(const kace_dataset *const *sets, size_t n_sets, bool quiet);
+const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t n_sets, bool quiet);
 kace_status cli_load_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, bool made, kace_splits **out,
                             const char **origin);
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);

@@ -365,10 +365,10 @@ static void report_confidence(const kace_confidence_check *check)
                check->err_confident, check->err_unsure);
 }
 
-/* Whether Xu et al.'s features exist for every workload of the sets; when
- * one lacks a feature (kace profile measures no host CPU% and no ncu PCIe
- * section), the baseline is left out and the first gap named, not failed. */
-bool cli_xu_possible(const kace_dataset *const *sets, size_t n_sets, bool quiet)
+/* The first feature set that the workloads of the sets have: one lacks it
+ * when it misses a value of one of its features. */
+static const kace_workload *lacks(const kace_dataset *const *sets, size_t n_sets, const kace_feature_set *fs,
+                                  kace_metric *missing)
 {
     for (size_t s = 0; s < n_sets; s++) {
         const kace_dataset *ds = sets[s];
@@ -377,17 +377,45 @@ bool cli_xu_possible(const kace_dataset *const *sets, size_t n_sets, bool quiet)
         for (size_t c = 0; c < ds->n_colocations; c++)
             for (int i = 0; i < ds->colocations[c].k; i++) {
                 const kace_workload *w = &ds->workloads[ds->colocations[c].workload[i]];
-                for (int f = 0; f < kace_features_xu.n; f++)
-                    if (!isfinite(w->metric[kace_features_xu.metric[f]])) {
-                        if (!quiet)
-                            printf("(Xu et al. left out: workload %s has no '%s', one of its features; "
-                                   "--no-xu says so quietly)\n",
-                                   w->name, kace_metric_name(kace_features_xu.metric[f]));
-                        return false;
+                for (int f = 0; f < fs->n; f++)
+                    if (!isfinite(w->metric[fs->metric[f]])) {
+                        *missing = fs->metric[f];
+                        return w;
                     }
             }
     }
-    return true;
+    return NULL;
+}
+
+/* Xu et al.'s features for the sets: its own (ncu's PCIe section), else
+ * the same with NVML's PCIe throughput in its place (what kace profile
+ * measures), said so; NULL when neither is there, the first gap named
+ * (the baseline is left out, not failed). */
+const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t n_sets, bool quiet)
+{
+    kace_metric missing, missing_nvml;
+    const kace_workload *w = lacks(sets, n_sets, &kace_features_xu, &missing);
+    if (!w)
+        return &kace_features_xu;
+    const kace_workload *w_nvml = lacks(sets, n_sets, &kace_features_xu_nvml, &missing_nvml);
+    if (!w_nvml) {
+        if (!quiet)
+            printf("(Xu et al. with NVML's PCIe throughput (pcie_rx_MBps, pcie_tx_MBps) in place of ncu's PCIe read "
+                   "and write bandwidth: workload %s has no '%s')\n",
+                   w->name, kace_metric_name(missing));
+        return &kace_features_xu_nvml;
+    }
+    if (quiet)
+        return NULL;
+    if (missing_nvml == KACE_M_PCIE_RX_MBPS || missing_nvml == KACE_M_PCIE_TX_MBPS)
+        printf("(Xu et al. left out: workload %s has neither '%s' (ncu) nor '%s' (NVML), one of its features; "
+               "--no-xu says so quietly)\n",
+               w_nvml->name, kace_metric_name(missing_nvml == KACE_M_PCIE_RX_MBPS ? KACE_M_PCIE_READ : KACE_M_PCIE_WRITE),
+               kace_metric_name(missing_nvml));
+    else
+        printf("(Xu et al. left out: workload %s has no '%s', one of its features; --no-xu says so quietly)\n",
+               w_nvml->name, kace_metric_name(missing_nvml));
+    return NULL;
 }
 
 /* The splits the training-size study runs on: the published ones stored
@@ -452,7 +480,8 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     kace_eval_options common;
     kace_eval_options_default(&common);
     const kace_dataset *both[2] = {pairs, triples};
-    common.with_xu = req->with_xu && cli_xu_possible(both, 2, false);
+    common.xu_features = req->with_xu ? cli_xu_features(both, 2, false) : NULL;
+    common.with_xu = common.xu_features != NULL;
     common.xu_search.n_iter = req->xu_iter;
     if (req->xu_tree_scale > 0)
         common.xu_search.tree_scale = req->xu_tree_scale;

@@ -285,7 +285,8 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
     kace_eval_options opt;
     kace_eval_options_default(&opt);
     const kace_dataset *one[1] = {ds};
-    opt.with_xu = req->with_xu && cli_xu_possible(one, 1, req->csv);
+    opt.xu_features = req->with_xu ? cli_xu_features(one, 1, req->csv) : NULL;
+    opt.with_xu = opt.xu_features != NULL;
     opt.xu_search.n_iter = req->xu_iter;
     if (req->xu_tree_scale > 0)
         opt.xu_search.tree_scale = req->xu_tree_scale;

@@ -77,7 +77,7 @@ int cmd_train(int argc, char **argv)
         case 1: from_observations = true; break;
         case 2: if (!cli_number("train", "holdout", optarg, 0.01, 0.9, &holdout)) return EXIT_USAGE; break;
         case 'h':
-            printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu]\n"
+            printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu|xu-nvml]\n"
                    "                  [--name NAME] [--promote] [--out FILE] [--search-iter N]\n"
                    "Fits a model on every successful 100%% MPS run of the set and stores it under NAME (default:\n"
                    "the kind, e.g. 'forest'), and in FILE, a versioned text model. It does not change the default\n"
@@ -106,7 +106,7 @@ int cmd_train(int argc, char **argv)
     bool forest = kind_id == KACE_MODEL_FOREST; /* the Xu et al. baseline: its features by default */
     const kace_feature_set *fs = kace_feature_set_find(features ? features : (forest ? "xu" : "kace"));
     if (!fs)
-        return cli_usage("train", "--features must be kace or xu, not '%s'", features);
+        return cli_usage("train", "--features must be kace, xu or xu-nvml, not '%s'", features);
     if (xu_iter < 1 || xu_iter > 10000)
         return cli_usage("train", "--search-iter must be 1..10000");
 

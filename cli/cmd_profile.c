@@ -134,9 +134,14 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
     case KACE_PROFILE_CLEAN_DONE:
         fmt1(kace_gpu_stats_mean(&r->steady, KACE_GPU_SM_PCT), p->sm_text, sizeof p->sm_text);
         fmt1(kace_gpu_stats_mean(&r->steady, KACE_GPU_MEM_PCT), p->mem_text, sizeof p->mem_text);
-        fprintf(stderr, "kace profile: 1/2 done: %.4g samples/s (sd %.3g, %.1f s window), sm%% %s, mem%% %s\n",
+        fprintf(stderr,
+                "kace profile: 1/2 done: %.4g samples/s (sd %.3g, %.1f s window), sm%% %s, mem%% %s, host CPU%% "
+                "%.1f, MainMem%% %.2f\n",
                 r->clean.throughput.samples_per_s, r->clean.throughput.sd, r->clean.throughput.window_s,
-                p->sm_text, p->mem_text);
+                p->sm_text, p->mem_text, kace_host_stats_cpu_pct(&r->host), kace_host_stats_mem_pct(&r->host));
+        if (r->host_error[0])
+            fprintf(stderr, "kace profile: W: host CPU%% and MainMem%% not measured (stored as missing): %s\n",
+                    r->host_error);
         if (r->mps_client)
             fprintf(stderr, "kace profile: note: %s ran as an MPS client (it is in NVML's MPS process list: an MPS "
                             "daemon runs on this machine); NVML gives SM and memory utilization only to the MPS "

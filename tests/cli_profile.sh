@@ -117,6 +117,12 @@ if CUDA_INJECTION64_PATH=/inherited/libkace_cupti.so "$KACE" "${P[@]}" --name ok
     [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
                          WHERE w.name='ok_batch4-train' AND p.metric='sm%' AND p.value IS NOT NULL")" = 1 ] ||
         fail "ok: sm% missing"
+    # The host side: its process group's CPU% and share of the host's memory.
+    [ "$(sqlite3 "$DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         WHERE w.name='ok_batch4-train' AND ((p.metric='CPU%' AND p.value >= 0)
+                               OR (p.metric='MainMem%' AND p.value > 0 AND p.value < 100))")" = 2 ] ||
+        fail "ok: host CPU% or MainMem% missing: $(sqlite3 "$DB" "SELECT p.metric, p.value FROM profiles p
+                         JOIN workloads w ON w.id=p.workload_id WHERE w.name='ok_batch4-train'")"
     "$KACE" workload --db "$DB" list >"$SCRATCH/list.out" 2>&1 || fail "workload list: $(cat "$SCRATCH/list.out")"
     grep -qx "ok_batch4-train: $SCRATCH/fake-cuda.sh none" "$SCRATCH/list.out" ||
         fail "ok: the profiled command is not stored: $(cat "$SCRATCH/list.out")"

@@ -45,6 +45,10 @@ typedef enum kace_metric {
     /* Exclusive throughput at MPS active-thread percentage 10, 20, ..., 100. */
     KACE_M_EXCLUSIVE_MPS10,
     KACE_M_EXCLUSIVE_MPS100 = KACE_M_EXCLUSIVE_MPS10 + 9,
+    /* NVML's PCIe throughput during the workload's run alone (kace profile),
+     * MB/s: the device sends (tx) and receives (rx). */
+    KACE_M_PCIE_TX_MBPS,
+    KACE_M_PCIE_RX_MBPS,
     KACE_N_METRICS
 } kace_metric;
 

@@ -24,6 +24,7 @@ typedef enum kace_eval_mode {
 typedef struct kace_eval_options {
     kace_eval_mode mode;
     bool with_xu;                  /* also fit the Xu et al. random forest */
+    const kace_feature_set *xu_features; /* its features (default kace_features_xu) */
     bool with_slowdown;            /* also fit kace's slowdown model */
     kace_slowdown_params slowdown;
     kace_forest_search xu_search;  /* its randomized search */

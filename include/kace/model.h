@@ -29,6 +29,7 @@ extern const kace_feature_set kace_features_kace;
 /* Xu et al.: PCIe read/write, Long_Kernel, ave_Kernel_Length, long/short_Ratio,
  * avg_Thread, sm%, mem%, CPU%, MainMem%. */
 extern const kace_feature_set kace_features_xu;
+extern const kace_feature_set kace_features_xu_nvml; /* NVML's PCIe in place of ncu's */
 /* Looks a feature set up by name; NULL when unknown. */
 const kace_feature_set *kace_feature_set_find(const char *name);
 

@@ -19,6 +19,7 @@
 #include "kace/kace.h"
 #include "kace/kernels.h"
 #include "kace/gpu.h"
+#include "kace/host.h"
 #include "kace/runner.h"
 
 /* Where kace_profile_run stands, for the progress callback. */
@@ -50,6 +51,9 @@ typedef struct kace_profile_result {
     kace_proc_result clean, counters;
     kace_gpu_stats all, steady;     /* NVML over the clean run, and over its steady window */
     bool mps_client;                /* the workload ran as an MPS client (device-wide values dropped) */
+    kace_host_stats host;           /* its process group's host CPU and memory over the clean run's
+                                       steady window (/proc, once a second) */
+    char host_error[256];           /* why host was not measured ("" when it was) */
     kace_kernel_recording *recording; /* the counters run's recording (owned: kace_profile_result_release) */
     kace_kernel_info info;          /* about it (its strings live as long as the recording) */
     kace_kernel_summary kernels;    /* its kernels in the counters run's steady window */

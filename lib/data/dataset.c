@@ -38,6 +38,8 @@ static const char *const metric_names[KACE_N_METRICS] = {
     [KACE_M_EXCLUSIVE_MPS10 + 7] = "exclusive_mps80",
     [KACE_M_EXCLUSIVE_MPS10 + 8] = "exclusive_mps90",
     [KACE_M_EXCLUSIVE_MPS10 + 9] = "exclusive_mps100",
+    [KACE_M_PCIE_TX_MBPS] = "pcie_tx_MBps",
+    [KACE_M_PCIE_RX_MBPS] = "pcie_rx_MBps",
 };
 
 const char *kace_metric_name(kace_metric metric)

@@ -17,6 +17,7 @@ void kace_eval_options_default(kace_eval_options *o)
     memset(o, 0, sizeof *o);
     o->mode = KACE_MODE_PAPER;
     o->with_xu = true;
+    o->xu_features = &kace_features_xu;
     o->xu_search.n_iter = 10;
     o->xu_search.n_folds = 5;
     o->xu_search.seed = 0;
@@ -111,7 +112,7 @@ static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *
         st = fit_linear(ctx, ds, rows, n, &f->kace, &f->kace_seconds);
     }
     if (!st && opt->with_xu) {
-        kace_fit_spec forest = {.kind = KACE_MODEL_FOREST, .features = &kace_features_xu, .search = opt->xu_search};
+        kace_fit_spec forest = {.kind = KACE_MODEL_FOREST, .features = opt->xu_features ? opt->xu_features : &kace_features_xu, .search = opt->xu_search};
         forest.search.seed = opt->xu_search.seed ^ (seed * 0x9E3779B97F4A7C15ull);
         f->xu_seconds = seconds_of(ctx, &st, ds, rows, n, &forest, &f->xu);
     }

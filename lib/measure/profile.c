@@ -24,7 +24,22 @@ typedef struct sampler {
     kace_gpu *gpu;
     kace_profile_result *r;
     char error[512]; /* the first sampling failure */
+    int64_t host_read_ns;  /* the last /proc read */
+    int64_t host_every_ns; /* a second, or a quarter of a shorter window: each read opens every process's stat */
 } sampler;
+
+static void read_host(sampler *s, const kace_run_view *v)
+{
+    if (s->r->host_error[0] || v->now_ns - s->host_read_ns < s->host_every_ns)
+        return;
+    kace_host_usage u;
+    if (kace_host_read(s->ctx, NULL, v->pgids, v->n, &u) != KACE_OK) {
+        snprintf(s->r->host_error, sizeof s->r->host_error, "%s", kace_errmsg(s->ctx));
+        return;
+    }
+    s->host_read_ns = v->now_ns;
+    kace_host_stats_add(&s->r->host, v->now_ns, &u);
+}
 
 static void on_tick(void *user, const kace_run_view *v)
 {
@@ -43,8 +58,10 @@ static void on_tick(void *user, const kace_run_view *v)
         kace_gpu_sample_drop_device_wide(&x);
     }
     kace_gpu_stats_add(&s->r->all, &x);
-    if (v->steady)
+    if (v->steady) {
         kace_gpu_stats_add(&s->r->steady, &x);
+        read_host(s, v);
+    }
 }
 
 static void progress(const kace_profile_options *opt, kace_profile_step step, const kace_profile_result *r)
@@ -76,12 +93,15 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     memset(out, 0, sizeof *out);
     kace_gpu_stats_init(&out->all);
     kace_gpu_stats_init(&out->steady);
+    kace_host_stats_init(&out->host);
     if (!gpu || !opt || !opt->name || !opt->argv || !opt->argv[0] || !opt->cupti || !opt->recording) {
         out->failure = KACE_PROFILE_FAIL_ERROR;
         return kace_fail(ctx, KACE_ERR_INVALID, "kace_profile_run: a GPU, a workload name, a command, the "
                                                 "injection library and a recording file are needed");
     }
-    sampler smp = {.ctx = ctx, .gpu = gpu, .r = out};
+    sampler smp = {.ctx = ctx, .gpu = gpu, .r = out, .host_every_ns = 1000000000};
+    if (opt->clean.window_s > 0 && opt->clean.window_s < 4)
+        smp.host_every_ns = (int64_t)(opt->clean.window_s / 4 * 1e9);
 
     /* 1. The clean run: no injection library, so no kernel replay; its
      *    throughput and NVML values are the workload's own. Entries without
@@ -174,7 +194,9 @@ kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profi
         (st = kace_profile_batch_add(ctx, batch, name, "pcie_tx_MBps",
                                      kace_gpu_stats_mean(s, KACE_GPU_PCIE_TX_MBPS))) ||
         (st = kace_profile_batch_add(ctx, batch, name, "pcie_rx_MBps",
-                                     kace_gpu_stats_mean(s, KACE_GPU_PCIE_RX_MBPS)))) {
+                                     kace_gpu_stats_mean(s, KACE_GPU_PCIE_RX_MBPS))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "CPU%", kace_host_stats_cpu_pct(&r->host))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "MainMem%", kace_host_stats_mem_pct(&r->host)))) {
         kace_import_batch_free(&batch);
         return st;
     }

@@ -15,8 +15,18 @@ const kace_feature_set kace_features_xu = {
     {KACE_M_PCIE_READ, KACE_M_PCIE_WRITE, KACE_M_LONG_KERNEL, KACE_M_AVE_KERNEL_LENGTH, KACE_M_LONG_SHORT_RATIO,
      KACE_M_AVG_THREAD, KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_CPU_PCT, KACE_M_MAINMEM_PCT}};
 
+/* Xu et al.'s features where no ncu PCIe section was taken (kace profile):
+ * NVML's PCIe throughput of the run alone stands for ncu's PCIe read
+ * (the device receives) and write (it sends) bandwidth. */
+const kace_feature_set kace_features_xu_nvml = {
+    "xu-nvml", 10,
+    {KACE_M_PCIE_RX_MBPS, KACE_M_PCIE_TX_MBPS, KACE_M_LONG_KERNEL, KACE_M_AVE_KERNEL_LENGTH, KACE_M_LONG_SHORT_RATIO,
+     KACE_M_AVG_THREAD, KACE_M_SM_PCT, KACE_M_MEM_PCT, KACE_M_CPU_PCT, KACE_M_MAINMEM_PCT}};
+
 const kace_feature_set *kace_feature_set_find(const char *name)
 {
+    if (strcasecmp(name, "xu-nvml") == 0)
+        return &kace_features_xu_nvml;
     if (strcasecmp(name, "kace") == 0)
         return &kace_features_kace;
     if (strcasecmp(name, "xu") == 0)

@@ -520,7 +520,7 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
         goto fail;
     }
     if (!next_line(&r) || strncmp(r.buf, "features ", 9) != 0 || !(m->features = kace_feature_set_find(r.buf + 9))) {
-        st = bad(ctx, &r, "'features kace' or 'features xu'");
+        st = bad(ctx, &r, "'features kace', 'features xu' or 'features xu-nvml'");
         goto fail;
     }
     if (!next_line(&r) || strncmp(r.buf, "n_features ", 11) != 0) {

@@ -20,7 +20,7 @@ import sys
 KERNEL = ["Threads", "Compute (SM) Throughput", "DRAM Throughput", "Memory Throughput", "Registers",
           "Static Shared Memory"]
 KERNEL_MORE = ["Short_Kernel", "avg_Thread", "Long_Kernel", "ave_Kernel_Length", "long/short_Ratio"]
-SYSTEM_MORE = ["exclusive_throughput_sd", "pcie_tx_MBps", "pcie_rx_MBps", "power_W", "sm_clock_MHz"]
+SYSTEM_MORE = ["exclusive_throughput_sd", "pcie_tx_MBps", "pcie_rx_MBps", "power_W", "sm_clock_MHz", "CPU%", "MainMem%"]
 
 
 def connect(path):
@@ -171,7 +171,7 @@ def export(db, out):
     prof = {n: metrics(db, n) for n in names}
     # Profiles: the kernel and system layouts of the reference data.
     # Every metric kace measured: the kernel-length metrics of the Xu et al.
-    # baseline, and NVML's PCIe, power and clock beside the system metrics.
+    # baseline, NVML's PCIe, power and clock, and the host's CPU% and MainMem%.
     kernel = KERNEL + [m for m in KERNEL_MORE if any(m in prof[n] for n in names)]
     system = [m for m in SYSTEM_MORE if any(m in prof[n] for n in names)]
     write(os.path.join(out, "kernel.csv"), kernel + ["Type"],

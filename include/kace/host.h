@@ -1,0 +1,58 @@
+/* The host side of a workload's run (lib/gpu/host.c): the CPU time and
+ * resident memory of its process groups, read from Linux's /proc. kace
+ * profile turns them into CPU% and MainMem%, the host features of the Xu et
+ * al. baseline (the KACE artifact's AvgCPU and AvgMem, docker stats' CPU %
+ * and MEM % of a container that runs the workload alone). */
+#ifndef KACE_HOST_H
+#define KACE_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kace/kace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kace_host_usage {
+    double cpu_s;           /* user + system CPU time the processes have used so far */
+    double rss_bytes;       /* their resident memory now */
+    double mem_total_bytes; /* the host's memory (MemTotal of meminfo) */
+    size_t n_processes;     /* processes found in the groups */
+} kace_host_usage;
+
+/* One /proc/PID/stat line: the process group, user + system time in clock
+ * ticks, and resident pages. KACE_ERR_PARSE names where:1:column and what
+ * was expected there. */
+kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *text, size_t len, int *pgrp,
+                                 uint64_t *ticks, uint64_t *rss_pages);
+
+/* Sums over every process whose process group is one of pgids (0 entries
+ * are skipped). proc_root is "/proc" when NULL; tests give a folder laid
+ * out like it. A process that ends while it is read is left out. */
+kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgids, size_t n_pgids,
+                           kace_host_usage *out);
+
+/* CPU% and memory% over a window, from reads taken in it. */
+typedef struct kace_host_stats {
+    int64_t last_ns;     /* time of the last read (0: none yet) */
+    double last_cpu_s;
+    double busy_s, span_s; /* CPU time and wall time of the intervals counted */
+    double mem_pct_sum;
+    size_t n_reads, n_skipped; /* intervals left out: a process ended in them */
+} kace_host_stats;
+
+void kace_host_stats_init(kace_host_stats *s);
+void kace_host_stats_add(kace_host_stats *s, int64_t now_ns, const kace_host_usage *u);
+/* CPU time over wall time, in percent summed over cores (100 = one core
+ * busy); NaN with fewer than two reads. */
+double kace_host_stats_cpu_pct(const kace_host_stats *s);
+/* Mean resident memory, in percent of the host's; NaN without reads. */
+double kace_host_stats_mem_pct(const kace_host_stats *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

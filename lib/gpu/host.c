@@ -1,0 +1,190 @@
+/* Host CPU time and resident memory of process groups, from /proc
+ * (include/kace/host.h). */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kace/host.h"
+
+/* Fields after the ')' that ends the command name, counted from 0 at the
+ * state (proc(5): pgrp is field 5, utime 14, stime 15, rss 24). */
+enum { F_PGRP = 2, F_UTIME = 11, F_STIME = 12, F_RSS = 21 };
+
+kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *text, size_t len, int *pgrp,
+                                 uint64_t *ticks, uint64_t *rss_pages)
+{
+    /* The name may hold spaces and ')': it ends at the last ')'. */
+    size_t close = len;
+    for (size_t i = len; i-- > 0;)
+        if (text[i] == ')') {
+            close = i;
+            break;
+        }
+    if (close == len)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: expected 'PID (NAME) STATE ...' (no ')' ends a name)",
+                         where);
+    uint64_t utime = 0, stime = 0, rss = 0;
+    long long group = 0;
+    size_t at = close + 1;
+    for (int field = 0; field <= F_RSS; field++) {
+        if (at >= len || text[at] != ' ')
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: expected a space before field %d of %d", where,
+                             at + 1, field + 3, F_RSS + 3);
+        at++;
+        size_t start = at;
+        while (at < len && text[at] != ' ' && text[at] != '\n')
+            at++;
+        if (at == start)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: expected field %d, found nothing", where, start + 1,
+                             field + 3);
+        if (field != F_PGRP && field != F_UTIME && field != F_STIME && field != F_RSS)
+            continue;
+        /* These four are decimal integers; rss may be negative on old kernels. */
+        const char *p = text + start;
+        int negative = *p == '-' && field == F_RSS;
+        uint64_t v = 0;
+        for (p += negative; p < text + at; p++) {
+            if (!isdigit((unsigned char)*p))
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: expected a number in field %d", where,
+                                 (size_t)(p - text) + 1, field + 3);
+            if (v > (UINT64_MAX - 9) / 10)
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: field %d is out of range", where, start + 1,
+                                 field + 3);
+            v = v * 10 + (uint64_t)(*p - '0');
+        }
+        if (negative && at == start + 1)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: expected a number in field %d, found '-'", where,
+                             start + 1, field + 3);
+        if (negative)
+            v = 0;
+        if (field == F_PGRP) {
+            if (v > INT_MAX)
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: process group %llu is out of range", where,
+                                 start + 1, (unsigned long long)v);
+            group = (long long)v;
+        } else if (field == F_UTIME) {
+            utime = v;
+        } else if (field == F_STIME) {
+            stime = v;
+        } else {
+            rss = v;
+        }
+    }
+    if (utime > UINT64_MAX - stime)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: user + system time is out of range", where);
+    *pgrp = (int)group;
+    *ticks = utime + stime;
+    *rss_pages = rss;
+    return KACE_OK;
+}
+
+static kace_status read_mem_total(kace_ctx *ctx, const char *root, double *bytes)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/meminfo", root);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return kace_fail(ctx, KACE_ERR_IO, "%s: %s", path, strerror(errno));
+    char line[256];
+    unsigned long long kib = 0;
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %llu kB", &kib) == 1) {
+            found = 1;
+            break;
+        }
+    fclose(f);
+    if (!found || kib == 0)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s: expected a line 'MemTotal: N kB' with N > 0", path);
+    *bytes = (double)kib * 1024.0;
+    return KACE_OK;
+}
+
+kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgids, size_t n_pgids,
+                           kace_host_usage *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *root = proc_root ? proc_root : "/proc";
+    kace_status st = read_mem_total(ctx, root, &out->mem_total_bytes);
+    if (st)
+        return st;
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    if (tck <= 0 || page <= 0)
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "sysconf gives no clock tick or page size");
+    DIR *d = opendir(root);
+    if (!d)
+        return kace_fail(ctx, KACE_ERR_IO, "%s: %s", root, strerror(errno));
+    uint64_t ticks = 0, pages = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *name = e->d_name;
+        if (!isdigit((unsigned char)name[0]) || strspn(name, "0123456789") != strlen(name))
+            continue;
+        char path[PATH_MAX], text[4096];
+        snprintf(path, sizeof path, "%s/%s/stat", root, name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue; /* it ended meanwhile */
+        ssize_t len = read(fd, text, sizeof text - 1);
+        close(fd);
+        if (len <= 0)
+            continue;
+        int pgrp;
+        uint64_t t, rss;
+        if ((st = kace_host_parse_stat(ctx, path, text, (size_t)len, &pgrp, &t, &rss))) {
+            closedir(d);
+            return st;
+        }
+        for (size_t i = 0; i < n_pgids; i++)
+            if (pgids[i] > 0 && pgids[i] == pgrp) {
+                ticks += t;
+                pages += rss;
+                out->n_processes++;
+                break;
+            }
+    }
+    closedir(d);
+    out->cpu_s = (double)ticks / (double)tck;
+    out->rss_bytes = (double)pages * (double)page;
+    return KACE_OK;
+}
+
+void kace_host_stats_init(kace_host_stats *s)
+{
+    memset(s, 0, sizeof *s);
+}
+
+void kace_host_stats_add(kace_host_stats *s, int64_t now_ns, const kace_host_usage *u)
+{
+    if (s->n_reads > 0 && now_ns > s->last_ns) {
+        double busy = u->cpu_s - s->last_cpu_s;
+        if (busy >= 0) { /* a process that ended took its CPU time with it */
+            s->busy_s += busy;
+            s->span_s += (double)(now_ns - s->last_ns) / 1e9;
+        } else {
+            s->n_skipped++;
+        }
+    }
+    s->last_ns = now_ns;
+    s->last_cpu_s = u->cpu_s;
+    if (u->mem_total_bytes > 0)
+        s->mem_pct_sum += 100.0 * u->rss_bytes / u->mem_total_bytes;
+    s->n_reads++;
+}
+
+double kace_host_stats_cpu_pct(const kace_host_stats *s)
+{
+    return s->span_s > 0 ? 100.0 * s->busy_s / s->span_s : NAN;
+}
+
+double kace_host_stats_mem_pct(const kace_host_stats *s)
+{
+    return s->n_reads ? s->mem_pct_sum / (double)s->n_reads : NAN;
+}

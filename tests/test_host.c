@@ -1,0 +1,196 @@
+/* The host side of a profile (lib/gpu/host.c): /proc/PID/stat lines, the
+ * sums over process groups (a folder laid out like /proc, and this
+ * machine's own /proc with a busy child), and the window's CPU% and
+ * memory%. */
+#include "testutil.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kace/host.h"
+#include "kace/runner.h"
+
+/* A stat line with group pgrp, utime, stime, rss; the name holds spaces and ')'. */
+static void stat_line(char *buf, size_t size, int pid, const char *name, int pgrp, unsigned long utime,
+                      unsigned long stime, long rss)
+{
+    snprintf(buf, size,
+             "%d (%s) S 1 %d %d 0 -1 4194560 100 0 0 0 %lu %lu 0 0 20 0 3 0 12345 1000000 %ld 18446744073709551615 1 1 "
+             "0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n",
+             pid, name, pgrp, pgrp, utime, stime, rss);
+}
+
+static void test_parse_stat(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    char line[512];
+    stat_line(line, sizeof line, 42, "python3 (x) y", 4000, 250, 50, 1024);
+    int pgrp = 0;
+    uint64_t ticks = 0, rss = 0;
+    assert_int_equal(kace_host_parse_stat(ctx, "stat", line, strlen(line), &pgrp, &ticks, &rss), KACE_OK);
+    assert_int_equal(pgrp, 4000);
+    assert_int_equal(ticks, 300);
+    assert_int_equal(rss, 1024);
+
+    /* Bad lines: the column of what is wrong, and what was expected there. */
+    static const struct {
+        const char *text, *message;
+    } bad[] = {
+        {"42 python3 S 1 2 3", "stat:1:1: expected 'PID (NAME) STATE ...'"},
+        {"42 (a) S 1 2", "stat:1:13: expected a space before field 6 of 24"},
+        {"42 (a) S 1 x7 3 0 -1 4 1 0 0 0 5 6 0 0 20 0 3 0 1 1 9", "stat:1:12: expected a number in field 5"},
+        {"42 (a) S 1 2 3 0 -1 4 1 0 0 0 5 6 0 0 20 0 3 0 1 1 -", "stat:1:52: expected a number in field 24, found '-'"},
+        {"42 (a) S 1 2 3 0 -1 4 1 0 0 0 99999999999999999999999 6 0 0 20 0 3 0 1 1 9",
+         "stat:1:31: field 14 is out of range"},
+        {"42 (a) S 1 2 3 0 -1 4 1 0 0 0 5  6", "stat:1:33: expected field 15, found nothing"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kace_status st = kace_host_parse_stat(ctx, "stat", bad[i].text, strlen(bad[i].text), &pgrp, &ticks, &rss);
+        if (st != KACE_ERR_PARSE || !strstr(kace_errmsg(ctx), bad[i].message))
+            fail_msg("'%s': status %d, message '%s', expected '%s'", bad[i].text, st, kace_errmsg(ctx),
+                     bad[i].message);
+    }
+    /* An old kernel's negative rss reads as none. */
+    const char *negative = "42 (a) S 1 2 3 0 -1 4 1 0 0 0 5 6 0 0 20 0 3 0 1 1 -3";
+    assert_int_equal(kace_host_parse_stat(ctx, "stat", negative, strlen(negative), &pgrp, &ticks, &rss), KACE_OK);
+    assert_int_equal(rss, 0);
+    kace_ctx_free(&ctx);
+}
+
+static void put_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A folder laid out like /proc: only the groups' processes count. */
+static void test_read_sums_the_groups(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/kace-test-host-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char path[256], line[512];
+    snprintf(path, sizeof path, "%s/meminfo", root);
+    put_file(path, "MemFree:  1000 kB\nMemTotal:  4000000 kB\n");
+    static const struct {
+        int pid, pgrp;
+        unsigned long utime, stime;
+        long rss;
+    } procs[] = {{100, 100, 300, 100, 1000}, {101, 100, 50, 50, 500}, {200, 200, 1000, 1000, 9999},
+                 {300, 300, 7, 3, 10}};
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%d", root, procs[i].pid);
+        mkdir(path, 0755);
+        snprintf(path, sizeof path, "%s/%d/stat", root, procs[i].pid);
+        stat_line(line, sizeof line, procs[i].pid, "w", procs[i].pgrp, procs[i].utime, procs[i].stime, procs[i].rss);
+        put_file(path, line);
+    }
+    snprintf(path, sizeof path, "%s/400", root); /* a process that ended: no stat */
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/self", root); /* not a process number */
+    mkdir(path, 0755);
+
+    kace_ctx *ctx = kace_ctx_new();
+    int groups[] = {100, 0, 300};
+    kace_host_usage u;
+    assert_int_equal(kace_host_read(ctx, root, groups, 3, &u), KACE_OK);
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    assert_int_equal(u.n_processes, 3);
+    assert_true(fabs(u.cpu_s - (500.0 + 10.0) / (double)tck) < 1e-9);
+    assert_true(fabs(u.rss_bytes - 1510.0 * (double)page) < 1e-3);
+    assert_true(fabs(u.mem_total_bytes - 4000000.0 * 1024) < 1e-3);
+
+    /* A malformed stat names its file. */
+    snprintf(path, sizeof path, "%s/300/stat", root);
+    put_file(path, "300 (w S 1 300");
+    assert_int_equal(kace_host_read(ctx, root, groups, 3, &u), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "/300/stat:1:1: expected 'PID (NAME)"));
+    /* No MemTotal. */
+    snprintf(path, sizeof path, "%s/meminfo", root);
+    put_file(path, "MemFree: 1 kB\n");
+    assert_int_equal(kace_host_read(ctx, root, groups, 3, &u), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "MemTotal"));
+    kace_ctx_free(&ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* This machine's /proc: a child that spins in a group of its own is busy
+ * about one core; the test's own group is not counted. */
+static void test_read_a_busy_group(void **state)
+{
+    (void)state;
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        setpgid(0, 0);
+        volatile unsigned long x = 0;
+        for (;;)
+            x++;
+    }
+    setpgid(child, child); /* both sides: whichever runs first */
+    kace_ctx *ctx = kace_ctx_new();
+    int groups[] = {child};
+    kace_host_stats s;
+    kace_host_stats_init(&s);
+    for (int i = 0; i < 4; i++) {
+        kace_host_usage u;
+        assert_int_equal(kace_host_read(ctx, NULL, groups, 1, &u), KACE_OK);
+        assert_int_equal(u.n_processes, 1);
+        assert_true(u.rss_bytes > 0);
+        kace_host_stats_add(&s, kace_monotonic_ns(), &u);
+        usleep(300000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    double cpu = kace_host_stats_cpu_pct(&s), mem = kace_host_stats_mem_pct(&s);
+    /* One core at most; on a loaded 2-core machine it may get less than all of one. */
+    if (!(cpu > 25 && cpu < 110))
+        fail_msg("a spinning child's CPU%% is %g, expected about 100 (one core)", cpu);
+    assert_true(mem > 0 && mem < 5);
+    kace_ctx_free(&ctx);
+}
+
+/* An interval in which CPU time went down (a process ended) is left out. */
+static void test_stats(void **state)
+{
+    (void)state;
+    kace_host_stats s;
+    kace_host_stats_init(&s);
+    assert_true(isnan(kace_host_stats_cpu_pct(&s)) && isnan(kace_host_stats_mem_pct(&s)));
+    kace_host_usage u = {.cpu_s = 10, .rss_bytes = 10, .mem_total_bytes = 100};
+    kace_host_stats_add(&s, 1000000000, &u);
+    assert_true(isnan(kace_host_stats_cpu_pct(&s)));
+    u.cpu_s = 11.5; /* 1.5 s of CPU in 1 s: 150% */
+    u.rss_bytes = 30;
+    kace_host_stats_add(&s, 2000000000, &u);
+    u.cpu_s = 3; /* a process ended */
+    kace_host_stats_add(&s, 3000000000, &u);
+    u.cpu_s = 3.5; /* 0.5 s in 1 s */
+    kace_host_stats_add(&s, 4000000000, &u);
+    assert_true(fabs(kace_host_stats_cpu_pct(&s) - 100.0) < 1e-9); /* (1.5 + 0.5) / 2 */
+    assert_int_equal(s.n_skipped, 1);
+    assert_true(fabs(kace_host_stats_mem_pct(&s) - (10 + 30 + 30 + 30) / 4.0) < 1e-9);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_stat),
+        cmocka_unit_test(test_read_sums_the_groups),
+        cmocka_unit_test(test_read_a_busy_group),
+        cmocka_unit_test(test_stats),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
