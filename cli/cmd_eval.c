@@ -365,8 +365,8 @@ static void report_confidence(const kace_confidence_check *check)
                check->err_confident, check->err_unsure);
 }
 
-/* The first feature set that the workloads of the sets have: one lacks it
- * when it misses a value of one of its features. */
+/* The first workload of the sets' colocations that misses a value of one
+ * of fs's features (that feature in *missing); NULL when none does. */
 static const kace_workload *lacks(const kace_dataset *const *sets, size_t n_sets, const kace_feature_set *fs,
                                   kace_metric *missing)
 {
