@@ -164,11 +164,17 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
         if (ks->n_with_counters == 0)
             fprintf(stderr,
                     "kace profile: warning: no counter values (SM/DRAM/memory throughput are left missing)\n");
+        /* Kernels per sample: how many launches one step holds (x the
+         * batch), so that a comparison with ncu can cover a whole step. */
+        double samples = r->counters.throughput.samples_per_s * r->counters.throughput.window_s;
+        char per_sample[64] = "";
+        if (samples > 0 && isfinite(samples) && ks->n_kernels > 0)
+            snprintf(per_sample, sizeof per_sample, "; about %.4g kernels per sample", (double)ks->n_kernels / samples);
         fprintf(stderr,
                 "kace profile: 2/2 done: %zu kernels in its window (%zu with counters, %.0f%% of kernel time); its "
-                "%.4g samples/s (slowed by kernel replay) are not stored\n",
+                "%.4g samples/s (slowed by kernel replay) are not stored%s\n",
                 ks->n_kernels, ks->n_with_counters, 100 * ks->counter_time_share,
-                r->counters.throughput.samples_per_s);
+                r->counters.throughput.samples_per_s, per_sample);
         break;
     }
     }

@@ -165,20 +165,21 @@ s_profile() {
     fi
     echo "$name" >>"$WORK/profiled.txt"
     # The profile's cost and where its counters window starts (for ncu's --launch-skip).
-    local k c b
+    local k c b kps
     read -r k c b <<<"$(profile_counts "$WORK/p.out")"
+    kps=$(profile_kernels_per_sample "$WORK/p.out")
     [ -s "$S/profile-cost.tsv" ] ||
-        printf 'workload\tkind\twall_s\tkernels\twith_counters\tkernels_before\twarmup_s\twindow_s\tcounters_warmup_s\tcounters_window_s\n' >"$S/profile-cost.tsv"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "${CATALOG_KINDS[$idx]}" "$wall" "${k:-}" "${c:-}" "${b:-}" \
-        "$PWARMUP" "$PWINDOW" "$CWARMUP" "$CWINDOW" >>"$S/profile-cost.tsv"
+        printf 'workload\tkind\twall_s\tkernels\twith_counters\tkernels_before\twarmup_s\twindow_s\tcounters_warmup_s\tcounters_window_s\tkernels_per_sample\n' >"$S/profile-cost.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "${CATALOG_KINDS[$idx]}" "$wall" "${k:-}" "${c:-}" "${b:-}" \
+        "$PWARMUP" "$PWINDOW" "$CWARMUP" "$CWINDOW" "${kps:-}" >>"$S/profile-cost.tsv"
     DETAIL="$(grep -m1 -E 'samples/s' "$WORK/p.out" | cut -c1-200); ${wall} s"
 }
 # ncu against kace on one profiled workload (the H100 issue: the three CUDA C
 # workloads and two PyTorch ones). Kept in the store folder, so a later call
 # skips it: ncu/NAME.ncu.csv.gz (ncu's export), ncu/NAME.compare.csv, a line
 # of ncu-cost.tsv. ncu starts where kace's counters window started and
-# profiles the window's kernels, at most KACE_DEVICE_NCU_KERNELS (CUDA C 200,
-# PyTorch 1000: about one training step). A CUDA C workload is profiled a
+# profiles the window's kernels, at most ncu_step_count's (CUDA C 200,
+# PyTorch a step and a quarter, from kace's kernels per sample). A CUDA C workload is profiled a
 # second time with --cache-control none (NAME.nocache.*): kace's replay does
 # not flush the caches that ncu flushes by default, and a DRAM difference
 # that this run does not show is that flush.
@@ -187,13 +188,13 @@ s_ncu() {
     local idx=$1 name=${CATALOG_NAMES[$1]} kind=${CATALOG_KINDS[$1]} need=$2
     command -v ncu >/dev/null || { DETAIL="ncu not found"; return 2; }
     [ "$(until_s "$CALL_DEADLINE")" -ge "$need" ] || { DETAIL="left for the next call (needs ${need} s)"; return 2; }
-    local row k b
+    local row k b kps
     row=$(awk -F'\t' -v n="$name" '$1 == n { r = $0 } END { print r }' "$S/profile-cost.tsv" 2>/dev/null)
-    k=$(cut -f4 <<<"$row") b=$(cut -f6 <<<"$row")
+    k=$(cut -f4 <<<"$row") b=$(cut -f6 <<<"$row") kps=$(cut -f11 <<<"$row")
     [ -n "$k" ] && [ -n "$b" ] || { DETAIL="no kernel counts of kace's profile of $name (profile-cost.tsv)"; return 2; }
-    local count=${KACE_DEVICE_NCU_KERNELS:-}
-    [ -n "$count" ] || { [ "$kind" = cuda ] && count=200 || count=1000; }
+    local count; count=$(ncu_step_count "$kind" "$name" "$kps")
     [ "$k" -lt "$count" ] && count=$k
+    echo "ncu profiles $count launches (kace: ${kps:-?} kernels per sample, $k kernels in its window)"
     mkdir -p "$S/ncu"
     [ -s "$S/ncu-cost.tsv" ] ||
         printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernels\n' >"$S/ncu-cost.tsv"

@@ -265,6 +265,15 @@ def write_ncu(db_path, tmp, dest, kace):
     os.makedirs(os.path.join(ncu_dir, "raw"))
     ncu_cost = read_tsv(os.path.join(tmp, "ncu-cost.tsv"), ("workload", "cache_control"))
     prof_cost = read_tsv(os.path.join(tmp, "profile-cost.tsv"))
+
+    def kernels_per_step(name):
+        """kace's kernels per sample x the name's batch: one step's launches (None: unknown)."""
+        kps = prof_cost.get((name,), {}).get("kernels_per_sample") or ""
+        m = re.search(r"_batch([0-9]+)-", name)
+        try:
+            return int(round(float(kps) * (int(m.group(1)) if m else 1))) if kps else None
+        except ValueError:
+            return None
     db = store.connect(db_path)
     rows = []
     for tag in tags:
@@ -284,19 +293,21 @@ def write_ncu(db_path, tmp, dest, kace):
             n = store.ncu_kernels(plain)
             for m, x, y, rel, within in store.compare_rows(store.metrics(db, name),
                                                           store.metrics(store.connect(ndb), name)):
-                rows.append([name, kind, cache, m, x, y, rel, within, n])
+                rows.append([name, kind, cache, m, x, y, rel, within, n, kernels_per_step(name)])
         else:
             for r in read_csv(os.path.join(src, tag + ".compare.csv")):
                 vals = [float(r[c]) if r[c] else None for c in ("kace", "ncu", "rel_diff")]
                 rows.append([name, kind, cache, r["metric"]] + vals +
-                            [None if not r["within_10pct"] else r["within_10pct"] == "yes", int(r["ncu_kernels"])])
+                            [None if not r["within_10pct"] else r["within_10pct"] == "yes", int(r["ncu_kernels"]),
+                             kernels_per_step(name)])
     with open(os.path.join(ncu_dir, "compare.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["workload", "kind", "ncu_cache_control", "metric", "kace", "ncu", "rel_diff", "within_10pct",
-                    "ncu_kernels"])
+                    "ncu_kernels", "kace_kernels_per_step"])
         for r in rows:
             w.writerow(r[:4] + ["" if v is None else "%.6g" % v for v in r[4:7]] +
-                       ["" if r[7] is None else ("yes" if r[7] else "no"), r[8]])
+                       ["" if r[7] is None else ("yes" if r[7] else "no"), r[8],
+                        "" if r[9] is None or r[1] == "cuda" else r[9]])
     with open(os.path.join(ncu_dir, "cost.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["workload", "kind", "kace_profile_s", "kace_kernels", "kace_kernels_with_counters", "ncu_s",
@@ -341,16 +352,24 @@ def ncu_markdown(dest, shown=None):
         if key not in order:
             order.append(key)
         cell[key + (r["metric"],)] = r
+    def part_of_step(r):
+        step = r.get("kace_kernels_per_step") or ""
+        return bool(step) and int(r["ncu_kernels"]) < int(step)
+
     w("kace's value minus ncu's, relative to ncu's (`ncu/compare.csv`); **bold**: outside 10%. ncu ran with its")
     w("default `--cache-control all` (caches flushed before each replay pass, as in KACE's ncu runs); the CUDA C")
-    w("workloads also with `--cache-control none` (kace's replay flushes nothing).")
+    w("workloads also with `--cache-control none` (kace's replay flushes nothing). For PyTorch, \"step ~M\" is one")
+    w("step's launches by kace's count (kernels per sample × batch); \"part\" marks an ncu run that covered less.")
     w("")
     w("| workload | kind | ncu kernels | " + " | ".join(metrics) + " |")
     w("|---|---|---|" + "---|" * len(metrics))
     for name, cache in order:
         got = [cell.get((name, cache, m)) for m in metrics]
         kind = next((r["kind"] for r in got if r), "")
-        kernels = next((r["ncu_kernels"] for r in got if r), "")
+        first = next((r for r in got if r), None)
+        kernels = first["ncu_kernels"] if first else ""
+        if first and first.get("kace_kernels_per_step"):
+            kernels += " (step ~%s%s)" % (first["kace_kernels_per_step"], ", part" if part_of_step(first) else "")
         cells = []
         for r in got:
             if not r or r["within_10pct"] == "":
@@ -365,7 +384,10 @@ def ncu_markdown(dest, shown=None):
     within = sum(1 for r in compare if r["within_10pct"] == "yes")
     judged = sum(1 for r in compare if r["within_10pct"] != "")
     w("")
-    w("%d of %d metric values within 10%% of ncu's default run." % (within, judged))
+    partial = sum(1 for r in compare if r["within_10pct"] != "" and part_of_step(r))
+    w("%d of %d metric values within 10%% of ncu's default run%s." % (
+        within, judged, "" if not partial else " (%d of them from ncu runs that covered part of a step: their means "
+        "weigh other kernels than kace's)" % partial))
     misses = [r for r in compare if r["within_10pct"] != "yes"]
     if misses:
         w("")

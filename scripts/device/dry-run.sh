@@ -160,11 +160,13 @@ grep -q -- "--gpu-memory 80" "$WORK/h100/README.md" || fail "dataset README: no 
 grep -q "^| CUDA C workloads compared with ncu | 3 | 3 | met |" "$WORK/h100/README.md" &&
     grep -q "^| PyTorch workloads compared with ncu | 2 | 2 | met |" "$WORK/h100/README.md" ||
     fail "dataset README: the ncu goals are not met: $(grep 'compared with ncu' "$WORK/h100/README.md")"
-[ "$(grep -c '^| `[^`]*` | [a-z]* | 3 | [-+*0-9.]*%' "$WORK/h100/README.md")" = 5 ] ||
+[ "$(grep -c '^| `[^`]*` | [a-z]* | 3\( (step ~[0-9]*\(, part\)\?)\)\? | [-+*0-9.]*%' "$WORK/h100/README.md")" = 5 ] ||
     fail "dataset README: not 5 ncu comparison rows (3 kernels each in the fake ncu's export): $(grep -A8 '^## kace against Nsight' "$WORK/h100/README.md")"
 [ "$(grep -c '^| `cuda-[^`]*` (no cache flush) | cuda | 3 | ' "$WORK/h100/README.md")" = 3 ] ||
     fail "dataset README: not 3 CUDA C rows of ncu with --cache-control none"
 grep -q '^kace / ncu wall time: median ' "$WORK/h100/README.md" || fail "dataset README: no profiling cost ratio"
+[ "$(grep -c '^| `[^`]*` | torch | 3 (step ~[0-9]*' "$WORK/h100/README.md")" = 2 ] ||
+    fail "dataset README: the PyTorch ncu rows do not give kace's kernels per step"
 cp "$root/docs/gpu.md" "$WORK/gpu.md"
 python3 "$B/scripts/device/dataset.py" --docs "$WORK/h100" "$WORK/gpu.md" >/dev/null &&
     python3 "$B/scripts/device/dataset.py" --docs "$WORK/h100" "$WORK/gpu.md" --check >/dev/null &&

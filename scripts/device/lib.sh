@@ -250,6 +250,26 @@ gpu_name() {
 profile_counts() {
     sed -n -E 's/.*; ([0-9]+) kernels \(([0-9]+) with counters.* after ([0-9]+) earlier kernels.*/\1 \2 \3/p' "$1" | tail -1
 }
+# Kernels per sample in kace profile's counters window ("" when it gave none).
+profile_kernels_per_sample() {
+    sed -n -E 's/.*; about ([0-9.e+]+) kernels per sample.*/\1/p' "$1" | tail -1
+}
+# ncu_step_count KIND NAME KERNELS_PER_SAMPLE: how many launches ncu profiles.
+# CUDA C: 200 (one kernel signature, launched over and over). PyTorch: one
+# training or inference step and a quarter (kernels per sample x the name's
+# batch), at least 1000 and at most 4000, so that ncu's duration-weighted
+# means cover a whole step as kace's cover many; 1000 without the count.
+# KACE_DEVICE_NCU_KERNELS overrides both.
+ncu_step_count() {
+    [ -n "${KACE_DEVICE_NCU_KERNELS:-}" ] && { echo "$KACE_DEVICE_NCU_KERNELS"; return; }
+    [ "$1" = cuda ] && { echo 200; return; }
+    local batch; batch=$(sed -n -E 's/.*_batch([0-9]+)-.*/\1/p' <<<"$2")
+    awk -v k="$3" -v b="${batch:-1}" 'BEGIN {
+        n = (k == "" || k + 0 <= 0) ? 1000 : int(k * b * 1.25 + 0.999)
+        if (n < 1000) n = 1000
+        if (n > 4000) n = 4000
+        print n }'
+}
 # ncu_options: the options every ncu run adds, once per call (NCU_OPTS).
 # --pipeline-boost-state dynamic where this ncu has it: its default,
 # "stable", sets the Tensor Cores' boost state for the run, a GPU setting
