@@ -230,29 +230,47 @@ static void report_targets(const kace_dataset *ds, const kace_target_score *t, s
     for (size_t p = 0; p < N_SHOWN; p++)
         printf(" %9s", kace_policy_name(shown[p]));
     printf("\n");
+    /* Means over the scored targets: one with too few training rows has NaN scores. */
     double mean[KACE_N_POLICIES] = {0}, mean16[KACE_N_POLICIES] = {0};
-    int n16 = 0;
+    int n_mean[KACE_N_POLICIES] = {0}, n_mean16[KACE_N_POLICIES] = {0}, n16 = 0;
+    size_t unscored = 0;
     for (size_t i = 0; i < n; i++) {
         printf("%-36s %5d", ds->workloads[t[i].target].name, t[i].n_candidates);
         bool b16 = ds->workloads[t[i].target].batch == 16;
         n16 += b16;
+        unscored += t[i].n_train < KACE_EVAL_MIN_TRAIN;
         for (size_t p = 0; p < N_SHOWN; p++) {
-            printf(" %9.3f", t[i].score[shown[p]]);
-            mean[shown[p]] += t[i].score[shown[p]] / (double)n;
-            if (b16)
-                mean16[shown[p]] += t[i].score[shown[p]];
+            double v = t[i].score[shown[p]];
+            printf(" %9.3f", v);
+            if (isnan(v))
+                continue;
+            mean[shown[p]] += v;
+            n_mean[shown[p]]++;
+            if (b16) {
+                mean16[shown[p]] += v;
+                n_mean16[shown[p]]++;
+            }
         }
         printf("\n");
     }
     printf("%-36s %5s", "mean", "");
     for (size_t p = 0; p < N_SHOWN; p++)
-        printf(" %9.3f", mean[shown[p]]);
+        printf(" %9.3f", n_mean[shown[p]] ? mean[shown[p]] / n_mean[shown[p]] : NAN);
     printf("\n");
     if (n16) {
         printf("%-36s %5s", "mean of batch-16 targets", "");
         for (size_t p = 0; p < N_SHOWN; p++)
-            printf(" %9.3f", mean16[shown[p]] / n16);
+            printf(" %9.3f", n_mean16[shown[p]] ? mean16[shown[p]] / n_mean16[shown[p]] : NAN);
         printf("\n");
+    }
+    if (unscored) {
+        printf("(%zu target(s) not scored, their means left out: fewer than %d colocations without the target's "
+               "family to fit on:",
+               unscored, KACE_EVAL_MIN_TRAIN);
+        for (size_t i = 0; i < n; i++)
+            if (t[i].n_train < KACE_EVAL_MIN_TRAIN)
+                printf(" %s (%zu)", ds->workloads[t[i].target].name, t[i].n_train);
+        printf(")\n");
     }
     FILE *f = open_out(req->out_dir, csv_name);
     if (f) {
@@ -408,10 +426,9 @@ const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t 
     if (quiet)
         return NULL;
     if (missing_nvml == KACE_M_PCIE_RX_MBPS || missing_nvml == KACE_M_PCIE_TX_MBPS)
-        printf("(Xu et al. left out: workload %s has neither '%s' (ncu) nor '%s' (NVML), one of its features; "
-               "--no-xu says so quietly)\n",
-               w_nvml->name, kace_metric_name(missing_nvml == KACE_M_PCIE_RX_MBPS ? KACE_M_PCIE_READ : KACE_M_PCIE_WRITE),
-               kace_metric_name(missing_nvml));
+        printf("(Xu et al. left out: workload %s has no '%s' (ncu's PCIe) and workload %s no '%s' (NVML's), "
+               "one of its features either way; --no-xu says so quietly)\n",
+               w->name, kace_metric_name(missing), w_nvml->name, kace_metric_name(missing_nvml));
     else
         printf("(Xu et al. left out: workload %s has no '%s', one of its features; --no-xu says so quietly)\n",
                w_nvml->name, kace_metric_name(missing_nvml));

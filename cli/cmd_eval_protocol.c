@@ -114,9 +114,15 @@ static void report(const kace_dataset *ds, const kace_folds *folds, const kace_p
     for (size_t p = 0; p < N_SHOWN; p++)
         printf(" %9s", kace_policy_name(shown[p]));
     printf(" %9s\n", "kace_MAE%");
-    for (size_t i = 0; i < r->n_folds; i++)
+    size_t unscored = 0;
+    for (size_t i = 0; i < r->n_folds; i++) {
         print_row(stdout, false, "fold", folds->items[i].label, (long)r->folds[i].n_train, (long)r->folds[i].n_test,
                   (long)r->folds[i].n_targets, r->folds[i].score, r->folds[i].slowdown_mae_pct);
+        unscored += r->folds[i].n_train < KACE_EVAL_MIN_TRAIN;
+    }
+    if (unscored)
+        printf("(%zu fold(s) not scored, left out of the means: fewer than %d training rows)\n", unscored,
+               KACE_EVAL_MIN_TRAIN);
     printf("%-40s %7s %6s %7s", "mean over folds", "", "", "");
     for (size_t p = 0; p < N_SHOWN; p++)
         printf(" %9.3f", r->mean[shown[p]]);

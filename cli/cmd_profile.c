@@ -139,9 +139,8 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
                 "%.1f, MainMem%% %.2f\n",
                 r->clean.throughput.samples_per_s, r->clean.throughput.sd, r->clean.throughput.window_s,
                 p->sm_text, p->mem_text, kace_host_stats_cpu_pct(&r->host), kace_host_stats_mem_pct(&r->host));
-        if (r->host_error[0])
-            fprintf(stderr, "kace profile: W: host CPU%% and MainMem%% not measured (stored as missing): %s\n",
-                    r->host_error);
+        if (r->host_note[0])
+            fprintf(stderr, "kace profile: W: %s\n", r->host_note);
         if (r->mps_client)
             fprintf(stderr, "kace profile: note: %s ran as an MPS client (it is in NVML's MPS process list: an MPS "
                             "daemon runs on this machine); NVML gives SM and memory utilization only to the MPS "
@@ -168,7 +167,7 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
          * batch), so that a comparison with ncu can cover a whole step. */
         double samples = r->counters.throughput.samples_per_s * r->counters.throughput.window_s;
         char per_sample[64] = "";
-        if (samples > 0 && isfinite(samples) && ks->n_kernels > 0)
+        if (r->info.monotonic_clock && samples > 0 && isfinite(samples) && ks->n_kernels > 0) /* same window */
             snprintf(per_sample, sizeof per_sample, "; about %.4g kernels per sample", (double)ks->n_kernels / samples);
         fprintf(stderr,
                 "kace profile: 2/2 done: %zu kernels in its window (%zu with counters, %.0f%% of kernel time); its "

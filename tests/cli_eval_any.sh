@@ -28,6 +28,17 @@ grep -q "Partner choice on the made splits, clean mode" "$DIR/paper.txt" || fail
 [ "$(grep -c '^clean,' "$DIR/paper/splits_clean.csv")" = 45 ] || fail "not 45 made splits on mypairs"
 grep -qi whisper "$DIR/paper/targets_clean_n3.csv" && fail "whisper scored in the training-size study of mypairs"
 
+# A set so small that a family-exclusion split leaves a target fewer than 2
+# training rows (a partial campaign): that target is listed, not scored, and
+# named; the others are scored and the means are theirs.
+{ head -1 "$DATA/colocations/triples.csv"; sed -n 2,5p "$DATA/colocations/triples.csv"; } >"$DIR/tinytriples.csv"
+"$KACE" import "$DIR/tinytriples.csv" >/dev/null
+"$KACE" eval --set mypairs --triples-set tinytriples --no-xu --no-figures --mode clean --out "$DIR/tiny" \
+    >"$DIR/tiny.txt" 2>&1 || fail "kace eval with a 4-row triples set failed: $(tail -2 "$DIR/tiny.txt")"
+grep -q "^(1 target(s) not scored, their means left out: fewer than 2 colocations without the target's family to fit on: bert-base-cased_batch2-inf (0))" \
+    "$DIR/tiny.txt" || fail "the unscored target is not named: $(grep -A8 'Three workloads' "$DIR/tiny.txt")"
+grep -A8 "Three workloads" "$DIR/tiny.txt" | grep -q "^mean  *1\.000 " || fail "the triples' mean is not the scored targets'"
+
 # Splits made for a store holding no splits at all equal the published ones
 # (the V100 pairs): every score of the training-size study is the same; only
 # the fit times (columns *seconds) may differ.

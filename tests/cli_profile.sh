@@ -104,10 +104,10 @@ if CUDA_INJECTION64_PATH=/inherited/libkace_cupti.so "$KACE" "${P[@]}" --name ok
     grep -q "stored with its command" "$SCRATCH/ok.out" || fail "ok: $(cat "$SCRATCH/ok.out")"
     grep -q "1/2 done: " "$SCRATCH/ok.err" && grep -q "2/2 done: " "$SCRATCH/ok.err" ||
         fail "ok: the phases' outcomes are not shown: $(cat "$SCRATCH/ok.err")"
-    # Kernels per sample: the window's kernels over its samples (the campaign sizes ncu's run with it).
-    sed -n -E 's/.*2\/2 done: ([0-9]+) kernels in its window.* its ([0-9.]+) samples\/s .*; about ([0-9.e+-]+) kernels per sample$/\1 \2 \3/p' \
-        "$SCRATCH/ok.err" | awk '{ if (NF == 3 && $3 > 0 && $3 < $1) ok = 1 } END { exit !ok }' ||
-        fail "ok: no plausible 'about N kernels per sample': $(grep '2/2 done' "$SCRATCH/ok.err")"
+    # Kernels per sample only where the recording's kernels and the samples share a window
+    # (a monotonic clock); this canned recording's clock is realtime. The dry run covers the rest.
+    grep -q "kernels per sample" "$SCRATCH/ok.err" &&
+        fail "ok: kernels per sample from a recording without a monotonic clock: $(grep '2/2 done' "$SCRATCH/ok.err")"
     printf '%s\n' "clean run: output=none" "counters run: $KACE_CUPTI_LIBRARY" >"$SCRATCH/runs.want"
     cmp -s "$SCRATCH/runs.log" "$SCRATCH/runs.want" || fail "ok: the runs were: $(cat "$SCRATCH/runs.log")"
     thr=$(sqlite3 "$DB" "SELECT value FROM profiles p JOIN workloads w ON w.id=p.workload_id

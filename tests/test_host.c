@@ -58,6 +58,12 @@ static void test_parse_stat(void **state)
             fail_msg("'%s': status %d, message '%s', expected '%s'", bad[i].text, st, kace_errmsg(ctx),
                      bad[i].message);
     }
+    /* The time of children it waited for counts (a DataLoader worker that ended). */
+    const char *children = "42 (a) S 1 7 3 0 -1 4 1 0 0 0 5 6 100 200 20 0 3 0 1 1 9";
+    assert_int_equal(kace_host_parse_stat(ctx, "stat", children, strlen(children), &pgrp, &ticks, &rss), KACE_OK);
+    assert_int_equal(pgrp, 7);
+    assert_int_equal(ticks, 311);
+    assert_int_equal(rss, 9);
     /* An old kernel's negative rss reads as none. */
     const char *negative = "42 (a) S 1 2 3 0 -1 4 1 0 0 0 5 6 0 0 20 0 3 0 1 1 -3";
     assert_int_equal(kace_host_parse_stat(ctx, "stat", negative, strlen(negative), &pgrp, &ticks, &rss), KACE_OK);
@@ -95,6 +101,9 @@ static void test_read_sums_the_groups(void **state)
         stat_line(line, sizeof line, procs[i].pid, "w", procs[i].pgrp, procs[i].utime, procs[i].stime, procs[i].rss);
         put_file(path, line);
     }
+    /* 101 shares pages with 100: its proportional share is what counts. */
+    snprintf(path, sizeof path, "%s/101/smaps_rollup", root);
+    put_file(path, "00400000-7fff00000000 ---p 00000000 00:00 0  [rollup]\nRss:  9999 kB\nPss:  1 kB\n");
     snprintf(path, sizeof path, "%s/400", root); /* a process that ended: no stat */
     mkdir(path, 0755);
     snprintf(path, sizeof path, "%s/self", root); /* not a process number */
@@ -107,7 +116,8 @@ static void test_read_sums_the_groups(void **state)
     long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
     assert_int_equal(u.n_processes, 3);
     assert_true(fabs(u.cpu_s - (500.0 + 10.0) / (double)tck) < 1e-9);
-    assert_true(fabs(u.rss_bytes - 1510.0 * (double)page) < 1e-3);
+    assert_int_equal(u.n_pss, 1);
+    assert_true(fabs(u.rss_bytes - ((1000.0 + 10.0) * (double)page + 1024.0)) < 1e-3);
     assert_true(fabs(u.mem_total_bytes - 4000000.0 * 1024) < 1e-3);
 
     /* A malformed stat names its file. */

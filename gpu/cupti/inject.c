@@ -172,7 +172,7 @@ static struct replayed_launch {
     uint32_t correlation;
     uint8_t used, written;
 } replayed[REPLAYED_SLOTS];
-static size_t n_replayed;
+static size_t n_replayed, n_not_entered;
 
 static struct replayed_launch *replayed_slot(uint32_t correlation)
 {
@@ -182,13 +182,16 @@ static struct replayed_launch *replayed_slot(uint32_t correlation)
     return &replayed[i];
 }
 
+/* 0 is CUPTI_CORRELATION_ID_UNKNOWN: never entered, never matched. */
 static void replayed_add(uint32_t correlation)
 {
     pthread_mutex_lock(&replayed_lock);
-    struct replayed_launch *s = replayed_slot(correlation);
-    if (!s->used && n_replayed < REPLAYED_SLOTS / 2) {
+    struct replayed_launch *s = correlation ? replayed_slot(correlation) : NULL;
+    if (s && !s->used && n_replayed < REPLAYED_SLOTS / 2) {
         *s = (struct replayed_launch){correlation, 1, 0};
         n_replayed++;
+    } else if (!s || !s->used) {
+        n_not_entered++;
     }
     pthread_mutex_unlock(&replayed_lock);
 }
@@ -196,6 +199,8 @@ static void replayed_add(uint32_t correlation)
 /* Whether a record of this launch was written already: a replay pass's. */
 static int replayed_again(uint32_t correlation)
 {
+    if (!correlation)
+        return 0;
     int again = 0;
     pthread_mutex_lock(&replayed_lock);
     struct replayed_launch *s = replayed_slot(correlation);
@@ -770,9 +775,24 @@ static int counters_on;
 static void final_flush(const char *why)
 {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    if (counters_on) /* what the counters cost: kace reports it beside ncu's */
+    if (counters_on) { /* what the counters cost: kace reports it beside ncu's */
         record("# counters: %ld kernel(s) profiled, %.3f s inside their launches\n", atomic_load(&n_collected),
                (double)atomic_load(&replay_ns) / 1e9);
+        /* Profiled launches whose kernel record never came: their launch
+         * callback's correlation ID matched no record, so replay-pass
+         * records could not have been told apart either. */
+        size_t unseen = 0, entered, not_entered;
+        pthread_mutex_lock(&replayed_lock);
+        for (size_t i = 0; i < REPLAYED_SLOTS; i++)
+            unseen += replayed[i].used && !replayed[i].written;
+        entered = n_replayed;
+        not_entered = n_not_entered;
+        pthread_mutex_unlock(&replayed_lock);
+        if (unseen || not_entered)
+            record("# profiled launches: %zu by correlation ID, %zu of them with no kernel record; %zu not told "
+                   "apart (ID 0, or more than %d)\n",
+                   entered, unseen, not_entered, REPLAYED_SLOTS / 2);
+    }
     record("# end: %s\n", why);
 }
 

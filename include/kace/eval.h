@@ -39,10 +39,16 @@ typedef struct kace_eval_options {
  * slowdown model on with its default parameters. */
 void kace_eval_options_default(kace_eval_options *o);
 
+/* Fewest training rows a target's models are fitted on: a family-exclusion
+ * split that leaves fewer (a small or partial data set) is not scored. */
+#define KACE_EVAL_MIN_TRAIN 2
+
 typedef struct kace_target_score {
     int target;        /* workload index */
     int n_candidates;
-    double score[KACE_N_POLICIES]; /* NaN for a policy that was not run */
+    double score[KACE_N_POLICIES]; /* NaN for a policy that was not run, and for
+                                      every policy of a target not scored */
+    size_t n_train;    /* its training rows; below KACE_EVAL_MIN_TRAIN: not scored */
 } kace_target_score;
 
 typedef struct kace_split_result {

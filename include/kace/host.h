@@ -16,15 +16,18 @@ extern "C" {
 #endif
 
 typedef struct kace_host_usage {
-    double cpu_s;           /* user + system CPU time the processes have used so far */
-    double rss_bytes;       /* their resident memory now */
+    double cpu_s;           /* user + system CPU time the processes and the children they
+                               waited for have used so far */
+    double rss_bytes;       /* their resident memory now: the proportional set size (Pss)
+                               where smaps_rollup can be read, else the resident set */
     double mem_total_bytes; /* the host's memory (MemTotal of meminfo) */
     size_t n_processes;     /* processes found in the groups */
+    size_t n_pss;           /* of them, those whose Pss was read */
 } kace_host_usage;
 
-/* One /proc/PID/stat line: the process group, user + system time in clock
- * ticks, and resident pages. KACE_ERR_PARSE names where:1:column and what
- * was expected there. */
+/* One /proc/PID/stat line: the process group, user + system time of the
+ * process and of the children it waited for in clock ticks, and resident
+ * pages. KACE_ERR_PARSE names where:1:column and what was expected there. */
 kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *text, size_t len, int *pgrp,
                                  uint64_t *ticks, uint64_t *rss_pages);
 

@@ -53,7 +53,8 @@ typedef struct kace_profile_result {
     bool mps_client;                /* the workload ran as an MPS client (device-wide values dropped) */
     kace_host_stats host;           /* its process group's host CPU and memory over the clean run's
                                        steady window (/proc, once a second) */
-    char host_error[256];           /* why host was not measured ("" when it was) */
+    bool host_failed;               /* a /proc read failed: CPU% and MainMem% are stored as missing */
+    char host_note[320];            /* why a host value is stored as missing ("" when none is) */
     kace_kernel_recording *recording; /* the counters run's recording (owned: kace_profile_result_release) */
     kace_kernel_info info;          /* about it (its strings live as long as the recording) */
     kace_kernel_summary kernels;    /* its kernels in the counters run's steady window */

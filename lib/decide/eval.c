@@ -658,6 +658,10 @@ static kace_status unseen_linear_task(kace_ctx *ctx, void *arg, size_t t)
     size_t n_train;
     double seconds;
     family_rows(ds, job->targets[t], train, &n_train, NULL, NULL);
+    if (n_train < KACE_EVAL_MIN_TRAIN) { /* not scored (unseen_task) */
+        free(train);
+        return KACE_OK;
+    }
     kace_status st = fit_linear(ctx, ds, train, n_train, &job->linear[t], &seconds);
     if (st) {
         char msg[1024];
@@ -682,6 +686,19 @@ static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
         goto done;
     }
     family_rows(ds, target, train, &n_train, test, &n_test);
+    if (n_train < KACE_EVAL_MIN_TRAIN) {
+        /* Too few colocations without its family (a small data set): the
+         * target is listed, every score NaN, n_train says why. */
+        for (int mode = 0; mode < 2; mode++) {
+            kace_target_score *s = &job->scores[mode][t];
+            s->target = target;
+            s->n_candidates = (int)n_test;
+            s->n_train = n_train;
+            for (int p = 0; p < KACE_N_POLICIES; p++)
+                s->score[p] = NAN;
+        }
+        goto done;
+    }
     if ((st = fit_models(ctx, ds, train, n_train, job->opt, (uint64_t)t + 1, job->linear[job->first_of_family[t]],
                          &f))) {
         char msg[1024];
@@ -692,6 +709,7 @@ static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
     /* Both modes fit every row here: one fit, scored both ways. */
     for (int mode = 0; mode < 2 && !st; mode++) {
         job->scores[mode][t].target = target;
+        job->scores[mode][t].n_train = n_train;
         if (job->opt->one_mode && mode != (int)job->opt->mode) {
             for (int p = 0; p < KACE_N_POLICIES; p++)
                 job->scores[mode][t].score[p] = NAN;
@@ -821,6 +839,8 @@ static kace_status fold_task(kace_ctx *ctx, void *arg, size_t t)
     r->slowdown_mae_pct = NAN;
     for (int p = 0; p < KACE_N_POLICIES; p++)
         r->score[p] = NAN;
+    if (fold->n_train < KACE_EVAL_MIN_TRAIN)
+        return KACE_OK; /* not scored: NaN scores, no targets; the means leave it out */
     fitted f = {0};
     /* Only the fold's training rows reach the fitting code. */
     kace_status st = fit_models(ctx, job->ds, fold->train, fold->n_train, job->opt, (uint64_t)t + 1, NULL, &f);

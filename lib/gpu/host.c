@@ -14,8 +14,10 @@
 #include "kace/host.h"
 
 /* Fields after the ')' that ends the command name, counted from 0 at the
- * state (proc(5): pgrp is field 5, utime 14, stime 15, rss 24). */
-enum { F_PGRP = 2, F_UTIME = 11, F_STIME = 12, F_RSS = 21 };
+ * state (proc(5): pgrp is field 5, utime 14, stime 15, cutime 16, cstime
+ * 17, rss 24). cutime and cstime hold the time of children the process
+ * waited for: a DataLoader worker that ends keeps counting there. */
+enum { F_PGRP = 2, F_UTIME = 11, F_STIME = 12, F_CUTIME = 13, F_CSTIME = 14, F_RSS = 21 };
 
 kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *text, size_t len, int *pgrp,
                                  uint64_t *ticks, uint64_t *rss_pages)
@@ -30,7 +32,7 @@ kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *t
     if (close == len)
         return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: expected 'PID (NAME) STATE ...' (no ')' ends a name)",
                          where);
-    uint64_t utime = 0, stime = 0, rss = 0;
+    uint64_t time[4] = {0}, rss = 0; /* utime stime cutime cstime */
     long long group = 0;
     size_t at = close + 1;
     for (int field = 0; field <= F_RSS; field++) {
@@ -44,11 +46,12 @@ kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *t
         if (at == start)
             return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: expected field %d, found nothing", where, start + 1,
                              field + 3);
-        if (field != F_PGRP && field != F_UTIME && field != F_STIME && field != F_RSS)
+        if (field != F_PGRP && (field < F_UTIME || field > F_CSTIME) && field != F_RSS)
             continue;
-        /* These four are decimal integers; rss may be negative on old kernels. */
+        /* Decimal integers; rss (and, in proc(5)'s type, cutime and cstime)
+         * may be negative, read as 0. */
         const char *p = text + start;
-        int negative = *p == '-' && field == F_RSS;
+        int negative = *p == '-' && field != F_PGRP;
         uint64_t v = 0;
         for (p += negative; p < text + at; p++) {
             if (!isdigit((unsigned char)*p))
@@ -69,18 +72,20 @@ kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *t
                 return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: process group %llu is out of range", where,
                                  start + 1, (unsigned long long)v);
             group = (long long)v;
-        } else if (field == F_UTIME) {
-            utime = v;
-        } else if (field == F_STIME) {
-            stime = v;
-        } else {
+        } else if (field == F_RSS) {
             rss = v;
+        } else {
+            time[field - F_UTIME] = v;
         }
     }
-    if (utime > UINT64_MAX - stime)
-        return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: user + system time is out of range", where);
+    uint64_t sum = 0;
+    for (int i = 0; i < 4; i++) {
+        if (time[i] > UINT64_MAX - sum)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: the CPU times' sum is out of range", where);
+        sum += time[i];
+    }
     *pgrp = (int)group;
-    *ticks = utime + stime;
+    *ticks = sum;
     *rss_pages = rss;
     return KACE_OK;
 }
@@ -107,6 +112,28 @@ static kace_status read_mem_total(kace_ctx *ctx, const char *root, double *bytes
     return KACE_OK;
 }
 
+/* A process's proportional set size (Pss of smaps_rollup, Linux >= 4.14):
+ * its resident memory with each shared page divided among the processes
+ * that map it, so that a group's sum does not count a page twice (forked
+ * workers share their parent's). -1 where it cannot be read. */
+static double pss_bytes(const char *root, const char *pid)
+{
+    char path[PATH_MAX], line[256];
+    snprintf(path, sizeof path, "%s/%s/smaps_rollup", root, pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    unsigned long long kib;
+    double bytes = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Pss: %llu kB", &kib) == 1) {
+            bytes = (double)kib * 1024.0;
+            break;
+        }
+    fclose(f);
+    return bytes;
+}
+
 kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgids, size_t n_pgids,
                            kace_host_usage *out)
 {
@@ -121,7 +148,8 @@ kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgid
     DIR *d = opendir(root);
     if (!d)
         return kace_fail(ctx, KACE_ERR_IO, "%s: %s", root, strerror(errno));
-    uint64_t ticks = 0, pages = 0;
+    uint64_t ticks = 0;
+    double resident = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *name = e->d_name;
@@ -144,15 +172,17 @@ kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgid
         }
         for (size_t i = 0; i < n_pgids; i++)
             if (pgids[i] > 0 && pgids[i] == pgrp) {
+                double pss = pss_bytes(root, name);
                 ticks += t;
-                pages += rss;
+                resident += pss >= 0 ? pss : (double)rss * (double)page;
                 out->n_processes++;
+                out->n_pss += pss >= 0;
                 break;
             }
     }
     closedir(d);
     out->cpu_s = (double)ticks / (double)tck;
-    out->rss_bytes = (double)pages * (double)page;
+    out->rss_bytes = resident;
     return KACE_OK;
 }
 

@@ -30,11 +30,13 @@ typedef struct sampler {
 
 static void read_host(sampler *s, const kace_run_view *v)
 {
-    if (s->r->host_error[0] || v->now_ns - s->host_read_ns < s->host_every_ns)
+    if (s->r->host_failed || v->now_ns - s->host_read_ns < s->host_every_ns)
         return;
     kace_host_usage u;
     if (kace_host_read(s->ctx, NULL, v->pgids, v->n, &u) != KACE_OK) {
-        snprintf(s->r->host_error, sizeof s->r->host_error, "%s", kace_errmsg(s->ctx));
+        s->r->host_failed = true;
+        snprintf(s->r->host_note, sizeof s->r->host_note,
+                 "host CPU%% and MainMem%% not measured (stored as missing): %s", kace_errmsg(s->ctx));
         return;
     }
     s->host_read_ns = v->now_ns;
@@ -123,6 +125,11 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
         out->failed_run = 1;
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", smp.error);
     }
+    double mem_pct = kace_host_stats_mem_pct(&out->host);
+    if (!out->host_failed && mem_pct > 100)
+        snprintf(out->host_note, sizeof out->host_note,
+                 "MainMem%% %.1f is above 100 (resident memory counted per process, without Pss): stored as missing",
+                 mem_pct);
     progress(opt, KACE_PROFILE_CLEAN_DONE, out);
 
     /* 2. The counters run: the injection library records every kernel and
@@ -169,6 +176,14 @@ void kace_profile_result_release(kace_profile_result *r)
         kace_kernels_free(&r->recording);
 }
 
+/* MainMem% as stored: missing after a failed read, and above 100 (a
+ * percentage of the host's memory; see kace_profile_run's note). */
+static double host_mem_pct(const kace_profile_result *r)
+{
+    double v = kace_host_stats_mem_pct(&r->host);
+    return r->host_failed || v > 100 ? NAN : v;
+}
+
 kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profile_result *r,
                                kace_import_batch **out)
 {
@@ -195,8 +210,8 @@ kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profi
                                      kace_gpu_stats_mean(s, KACE_GPU_PCIE_TX_MBPS))) ||
         (st = kace_profile_batch_add(ctx, batch, name, "pcie_rx_MBps",
                                      kace_gpu_stats_mean(s, KACE_GPU_PCIE_RX_MBPS))) ||
-        (st = kace_profile_batch_add(ctx, batch, name, "CPU%", kace_host_stats_cpu_pct(&r->host))) ||
-        (st = kace_profile_batch_add(ctx, batch, name, "MainMem%", kace_host_stats_mem_pct(&r->host)))) {
+        (st = kace_profile_batch_add(ctx, batch, name, "CPU%", r->host_failed ? NAN : kace_host_stats_cpu_pct(&r->host))) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "MainMem%", host_mem_pct(r)))) {
         kace_import_batch_free(&batch);
         return st;
     }

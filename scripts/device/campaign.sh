@@ -176,16 +176,20 @@ s_profile() {
 }
 # ncu against kace on one profiled workload (the H100 issue: the three CUDA C
 # workloads and two PyTorch ones). Kept in the store folder, so a later call
-# skips it: ncu/NAME.ncu.csv.gz (ncu's export), ncu/NAME.compare.csv, a line
-# of ncu-cost.tsv. ncu starts where kace's counters window started and
-# profiles the window's kernels, at most ncu_step_count's (CUDA C 200,
-# PyTorch a step and a quarter, from kace's kernels per sample). A CUDA C workload is profiled a
-# second time with --cache-control none (NAME.nocache.*): kace's replay does
-# not flush the caches that ncu flushes by default, and a DRAM difference
-# that this run does not show is that flush.
+# skips it: ncu/TAG.ncu.csv.gz (ncu's export), ncu/TAG.compare.csv, a line of
+# ncu-cost.tsv. ncu starts where kace's counters window started and profiles
+# the window's kernels, at most ncu_step_count's (CUDA C 200, PyTorch a step
+# and a quarter, from kace's kernels per sample). CACHE is ncu's
+# --cache-control: all (TAG = NAME), and for a CUDA C workload also none
+# (TAG = NAME.nocache), a step of its own with its own time: kace's replay
+# does not flush the caches that ncu flushes by default, and a DRAM
+# difference that this run does not show is that flush. Each tag is tried
+# in at most two calls.
 ncu_failures() { count_lines "$S/ncu-failures.txt" "$1"; }
 s_ncu() {
-    local idx=$1 name=${CATALOG_NAMES[$1]} kind=${CATALOG_KINDS[$1]} need=$2
+    local idx=$1 name=${CATALOG_NAMES[$1]} kind=${CATALOG_KINDS[$1]} need=$2 cache=$3
+    local tag=$name
+    [ "$cache" = all ] || tag=$name.nocache
     command -v ncu >/dev/null || { DETAIL="ncu not found"; return 2; }
     [ "$(until_s "$CALL_DEADLINE")" -ge "$need" ] || { DETAIL="left for the next call (needs ${need} s)"; return 2; }
     local row k b kps
@@ -198,28 +202,17 @@ s_ncu() {
     mkdir -p "$S/ncu"
     [ -s "$S/ncu-cost.tsv" ] ||
         printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernels\n' >"$S/ncu-cost.tsv"
-    local cache caches="all" tag summary=""
-    [ "$kind" = cuda ] && caches="all none"
-    for cache in $caches; do
-        tag=$name
-        [ "$cache" = all ] || tag=$name.nocache
-        local csv=$WORK/$tag.ncu.csv
-        if ! ncu_run "$idx" "$b" "$count" "$csv" "$cache" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$tag.compare.csv"; then
-            if [ "$cache" = all ]; then
-                echo "$name" >>"$S/ncu-failures.txt"
-                DETAIL="$DETAIL (failure $(ncu_failures "$name") of 2)"
-                return 1
-            fi
-            summary+="; --cache-control $cache failed: $DETAIL"
-            continue
-        fi
-        gzip -9 -c "$csv" >"$S/ncu/$tag.ncu.csv.gz" && mv "$WORK/$tag.compare.csv" "$S/ncu/$tag.compare.csv"
-        local n; n=$(awk -F, 'NR == 2 { print $NF }' "$S/ncu/$tag.compare.csv")
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$cache" "$NCU_S" "$NCU_SKIP" "$count" "$n" >>"$S/ncu-cost.tsv"
-        if [ "$cache" = all ]; then summary="$NCU_SUMMARY; ncu ${NCU_S} s$summary"
-        else summary+="; no cache flush: ${NCU_SUMMARY%%; largest*}"; fi
-    done
-    DETAIL=$summary
+    local csv=$WORK/$tag.ncu.csv
+    if ! ncu_run "$idx" "$b" "$count" "$csv" "$cache" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$tag.compare.csv"; then
+        echo "$tag" >>"$S/ncu-failures.txt"
+        DETAIL="$DETAIL (failure $(ncu_failures "$tag") of 2)"
+        return 1
+    fi
+    gzip -9 -c "$csv" >"$S/ncu/$tag.ncu.csv.gz" && mv "$WORK/$tag.compare.csv" "$S/ncu/$tag.compare.csv"
+    local n; n=$(awk -F, 'NR == 2 { print $NF }' "$S/ncu/$tag.compare.csv")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$kind" "$cache" "$NCU_S" "$NCU_SKIP" "$count" "$n" >>"$S/ncu-cost.tsv"
+    if [ "$cache" = all ]; then DETAIL="$NCU_SUMMARY; ncu ${NCU_S} s"
+    else DETAIL="no cache flush: ${NCU_SUMMARY%%; largest*}; ncu ${NCU_S} s"; fi
 }
 s_plan() {
     if [ -f "$S/plan.txt" ]; then DETAIL="the plan of an earlier call ($(grep -c . "$S/plan.txt") lines)"; return 0; fi
@@ -347,13 +340,19 @@ if [ "${KACE_DEVICE_NCU:-}" != none ]; then
 fi
 for i in "${NCU_IDX[@]}"; do
     name=${CATALOG_NAMES[$i]}
-    [ -f "$S/ncu/$name.compare.csv" ] && continue
     grep -qxF "$name" "$WORK/profiled.txt" || continue
-    [ "$(ncu_failures "$name")" -ge 2 ] && continue
-    [ "${CATALOG_KINDS[$i]}" = cuda ] && need=150 || need=300
-    [ "$FAKE" = 1 ] && need=20
-    step "ncu-$name" "$need" s_ncu "$i" "$need"
-    [ "$LAST_STATUS" = skip ] || save_store
+    caches=all
+    [ "${CATALOG_KINDS[$i]}" = cuda ] && caches="all none"
+    for cache in $caches; do
+        tag=$name
+        [ "$cache" = all ] || tag=$name.nocache
+        [ -f "$S/ncu/$tag.compare.csv" ] && continue
+        [ "$(ncu_failures "$tag")" -ge 2 ] && continue
+        [ "${CATALOG_KINDS[$i]}" = cuda ] && need=120 || need=300
+        [ "$FAKE" = 1 ] && need=20
+        step "ncu-$tag" "$need" s_ncu "$i" "$need" "$cache"
+        [ "$LAST_STATUS" = skip ] || save_store
+    done
 done
 step plan 20 s_plan
 step campaign "$LIMIT" s_campaign

@@ -130,14 +130,14 @@ grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ ]* [^ ]* [^ ]*$
 tar -C "$WORK" -xzf "$OUT/campaign-2/store.tar.gz" ./ncu ./ncu-cost.tsv ./profile-cost.tsv 2>/dev/null ||
     fail "campaign: no ncu/, ncu-cost.tsv or profile-cost.tsv in the store"
 n_ncu=$(cat "$OUT"/campaign-*/campaign.log | grep -c '^step ncu-[^ ]* ok ')
-[ "$n_ncu" = 5 ] && [ "$(ls "$WORK"/ncu/*.compare.csv 2>/dev/null | wc -l)" = 8 ] &&
+[ "$n_ncu" = 8 ] && [ "$(ls "$WORK"/ncu/*.compare.csv 2>/dev/null | wc -l)" = 8 ] &&
     [ "$(ls "$WORK"/ncu/*.nocache.ncu.csv.gz 2>/dev/null | wc -l)" = 3 ] &&
     [ "$(ls "$WORK"/ncu/*.ncu.csv.gz 2>/dev/null | wc -l)" = 8 ] ||
-    fail "campaign: $n_ncu ncu steps ok (want 5): $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-160)"
+    fail "campaign: $n_ncu ncu steps ok (want 8: 5 workloads, 3 of them also without cache flush): $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-160)"
 grep -h '^step ncu-[^ ]* ok ' "$OUT"/campaign-*/campaign.log | grep -q -v ' 6/6 metrics in both' &&
     fail "campaign: an ncu step without all 6 metrics in both: $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-200)"
-[ "$(awk -F'\t' 'NR > 1 && $4 > 0 && $5 > 0 && $6 != ""' "$WORK/profile-cost.tsv" | wc -l)" = "$n_cat" ] ||
-    fail "campaign: profile-cost.tsv lacks a workload's kernel counts: $(cat "$WORK/profile-cost.tsv")"
+[ "$(awk -F'\t' 'NR > 1 && $4 > 0 && $5 > 0 && $6 != "" && $11 > 0' "$WORK/profile-cost.tsv" | wc -l)" = "$n_cat" ] ||
+    fail "campaign: profile-cost.tsv lacks a workload's kernel counts or kernels per sample: $(cat "$WORK/profile-cost.tsv")"
 # The exports import into a new store.
 mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar.gz"
 "$B/bin/kace" import --db "$WORK/import.db" "$WORK/x/campaign-export/kernel.csv" "$WORK/x/campaign-export/system.csv" \

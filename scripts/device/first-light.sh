@@ -115,6 +115,7 @@ inject_run() {
     CUDA_INJECTION64_PATH=$lib KACE_CUPTI_OUTPUT=$REC KACE_CUPTI_COUNTERS=$c \
         timeout -k 5 "$INJECT_S" "${CMD[@]}" 2>&1 | tail -20
     COUNTS=$(recording_counts "$REC")
+    PASSES=$(recording_pass_records "$REC") # before the trim, which may cut such lines out
     echo "recording: $COUNTS (kernels counters errors dropped); first error: $(recording_error "$REC")"
     trim_recording "$REC" 2>/dev/null
 }
@@ -134,8 +135,7 @@ s_inject() {
         DETAIL="did not load (no recording)${missing:+; ldd: not found $missing}"
         return 1
     fi
-    local passes; passes=$(recording_pass_records "$REC")
-    DETAIL="loaded; counters off: $k0 kernels; on: $k1 kernels, $c1 counter lines; $passes replay-pass records skipped${err:+; error: $err}"
+    DETAIL="loaded; counters off: $k0 kernels; on: $k1 kernels, $c1 counter lines; $PASSES replay-pass records skipped${err:+; error: $err}"
     [ "$k0" -gt 0 ] && [ "$k1" -gt 0 ] && [ "$c1" -gt 0 ]
 }
 INJECT_OK=()
@@ -154,7 +154,7 @@ s_inject_more() {
     [ -n "$INJECT_LIB" ] || { DETAIL="no working injection library"; return 2; }
     inject_run "$INJECT_LIB" 1 "$idx" "inject-${CATALOG_NAMES[$idx]}"
     local k c e d; read -r k c e d <<<"$COUNTS"
-    DETAIL="$k kernels, $c counter lines, $e errors, $d dropped, $(recording_pass_records "$REC") replay-pass records skipped${e:+ $(recording_error "$REC")}"
+    DETAIL="$k kernels, $c counter lines, $e errors, $d dropped, $PASSES replay-pass records skipped${e:+ $(recording_error "$REC")}"
     [ "$k" -gt 0 ] && [ "$c" -gt 0 ]
 }
 

@@ -252,7 +252,7 @@ profile_counts() {
 }
 # Kernels per sample in kace profile's counters window ("" when it gave none).
 profile_kernels_per_sample() {
-    sed -n -E 's/.*; about ([0-9.e+]+) kernels per sample.*/\1/p' "$1" | tail -1
+    sed -n -E 's/.*; about ([0-9.e+-]+) kernels per sample.*/\1/p' "$1" | tail -1
 }
 # ncu_step_count KIND NAME KERNELS_PER_SAMPLE: how many launches ncu profiles.
 # CUDA C: 200 (one kernel signature, launched over and over). PyTorch: one

@@ -394,6 +394,9 @@ static void test_failed_launch(void)
     CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
     CHECK(count_in_file(r.recording, "# launch of _Z8too_widePf failed (CUresult 1)") == 1,
           "the failed launch is not noted\n");
+    /* It was chosen for counters and ran nothing: the one launch without a record. */
+    CHECK(count_in_file(r.recording, "# profiled launches: 6 by correlation ID, 1 of them with no kernel record; 0 ") == 1,
+          "the profiled launch without a kernel record is not counted\n");
 }
 
 /* NCCL kernels are recorded, never replayed. */
@@ -496,6 +499,8 @@ static void test_record_per_pass(void)
         fclose(f);
     CHECK(skipped == 5 * (REPLAY_PASSES - 1), "%d pass records noted as skipped, expected %d\n", skipped,
           5 * (REPLAY_PASSES - 1));
+    CHECK(count_in_file(r.recording, "# profiled launches:") == 0,
+          "a profiled launch's correlation ID matched no kernel record\n");
     check_counter_values(&rec);
 }
 
