@@ -70,6 +70,22 @@ line="w: 1 samples/s (...), memcap 1.00 GB; 4000 kernels (3990 with counters, 99
 echo "$line" >"$SCRATCH/p.out"
 [ "$(source "$DEV/lib.sh" && profile_counts "$SCRATCH/p.out")" = "4000 3990 123456" ] ||
     fail "profile_counts: '$(source "$DEV/lib.sh" && profile_counts "$SCRATCH/p.out")'"
+# ncu's launch count: CUDA C 200; PyTorch a step and a quarter from kace's kernels per sample
+# (as kace profile prints it, %.4g) x the name's batch, within 1000..4000; the override wins.
+echo "kace profile: 2/2 done: 9000 kernels in its window (...) are not stored; about 187.5 kernels per sample" >"$SCRATCH/p2.err"
+echo "kace profile: 2/2 done: 9 kernels in its window (...) are not stored; about 1.2e-05 kernels per sample" >"$SCRATCH/p3.err"
+[ "$(source "$DEV/lib.sh" && profile_kernels_per_sample "$SCRATCH/p2.err")" = 187.5 ] &&
+    [ "$(source "$DEV/lib.sh" && profile_kernels_per_sample "$SCRATCH/p3.err")" = 1.2e-05 ] ||
+    fail "profile_kernels_per_sample: '$(source "$DEV/lib.sh" && profile_kernels_per_sample "$SCRATCH/p2.err")'"
+for case in "cuda g_batch1-inf 64:200" "torch b_batch8-train 187.5:1875" "torch b_batch16-inf 20:1000" \
+    "torch b_batch8-train :1000" "torch w_batch32-train 500:4000" "torch b_batch8-train 1.2e-05:1000"; do
+    args=${case%%:*} want=${case##*:}
+    read -r kind name kps <<<"$args"
+    got=$(source "$DEV/lib.sh" && ncu_step_count "$kind" "$name" "${kps:-}")
+    [ "$got" = "$want" ] || fail "ncu_step_count $args: $got, expected $want"
+done
+[ "$(source "$DEV/lib.sh" && KACE_DEVICE_NCU_KERNELS=7 ncu_step_count torch b_batch8-train 187.5)" = 7 ] ||
+    fail "ncu_step_count: KACE_DEVICE_NCU_KERNELS does not override"
 # store.py ncu-compare: the same export imported as kace's profile and as ncu's agrees on all six.
 "$KACE" import-ncu --quiet --db "$SCRATCH/k.db" --workload w "$(dirname "$0")/data/ncu/newer.csv" >/dev/null &&
     "$KACE" import-ncu --quiet --db "$SCRATCH/n.db" --workload w "$(dirname "$0")/data/ncu/newer.csv" >/dev/null ||

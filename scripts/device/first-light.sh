@@ -116,6 +116,7 @@ inject_run() {
         timeout -k 5 "$INJECT_S" "${CMD[@]}" 2>&1 | tail -20
     COUNTS=$(recording_counts "$REC")
     PASSES=$(recording_pass_records "$REC") # before the trim, which may cut such lines out
+    UNMATCHED=$(recording_unmatched "$REC")
     echo "recording: $COUNTS (kernels counters errors dropped); first error: $(recording_error "$REC")"
     trim_recording "$REC" 2>/dev/null
 }
@@ -135,7 +136,7 @@ s_inject() {
         DETAIL="did not load (no recording)${missing:+; ldd: not found $missing}"
         return 1
     fi
-    DETAIL="loaded; counters off: $k0 kernels; on: $k1 kernels, $c1 counter lines; $PASSES replay-pass records skipped${err:+; error: $err}"
+    DETAIL="loaded; counters off: $k0 kernels; on: $k1 kernels, $c1 counter lines; $PASSES replay-pass records skipped${UNMATCHED:+; $UNMATCHED}${err:+; error: $err}"
     [ "$k0" -gt 0 ] && [ "$k1" -gt 0 ] && [ "$c1" -gt 0 ]
 }
 INJECT_OK=()
@@ -154,7 +155,7 @@ s_inject_more() {
     [ -n "$INJECT_LIB" ] || { DETAIL="no working injection library"; return 2; }
     inject_run "$INJECT_LIB" 1 "$idx" "inject-${CATALOG_NAMES[$idx]}"
     local k c e d; read -r k c e d <<<"$COUNTS"
-    DETAIL="$k kernels, $c counter lines, $e errors, $d dropped, $PASSES replay-pass records skipped${e:+ $(recording_error "$REC")}"
+    DETAIL="$k kernels, $c counter lines, $e errors, $d dropped, $PASSES replay-pass records skipped${UNMATCHED:+; $UNMATCHED}${e:+ $(recording_error "$REC")}"
     [ "$k" -gt 0 ] && [ "$c" -gt 0 ]
 }
 

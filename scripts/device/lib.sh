@@ -198,6 +198,8 @@ recording_counts() {
 }
 # Kernel records of replay passes that the library skipped (0: CUPTI gives one per launch).
 recording_pass_records() { [ -s "$1" ] && awk '/ of replay passes skipped/ { n += $2 } END { print n + 0 }' "$1" || echo 0; }
+# Its "# profiled launches: ..." line, if any (launches whose kernel record never came).
+recording_unmatched() { { [ -s "$1" ] && grep -m1 '^# profiled launches: ' "$1" | cut -c3-; } || true; }
 # The first error record of a recording, if any.
 recording_error() { [ -s "$1" ] && awk '$1 == "error" { $1 = ""; print substr($0, 2); exit }' "$1"; }
 # Keeps a recording small enough to carry: header + first 40000 + last 2000 lines.
