@@ -286,6 +286,7 @@ typedef struct prof_ctx {
     int configured; /* SetConfig done (once, as NVIDIA's samples do) */
     int config_per_range; /* this CUPTI wanted SetConfig again before a Start */
     int failures_in_row;
+    int retired;    /* its context was destroyed: the slot is free again */
     CUpti_Profiler_Host_Object *host;
     CUpti_RangeProfiler_Object *range;
     uint8_t *config_image, *counter_data;
@@ -321,10 +322,44 @@ static void free_prof_ctx(prof_ctx *p)
 
 /* No more counters in p. Once no known context can have them, launches stop
  * taking launch_lock: serialising them would only slow the workload. */
+/* Disables p's range profiler and frees its host object and images: kernels
+ * after the last profiled launch then run without a profiler, and a context
+ * about to be destroyed leaves none behind. Where Disable fails, CUPTI may
+ * still point at the images: they are kept. launch_lock held. Returns
+ * whether a profiler was enabled. */
+static int profiler_release(prof_ctx *p)
+{
+    int was_enabled = p->range != NULL;
+    int disabled = 1;
+    if (p->range) {
+        CUpti_RangeProfiler_Disable_Params d = {.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+        d.pRangeProfilerObject = p->range;
+        CUptiResult r = cuptiRangeProfilerDisable(&d);
+        if (r != CUPTI_SUCCESS) {
+            record_failure("cuptiRangeProfilerDisable", r);
+            disabled = 0;
+        }
+        p->range = NULL;
+    }
+    if (p->host) {
+        CUpti_Profiler_Host_Deinitialize_Params h = {.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+        h.pHostObject = p->host;
+        CUptiResult r = cuptiProfilerHostDeinitialize(&h);
+        if (r != CUPTI_SUCCESS)
+            record_failure("cuptiProfilerHostDeinitialize", r);
+        p->host = NULL;
+    }
+    if (disabled)
+        free_prof_ctx(p);
+    p->configured = 0;
+    return was_enabled;
+}
+
 static void give_up(prof_ctx *p)
 {
     if (p->broken)
         return;
+    profiler_release(p);
     p->broken = 1;
     if (++n_broken == n_contexts && atomic_exchange(&counters_active, 0))
         record("# counters off: no CUDA context of this process can be profiled (see the errors above)\n");
@@ -484,17 +519,24 @@ done:
 static prof_ctx *context_of(CUcontext ctx)
 {
     static int full_noted;
-    for (size_t i = 0; i < n_contexts; i++)
-        if (contexts[i].ctx == ctx)
+    prof_ctx *p = NULL;
+    for (size_t i = 0; i < n_contexts; i++) {
+        if (!contexts[i].retired && contexts[i].ctx == ctx)
             return contexts[i].broken ? NULL : &contexts[i];
-    if (n_contexts == MAX_CONTEXTS) {
+        if (contexts[i].retired && !p)
+            p = &contexts[i]; /* a destroyed context's slot: taken again */
+    }
+    if (p) {
+        n_broken--; /* a retired slot counts as broken */
+    } else if (n_contexts == MAX_CONTEXTS) {
         if (!full_noted) { /* say it once */
             full_noted = 1;
             record("error more than %d CUDA contexts: no counters for the others\n", MAX_CONTEXTS);
         }
         return NULL;
+    } else {
+        p = &contexts[n_contexts++];
     }
-    prof_ctx *p = &contexts[n_contexts++];
     memset(p, 0, sizeof *p);
     p->ctx = ctx;
     if (profiler_setup(p) != 0) {
@@ -728,14 +770,60 @@ static void finish(const CUpti_CallbackData *cb)
                    MAX_FAILURES_IN_ROW, (size_t)(p - contexts));
         give_up(p);
     }
-    /* The last slot: only now, with its range closed, may launches skip the lock. */
-    if (profiled >= max_profiled)
+    /* The last slot: only now, with its range closed, may launches skip the
+     * lock; first every profiler is disabled, while no launch can run in a
+     * range (they all wait for the lock until then). */
+    if (profiled >= max_profiled && atomic_load(&counters_active)) {
+        size_t n = 0;
+        for (size_t i = 0; i < n_contexts; i++)
+            if (!contexts[i].broken)
+                n += (size_t)profiler_release(&contexts[i]);
+        record("# counters: the budget of %ld profiled launch(es) is spent: profiler disabled in %zu context(s)\n",
+               max_profiled, n);
         atomic_store(&counters_active, 0);
+    }
+}
+
+/* A context is about to be destroyed: its profiler is disabled now, and its
+ * slot freed, so that a new context at the same address gets a profiler of
+ * its own (before, it was taken for the old one). The lock is waited for
+ * at most 2 s: a thread holding it inside a launch might wait for the
+ * driver, which may hold its own lock while it calls this. */
+static void context_destroying(CUcontext ctx)
+{
+    if (launch_depth > 0)
+        return; /* cannot happen: no context is destroyed inside a launch */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    if (pthread_mutex_timedlock(&launch_lock, &until) != 0) {
+        record("error a CUDA context was destroyed while another thread held the profiler lock: its profiler is "
+               "left enabled\n");
+        return;
+    }
+    for (size_t i = 0; i < n_contexts; i++) {
+        prof_ctx *p = &contexts[i];
+        if (p->retired || p->ctx != ctx)
+            continue;
+        int was_enabled = profiler_release(p);
+        if (!p->broken) {
+            p->broken = 1;
+            n_broken++;
+        }
+        p->retired = 1;
+        p->ctx = NULL;
+        record("# context %zu is destroyed%s\n", i, was_enabled ? ": its profiler is disabled" : "");
+    }
+    pthread_mutex_unlock(&launch_lock);
 }
 
 static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
     (void)user;
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING && data) {
+        context_destroying(((const CUpti_ResourceData *)data)->context);
+        return;
+    }
     if (domain != CUPTI_CB_DOMAIN_DRIVER_API)
         return;
     const CUpti_CallbackData *cb = data;
@@ -948,6 +1036,10 @@ static int setup(void)
         };
         for (size_t i = 0; i < sizeof launches_cb / sizeof launches_cb[0]; i++)
             TRY(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, launches_cb[i]));
+        CUptiResult r = cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                                            CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+        if (r != CUPTI_SUCCESS) /* counters still work; a destroyed context's profiler stays enabled */
+            record_failure("cuptiEnableCallback(CONTEXT_DESTROY_STARTING)", r);
         atomic_store(&counters_active, 1);
     }
     return 0;

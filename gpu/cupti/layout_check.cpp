@@ -25,6 +25,11 @@ SAME_FIELD(CUpti_Profiler_Host_Initialize_Params, pChipName);
 SAME_FIELD(CUpti_Profiler_Host_Initialize_Params, pCounterAvailabilityImage);
 SAME_FIELD(CUpti_Profiler_Host_Initialize_Params, pHostObject);
 
+SAME_SIZE(CUpti_Profiler_Host_Deinitialize_Params);
+SAME_FIELD(CUpti_Profiler_Host_Deinitialize_Params, structSize);
+SAME_FIELD(CUpti_Profiler_Host_Deinitialize_Params, pPriv);
+SAME_FIELD(CUpti_Profiler_Host_Deinitialize_Params, pHostObject);
+
 SAME_SIZE(CUpti_Profiler_Host_ConfigAddMetrics_Params);
 SAME_FIELD(CUpti_Profiler_Host_ConfigAddMetrics_Params, structSize);
 SAME_FIELD(CUpti_Profiler_Host_ConfigAddMetrics_Params, pPriv);

@@ -34,6 +34,14 @@ typedef struct CUpti_Profiler_Host_Initialize_Params {
 #define CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE \
     CUPTI_PROFILER_STRUCT_SIZE(CUpti_Profiler_Host_Initialize_Params, pHostObject)
 
+typedef struct CUpti_Profiler_Host_Deinitialize_Params {
+    size_t structSize;
+    void *pPriv;
+    CUpti_Profiler_Host_Object *pHostObject;
+} CUpti_Profiler_Host_Deinitialize_Params;
+#define CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE \
+    CUPTI_PROFILER_STRUCT_SIZE(CUpti_Profiler_Host_Deinitialize_Params, pHostObject)
+
 typedef struct CUpti_Profiler_Host_ConfigAddMetrics_Params {
     size_t structSize;
     void *pPriv;
@@ -88,6 +96,7 @@ typedef struct CUpti_Profiler_Host_EvaluateToGpuValues_Params {
     CUPTI_PROFILER_STRUCT_SIZE(CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues)
 
 CUptiResult cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Params *pParams);
+CUptiResult cuptiProfilerHostDeinitialize(CUpti_Profiler_Host_Deinitialize_Params *pParams);
 CUptiResult cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigAddMetrics_Params *pParams);
 CUptiResult cuptiProfilerHostGetConfigImageSize(CUpti_Profiler_Host_GetConfigImageSize_Params *pParams);
 CUptiResult cuptiProfilerHostGetConfigImage(CUpti_Profiler_Host_GetConfigImage_Params *pParams);

@@ -11,6 +11,9 @@
  *       graph N          3 launches, then a CUDA graph of N kernels
  *       contexts N       two contexts, N launches each, alternating
  *       many-contexts N  N contexts, two launches each
+ *       ctx-destroy N    N launches in a context that is then destroyed, then
+ *                        N launches of 5 other signatures in a new context
+ *                        (the fake gives it the old one's address)
  *       bad-counters N   kernels whose counters come back NaN or negative
  *       wait N           N launches, prints "ready", waits for a signal
  *       in-flight N      N launches and a 3 s kernel, prints "ready", waits
@@ -121,6 +124,20 @@ static int scenario(const char *name, int n)
                 fake_launch(&k, FAKE_LAUNCH);
             }
             fake_synchronize();
+        }
+    } else if (!strcmp(name, "ctx-destroy")) {
+        CUcontext a = fake_ctx_create(0);
+        for (int i = 0; i < n; i++) {
+            fake_kernel k = cycle_kernel(i);
+            fake_launch(&k, FAKE_LAUNCH);
+        }
+        fake_ctx_destroy(a);
+        CUcontext b = fake_ctx_create(0);
+        if (a != b)
+            fprintf(stderr, "kace-fake-cuda-app: the new context did not get the destroyed one's address\n");
+        for (int i = 0; i < n; i++) {
+            fake_kernel k = K("_Z9after_ctxPf", 50 + (unsigned)(i % 5), 96, 10000);
+            fake_launch(&k, FAKE_LAUNCH);
         }
     } else if (!strcmp(name, "bad-counters")) {
         for (int i = 0; i < n; i++) {

@@ -24,6 +24,9 @@
  *    runs when the graph is launched); a launch with more than 1024 threads
  *    per block fails (CUDA_ERROR_INVALID_VALUE) and runs nothing; the exit
  *    callback carries the launch's result;
+ *  - a destroyed context's range profiler objects are stale: any call on
+ *    one, or on one that was disabled, is a violation; the next context
+ *    made gets the destroyed one's address;
  *  - FAKE_CUDA_MPS=1: contexts are MPS clients (CU_DEVICE_ATTRIBUTE_MPS_ENABLED);
  *    FAKE_CUPTI_UNSUPPORTED=1: cuptiProfilerDeviceSupported says vGPU
  *    profiling is disabled.
@@ -55,6 +58,9 @@ enum fake_launch_api { FAKE_LAUNCH, FAKE_LAUNCH_EX, FAKE_LAUNCH_COOPERATIVE };
 /* Exported by the fake libcuda.so.1 for the fake application. */
 CUcontext fake_ctx_create(int device); /* and makes it current on this thread */
 void fake_ctx_set_current(CUcontext ctx);
+/* Waits until ctx is idle, destroys it (CUPTI's resource callback first);
+ * the next context made gets its address, as a real allocator may give. */
+void fake_ctx_destroy(CUcontext ctx);
 CUresult fake_launch(const fake_kernel *k, int api);
 CUresult fake_launch_on(const fake_kernel *k, int api, CUstream stream);
 CUresult fake_graph_launch(const fake_kernel *kernels, int n);
@@ -75,6 +81,8 @@ typedef struct fake_cupti_hooks {
      * returns extra time the launch blocks (replay), ns. */
     uint64_t (*kernel)(CUcontext ctx, uint32_t context_id, const fake_kernel *k, uint64_t start, uint64_t end,
                        uint32_t correlation, int in_graph);
+    /* cuCtxDestroy of ctx has started (CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) */
+    void (*context_destroy)(CUcontext ctx);
 } fake_cupti_hooks;
 
 void fake_cuda_register_cupti(const fake_cupti_hooks *hooks);

@@ -43,6 +43,7 @@ static CUpti_CallbackFunc subscriber_fn;
 static void *subscriber_user;
 static int subscribed;
 static unsigned char enabled_cbid[MAX_CBID];
+static int destroy_callback; /* CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING enabled */
 /* activity */
 static int kernel_activity;
 static CUpti_BuffersCallbackRequestFunc requested_fn;
@@ -60,6 +61,8 @@ static int profiler_initialized;
 struct CUpti_RangeProfiler_Object {
     CUcontext ctx;
     int configured, started;
+    int disabled; /* cuptiRangeProfilerDisable: the object is gone */
+    int dead;     /* its context was destroyed while it was enabled */
     uint8_t *counter_data;
     size_t counter_size;
     int n_captured;          /* kernels run in the range since Start */
@@ -69,6 +72,7 @@ struct CUpti_RangeProfiler_Object {
 struct CUpti_Profiler_Host_Object {
     int n_metrics;
 };
+static int n_host_objects; /* initialised and not deinitialised */
 static struct CUpti_RangeProfiler_Object *ranges[MAX_RANGE_OBJECTS];
 static size_t n_ranges;
 
@@ -119,7 +123,15 @@ EXPORT CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_Call
 EXPORT CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
                                        CUpti_CallbackId cbid)
 {
-    if (subscriber != (CUpti_SubscriberHandle)&subscribed || domain != CUPTI_CB_DOMAIN_DRIVER_API || cbid >= MAX_CBID)
+    if (subscriber != (CUpti_SubscriberHandle)&subscribed)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (domain == CUPTI_CB_DOMAIN_RESOURCE && cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+        pthread_mutex_lock(&lock);
+        destroy_callback = enable != 0;
+        pthread_mutex_unlock(&lock);
+        return CUPTI_SUCCESS;
+    }
+    if (domain != CUPTI_CB_DOMAIN_DRIVER_API || cbid >= MAX_CBID)
         return CUPTI_ERROR_INVALID_PARAMETER;
     pthread_mutex_lock(&lock);
     enabled_cbid[cbid] = enable != 0;
@@ -375,7 +387,7 @@ static uint64_t hook_kernel(CUcontext ctx, uint32_t context_id, const fake_kerne
     pthread_mutex_lock(&lock);
     for (size_t i = 0; i < n_ranges; i++) {
         struct CUpti_RangeProfiler_Object *r = ranges[i];
-        if (r->ctx != ctx || !r->started)
+        if (r->ctx != ctx || !r->started || r->disabled || r->dead)
             continue;
         if (r->n_captured++ == 0) {
             for (int m = 0; m < 3; m++)
@@ -400,7 +412,42 @@ static uint64_t hook_kernel(CUcontext ctx, uint32_t context_id, const fake_kerne
     return replay;
 }
 
-static const fake_cupti_hooks hooks = {hook_api, hook_kernel};
+/* cuCtxDestroy: the resource callback, on the destroying thread; then the
+ * context's range profiler objects are stale. */
+static void hook_context_destroy(CUcontext ctx)
+{
+    pthread_mutex_lock(&lock);
+    CUpti_CallbackFunc fn = destroy_callback ? subscriber_fn : NULL;
+    void *user = subscriber_user;
+    pthread_mutex_unlock(&lock);
+    if (fn) {
+        CUpti_ResourceData rd;
+        memset(&rd, 0, sizeof rd);
+        rd.context = ctx;
+        fn(user, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &rd);
+    }
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n_ranges; i++)
+        if (ranges[i]->ctx == ctx && !ranges[i]->disabled)
+            ranges[i]->dead = 1;
+    pthread_mutex_unlock(&lock);
+}
+
+static const fake_cupti_hooks hooks = {hook_api, hook_kernel, hook_context_destroy};
+
+/* What was left enabled: the tests read this line. */
+__attribute__((destructor)) static void report_at_exit(void)
+{
+    pthread_mutex_lock(&lock);
+    int enabled = 0;
+    for (size_t i = 0; i < n_ranges; i++)
+        enabled += !ranges[i]->disabled && !ranges[i]->dead;
+    int hosts = n_host_objects;
+    pthread_mutex_unlock(&lock);
+    if (profiler_initialized)
+        fprintf(stderr, "fake-cupti: at exit %d range profiler(s) enabled, %d host object(s) initialised\n", enabled,
+                hosts);
+}
 
 __attribute__((constructor)) static void register_with_driver(void)
 {
@@ -473,7 +520,24 @@ EXPORT CUptiResult cuptiProfilerHostInitialize(CUpti_Profiler_Host_Initialize_Pa
     if (!p->pCounterAvailabilityImage || p->pCounterAvailabilityImage[0] != 0xA5)
         violation("cuptiProfilerHostInitialize: no counter availability image from this device");
     p->pHostObject = calloc(1, sizeof *p->pHostObject);
-    return p->pHostObject ? CUPTI_SUCCESS : CUPTI_ERROR_OUT_OF_MEMORY;
+    if (!p->pHostObject)
+        return CUPTI_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    n_host_objects++;
+    pthread_mutex_unlock(&lock);
+    return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiProfilerHostDeinitialize(CUpti_Profiler_Host_Deinitialize_Params *p)
+{
+    CHECK_SIZE(p, CUpti_Profiler_Host_Deinitialize_Params);
+    if (!p->pHostObject)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    free(p->pHostObject);
+    pthread_mutex_lock(&lock);
+    n_host_objects--;
+    pthread_mutex_unlock(&lock);
+    return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiProfilerHostConfigAddMetrics(CUpti_Profiler_Host_ConfigAddMetrics_Params *p)
@@ -532,6 +596,15 @@ EXPORT CUptiResult cuptiProfilerHostEvaluateToGpuValues(CUpti_Profiler_Host_Eval
 /* A call on a range profiler object while another is in it. */
 static int enter(struct CUpti_RangeProfiler_Object *r, const char *what)
 {
+    pthread_mutex_lock(&lock);
+    int disabled = r->disabled, dead = r->dead;
+    pthread_mutex_unlock(&lock);
+    if (disabled || dead) {
+        violation("%s: called on a range profiler %s", what,
+                  disabled ? "that was disabled" : "whose context was destroyed (a new context at its address is "
+                                                   "another context)");
+        return 0;
+    }
     if (atomic_fetch_add(&r->in_call, 1) != 0) {
         violation("%s: called while another thread is inside a call on the same range profiler", what);
         atomic_fetch_sub(&r->in_call, 1);
@@ -550,7 +623,7 @@ EXPORT CUptiResult cuptiRangeProfilerEnable(CUpti_RangeProfiler_Enable_Params *p
     pthread_mutex_lock(&lock);
     CUptiResult res = CUPTI_SUCCESS;
     for (size_t i = 0; i < n_ranges; i++)
-        if (ranges[i]->ctx == p->ctx)
+        if (ranges[i]->ctx == p->ctx && !ranges[i]->disabled && !ranges[i]->dead)
             res = CUPTI_ERROR_INVALID_OPERATION; /* once per context */
     if (res == CUPTI_SUCCESS && (n_ranges == MAX_RANGE_OBJECTS || !profiler_initialized))
         res = CUPTI_ERROR_INVALID_OPERATION;
@@ -566,6 +639,27 @@ EXPORT CUptiResult cuptiRangeProfilerEnable(CUpti_RangeProfiler_Enable_Params *p
     }
     pthread_mutex_unlock(&lock);
     return res;
+}
+
+EXPORT CUptiResult cuptiRangeProfilerDisable(CUpti_RangeProfiler_Disable_Params *p)
+{
+    CHECK_SIZE(p, CUpti_RangeProfiler_Disable_Params);
+    struct CUpti_RangeProfiler_Object *r = p->pRangeProfilerObject;
+    if (!r)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (!enter(r, __func__))
+        return CUPTI_ERROR_INVALID_OPERATION;
+    pthread_mutex_lock(&lock);
+    int started = r->started;
+    if (!started)
+        r->disabled = 1; /* the object stays allocated, so later misuse is seen */
+    pthread_mutex_unlock(&lock);
+    leave(r);
+    if (started) {
+        violation("cuptiRangeProfilerDisable: a range is started (Stop it first)");
+        return CUPTI_ERROR_INVALID_OPERATION;
+    }
+    return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiRangeProfilerGetCounterDataSize(CUpti_RangeProfiler_GetCounterDataSize_Params *p)

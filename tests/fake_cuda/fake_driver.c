@@ -96,14 +96,20 @@ EXPORT CUresult cuInit(unsigned int flags)
 }
 
 /* The driver keeps every context it made, as the real one does until
- * cuCtxDestroy (which the fake application never calls). */
+ * cuCtxDestroy. A destroyed context's memory is given to the next one. */
 #define MAX_FAKE_CONTEXTS 256
 static CUcontext all_contexts[MAX_FAKE_CONTEXTS];
+static CUcontext destroyed; /* its memory, for the next context */
 
 static CUcontext new_ctx(int device)
 {
-    CUcontext c = calloc(1, sizeof *c);
-    if (!c)
+    pthread_mutex_lock(&driver_lock);
+    CUcontext c = destroyed;
+    destroyed = NULL;
+    pthread_mutex_unlock(&driver_lock);
+    if (c)
+        memset(c, 0, sizeof *c);
+    else if (!(c = calloc(1, sizeof *c)))
         abort();
     c->device = device;
     c->id = atomic_fetch_add(&next_ctx_id, 1) + 1;
@@ -124,6 +130,27 @@ EXPORT CUcontext fake_ctx_create(int device)
 EXPORT void fake_ctx_set_current(CUcontext ctx)
 {
     current = ctx;
+}
+
+static void sync_ctx(CUcontext ctx);
+
+EXPORT void fake_ctx_destroy(CUcontext ctx)
+{
+    sync_ctx(ctx);
+    const fake_cupti_hooks *h = get_hooks();
+    if (h && h->context_destroy)
+        h->context_destroy(ctx);
+    if (current == ctx)
+        current = NULL;
+    pthread_mutex_lock(&driver_lock);
+    if (ctx->id <= MAX_FAKE_CONTEXTS)
+        all_contexts[ctx->id - 1] = NULL;
+    if (primary == ctx)
+        primary = NULL;
+    pthread_mutex_destroy(&ctx->lock);
+    free(destroyed);
+    destroyed = ctx;
+    pthread_mutex_unlock(&driver_lock);
 }
 
 /* The primary context, made current on first use (as the runtime does). */
@@ -277,11 +304,15 @@ EXPORT CUresult fake_graph_launch(const fake_kernel *kernels, int n)
     return CUDA_SUCCESS;
 }
 
-EXPORT void fake_synchronize(void)
+static void sync_ctx(CUcontext ctx)
 {
-    CUcontext ctx = ctx_of_thread();
     pthread_mutex_lock(&ctx->lock);
     uint64_t t = ctx->busy_until;
     pthread_mutex_unlock(&ctx->lock);
     sleep_until(t);
+}
+
+EXPORT void fake_synchronize(void)
+{
+    sync_ctx(ctx_of_thread());
 }

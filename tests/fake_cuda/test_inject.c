@@ -361,6 +361,35 @@ static void test_max_profiled(void)
     run_to_end(&r, &rec, "max-profiled", env, "launches", "50", 30);
     CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
     CHECK(rec.n_counters == 2, "%d counter records with KACE_CUPTI_MAX_PROFILED=2\n", rec.n_counters);
+    /* Once the budget is spent, the kernels after it run with no profiler enabled. */
+    CHECK(count_in_file(r.recording, "# counters: the budget of 2 profiled launch(es) is spent: profiler disabled in 1 "
+                                     "context(s)") == 1,
+          "the spent budget is not noted with its one disabled profiler\n");
+    CHECK(count_in_file(r.err, "fake-cupti: at exit 0 range profiler(s) enabled, 0 host object(s)") == 1,
+          "a profiler or host object was left after the budget: see %s\n", r.err);
+}
+
+/* A context destroyed mid-run: its profiler is disabled while it still
+ * exists, and a new context at the same address gets a profiler of its own
+ * (before, its slot was taken for the new one and the stale profiler used). */
+static void test_ctx_destroy(void)
+{
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "ctx-destroy", NULL, "ctx-destroy", "10", 30);
+    CHECK(count_in_file(r.err, "did not get the destroyed one's address") == 0, "the scenario is not the one meant\n");
+    CHECK(rec.n_kernels == 20, "%d kernel records, expected 20\n", rec.n_kernels);
+    int after = 0;
+    for (int i = 0; i < rec.n_counters && i < 64; i++)
+        after += strstr(rec.names_with_counters[i], "after_ctx") != NULL;
+    CHECK(rec.n_counters == 10 && after == 5,
+          "%d counter records (%d in the new context), expected 10 (5)\n", rec.n_counters, after);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    CHECK(count_in_file(r.recording, "# context 0 is destroyed: its profiler is disabled") == 1,
+          "the destroyed context is not noted\n");
+    CHECK(count_in_file(r.err, "fake-cupti: at exit 1 range profiler(s) enabled, 1 host object(s)") == 1,
+          "expected the new context's profiler alone at exit: see %s\n", r.err);
+    check_counter_values(&rec);
 }
 
 /* A launch captured into a CUDA graph runs no kernel: it is not profiled,
@@ -541,6 +570,7 @@ static const struct {
     {"two-threads", test_two_threads},   {"sigterm", test_sigterm},           {"in-flight", test_in_flight},
     {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
     {"contexts", test_contexts},         {"max-profiled", test_max_profiled}, {"many-contexts", test_many_contexts},
+    {"ctx-destroy", test_ctx_destroy},
 };
 
 int main(int argc, char **argv)
