@@ -134,11 +134,14 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
     case KACE_PROFILE_CLEAN_DONE:
         fmt1(kace_gpu_stats_mean(&r->steady, KACE_GPU_SM_PCT), p->sm_text, sizeof p->sm_text);
         fmt1(kace_gpu_stats_mean(&r->steady, KACE_GPU_MEM_PCT), p->mem_text, sizeof p->mem_text);
+        char of[96] = "";
+        if (r->host.mem_of_bytes > 0 && r->host.mem_of_bytes == r->host.mem_limit_bytes)
+            snprintf(of, sizeof of, " (of the cgroup's memory limit, %.3g GiB)", r->host.mem_of_bytes / 1073741824.0);
         fprintf(stderr,
                 "kace profile: 1/2 done: %.4g samples/s (sd %.3g, %.1f s window), sm%% %s, mem%% %s, host CPU%% "
-                "%.1f, MainMem%% %.2f\n",
+                "%.1f, MainMem%% %.2f%s\n",
                 r->clean.throughput.samples_per_s, r->clean.throughput.sd, r->clean.throughput.window_s,
-                p->sm_text, p->mem_text, kace_host_stats_cpu_pct(&r->host), kace_host_stats_mem_pct(&r->host));
+                p->sm_text, p->mem_text, kace_host_stats_cpu_pct(&r->host), kace_host_stats_mem_pct(&r->host), of);
         if (r->host_note[0])
             fprintf(stderr, "kace profile: W: %s\n", r->host_note);
         if (r->mps_client)

@@ -1,8 +1,15 @@
-/* libFuzzer harness: /proc/PID/stat lines (lib/gpu/host.c).
+/* libFuzzer harness: the host files of lib/gpu/host.c, each parser on the
+ * same bytes: a /proc/PID/stat line, a /proc/self/cgroup file and a cgroup
+ * memory limit file.
  *
- * Invariants: a line is read or refused with "fuzz:1:<col>: " (no read
- * past its end: the copy is exact-size under ASan); a line that is read
- * holds a ')', a non-negative process group, and reads the same again. */
+ * Invariants: no read past the input (the copy is exact-size under ASan);
+ * a stat line is read or refused with "fuzz:1:<col>: ", and one that is
+ * read holds a ')', a non-negative process group, and reads the same
+ * again; a cgroup file gives "" or a path starting with '/' that fits, or
+ * is refused with "fuzz:<line>:<col>: "; a limit is "max" (infinite) or a
+ * finite number, or is refused with "fuzz:1:<col>: ". */
+#include <math.h>
+
 #include "fuzz_common.h"
 #include "kace/host.h"
 
@@ -26,6 +33,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t ticks2 = 1, rss2 = 1;
         FUZZ_CHECK(kace_host_parse_stat(ctx, "fuzz", text, size, &pgrp2, &ticks2, &rss2) == KACE_OK, "second read");
         FUZZ_CHECK(pgrp == pgrp2 && ticks == ticks2 && rss == rss2, "reads differ");
+    }
+    char path[64];
+    bool v2 = true;
+    st = kace_host_parse_cgroup(ctx, "fuzz", text, size, path, sizeof path, &v2);
+    if (st) {
+        fuzz_check_failure(ctx, st, "fuzz");
+        FUZZ_CHECK(strncmp(kace_errmsg(ctx), "fuzz:", 5) == 0, "message '%s'", kace_errmsg(ctx));
+    } else {
+        FUZZ_CHECK(path[0] == '\0' || (path[0] == '/' && strlen(path) < sizeof path), "path '%s'", path);
+        FUZZ_CHECK(path[0] != '\0' || !v2, "v2 without a path");
+    }
+    double limit = -1;
+    st = kace_host_parse_memory_limit(ctx, "fuzz", text, size, &limit);
+    if (st) {
+        fuzz_check_failure(ctx, st, "fuzz");
+        FUZZ_CHECK(strncmp(kace_errmsg(ctx), "fuzz:1:", 7) == 0, "message '%s'", kace_errmsg(ctx));
+    } else {
+        FUZZ_CHECK(limit >= 0 && (isfinite(limit) || (size >= 3 && memcmp(text, "max", 3) == 0)), "limit %g", limit);
     }
 done:
     free(text);

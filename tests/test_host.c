@@ -192,6 +192,132 @@ static void test_stats(void **state)
     assert_true(fabs(kace_host_stats_cpu_pct(&s) - 100.0) < 1e-9); /* (1.5 + 0.5) / 2 */
     assert_int_equal(s.n_skipped, 1);
     assert_true(fabs(kace_host_stats_mem_pct(&s) - (10 + 30 + 30 + 30) / 4.0) < 1e-9);
+    assert_true(s.mem_of_bytes == 100);
+
+    /* A cgroup limit below MemTotal is what memory% is a share of; one above it is not. */
+    kace_host_stats_init(&s);
+    s.mem_limit_bytes = 40;
+    kace_host_stats_add(&s, 1000000000, &u);
+    assert_true(fabs(kace_host_stats_mem_pct(&s) - 30 / 40.0 * 100) < 1e-9 && s.mem_of_bytes == 40);
+    kace_host_stats_init(&s);
+    s.mem_limit_bytes = INFINITY;
+    kace_host_stats_add(&s, 1000000000, &u);
+    assert_true(fabs(kace_host_stats_mem_pct(&s) - 30) < 1e-9 && s.mem_of_bytes == 100);
+}
+
+static void test_parse_cgroup(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    char path[64];
+    bool v2 = false;
+    /* cgroup v2 alone */
+    const char *unified = "0::/system.slice/docker-1.scope\n";
+    assert_int_equal(kace_host_parse_cgroup(ctx, "cg", unified, strlen(unified), path, sizeof path, &v2), KACE_OK);
+    assert_string_equal(path, "/system.slice/docker-1.scope");
+    assert_true(v2);
+    /* hybrid: the v1 memory controller wins, before or after the v2 line */
+    const char *hybrid[] = {"9:name=systemd:/\n4:cpu,memory:/job/7\n0::/\n", "0::/\n4:memory:/job/7\n1:cpu:/x\n"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(kace_host_parse_cgroup(ctx, "cg", hybrid[i], strlen(hybrid[i]), path, sizeof path, &v2),
+                         KACE_OK);
+        assert_string_equal(path, "/job/7");
+        assert_false(v2);
+    }
+    /* no memory cgroup: an empty path, not an error; "memoryx" is not "memory" */
+    const char *none = "3:memoryx:/a\n1:cpu:/\n";
+    assert_int_equal(kace_host_parse_cgroup(ctx, "cg", none, strlen(none), path, sizeof path, &v2), KACE_OK);
+    assert_string_equal(path, "");
+    static const struct {
+        const char *text, *message;
+    } bad[] = {
+        {"0::/\nx:memory:/a\n", "cg:2:1: expected 'ID:CONTROLLERS:PATH'"},
+        {"4:memory\n", "cg:1:9: expected ':' after the controllers"},
+        {"4:memory:a/b\n", "cg:1:10: expected a cgroup path starting with '/'"},
+        {"0::\n", "cg:1:4: expected a cgroup path"},
+        {"0::/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", "at most 63"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(kace_host_parse_cgroup(ctx, "cg", bad[i].text, strlen(bad[i].text), path, sizeof path, &v2),
+                         KACE_ERR_PARSE);
+        if (!strstr(kace_errmsg(ctx), bad[i].message))
+            fail_msg("'%s': got '%s', expected '%s'", bad[i].text, kace_errmsg(ctx), bad[i].message);
+    }
+    double b = 0;
+    assert_int_equal(kace_host_parse_memory_limit(ctx, "m", "max\n", 4, &b), KACE_OK);
+    assert_true(isinf(b));
+    assert_int_equal(kace_host_parse_memory_limit(ctx, "m", "2147483648\n", 11, &b), KACE_OK);
+    assert_true(b == 2147483648.0);
+    assert_int_equal(kace_host_parse_memory_limit(ctx, "m", "9223372036854771712", 19, &b), KACE_OK);
+    static const struct {
+        const char *text, *message;
+    } bad_limit[] = {{"12ab\n", "m:1:3: expected 'max' or a number"},
+                     {"", "m:1:1: expected 'max' or a number of bytes, not an empty file"},
+                     {"max \n", "m:1:1:"},
+                     {"99999999999999999999999\n", "m:1:20:"},
+                     {"1\n\n", "m:1:2:"}};
+    for (size_t i = 0; i < sizeof bad_limit / sizeof bad_limit[0]; i++) {
+        assert_int_equal(kace_host_parse_memory_limit(ctx, "m", bad_limit[i].text, strlen(bad_limit[i].text), &b),
+                         KACE_ERR_PARSE);
+        if (!strstr(kace_errmsg(ctx), bad_limit[i].message))
+            fail_msg("'%s': got '%s', expected '%s'", bad_limit[i].text, kace_errmsg(ctx), bad_limit[i].message);
+    }
+    kace_ctx_free(&ctx);
+}
+
+static void make_file(const char *root, const char *rel, const char *text)
+{
+    char path[512], cmd[600];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+    assert_int_equal(system(cmd), 0);
+    put_file(path, text);
+}
+
+/* The smallest limit on the way from kace's cgroup to the root, in folders
+ * laid out like /proc and /sys/fs/cgroup (v2, then v1). */
+static void test_memory_limit(void **state)
+{
+    (void)state;
+    char root[] = "/tmp/kace-test-cgroup-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char proc[256], cg[256];
+    snprintf(proc, sizeof proc, "%s/proc", root);
+    snprintf(cg, sizeof cg, "%s/cgroup", root);
+    kace_ctx *ctx = kace_ctx_new();
+    double b = 0;
+    /* No /proc/self/cgroup (not Linux's cgroups): no limit. */
+    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    assert_true(isinf(b));
+    make_file(root, "proc/self/cgroup", "0::/kubepods/pod1/c1\n");
+    make_file(root, "cgroup/kubepods/pod1/c1/memory.max", "max\n");
+    make_file(root, "cgroup/kubepods/pod1/memory.max", "8589934592\n");
+    make_file(root, "cgroup/kubepods/memory.max", "17179869184\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    assert_true(b == 8589934592.0);
+    make_file(root, "cgroup/memory.max", "4294967296\n"); /* the namespace's root, as in a container */
+    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    assert_true(b == 4294967296.0);
+    make_file(root, "cgroup/kubepods/pod1/memory.max", "8 GiB\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "cgroup/kubepods/pod1/memory.max:1:2: expected 'max' or a number"));
+    /* cgroup v1 (a hybrid host): the memory controller's folder and file. */
+    make_file(root, "proc/self/cgroup", "4:memory:/slurm/job_9\n0::/\n");
+    make_file(root, "cgroup/memory/slurm/job_9/memory.limit_in_bytes", "1073741824\n");
+    make_file(root, "cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    assert_true(b == 1073741824.0);
+    /* A malformed cgroup file names itself. */
+    make_file(root, "proc/self/cgroup", "memory\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "proc/self/cgroup:1:1:"));
+    /* This machine's own: read without error, a positive limit or none. */
+    assert_int_equal(kace_host_memory_limit(ctx, NULL, NULL, &b), KACE_OK);
+    assert_true(b > 0);
+    kace_ctx_free(&ctx);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
 }
 
 int main(void)
@@ -201,6 +327,8 @@ int main(void)
         cmocka_unit_test(test_read_sums_the_groups),
         cmocka_unit_test(test_read_a_busy_group),
         cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_parse_cgroup),
+        cmocka_unit_test(test_memory_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

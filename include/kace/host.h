@@ -6,6 +6,7 @@
 #ifndef KACE_HOST_H
 #define KACE_HOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,12 +38,34 @@ kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *t
 kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgids, size_t n_pgids,
                            kace_host_usage *out);
 
+/* /proc/self/cgroup: the cgroup path of the memory controller, from a
+ * cgroup v1 line "N:...,memory,...:PATH" where there is one (hybrid hosts),
+ * else from the v2 line "0::PATH"; *v2 says which. path is "" when neither
+ * line is there. KACE_ERR_PARSE names where:line:column. */
+kace_status kace_host_parse_cgroup(kace_ctx *ctx, const char *where, const char *text, size_t len, char *path,
+                                   size_t path_size, bool *v2);
+
+/* A cgroup memory limit file: "max" (INFINITY) or a number of bytes, then
+ * at most a newline. KACE_ERR_PARSE names where:1:column. */
+kace_status kace_host_parse_memory_limit(kace_ctx *ctx, const char *where, const char *text, size_t len,
+                                         double *bytes);
+
+/* The memory kace's workloads may use besides the host's: the smallest
+ * limit set on kace's cgroup or an ancestor (v2 memory.max, v1
+ * memory.limit_in_bytes), which the workloads it starts inherit; INFINITY
+ * where none is set or no memory cgroup is listed. docker stats' MEM %,
+ * the artifact's AvgMem, is a share of the container's limit. proc_root
+ * and cgroup_root are "/proc" and "/sys/fs/cgroup" when NULL. */
+kace_status kace_host_memory_limit(kace_ctx *ctx, const char *proc_root, const char *cgroup_root, double *bytes);
+
 /* CPU% and memory% over a window, from reads taken in it. */
 typedef struct kace_host_stats {
     int64_t last_ns;     /* time of the last read (0: none yet) */
     double last_cpu_s;
     double busy_s, span_s; /* CPU time and wall time of the intervals counted */
     double mem_pct_sum;
+    double mem_limit_bytes;   /* a cgroup's limit below MemTotal, if any (0 or INFINITY: none) */
+    double mem_of_bytes;      /* what the last read's memory% is a share of */
     size_t n_reads, n_skipped; /* intervals left out: a process ended in them */
 } kace_host_stats;
 
@@ -51,7 +74,8 @@ void kace_host_stats_add(kace_host_stats *s, int64_t now_ns, const kace_host_usa
 /* CPU time over wall time, in percent summed over cores (100 = one core
  * busy); NaN with fewer than two reads. */
 double kace_host_stats_cpu_pct(const kace_host_stats *s);
-/* Mean resident memory, in percent of the host's; NaN without reads. */
+/* Mean resident memory, in percent of the host's MemTotal, or of
+ * mem_limit_bytes where that is smaller; NaN without reads. */
 double kace_host_stats_mem_pct(const kace_host_stats *s);
 
 #ifdef __cplusplus

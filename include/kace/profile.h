@@ -54,6 +54,7 @@ typedef struct kace_profile_result {
     kace_host_stats host;           /* its process group's host CPU and memory over the clean run's
                                        steady window (/proc, once a second) */
     bool host_failed;               /* a /proc read failed: CPU% and MainMem% are stored as missing */
+    bool host_mem_failed;           /* the cgroup memory limit could not be read: MainMem% is missing */
     char host_note[320];            /* why a host value is stored as missing ("" when none is) */
     kace_kernel_recording *recording; /* the counters run's recording (owned: kace_profile_result_release) */
     kace_kernel_info info;          /* about it (its strings live as long as the recording) */

@@ -134,6 +134,133 @@ static double pss_bytes(const char *root, const char *pid)
     return bytes;
 }
 
+kace_status kace_host_parse_cgroup(kace_ctx *ctx, const char *where, const char *text, size_t len, char *path,
+                                   size_t path_size, bool *v2)
+{
+    if (path_size)
+        path[0] = '\0';
+    *v2 = false;
+    bool have_v1 = false;
+    size_t line = 0, at = 0;
+    while (at < len) {
+        line++;
+        const char *s = text + at, *nl = memchr(s, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - s) : len - at;
+        at += n + 1;
+        if (n == 0)
+            continue;
+        size_t id_end = 0;
+        while (id_end < n && isdigit((unsigned char)s[id_end]))
+            id_end++;
+        if (id_end == 0 || id_end == n || s[id_end] != ':')
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected 'ID:CONTROLLERS:PATH' with a numeric ID",
+                             where, line, id_end + 1);
+        const char *ctl = s + id_end + 1, *colon = memchr(ctl, ':', n - id_end - 1);
+        if (!colon)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected ':' after the controllers", where, line,
+                             n + 1);
+        size_t ctl_len = (size_t)(colon - ctl), path_len = n - id_end - 2 - ctl_len;
+        const char *p = colon + 1;
+        if (path_len == 0 || p[0] != '/')
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected a cgroup path starting with '/'", where, line,
+                             (size_t)(p - s) + 1);
+        if (memchr(p, '\0', path_len))
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: a NUL byte in the cgroup path", where, line,
+                             (size_t)((const char *)memchr(p, '\0', path_len) - s) + 1);
+        bool memory = false; /* "memory" among the comma-separated controllers */
+        for (size_t i = 0; i < ctl_len;) {
+            size_t j = i;
+            while (j < ctl_len && ctl[j] != ',')
+                j++;
+            memory |= j - i == 6 && memcmp(ctl + i, "memory", 6) == 0;
+            i = j + 1;
+        }
+        bool is_v2 = ctl_len == 0 && id_end == 1 && s[0] == '0';
+        if (!(memory || (is_v2 && !have_v1)))
+            continue;
+        if (path_len >= path_size)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: a cgroup path of %zu bytes (at most %zu)", where,
+                             line, (size_t)(p - s) + 1, path_len, path_size ? path_size - 1 : 0);
+        memcpy(path, p, path_len);
+        path[path_len] = '\0';
+        *v2 = !memory;
+        have_v1 |= memory;
+    }
+    return KACE_OK;
+}
+
+kace_status kace_host_parse_memory_limit(kace_ctx *ctx, const char *where, const char *text, size_t len,
+                                         double *bytes)
+{
+    size_t n = len && text[len - 1] == '\n' ? len - 1 : len;
+    if (n == 3 && memcmp(text, "max", 3) == 0) {
+        *bytes = INFINITY;
+        return KACE_OK;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)text[i]) || v > (UINT64_MAX - 9) / 10)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:%zu: expected 'max' or a number of bytes", where, i + 1);
+        v = v * 10 + (uint64_t)(text[i] - '0');
+    }
+    if (n == 0)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: expected 'max' or a number of bytes, not an empty file",
+                         where);
+    *bytes = (double)v;
+    return KACE_OK;
+}
+
+/* Reads a small file whole; -1 (errno set) where it cannot be opened. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = read(fd, buf, size - 1);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    if (len >= 0)
+        buf[len] = '\0';
+    return len;
+}
+
+kace_status kace_host_memory_limit(kace_ctx *ctx, const char *proc_root, const char *cgroup_root, double *bytes)
+{
+    *bytes = INFINITY;
+    char file[PATH_MAX], text[8192], path[PATH_MAX];
+    snprintf(file, sizeof file, "%s/self/cgroup", proc_root ? proc_root : "/proc");
+    ssize_t len = read_small(file, text, sizeof text);
+    if (len < 0)
+        return errno == ENOENT ? KACE_OK : kace_fail(ctx, KACE_ERR_IO, "%s: %s", file, strerror(errno));
+    bool v2;
+    kace_status st = kace_host_parse_cgroup(ctx, file, text, (size_t)len, path, sizeof path, &v2);
+    if (st || !path[0])
+        return st;
+    /* From kace's cgroup up to the root: a parent's limit caps its children. */
+    for (;;) {
+        char limit_file[PATH_MAX * 2], value[64];
+        snprintf(limit_file, sizeof limit_file, "%s%s%s/%s", cgroup_root ? cgroup_root : "/sys/fs/cgroup",
+                 v2 ? "" : "/memory", strcmp(path, "/") == 0 ? "" : path, v2 ? "memory.max" : "memory.limit_in_bytes");
+        ssize_t n = read_small(limit_file, value, sizeof value);
+        double limit;
+        if (n >= 0) { /* missing: the root, or a path not mounted here */
+            if ((st = kace_host_parse_memory_limit(ctx, limit_file, value, (size_t)n, &limit)))
+                return st;
+            if (limit < *bytes)
+                *bytes = limit;
+        }
+        char *slash = strrchr(path, '/');
+        if (!slash || strcmp(path, "/") == 0)
+            break;
+        if (slash == path)
+            slash[1] = '\0'; /* up to "/" */
+        else
+            *slash = '\0';
+    }
+    return KACE_OK;
+}
+
 kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgids, size_t n_pgids,
                            kace_host_usage *out)
 {
@@ -204,8 +331,13 @@ void kace_host_stats_add(kace_host_stats *s, int64_t now_ns, const kace_host_usa
     }
     s->last_ns = now_ns;
     s->last_cpu_s = u->cpu_s;
-    if (u->mem_total_bytes > 0)
-        s->mem_pct_sum += 100.0 * u->rss_bytes / u->mem_total_bytes;
+    double of = u->mem_total_bytes;
+    if (s->mem_limit_bytes > 0 && s->mem_limit_bytes < of)
+        of = s->mem_limit_bytes;
+    if (of > 0) {
+        s->mem_pct_sum += 100.0 * u->rss_bytes / of;
+        s->mem_of_bytes = of;
+    }
     s->n_reads++;
 }
 

@@ -101,6 +101,15 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
         return kace_fail(ctx, KACE_ERR_INVALID, "kace_profile_run: a GPU, a workload name, a command, the "
                                                 "injection library and a recording file are needed");
     }
+    /* MainMem% is a share of what the workload may use: a cgroup's limit
+     * (a container's) where that is below the host's memory. */
+    double limit = INFINITY;
+    if (kace_host_memory_limit(ctx, NULL, NULL, &limit) != KACE_OK) {
+        out->host_mem_failed = true;
+        snprintf(out->host_note, sizeof out->host_note,
+                 "MainMem%% not measured (stored as missing): no memory limit could be read: %s", kace_errmsg(ctx));
+    }
+    out->host.mem_limit_bytes = limit;
     sampler smp = {.ctx = ctx, .gpu = gpu, .r = out, .host_every_ns = 1000000000};
     if (opt->clean.window_s > 0 && opt->clean.window_s < 4)
         smp.host_every_ns = (int64_t)(opt->clean.window_s / 4 * 1e9);
@@ -126,7 +135,7 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
         return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "%s", smp.error);
     }
     double mem_pct = kace_host_stats_mem_pct(&out->host);
-    if (!out->host_failed && mem_pct > 100)
+    if (!out->host_failed && !out->host_mem_failed && mem_pct > 100)
         snprintf(out->host_note, sizeof out->host_note,
                  "MainMem%% %.1f is above 100 (resident memory counted per process, without Pss): stored as missing",
                  mem_pct);
@@ -181,7 +190,7 @@ void kace_profile_result_release(kace_profile_result *r)
 static double host_mem_pct(const kace_profile_result *r)
 {
     double v = kace_host_stats_mem_pct(&r->host);
-    return r->host_failed || v > 100 ? NAN : v;
+    return r->host_failed || r->host_mem_failed || v > 100 ? NAN : v;
 }
 
 kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profile_result *r,

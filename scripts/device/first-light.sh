@@ -81,6 +81,8 @@ s_env_tools() {
         echo "== torch"; tmo "$PY" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())' 2>&1 | tail -1
         echo "== transformers"; tmo "$PY" -c 'import transformers; print(transformers.__version__)' 2>&1 | tail -1
         echo "== pid namespace (4026531836: the host's; NVML gives host PIDs)"; stat -Lc %i /proc/self/ns/pid 2>&1
+        echo "== cgroup (MainMem% is a share of its memory limit where one is set)"; cat /proc/self/cgroup 2>&1 | head -12
+        echo "== memory limits"; cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>&1 | head -2
         echo "== ncu options"; tmo ncu --help 2>&1 | grep -E -- '--(pipeline-boost-state|clock-control|apply-rules)' | head -5
     } >"$v" 2>&1
     cat "$v"
