@@ -268,6 +268,9 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
             fprintf(stderr, "kace: %s: %.*s\n", spec->workload[i], (int)(tail + len - start), start);
         }
     }
+    if (r->exclusive_metric[0])
+        printf("  stored as %s's %s (its exclusive throughput at %d%% MPS)\n", spec->workload[0], r->exclusive_metric,
+               spec->mps_pct[0]);
     fflush(stdout);
 }
 

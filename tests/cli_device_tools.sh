@@ -15,7 +15,7 @@ rm -rf "$SCRATCH" && mkdir -p "$SCRATCH" || exit 1
 source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 # 1. Plans for 17 and 9 workloads: >= 30 pairs (each workload in >= 5), 10 triples, 10 split runs,
-#    3 repetitions of 6 pairs, 3 time-sliced pairs.
+#    3 repetitions of 6 pairs, 3 time-sliced pairs, and the 4 grid workloads alone at 6 MPS shares.
 for n in 17 9; do
     names=$(seq 1 "$n" | sed 's/^/w/; s/$/_batch1-inf/')
     for w in $names; do "$KACE" workload --db "$SCRATCH/p$n.db" add "$w" -- true >/dev/null || fail "workload add"; done
@@ -24,14 +24,17 @@ for n in 17 9; do
     awk -v n="$n" '
         NR > 1 && $4 !~ /@/ && $0 !~ /time-slicing/ && NF == 7 && $7 == "#0" { pairs++; c[$4]++; c[$6]++ }
         NR > 1 && NF == 9 { triples++ }
-        NR > 1 && /@/ { splits++ }
+        NR > 1 && /@/ && $3 != "solo" { splits++ }
+        NR > 1 && $3 == "solo" { solo++; shares[$4] = shares[$4] " " ($5 ~ /^@/ ? $5 : "@100") }
         NR > 1 && /#2$/ { rep3++ }
         NR > 1 && /time-slicing/ { ts++ }
         END {
             min = 99; for (w in c) if (c[w] < min) min = c[w]
-            if (pairs < 30 || min < 5 || length(c) != n || triples != 10 || splits != 10 || rep3 != 6 || ts != 3) {
-                printf "n=%d: pairs %d (min per workload %d, %d workloads), triples %d, splits %d, 3rd repetitions %d, time-sliced %d\n",
-                    n, pairs, min, length(c), triples, splits, rep3, ts; exit 1 } }' "$SCRATCH/dry$n.txt" ||
+            curves = 0; for (w in shares) curves += shares[w] == " @10 @30 @50 @70 @90 @100"
+            if (pairs < 30 || min < 5 || length(c) != n || triples != 10 || splits != 10 || rep3 != 6 || ts != 3 ||
+                solo != 24 || curves != 4) {
+                printf "n=%d: pairs %d (min per workload %d, %d workloads), triples %d, splits %d, 3rd repetitions %d, time-sliced %d, solo %d, curves %d\n",
+                    n, pairs, min, length(c), triples, splits, rep3, ts, solo, curves; exit 1 } }' "$SCRATCH/dry$n.txt" ||
         fail "plan for $n workloads: $(head -3 "$SCRATCH/dry$n.txt")"
 done
 # Deterministic: the same names give the same plan.

@@ -87,6 +87,37 @@ whole_runs "measure ok"
 "$kace" measure fast slow --mps-pct 30,70 "${quick[@]}" >/dev/null 2>&1 || fail "second measurement"
 [ "$(sql "SELECT group_concat(repetition) FROM runs")" = "0,1" ] || fail "repetitions: $(sql 'SELECT repetition FROM runs')"
 
+# 1b. Alone under MPS at a multiple of 10%: a solo run that is also the
+# workload's exclusive throughput at that share (exclusive_mps50); measured
+# again, the new value replaces it. At 35% or time-sliced: the run only.
+excl() {
+    sql "SELECT group_concat(p.metric || '=' || (p.value BETWEEN 3600 AND 4400)) FROM profiles p JOIN workloads w \
+         ON w.id = p.workload_id WHERE w.name = 'fast' AND p.metric LIKE 'exclusive_mps%'"
+}
+for i in 1 2; do
+    out=$("$kace" measure fast --mps-pct 50 "${quick[@]}" 2>"$scratch/err") || fail "solo at 50% ($i): $(cat "$scratch/err")"
+    grep -q "stored as fast's exclusive_mps50 (its exclusive throughput at 50% MPS)" <<<"$out" || fail "solo ($i): $out"
+    [ "$(excl)" = "exclusive_mps50=1" ] || fail "solo ($i): profile values $(excl)"
+done
+[ "$(sql "SELECT count(*) FROM runs WHERE set_name = 'solo' AND k = 1")" = 2 ] || fail "solo runs: $(sql 'SELECT * FROM runs')"
+out=$("$kace" measure fast --mps-pct 35 "${quick[@]}" 2>"$scratch/err") || fail "solo at 35%: $(cat "$scratch/err")"
+grep -q "stored as" <<<"$out" && fail "a 35% run was stored as a curve point: $out"
+"$kace" measure fast --no-mps "${quick[@]}" >"$scratch/out" 2>&1 || fail "solo time-sliced: $(cat "$scratch/out")"
+grep -q "stored as" "$scratch/out" && fail "a time-sliced run was stored as a curve point"
+[ "$(excl)" = "exclusive_mps50=1" ] || fail "after 35% and time-slicing: $(excl)"
+no_strays "solo"
+whole_runs "solo"
+# The device scripts' export: the curve as an "exclusive by MPS %" file that kace
+# imports, and no solo run among the colocation files.
+store_py="$(dirname "$0")/../scripts/device/store.py"
+python3 "$store_py" export "$KACE_DB" "$scratch/export" || fail "store.py export"
+head -1 "$scratch/export/exclusive-by-mps.csv" | tr -d "\r" | grep -qx "workload,50" || fail "exclusive-by-mps.csv: $(cat "$scratch/export/exclusive-by-mps.csv")"
+grep -q "^fast,[34][0-9][0-9][0-9]" "$scratch/export/exclusive-by-mps.csv" || fail "fast's exclusive_mps50 not exported"
+ls "$scratch/export" | grep -Eq "^(k1|solo|mps-splits)\.csv$" &&
+    ! grep -q "^workload1,workload2," "$scratch/export/mps-splits.csv" && fail "a solo run was exported as a colocation"
+"$kace" import --db "$scratch/reimport.db" --create-workloads "$scratch/export/exclusive-by-mps.csv" >/dev/null 2>"$scratch/err" ||
+    fail "the exported curve does not import: $(cat "$scratch/err")"
+
 # 2. A crash is recorded as such, its partner stopped; exit status 1.
 "$kace" measure slow crasher --warmup 1 --window 0.3 --run-dir "$run_dir" >"$scratch/out" 2>&1
 rc=$?

@@ -164,6 +164,18 @@ static void test_exclusive_by_mps(void **state)
         if (strcmp(b->values[i].workload, "mobilenet_batch16-train") == 0)
             assert_true(strcmp(b->values[i].metric, "exclusive_mps50") != 0);
     kace_import_batch_free(&b);
+    /* kace's device campaign writes the shares it measured, not every tenth. */
+    b = parse_ok(ctx, "workload,30,50,100\r\nbert_batch8-train,12.5,,40\r\n", "exclusive-by-mps.csv",
+                 KACE_FILE_EXCLUSIVE_BY_MPS);
+    assert_int_equal(b->n_values, 3);
+    assert_value(b, "bert_batch8-train", "exclusive_mps30", 12.5, false);
+    assert_value(b, "bert_batch8-train", "exclusive_mps50", NAN, false);
+    assert_value(b, "bert_batch8-train", "exclusive_mps100", 40, false);
+    kace_import_batch_free(&b);
+    /* "workload,5" is no share column: not this layout. */
+    kace_import_batch *none = NULL;
+    assert_int_equal(kace_import_parse_buffer(ctx, "workload,5\nx,1\n", 16, "w.csv", NULL, &none), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "unrecognized header"));
     kace_ctx_free(&ctx);
 }
 

@@ -329,6 +329,15 @@ static void test_share(void **state)
     kace_place_options half = opt;
     half.knee = 0.5;
     assert_int_equal(kace_place_share(d, lin, &half), 50);
+    /* A curve measured at 10, 30, ..., 90 and 100 only: the first measured
+     * percentage at the knee, never one between measured points. */
+    for (int p = 2; p <= 8; p += 2)
+        d->workloads[lin].metric[KACE_M_EXCLUSIVE_MPS10 + p - 1] = NAN;
+    assert_int_equal(kace_place_share(d, lin, &half), 50);
+    assert_int_equal(kace_place_share(d, lin, &opt), 90);
+    kace_place_options knee45 = opt;
+    knee45.knee = 0.45;
+    assert_int_equal(kace_place_share(d, lin, &knee45), 50); /* 40 is not measured */
     kace_dataset_free(&d);
 }
 

@@ -234,9 +234,74 @@ static void test_predict_and_errors(void **state)
     goal.ls_target = 0.5;
     assert_kace_ok(ctx, kace_split_advise(ctx, m, ds, g->workload, 2, &goal, pcts, 2, &choice, NULL));
     assert_true(choice < 2);
+
+    /* A curve measured at 10, 30, 50, 70, 90 and 100% only (kace's device
+     * campaign): the same prediction at a measured percentage, one between
+     * its neighbours' at an unmeasured one; with 4 points, refused. */
+    double *curve = ds->workloads[g->workload[0]].metric + KACE_M_EXCLUSIVE_MPS10, kept[10];
+    memcpy(kept, curve, sizeof kept);
+    int at30[2] = {30, 70}, at20[2] = {20, 70}, at40[2] = {40, 70};
+    double full30[2], full20[2], sparse30[2], sparse20[2], sparse40[2];
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, at30, full30));
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, at20, full20));
+    for (int p = 2; p <= 8; p += 2)
+        curve[p - 1] = NAN; /* 20, 40, 60, 80 */
+    assert_true(kace_split_workload_ok(ds, g->workload[0]));
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, at30, sparse30));
+    assert_true(sparse30[0] == full30[0] && sparse30[1] == full30[1]);
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, at20, sparse20));
+    assert_kace_ok(ctx, kace_split_predict(ctx, m, ds, g->workload, 2, at40, sparse40));
+    assert_true(isfinite(sparse20[0]) && sparse20[0] > 0 && sparse40[0] > 0);
+    assert_true(sparse20[1] == full20[1]); /* the partner's curve is whole */
+    /* Halfway between 10 and 30: the exclusive value used is the mean of theirs. */
+    double mid = (kept[0] + kept[2]) / 2;
+    if (kept[1] != mid)
+        assert_true(sparse20[0] != full20[0]);
+    curve[0] = NAN; /* 30, 50, 70, 90, 100: still 5 */
+    assert_true(kace_split_workload_ok(ds, g->workload[0]));
+    curve[2] = NAN; /* 4 */
+    assert_false(kace_split_workload_ok(ds, g->workload[0]));
+    assert_int_equal(kace_split_predict(ctx, m, ds, g->workload, 2, at30, sparse30), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "at 5 or more of 10, 20, ..., 100%"));
+    memcpy(curve, kept, sizeof kept);
+
     kace_split_model_free(&m);
     assert_null(m);
     free(rows);
+}
+
+/* A device dataset's split file (set "mps-splits", scripts/device) is read
+ * as grids, as the reference's partitions_* campaigns are. */
+static void test_device_split_file(void **state)
+{
+    (void)state;
+    kace_store *store = NULL;
+    char db[4096];
+    snprintf(db, sizeof db, "%s/device.db", scratch_dir("split-device"));
+    assert_kace_ok(ctx, kace_store_open(ctx, db, &store));
+    const char *text = "workload1,workload2,w1throughput,w2throughput,w1mps_pct,w2mps_pct\r\n"
+                       "a_batch1-inf,b_batch1-inf,10,90,10,90\r\n"
+                       "a_batch1-inf,b_batch1-inf,30,70,30,70\r\n"
+                       "a_batch1-inf,b_batch1-inf,55,45,55,45\r\n"; /* not a grid split */
+    kace_import_batch *b = NULL;
+    kace_import_options opt = {.create_workloads = true};
+    assert_kace_ok(ctx, kace_import_parse_buffer(ctx, text, strlen(text), "colocations/mps-splits.csv", &opt, &b));
+    assert_kace_ok(ctx, kace_store_import_with(ctx, store, b, NULL, &opt, NULL));
+    kace_import_batch_free(&b);
+    kace_dataset *own = NULL;
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, store, NULL, false, &own));
+    kace_split_grid *g = NULL;
+    size_t n = 0;
+    assert_kace_ok(ctx, kace_split_grids_load(ctx, store, own, &g, &n));
+    assert_int_equal(n, 1);
+    assert_true(g[0].thr[0][0] == 10 && g[0].thr[0][1] == 90 && g[0].thr[2][0] == 30);
+    int measured = 0;
+    for (int s = 0; s < KACE_SPLIT_GRID; s++)
+        measured += !isnan(g[0].thr[s][0]);
+    assert_int_equal(measured, 2);
+    free(g);
+    kace_dataset_free(&own);
+    kace_store_close(&store);
 }
 
 int main(void)
@@ -245,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_leave_one_pair_out_quality),
         cmocka_unit_test(test_penalty_chosen_inside_training),
         cmocka_unit_test(test_predict_and_errors),
+        cmocka_unit_test(test_device_split_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

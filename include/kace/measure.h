@@ -72,6 +72,8 @@ typedef struct kace_measure_result {
     bool nvml_verified;     /* every client was in NVML's MPS client list */
     bool clients_verified;  /* every member was among the server's clients (get_client_list) */
     char set[KACE_SET_NAME_MAX];
+    char exclusive_metric[32]; /* a solo MPS run at a multiple of 10%: the profile value it was
+                                  also stored as (exclusive_mps<P>), else "" */
 } kace_measure_result;
 
 /* Measures spec (see the top of this file). Returns KACE_OK when the run took

@@ -45,7 +45,8 @@ int kace_split_grid_pct(int s, int member);
 kace_status kace_split_grids_collect(kace_ctx *ctx, const kace_dataset *from, const kace_dataset *into, int campaign,
                                      kace_split_grid **grids, size_t *n);
 
-/* Every 2-way partitions_* campaign of a store (loaded with all its splits)
+/* Every 2-way partitions_* campaign of a store, and its "mps-splits" set (a
+ * device dataset's, scripts/device), each loaded with all its splits,
  * as grids over ds's workloads, each campaign numbered in set order.
  * *grids is malloc'ed (NULL with *n = 0 when the store has none). */
 kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_grid **grids,
@@ -53,8 +54,12 @@ kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_d
 
 typedef struct kace_split_model kace_split_model;
 
-/* True when workload w has every metric the split model reads (profile and
- * exclusive throughput at 10..100%). */
+/* True when workload w has every metric the split model reads: the
+ * profile, and its exclusive throughput under MPS at 100% and at no fewer
+ * than KACE_SPLIT_MIN_CURVE_POINTS of 10, 20, ..., 100% (the model takes
+ * the curve linearly between measured points: kace's device campaign
+ * measures 10, 30, 50, 70, 90 and 100). */
+#define KACE_SPLIT_MIN_CURVE_POINTS 5
 bool kace_split_workload_ok(const kace_dataset *ds, int w);
 
 /* Ridge penalties the fit chooses from (0.1, 1, 10, 100) and the number of

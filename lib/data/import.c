@@ -741,6 +741,14 @@ static kace_status parse_splits(kace_ctx *ctx, kace_csv *csv, const kace_csv *hd
 
 /* ---- dispatch ----------------------------------------------------------- */
 
+/* "10", "20", ..., "100": a column of an exclusive-by-MPS file. */
+static bool is_mps_share(const char *f)
+{
+    char *end = NULL;
+    long p = strtol(f, &end, 10);
+    return end != f && *end == '\0' && isdigit((unsigned char)f[0]) && p >= 10 && p <= 100 && p % 10 == 0;
+}
+
 static kace_file_kind detect(const kace_csv *h)
 {
     if (header_find(h, "Metric Name") >= 0 && header_find(h, "Metric Value") >= 0)
@@ -751,8 +759,8 @@ static kace_file_kind detect(const kace_csv *h)
         return KACE_FILE_SYSTEM_PROFILE;
     if (header_find(h, "Type") >= 0 && header_find(h, "Threads") >= 0)
         return KACE_FILE_KERNEL_PROFILE;
-    if (h->n_fields >= 2 && strcmp(h->fields[0], "workload") == 0 && strcmp(h->fields[1], "10") == 0)
-        return KACE_FILE_EXCLUSIVE_BY_MPS;
+    if (h->n_fields >= 2 && strcmp(h->fields[0], "workload") == 0 && is_mps_share(h->fields[1]))
+        return KACE_FILE_EXCLUSIVE_BY_MPS; /* 10, 20, ..., 100, or the shares measured (kace's device campaign) */
     if (h->n_fields >= 5 && strcmp(h->fields[0], "run") == 0 && header_find(h, "run_status") >= 0 &&
         header_find(h, "repetition") >= 0)
         return KACE_FILE_CAMPAIGN_RECORD;

@@ -27,15 +27,19 @@ int kace_place_share(const kace_dataset *ds, int w, const kace_place_options *op
     if (!(full > 0))
         return opt->default_share;
     /* The curve is measured, so it is noisy: take the first percentage that
-     * reaches the knee rather than assuming it is monotone. */
+     * reaches the knee rather than assuming it is monotone. Where only some
+     * points were measured, the first measured one: a share between
+     * measured points would be a guess. */
+    int measured = 0;
     for (int p = 1; p <= 10; p++) {
         double v = metric[KACE_M_EXCLUSIVE_MPS10 + p - 1];
         if (isnan(v))
-            return opt->default_share;
+            continue;
+        measured++;
         if (v >= opt->knee * full)
             return 10 * p;
     }
-    return 100;
+    return measured ? 100 : opt->default_share;
 }
 
 kace_status kace_place_fractions(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,

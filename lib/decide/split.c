@@ -55,26 +55,34 @@ bool kace_split_workload_ok(const kace_dataset *ds, int w)
     for (int s = 0; s < 5; s++)
         if (isnan(m[share[s]]))
             return false;
-    if (isnan(m[KACE_M_MEMCAP]) || !(m[KACE_M_EXCLUSIVE] > 0))
+    if (isnan(m[KACE_M_MEMCAP]) || !(m[KACE_M_EXCLUSIVE] > 0) || !(m[KACE_M_EXCLUSIVE_MPS100] > 0))
         return false;
+    int measured = 0;
     for (int p = 0; p < 10; p++)
-        if (!(m[KACE_M_EXCLUSIVE_MPS10 + p] > 0))
-            return false;
-    return true;
+        measured += m[KACE_M_EXCLUSIVE_MPS10 + p] > 0;
+    return measured >= KACE_SPLIT_MIN_CURVE_POINTS;
 }
 
-/* Exclusive throughput at thread percentage pct (linear between the
- * measured 10% steps; below 10% proportional to the 10% value). */
+/* Exclusive throughput at thread percentage pct: linear between the
+ * measured percentages around it (the 10% steps where all are measured);
+ * below the lowest measured one, proportional to it. */
 static double exclusive_at(const double *m, int pct)
 {
     if (pct >= 100)
         return m[KACE_M_EXCLUSIVE_MPS100];
-    if (pct <= 10)
-        return m[KACE_M_EXCLUSIVE_MPS10] * pct / 10.0;
-    int lo = pct / 10;
-    double t = (pct - 10 * lo) / 10.0;
-    double a = m[KACE_M_EXCLUSIVE_MPS10 + lo - 1];
-    return t > 0 ? a + t * (m[KACE_M_EXCLUSIVE_MPS10 + lo] - a) : a;
+    int lo = 0, hi = 100; /* the nearest measured percentages below and above */
+    for (int q = 10; q < 100; q += 10)
+        if (m[KACE_M_EXCLUSIVE_MPS10 + q / 10 - 1] > 0) {
+            if (q <= pct)
+                lo = q;
+            else if (q < hi)
+                hi = q;
+        }
+    double at_hi = m[KACE_M_EXCLUSIVE_MPS10 + hi / 10 - 1];
+    if (lo == 0)
+        return at_hi * pct / hi;
+    double at_lo = m[KACE_M_EXCLUSIVE_MPS10 + lo / 10 - 1];
+    return pct == lo ? at_lo : at_lo + (double)(pct - lo) / (hi - lo) * (at_hi - at_lo);
 }
 
 /* Features of member i of a group at percentages pct. overlap is how far
@@ -191,7 +199,10 @@ kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_d
     kace_status st = kace_store_list_sets(ctx, store, &sets, &n_sets);
     int campaign = 0;
     for (size_t i = 0; i < n_sets && !st; i++) {
-        if (strncmp(sets[i].name, "partitions_", 11) != 0 || sets[i].k != 2)
+        /* The reference campaigns, and kace's device dataset's split file
+         * (scripts/device: colocations/mps-splits.csv). */
+        bool grids_set = strncmp(sets[i].name, "partitions_", 11) == 0 || strcmp(sets[i].name, "mps-splits") == 0;
+        if (!grids_set || sets[i].k != 2)
             continue;
         kace_dataset *camp = NULL;
         if (!(st = kace_store_load_dataset(ctx, store, sets[i].name, true, &camp)))
@@ -470,8 +481,10 @@ kace_status kace_split_predict(kace_ctx *ctx, const kace_split_model *m, const k
         if (!kace_split_workload_ok(ds, group[i]))
             return kace_fail(ctx, KACE_ERR_INVALID,
                              "workload '%s' lacks a metric the split model needs (sm%%, mem%%, the Nsight "
-                             "throughputs, memcap and exclusive throughput at 10..100%% MPS)",
-                             group[i] >= 0 && (size_t)group[i] < ds->n_workloads ? ds->workloads[group[i]].name : "?");
+                             "throughputs, memcap, and exclusive throughput at 100%% MPS and at %d or more of "
+                             "10, 20, ..., 100%%)",
+                             group[i] >= 0 && (size_t)group[i] < ds->n_workloads ? ds->workloads[group[i]].name : "?",
+                             KACE_SPLIT_MIN_CURVE_POINTS);
         if (pct[i] < 1 || pct[i] > 100)
             return kace_fail(ctx, KACE_ERR_INVALID, "thread percentage %d is outside 1..100", pct[i]);
     }

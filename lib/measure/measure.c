@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kace/kernels.h"
 #include "kace/measure.h"
 
 void kace_measure_default_set(const kace_measure_spec *spec, char *out, size_t size)
@@ -271,6 +272,23 @@ static kace_status check_profiles_gpu(kace_ctx *ctx, kace_store *store, const ka
     return KACE_OK;
 }
 
+/* The profile value of a solo MPS run: a new measurement replaces a stored
+ * one (kept as history), as profiling again does. */
+static kace_status store_exclusive_at(kace_ctx *ctx, kace_store *store, const kace_measured_run *run, char *metric,
+                                      size_t size)
+{
+    snprintf(metric, size, "exclusive_mps%d", run->member[0].mps_pct);
+    kace_import_batch *batch = NULL;
+    kace_import_options replace = {.replace = true};
+    kace_source src = {.gpu = run->gpu, .tool = "kace-measure", .date = NULL};
+    kace_status st;
+    if (!(st = kace_profile_batch_new(ctx, "kace-measure", &batch)) &&
+        !(st = kace_profile_batch_add(ctx, batch, run->member[0].workload, metric, run->member[0].throughput)))
+        st = kace_store_import_with(ctx, store, batch, &src, &replace, NULL);
+    kace_import_batch_free(&batch);
+    return st;
+}
+
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *res)
 {
@@ -390,8 +408,24 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
             .detail = ok ? NULL : p->detail,
         };
     }
-    if ((st = kace_store_add_measured_run(ctx, store, &run, &res->run_id)))
+    /* Alone under MPS at a multiple of 10%: the run is also the workload's
+     * exclusive throughput at that share (profile value exclusive_mps<P>,
+     * which the split advisor and the placer read), stored with the run. */
+    bool solo_curve = k == 1 && !spec->timeslice && res->status == KACE_RUN_OK && spec->mps_pct[0] % 10 == 0;
+    if (solo_curve && (st = kace_store_begin(ctx, store)))
         goto done;
+    if ((st = kace_store_add_measured_run(ctx, store, &run, &res->run_id)) ||
+        (solo_curve && (st = store_exclusive_at(ctx, store, &run, res->exclusive_metric,
+                                                sizeof res->exclusive_metric)))) {
+        if (solo_curve)
+            kace_store_rollback(store);
+        res->exclusive_metric[0] = '\0';
+        goto done;
+    }
+    if (solo_curve && (st = kace_store_commit(ctx, store))) {
+        res->exclusive_metric[0] = '\0';
+        goto done;
+    }
     res->stored = true;
 done:
     kace_ctx_free(&checks.scratch);

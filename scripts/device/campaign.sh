@@ -274,7 +274,7 @@ s_export() {
         echo "- store: $sum"
         echo "- $plan_line"
         echo
-        echo "kernel.csv, system.csv: profiles; pairs.csv, triples.csv, mps-splits.csv, timeslice-pairs.csv:"
+        echo "kernel.csv, system.csv (exclusive-by-mps.csv, once measured): profiles; pairs.csv, triples.csv, mps-splits.csv, timeslice-pairs.csv:"
         echo "means over ok repetitions; runs.csv: every run and member; spread.csv: run-to-run spread."
         echo "Use: kace import kernel.csv system.csv pairs.csv triples.csv; kace train"
         echo "Into the repository: python3 scripts/device/dataset.py store.tar.gz data/h100"

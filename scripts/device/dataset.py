@@ -185,7 +185,7 @@ def build(src, dest, kace, replace=False):
         for f in sorted(os.listdir(export)):
             if not f.endswith(".csv"):
                 continue
-            sub = "profiles" if f in ("kernel.csv", "system.csv") else \
+            sub = "profiles" if f in ("kernel.csv", "system.csv", "exclusive-by-mps.csv") else \
                 "campaign" if f in ("runs.csv", "spread.csv") else "colocations"
             shutil.copy(os.path.join(export, f), os.path.join(dest, sub, f))
         if visits_path:
@@ -527,6 +527,15 @@ def write_readme(dest, visits):
     w("")
     w("Workloads: " + ", ".join("`%s`" % p for p in profiled) + ".")
     w("Kernel metrics for %d of them." % len(kernel))
+    curves = read_csv(os.path.join(dest, "profiles", "exclusive-by-mps.csv"))
+    if curves:
+        shares = [c for c in curves[0] if c != "workload"]
+        whole = sum(1 for r in curves if all(r.get(c) not in ("", None) for c in shares))
+        w("Exclusive throughput alone under MPS at %s%% (the split advisor's and the placer's curve): %d workload(s),"
+          % (", ".join(shares), len(curves)))
+        w("%d of them at every one of those shares." % whole)
+    else:
+        w("Exclusive throughput alone under MPS at other shares: not measured yet.")
     w("")
     w("## Noise floor")
     w("")
@@ -545,7 +554,8 @@ def write_readme(dest, visits):
     w("## Files")
     w("")
     w("- `profiles/kernel.csv`, `profiles/system.csv`: each workload alone (CUPTI kernel metrics, NVML system")
-    w("  metrics, exclusive throughput and its spread).")
+    w("  metrics, exclusive throughput and its spread); `profiles/exclusive-by-mps.csv`: alone under MPS at")
+    w("  a thread percentage (`kace measure W --mps-pct P`), when measured.")
     w("- `colocations/pairs.csv`, `triples.csv` (100/100 MPS), `mps-splits.csv` (other MPS splits),")
     w("  `timeslice-pairs.csv` (no MPS): each member's throughput, the mean over its ok repetitions.")
     w("- `campaign/runs.csv` (every run and member, failed ones included), `spread.csv`, `plan.txt`,")

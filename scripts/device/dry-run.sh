@@ -120,9 +120,10 @@ grep -q '^step campaign ok .* s a run: about [0-9]* min of measuring left' "$OUT
     fail "campaign-1: no estimate of the measuring left: $(grep '^step campaign ' "$OUT/campaign-1/campaign.log")"
 grep -q '^step campaign ok .*[1-9][0-9]* were stored before' "$OUT/campaign-2/campaign.log" ||
     fail "campaign-2: kace campaign did not continue the stored plan: $(grep '^step campaign ' "$OUT/campaign-2/campaign.log")"
-# The plan: >= 30 pairs, 10 triples, 2 split grids, 3 repetitions, 3 time-sliced pairs.
+# The plan: >= 30 pairs, 10 triples, 2 split grids, 3 repetitions, 3 time-sliced pairs, 24 solo curve runs.
 tar -xzOf "$OUT/campaign-2/store.tar.gz" ./plan.txt >"$WORK/plan.txt" || fail "campaign: no plan.txt in the store"
-grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ ]* [^ ]* [^ ]*$' "$WORK/plan.txt")" = 10 ] &&
+grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ @]* [^ @]* [^ @]*$' "$WORK/plan.txt")" = 10 ] &&
+    [ "$(grep -c '^run [^ @]* @ [0-9]*$' "$WORK/plan.txt")" = 24 ] &&
     [ "$(grep -c '^splits 10 30 50 70 90 on' "$WORK/plan.txt")" = 2 ] && grep -q '^repeat 3' "$WORK/plan.txt" &&
     grep -q '^mode timeslice' "$WORK/plan.txt" || fail "campaign: the plan lacks a part: $(cat "$WORK/plan.txt")"
 # ncu against kace: the 3 CUDA C workloads and the first PyTorch training and

@@ -10,7 +10,9 @@ names give the same plan, so every call of campaign.sh continues the same one.
   - 10 triples at 100/100/100, spread evenly over the workloads;
   - 2 MPS split grids (10 30 50 70 90) on two pairs of different workloads;
   - 6 pairs measured 3 times (run-to-run spread);
-  - 3 of those pairs time-sliced as well, beside their MPS measurements.
+  - 3 of those pairs time-sliced as well, beside their MPS measurements;
+  - last, the split grids' workloads alone under MPS at 10 30 50 70 90 100%: their
+    exclusive throughput at each share, the curve the split advisor and the placer read.
 """
 import itertools
 import sys
@@ -55,6 +57,9 @@ def main(names):
     out.append("repeat 1")
     out.append("mode timeslice   # the same pairs without MPS, to compare")
     out += ["run %s %s" % p for p in rep[:3]]
+    out.append("mode mps   # each grid workload alone at a share: its exclusive-throughput curve")
+    grid = [names[0], names[1]] + [x for x in (names[n - 2], names[n - 1]) if x not in (names[0], names[1])]
+    out += ["run %s @ %d" % (w, p) for w in grid for p in (10, 30, 50, 70, 90, 100)]
     print("\n".join(out))
 
 

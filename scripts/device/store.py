@@ -179,6 +179,13 @@ def export(db, out):
     write(os.path.join(out, "system.csv"), ["Type", "Exclusive100", "sm%", "mem%", "memcap"] + system,
           [[n, prof[n].get("exclusive_throughput"), prof[n].get("sm%"), prof[n].get("mem%"), prof[n].get("memcap")] +
            [prof[n].get(m) for m in system] for n in names if "exclusive_throughput" in prof[n]])
+    # Exclusive throughput alone under MPS at a share (a solo `kace measure --mps-pct P` stores it
+    # as exclusive_mps<P>): the "exclusive by MPS %" layout, a column per share measured.
+    pcts = sorted({int(m[len("exclusive_mps"):]) for n in names for m in prof[n] if m.startswith("exclusive_mps")})
+    if pcts:
+        write(os.path.join(out, "exclusive-by-mps.csv"), ["workload"] + [str(p) for p in pcts],
+              [[n] + [prof[n].get("exclusive_mps%d" % p) for p in pcts] for n in names
+               if any("exclusive_mps%d" % p in prof[n] for p in pcts)])
     if not has_column(db, "runs", "mode"):
         return 0
     rows = db.execute(
@@ -197,9 +204,9 @@ def export(db, out):
     keys = dict(db.execute("SELECT id, run_key FROM runs WHERE mode IS NOT NULL"))
     groups = {}
     for rid, r in runs.items():
-        if r["status"] != "ok":
-            continue
         k = len(r["members"])
+        if r["status"] != "ok" or k < 2:  # a solo run is a profile value (exclusive-by-mps.csv)
+            continue
         all100 = all(m[9] == 100 for m in r["members"])
         kind = ("pairs" if k == 2 else "triples" if k == 3 else "k%d" % k) if r["mode"] == "mps" and all100 else \
             ("mps-splits" if r["mode"] == "mps" else "timeslice-pairs" if k == 2 else "timeslice-k%d" % k)
