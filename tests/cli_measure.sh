@@ -295,6 +295,19 @@ rm -f "$scratch/probe.log"
 grep -q "left by an earlier kace" "$scratch/err" || fail "--no-mps: $(cat "$scratch/err")"
 no_strays "--no-mps after a left-behind daemon"
 
+# The device scripts' export over every set: one colocation measured in two sets, the
+# second time as "slow fast", is one row whose means keep each workload's own throughput.
+"$kace" measure fast slow --set twice-a "${quick[@]}" >/dev/null 2>&1 || fail "twice-a"
+"$kace" measure slow fast --set twice-b "${quick[@]}" >/dev/null 2>&1 || fail "twice-b"
+python3 "$store_py" export "$KACE_DB" "$scratch/export2" || fail "store.py export (2)"
+rows=$(tr -d '\r' <"$scratch/export2/pairs.csv" | grep -E "^(fast,slow|slow,fast),")
+[ "$(wc -l <<<"$rows")" = 1 ] || fail "export: fast + slow is not one row: $rows"
+awk -F, '{ f = $1 == "fast" ? $3 : $4; s = $1 == "fast" ? $4 : $3; exit !(f > 3600 && f < 4400 && s > 900 && s < 1100) }' \
+    <<<"$rows" || fail "export: throughputs mixed between the members: $rows"
+"$kace" import --db "$scratch/reimport2.db" --create-workloads "$scratch/export2/pairs.csv" >/dev/null 2>"$scratch/err" ||
+    fail "the export does not import: $(cat "$scratch/err")"
+rm -rf "$(dirname "$store_py")/__pycache__"
+
 if [ $failures -gt 0 ]; then
     echo "$failures failure(s)" >&2
     exit 1

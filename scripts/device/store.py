@@ -164,6 +164,16 @@ def write(path, header, rows, keep_empty=True):
             w.writerow(["" if v is None else v for v in r])
 
 
+def in_order_of(first, members):
+    """members in the slot order of first (the same workloads and shares, maybe measured as B + A)."""
+    left = list(members)
+    ordered = []
+    for m in first:
+        i = next(j for j, x in enumerate(left) if (x[8], x[9]) == (m[8], m[9]))
+        ordered.append(left.pop(i))
+    return ordered
+
+
 def export(db, out):
     os.makedirs(out, exist_ok=True)
     names = [r[0] for r in db.execute("SELECT DISTINCT w.name FROM workloads w JOIN profiles p "
@@ -209,15 +219,20 @@ def export(db, out):
             continue
         all100 = all(m[9] == 100 for m in r["members"])
         kind = ("pairs" if k == 2 else "triples" if k == 3 else "k%d" % k) if r["mode"] == "mps" and all100 else \
-            ("mps-splits" if r["mode"] == "mps" else "timeslice-pairs" if k == 2 else "timeslice-k%d" % k)
-        g = groups.setdefault(kind, {}).setdefault(base_key(keys[rid], r["rep"]), [])
-        g.append(r["members"])
+            ("mps-splits" if k == 2 else "mps-splits-k%d" % k) if r["mode"] == "mps" else \
+            ("timeslice-pairs" if k == 2 else "timeslice-k%d" % k)
+        # One colocation whatever set it was measured in: its members, their shares and the mode
+        # (kace import refuses a colocation given twice in a file).
+        identity = (r["mode"], tuple(sorted((m[8], m[9]) for m in r["members"])))
+        g = groups.setdefault(kind, {}).setdefault(identity, {"key": base_key(keys[rid], r["rep"]), "reps": []})
+        g["reps"].append(in_order_of(g["reps"][0], r["members"]) if g["reps"] else r["members"])
     for kind, cols in groups.items():
-        k = len(next(iter(cols.values()))[0])
+        k = len(next(iter(cols.values()))["reps"][0])
         header = ["workload%d" % (i + 1) for i in range(k)] + ["w%dthroughput" % (i + 1) for i in range(k)] + \
                  ["w%dmps_pct" % (i + 1) for i in range(k)]
         out_rows = []
-        for reps in cols.values():
+        for col in cols.values():
+            reps = col["reps"]
             first = reps[0]
             thr = []
             for i in range(k):
@@ -229,7 +244,8 @@ def export(db, out):
     # Run-to-run spread: each member of every colocation measured ok >= 2 times.
     spread = []
     for kind, cols in groups.items():
-        for key, reps in cols.items():
+        for col in cols.values():
+            key, reps = col["key"], col["reps"]
             if len(reps) < 2:
                 continue
             for i in range(len(reps[0])):
