@@ -10,7 +10,9 @@
 #      torch and llm commands state --dtype, at least 3 cuda, 8 torch, 3 llm lines;
 #   4. workloads/kace_progress.py writes records of docs/progress-protocol.md
 #      (checked line by line) that kace itself reads: a Python workload using it
-#      is measured alone with `kace measure --no-mps` and its throughput is right.
+#      is measured alone with `kace measure --no-mps` and its throughput is right;
+#   5. run by kace, SIGTERM ends a workload with status 0 at its next report
+#      (kace_progress.py and kace_progress.h), and is left alone otherwise.
 #
 #   cli_workloads.sh KACE SHARED_DATA SCRATCH
 set -uo pipefail
@@ -193,6 +195,47 @@ else
     # 300 samples/s; 20% slack for a loaded machine.
     awk -v r="${rate:-0}" 'BEGIN { exit !(r > 240 && r < 330) }' ||
         fail "kace measure: ${rate:-?} samples/s from kace_progress.py, expected 300: $out"
+fi
+
+# ---- 5. SIGTERM from kace: the helpers stop at a step boundary ---------------
+# Run by kace, a workload ends with status 0 at its first report after SIGTERM (its
+# step's GPU work synchronized: MPS clients must not end with work outstanding).
+# Not run by kace, or with a SIGTERM handler of its own, SIGTERM is left alone.
+# term_after SECONDS CMD...: starts CMD, sends SIGTERM after SECONDS, prints its exit status.
+term_after() {
+    local t=$1
+    shift
+    "$@" &
+    local pid=$!
+    sleep "$t"
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    echo $?
+}
+rc=$(KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/pyw.py" 7>"$scratch/term.txt")
+[ "$rc" = 0 ] || fail "kace_progress.py: exit $rc after SIGTERM, expected 0 at the next report"
+[ "$(grep -c '^done' "$scratch/term.txt")" -ge 5 ] || fail "kace_progress.py: $(wc -l <"$scratch/term.txt") records before SIGTERM"
+rc=$(term_after 1 python3 "$scratch/pyw.py")
+[ "$rc" = 143 ] || fail "kace_progress.py not run by kace: exit $rc after SIGTERM, expected 143 (left alone)"
+cat >"$scratch/own.py" <<EOF
+import signal, sys, time
+sys.path.insert(0, "$w")
+signal.signal(signal.SIGTERM, lambda s, f: sys.exit(3))
+from kace_progress import Progress
+p = Progress()
+while True:
+    time.sleep(0.01)
+    p.step(1)
+EOF
+rc=$(KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/own.py" 7>/dev/null)
+[ "$rc" = 3 ] || fail "kace_progress.py replaced the program's own SIGTERM handler: exit $rc, expected 3"
+fake_app=$(dirname "$kace")/tests/fake_cuda/kace-fake-cuda-app
+if [ -x "$fake_app" ]; then # kace_progress.h, in the fake CUDA program's workload mode
+    rc=$(KACE_PROGRESS_FD=7 LD_LIBRARY_PATH=$(dirname "$fake_app") term_after 1 "$fake_app" stream 0 7>"$scratch/term-c.txt")
+    [ "$rc" = 0 ] || fail "kace_progress.h: exit $rc after SIGTERM, expected 0 at the next report"
+    [ "$(grep -c '^done' "$scratch/term-c.txt")" -ge 5 ] || fail "kace_progress.h: $(wc -l <"$scratch/term-c.txt") records"
+    rc=$(LD_LIBRARY_PATH=$(dirname "$fake_app") term_after 1 "$fake_app" stream 0)
+    [ "$rc" = 143 ] || fail "kace_progress.h not run by kace: exit $rc after SIGTERM, expected 143"
 fi
 
 if [ $failures -gt 0 ]; then

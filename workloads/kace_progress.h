@@ -11,12 +11,22 @@
  * write per record, and pipe writes under 512 bytes are atomic. Write errors
  * are ignored; when kace has gone the write raises SIGPIPE, which ends the
  * workload as kace would have.
+ *
+ * Stopping at a step boundary: run by kace, the first report catches
+ * SIGTERM (where the program left it at its default); kace's SIGTERM then
+ * ends the process with exit(0) at the next report, after the step it is in
+ * (report after synchronizing the step's GPU work). NVIDIA's MPS
+ * documentation warns that a client ended with GPU work outstanding can
+ * leave the MPS server and its other clients in an undefined state. The
+ * flag is per translation unit: report from one.
  */
 #ifndef KACE_PROGRESS_CLIENT_H
 #define KACE_PROGRESS_CLIENT_H
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,7 +34,19 @@
 extern "C" {
 #endif
 
-/* The descriptor from $KACE_PROGRESS_FD, or -1. Looked up once. */
+static volatile sig_atomic_t kace_progress_stopping;
+
+/* The next SIGTERM (kace sends a second one before SIGKILL) ends the
+ * process at once: a workload that never reports again is not kept alive. */
+static inline void kace_progress_on_term(int sig)
+{
+    (void)sig;
+    kace_progress_stopping = 1;
+    signal(SIGTERM, SIG_DFL); /* async-signal-safe */
+}
+
+/* The descriptor from $KACE_PROGRESS_FD, or -1. Looked up once; when it is
+ * there, SIGTERM is caught if it was at its default. */
 static inline int kace_progress_fd(void)
 {
     static int fd = -2;
@@ -33,6 +55,16 @@ static inline int kace_progress_fd(void)
         char *end = NULL;
         long v = s ? strtol(s, &end, 10) : -1;
         fd = (s && *s && end && *end == '\0' && v >= 0 && v < 1 << 20) ? (int)v : -1;
+        struct sigaction old;
+        if (fd >= 0 && sigaction(SIGTERM, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+            old.sa_handler == SIG_DFL) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = kace_progress_on_term;
+            sigemptyset(&sa.sa_mask);
+            sa.sa_flags = SA_RESTART;
+            sigaction(SIGTERM, &sa, NULL);
+        }
     }
     return fd;
 }
@@ -52,6 +84,8 @@ static inline void kace_progress_report(unsigned long long samples_total)
         ssize_t w = write(fd, line, (size_t)n);
         (void)w;
     }
+    if (kace_progress_stopping)
+        exit(0);
 }
 
 #ifdef __cplusplus

@@ -7,12 +7,29 @@ Writes "done <samples> <CLOCK_MONOTONIC ns>\\n" with one os.write to the
 descriptor named by $KACE_PROGRESS_FD; does nothing when the variable is
 absent (not run by kace). Time is time.monotonic_ns(), which is
 CLOCK_MONOTONIC on Linux, the clock kace reads.
+
+Stopping at a step boundary: run by kace, the first report catches SIGTERM
+(where the program left it at its default, and no CUDA injection library is
+loaded: libkace_cupti.so keeps its own); kace's SIGTERM then ends the
+process with status 0 at the next report, that is after the step it is in,
+whose GPU work the step synchronized. NVIDIA's MPS documentation warns
+that a client ended with GPU work outstanding can leave the MPS server and
+its other clients in an undefined state.
 """
 import os
+import signal
+import threading
 import time
 
 _fd = None
 _looked_up = False
+_stopping = False
+
+
+def _on_term(signum, frame):
+    global _stopping
+    _stopping = True
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # kace's second SIGTERM ends a process that never reports again
 
 
 def _progress_fd():
@@ -21,11 +38,21 @@ def _progress_fd():
         _looked_up = True
         value = os.environ.get("KACE_PROGRESS_FD", "")
         _fd = int(value) if value.isdigit() else None
+        # Under libkace_cupti.so (CUDA_INJECTION64_PATH) SIGTERM stays the injection library's, which
+        # installs a C handler that Python cannot see (kace profile's counters run has no MPS).
+        if _fd is not None and threading.current_thread() is threading.main_thread() and \
+                not os.environ.get("CUDA_INJECTION64_PATH"):
+            try:
+                if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                    signal.signal(signal.SIGTERM, _on_term)
+            except (ValueError, OSError):
+                pass  # no handler: SIGTERM ends the process at once, as before
     return _fd
 
 
 def report(samples_total):
-    """Reports the total number of samples processed so far."""
+    """Reports the total number of samples processed so far; after kace's
+    SIGTERM, ends the process (status 0) once the record is written."""
     fd = _progress_fd()
     if fd is None:
         return
@@ -34,6 +61,8 @@ def report(samples_total):
         os.write(fd, line.encode("ascii"))
     except OSError:
         pass  # kace has gone: it will end this process anyway
+    if _stopping:
+        raise SystemExit(0)
 
 
 class Progress:

@@ -79,7 +79,7 @@ typedef struct kace_run_options {
     double warmup_s;      /* discarded after each workload's first record (default 10; 0 = none) */
     double window_s;      /* steady window (default 30) */
     double timeout_s;     /* the whole run, from start (0: warmup + window + 120) */
-    double term_grace_s;  /* SIGTERM -> SIGKILL (default 3) */
+    double term_grace_s;  /* SIGTERM -> SIGKILL (default 3); SIGTERM again at 2/3 of it */
     bool keep_going;      /* false (default): one failure stops the others */
     int stderr_fd;        /* workload stderr copied here (-1: only the tail is kept) */
     volatile sig_atomic_t *cancel; /* when it becomes non-zero the run stops (NULL: never) */

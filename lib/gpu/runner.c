@@ -85,6 +85,7 @@ typedef struct proc {
     proc_phase phase;
     bool decided;         /* res->status is final */
     bool leader_reaped;
+    bool term_again; /* the second SIGTERM was sent */
     bool complete;        /* reported through its window */
     int64_t start_ns, term_ns, end_ns;
     size_t tail_len;
@@ -409,6 +410,14 @@ static void reap(proc *p, double grace_s, int64_t now)
     }
     if (p->leader_reaped && p->phase == P_RUNNING)
         terminate(p, now); /* whatever it left behind goes too */
+    /* A workload stopping at its next step boundary (workloads/kace_progress.*)
+     * has caught the first SIGTERM; a second, at 2/3 of the grace period,
+     * ends one that does not reach it (a hang, a step longer than that). */
+    if (p->phase == P_TERMINATING && !p->term_again && (double)(now - p->term_ns) / 1e9 >= grace_s * 2 / 3 &&
+        group_exists(p->pid)) {
+        kill(-p->pid, SIGTERM);
+        p->term_again = true;
+    }
     if (p->phase == P_TERMINATING && (double)(now - p->term_ns) / 1e9 >= grace_s && group_exists(p->pid)) {
         kill(-p->pid, SIGKILL);
         p->res->got_sigkill = true;
