@@ -275,41 +275,67 @@ static void make_file(const char *root, const char *rel, const char *text)
 }
 
 /* The smallest limit on the way from kace's cgroup to the root, in folders
- * laid out like /proc and /sys/fs/cgroup (v2, then v1). */
+ * laid out like /proc and the root: v2 at /sys/fs/cgroup, v1 at
+ * /sys/fs/cgroup/memory, or wherever mountinfo says (co-mounted
+ * controllers, a container's bind mount of its own subtree). */
 static void test_memory_limit(void **state)
 {
     (void)state;
     char root[] = "/tmp/kace-test-cgroup-XXXXXX";
     assert_non_null(mkdtemp(root));
-    char proc[256], cg[256];
+    char proc[256];
     snprintf(proc, sizeof proc, "%s/proc", root);
-    snprintf(cg, sizeof cg, "%s/cgroup", root);
     kace_ctx *ctx = kace_ctx_new();
     double b = 0;
     /* No /proc/self/cgroup (not Linux's cgroups): no limit. */
-    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_OK);
     assert_true(isinf(b));
+    /* v2, no mountinfo: the usual place. */
     make_file(root, "proc/self/cgroup", "0::/kubepods/pod1/c1\n");
-    make_file(root, "cgroup/kubepods/pod1/c1/memory.max", "max\n");
-    make_file(root, "cgroup/kubepods/pod1/memory.max", "8589934592\n");
-    make_file(root, "cgroup/kubepods/memory.max", "17179869184\n");
-    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    make_file(root, "sys/fs/cgroup/kubepods/pod1/c1/memory.max", "max\n");
+    make_file(root, "sys/fs/cgroup/kubepods/pod1/memory.max", "8589934592\n");
+    make_file(root, "sys/fs/cgroup/kubepods/memory.max", "17179869184\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_OK);
     assert_true(b == 8589934592.0);
-    make_file(root, "cgroup/memory.max", "4294967296\n"); /* the namespace's root, as in a container */
-    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    make_file(root, "sys/fs/cgroup/memory.max", "4294967296\n"); /* the namespace's root, as in a container */
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_OK);
     assert_true(b == 4294967296.0);
-    make_file(root, "cgroup/kubepods/pod1/memory.max", "8 GiB\n");
-    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_ERR_PARSE);
-    assert_non_null(strstr(kace_errmsg(ctx), "cgroup/kubepods/pod1/memory.max:1:2: expected 'max' or a number"));
-    /* cgroup v1 (a hybrid host): the memory controller's folder and file. */
+    make_file(root, "sys/fs/cgroup/kubepods/pod1/memory.max", "8 GiB\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "sys/fs/cgroup/kubepods/pod1/memory.max:1:2: expected 'max' or a number"));
+    /* v1 (a hybrid host), no mountinfo: the memory controller's folder and file. */
     make_file(root, "proc/self/cgroup", "4:memory:/slurm/job_9\n0::/\n");
-    make_file(root, "cgroup/memory/slurm/job_9/memory.limit_in_bytes", "1073741824\n");
-    make_file(root, "cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
-    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_OK);
+    make_file(root, "sys/fs/cgroup/memory/slurm/job_9/memory.limit_in_bytes", "1073741824\n");
+    make_file(root, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_OK);
     assert_true(b == 1073741824.0);
-    /* A malformed cgroup file names itself. */
+    /* v1 co-mounted with cpu, as mountinfo says: read there, not at .../memory. */
+    make_file(root, "proc/self/cgroup", "4:cpu,memory:/slurm/job_9\n");
+    make_file(root, "proc/self/mountinfo",
+              "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+              "35 31 0:32 / /sys/fs/cgroup/cpu,memory rw,relatime shared:9 - cgroup cgroup rw,cpu,memory\n");
+    make_file(root, "sys/fs/cgroup/cpu,memory/slurm/job_9/memory.limit_in_bytes", "536870912\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_OK);
+    assert_true(b == 536870912.0);
+    /* A container's bind mount of its own subtree (root /docker/abc) at a path with a space. */
+    make_file(root, "proc/self/cgroup", "0::/docker/abc/app\n");
+    make_file(root, "proc/self/mountinfo",
+              "40 31 0:33 /docker/abc /sys/fs/my\\040cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n");
+    make_file(root, "sys/fs/my cgroup/app/memory.max", "max\n");
+    make_file(root, "sys/fs/my cgroup/memory.max", "2147483648\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_OK);
+    assert_true(b == 2147483648.0);
+    /* kace's cgroup outside the mounted subtree: nothing to read, no limit. */
+    make_file(root, "proc/self/cgroup", "0::/elsewhere\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_OK);
+    assert_true(isinf(b));
+    /* Malformed files name themselves. */
+    make_file(root, "proc/self/mountinfo", "40 31 0:33 / /sys/fs/cgroup rw - cgroup2\n");
+    make_file(root, "proc/self/cgroup", "0::/\n");
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "proc/self/mountinfo:1:"));
     make_file(root, "proc/self/cgroup", "memory\n");
-    assert_int_equal(kace_host_memory_limit(ctx, proc, cg, &b), KACE_ERR_PARSE);
+    assert_int_equal(kace_host_memory_limit(ctx, proc, root, &b), KACE_ERR_PARSE);
     assert_non_null(strstr(kace_errmsg(ctx), "proc/self/cgroup:1:1:"));
     /* This machine's own: read without error, a positive limit or none. */
     assert_int_equal(kace_host_memory_limit(ctx, NULL, NULL, &b), KACE_OK);
@@ -318,6 +344,47 @@ static void test_memory_limit(void **state)
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);
+}
+
+static void test_parse_mountinfo(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    char mp[64], mr[64];
+    bool found = true;
+    const char *hybrid = "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+                         "35 31 0:32 /k /sys/fs/cgroup/memory rw,relatime master:1 shared:2 - cgroup cgroup rw,memory\n"
+                         "36 31 0:33 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+    assert_int_equal(kace_host_parse_mountinfo(ctx, "mi", hybrid, strlen(hybrid), false, mp, sizeof mp, mr, sizeof mr,
+                                               &found), KACE_OK);
+    assert_true(found);
+    assert_string_equal(mp, "/sys/fs/cgroup/memory");
+    assert_string_equal(mr, "/k");
+    assert_int_equal(kace_host_parse_mountinfo(ctx, "mi", hybrid, strlen(hybrid), true, mp, sizeof mp, mr, sizeof mr,
+                                               &found), KACE_OK);
+    assert_true(found);
+    assert_string_equal(mp, "/sys/fs/cgroup/unified");
+    const char *none = "31 23 0:28 / /sys rw - sysfs sysfs rw\n";
+    assert_int_equal(kace_host_parse_mountinfo(ctx, "mi", none, strlen(none), false, mp, sizeof mp, mr, sizeof mr,
+                                               &found), KACE_OK);
+    assert_false(found);
+    static const struct {
+        const char *text, *message;
+    } bad[] = {
+        {"31 23 0:28 / /sys rw sysfs sysfs rw\n", "mi:1:"},                  /* no "-" */
+        {"31 23 0:28 / /sys rw - cgroup2 cgroup2\n", "mi:1:"},               /* no super options */
+        {"1 2\n", "mi:1:4: expected 'ID PARENT"},
+        {"40 31 0:33 / /a\\09 rw - cgroup2 c rw\n", "mi:1:16: expected an octal escape"},
+        {"40 31 0:33 / /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa rw - cgroup2 c rw\n",
+         "a path longer than kace reads"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(kace_host_parse_mountinfo(ctx, "mi", bad[i].text, strlen(bad[i].text), true, mp, sizeof mp, mr,
+                                                   sizeof mr, &found), KACE_ERR_PARSE);
+        if (!strstr(kace_errmsg(ctx), bad[i].message))
+            fail_msg("'%s': got '%s', expected '%s'", bad[i].text, kace_errmsg(ctx), bad[i].message);
+    }
+    kace_ctx_free(&ctx);
 }
 
 int main(void)
@@ -329,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_parse_cgroup),
         cmocka_unit_test(test_memory_limit),
+        cmocka_unit_test(test_parse_mountinfo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,7 +165,7 @@ static void test_exclusive_by_mps(void **state)
             assert_true(strcmp(b->values[i].metric, "exclusive_mps50") != 0);
     kace_import_batch_free(&b);
     /* kace's device campaign writes the shares it measured, not every tenth. */
-    b = parse_ok(ctx, "workload,30,50,100\r\nbert_batch8-train,12.5,,40\r\n", "exclusive-by-mps.csv",
+    b = parse_ok(ctx, "workload,030,50,100\r\nbert_batch8-train,12.5,,40\r\n", "exclusive-by-mps.csv",
                  KACE_FILE_EXCLUSIVE_BY_MPS);
     assert_int_equal(b->n_values, 3);
     assert_value(b, "bert_batch8-train", "exclusive_mps30", 12.5, false);

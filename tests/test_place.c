@@ -338,6 +338,10 @@ static void test_share(void **state)
     kace_place_options knee45 = opt;
     knee45.knee = 0.45;
     assert_int_equal(kace_place_share(d, lin, &knee45), 50); /* 40 is not measured */
+    /* 100% alone (a plain kace measure of the workload alone) is no curve. */
+    for (int p = 1; p <= 9; p++)
+        d->workloads[lin].metric[KACE_M_EXCLUSIVE_MPS10 + p - 1] = NAN;
+    assert_int_equal(kace_place_share(d, lin, &opt), opt.default_share);
     kace_dataset_free(&d);
 }
 

@@ -395,6 +395,34 @@ static void test_failed_batch_rolls_back(void **state)
     free(path);
 }
 
+/* Savepoints nest in a caller's transaction: a rolled-back one leaves what
+ * was written before it, and the caller's commit keeps that. */
+static void test_savepoints_nest(void **state)
+{
+    (void)state;
+    char *path = db_path("store_savepoint", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    assert_kace_ok(ctx, kace_store_begin(ctx, s));
+    import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+    assert_kace_ok(ctx, kace_store_savepoint(ctx, s, "inner"));
+    import_text(ctx, s, PAIRS_TEXT, "pairs.csv");
+    kace_store_rollback_to(s, "inner");
+    assert_kace_ok(ctx, kace_store_commit(ctx, s));
+    assert_counts(ctx, s, 2, 10, 0, 0, 0); /* the profiles, not the pairs */
+    /* Alone, a savepoint is a transaction of its own. */
+    assert_kace_ok(ctx, kace_store_savepoint(ctx, s, "alone"));
+    import_text(ctx, s, PAIRS_TEXT, "pairs.csv");
+    assert_kace_ok(ctx, kace_store_release(ctx, s, "alone"));
+    assert_counts(ctx, s, 2, 12, 2, 0, 0);
+    assert_int_equal(kace_store_savepoint(ctx, s, "bad name;"), KACE_ERR_INVALID);
+    assert_int_equal(kace_store_release(ctx, s, "never_made"), KACE_ERR_STORE);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
 static void test_profile_values_keep_their_source(void **state)
 {
     (void)state;
@@ -1106,6 +1134,7 @@ int main(void)
         cmocka_unit_test(test_refuses_foreign_and_newer),
         cmocka_unit_test(test_import_stats_and_idempotence),
         cmocka_unit_test(test_failed_batch_rolls_back),
+        cmocka_unit_test(test_savepoints_nest),
         cmocka_unit_test(test_profile_values_keep_their_source),
         cmocka_unit_test(test_profile_and_command_together),
         cmocka_unit_test(test_profile_on_another_gpu_replaces_it_whole),

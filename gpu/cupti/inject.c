@@ -287,6 +287,7 @@ typedef struct prof_ctx {
     int config_per_range; /* this CUPTI wanted SetConfig again before a Start */
     int failures_in_row;
     int retired;    /* its context was destroyed: the slot is free again */
+    int started;    /* a range is started (Start succeeded, Stop did not yet) */
     CUpti_Profiler_Host_Object *host;
     CUpti_RangeProfiler_Object *range;
     uint8_t *config_image, *counter_data;
@@ -331,17 +332,28 @@ static int profiler_release(prof_ctx *p)
 {
     int was_enabled = p->range != NULL;
     int disabled = 1;
+    if (p->range && p->started) { /* a failed collection left its range open: Stop comes before Disable */
+        CUpti_RangeProfiler_Stop_Params sp = {.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+        sp.pRangeProfilerObject = p->range;
+        CUptiResult r = cuptiRangeProfilerStop(&sp);
+        if (r != CUPTI_SUCCESS)
+            record_failure("cuptiRangeProfilerStop", r);
+        else
+            p->started = 0;
+    }
     if (p->range) {
         CUpti_RangeProfiler_Disable_Params d = {.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
         d.pRangeProfilerObject = p->range;
         CUptiResult r = cuptiRangeProfilerDisable(&d);
         if (r != CUPTI_SUCCESS) {
             record_failure("cuptiRangeProfilerDisable", r);
-            disabled = 0;
+            disabled = 0; /* kept: tried again when its context is destroyed */
+        } else {
+            p->range = NULL;
+            p->started = 0;
         }
-        p->range = NULL;
     }
-    if (p->host) {
+    if (p->host && disabled) {
         CUpti_Profiler_Host_Deinitialize_Params h = {.structSize = CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
         h.pHostObject = p->host;
         CUptiResult r = cuptiProfilerHostDeinitialize(&h);
@@ -514,11 +526,46 @@ done:
     return 0;
 }
 
+/* Contexts destroyed while another thread held launch_lock (see
+ * context_destroying): their slots are retired by the next context_of,
+ * without CUPTI calls on objects of a context that is gone. */
+#define MAX_PENDING_DESTROYED 8
+static _Atomic(CUcontext) destroyed_pending[MAX_PENDING_DESTROYED];
+
+static void retire(prof_ctx *p)
+{
+    if (!p->broken) {
+        p->broken = 1;
+        n_broken++;
+    }
+    p->retired = 1;
+    p->ctx = NULL;
+}
+
+static void retire_pending(void)
+{
+    for (size_t d = 0; d < MAX_PENDING_DESTROYED; d++) {
+        CUcontext gone = atomic_exchange(&destroyed_pending[d], NULL);
+        if (!gone)
+            continue;
+        for (size_t i = 0; i < n_contexts; i++)
+            if (!contexts[i].retired && contexts[i].ctx == gone) {
+                contexts[i].range = NULL; /* its context is gone: neither disabled nor freed */
+                contexts[i].host = NULL;
+                contexts[i].config_image = contexts[i].counter_data = NULL;
+                retire(&contexts[i]);
+                record("# context %zu was destroyed while the profiler lock was held: its slot is freed, its "
+                       "profiler left as it was\n", i);
+            }
+    }
+}
+
 /* The profiling state of ctx, set up on its first profiled launch; NULL when
  * it cannot have counters. */
 static prof_ctx *context_of(CUcontext ctx)
 {
     static int full_noted;
+    retire_pending();
     prof_ctx *p = NULL;
     for (size_t i = 0; i < n_contexts; i++) {
         if (!contexts[i].retired && contexts[i].ctx == ctx)
@@ -594,6 +641,7 @@ static int profiler_arm(prof_ctx *p)
         record_failure("cuptiRangeProfilerStart", r);
         return -1;
     }
+    p->started = 1;
     return 0;
 }
 
@@ -604,6 +652,7 @@ static int profiler_collect(prof_ctx *p, CUresult launch_result)
     CUpti_RangeProfiler_Stop_Params sp = {.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     sp.pRangeProfilerObject = p->range;
     TRY(cuptiRangeProfilerStop(&sp));
+    p->started = 0;
     if (launch_result != CUDA_SUCCESS) {
         record("# launch of %s failed (CUresult %d): no counters for it\n", profiling_name, (int)launch_result);
         return 1;
@@ -793,25 +842,34 @@ static void context_destroying(CUcontext ctx)
 {
     if (launch_depth > 0)
         return; /* cannot happen: no context is destroyed inside a launch */
+    /* Noted first, so that whoever takes the lock next retires its slot
+     * should this thread not get the lock in time. */
+    size_t noted = MAX_PENDING_DESTROYED;
+    for (size_t d = 0; d < MAX_PENDING_DESTROYED && noted == MAX_PENDING_DESTROYED; d++) {
+        CUcontext none = NULL;
+        if (atomic_compare_exchange_strong(&destroyed_pending[d], &none, ctx))
+            noted = d;
+    }
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 2;
     if (pthread_mutex_timedlock(&launch_lock, &until) != 0) {
-        record("error a CUDA context was destroyed while another thread held the profiler lock: its profiler is "
-               "left enabled\n");
+        if (noted == MAX_PENDING_DESTROYED)
+            record("error a CUDA context was destroyed while another thread held the profiler lock, and %d others "
+                   "are waiting to be forgotten: a new context at its address would be taken for it\n",
+                   MAX_PENDING_DESTROYED);
         return;
+    }
+    if (noted < MAX_PENDING_DESTROYED) {
+        CUcontext mine = ctx; /* still there unless another thread's context_of retired it meanwhile */
+        atomic_compare_exchange_strong(&destroyed_pending[noted], &mine, NULL);
     }
     for (size_t i = 0; i < n_contexts; i++) {
         prof_ctx *p = &contexts[i];
         if (p->retired || p->ctx != ctx)
             continue;
         int was_enabled = profiler_release(p);
-        if (!p->broken) {
-            p->broken = 1;
-            n_broken++;
-        }
-        p->retired = 1;
-        p->ctx = NULL;
+        retire(p);
         record("# context %zu is destroyed%s\n", i, was_enabled ? ": its profiler is disabled" : "");
     }
     pthread_mutex_unlock(&launch_lock);

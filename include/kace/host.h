@@ -50,13 +50,26 @@ kace_status kace_host_parse_cgroup(kace_ctx *ctx, const char *where, const char 
 kace_status kace_host_parse_memory_limit(kace_ctx *ctx, const char *where, const char *text, size_t len,
                                          double *bytes);
 
+/* /proc/self/mountinfo: where the hierarchy of the memory controller is
+ * mounted (a "cgroup" filesystem whose super options list "memory" for v1,
+ * "cgroup2" for v2) and which cgroup is the mount's root, with mountinfo's
+ * octal escapes decoded; *found false when none is listed.
+ * KACE_ERR_PARSE names where:line:column. */
+kace_status kace_host_parse_mountinfo(kace_ctx *ctx, const char *where, const char *text, size_t len, bool v2,
+                                      char *mount_point, size_t mount_point_size, char *mount_root,
+                                      size_t mount_root_size, bool *found);
+
 /* The memory kace's workloads may use besides the host's: the smallest
  * limit set on kace's cgroup or an ancestor (v2 memory.max, v1
  * memory.limit_in_bytes), which the workloads it starts inherit; INFINITY
- * where none is set or no memory cgroup is listed. docker stats' MEM %,
- * the artifact's AvgMem, is a share of the container's limit. proc_root
- * and cgroup_root are "/proc" and "/sys/fs/cgroup" when NULL. */
-kace_status kace_host_memory_limit(kace_ctx *ctx, const char *proc_root, const char *cgroup_root, double *bytes);
+ * where none is set, no memory cgroup is listed, or kace's cgroup is not
+ * under the hierarchy's mount. The hierarchy is found in mountinfo (a v1
+ * memory controller may be mounted with others, e.g. at "cpu,memory"),
+ * else at /sys/fs/cgroup[/memory]. docker stats' MEM %, the artifact's
+ * AvgMem, is a share of the container's limit. proc_root is "/proc" when
+ * NULL; mount_prefix (tests: a folder laid out like the root) goes before
+ * every mount point, "" when NULL. */
+kace_status kace_host_memory_limit(kace_ctx *ctx, const char *proc_root, const char *mount_prefix, double *bytes);
 
 /* CPU% and memory% over a window, from reads taken in it. */
 typedef struct kace_host_stats {

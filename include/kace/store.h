@@ -87,6 +87,13 @@ kace_status kace_store_begin(kace_ctx *ctx, kace_store *store);
 kace_status kace_store_commit(kace_ctx *ctx, kace_store *store);
 void kace_store_rollback(kace_store *store);
 
+/* A savepoint around several writes: unlike kace_store_begin it nests in a
+ * caller's transaction or savepoint. name: letters and '_' only.
+ * kace_store_rollback_to undoes what was written since, and ends it. */
+kace_status kace_store_savepoint(kace_ctx *ctx, kace_store *store, const char *name);
+kace_status kace_store_release(kace_ctx *ctx, kace_store *store, const char *name);
+void kace_store_rollback_to(kace_store *store, const char *name);
+
 /* Loads every workload with its profile and the successful runs of one
  * colocation set (NULL: every set). Runs at other than 100% MPS for all
  * members are skipped unless all_splits is true. */

@@ -674,7 +674,8 @@ static kace_status parse_exclusive_by_mps(kace_ctx *ctx, kace_csv *csv, const ka
         for (size_t c = 1; c < csv->n_fields; c++) {
             double v;
             char metric[KACE_METRIC_NAME_MAX];
-            snprintf(metric, sizeof metric, "exclusive_mps%s", hdr->fields[c]);
+            /* From the number, so that a header "050" is exclusive_mps50. */
+            snprintf(metric, sizeof metric, "exclusive_mps%ld", strtol(hdr->fields[c], NULL, 10));
             if ((st = metric_cell(ctx, csv, c, hdr->fields[c], metric, &v)) ||
                 (st = add_value_at(ctx, b, csv, c, workload, metric, v, false)))
                 return st;

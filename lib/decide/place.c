@@ -29,17 +29,19 @@ int kace_place_share(const kace_dataset *ds, int w, const kace_place_options *op
     /* The curve is measured, so it is noisy: take the first percentage that
      * reaches the knee rather than assuming it is monotone. Where only some
      * points were measured, the first measured one: a share between
-     * measured points would be a guess. */
+     * measured points would be a guess. 100% alone (a plain kace measure
+     * of the workload alone) says nothing of the knee. */
     int measured = 0;
+    for (int p = 1; p <= 9; p++)
+        measured += metric[KACE_M_EXCLUSIVE_MPS10 + p - 1] > 0;
+    if (!measured)
+        return opt->default_share;
     for (int p = 1; p <= 10; p++) {
         double v = metric[KACE_M_EXCLUSIVE_MPS10 + p - 1];
-        if (isnan(v))
-            continue;
-        measured++;
-        if (v >= opt->knee * full)
+        if (v > 0 && v >= opt->knee * full)
             return 10 * p;
     }
-    return measured ? 100 : opt->default_share;
+    return 100;
 }
 
 kace_status kace_place_fractions(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,

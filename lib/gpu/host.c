@@ -210,6 +210,97 @@ kace_status kace_host_parse_memory_limit(kace_ctx *ctx, const char *where, const
     return KACE_OK;
 }
 
+/* One space-separated field of a mountinfo line, its \ooo escapes decoded. */
+static kace_status mountinfo_field(kace_ctx *ctx, const char *where, size_t line, size_t col, const char *f,
+                                   size_t n, char *out, size_t size)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = f[i];
+        if (c == '\\') {
+            if (i + 3 >= n || !(f[i + 1] >= '0' && f[i + 1] <= '3') || !(f[i + 2] >= '0' && f[i + 2] <= '7') ||
+                !(f[i + 3] >= '0' && f[i + 3] <= '7'))
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected an octal escape \\ooo", where, line,
+                                 col + i);
+            c = (char)((f[i + 1] - '0') * 64 + (f[i + 2] - '0') * 8 + (f[i + 3] - '0'));
+            i += 3;
+        }
+        if (c == '\0' || o + 1 >= size)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: %s", where, line, col + i,
+                             c == '\0' ? "a NUL byte in a path" : "a path longer than kace reads");
+        out[o++] = c;
+    }
+    out[o] = '\0';
+    return KACE_OK;
+}
+
+kace_status kace_host_parse_mountinfo(kace_ctx *ctx, const char *where, const char *text, size_t len, bool v2,
+                                      char *mount_point, size_t mount_point_size, char *mount_root,
+                                      size_t mount_root_size, bool *found)
+{
+    *found = false;
+    size_t line = 0, at = 0;
+    while (at < len) {
+        line++;
+        const char *s = text + at, *nl = memchr(s, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - s) : len - at;
+        at += n + 1;
+        if (n == 0)
+            continue;
+        /* ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS */
+        enum { MAX_FIELDS = 64 };
+        size_t start[MAX_FIELDS], size[MAX_FIELDS], nf = 0;
+        for (size_t i = 0; i < n;) {
+            while (i < n && s[i] == ' ')
+                i++;
+            if (i == n)
+                break;
+            if (nf == MAX_FIELDS)
+                return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: more than %d fields", where, line, i + 1,
+                                 MAX_FIELDS);
+            start[nf] = i;
+            while (i < n && s[i] != ' ')
+                i++;
+            size[nf] = i - start[nf];
+            nf++;
+        }
+        size_t dash = 0;
+        for (size_t f = 6; f < nf && !dash; f++)
+            if (size[f] == 1 && s[start[f]] == '-')
+                dash = f;
+        if (nf < 6 || !dash || dash + 3 >= nf)
+            return kace_fail(ctx, KACE_ERR_PARSE,
+                             "%s:%zu:%zu: expected 'ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS ... - FSTYPE SOURCE "
+                             "SUPER_OPTIONS'", where, line, nf ? start[nf - 1] + size[nf - 1] + 1 : 1);
+        const char *fstype = s + start[dash + 1], *super = s + start[dash + 3];
+        size_t fstype_n = size[dash + 1], super_n = size[dash + 3];
+        bool match;
+        if (v2) {
+            match = fstype_n == 7 && memcmp(fstype, "cgroup2", 7) == 0;
+        } else {
+            match = false;
+            if (fstype_n == 6 && memcmp(fstype, "cgroup", 6) == 0)
+                for (size_t i = 0; i < super_n;) {
+                    size_t j = i;
+                    while (j < super_n && super[j] != ',')
+                        j++;
+                    match |= j - i == 6 && memcmp(super + i, "memory", 6) == 0;
+                    i = j + 1;
+                }
+        }
+        if (!match || *found)
+            continue;
+        kace_status st;
+        if ((st = mountinfo_field(ctx, where, line, start[3] + 1, s + start[3], size[3], mount_root,
+                                  mount_root_size)) ||
+            (st = mountinfo_field(ctx, where, line, start[4] + 1, s + start[4], size[4], mount_point,
+                                  mount_point_size)))
+            return st;
+        *found = true;
+    }
+    return KACE_OK;
+}
+
 /* Reads a small file whole; -1 (errno set) where it cannot be opened. */
 static ssize_t read_small(const char *path, char *buf, size_t size)
 {
@@ -225,23 +316,87 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
     return len;
 }
 
-kace_status kace_host_memory_limit(kace_ctx *ctx, const char *proc_root, const char *cgroup_root, double *bytes)
+/* A whole file into a malloc'ed buffer (*out, NUL-terminated); -1 (errno set) where it cannot be read. */
+static ssize_t read_whole(const char *path, char **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t cap = 8192, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1)
+            break;
+        char *grown = cap < (16u << 20) ? realloc(buf, cap * 2) : NULL;
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            errno = EFBIG;
+            break;
+        }
+        buf = grown;
+        cap *= 2;
+    }
+    int failed = !buf || ferror(f);
+    int saved = buf ? EIO : errno;
+    fclose(f);
+    if (failed) {
+        free(buf);
+        errno = saved;
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return (ssize_t)n;
+}
+
+kace_status kace_host_memory_limit(kace_ctx *ctx, const char *proc_root, const char *mount_prefix, double *bytes)
 {
     *bytes = INFINITY;
-    char file[PATH_MAX], text[8192], path[PATH_MAX];
-    snprintf(file, sizeof file, "%s/self/cgroup", proc_root ? proc_root : "/proc");
-    ssize_t len = read_small(file, text, sizeof text);
+    const char *proc = proc_root ? proc_root : "/proc", *prefix = mount_prefix ? mount_prefix : "";
+    char file[PATH_MAX], path[PATH_MAX], mount_point[PATH_MAX], mount_root[PATH_MAX];
+    char *text = NULL;
+    snprintf(file, sizeof file, "%s/self/cgroup", proc);
+    ssize_t len = read_whole(file, &text);
     if (len < 0)
         return errno == ENOENT ? KACE_OK : kace_fail(ctx, KACE_ERR_IO, "%s: %s", file, strerror(errno));
     bool v2;
     kace_status st = kace_host_parse_cgroup(ctx, file, text, (size_t)len, path, sizeof path, &v2);
+    free(text);
     if (st || !path[0])
         return st;
+    /* Where the hierarchy is mounted, and which cgroup the mount shows as its root. */
+    bool found = false;
+    snprintf(file, sizeof file, "%s/self/mountinfo", proc);
+    if ((len = read_whole(file, &text)) >= 0) {
+        st = kace_host_parse_mountinfo(ctx, file, text, (size_t)len, v2, mount_point, sizeof mount_point, mount_root,
+                                       sizeof mount_root, &found);
+        free(text);
+        if (st)
+            return st;
+    }
+    if (!found) { /* the usual places */
+        snprintf(mount_point, sizeof mount_point, "%s", v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory");
+        snprintf(mount_root, sizeof mount_root, "/");
+    }
+    /* kace's cgroup relative to the mount's root (a container's bind mount shows its own subtree). */
+    size_t root_n = strlen(mount_root);
+    while (root_n > 1 && mount_root[root_n - 1] == '/')
+        root_n--;
+    if (root_n > 1) {
+        if (strncmp(path, mount_root, root_n) != 0 || (path[root_n] != '/' && path[root_n] != '\0'))
+            return KACE_OK; /* kace's cgroup is not under this mount: no limit to read */
+        memmove(path, path + root_n, strlen(path + root_n) + 1);
+        if (!path[0])
+            snprintf(path, sizeof path, "/");
+    }
     /* From kace's cgroup up to the root: a parent's limit caps its children. */
     for (;;) {
-        char limit_file[PATH_MAX * 2], value[64];
-        snprintf(limit_file, sizeof limit_file, "%s%s%s/%s", cgroup_root ? cgroup_root : "/sys/fs/cgroup",
-                 v2 ? "" : "/memory", strcmp(path, "/") == 0 ? "" : path, v2 ? "memory.max" : "memory.limit_in_bytes");
+        char limit_file[PATH_MAX * 3 + 32], value[64];
+        snprintf(limit_file, sizeof limit_file, "%s%s%s/%s", prefix, strcmp(mount_point, "/") == 0 ? "" : mount_point,
+                 strcmp(path, "/") == 0 ? "" : path, v2 ? "memory.max" : "memory.limit_in_bytes");
         ssize_t n = read_small(limit_file, value, sizeof value);
         double limit;
         if (n >= 0) { /* missing: the root, or a path not mounted here */

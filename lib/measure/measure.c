@@ -412,17 +412,14 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
      * exclusive throughput at that share (profile value exclusive_mps<P>,
      * which the split advisor and the placer read), stored with the run. */
     bool solo_curve = k == 1 && !spec->timeslice && res->status == KACE_RUN_OK && spec->mps_pct[0] % 10 == 0;
-    if (solo_curve && (st = kace_store_begin(ctx, store)))
+    if (solo_curve && (st = kace_store_savepoint(ctx, store, "kace_solo_curve")))
         goto done;
     if ((st = kace_store_add_measured_run(ctx, store, &run, &res->run_id)) ||
         (solo_curve && (st = store_exclusive_at(ctx, store, &run, res->exclusive_metric,
-                                                sizeof res->exclusive_metric)))) {
+                                                sizeof res->exclusive_metric))) ||
+        (solo_curve && (st = kace_store_release(ctx, store, "kace_solo_curve")))) {
         if (solo_curve)
-            kace_store_rollback(store);
-        res->exclusive_metric[0] = '\0';
-        goto done;
-    }
-    if (solo_curve && (st = kace_store_commit(ctx, store))) {
+            kace_store_rollback_to(store, "kace_solo_curve");
         res->exclusive_metric[0] = '\0';
         goto done;
     }

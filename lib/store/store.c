@@ -1031,6 +1031,41 @@ void kace_store_rollback(kace_store *s)
     exec(NULL, s, "ROLLBACK;");
 }
 
+static bool savepoint_name_ok(const char *name)
+{
+    if (!name || !*name || strlen(name) > 64)
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_'))
+            return false;
+    return true;
+}
+
+static kace_status savepoint_sql(kace_ctx *ctx, kace_store *s, const char *verb, const char *name)
+{
+    if (!savepoint_name_ok(name))
+        return kace_fail(ctx, KACE_ERR_INVALID, "savepoint name '%.64s': letters and '_' only", name ? name : "");
+    char sql[128];
+    snprintf(sql, sizeof sql, "%s %s;", verb, name);
+    return exec(ctx, s, sql);
+}
+
+kace_status kace_store_savepoint(kace_ctx *ctx, kace_store *s, const char *name)
+{
+    return savepoint_sql(ctx, s, "SAVEPOINT", name);
+}
+
+kace_status kace_store_release(kace_ctx *ctx, kace_store *s, const char *name)
+{
+    return savepoint_sql(ctx, s, "RELEASE", name);
+}
+
+void kace_store_rollback_to(kace_store *s, const char *name)
+{
+    if (savepoint_sql(NULL, s, "ROLLBACK TO", name) == KACE_OK)
+        savepoint_sql(NULL, s, "RELEASE", name);
+}
+
 /* ---- loading ---------------------------------------------------------- */
 
 /* The workloads, in id order so that indices are stable across loads, and their profiles. */

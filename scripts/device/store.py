@@ -147,11 +147,12 @@ def summary(db):
     ok = [r for r in runs if r[3] == "ok"]
     pairs = {base_key(r[4], r[5]) for r in ok if r[2] == "mps" and r[1] == 2 and r[6]}
     triples = {base_key(r[4], r[5]) for r in ok if r[2] == "mps" and r[1] == 3}
-    splits = [r for r in ok if r[2] == "mps" and not r[6]]
-    ts = [r for r in ok if r[2] == "timeslice"]
-    print("runs %d ok %d failed %d pairs %d triples %d splits %d timeslice %d profiled %d" % (
+    splits = [r for r in ok if r[2] == "mps" and not r[6] and r[1] >= 2]
+    ts = [r for r in ok if r[2] == "timeslice" and r[1] >= 2]
+    solo = [r for r in ok if r[1] == 1]
+    print("runs %d ok %d failed %d pairs %d triples %d splits %d timeslice %d profiled %d solo %d" % (
         len(runs), len(ok), len(runs) - len(ok), len(pairs), len(triples), len(splits), len(ts),
-        db.execute("SELECT count(*) FROM profiles WHERE metric = 'exclusive_throughput'").fetchone()[0]))
+        db.execute("SELECT count(*) FROM profiles WHERE metric = 'exclusive_throughput'").fetchone()[0], len(solo)))
 
 
 def write(path, header, rows, keep_empty=True):

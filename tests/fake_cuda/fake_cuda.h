@@ -24,6 +24,8 @@
  *    runs when the graph is launched); a launch with more than 1024 threads
  *    per block fails (CUDA_ERROR_INVALID_VALUE) and runs nothing; the exit
  *    callback carries the launch's result;
+ *  - FAKE_CUPTI_STOP_FAILS=N: the N-th cuptiRangeProfilerStop fails and
+ *    leaves its range started;
  *  - a destroyed context's range profiler objects are stale: any call on
  *    one, or on one that was disabled, is a violation; the next context
  *    made gets the destroyed one's address;

@@ -734,9 +734,14 @@ EXPORT CUptiResult cuptiRangeProfilerStop(CUpti_RangeProfiler_Stop_Params *p)
         return CUPTI_ERROR_INVALID_PARAMETER;
     if (!enter(r, __func__))
         return CUPTI_ERROR_INVALID_OPERATION;
+    /* FAKE_CUPTI_STOP_FAILS=N: the N-th Stop fails and leaves its range started. */
+    static int n_stops;
+    const char *fails = getenv("FAKE_CUPTI_STOP_FAILS");
     pthread_mutex_lock(&lock);
     CUptiResult res = r->started ? CUPTI_SUCCESS : CUPTI_ERROR_INVALID_OPERATION;
-    if (res == CUPTI_SUCCESS) {
+    if (res == CUPTI_SUCCESS && fails && ++n_stops == atoi(fails))
+        res = CUPTI_ERROR_UNKNOWN;
+    else if (res == CUPTI_SUCCESS) {
         const char *per_range = getenv("FAKE_CUPTI_CONFIG_PER_RANGE");
         r->started = 0;
         if (per_range && !strcmp(per_range, "1"))

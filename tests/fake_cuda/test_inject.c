@@ -369,6 +369,24 @@ static void test_max_profiled(void)
           "a profiler or host object was left after the budget: see %s\n", r.err);
 }
 
+/* A Stop that fails leaves its range started: the context is given up,
+ * its range stopped before its profiler is disabled (no later kernel runs
+ * inside the open range), and nothing is left enabled at exit. */
+static void test_stop_fails(void)
+{
+    const char *env[] = {"FAKE_CUPTI_STOP_FAILS=3", NULL};
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "stop-fails", env, "launches", "50", 30);
+    CHECK(rec.n_kernels == 50, "%d kernel records, expected 50\n", rec.n_kernels);
+    CHECK(rec.n_counters == 2, "%d counter records, expected the 2 before the failed Stop\n", rec.n_counters);
+    CHECK(count_in_file(r.recording, "error cuptiRangeProfilerStop(&sp) failed") == 1, "the failed Stop is not recorded\n");
+    CHECK(count_in_file(r.recording, "cuptiRangeProfilerDisable failed") == 0, "Disable failed: see %s\n",
+          r.recording);
+    CHECK(count_in_file(r.err, "fake-cupti: at exit 0 range profiler(s) enabled, 0 host object(s)") == 1,
+          "a profiler was left after the failed Stop: see %s\n", r.err);
+}
+
 /* A context destroyed mid-run: its profiler is disabled while it still
  * exists, and a new context at the same address gets a profiler of its own
  * (before, its slot was taken for the new one and the stale profiler used). */
@@ -570,7 +588,7 @@ static const struct {
     {"two-threads", test_two_threads},   {"sigterm", test_sigterm},           {"in-flight", test_in_flight},
     {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
     {"contexts", test_contexts},         {"max-profiled", test_max_profiled}, {"many-contexts", test_many_contexts},
-    {"ctx-destroy", test_ctx_destroy},
+    {"ctx-destroy", test_ctx_destroy},   {"stop-fails", test_stop_fails},
 };
 
 int main(int argc, char **argv)
