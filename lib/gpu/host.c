@@ -134,6 +134,33 @@ static double pss_bytes(const char *root, const char *pid)
     return bytes;
 }
 
+/* The next line of text[*at..len) in *line and *n (without its newline); false at the end. */
+static bool next_line(const char *text, size_t len, size_t *at, const char **line, size_t *n)
+{
+    if (*at >= len)
+        return false;
+    *line = text + *at;
+    const char *nl = memchr(*line, '\n', len - *at);
+    *n = nl ? (size_t)(nl - *line) : len - *at;
+    *at += *n + 1;
+    return true;
+}
+
+/* Whether the comma-separated list[0..n) holds word. */
+static bool list_has(const char *list, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && list[j] != ',')
+            j++;
+        if (j - i == w && memcmp(list + i, word, w) == 0)
+            return true;
+        i = j + 1;
+    }
+    return false;
+}
+
 kace_status kace_host_parse_cgroup(kace_ctx *ctx, const char *where, const char *text, size_t len, char *path,
                                    size_t path_size, bool *v2)
 {
@@ -141,12 +168,10 @@ kace_status kace_host_parse_cgroup(kace_ctx *ctx, const char *where, const char 
         path[0] = '\0';
     *v2 = false;
     bool have_v1 = false;
-    size_t line = 0, at = 0;
-    while (at < len) {
+    size_t line = 0, at = 0, n;
+    const char *s;
+    while (next_line(text, len, &at, &s, &n)) {
         line++;
-        const char *s = text + at, *nl = memchr(s, '\n', len - at);
-        size_t n = nl ? (size_t)(nl - s) : len - at;
-        at += n + 1;
         if (n == 0)
             continue;
         size_t id_end = 0;
@@ -167,14 +192,7 @@ kace_status kace_host_parse_cgroup(kace_ctx *ctx, const char *where, const char 
         if (memchr(p, '\0', path_len))
             return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: a NUL byte in the cgroup path", where, line,
                              (size_t)((const char *)memchr(p, '\0', path_len) - s) + 1);
-        bool memory = false; /* "memory" among the comma-separated controllers */
-        for (size_t i = 0; i < ctl_len;) {
-            size_t j = i;
-            while (j < ctl_len && ctl[j] != ',')
-                j++;
-            memory |= j - i == 6 && memcmp(ctl + i, "memory", 6) == 0;
-            i = j + 1;
-        }
+        bool memory = list_has(ctl, ctl_len, "memory");
         bool is_v2 = ctl_len == 0 && id_end == 1 && s[0] == '0';
         if (!(memory || (is_v2 && !have_v1)))
             continue;
@@ -239,12 +257,10 @@ kace_status kace_host_parse_mountinfo(kace_ctx *ctx, const char *where, const ch
                                       size_t mount_root_size, bool *found)
 {
     *found = false;
-    size_t line = 0, at = 0;
-    while (at < len) {
+    size_t line = 0, at = 0, n;
+    const char *s;
+    while (next_line(text, len, &at, &s, &n)) {
         line++;
-        const char *s = text + at, *nl = memchr(s, '\n', len - at);
-        size_t n = nl ? (size_t)(nl - s) : len - at;
-        at += n + 1;
         if (n == 0)
             continue;
         /* ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS */
@@ -274,20 +290,8 @@ kace_status kace_host_parse_mountinfo(kace_ctx *ctx, const char *where, const ch
                              "SUPER_OPTIONS'", where, line, nf ? start[nf - 1] + size[nf - 1] + 1 : 1);
         const char *fstype = s + start[dash + 1], *super = s + start[dash + 3];
         size_t fstype_n = size[dash + 1], super_n = size[dash + 3];
-        bool match;
-        if (v2) {
-            match = fstype_n == 7 && memcmp(fstype, "cgroup2", 7) == 0;
-        } else {
-            match = false;
-            if (fstype_n == 6 && memcmp(fstype, "cgroup", 6) == 0)
-                for (size_t i = 0; i < super_n;) {
-                    size_t j = i;
-                    while (j < super_n && super[j] != ',')
-                        j++;
-                    match |= j - i == 6 && memcmp(super + i, "memory", 6) == 0;
-                    i = j + 1;
-                }
-        }
+        bool match = v2 ? fstype_n == 7 && memcmp(fstype, "cgroup2", 7) == 0
+                        : fstype_n == 6 && memcmp(fstype, "cgroup", 6) == 0 && list_has(super, super_n, "memory");
         if (!match || *found)
             continue;
         kace_status st;
