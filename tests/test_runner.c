@@ -222,6 +222,60 @@ static void test_ignores_sigterm(void **state)
     assert_int_equal(r.term_signal, SIGKILL);
 }
 
+/* A step longer than the grace period: the grace grows to three of its
+ * steps, and the workload ends at its next report (with 0.5 s, the group's
+ * SIGTERM at 0.33 s ended it mid-step). */
+static void test_long_steps_reach_their_report(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "steps", "100", "0.6", NULL};
+    kace_run_options o = quick_options();
+    kace_proc_result r = run_one(argv, o);
+    expect_status(&r, KACE_PROC_OK);
+    if (!(r.term_grace_s >= 3 * 0.6 && r.term_grace_s < 3 * 0.6 + 1))
+        fail_msg("grace of %g s, expected 3 steps of 0.6 s", r.term_grace_s);
+    assert_true(r.got_sigterm);
+    assert_false(r.got_sigkill);
+    assert_int_equal(r.term_signal, 0);
+    assert_int_equal(r.exit_code, 0);
+    if (fabs(r.throughput.samples_per_s - 100) > 0.05 * 100)
+        fail_msg("%g samples/s, expected 100", r.throughput.samples_per_s);
+
+    /* The grace stops growing at term_grace_max_s. */
+    o.term_grace_max_s = 0.7;
+    r = run_one(argv, o);
+    expect_status(&r, KACE_PROC_OK);
+    assert_true(r.term_grace_s == 0.7);
+    /* ... and never goes below term_grace_s. */
+    o.term_grace_max_s = 0.2;
+    r = run_one(argv, o);
+    assert_true(r.term_grace_s == 0.5);
+}
+
+/* The first SIGTERM goes to the leader alone: a helper process of the
+ * workload (a DataLoader worker) is still alive when the leader stops at its
+ * report, and the leader ends it. */
+static void test_helper_outlives_the_first_sigterm(void **state)
+{
+    const char *dir = scratch_dir("test_runner");
+    char out[4096];
+    snprintf(out, sizeof out, "%s/helper.out", dir);
+    char *argv[] = {KACE_TEST_WORKER, "helper", "1000", NULL};
+    kace_proc_spec spec = {.name = "helper", .argv = argv, .stdout_path = out};
+    kace_proc_result r;
+    kace_run_options o = quick_options();
+    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    expect_status(&r, KACE_PROC_OK);
+    assert_group_gone(&r);
+    assert_int_equal(r.exit_code, 0);
+    assert_false(r.got_sigkill);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char line[64] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "helper alive\n");
+}
+
 static void test_grandchild_is_killed(void **state)
 {
     const char *dir = scratch_dir("test_runner");
@@ -355,6 +409,8 @@ int main(void)
         cmocka_unit_test(test_crash_stops_the_others), cmocka_unit_test(test_exit_code),
         cmocka_unit_test(test_exited_early),       cmocka_unit_test(test_hang_times_out),
         cmocka_unit_test(test_never_reports),      cmocka_unit_test(test_ignores_sigterm),
+        cmocka_unit_test(test_long_steps_reach_their_report),
+        cmocka_unit_test(test_helper_outlives_the_first_sigterm),
         cmocka_unit_test(test_grandchild_is_killed), cmocka_unit_test(test_oom),
         cmocka_unit_test(test_bad_progress),       cmocka_unit_test(test_spawn_failure),
         cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_python_helper),

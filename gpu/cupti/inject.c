@@ -550,12 +550,13 @@ static void retire_pending(void)
             continue;
         for (size_t i = 0; i < n_contexts; i++)
             if (!contexts[i].retired && contexts[i].ctx == gone) {
-                contexts[i].range = NULL; /* its context is gone: neither disabled nor freed */
-                contexts[i].host = NULL;
-                contexts[i].config_image = contexts[i].counter_data = NULL;
+                /* The range profiler went with its context: no call on it. The
+                 * host object and the images are the host's own. */
+                contexts[i].range = NULL;
+                contexts[i].started = 0;
+                profiler_release(&contexts[i]);
                 retire(&contexts[i]);
-                record("# context %zu was destroyed while the profiler lock was held: its slot is freed, its "
-                       "profiler left as it was\n", i);
+                record("# context %zu was destroyed while the profiler lock was held: its slot is freed\n", i);
             }
     }
 }

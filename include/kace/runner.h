@@ -3,8 +3,10 @@
  * (docs/progress-protocol.md).
  *
  * Every run has a timeout; a run ends with every process group gone:
- * SIGTERM to the group, SIGKILL after a grace period, then waiting until no
- * process of the group is left. On Linux the calling process becomes a child
+ * SIGTERM to the leader (a workload using workloads/kace_progress.* stops at
+ * its next report; its helpers, DataLoader workers say, are its to end),
+ * SIGTERM to the group once the leader has gone or at 2/3 of a grace period,
+ * SIGKILL at its end, then waiting until no process of the group is left. On Linux the calling process becomes a child
  * subreaper (prctl PR_SET_CHILD_SUBREAPER) so that processes a workload leaves
  * behind are reaped here and not left as zombies; only the runner's own
  * process groups are waited for. The runner never prints: the workloads'
@@ -57,7 +59,8 @@ typedef struct kace_proc_result {
     int pid;                 /* also the process group id */
     int exit_code;           /* -1 when it did not exit normally */
     int term_signal;         /* signal that ended it, 0 when none */
-    bool got_sigterm, got_sigkill; /* what kace had to send to the group */
+    bool got_sigterm, got_sigkill; /* what kace had to send (SIGTERM: to the leader, at least) */
+    double term_grace_s;     /* the grace period it was given, from the first SIGTERM (0: none sent) */
     double runtime_s;        /* from start to the end of its group */
     kace_throughput throughput;    /* samples_per_s is NaN when not measured */
     size_t n_records;        /* progress records received */
@@ -79,7 +82,10 @@ typedef struct kace_run_options {
     double warmup_s;      /* discarded after each workload's first record (default 10; 0 = none) */
     double window_s;      /* steady window (default 30) */
     double timeout_s;     /* the whole run, from start (0: warmup + window + 120) */
-    double term_grace_s;  /* SIGTERM -> SIGKILL (default 3); SIGTERM again at 2/3 of it */
+    double term_grace_s;  /* first SIGTERM -> SIGKILL (default 3), at least 3 x the longest time
+                             between the workload's progress records (its step, for most), so
+                             that it reaches its next report; the group gets SIGTERM at 2/3 */
+    double term_grace_max_s; /* ... but at most this (default 30; below term_grace_s: term_grace_s) */
     bool keep_going;      /* false (default): one failure stops the others */
     int stderr_fd;        /* workload stderr copied here (-1: only the tail is kept) */
     volatile sig_atomic_t *cancel; /* when it becomes non-zero the run stops (NULL: never) */
@@ -89,7 +95,8 @@ typedef struct kace_run_options {
 } kace_run_options;
 
 /* Sets every field to its default; change fields after this call. A run
- * gives window_s, timeout_s, term_grace_s and tick_s left at 0 their default. */
+ * gives window_s, timeout_s, term_grace_s, term_grace_max_s and tick_s left at 0
+ * their default. */
 void kace_run_options_init(kace_run_options *opt);
 
 /* Runs n (1..KACE_RUN_MAX_PROCS) workloads at once until every one has

@@ -55,6 +55,7 @@ void kace_run_options_init(kace_run_options *opt)
     opt->window_s = 30;
     opt->timeout_s = 0; /* warmup + window + 120 */
     opt->term_grace_s = 3;
+    opt->term_grace_max_s = 30;
     opt->stderr_fd = -1;
     opt->tick_s = 0.1;
 }
@@ -68,6 +69,8 @@ static void fill_defaults(kace_run_options *opt)
         opt->timeout_s = opt->warmup_s + opt->window_s + 120;
     if (!(opt->term_grace_s > 0))
         opt->term_grace_s = 3;
+    if (!(opt->term_grace_max_s > 0))
+        opt->term_grace_max_s = 30;
     if (!(opt->tick_s > 0))
         opt->tick_s = 0.1;
 }
@@ -85,7 +88,9 @@ typedef struct proc {
     proc_phase phase;
     bool decided;         /* res->status is final */
     bool leader_reaped;
-    bool term_again; /* the second SIGTERM was sent */
+    bool term_group;      /* the group got SIGTERM (the leader had gone) */
+    bool term_again;      /* the group got its SIGTERM at 2/3 of the grace period */
+    double grace_s;       /* from the first SIGTERM to SIGKILL */
     bool complete;        /* reported through its window */
     int64_t start_ns, term_ns, end_ns;
     size_t tail_len;
@@ -375,20 +380,55 @@ static bool group_exists(pid_t pgid)
     return kill(-pgid, 0) == 0 || errno != ESRCH;
 }
 
-static void terminate(proc *p, int64_t now)
+/* The longest time between two of p's progress records, leaving out the
+ * first (lazy initialisation, autotuning): how long it may take to reach
+ * its next report. 0 with fewer than two records. */
+static double longest_report_gap_s(const proc *p)
+{
+    size_t nr;
+    const kace_progress_record *r = kace_progress_records(p->progress, &nr);
+    int64_t gap = 0;
+    for (size_t i = nr > 2 ? 2 : 1; i < nr; i++)
+        if (r[i].t_ns - r[i - 1].t_ns > gap)
+            gap = r[i].t_ns - r[i - 1].t_ns;
+    return (double)gap / 1e9;
+}
+
+/* A workload whose step is longer than the default grace would be killed
+ * mid-step, with GPU work outstanding (what NVIDIA's MPS documentation
+ * warns of): its grace grows to three of its steps, within the cap. */
+static double grace_for(const proc *p, const kace_run_options *opt)
+{
+    double grace = 3 * longest_report_gap_s(p);
+    if (grace > opt->term_grace_max_s)
+        grace = opt->term_grace_max_s;
+    return grace > opt->term_grace_s ? grace : opt->term_grace_s;
+}
+
+/* SIGTERM to the leader alone: a workload that stops at its next report
+ * ends its own helpers (DataLoader workers, which SIGTERM would kill with
+ * the leader still inside a step). A group whose leader has gone gets it. */
+static void terminate(proc *p, const kace_run_options *opt, int64_t now)
 {
     if (p->phase != P_RUNNING)
         return;
     p->phase = P_TERMINATING;
     p->term_ns = now;
+    p->grace_s = grace_for(p, opt);
+    p->res->term_grace_s = p->grace_s;
     if (p->pid > 0 && group_exists(p->pid)) {
-        kill(-p->pid, SIGTERM);
+        if (p->leader_reaped) {
+            kill(-p->pid, SIGTERM);
+            p->term_group = true;
+        } else {
+            kill(p->pid, SIGTERM);
+        }
         p->res->got_sigterm = true;
     }
 }
 
 /* Reaps whatever of p's group has exited; marks p done once the group is gone. */
-static void reap(proc *p, double grace_s, int64_t now)
+static void reap(proc *p, const kace_run_options *opt, int64_t now)
 {
     if (p->phase == P_DONE)
         return;
@@ -409,16 +449,22 @@ static void reap(proc *p, double grace_s, int64_t now)
             leader_exited(p, ws, now);
     }
     if (p->leader_reaped && p->phase == P_RUNNING)
-        terminate(p, now); /* whatever it left behind goes too */
-    /* A workload stopping at its next step boundary (workloads/kace_progress.*)
-     * has caught the first SIGTERM; a second, at 2/3 of the grace period,
-     * ends one that does not reach it (a hang, a step longer than that). */
-    if (p->phase == P_TERMINATING && !p->term_again && (double)(now - p->term_ns) / 1e9 >= grace_s * 2 / 3 &&
-        group_exists(p->pid)) {
+        terminate(p, opt, now); /* whatever it left behind goes too */
+    double since = p->phase == P_TERMINATING ? (double)(now - p->term_ns) / 1e9 : 0;
+    /* What the leader left behind (a shell wrapper's workload, helpers it did
+     * not end) gets its SIGTERM once the leader has gone. */
+    if (p->phase == P_TERMINATING && p->leader_reaped && !p->term_group && group_exists(p->pid)) {
         kill(-p->pid, SIGTERM);
-        p->term_again = true;
+        p->term_group = true;
     }
-    if (p->phase == P_TERMINATING && (double)(now - p->term_ns) / 1e9 >= grace_s && group_exists(p->pid)) {
+    /* A workload stopping at its next report (workloads/kace_progress.*) has
+     * caught the first SIGTERM; the group's, at 2/3 of the grace period, ends
+     * one that does not reach it (a hang, a step longer than that). */
+    if (p->phase == P_TERMINATING && !p->term_again && since >= p->grace_s * 2 / 3 && group_exists(p->pid)) {
+        kill(-p->pid, SIGTERM);
+        p->term_again = p->term_group = true;
+    }
+    if (p->phase == P_TERMINATING && since >= p->grace_s && group_exists(p->pid)) {
         kill(-p->pid, SIGKILL);
         p->res->got_sigkill = true;
     }
@@ -511,11 +557,11 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
                     decide(&ps[i], KACE_PROC_CANCELLED, "cancelled (kace was interrupted)");
                 else
                     decide(&ps[i], KACE_PROC_STOPPED, "stopped: the run could not go on");
-                terminate(&ps[i], now);
+                terminate(&ps[i], &opt, now);
             }
         bool all_done = true;
         for (size_t i = 0; i < n; i++) {
-            reap(&ps[i], opt.term_grace_s, now);
+            reap(&ps[i], &opt, now);
             if (ps[i].phase != P_DONE)
                 all_done = false;
         }
@@ -530,7 +576,7 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
             if (proc_failed(p)) {
                 any_failed = true;
                 if (p->phase == P_RUNNING)
-                    terminate(p, now);
+                    terminate(p, &opt, now);
                 continue;
             }
             if (!p->complete && wstart > 0) {
@@ -547,13 +593,13 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
             for (size_t i = 0; i < n; i++) {
                 if (!ps[i].complete)
                     decide(&ps[i], KACE_PROC_STOPPED, "stopped because another workload of the run failed");
-                terminate(&ps[i], now);
+                terminate(&ps[i], &opt, now);
             }
         if (all_complete)
             for (size_t i = 0; i < n; i++) {
                 if (!proc_failed(&ps[i]))
                     decide(&ps[i], KACE_PROC_OK, "reported through its steady window; stopped by kace");
-                terminate(&ps[i], now);
+                terminate(&ps[i], &opt, now);
             }
         if (now >= deadline)
             for (size_t i = 0; i < n; i++) {
@@ -570,7 +616,7 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
                 else
                     decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: %zu progress record%s, the steady window "
                            "was not complete (hung or too slow?)", opt.timeout_s, nr, nr == 1 ? "" : "s");
-                terminate(&ps[i], now);
+                terminate(&ps[i], &opt, now);
             }
 
         if (opt.tick && now >= next_tick) {

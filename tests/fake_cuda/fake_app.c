@@ -14,6 +14,11 @@
  *       ctx-destroy N    N launches in a context that is then destroyed, then
  *                        N launches of 5 other signatures in a new context
  *                        (the fake gives it the old one's address)
+ *       lock-held N      N launches in context A; a thread launches in its own
+ *                        context, and while its Stop sleeps (FAKE_CUPTI_STOP_SLEEP,
+ *                        file FAKE_CUPTI_STOP_SLEEP_FLAG made when it starts) A is
+ *                        destroyed; then N launches of 5 other signatures in a
+ *                        new context at A's address
  *       bad-counters N   kernels whose counters come back NaN or negative
  *       wait N           N launches, prints "ready", waits for a signal
  *       in-flight N      N launches and a 3 s kernel, prints "ready", waits
@@ -70,6 +75,28 @@ static void *thread_main(void *arg)
     }
     fake_synchronize();
     return NULL;
+}
+
+/* lock-held's thread: one launch in a context of its own, whose Stop the
+ * fake CUPTI makes slow (the injection library holds its lock meanwhile). */
+static void *slow_stop_thread(void *arg)
+{
+    (void)arg;
+    fake_ctx_create(0);
+    fake_kernel k = K("_Z9slow_stopPf", 77, 64, 10000);
+    fake_launch(&k, FAKE_LAUNCH);
+    fake_synchronize();
+    return NULL;
+}
+
+static int wait_for_file(const char *path, double seconds)
+{
+    for (double waited = 0; waited < seconds; waited += 0.01) {
+        if (path && access(path, F_OK) == 0)
+            return 0;
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    }
+    return -1;
 }
 
 static void wait_for_signal(void)
@@ -134,6 +161,26 @@ static int scenario(const char *name, int n)
         fake_ctx_destroy(a);
         CUcontext b = fake_ctx_create(0);
         if (a != b)
+            fprintf(stderr, "kace-fake-cuda-app: the new context did not get the destroyed one's address\n");
+        for (int i = 0; i < n; i++) {
+            fake_kernel k = K("_Z9after_ctxPf", 50 + (unsigned)(i % 5), 96, 10000);
+            fake_launch(&k, FAKE_LAUNCH);
+        }
+    } else if (!strcmp(name, "lock-held")) {
+        CUcontext a = fake_ctx_create(0);
+        for (int i = 0; i < n; i++) {
+            fake_kernel k = cycle_kernel(i);
+            fake_launch(&k, FAKE_LAUNCH);
+        }
+        fake_synchronize();
+        pthread_t t;
+        pthread_create(&t, NULL, slow_stop_thread, NULL);
+        if (wait_for_file(getenv("FAKE_CUPTI_STOP_SLEEP_FLAG"), 20) != 0)
+            fprintf(stderr, "kace-fake-cuda-app: the slow Stop never started\n");
+        fake_ctx_destroy(a);
+        pthread_join(t, NULL);
+        CUcontext c = fake_ctx_create(0);
+        if (a != c)
             fprintf(stderr, "kace-fake-cuda-app: the new context did not get the destroyed one's address\n");
         for (int i = 0; i < n; i++) {
             fake_kernel k = K("_Z9after_ctxPf", 50 + (unsigned)(i % 5), 96, 10000);

@@ -734,6 +734,19 @@ EXPORT CUptiResult cuptiRangeProfilerStop(CUpti_RangeProfiler_Stop_Params *p)
         return CUPTI_ERROR_INVALID_PARAMETER;
     if (!enter(r, __func__))
         return CUPTI_ERROR_INVALID_OPERATION;
+    /* FAKE_CUPTI_STOP_SLEEP=N:MS: the N-th Stop takes MS ms, after making the
+     * file FAKE_CUPTI_STOP_SLEEP_FLAG (the caller holds its lock meanwhile). */
+    static atomic_int n_all_stops;
+    int this_stop = atomic_fetch_add(&n_all_stops, 1) + 1;
+    const char *slow = getenv("FAKE_CUPTI_STOP_SLEEP");
+    int slow_at = 0, slow_ms = 0;
+    if (slow && sscanf(slow, "%d:%d", &slow_at, &slow_ms) == 2 && this_stop == slow_at) {
+        const char *flag = getenv("FAKE_CUPTI_STOP_SLEEP_FLAG");
+        FILE *f = flag ? fopen(flag, "w") : NULL;
+        if (f)
+            fclose(f);
+        nanosleep(&(struct timespec){slow_ms / 1000, (long)(slow_ms % 1000) * 1000000L}, NULL);
+    }
     /* FAKE_CUPTI_STOP_FAILS=N: the N-th Stop fails and leaves its range started. */
     static int n_stops;
     const char *fails = getenv("FAKE_CUPTI_STOP_FAILS");

@@ -410,6 +410,38 @@ static void test_ctx_destroy(void)
     check_counter_values(&rec);
 }
 
+/* A context destroyed while another thread holds the profiler lock (its
+ * Stop takes 2.5 s): the destroying thread waits 2 s, notes the context and
+ * goes on; the next launch frees its slot without a CUPTI call on its dead
+ * profiler, and the new context at its address gets a profiler of its own. */
+static void test_lock_held(void)
+{
+    char flag[600], flag_env[640];
+    snprintf(flag, sizeof flag, "%s/inject-lock-held.flag", build_dir);
+    snprintf(flag_env, sizeof flag_env, "FAKE_CUPTI_STOP_SLEEP_FLAG=%s", flag);
+    unlink(flag);
+    const char *env[] = {"FAKE_CUPTI_STOP_SLEEP=6:2500", flag_env, NULL};
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "lock-held", env, "lock-held", "10", 30);
+    CHECK(count_in_file(r.err, "kace-fake-cuda-app:") == 0, "the scenario is not the one meant: see %s\n", r.err);
+    CHECK(rec.n_kernels == 21, "%d kernel records, expected 21\n", rec.n_kernels);
+    int after = 0;
+    for (int i = 0; i < rec.n_counters && i < 64; i++)
+        after += strstr(rec.names_with_counters[i], "after_ctx") != NULL;
+    CHECK(rec.n_counters == 11 && after == 5, "%d counter records (%d in the new context), expected 11 (5)\n",
+          rec.n_counters, after);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    CHECK(count_in_file(r.recording, "# context 0 was destroyed while the profiler lock was held") == 1,
+          "the context destroyed under the lock is not noted: see %s\n", r.recording);
+    CHECK(count_in_file(r.recording, "# context 0 is destroyed") == 0, "the destroying thread got the lock\n");
+    /* The thread's and the new context's profilers are left at exit; the
+     * destroyed one's host object is freed. */
+    CHECK(count_in_file(r.err, "fake-cupti: at exit 2 range profiler(s) enabled, 2 host object(s)") == 1,
+          "expected 2 profilers and 2 host objects at exit: see %s\n", r.err);
+    check_counter_values(&rec);
+}
+
 /* A launch captured into a CUDA graph runs no kernel: it is not profiled,
  * and its signature gets counters at its first launch that runs. Before,
  * the empty range broke the context: no counters after it. */
@@ -588,7 +620,7 @@ static const struct {
     {"two-threads", test_two_threads},   {"sigterm", test_sigterm},           {"in-flight", test_in_flight},
     {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
     {"contexts", test_contexts},         {"max-profiled", test_max_profiled}, {"many-contexts", test_many_contexts},
-    {"ctx-destroy", test_ctx_destroy},   {"stop-fails", test_stop_fails},
+    {"ctx-destroy", test_ctx_destroy},   {"stop-fails", test_stop_fails},     {"lock-held", test_lock_held},
 };
 
 int main(int argc, char **argv)

@@ -15,11 +15,17 @@
  *   oom           report for SECONDS, print a CUDA out-of-memory error, exit 1
  *   garbage       report for SECONDS, then write a malformed record and go on
  *   env           print $NAME=value of argv[2] to stderr, then report
+ *   steps         report every SECONDS (a step that long), until stopped
+ *   helper        fork a helper with SIGTERM at its default (a DataLoader worker),
+ *                 then report; at exit, print whether the helper was still alive
+ *                 ("helper alive" or "helper gone") and end it
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +62,20 @@ static void report_for(double rate, double seconds)
             break;
         kace_progress_report((unsigned long long)(rate * t + 0.5));
     }
+}
+
+static pid_t helper_pid;
+
+/* Runs at exit(0) from kace_progress_report: the leader ends its helper, as
+ * PyTorch's DataLoader ends its workers. */
+static void end_helper(void)
+{
+    int st;
+    nanosleep(&(struct timespec){0, 200000000}, NULL); /* a SIGTERM sent to it too has struck by now */
+    printf("helper %s\n", waitpid(helper_pid, &st, WNOHANG) == 0 ? "alive" : "gone");
+    fflush(stdout);
+    kill(helper_pid, SIGTERM);
+    waitpid(helper_pid, &st, 0);
 }
 
 static void sleep_forever(void)
@@ -125,6 +145,29 @@ int main(int argc, char **argv)
         const char *v = getenv(argc > 2 ? argv[2] : "KACE_PROGRESS_FD");
         fprintf(stderr, "%s=%s\n", argc > 2 ? argv[2] : "KACE_PROGRESS_FD", v ? v : "(unset)");
         report_for(1000, 1000);
+        return 0;
+    }
+    if (strcmp(mode, "steps") == 0) {
+        unsigned long long done = 0;
+        struct timespec end;
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        kace_progress_report(0);
+        for (;;) { /* a step is not cut short by a signal, as a GPU step is not */
+            long long ns = end.tv_nsec + (long long)(seconds * 1e9);
+            end.tv_sec += (time_t)(ns / 1000000000LL);
+            end.tv_nsec = (long)(ns % 1000000000LL);
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &end, NULL) == EINTR)
+                ;
+            done += (unsigned long long)(rate * seconds + 0.5);
+            kace_progress_report(done);
+        }
+    }
+    if (strcmp(mode, "helper") == 0) {
+        helper_pid = fork();
+        if (helper_pid == 0)
+            sleep_forever();
+        atexit(end_helper);
+        report_for(rate, seconds);
         return 0;
     }
     fprintf(stderr, "%s: unknown mode %s\n", argv[0], mode);
