@@ -20,6 +20,8 @@ static kace_ctx *ctx;
 static kace_advisor *adv;      /* slowdown model, every 100% run */
 static kace_advisor *adv_lin;  /* the paper's linear model */
 static kace_advisor *adv_split; /* slowdown model + the split model fitted on the partition campaigns */
+static kace_advisor *adv_coarse; /* adv, with two workloads' curves measured at 10, 30, 50, 70, 90, 100% only */
+static const char *const COARSE[2] = {"bert-base-cased_batch8-train", "vit-base-patch16-224_batch2-inf"};
 #define N_CAMPAIGNS 4
 static const char *const campaigns[N_CAMPAIGNS] = {"partitions_0505_train-inf", "partitions_0520_inf-inf",
                                                    "partitions_0520_train-train", "partitions_0617_train-inf"};
@@ -29,7 +31,16 @@ static const char *BERT8 = "bert-base-cased_batch8-train";
 static const char *VIT2 = "vit-base-patch16-224_batch2-inf";
 static const char *WHISPER8 = "whisper-large-v2_batch8-inf";
 
+/* coarse: names (NULL-ended) whose exclusive_mps20/40/60/80 are removed,
+ * as kace's device campaign measures the curve. */
+static kace_advisor *make_advisor_coarse(kace_store *store, kace_model_kind kind, const char *const *coarse);
+
 static kace_advisor *make_advisor(kace_store *store, kace_model_kind kind)
+{
+    return make_advisor_coarse(store, kind, NULL);
+}
+
+static kace_advisor *make_advisor_coarse(kace_store *store, kace_model_kind kind, const char *const *coarse)
 {
     kace_dataset *pairs = NULL, *all = NULL;
     kace_model *m = NULL;
@@ -38,8 +49,17 @@ static kace_advisor *make_advisor(kace_store *store, kace_model_kind kind)
     kace_slowdown_params_default(&spec.slowdown);
     if (kace_store_load_dataset(ctx, store, "pairs", false, &pairs) ||
         kace_model_fit_rows(ctx, pairs, NULL, 0, &spec, &m) ||
-        kace_store_load_dataset(ctx, store, NULL, false, &all) || kace_advisor_new(ctx, &all, &m, NULL, &a))
+        kace_store_load_dataset(ctx, store, NULL, false, &all))
         a = NULL;
+    for (const char *const *name = coarse; all && name && *name; name++) {
+        int w = kace_dataset_find(all, *name);
+        for (int pct = 20; w >= 0 && pct < 100; pct += 20)
+            all->workloads[w].metric[KACE_M_EXCLUSIVE_MPS10 + pct / 10 - 1] = NAN;
+    }
+    if (all && kace_advisor_new(ctx, &all, &m, NULL, &a))
+        a = NULL;
+    kace_dataset_free(&all);
+    kace_model_free(&m);
     kace_dataset_free(&pairs);
     return a;
 }
@@ -67,6 +87,8 @@ static int setup(void **state)
     }
     adv = make_advisor(store, KACE_MODEL_SLOWDOWN);
     adv_lin = make_advisor(store, KACE_MODEL_LINEAR);
+    static const char *const coarse[] = {COARSE[0], COARSE[1], NULL};
+    adv_coarse = make_advisor_coarse(store, KACE_MODEL_SLOWDOWN, coarse);
     /* as kace serve loads it: every grid of the store's partitions_* sets */
     adv_split = make_advisor(store, KACE_MODEL_SLOWDOWN);
     kace_split_grid *grids = NULL;
@@ -88,7 +110,7 @@ static int setup(void **state)
         loaded &= kace_store_load_dataset(ctx, store, campaigns[i], true, &campaign_ds[i]) == KACE_OK &&
                   campaign_ds[i]->n_colocations > 0;
     kace_store_close(&store);
-    if (!adv || !adv_lin || !adv_split || !loaded) {
+    if (!adv || !adv_lin || !adv_split || !adv_coarse || !loaded) {
         fprintf(stderr, "setup: %s\n", kace_errmsg(ctx));
         return -1;
     }
@@ -101,6 +123,7 @@ static int teardown(void **state)
     kace_advisor_free(&adv);
     kace_advisor_free(&adv_lin);
     kace_advisor_free(&adv_split);
+    kace_advisor_free(&adv_coarse);
     for (int i = 0; i < N_CAMPAIGNS; i++)
         kace_dataset_free(&campaign_ds[i]);
     kace_ctx_free(&ctx);
@@ -550,6 +573,52 @@ static void test_mps_split_model_matches_the_library(void **state)
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "mps_split")->valuestring, "split-model");
     assert_true(num(j, "split_grids") >= 200);
     cJSON_Delete(j);
+}
+
+/* The profile rule takes a member's curve between its measured shares:
+ * with 20/40/60/80% removed, every split is still a candidate, a split at
+ * measured shares is predicted as before, and one between them on the
+ * line. Before, the splits at unmeasured shares were left out. */
+static void test_mps_split_rule_between_measured_shares(void **state)
+{
+    (void)state;
+    char body[256];
+    snprintf(body, sizeof body, "{\"workloads\": [\"%s\", \"%s\"]}", COARSE[0], COARSE[1]);
+    cJSON *full = ask(adv, KACE_ROUTE_MPS_SPLIT, body, 200, NULL);
+    cJSON *coarse = ask(adv_coarse, KACE_ROUTE_MPS_SPLIT, body, 200, NULL);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(coarse, "method")->valuestring, "mps-profile");
+    const cJSON *fc = cJSON_GetObjectItemCaseSensitive(full, "candidates");
+    const cJSON *cc = cJSON_GetObjectItemCaseSensitive(coarse, "candidates");
+    assert_int_equal(cJSON_GetArraySize(cc), cJSON_GetArraySize(fc));
+    assert_int_equal(cJSON_GetArraySize(cc), 10); /* 9 splits and 100/100 */
+    const kace_dataset *ds = kace_advisor_dataset(adv);
+    int checked_between = 0;
+    for (int c = 0; c < cJSON_GetArraySize(cc); c++) {
+        const cJSON *split = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cc, c), "split");
+        const cJSON *pc = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cc, c), "predicted");
+        const cJSON *pf = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(fc, c), "predicted");
+        for (int i = 0; i < 2; i++) {
+            int pct = cJSON_GetArrayItem(split, i)->valueint;
+            const cJSON *split_full = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(fc, c), "split");
+            assert_int_equal(pct, cJSON_GetArrayItem(split_full, i)->valueint);
+            double got = cJSON_GetArrayItem(pc, i)->valuedouble, before = cJSON_GetArrayItem(pf, i)->valuedouble;
+            if (pct == 100 || (pct / 10) % 2 == 1) {
+                assert_float_equal(got, before, 1e-9 * before);
+                continue;
+            }
+            /* between pct - 10 and pct + 10, both measured: their mean, scaled as the rule scales */
+            const double *m = ds->workloads[kace_dataset_find(ds, COARSE[i])].metric;
+            double lo = m[KACE_M_EXCLUSIVE_MPS10 + pct / 10 - 2], hi = m[KACE_M_EXCLUSIVE_MPS10 + pct / 10];
+            double want = before / m[KACE_M_EXCLUSIVE_MPS10 + pct / 10 - 1] * (lo + hi) / 2;
+            if (fabs(got - want) > 1e-9 * want)
+                fail_msg("%s at %d%%: %g, expected %g (between %d%% and %d%%)", COARSE[i], pct, got, want, pct - 10,
+                         pct + 10);
+            checked_between++;
+        }
+    }
+    assert_int_equal(checked_between, 8); /* 20, 40, 60, 80% for each member */
+    cJSON_Delete(full);
+    cJSON_Delete(coarse);
 }
 
 static void test_mps_split_min_fraction(void **state)
@@ -1044,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_mps_split_on_the_partition_campaigns),
         cmocka_unit_test(test_mps_split_model_matches_the_library),
         cmocka_unit_test(test_mps_split_min_fraction),
+        cmocka_unit_test(test_mps_split_rule_between_measured_shares),
         cmocka_unit_test(test_k8s_extender),
         cmocka_unit_test(test_observations_and_metrics),
         cmocka_unit_test(test_drift_metrics),

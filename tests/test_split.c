@@ -304,12 +304,40 @@ static void test_device_split_file(void **state)
     kace_store_close(&store);
 }
 
+/* The curve between measured shares, and NaN where it is too short. */
+static void test_exclusive_at(void **state)
+{
+    (void)state;
+    double m[KACE_N_METRICS];
+    for (int i = 0; i < KACE_N_METRICS; i++)
+        m[i] = NAN;
+    static const int measured[6] = {10, 30, 50, 70, 90, 100};
+    for (int i = 0; i < 6; i++)
+        m[KACE_M_EXCLUSIVE_MPS10 + measured[i] / 10 - 1] = 10.0 * measured[i] + (measured[i] == 30 ? 100 : 0);
+    assert_float_equal(kace_split_exclusive_at(m, 30), 400, 1e-12);
+    assert_float_equal(kace_split_exclusive_at(m, 20), (100 + 400) / 2.0, 1e-12);
+    assert_float_equal(kace_split_exclusive_at(m, 40), (400 + 500) / 2.0, 1e-12);
+    assert_float_equal(kace_split_exclusive_at(m, 5), 50, 1e-12); /* proportional below 10% */
+    assert_float_equal(kace_split_exclusive_at(m, 100), 1000, 1e-12);
+    assert_float_equal(kace_split_exclusive_at(m, 95), 950, 1e-12);
+    assert_true(isnan(kace_split_exclusive_at(m, 0)));
+    m[KACE_M_EXCLUSIVE_MPS10 + 8] = NAN; /* 5 points left, 100% among them */
+    assert_float_equal(kace_split_exclusive_at(m, 80), 700 + (1000 - 700) / 3.0, 1e-12);
+    m[KACE_M_EXCLUSIVE_MPS10 + 6] = NAN; /* 4 */
+    assert_true(isnan(kace_split_exclusive_at(m, 50)));
+    m[KACE_M_EXCLUSIVE_MPS10 + 6] = 700;
+    m[KACE_M_EXCLUSIVE_MPS100] = NAN;
+    m[KACE_M_EXCLUSIVE_MPS10 + 1] = 200; /* 5 points, but no 100% */
+    assert_true(isnan(kace_split_exclusive_at(m, 50)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_leave_one_pair_out_quality),
         cmocka_unit_test(test_penalty_chosen_inside_training),
         cmocka_unit_test(test_predict_and_errors),
+        cmocka_unit_test(test_exclusive_at),
         cmocka_unit_test(test_device_split_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -62,6 +62,12 @@ typedef struct kace_split_model kace_split_model;
 #define KACE_SPLIT_MIN_CURVE_POINTS 5
 bool kace_split_workload_ok(const kace_dataset *ds, int w);
 
+/* A workload's exclusive throughput under MPS at pct (1..100) from its
+ * metric row, as the split model takes it: linear between the measured
+ * shares around pct, proportional below the lowest. NaN when the row has
+ * no exclusive_mps100 or fewer than KACE_SPLIT_MIN_CURVE_POINTS shares. */
+double kace_split_exclusive_at(const double *metric, int pct);
+
 /* Ridge penalties the fit chooses from (0.1, 1, 10, 100) and the number of
  * pair-grouped cross-validation folds it uses to choose. */
 #define KACE_SPLIT_N_ALPHAS 4

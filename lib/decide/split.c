@@ -85,6 +85,16 @@ static double exclusive_at(const double *m, int pct)
     return pct == lo ? at_lo : at_lo + (double)(pct - lo) / (hi - lo) * (at_hi - at_lo);
 }
 
+double kace_split_exclusive_at(const double *metric, int pct)
+{
+    int measured = 0;
+    for (int p = 0; p < 10; p++)
+        measured += metric[KACE_M_EXCLUSIVE_MPS10 + p] > 0;
+    if (!(metric[KACE_M_EXCLUSIVE_MPS100] > 0) || measured < KACE_SPLIT_MIN_CURVE_POINTS || pct < 1)
+        return NAN;
+    return exclusive_at(metric, pct > 100 ? 100 : pct);
+}
+
 /* Features of member i of a group at percentages pct. overlap is how far
  * the percentages exceed the GPU (0 when they partition it, 1 at 100/100
  * for a pair): only then do the partners compete for the same SMs. */
