@@ -130,7 +130,7 @@ int cli_learning_curve(kace_ctx *ctx, kace_store *store, const char *set, const 
 int cli_predict_group(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, int target, int k, const int *among,
                       size_t n_among, double gpu_memory_gb, bool enumerate);
 int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, const int *group, int k,
-                      const char *policy, double ls_target);
+                      const char *policy, double ls_target, const char *train_db);
 int cli_eval_beyond(kace_ctx *ctx, kace_store *store, const eval_request *req);
 
 #endif

@@ -72,12 +72,11 @@ static void split_fill(int k, int i, int left, int *p, int *out, size_t *n)
 }
 
 int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, const int *group, int k,
-                      const char *policy, double ls_target)
+                      const char *policy, double ls_target, const char *train_db)
 {
-    kace_split_grid *grids = NULL;
+    kace_store *other = NULL;
     size_t n_grids = 0;
     kace_split_model *m = NULL;
-    size_t *rows = NULL;
     int *pcts = NULL;
     double *pred = NULL;
     int rc = EXIT_FAILURE_RUN;
@@ -91,16 +90,9 @@ int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, 
         goal.policy = KACE_SPLIT_LATENCY;
     else
         return cli_usage("predict", "--policy must be max-sum, max-min or latency");
-    if ((st = kace_split_grids_load(ctx, store, ds, &grids, &n_grids))) {
-        rc = cli_error(ctx, st);
-        goto done;
-    }
-    rows = malloc((n_grids ? n_grids : 1) * sizeof *rows);
-    if (!rows)
-        goto done;
-    for (size_t i = 0; i < n_grids; i++)
-        rows[i] = i;
-    if ((st = kace_split_fit(ctx, ds, grids, rows, n_grids, 0, &m))) {
+    /* --split-train-db: fitted on another store's grids (another GPU's). */
+    if ((train_db && (st = kace_store_open(ctx, train_db, &other))) ||
+        (st = kace_split_fit_store(ctx, other ? other : store, other ? NULL : ds, &m, &n_grids))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -124,7 +116,8 @@ int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, 
     printf("MPS thread splits for");
     for (int i = 0; i < k; i++)
         printf(" %s", ds->workloads[group[i]].name);
-    printf("\n(split model fitted on %zu measured grids; throughput in samples/s and %% of exclusive)\n", n_grids);
+    printf("\n(split model fitted on %zu measured grids%s%s; throughput in samples/s and %% of exclusive)\n", n_grids,
+           train_db ? " of " : "", train_db ? train_db : "");
     for (size_t c = 0; c < n; c++) {
         printf("%s", c == choice ? " * " : "   ");
         for (int i = 0; i < k; i++)
@@ -145,8 +138,7 @@ int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, 
     printf("\n");
     rc = EXIT_OK;
 done:
-    free(grids);
-    free(rows);
+    kace_store_close(&other);
     free(pcts);
     free(pred);
     kace_split_model_free(&m);
@@ -305,16 +297,36 @@ static int eval_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds,
     int rc = -1;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    kace_store *other = NULL;
+    kace_dataset *train_ds = NULL;
+    kace_split_grid *train_grids = NULL;
+    size_t n_train_grids = 0;
     kace_status st = kace_split_grids_load(ctx, store, ds, &grids, &n_grids);
+    /* --train-db: the model is fitted on another store's grids (another GPU). */
+    if (!st && req->train_db &&
+        !(st = kace_store_open(ctx, req->train_db, &other)) &&
+        !(st = kace_store_load_dataset(ctx, other, NULL, false, &train_ds)) &&
+        !(st = kace_split_grids_load(ctx, other, train_ds, &train_grids, &n_train_grids)) && n_train_grids == 0)
+        st = kace_fail(ctx, KACE_ERR_INVALID, "%s has no MPS split grids (partitions_* or mps-splits sets) to fit on",
+                       req->train_db);
     if (!st)
-        st = kace_split_evaluate(ctx, ds, grids, n_grids, &e);
+        st = req->train_db ? kace_split_evaluate_across(ctx, train_ds, train_grids, n_train_grids, ds, grids, n_grids, &e)
+                           : kace_split_evaluate(ctx, ds, grids, n_grids, &e);
+    kace_store_close(&other);
+    kace_dataset_free(&train_ds);
+    free(train_grids);
     if (st) {
         cli_error(ctx, st);
         goto done;
     }
-    printf("\n== MPS thread split advisor, leave-one-pair-out on the partitions_* campaigns (%zu cases, %zu pairs, "
-           "%.2f s) ==\n",
-           e->n, e->n_pairs, seconds_since(&t0));
+    if (req->train_db)
+        printf("\n== MPS thread split advisor fitted on %s's %zu grids, advising this store's, leaving out each "
+               "advised pair by name (%zu cases, %zu pairs, %.2f s) ==\n",
+               req->train_db, n_train_grids, e->n, e->n_pairs, seconds_since(&t0));
+    else
+        printf("\n== MPS thread split advisor, leave-one-pair-out on the partitions_* campaigns (%zu cases, %zu "
+               "pairs, %.2f s) ==\n",
+               e->n, e->n_pairs, seconds_since(&t0));
     printf("ridge penalty chosen by %d-fold pair-grouped cross-validation inside each fit's training pairs:",
            KACE_SPLIT_CV_FOLDS);
     for (int a = 0; a < KACE_SPLIT_N_ALPHAS; a++)

@@ -682,7 +682,8 @@ int cmd_eval(int argc, char **argv)
                    "--kace-seed S seeds the trees' row subsampling and the CV folds (default 0); --kace-seeds N\n"
                    "reports kace's scores as the mean over seeds S .. S+N-1 (default 1).\n"
                    "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
-                   "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out).\n"
+                   "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out;\n"
+                   "--splits --train-db OTHER: fitted on OTHER's grids, another GPU's, each advised pair left out by name).\n"
                    "--protocol P evaluates set S (--set, any k) under another protocol (docs/eval.md):\n"
                    "  paper (the above, default), leave-family-out, leave-workload-out, leave-batch-size-out,\n"
                    "  kfold [--folds K] [--seed S]; --targets A,B scores only those workloads; --candidates FILE\n"
@@ -706,9 +707,12 @@ int cmd_eval(int argc, char **argv)
     bool any_protocol = req.protocol >= 0 && req.protocol != KACE_PROTO_PAPER;
     if (any_protocol && !mode_given)
         mode = "clean"; /* the protocols' default: training statistics everywhere */
-    if (!any_protocol && (req.train_set || req.train_db || req.targets || req.candidates || req.csv))
+    if (!any_protocol && (req.train_set || (req.train_db && !req.splits) || req.targets || req.candidates || req.csv))
         return cli_usage("eval", "--train-set, --train-db, --targets, --candidates and --csv go with --protocol "
-                                 "leave-family-out|leave-workload-out|leave-batch-size-out|kfold");
+                                 "leave-family-out|leave-workload-out|leave-batch-size-out|kfold (--train-db also "
+                                 "with --splits)");
+    if (req.train_db && req.splits && req.groups)
+        return cli_usage("eval", "--train-db goes with --splits alone, not with --groups");
     req.paper = strcmp(mode, "paper") == 0 || strcmp(mode, "both") == 0;
     req.clean = strcmp(mode, "clean") == 0 || strcmp(mode, "both") == 0;
     if (!req.paper && !req.clean)

@@ -235,7 +235,7 @@ int cmd_predict(int argc, char **argv)
     int top = 0, group_k = 0;
     double gpu_mem = 0, ls_target = 0.8;
     bool enumerate = false;
-    const char *split_with = NULL, *policy = "max-sum";
+    const char *split_with = NULL, *policy = "max-sum", *split_train_db = NULL;
     static const struct option longopts[] = {
         {"group", required_argument, 0, 'g'}, {"gpu-mem", required_argument, 0, 'G'},
         {"enumerate", no_argument, 0, 'E'},   {"split-with", required_argument, 0, 's'},
@@ -243,11 +243,11 @@ int cmd_predict(int argc, char **argv)
         {"db", required_argument, 0, 'd'},    {"target", required_argument, 0, 't'},
         {"among", required_argument, 0, 'a'}, {"model", required_argument, 0, 'm'},
         {"model-file", required_argument, 0, 'M'}, {"top", required_argument, 0, 'n'},
-        {"norm", required_argument, 0, 'z'},  {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"norm", required_argument, 0, 'z'},  {"split-train-db", required_argument, 0, 'T'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:t:a:m:M:n:z:g:G:Es:p:L:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:t:a:m:M:n:z:g:G:Es:p:L:T:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': db = optarg; break;
         case 't': target = optarg; break;
@@ -262,16 +262,18 @@ int cmd_predict(int argc, char **argv)
         case 's': split_with = optarg; break;
         case 'p': policy = optarg; break;
         case 'L': if (!cli_number("predict", "ls-target", optarg, 0, 1, &ls_target)) return EXIT_USAGE; break;
+        case 'T': split_train_db = optarg; break;
         case 'h':
             printf("usage: kace predict --target W [--among A,B,...] [--db PATH] [--model NAME | --model-file F]\n"
                    "                    [--top N] [--norm train|candidates]\n"
                    "       kace predict --target W --group K [--among ...] [--gpu-mem GB] [--enumerate]\n"
                    "       kace predict --target W --split-with B[,C..] [--policy max-sum|max-min|latency]\n"
-                   "                    [--ls-target FRACTION]\n"
+                   "                    [--ls-target FRACTION] [--split-train-db OTHER]\n"
                    "--group K: the best group of K (2..4) with W from the pool (branch and bound; groups over the\n"
                    "GPU's memory, 32 GB unless --gpu-mem, are never proposed). --split-with: predicted throughput\n"
                    "of W and its partners at every MPS thread split and the recommended one (latency: W must keep\n"
-                   "FRACTION, default 0.8, of its exclusive throughput).\n"
+                   "FRACTION, default 0.8, of its exclusive throughput); --split-train-db fits the split model on\n"
+                   "OTHER's grids (another GPU's: the model reads each store's own profiles and curves).\n"
                    "Ranks colocation partners of W by predicted throughput sum (samples/s), with the measured\n"
                    "sum where that pair was measured at 100%%/100%% MPS.\n");
             return EXIT_OK;
@@ -344,7 +346,7 @@ int cmd_predict(int argc, char **argv)
         }
         free(split_list);
         rc = k < 2 ? cli_usage("predict", "--split-with needs at least one partner")
-                   : cli_predict_split(ctx, store, ds, group, k, policy, ls_target);
+                   : cli_predict_split(ctx, store, ds, group, k, policy, ls_target, split_train_db);
         goto done;
     }
     for (size_t i = 1; i < n_names; i++) {

@@ -83,6 +83,7 @@ typedef struct conn_track {
 typedef struct server {
     /* what to load */
     const char *db, *model_name, *model_file;
+    const char *split_train_db; /* --split-train-db: the split model's grids are another store's */
     kace_advisor_options options;
     bool allow_partial_model;
     bool quiet;
@@ -196,38 +197,29 @@ static void release(held_advisor *h)
 }
 
 /* The MPS split model of /v1/mps-split, fitted once per load on the store's
- * partitions_* campaigns. No campaigns, or too few measured cells with
- * complete profiles, is not an error: the endpoint then uses its profile
- * rule, and note says which it is. */
-static kace_status fit_split_model(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_model **out,
-                                   size_t *n_grids, char *note, size_t note_size)
+ * split grids (partitions_* campaigns, a device dataset's mps-splits), or
+ * on another store's (--split-train-db: another GPU's, for a store whose few
+ * grids cannot fit one). Too few measured cells with complete profiles is
+ * not an error: the endpoint then uses its profile rule, and note says
+ * which it is. */
+static kace_status fit_split_model(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, const char *train_db,
+                                   kace_split_model **out, size_t *n_grids, char *note, size_t note_size)
 {
-    kace_split_grid *grids = NULL;
-    size_t *rows = NULL;
-    kace_status st = kace_split_grids_load(ctx, store, ds, &grids, n_grids);
-    if (st)
-        return st;
-    if (*n_grids == 0) {
-        snprintf(note, note_size, "mps-split: no partitions_* campaigns in the store, advising by the profile rule");
-        return KACE_OK;
-    }
-    if (!(rows = malloc(*n_grids * sizeof *rows))) {
-        free(grids);
-        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < *n_grids; i++)
-        rows[i] = i;
-    st = kace_split_fit(ctx, ds, grids, rows, *n_grids, 0, out);
-    if (st == KACE_ERR_MODEL) { /* too few usable cells */
-        snprintf(note, note_size, "mps-split: advising by the profile rule (%s)", kace_errmsg(ctx));
+    kace_store *other = NULL;
+    kace_status st = train_db ? kace_store_open_flags(ctx, train_db, 0, &other) : KACE_OK;
+    if (!st)
+        st = kace_split_fit_store(ctx, other ? other : store, other ? NULL : ds, out, n_grids);
+    kace_store_close(&other);
+    if (st == KACE_ERR_MODEL) { /* no grids, or too few usable cells */
+        snprintf(note, note_size, "mps-split: advising by the profile rule (%s%s%s)", train_db ? train_db : "",
+                 train_db ? ": " : "", kace_errmsg(ctx));
         *n_grids = 0;
         st = KACE_OK;
     } else if (!st) {
-        snprintf(note, note_size, "mps-split: split model fitted on %zu measured grids (ridge alpha %g by cross-validation)",
-                 *n_grids, kace_split_model_alpha(*out, NULL));
+        snprintf(note, note_size, "mps-split: split model fitted on %zu measured grids%s%s (ridge alpha %g by "
+                 "cross-validation)", *n_grids, train_db ? " of " : "", train_db ? train_db : "",
+                 kace_split_model_alpha(*out, NULL));
     }
-    free(rows);
-    free(grids);
     return st;
 }
 
@@ -252,7 +244,7 @@ static kace_status load(kace_ctx *ctx, server *s, const char **reason)
     if ((st = kace_store_open_flags(ctx, s->db, 0, &store)) || (st = kace_store_load_dataset(ctx, store, NULL, false, &ds)) ||
         (st = s->model_file ? kace_model_load(ctx, s->model_file, &m)
                             : kace_store_load_model(ctx, store, s->model_name, &m)) ||
-        (st = fit_split_model(ctx, store, ds, &split, &n_grids, split_note, sizeof split_note)) ||
+        (st = fit_split_model(ctx, store, ds, s->split_train_db, &split, &n_grids, split_note, sizeof split_note)) ||
         (st = kace_advisor_new(ctx, &ds, &m, &s->options, &adv))) {
         kace_dataset_free(&ds);
         kace_model_free(&m);
@@ -766,7 +758,7 @@ static void usage(void)
            "                  [--max-pending-bodies BYTES] [--max-connections N] [--max-per-client N]\n"
            "                  [--idle-timeout S] [--header-timeout S] [--body-timeout S]\n"
            "                  [--kube-api URL|in-cluster] [--kube-token-file F] [--kube-ca-file F] [--assume-seconds S]\n"
-           "                  [--extender-policy P]\n"
+           "                  [--extender-policy P] [--split-train-db OTHER]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
@@ -784,7 +776,9 @@ static void usage(void)
            "assumed for --assume-seconds (default 120) or until the node's agent reports the pod.\n"
            "--extender-policy P: the extender places pods with kace schedule's scheduler under policy P\n"
            "(default kace; exclusive, packing, random, MEMCAP, SM%%, MEM%%), built as kace schedule builds it\n"
-           "from the store; 'gain' scores each node by its best GPU's predicted gain instead.\n");
+           "from the store; 'gain' scores each node by its best GPU's predicted gain instead.\n"
+           "--split-train-db OTHER: /v1/mps-split's model is fitted on OTHER's split grids (another GPU's) and\n"
+           "reads this store's profiles and curves; a change of OTHER is not watched (SIGHUP reloads it).\n");
 }
 
 /* The token of --token-file: its first line, without trailing white space. */
@@ -862,7 +856,7 @@ int cmd_serve(int argc, char **argv)
            per_ip = s.per_ip, idle = s.idle_timeout;
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
-           O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY };
+           O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY, O_SPLIT_TRAIN_DB };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -881,6 +875,7 @@ int cmd_serve(int argc, char **argv)
         {"kube-api", required_argument, 0, O_KUBE_API}, {"kube-token-file", required_argument, 0, O_KUBE_TOKEN},
         {"kube-ca-file", required_argument, 0, O_KUBE_CA}, {"assume-seconds", required_argument, 0, O_ASSUME},
         {"extender-policy", required_argument, 0, O_EXT_POLICY},
+        {"split-train-db", required_argument, 0, O_SPLIT_TRAIN_DB},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -890,6 +885,7 @@ int cmd_serve(int argc, char **argv)
         case 'd': s.db = optarg; break;
         case 'm': s.model_name = optarg; break;
         case 'M': s.model_file = optarg; break;
+        case O_SPLIT_TRAIN_DB: s.split_train_db = optarg; break;
         case 't':
             if (!cli_parse_number(optarg, 1, 256, true, &threads))
                 return cli_usage("serve", "--threads must be an integer 1..256");

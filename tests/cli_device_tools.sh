@@ -255,5 +255,55 @@ sed 's/^<!-- END generated -->$/stale\n&/' "$ROOT/docs/h100.md" >"$SCRATCH/h100.
     >/dev/null 2>"$SCRATCH/h100.err" && fail "gpu-report.py --check passed a stale docs/h100.md"
 grep -q "run: tools/gpu-report.py --update" "$SCRATCH/h100.err" || fail "gpu-report.py --check: $(cat "$SCRATCH/h100.err")"
 
+# 6. A dataset with MPS split grids and too few pairs (what an early visit brings back):
+#    gpu-report.py scores its grids with the split model fitted on the V100's. Made from the
+#    V100 data in the device's formats: the curve at the plan's 6 shares, 2 grids of 5 splits.
+if [ -d "$SHARED/kace-v100" ]; then
+    V=$SHARED/kace-v100 G=$SCRATCH/grids-only
+    mkdir -p "$G/profiles" "$G/colocations"
+    cp "$V/profiles/system.csv" "$G/profiles/" && cp -r "$V/profiles/kernel" "$G/profiles/"
+    cut -d, -f1,2,4,6,8,10,11 "$V/profiles/exclusive_by_mps_pct.csv" >"$G/profiles/exclusive-by-mps.csv"
+    # The 100/100 runs go to pairs.csv, as store.py exports them (the second pair's members swapped).
+    python3 - "$V/colocations/raw/partitions_0617_train-inf.csv" "$G/colocations" <<'PYEOF' ||
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))[1:3]
+header = ["workload1", "workload2", "w1throughput", "w2throughput", "w1mps_pct", "w2mps_pct"]
+with open(sys.argv[2] + "/mps-splits.csv", "w", newline="") as f, \
+        open(sys.argv[2] + "/pairs.csv", "w", newline="") as p:
+    out, full = csv.writer(f), csv.writer(p)
+    out.writerow(header)
+    full.writerow(header)
+    for i, r in enumerate(rows):
+        for ls in (10, 30, 50, 70, 90):
+            a, b = r[2 + ls // 10 - 1].strip("()").split(", ")
+            if a != "None" and b != "None":
+                out.writerow([r[0], r[1], a, b, ls, 100 - ls])
+        a, b = r[11].strip("()").split(", ")
+        full.writerow([r[0], r[1], a, b, 100, 100] if i == 0 else [r[1], r[0], b, a, 100, 100])
+PYEOF
+        fail "making the grids-only dataset"
+    python3 "$ROOT/tools/gpu-report.py" --kace "$KACE" --data "$G" --v100 "$V" --work "$SCRATCH/grids-report" \
+        >"$SCRATCH/grids.md" 2>"$SCRATCH/grids.err" || fail "gpu-report.py on grids only: $(cat "$SCRATCH/grids.err")"
+    grep -q "^Too few pairs to evaluate yet" "$SCRATCH/grids.md" || fail "gpu-report.py on grids only: no too-few-pairs line"
+    grep -q "^Measured value of the advised split / best measured split, mean over 2 grid(s):" "$SCRATCH/grids.md" ||
+        fail "gpu-report.py on grids only: no split scores: $(grep -A3 'MPS thread splits' "$SCRATCH/grids.md")"
+    # Scores in [0, 1]; 100/100 is scored too: the grids take that cell from pairs.csv.
+    for policy in max-sum max-min; do
+        grep -Eq "^\| $policy( \| (0\.[0-9]{3}|1\.000)){3} \|$" "$SCRATCH/grids.md" ||
+            fail "gpu-report.py on grids only: no $policy scores in [0, 1]: $(grep "^| $policy" "$SCRATCH/grids.md")"
+    done
+    # kace predict --split-with: its own 2 grids cannot fit the model (the error says what would);
+    # --split-train-db fits it on the V100's.
+    GDB=$SCRATCH/grids-report/gpu.db VDB=$SCRATCH/grids-report/v100.db
+    pair=$(sed -n 2p "$G/colocations/mps-splits.csv" | cut -d, -f1,2)
+    "$KACE" predict --db "$GDB" --target "${pair%,*}" --split-with "${pair#*,}" >/dev/null 2>"$SCRATCH/split.err" &&
+        fail "kace predict --split-with fitted a split model on 2 grids"
+    grep -q -- "--split-train-db" "$SCRATCH/split.err" || fail "the too-few-grids error does not say what to do: $(cat "$SCRATCH/split.err")"
+    "$KACE" predict --db "$GDB" --target "${pair%,*}" --split-with "${pair#*,}" --split-train-db "$VDB" \
+        >"$SCRATCH/split.out" 2>&1 || fail "kace predict --split-train-db: $(cat "$SCRATCH/split.out")"
+    grep -q "fitted on 560 measured grids of $VDB" "$SCRATCH/split.out" || fail "kace predict --split-train-db: $(head -3 "$SCRATCH/split.out")"
+    [ "$(grep -c '^ \* ' "$SCRATCH/split.out")" = 1 ] || fail "kace predict --split-train-db: not exactly one split marked"
+fi
+
 [ $failures -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
 echo "cli_device_tools: all cases passed"

@@ -101,7 +101,7 @@ declare -A wrap=(["measure --mps-pct"]="50,%s" ["simulate --tune-gpus"]="16,%s" 
 text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-set --kace-monotone --set --kind --features --name
  --target --among --model --model-file --norm --split-with --policy --policies --trace --nodes --import --reserve
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
- --config --protocol --train-set --train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy ")
+ --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.

@@ -90,6 +90,7 @@ expect 200 POST /v1/place "{\"job\": \"$B8\", \"gpus\": [{\"id\": \"g0\", \"runn
     'j["gpu"] in ("g0", "g1") and len(j["gpus"]) == 2 and j["policy"] == "kace"'
 expect 200 POST /v1/mps-split "{\"workloads\": [\"$B2\", \"$B8\"]}" \
     'sum(j["split"]) in (100, 200) and len(j["candidates"]) == 10 and all(c["feasible"] for c in j["candidates"]) and j["method"] == "split-model" and j["policy"] == "max-sum"'
+cp "$SCRATCH/body" "$SCRATCH/split-own.json"
 expect 200 POST /v1/mps-split "{\"workloads\": [\"$B2\", \"$B8\"], \"policy\": \"latency\", \"ls_target\": 0.6}" \
     'j["policy"] == "latency" and j["ls_margin"] >= 1 and j["value"] == max(c["value"] for c in j["candidates"]) and (j["value"] >= 0 or all(c["value"] < 0 for c in j["candidates"]))'
 expect 400 POST /v1/mps-split "{\"workloads\": [\"$B2\", \"$B8\"], \"policy\": \"fastest\"}" \
@@ -240,6 +241,31 @@ KACE_PID=""
 [ "$status" = 0 ] || fail "kace serve did not exit 0 after SIGTERM (status '${status:-still running}')"
 grep -q 'stopped' "$SCRATCH/serve.log" || fail "no 'stopped' in the log"
 grep -qi 'ERROR: [a-z]*Sanitizer\|runtime error' "$SCRATCH/serve.log" && fail "sanitizer report: $(grep -i -m3 'error' "$SCRATCH/serve.log")"
+
+# ---- --split-train-db: a store without split grids, its split model fitted on another's ----
+# Same profiles, so /v1/mps-split must answer exactly as the first server did.
+SP="$SCRATCH/no-grids.db"
+{ "$KACE" import --db "$SP" "$REF/profiles" "$REF/colocations/pairs.csv" && "$KACE" train --db "$SP"; } \
+    >"$SCRATCH/sp.out" 2>&1 || fail "the store without grids: $(cat "$SCRATCH/sp.out")"
+rm -f "$SCRATCH/port"
+"$KACE" serve --db "$SP" --split-train-db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 \
+    --allow-partial-model >"$SCRATCH/serve2.log" 2>&1 &
+KACE_PID=$!
+if wait_file "$SCRATCH/port" "$KACE_PID"; then
+    URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
+    expect 200 GET /healthz "" 'j["mps_split"] == "split-model" and j["split_grids"] == 560'
+    grep -q "mps-split: split model fitted on 560 measured grids of $DB" "$SCRATCH/serve2.log" ||
+        fail "serve2.log does not say where the split model came from: $(cat "$SCRATCH/serve2.log")"
+    expect 200 POST /v1/mps-split "{\"workloads\": [\"$B2\", \"$B8\"]}" 'j["method"] == "split-model"'
+    python3 -c 'import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+sys.exit(0 if (a["split"], a["predicted"]) == (b["split"], b["predicted"]) else 1)' "$SCRATCH/split-own.json" "$SCRATCH/body" ||
+        fail "the split advised with --split-train-db differs: $(head -c 300 "$SCRATCH/body")"
+else
+    fail "kace serve --split-train-db did not start: $(cat "$SCRATCH/serve2.log")"
+fi
+kill -TERM "$KACE_PID" 2>/dev/null && wait "$KACE_PID" 2>/dev/null
+KACE_PID=""
 
 if [ "$failures" -ne 0 ]; then
     echo "$failures failure(s); log: $SCRATCH/serve.log" >&2

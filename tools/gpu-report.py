@@ -14,6 +14,10 @@ temporary folder, removed at the end) and runs:
   kace eval --db gpu.db --protocol leave-family-out --mode both --out W/lfo
   kace eval --db gpu.db --protocol leave-workload-out --train-db v100.db --mode both --no-xu --out W/v100-to-gpu
   kace eval --db v100.db --protocol leave-workload-out --train-db gpu.db --mode both --no-xu --out W/gpu-to-v100
+  kace eval --db gpu.db --splits --train-db v100.db --no-figures --out W/splits
+      (when DIR has MPS split grids, even with too few pairs for the rest) the
+      split advisor fitted on the V100's grids, advising this GPU's: its own
+      few grids cannot fit the model
 
 Xu et al. runs on this GPU's data with NVML's PCIe throughput in place of
 ncu's PCIe bandwidth (kace eval says so), and is left out across GPUs, where
@@ -99,6 +103,11 @@ def evaluate(kace, data, v100, work):
             os.remove(db)
     run([kace, "import", "--quiet", "--db", gdb, data], os.path.join(work, "import-gpu.txt"))
     run([kace, "import", "--quiet", "--db", vdb, v100], os.path.join(work, "import-v100.txt"))
+    if has_split_grids(data):
+        run([kace, "eval", "--db", gdb, "--splits", "--train-db", vdb, "--no-figures",
+             "--out", os.path.join(work, "splits")], os.path.join(work, "splits.txt"))
+    if count_rows(os.path.join(data, "colocations", "pairs.csv")) < MIN_PAIRS:
+        return
     # Xu et al. on this GPU's own data only: its PCIe features come from
     # NVML here and from ncu on the V100, so across GPUs it is left out.
     common = ["--mode", "both", "--no-xu"]
@@ -110,6 +119,46 @@ def evaluate(kace, data, v100, work):
         ["--out", os.path.join(work, "v100-to-gpu")], os.path.join(work, "v100-to-gpu.txt"))
     run([kace, "eval", "--db", vdb, "--protocol", "leave-workload-out", "--train-db", gdb] + common +
         ["--out", os.path.join(work, "gpu-to-v100")], os.path.join(work, "gpu-to-v100.txt"))
+
+
+def has_split_grids(data):
+    return count_rows(os.path.join(data, "colocations", "mps-splits.csv")) > 0
+
+
+def splits_section(w, data, work, name):
+    """The split advisor on this GPU's grids, fitted on the V100's."""
+    w("")
+    w("### MPS thread splits (fitted on the V100's grids)")
+    w("")
+    if not has_split_grids(data):
+        w("No MPS split grid measured yet (`colocations/mps-splits.csv`).")
+        return
+    cases = read_csv(os.path.join(work, "splits", "splits_cases.csv"))
+    w("The split model needs about 10 grids (92 measured cells) to be fitted on one GPU's data, and the")
+    w("campaign measures 2 here; so each grid of %s is advised by the model fitted on the V100's 560" % name)
+    w("grids, less those of the advised pair (by name), reading this GPU's profiles and MPS curves")
+    w("(`kace eval --splits --train-db`).")
+    w("")
+    if not cases:
+        w("No grid here has both members with a profile and an MPS curve of at least 5 shares: nothing to score.")
+        return
+    w("Measured value of the advised split / best measured split, mean over %d grid(s):" % len(cases))
+    w("")
+    w("| policy | advisor | 50/50 | 100/100 |")
+    w("|---|---|---|---|")
+    for r in read_csv(os.path.join(work, "splits", "splits_advisor.csv")):
+        w("| %s | %s | %s | %s |" % (r["policy"], f3(r.get("advisor")), f3(r.get("fixed50")), f3(r.get("fixed100"))))
+    lat = [r for r in read_csv(os.path.join(work, "splits", "splits_latency.csv")) if (num(r.get("cases")) or 0) > 0]
+    if lat:
+        w("")
+        w("Latency policy (the grid's first member is latency-sensitive): how often its share of its exclusive")
+        w("throughput meets the target, over the grids where a measured split meets it.")
+        w("")
+        w("| LS target | grids | advisor | 50/50 | 100/100 | best effort / Oracle |")
+        w("|---|---|---|---|---|---|")
+        for r in lat:
+            w("| %s%% | %s | %s | %s | %s | %s |" % (r["target_pct"], r["cases"], f3(r.get("advisor")),
+                                                   f3(r.get("fixed50")), f3(r.get("fixed100")), f3(r.get("be_oracle"))))
 
 
 def protocol_rows(work, sub, protocol):
@@ -168,6 +217,7 @@ def markdown(data, work, have_data, img_rel):
         w("Too few pairs to evaluate yet (at least %d are needed, so that each workload has candidates to choose" %
           MIN_PAIRS)
         w("from); the campaign measures them after profiling ([gpu.md](gpu.md), section 5).")
+        splits_section(w, data, work, name)
         return "\n".join(out)
     xu_ran, xu_line = xu_note(work)
     here = POLICIES[:2] + ["Xu"] + POLICIES[2:] if xu_ran else POLICIES
@@ -219,6 +269,7 @@ def markdown(data, work, have_data, img_rel):
     w("%s → V100 (targets: the paper's 21 workloads):" % name)
     w("")
     protocol_table(w, protocol_rows(work, "gpu-to-v100", "leave-workload-out"), "targets")
+    splits_section(w, data, work, name)
     figs = [(src, dst) for src, dst in FIGURES if os.path.exists(os.path.join(work, src))]
     if figs:
         w("")
@@ -257,7 +308,8 @@ def main(argv):
             work = tmp = tempfile.mkdtemp(prefix="kace-gpu-report.")
         os.makedirs(work, exist_ok=True)
     try:
-        if have_data and count_rows(os.path.join(data, "colocations", "pairs.csv")) >= MIN_PAIRS:
+        if have_data and (count_rows(os.path.join(data, "colocations", "pairs.csv")) >= MIN_PAIRS or
+                          has_split_grids(data)):
             evaluate(opts["--kace"], data, opts["--v100"], work)
         img_rel = "img/" + os.path.basename(data)
         text = markdown(data, work, have_data, img_rel)

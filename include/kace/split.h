@@ -89,6 +89,15 @@ void kace_split_model_free(kace_split_model **m);
  * log(fraction) (NaN when the penalty was given, not chosen). */
 double kace_split_model_alpha(const kace_split_model *m, double cv_mse[KACE_SPLIT_N_ALPHAS]);
 
+/* Fits the split model on every grid of store (kace_split_grids_load) with
+ * the default penalty choice; ds is store's whole dataset (NULL: loaded
+ * here). The model then advises on any dataset's workloads: another GPU's,
+ * whose few grids cannot fit one (kace predict/serve --split-train-db).
+ * *n_grids receives the grids fitted on; KACE_ERR_MODEL when they are too
+ * few (none included). */
+kace_status kace_split_fit_store(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_model **out,
+                                 size_t *n_grids);
+
 /* Cross-validation fold of each of grids[rows[i]]: the distinct unordered
  * pairs with complete profiles, in order of first appearance, dealt
  * round-robin into min(KACE_SPLIT_CV_FOLDS, pairs) folds; -1 for grids the
@@ -172,6 +181,14 @@ typedef struct kace_split_eval {
 
 kace_status kace_split_evaluate(kace_ctx *ctx, const kace_dataset *ds, const kace_split_grid *grids, size_t n_grids,
                                 kace_split_eval **out);
+
+/* The same, with the model fitted on another dataset's grids (another GPU:
+ * train on V100 grids, advise on H100 ones): each pair of ds's grids is
+ * advised by a model of train_ds's grids of the other pairs, matched by
+ * workload name, and scored on its measured values in ds. */
+kace_status kace_split_evaluate_across(kace_ctx *ctx, const kace_dataset *train_ds, const kace_split_grid *train_grids,
+                                       size_t n_train_grids, const kace_dataset *ds, const kace_split_grid *grids,
+                                       size_t n_grids, kace_split_eval **out);
 void kace_split_eval_free(kace_split_eval **e);
 
 /* The training grids for advising pair {a, b}: every grid of ds's grids

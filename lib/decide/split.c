@@ -199,6 +199,47 @@ kace_status kace_split_grids_collect(kace_ctx *ctx, const kace_dataset *from, co
     return st;
 }
 
+static bool same_pair(const int *w, int a, int b)
+{
+    return (w[0] == a && w[1] == b) || (w[0] == b && w[1] == a);
+}
+
+static bool has_set(const kace_set_info *sets, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(sets[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* A device dataset's grids (set mps-splits) lack the 100/100 cell: those
+ * runs are in its pairs set. It is taken from there for the pairs that
+ * have a grid of that campaign, in either member order. */
+static void fill_full_share_cells(const kace_dataset *pairs, const kace_dataset *ds, int campaign,
+                                  kace_split_grid *grids, size_t n)
+{
+    int full = -1;
+    for (int t = 0; t < KACE_SPLIT_GRID; t++)
+        if (kace_split_grid_pct(t, 0) == 100 && kace_split_grid_pct(t, 1) == 100)
+            full = t;
+    for (size_t r = 0; full >= 0 && r < pairs->n_colocations; r++) {
+        const kace_colocation *c = &pairs->colocations[r];
+        if (c->k != 2 || c->status != KACE_RUN_OK || c->mps_pct[0] != 100 || c->mps_pct[1] != 100 ||
+            !isfinite(c->throughput[0]) || !isfinite(c->throughput[1]))
+            continue;
+        int a = kace_dataset_find(ds, pairs->workloads[c->workload[0]].name);
+        int b = kace_dataset_find(ds, pairs->workloads[c->workload[1]].name);
+        for (size_t g = 0; g < n; g++) {
+            kace_split_grid *gr = &grids[g];
+            if (gr->campaign != campaign || !isnan(gr->thr[full][0]) || !same_pair(gr->workload, a, b))
+                continue;
+            bool swapped = gr->workload[0] != a;
+            gr->thr[full][0] = c->throughput[swapped ? 1 : 0];
+            gr->thr[full][1] = c->throughput[swapped ? 0 : 1];
+        }
+    }
+}
+
 kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_grid **grids,
                                   size_t *n)
 {
@@ -214,10 +255,15 @@ kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_d
         bool grids_set = strncmp(sets[i].name, "partitions_", 11) == 0 || strcmp(sets[i].name, "mps-splits") == 0;
         if (!grids_set || sets[i].k != 2)
             continue;
-        kace_dataset *camp = NULL;
+        kace_dataset *camp = NULL, *pairs = NULL;
         if (!(st = kace_store_load_dataset(ctx, store, sets[i].name, true, &camp)))
-            st = kace_split_grids_collect(ctx, camp, ds, campaign++, grids, n);
+            st = kace_split_grids_collect(ctx, camp, ds, campaign, grids, n);
+        if (!st && strcmp(sets[i].name, "mps-splits") == 0 && has_set(sets, n_sets, "pairs") &&
+            !(st = kace_store_load_dataset(ctx, store, "pairs", true, &pairs)))
+            fill_full_share_cells(pairs, ds, campaign, *grids, *n);
+        campaign++;
         kace_dataset_free(&camp);
+        kace_dataset_free(&pairs);
     }
     free(sets);
     if (st) {
@@ -225,6 +271,32 @@ kace_status kace_split_grids_load(kace_ctx *ctx, kace_store *store, const kace_d
         *grids = NULL;
         *n = 0;
     }
+    return st;
+}
+
+kace_status kace_split_fit_store(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, kace_split_model **out,
+                                 size_t *n_grids)
+{
+    *out = NULL;
+    *n_grids = 0;
+    kace_dataset *own = NULL;
+    kace_split_grid *grids = NULL;
+    size_t *rows = NULL;
+    kace_status st = ds ? KACE_OK : kace_store_load_dataset(ctx, store, NULL, false, &own);
+    if (!st)
+        st = kace_split_grids_load(ctx, store, ds ? ds : own, &grids, n_grids);
+    if (!st && *n_grids == 0)
+        st = kace_fail(ctx, KACE_ERR_MODEL, "split model: the store has no MPS split grids (partitions_* or "
+                                            "mps-splits sets)");
+    if (!st && !(rows = malloc(*n_grids * sizeof *rows)))
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < *n_grids; i++)
+        rows[i] = i;
+    if (!st)
+        st = kace_split_fit(ctx, ds ? ds : own, grids, rows, *n_grids, 0, out);
+    free(rows);
+    free(grids);
+    kace_dataset_free(&own);
     return st;
 }
 
@@ -324,11 +396,6 @@ static double predict_log_fraction(const kace_split_model *m, const double *f)
         if (m->std[j] > 0)
             z += m->w[j + 1] * (f[j] - m->mean[j]) / m->std[j];
     return z;
-}
-
-static bool same_pair(const int *w, int a, int b)
-{
-    return (w[0] == a && w[1] == b) || (w[0] == b && w[1] == a);
 }
 
 int kace_split_cv_folds(const kace_dataset *ds, const kace_split_grid *grids, const size_t *rows, size_t n_rows,
@@ -448,7 +515,8 @@ kace_status kace_split_fit(kace_ctx *ctx, const kace_dataset *ds, const kace_spl
     }
     if (n < 2 * N_SPLIT_FEATURES) {
         st = kace_fail(ctx, KACE_ERR_MODEL, "split model: %zu measured cells with complete profiles are too few "
-                                            "(need %d; import partitions_* campaigns and exclusive_by_mps_pct)",
+                                            "(need %d: more MPS split grids and exclusive MPS curves, or a model "
+                                            "fitted on another GPU's grids: --split-train-db)",
                        n, 2 * N_SPLIT_FEATURES);
         goto done;
     }
@@ -641,12 +709,26 @@ static kace_status score_grid(kace_ctx *ctx, const kace_split_model *m, const ka
     return KACE_OK;
 }
 
+/* A test workload's index in the training dataset: the same one when they
+ * are one dataset, else by name (-1: the training data never ran it). */
+static int in_training(const kace_dataset *train_ds, const kace_dataset *test_ds, int w)
+{
+    return train_ds == test_ds ? w : kace_dataset_find(train_ds, test_ds->workloads[w].name);
+}
+
 kace_status kace_split_evaluate(kace_ctx *ctx, const kace_dataset *ds, const kace_split_grid *grids, size_t n_grids,
                                 kace_split_eval **out)
 {
+    return kace_split_evaluate_across(ctx, ds, grids, n_grids, ds, grids, n_grids, out);
+}
+
+kace_status kace_split_evaluate_across(kace_ctx *ctx, const kace_dataset *train_ds, const kace_split_grid *train_grids,
+                                       size_t n_train_grids, const kace_dataset *ds, const kace_split_grid *grids,
+                                       size_t n_grids, kace_split_eval **out)
+{
     *out = NULL;
     kace_split_eval *e = calloc(1, sizeof *e);
-    size_t *rows = malloc((n_grids ? n_grids : 1) * sizeof *rows);
+    size_t *rows = malloc((n_train_grids ? n_train_grids : 1) * sizeof *rows);
     bool *done = calloc(n_grids ? n_grids : 1, sizeof *done);
     kace_split_model *m = NULL;
     kace_status st = KACE_OK;
@@ -658,11 +740,14 @@ kace_status kace_split_evaluate(kace_ctx *ctx, const kace_dataset *ds, const kac
         int a = grids[g].workload[0], b = grids[g].workload[1];
         if (done[g] || !kace_split_workload_ok(ds, a) || !kace_split_workload_ok(ds, b))
             continue;
-        /* One fit per unordered pair, on every grid of the other pairs. */
-        size_t n_train = kace_split_training_rows(grids, n_grids, a, b, rows), same = 0;
+        /* One fit per unordered pair, on every training grid of the other
+         * pairs (by name across datasets: the pair measured on another GPU
+         * is left out too). */
+        int ta = in_training(train_ds, ds, a), tb = in_training(train_ds, ds, b);
+        size_t n_train = kace_split_training_rows(train_grids, n_train_grids, ta, tb, rows), same = 0;
         for (size_t i = 0; i < n_train; i++) {
-            const int *w = grids[rows[i]].workload;
-            same += (w[0] == a && w[1] == b) || (w[0] == b && w[1] == a);
+            const int *w = train_grids[rows[i]].workload;
+            same += (w[0] == ta && w[1] == tb) || (w[0] == tb && w[1] == ta);
         }
         if (same) {
             st = kace_fail(ctx, KACE_ERR_MODEL, "internal: the advised pair is in its own training set");
@@ -670,7 +755,7 @@ kace_status kace_split_evaluate(kace_ctx *ctx, const kace_dataset *ds, const kac
         }
         /* alpha 0: the penalty is chosen by cross-validation over these
          * training rows only, so the advised pair never informs it. */
-        if ((st = kace_split_fit(ctx, ds, grids, rows, n_train, 0, &m)))
+        if ((st = kace_split_fit(ctx, train_ds, train_grids, rows, n_train, 0, &m)))
             goto done;
         e->n_pairs++;
         double alpha = kace_split_model_alpha(m, NULL);

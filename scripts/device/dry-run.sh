@@ -180,7 +180,7 @@ if [ -d "$root/../shared/data/kace-v100" ]; then
         fail "gpu-report.py on the dataset: $(tail -3 "$WORK/report.out")"
     for want in '^| 2 | [01]\.[0-9]* | ' '^| clean | [0-9]* | [01]\.[0-9]* ± ' '^V100 → Fake GPU (kace dry run)' \
         '^Fake GPU (kace dry run) → V100' '^Triples (the paper' 'img/h100/training_size_clean.png' \
-        '^| n_occur | kace | KACE | Xu | ' "^kace eval: Xu et al. with NVML's PCIe throughput"; do
+        '^| n_occur | kace | KACE | Xu | ' "^kace eval: Xu et al. with NVML's PCIe throughput" '^### MPS thread splits'; do
         grep -q -- "$want" "$WORK/h100.md" || fail "gpu-report.py on the dataset: no line matching '$want'"
     done
     [ -s "$WORK/img/h100/training_size_clean.png" ] || fail "gpu-report.py: no figure copied"
