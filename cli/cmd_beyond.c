@@ -91,7 +91,7 @@ int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, 
     else
         return cli_usage("predict", "--policy must be max-sum, max-min or latency");
     /* --split-train-db: fitted on another store's grids (another GPU's). */
-    if ((train_db && (st = kace_store_open(ctx, train_db, &other))) ||
+    if ((train_db && (st = kace_store_open_flags(ctx, train_db, 0, &other))) ||
         (st = kace_split_fit_store(ctx, other ? other : store, other ? NULL : ds, &m, &n_grids))) {
         rc = cli_error(ctx, st);
         goto done;
@@ -304,7 +304,7 @@ static int eval_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds,
     kace_status st = kace_split_grids_load(ctx, store, ds, &grids, &n_grids);
     /* --train-db: the model is fitted on another store's grids (another GPU). */
     if (!st && req->train_db &&
-        !(st = kace_store_open(ctx, req->train_db, &other)) &&
+        !(st = kace_store_open_flags(ctx, req->train_db, 0, &other)) &&
         !(st = kace_store_load_dataset(ctx, other, NULL, false, &train_ds)) &&
         !(st = kace_split_grids_load(ctx, other, train_ds, &train_grids, &n_train_grids)) && n_train_grids == 0)
         st = kace_fail(ctx, KACE_ERR_INVALID, "%s has no MPS split grids (partitions_* or mps-splits sets) to fit on",

@@ -226,7 +226,7 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
          * evaluated here, and every fold fits on the other store's rows. */
         const char *set = req->train_set ? req->train_set : req->pairs_set;
         kace_store *other = NULL;
-        if (req->train_db && (st = kace_store_open(ctx, req->train_db, &other))) {
+        if (req->train_db && (st = kace_store_open_flags(ctx, req->train_db, 0, &other))) {
             rc = cli_error(ctx, st);
             goto done;
         }

@@ -55,4 +55,10 @@ KACE_DB=$DIR/empty.db "$KACE" import "$DATA/profiles/system.csv" >/dev/null
 "$KACE" eval --splits --train-db "$DIR/empty.db" 2>"$DIR/err" && fail "a train store without grids accepted"
 grep -q "has no MPS split grids" "$DIR/err" || fail "no message for a train store without grids: $(cat "$DIR/err")"
 "$KACE" eval --groups --splits --train-db "$DIR/rev.db" 2>/dev/null && fail "--train-db with --groups accepted"
+# A mistyped train store is an error, and nothing is created there.
+"$KACE" eval --splits --train-db "$DIR/typo/none.db" 2>"$DIR/err" && fail "a missing --train-db accepted"
+"$KACE" predict --target $T --split-with bert-base-cased_batch2-inf --split-train-db "$DIR/typo/none.db" 2>>"$DIR/err" &&
+    fail "a missing --split-train-db accepted"
+[ ! -e "$DIR/typo" ] || fail "a missing train store was created: $(ls -R "$DIR/typo")"
+[ "$(grep -c "none.db" "$DIR/err")" -ge 2 ] || fail "the missing train store is not named: $(cat "$DIR/err")"
 echo ok

@@ -22,6 +22,7 @@ static kace_advisor *adv_lin;  /* the paper's linear model */
 static kace_advisor *adv_split; /* slowdown model + the split model fitted on the partition campaigns */
 static kace_advisor *adv_coarse; /* adv, with two workloads' curves measured at 10, 30, 50, 70, 90, 100% only */
 static const char *const COARSE[2] = {"bert-base-cased_batch8-train", "vit-base-patch16-224_batch2-inf"};
+static const char *const SHORT = "whisper-large-v2_batch8-inf"; /* and one at 10, 50, 90, 100% only */
 #define N_CAMPAIGNS 4
 static const char *const campaigns[N_CAMPAIGNS] = {"partitions_0505_train-inf", "partitions_0520_inf-inf",
                                                    "partitions_0520_train-train", "partitions_0617_train-inf"};
@@ -56,6 +57,10 @@ static kace_advisor *make_advisor_coarse(kace_store *store, kace_model_kind kind
         for (int pct = 20; w >= 0 && pct < 100; pct += 20)
             all->workloads[w].metric[KACE_M_EXCLUSIVE_MPS10 + pct / 10 - 1] = NAN;
     }
+    int short_curve = coarse && all ? kace_dataset_find(all, SHORT) : -1;
+    for (int pct = 20; short_curve >= 0 && pct < 90; pct += 10)
+        if (pct != 50)
+            all->workloads[short_curve].metric[KACE_M_EXCLUSIVE_MPS10 + pct / 10 - 1] = NAN;
     if (all && kace_advisor_new(ctx, &all, &m, NULL, &a))
         a = NULL;
     kace_dataset_free(&all);
@@ -617,6 +622,33 @@ static void test_mps_split_rule_between_measured_shares(void **state)
         }
     }
     assert_int_equal(checked_between, 8); /* 20, 40, 60, 80% for each member */
+    cJSON_Delete(full);
+    cJSON_Delete(coarse);
+
+    /* A curve too short to interpolate (4 shares) still gives the splits at
+     * its measured shares, as measured. */
+    snprintf(body, sizeof body, "{\"workloads\": [\"%s\", \"%s\"]}", COARSE[0], SHORT);
+    full = ask(adv, KACE_ROUTE_MPS_SPLIT, body, 200, NULL);
+    coarse = ask(adv_coarse, KACE_ROUTE_MPS_SPLIT, body, 200, NULL);
+    fc = cJSON_GetObjectItemCaseSensitive(full, "candidates");
+    cc = cJSON_GetObjectItemCaseSensitive(coarse, "candidates");
+    assert_int_equal(cJSON_GetArraySize(cc), 4); /* 90/10, 50/50, 10/90 and 100/100 */
+    for (int c = 0; c < cJSON_GetArraySize(cc); c++) {
+        const cJSON *cand = cJSON_GetArrayItem(cc, c);
+        int pct = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cand, "split"), 1)->valueint;
+        assert_true(pct == 10 || pct == 50 || pct == 90 || pct == 100);
+        const cJSON *match = NULL;
+        for (int f = 0; f < cJSON_GetArraySize(fc); f++)
+            if (cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(fc, f), "split"), 1)->valueint ==
+                pct)
+                match = cJSON_GetArrayItem(fc, f);
+        assert_non_null(match);
+        for (int i = 0; i < 2; i++) {
+            double got = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cand, "predicted"), i)->valuedouble;
+            double want = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(match, "predicted"), i)->valuedouble;
+            assert_float_equal(got, want, 1e-9 * want);
+        }
+    }
     cJSON_Delete(full);
     cJSON_Delete(coarse);
 }

@@ -271,7 +271,8 @@ static void test_predict_and_errors(void **state)
 }
 
 /* A device dataset's split file (set "mps-splits", scripts/device) is read
- * as grids, as the reference's partitions_* campaigns are. */
+ * as grids, as the reference's partitions_* campaigns are, with the 100/100
+ * cell from its pairs set. */
 static void test_device_split_file(void **state)
 {
     (void)state;
@@ -288,6 +289,14 @@ static void test_device_split_file(void **state)
     assert_kace_ok(ctx, kace_import_parse_buffer(ctx, text, strlen(text), "colocations/mps-splits.csv", &opt, &b));
     assert_kace_ok(ctx, kace_store_import_with(ctx, store, b, NULL, &opt, NULL));
     kace_import_batch_free(&b);
+    /* The 100/100 runs are in the pairs set, members in either order; only
+     * a pair with a grid gives its cell. */
+    const char *pairs = "workload1,workload2,w1throughput,w2throughput,w1mps_pct,w2mps_pct\r\n"
+                        "b_batch1-inf,a_batch1-inf,40,60,100,100\r\n"
+                        "a_batch1-inf,c_batch1-inf,5,6,100,100\r\n";
+    assert_kace_ok(ctx, kace_import_parse_buffer(ctx, pairs, strlen(pairs), "colocations/pairs.csv", &opt, &b));
+    assert_kace_ok(ctx, kace_store_import_with(ctx, store, b, NULL, &opt, NULL));
+    kace_import_batch_free(&b);
     kace_dataset *own = NULL;
     assert_kace_ok(ctx, kace_store_load_dataset(ctx, store, NULL, false, &own));
     kace_split_grid *g = NULL;
@@ -295,10 +304,16 @@ static void test_device_split_file(void **state)
     assert_kace_ok(ctx, kace_split_grids_load(ctx, store, own, &g, &n));
     assert_int_equal(n, 1);
     assert_true(g[0].thr[0][0] == 10 && g[0].thr[0][1] == 90 && g[0].thr[2][0] == 30);
-    int measured = 0;
-    for (int s = 0; s < KACE_SPLIT_GRID; s++)
+    int measured = 0, full = -1;
+    for (int s = 0; s < KACE_SPLIT_GRID; s++) {
         measured += !isnan(g[0].thr[s][0]);
-    assert_int_equal(measured, 2);
+        if (kace_split_grid_pct(s, 0) == 100 && kace_split_grid_pct(s, 1) == 100)
+            full = s;
+    }
+    assert_int_equal(measured, 3);
+    assert_true(full >= 0);
+    assert_string_equal(own->workloads[g[0].workload[0]].name, "a_batch1-inf");
+    assert_true(g[0].thr[full][0] == 60 && g[0].thr[full][1] == 40); /* a's, then b's */
     free(g);
     kace_dataset_free(&own);
     kace_store_close(&store);

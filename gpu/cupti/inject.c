@@ -825,6 +825,7 @@ static void finish(const CUpti_CallbackData *cb)
      * range (they all wait for the lock until then). */
     if (profiled >= max_profiled && atomic_load(&counters_active)) {
         size_t n = 0;
+        retire_pending(); /* no Disable on a profiler whose context is gone */
         for (size_t i = 0; i < n_contexts; i++)
             if (!contexts[i].broken)
                 n += (size_t)profiler_release(&contexts[i]);
@@ -865,6 +866,9 @@ static void context_destroying(CUcontext ctx)
         CUcontext mine = ctx; /* still there unless another thread's context_of retired it meanwhile */
         atomic_compare_exchange_strong(&destroyed_pending[noted], &mine, NULL);
     }
+    /* An earlier context at this address, destroyed while the lock was held,
+     * is not the one being destroyed: its slot is freed first. */
+    retire_pending();
     for (size_t i = 0; i < n_contexts; i++) {
         prof_ctx *p = &contexts[i];
         if (p->retired || p->ctx != ctx)

@@ -85,7 +85,8 @@ typedef struct kace_run_options {
     double term_grace_s;  /* first SIGTERM -> SIGKILL (default 3), at least 3 x the longest time
                              between the workload's progress records (its step, for most), so
                              that it reaches its next report; the group gets SIGTERM at 2/3 */
-    double term_grace_max_s; /* ... but at most this (default 30; below term_grace_s: term_grace_s) */
+    double term_grace_max_s; /* ... but at most this (default 30; below term_grace_s: term_grace_s);
+                                a cancelled or failed run gives every workload term_grace_s */
     bool keep_going;      /* false (default): one failure stops the others */
     int stderr_fd;        /* workload stderr copied here (-1: only the tail is kept) */
     volatile sig_atomic_t *cancel; /* when it becomes non-zero the run stops (NULL: never) */

@@ -380,15 +380,15 @@ static bool group_exists(pid_t pgid)
     return kill(-pgid, 0) == 0 || errno != ESRCH;
 }
 
-/* The longest time between two of p's progress records, leaving out the
- * first (lazy initialisation, autotuning): how long it may take to reach
- * its next report. 0 with fewer than two records. */
+/* The longest time between two of p's progress records after the second
+ * (the first gap holds lazy initialisation, autotuning): how long it may
+ * take to reach its next report. 0 with fewer than three records. */
 static double longest_report_gap_s(const proc *p)
 {
     size_t nr;
     const kace_progress_record *r = kace_progress_records(p->progress, &nr);
     int64_t gap = 0;
-    for (size_t i = nr > 2 ? 2 : 1; i < nr; i++)
+    for (size_t i = 2; i < nr; i++)
         if (r[i].t_ns - r[i - 1].t_ns > gap)
             gap = r[i].t_ns - r[i - 1].t_ns;
     return (double)gap / 1e9;
@@ -405,18 +405,40 @@ static double grace_for(const proc *p, const kace_run_options *opt)
     return grace > opt->term_grace_s ? grace : opt->term_grace_s;
 }
 
+/* Whether anything of p is left: its group, or its leader (not yet reaped;
+ * it may have left its group with setpgid). */
+static bool workload_exists(const proc *p)
+{
+    return group_exists(p->pid) || (!p->leader_reaped && (kill(p->pid, 0) == 0 || errno != ESRCH));
+}
+
+/* sig to p's group and to its leader while it is not reaped. */
+static void signal_workload(proc *p, int sig)
+{
+    kill(-p->pid, sig);
+    if (!p->leader_reaped)
+        kill(p->pid, sig);
+    p->term_group = true;
+}
+
 /* SIGTERM to the leader alone: a workload that stops at its next report
  * ends its own helpers (DataLoader workers, which SIGTERM would kill with
- * the leader still inside a step). A group whose leader has gone gets it. */
-static void terminate(proc *p, const kace_run_options *opt, int64_t now)
+ * the leader still inside a step). A group whose leader has gone gets it.
+ * hurry (kace cancelled or failed): the plain grace period, also for a
+ * workload already ending (kace's own caller will not wait 30 s). */
+static void terminate(proc *p, const kace_run_options *opt, int64_t now, bool hurry)
 {
+    if (p->phase == P_TERMINATING && hurry && p->grace_s > opt->term_grace_s) {
+        p->grace_s = opt->term_grace_s;
+        if (p->res->got_sigterm)
+            p->res->term_grace_s = p->grace_s;
+    }
     if (p->phase != P_RUNNING)
         return;
     p->phase = P_TERMINATING;
     p->term_ns = now;
-    p->grace_s = grace_for(p, opt);
-    p->res->term_grace_s = p->grace_s;
-    if (p->pid > 0 && group_exists(p->pid)) {
+    p->grace_s = hurry ? opt->term_grace_s : grace_for(p, opt);
+    if (p->pid > 0 && workload_exists(p)) {
         if (p->leader_reaped) {
             kill(-p->pid, SIGTERM);
             p->term_group = true;
@@ -424,6 +446,7 @@ static void terminate(proc *p, const kace_run_options *opt, int64_t now)
             kill(p->pid, SIGTERM);
         }
         p->res->got_sigterm = true;
+        p->res->term_grace_s = p->grace_s;
     }
 }
 
@@ -449,7 +472,7 @@ static void reap(proc *p, const kace_run_options *opt, int64_t now)
             leader_exited(p, ws, now);
     }
     if (p->leader_reaped && p->phase == P_RUNNING)
-        terminate(p, opt, now); /* whatever it left behind goes too */
+        terminate(p, opt, now, false); /* whatever it left behind goes too */
     double since = p->phase == P_TERMINATING ? (double)(now - p->term_ns) / 1e9 : 0;
     /* What the leader left behind (a shell wrapper's workload, helpers it did
      * not end) gets its SIGTERM once the leader has gone. */
@@ -460,12 +483,12 @@ static void reap(proc *p, const kace_run_options *opt, int64_t now)
     /* A workload stopping at its next report (workloads/kace_progress.*) has
      * caught the first SIGTERM; the group's, at 2/3 of the grace period, ends
      * one that does not reach it (a hang, a step longer than that). */
-    if (p->phase == P_TERMINATING && !p->term_again && since >= p->grace_s * 2 / 3 && group_exists(p->pid)) {
-        kill(-p->pid, SIGTERM);
-        p->term_again = p->term_group = true;
+    if (p->phase == P_TERMINATING && !p->term_again && since >= p->grace_s * 2 / 3 && workload_exists(p)) {
+        signal_workload(p, SIGTERM);
+        p->term_again = true;
     }
-    if (p->phase == P_TERMINATING && since >= p->grace_s && group_exists(p->pid)) {
-        kill(-p->pid, SIGKILL);
+    if (p->phase == P_TERMINATING && since >= p->grace_s && workload_exists(p)) {
+        signal_workload(p, SIGKILL);
         p->res->got_sigkill = true;
     }
     if (p->leader_reaped && !group_exists(p->pid)) {
@@ -557,7 +580,7 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
                     decide(&ps[i], KACE_PROC_CANCELLED, "cancelled (kace was interrupted)");
                 else
                     decide(&ps[i], KACE_PROC_STOPPED, "stopped: the run could not go on");
-                terminate(&ps[i], &opt, now);
+                terminate(&ps[i], &opt, now, true);
             }
         bool all_done = true;
         for (size_t i = 0; i < n; i++) {
@@ -576,7 +599,7 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
             if (proc_failed(p)) {
                 any_failed = true;
                 if (p->phase == P_RUNNING)
-                    terminate(p, &opt, now);
+                    terminate(p, &opt, now, false);
                 continue;
             }
             if (!p->complete && wstart > 0) {
@@ -593,13 +616,13 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
             for (size_t i = 0; i < n; i++) {
                 if (!ps[i].complete)
                     decide(&ps[i], KACE_PROC_STOPPED, "stopped because another workload of the run failed");
-                terminate(&ps[i], &opt, now);
+                terminate(&ps[i], &opt, now, false);
             }
         if (all_complete)
             for (size_t i = 0; i < n; i++) {
                 if (!proc_failed(&ps[i]))
                     decide(&ps[i], KACE_PROC_OK, "reported through its steady window; stopped by kace");
-                terminate(&ps[i], &opt, now);
+                terminate(&ps[i], &opt, now, false);
             }
         if (now >= deadline)
             for (size_t i = 0; i < n; i++) {
@@ -616,7 +639,7 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
                 else
                     decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: %zu progress record%s, the steady window "
                            "was not complete (hung or too slow?)", opt.timeout_s, nr, nr == 1 ? "" : "s");
-                terminate(&ps[i], &opt, now);
+                terminate(&ps[i], &opt, now, false);
             }
 
         if (opt.tick && now >= next_tick) {

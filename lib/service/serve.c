@@ -997,7 +997,9 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
         } else {
             for (int i = 0; i < k; i++) {
                 const kace_workload *w = &a->ds->workloads[group[i]];
-                double at_share = kace_split_exclusive_at(w->metric, s->pct[i]);
+                double at_share = w->metric[KACE_M_EXCLUSIVE_MPS10 + s->pct[i] / 10 - 1];
+                if (!(at_share > 0)) /* not measured: the curve between measured shares */
+                    at_share = kace_split_exclusive_at(w->metric, s->pct[i]);
                 s->predicted[i] = no_split && c == n - 1 ? member[i]
                                                          : exclusive[i] * at_share / w->metric[KACE_M_EXCLUSIVE_MPS100];
             }
@@ -1009,7 +1011,7 @@ static kace_status handle_mps_split(kace_ctx *ctx, const kace_advisor *a, const 
             s->normalized += s->predicted[i] / exclusive[i];
             s->feasible &= s->predicted[i] / exclusive[i] >= min_fraction[i];
         }
-        if (!complete) /* a member's exclusive_mps curve is missing or too short */
+        if (!complete) /* a share a member's curve has not measured and is too short to interpolate */
             continue;
         s->value = kace_split_value(&goal, s->predicted, exclusive, k, need);
         kept++;

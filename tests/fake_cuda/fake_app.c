@@ -17,8 +17,9 @@
  *       lock-held N      N launches in context A; a thread launches in its own
  *                        context, and while its Stop sleeps (FAKE_CUPTI_STOP_SLEEP,
  *                        file FAKE_CUPTI_STOP_SLEEP_FLAG made when it starts) A is
- *                        destroyed; then N launches of 5 other signatures in a
- *                        new context at A's address
+ *                        destroyed; a context at A's address is made and
+ *                        destroyed at once; then N launches of 5 other
+ *                        signatures in a new context at A's address
  *       bad-counters N   kernels whose counters come back NaN or negative
  *       wait N           N launches, prints "ready", waits for a signal
  *       in-flight N      N launches and a 3 s kernel, prints "ready", waits
@@ -179,8 +180,12 @@ static int scenario(const char *name, int n)
             fprintf(stderr, "kace-fake-cuda-app: the slow Stop never started\n");
         fake_ctx_destroy(a);
         pthread_join(t, NULL);
+        /* A context at A's address destroyed before any launch: A's slot is
+         * not taken for it (its dead profiler is not disabled). */
+        CUcontext gone = fake_ctx_create(0);
+        fake_ctx_destroy(gone);
         CUcontext c = fake_ctx_create(0);
-        if (a != c)
+        if (a != gone || a != c)
             fprintf(stderr, "kace-fake-cuda-app: the new context did not get the destroyed one's address\n");
         for (int i = 0; i < n; i++) {
             fake_kernel k = K("_Z9after_ctxPf", 50 + (unsigned)(i % 5), 96, 10000);

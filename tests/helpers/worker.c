@@ -19,6 +19,8 @@
  *   helper        fork a helper with SIGTERM at its default (a DataLoader worker),
  *                 then report; at exit, print whether the helper was still alive
  *                 ("helper alive" or "helper gone") and end it
+ *   leave-group   fork a child into a group of its own, print its pid, join
+ *                 that group (leaving kace's), ignore SIGTERM, then report
  */
 #include <errno.h>
 #include <signal.h>
@@ -169,6 +171,23 @@ int main(int argc, char **argv)
         atexit(end_helper);
         report_for(rate, seconds);
         return 0;
+    }
+    if (strcmp(mode, "leave-group") == 0) {
+        pid_t child = fork();
+        if (child == 0) {
+            setpgid(0, 0);
+            sleep_forever();
+        }
+        setpgid(child, child); /* whichever runs first */
+        if (setpgid(0, child) != 0) {
+            perror("setpgid");
+            return 2;
+        }
+        printf("%d\n", (int)child);
+        fflush(stdout);
+        signal(SIGTERM, SIG_IGN);
+        report_for(rate, seconds);
+        sleep_forever();
     }
     fprintf(stderr, "%s: unknown mode %s\n", argv[0], mode);
     return 2;
