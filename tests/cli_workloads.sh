@@ -229,6 +229,22 @@ while True:
 EOF
 rc=$(KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/own.py" 7>/dev/null)
 [ "$rc" = 3 ] || fail "kace_progress.py replaced the program's own SIGTERM handler: exit $rc, expected 3"
+# A process forked after the handler is in (a DataLoader worker) is ended by SIGTERM at once.
+cat >"$scratch/fork.py" <<EOF
+import os, signal, sys, time
+sys.path.insert(0, "$w")
+from kace_progress import Progress
+p = Progress()
+pid = os.fork()
+if pid == 0:
+    time.sleep(5)
+    os._exit(0)
+time.sleep(0.2)
+os.kill(pid, signal.SIGTERM)
+print(os.waitpid(pid, 0)[1] & 0x7f)
+EOF
+sig=$(KACE_PROGRESS_FD=7 python3 "$scratch/fork.py" 7>/dev/null)
+[ "$sig" = 15 ] || fail "kace_progress.py: a forked child was not ended by SIGTERM (signal '${sig}', expected 15)"
 fake_app=$(dirname "$kace")/tests/fake_cuda/kace-fake-cuda-app
 if [ -x "$fake_app" ]; then # kace_progress.h, in the fake CUDA program's workload mode
     rc=$(KACE_PROGRESS_FD=7 LD_LIBRARY_PATH=$(dirname "$fake_app") term_after 1 "$fake_app" stream 0 7>"$scratch/term-c.txt")

@@ -14,7 +14,8 @@ loaded: libkace_cupti.so keeps its own); kace's SIGTERM then ends the
 process with status 0 at the next report, that is after the step it is in,
 whose GPU work the step synchronized. NVIDIA's MPS documentation warns
 that a client ended with GPU work outstanding can leave the MPS server and
-its other clients in an undefined state.
+its other clients in an undefined state. A process forked after that (a
+DataLoader worker) gets SIGTERM back at its default.
 """
 import os
 import signal
@@ -32,6 +33,18 @@ def _on_term(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # kace's second SIGTERM ends a process that never reports again
 
 
+def _forked_child():
+    # A forked helper (a DataLoader worker) never reports: SIGTERM ends it at once, as
+    # its parent's shutdown and kace's group SIGTERM expect.
+    global _stopping
+    _stopping = False
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_term:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except (ValueError, OSError):
+        pass
+
+
 def _progress_fd():
     global _fd, _looked_up
     if not _looked_up:
@@ -45,6 +58,7 @@ def _progress_fd():
             try:
                 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
                     signal.signal(signal.SIGTERM, _on_term)
+                    os.register_at_fork(after_in_child=_forked_child)
             except (ValueError, OSError):
                 pass  # no handler: SIGTERM ends the process at once, as before
     return _fd
