@@ -249,9 +249,11 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
         const kace_proc_result *p = &r->proc[i];
         bool ok = p->status == KACE_PROC_OK;
         if (verbose || !ok) {
+            char ending[96];
             if (ok)
-                printf("  %-40s %5d %-13s %12.4g %7.3f\n", spec->workload[i], spec->mps_pct[i],
-                       kace_proc_status_name(p->status), p->throughput.samples_per_s, p->throughput.cv);
+                printf("  %-40s %5d %-13s %12.4g %7.3f  %s\n", spec->workload[i], spec->mps_pct[i],
+                       kace_proc_status_name(p->status), p->throughput.samples_per_s, p->throughput.cv,
+                       kace_proc_ending(p, ending, sizeof ending));
             else
                 printf("  %-40s %5d %-13s %12s %7s  %s\n", spec->workload[i], spec->mps_pct[i],
                        kace_proc_status_name(p->status), "-", "-", p->detail);

@@ -125,6 +125,13 @@ rc=$?
 [ "$(sql "SELECT r.status || ':' || group_concat(m.status, ',') FROM runs r JOIN run_members m ON m.run_id=r.id \
           WHERE r.id=(SELECT max(id) FROM runs)")" = "failed:stopped,crashed" ] || fail "measure crash: $(cat "$scratch/out")"
 no_strays "measure crash"
+# How each process ended is stored with its member: the partner stopped at its next report
+# (the step-boundary stop), the crasher on its own; ok members of earlier runs the same way.
+ends=$(sql "SELECT group_concat(m.detail, '|') FROM run_members m WHERE m.run_id=(SELECT max(id) FROM runs)")
+[[ "$ends" == *"(stopped at its next report after SIGTERM)|"*"(killed by signal 6 on its own)" ]] ||
+    fail "measure crash: how the members ended: $ends"
+[ "$(sql "SELECT count(*) FROM run_members WHERE status='ok' AND detail IS NOT 'stopped at its next report after SIGTERM'")" = 0 ] ||
+    fail "ok members that did not stop at their next report: $(sql "SELECT DISTINCT detail FROM run_members WHERE status='ok'")"
 
 # 3. Bad input: clear errors, nothing stored.
 runs_before=$(sql "SELECT count(*) FROM runs")

@@ -69,6 +69,12 @@ typedef struct kace_proc_result {
     char stderr_tail[KACE_STDERR_TAIL]; /* last bytes of its stderr */
 } kace_proc_result;
 
+/* How the process ended, in words (buf, of size n): "stopped at its next
+ * report after SIGTERM" (the step-boundary stop), "ended by SIGTERM before
+ * its next report", "killed by SIGKILL after a grace of G s", "exited with
+ * status N after SIGTERM", "exited on its own with status N", ... Returns buf. */
+const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n);
+
 /* What the tick callback sees while the run goes on. */
 typedef struct kace_run_view {
     size_t n;                    /* processes */

@@ -202,7 +202,8 @@ typedef struct kace_measured_member {
     double throughput;  /* samples/s in the steady window; NaN when not measured */
     double cv;          /* spread of the window (sd / mean); NaN when unknown */
     const char *status; /* the runner's word: ok, crashed, oom, timeout, stopped, ... */
-    const char *detail; /* why, for a member that did not finish (may be NULL) */
+    const char *detail; /* why, for a member that did not finish, and how its process
+                           ended (kace_proc_ending; may be NULL) */
 } kace_measured_member;
 
 typedef struct kace_measured_run {

@@ -48,6 +48,27 @@ const char *kace_proc_status_name(kace_proc_status s)
     return "unknown";
 }
 
+const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
+{
+    if (r->status == KACE_PROC_SPAWN_FAILED)
+        snprintf(buf, n, "never started");
+    else if (!r->got_sigterm && r->term_signal)
+        snprintf(buf, n, "killed by signal %d on its own", r->term_signal);
+    else if (!r->got_sigterm)
+        snprintf(buf, n, "exited on its own with status %d", r->exit_code);
+    else if (r->term_signal == SIGKILL && r->got_sigkill)
+        snprintf(buf, n, "killed by SIGKILL after a grace of %.3g s", r->term_grace_s);
+    else if (r->term_signal == SIGTERM)
+        snprintf(buf, n, "ended by SIGTERM before its next report");
+    else if (r->term_signal)
+        snprintf(buf, n, "killed by signal %d after SIGTERM", r->term_signal);
+    else if (r->exit_code == 0)
+        snprintf(buf, n, "stopped at its next report after SIGTERM");
+    else
+        snprintf(buf, n, "exited with status %d after SIGTERM", r->exit_code);
+    return buf;
+}
+
 void kace_run_options_init(kace_run_options *opt)
 {
     memset(opt, 0, sizeof *opt);

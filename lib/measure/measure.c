@@ -396,16 +396,26 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     run.status = res->status;
     run.window_s = opt->run.window_s;
     run.gpu = gpu_name;
+    /* How each process ended goes with the run: whether MPS clients stopped
+     * at a step boundary or were killed mid-step is what keeps a server
+     * healthy (NVIDIA's MPS documentation), and the first GPU visit measures it. */
+    char detail[KACE_MAX_K][sizeof res->proc[0].detail + 96];
     for (int i = 0; i < k; i++) {
         const kace_proc_result *p = &res->proc[i];
         bool ok = p->status == KACE_PROC_OK;
+        char ending[96];
+        kace_proc_ending(p, ending, sizeof ending);
+        if (ok)
+            snprintf(detail[i], sizeof detail[i], "%s", ending);
+        else
+            snprintf(detail[i], sizeof detail[i], "%s (%s)", p->detail, ending);
         run.member[i] = (kace_measured_member){
             .workload = spec->workload[i],
             .mps_pct = spec->mps_pct[i],
             .throughput = ok ? p->throughput.samples_per_s : NAN,
             .cv = ok ? p->throughput.cv : NAN,
             .status = kace_proc_status_name(p->status),
-            .detail = ok ? NULL : p->detail,
+            .detail = detail[i],
         };
     }
     /* Alone under MPS at a multiple of 10%: the run is also the workload's

@@ -443,6 +443,38 @@ def docs(dest, doc, check):
     return 0
 
 
+ENDINGS = [("stopped at its next report after SIGTERM", "stopped at their next report (the step-boundary stop)"),
+           ("ended by SIGTERM before its next report", "ended by SIGTERM before their next report (mid-step)"),
+           ("killed by SIGKILL", "killed by SIGKILL at the end of their grace period"),
+           ("on its own", "ended on their own (a crash, an early exit)")]
+
+
+def endings_markdown(runs):
+    """How the members' processes ended (kace measure stores it with each member)."""
+    if not runs:
+        return "No run measured yet."
+    counts = {k: 0 for k, _ in ENDINGS}
+    other = unknown = 0
+    for r in runs:
+        d = r.get("detail") or ""
+        key = next((k for k, _ in ENDINGS if k in d), None)
+        if key:
+            counts[key] += 1
+        elif d:
+            other += 1
+        else:
+            unknown += 1
+    lines = ["Each member of each run (`campaign/runs.csv`, column `detail`), by how kace's stop ended its process.",
+             "NVIDIA's MPS documentation warns that a client ended with GPU work outstanding can leave the server",
+             "and its other clients in an undefined state: the step-boundary stop is meant to avoid that.", ""]
+    lines += ["- %d %s" % (counts[k], words) for k, words in ENDINGS]
+    if other:
+        lines.append("- %d otherwise" % other)
+    if unknown:
+        lines.append("- %d not recorded (measured by a kace that did not store it)" % unknown)
+    return "\n".join(lines)
+
+
 def write_readme(dest, visits):
     col = os.path.join(dest, "colocations")
     system = read_csv(os.path.join(dest, "profiles", "system.csv"))
@@ -546,6 +578,10 @@ def write_readme(dest, visits):
         w("smaller than this are noise.")
     else:
         w("No colocation was measured twice yet: the noise floor is unknown.")
+    w("")
+    w("## How the workloads ended")
+    w("")
+    w(endings_markdown(runs))
     w("")
     w("## kace against Nsight Compute")
     w("")
