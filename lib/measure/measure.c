@@ -399,7 +399,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     /* How each process ended goes with the run: whether MPS clients stopped
      * at a step boundary or were killed mid-step is what keeps a server
      * healthy (NVIDIA's MPS documentation), and the first GPU visit measures it. */
-    char detail[KACE_MAX_K][sizeof res->proc[0].detail + 96];
+    char detail[KACE_MAX_K][sizeof res->proc[0].detail + 128]; /* detail (ending) */
     for (int i = 0; i < k; i++) {
         const kace_proc_result *p = &res->proc[i];
         bool ok = p->status == KACE_PROC_OK;
