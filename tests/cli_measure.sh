@@ -291,6 +291,22 @@ grep -q "died" "$scratch/err" && fail "crash campaign: a daemon quit on purpose 
 [ "$(sql "SELECT group_concat(status, ',') FROM runs WHERE set_name='crash-then'")" = "failed,ok" ] ||
     fail "crash campaign: $(sql "SELECT status FROM runs WHERE set_name='crash-then'")"
 no_strays "crash campaign"
+# 9c. So is a run that measured well but whose member had to be killed (it ignores
+#     SIGTERM, so it never stopped at a step boundary): it may have left GPU work.
+printf '%s\n' "workloads stubborn slow probe" "set kill-then" "run stubborn slow" "run probe slow" \
+    >"$scratch/kill-plan.txt"
+rm -f "$scratch/probe.log"
+"$kace" campaign "$scratch/kill-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "kill campaign: exit $rc: $(cat "$scratch/err")"
+grep -q "\[1/2\] stubborn was killed by SIGKILL after a grace of 3 s, not at a step boundary, under MPS: the next MPS run starts a fresh MPS daemon" "$scratch/err" ||
+    fail "kill campaign: no fresh daemon after the killed member: $(cat "$scratch/err")"
+[ "$(cat "$scratch/probe.log")" = "$run_dir/pipe 2" ] ||
+    fail "kill campaign: the run after the kill saw: $(cat "$scratch/probe.log")"
+[ "$(sql "SELECT group_concat(status, ',') FROM runs WHERE set_name='kill-then'")" = "ok,ok" ] ||
+    fail "kill campaign: $(sql "SELECT status FROM runs WHERE set_name='kill-then'")"
+[ "$(grep -c "fresh MPS daemon" "$scratch/err")" = 1 ] || fail "kill campaign: a fresh daemon after the clean run too: $(cat "$scratch/err")"
+no_strays "kill campaign"
 # kace measure --no-mps shuts down a daemon that a killed kace left in the run folder.
 KACE_TEST_MPS_MODE=normal CUDA_MPS_PIPE_DIRECTORY="$run_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$run_dir/log" \
     "$scratch/bin/mps-control" -d || fail "a left-behind daemon did not start"
