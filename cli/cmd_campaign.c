@@ -198,11 +198,13 @@ int cmd_campaign(int argc, char **argv)
         /* NVIDIA's MPS docs: a client that ends with GPU work outstanding
          * (a crash, an out-of-memory, a signal mid-step) can leave its server
          * and the next clients in an undefined state. The next MPS run gets a
-         * fresh one. A member ended by a signal, not at a step boundary, may
-         * have had work outstanding even in a run that measured well. */
+         * fresh one. A member ended by a signal, not at a step boundary (or
+         * whose group had to be killed: the CUDA client may be a child of a
+         * launcher), may have had work outstanding even in a run that
+         * measured well. */
         int killed = -1;
         for (int m = 0; m < e->spec.k && killed < 0; m++)
-            if (res.proc[m].term_signal)
+            if (res.proc[m].term_signal || res.proc[m].got_sigkill)
                 killed = m;
         if (!e->spec.timeslice && (res.status != KACE_RUN_OK || killed >= 0)) {
             char ending[96];

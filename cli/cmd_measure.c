@@ -255,8 +255,9 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
                        kace_proc_status_name(p->status), p->throughput.samples_per_s, p->throughput.cv,
                        kace_proc_ending(p, ending, sizeof ending));
             else
-                printf("  %-40s %5d %-13s %12s %7s  %s\n", spec->workload[i], spec->mps_pct[i],
-                       kace_proc_status_name(p->status), "-", "-", p->detail);
+                printf("  %-40s %5d %-13s %12s %7s  %s (%s)\n", spec->workload[i], spec->mps_pct[i],
+                       kace_proc_status_name(p->status), "-", "-", p->detail,
+                       kace_proc_ending(p, ending, sizeof ending));
         }
         if (!ok && p->status != KACE_PROC_STOPPED && p->status != KACE_PROC_CANCELLED && p->stderr_tail[0]) {
             /* The last line of its stderr usually says why. */

@@ -293,20 +293,38 @@ grep -q "died" "$scratch/err" && fail "crash campaign: a daemon quit on purpose 
 no_strays "crash campaign"
 # 9c. So is a run that measured well but whose member had to be killed (it ignores
 #     SIGTERM, so it never stopped at a step boundary): it may have left GPU work.
-printf '%s\n' "workloads stubborn slow probe" "set kill-then" "run stubborn slow" "run probe slow" \
-    >"$scratch/kill-plan.txt"
-rm -f "$scratch/probe.log"
-"$kace" campaign "$scratch/kill-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
-rc=$?
-[ $rc = 0 ] || fail "kill campaign: exit $rc: $(cat "$scratch/err")"
-grep -q "\[1/2\] stubborn was killed by SIGKILL after a grace of 3 s, not at a step boundary, under MPS: the next MPS run starts a fresh MPS daemon" "$scratch/err" ||
-    fail "kill campaign: no fresh daemon after the killed member: $(cat "$scratch/err")"
-[ "$(cat "$scratch/probe.log")" = "$run_dir/pipe 2" ] ||
-    fail "kill campaign: the run after the kill saw: $(cat "$scratch/probe.log")"
-[ "$(sql "SELECT group_concat(status, ',') FROM runs WHERE set_name='kill-then'")" = "ok,ok" ] ||
-    fail "kill campaign: $(sql "SELECT status FROM runs WHERE set_name='kill-then'")"
-[ "$(grep -c "fresh MPS daemon" "$scratch/err")" = 1 ] || fail "kill campaign: a fresh daemon after the clean run too: $(cat "$scratch/err")"
-no_strays "kill campaign"
+#     pidprobe logs the stand-in daemon's processes: new ones after the kill, the
+#     same ones after a clean run.
+cat >"$scratch/bin/pidprobe" <<EOS
+#!/bin/sh
+echo \$(pgrep -f "$scratch/bin/mps-control -d" | sort) >>"$scratch/pids.log"
+exec "$scratch/bin/worker" report 2000
+EOS
+chmod +x "$scratch/bin/pidprobe"
+"$kace" workload add pidprobe -- "$scratch/bin/pidprobe" >/dev/null || fail "workload add pidprobe"
+for middle in stubborn fast; do
+    printf '%s\n' "workloads pidprobe $middle slow medium" "set then-$middle" "run pidprobe slow" "run $middle slow" \
+        "run pidprobe medium" >"$scratch/kill-plan.txt"
+    rm -f "$scratch/pids.log"
+    "$kace" campaign "$scratch/kill-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+    rc=$?
+    [ $rc = 0 ] || fail "$middle campaign: exit $rc: $(cat "$scratch/err")"
+    [ "$(sql "SELECT group_concat(status, ',') FROM runs WHERE set_name='then-$middle'")" = "ok,ok,ok" ] ||
+        fail "$middle campaign: $(sql "SELECT status FROM runs WHERE set_name='then-$middle'")"
+    grep -q "died" "$scratch/err" && fail "$middle campaign: a daemon quit on purpose was taken for dead: $(cat "$scratch/err")"
+    [ "$(wc -l <"$scratch/pids.log")" = 2 ] && [ -n "$(head -1 "$scratch/pids.log")" ] ||
+        fail "$middle campaign: daemon processes seen: $(cat "$scratch/pids.log")"
+    same=$([ "$(sed -n 1p "$scratch/pids.log")" = "$(sed -n 2p "$scratch/pids.log")" ] && echo yes || echo no)
+    if [ $middle = stubborn ]; then
+        grep -q "\[2/3\] stubborn was killed by SIGKILL after a grace of 3 s, not at a step boundary, under MPS: the next MPS run starts a fresh MPS daemon" "$scratch/err" ||
+            fail "kill campaign: no fresh daemon after the killed member: $(cat "$scratch/err")"
+        [ $same = no ] || fail "kill campaign: the same daemon after the killed member: $(cat "$scratch/pids.log")"
+    else
+        grep -q "fresh MPS daemon" "$scratch/err" && fail "clean campaign: a fresh daemon after clean runs: $(cat "$scratch/err")"
+        [ $same = yes ] || fail "clean campaign: another daemon after a clean run: $(cat "$scratch/pids.log")"
+    fi
+    no_strays "$middle campaign"
+done
 # kace measure --no-mps shuts down a daemon that a killed kace left in the run folder.
 KACE_TEST_MPS_MODE=normal CUDA_MPS_PIPE_DIRECTORY="$run_dir/pipe" CUDA_MPS_LOG_DIRECTORY="$run_dir/log" \
     "$scratch/bin/mps-control" -d || fail "a left-behind daemon did not start"

@@ -62,6 +62,15 @@ static void expect_status(const kace_proc_result *r, kace_proc_status want)
                  kace_proc_status_name(want));
 }
 
+/* How r's process ended, as kace_proc_ending says it. */
+static void expect_ending(const kace_proc_result *r, const char *want)
+{
+    char got[128];
+    kace_proc_ending(r, got, sizeof got);
+    if (strcmp(got, want) != 0)
+        fail_msg("ending '%s', expected '%s'", got, want);
+}
+
 static void test_steady_throughput(void **state)
 {
     char *argv[] = {KACE_TEST_WORKER, "report", "2000", NULL};
@@ -73,6 +82,7 @@ static void test_steady_throughput(void **state)
     assert_int_equal(r.exit_code, 0);
     assert_int_equal(r.term_signal, 0);
     assert_true(r.n_records > 50);
+    expect_ending(&r, "stopped at its next report after SIGTERM");
     if (fabs(r.throughput.samples_per_s - 2000) > 0.03 * 2000)
         fail_msg("%g samples/s, expected 2000", r.throughput.samples_per_s);
     /* It ends at the first record past 1 s; a loaded machine can hold the
@@ -159,6 +169,7 @@ static void test_crash_stops_the_others(void **state)
     expect_status(&r[0], KACE_PROC_CRASHED);
     assert_int_equal(r[0].term_signal, SIGABRT);
     assert_non_null(strstr(r[0].detail, "signal"));
+    expect_ending(&r[0], "killed by signal 6 on its own");
     expect_status(&r[1], KACE_PROC_STOPPED);
     assert_true(r[1].runtime_s < 3);
     assert_group_gone(&r[0]);
@@ -172,6 +183,7 @@ static void test_exit_code(void **state)
     expect_status(&r, KACE_PROC_CRASHED);
     assert_int_equal(r.exit_code, 3);
     assert_non_null(strstr(r.detail, "status 3"));
+    expect_ending(&r, "exited on its own with status 3");
 }
 
 static void test_exited_early(void **state)
@@ -180,6 +192,7 @@ static void test_exited_early(void **state)
     kace_proc_result r = run_one(argv, quick_options());
     expect_status(&r, KACE_PROC_EXITED_EARLY);
     assert_int_equal(r.exit_code, 0);
+    expect_ending(&r, "exited on its own with status 0");
     /* What it reported after the warm-up still gives a (short) measurement. */
     if (fabs(r.throughput.samples_per_s - 1000) > 50)
         fail_msg("%g samples/s, expected 1000", r.throughput.samples_per_s);
@@ -198,6 +211,7 @@ static void test_hang_times_out(void **state)
     /* Its first SIGTERM was caught (kace_progress.h waits for a report that never
      * comes); the second, before SIGKILL, ended it. */
     assert_int_equal(r.term_signal, SIGTERM);
+    expect_ending(&r, "ended by SIGTERM before its next report");
     assert_false(r.got_sigkill);
 }
 
@@ -221,6 +235,7 @@ static void test_ignores_sigterm(void **state)
     assert_true(r.got_sigterm);
     assert_true(r.got_sigkill);
     assert_int_equal(r.term_signal, SIGKILL);
+    expect_ending(&r, "killed by SIGKILL after a grace of 0.5 s");
 }
 
 /* A step longer than the grace period: the grace grows to three of its
@@ -327,6 +342,19 @@ static void test_grandchild_is_killed(void **state)
     assert_int_equal(kill(gc, 0), -1);
     assert_int_equal(errno, ESRCH);
     assert_true(r.got_sigkill); /* the grandchild ignored SIGTERM */
+    expect_ending(&r, "stopped at its next report after SIGTERM; the rest of its group was killed by SIGKILL");
+}
+
+/* A leader that exited on its own, leaving a process that ignores SIGTERM:
+ * the group's SIGTERM and SIGKILL were not the leader's, and its ending
+ * says so (before, it read "stopped at its next report after SIGTERM"). */
+static void test_leader_exited_before_kace(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "grandchild", "1000", "0.6", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_EXITED_EARLY);
+    assert_true(r.got_sigterm && r.got_sigkill && !r.leader_got_sigterm);
+    expect_ending(&r, "exited on its own with status 0; the rest of its group was killed by SIGKILL");
 }
 
 static void test_oom(void **state)
@@ -460,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_long_steps_reach_their_report),
         cmocka_unit_test(test_helper_outlives_the_first_sigterm),
         cmocka_unit_test(test_leader_left_its_group),
+        cmocka_unit_test(test_leader_exited_before_kace),
         cmocka_unit_test(test_cancel_keeps_the_plain_grace),
         cmocka_unit_test(test_grandchild_is_killed), cmocka_unit_test(test_oom),
         cmocka_unit_test(test_bad_progress),       cmocka_unit_test(test_spawn_failure),

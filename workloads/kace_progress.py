@@ -58,7 +58,8 @@ def _progress_fd():
             try:
                 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
                     signal.signal(signal.SIGTERM, _on_term)
-                    os.register_at_fork(after_in_child=_forked_child)
+                    if hasattr(os, "register_at_fork"):  # Python >= 3.7
+                        os.register_at_fork(after_in_child=_forked_child)
             except (ValueError, OSError):
                 pass  # no handler: SIGTERM ends the process at once, as before
     return _fd

@@ -60,6 +60,7 @@ typedef struct kace_proc_result {
     int exit_code;           /* -1 when it did not exit normally */
     int term_signal;         /* signal that ended it, 0 when none */
     bool got_sigterm, got_sigkill; /* what kace had to send (SIGTERM: to the leader, at least) */
+    bool leader_got_sigterm; /* the leader itself was sent SIGTERM while it ran (not only what it left) */
     double term_grace_s;     /* the grace period it was given, from the first SIGTERM (0: none sent) */
     double runtime_s;        /* from start to the end of its group */
     kace_throughput throughput;    /* samples_per_s is NaN when not measured */
@@ -72,7 +73,9 @@ typedef struct kace_proc_result {
 /* How the process ended, in words (buf, of size n): "stopped at its next
  * report after SIGTERM" (the step-boundary stop), "ended by SIGTERM before
  * its next report", "killed by SIGKILL after a grace of G s", "exited with
- * status N after SIGTERM", "exited on its own with status N", ... Returns buf. */
+ * status N after SIGTERM", "exited on its own with status N", ..., then
+ * "; the rest of its group was killed by SIGKILL" where that happened.
+ * Returns buf. */
 const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n);
 
 /* What the tick callback sees while the run goes on. */

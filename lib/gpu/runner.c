@@ -50,22 +50,23 @@ const char *kace_proc_status_name(kace_proc_status s)
 
 const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
 {
+    bool termed = r->leader_got_sigterm;
+    int sig = r->term_signal;
     if (r->status == KACE_PROC_SPAWN_FAILED)
         snprintf(buf, n, "never started");
-    else if (!r->got_sigterm && r->term_signal)
-        snprintf(buf, n, "killed by signal %d on its own", r->term_signal);
-    else if (!r->got_sigterm)
-        snprintf(buf, n, "exited on its own with status %d", r->exit_code);
-    else if (r->term_signal == SIGKILL && r->got_sigkill)
+    else if (sig == SIGKILL && r->got_sigkill)
         snprintf(buf, n, "killed by SIGKILL after a grace of %.3g s", r->term_grace_s);
-    else if (r->term_signal == SIGTERM)
+    else if (sig == SIGTERM && termed)
         snprintf(buf, n, "ended by SIGTERM before its next report");
-    else if (r->term_signal)
-        snprintf(buf, n, "killed by signal %d after SIGTERM", r->term_signal);
-    else if (r->exit_code == 0)
+    else if (sig)
+        snprintf(buf, n, "killed by signal %d %s", sig, termed ? "after SIGTERM" : "on its own");
+    else if (termed && r->exit_code == 0)
         snprintf(buf, n, "stopped at its next report after SIGTERM");
     else
-        snprintf(buf, n, "exited with status %d after SIGTERM", r->exit_code);
+        snprintf(buf, n, "exited %s with status %d", termed ? "after SIGTERM" : "on its own", r->exit_code);
+    size_t len = strlen(buf);
+    if (r->got_sigkill && sig != SIGKILL && len < n)
+        snprintf(buf + len, n - len, "; the rest of its group was killed by SIGKILL");
     return buf;
 }
 
@@ -437,8 +438,10 @@ static bool workload_exists(const proc *p)
 static void signal_workload(proc *p, int sig)
 {
     kill(-p->pid, sig);
-    if (!p->leader_reaped)
+    if (!p->leader_reaped) {
         kill(p->pid, sig);
+        p->res->leader_got_sigterm |= sig == SIGTERM;
+    }
     p->term_group = true;
 }
 
@@ -465,6 +468,7 @@ static void terminate(proc *p, const kace_run_options *opt, int64_t now, bool hu
             p->term_group = true;
         } else {
             kill(p->pid, SIGTERM);
+            p->res->leader_got_sigterm = true;
         }
         p->res->got_sigterm = true;
         p->res->term_grace_s = p->grace_s;

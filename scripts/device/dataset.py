@@ -443,10 +443,13 @@ def docs(dest, doc, check):
     return 0
 
 
-ENDINGS = [("stopped at its next report after SIGTERM", "stopped at their next report (the step-boundary stop)"),
+# kace_proc_ending's phrases, the first match counting (a group killed by SIGKILL
+# is counted so even when its leader stopped at its report).
+ENDINGS = [("killed by SIGKILL", "killed by SIGKILL, themselves or part of their group, at the end of the grace"),
            ("ended by SIGTERM before its next report", "ended by SIGTERM before their next report (mid-step)"),
-           ("killed by SIGKILL", "killed by SIGKILL at the end of their grace period"),
+           ("stopped at its next report after SIGTERM", "stopped at their next report (the step-boundary stop)"),
            ("on its own", "ended on their own (a crash, an early exit)")]
+OTHER_ENDINGS = ("after SIGTERM", "never started")
 
 
 def endings_markdown(runs):
@@ -460,7 +463,7 @@ def endings_markdown(runs):
         key = next((k for k, _ in ENDINGS if k in d), None)
         if key:
             counts[key] += 1
-        elif d:
+        elif any(o in d for o in OTHER_ENDINGS):
             other += 1
         else:
             unknown += 1
@@ -469,7 +472,7 @@ def endings_markdown(runs):
              "and its other clients in an undefined state: the step-boundary stop is meant to avoid that.", ""]
     lines += ["- %d %s" % (counts[k], words) for k, words in ENDINGS]
     if other:
-        lines.append("- %d otherwise" % other)
+        lines.append("- %d otherwise (another exit or signal after SIGTERM, or never started)" % other)
     if unknown:
         lines.append("- %d not recorded (measured by a kace that did not store it)" % unknown)
     return "\n".join(lines)
