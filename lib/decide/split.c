@@ -637,7 +637,7 @@ size_t kace_split_training_rows(const kace_split_grid *grids, size_t n_grids, in
     size_t n = 0;
     for (size_t i = 0; i < n_grids; i++) {
         const int *w = grids[i].workload;
-        if ((w[0] == a && w[1] == b) || (w[0] == b && w[1] == a))
+        if (same_pair(w, a, b))
             continue;
         rows[n++] = i;
     }
@@ -747,7 +747,7 @@ kace_status kace_split_evaluate_across(kace_ctx *ctx, const kace_dataset *train_
         size_t n_train = kace_split_training_rows(train_grids, n_train_grids, ta, tb, rows), same = 0;
         for (size_t i = 0; i < n_train; i++) {
             const int *w = train_grids[rows[i]].workload;
-            same += (w[0] == ta && w[1] == tb) || (w[0] == tb && w[1] == ta);
+            same += same_pair(w, ta, tb);
         }
         if (same) {
             st = kace_fail(ctx, KACE_ERR_MODEL, "internal: the advised pair is in its own training set");
@@ -763,7 +763,7 @@ kace_status kace_split_evaluate_across(kace_ctx *ctx, const kace_dataset *train_
             e->alpha_fits[j] += alpha == kace_split_alphas[j];
         for (size_t h = g; h < n_grids; h++) {
             const int *w = grids[h].workload;
-            if (done[h] || !((w[0] == a && w[1] == b) || (w[0] == b && w[1] == a)))
+            if (done[h] || !same_pair(w, a, b))
                 continue;
             done[h] = true;
             kace_split_case *c = &e->cases[e->n];
