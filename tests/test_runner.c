@@ -268,29 +268,37 @@ static void test_long_steps_reach_their_report(void **state)
     assert_true(r.term_grace_s == 0.5);
 }
 
+/* Runs argv[] (its mode names it) with its stdout to a scratch file; leaves
+ * the file's first line in line. */
+static kace_proc_result run_with_stdout(char **argv, kace_run_options o, char *line, size_t size)
+{
+    char out[4096];
+    snprintf(out, sizeof out, "%s/%s.out", scratch_dir("test_runner"), argv[1]);
+    kace_proc_spec spec = {.name = argv[1], .argv = argv, .stdout_path = out};
+    kace_proc_result r;
+    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    line[0] = '\0';
+    assert_non_null(fgets(line, (int)size, f));
+    fclose(f);
+    return r;
+}
+
 /* The first SIGTERM goes to the leader alone: a helper process of the
  * workload (a DataLoader worker) is still alive when the leader stops at its
  * report, and the leader ends it. */
 static void test_helper_outlives_the_first_sigterm(void **state)
 {
-    const char *dir = scratch_dir("test_runner");
-    char out[4096];
-    snprintf(out, sizeof out, "%s/helper.out", dir);
     char *argv[] = {KACE_TEST_WORKER, "helper", "1000", NULL};
-    kace_proc_spec spec = {.name = "helper", .argv = argv, .stdout_path = out};
-    kace_proc_result r;
     kace_run_options o = quick_options();
     o.term_grace_s = 2; /* the leader waits 0.2 s before it looks: well before the group's SIGTERM */
-    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    char line[64];
+    kace_proc_result r = run_with_stdout(argv, o, line, sizeof line);
     expect_status(&r, KACE_PROC_OK);
     assert_group_gone(&r);
     assert_int_equal(r.exit_code, 0);
     assert_false(r.got_sigkill);
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
-    char line[64] = "";
-    assert_non_null(fgets(line, sizeof line, f));
-    fclose(f);
     assert_string_equal(line, "helper alive\n");
 }
 
@@ -299,22 +307,14 @@ static void test_helper_outlives_the_first_sigterm(void **state)
  * its empty group got every signal and the run never ended. */
 static void test_leader_left_its_group(void **state)
 {
-    const char *dir = scratch_dir("test_runner");
-    char out[4096];
-    snprintf(out, sizeof out, "%s/left.out", dir);
     char *argv[] = {KACE_TEST_WORKER, "leave-group", "1000", NULL};
-    kace_proc_spec spec = {.name = "leave-group", .argv = argv, .stdout_path = out};
-    kace_proc_result r;
-    kace_run_options o = quick_options();
-    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    char line[64];
+    kace_proc_result r = run_with_stdout(argv, quick_options(), line, sizeof line);
     expect_status(&r, KACE_PROC_OK);
     assert_true(r.got_sigkill);
     assert_int_equal(r.term_signal, SIGKILL);
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
     int child = 0;
-    assert_int_equal(fscanf(f, "%d", &child), 1);
-    fclose(f);
+    assert_int_equal(sscanf(line, "%d", &child), 1);
     assert_true(child > 0);
     kill(child, SIGKILL); /* the group it joined is not kace's to end */
     waitpid(child, NULL, 0);
@@ -322,21 +322,13 @@ static void test_leader_left_its_group(void **state)
 
 static void test_grandchild_is_killed(void **state)
 {
-    const char *dir = scratch_dir("test_runner");
-    char out[4096];
-    snprintf(out, sizeof out, "%s/grandchild.out", dir);
     char *argv[] = {KACE_TEST_WORKER, "grandchild", "1000", NULL};
-    kace_proc_spec spec = {.name = "grandchild", .argv = argv, .stdout_path = out};
-    kace_proc_result r;
-    kace_run_options o = quick_options();
-    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    char line[64];
+    kace_proc_result r = run_with_stdout(argv, quick_options(), line, sizeof line);
     expect_status(&r, KACE_PROC_OK);
     assert_group_gone(&r);
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
     int gc = 0;
-    assert_int_equal(fscanf(f, "%d", &gc), 1);
-    fclose(f);
+    assert_int_equal(sscanf(line, "%d", &gc), 1);
     assert_true(gc > 0 && gc != r.pid);
     errno = 0;
     assert_int_equal(kill(gc, 0), -1);
