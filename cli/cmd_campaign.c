@@ -198,20 +198,20 @@ int cmd_campaign(int argc, char **argv)
         /* NVIDIA's MPS docs: a client that ends with GPU work outstanding
          * (a crash, an out-of-memory, a signal mid-step) can leave its server
          * and the next clients in an undefined state. The next MPS run gets a
-         * fresh one. A member ended by a signal, not at a step boundary (or
-         * whose group had to be killed: the CUDA client may be a child of a
-         * launcher), may have had work outstanding even in a run that
-         * measured well. */
+         * fresh one. A member that ended mid-step (by a signal, by a handler
+         * of its own before its next report, or whose group had to be
+         * killed: the CUDA client may be a child of a launcher) may have had
+         * work outstanding even in a run that measured well. */
         int killed = -1;
         for (int m = 0; m < e->spec.k && killed < 0; m++)
-            if (res.proc[m].term_signal || res.proc[m].got_sigkill)
+            if (kace_proc_ended_mid_step(&res.proc[m]))
                 killed = m;
         if (!e->spec.timeslice && (res.status != KACE_RUN_OK || killed >= 0)) {
             char ending[96];
             if (res.status != KACE_RUN_OK)
                 fprintf(stderr, "kace: %s failed under MPS: the next MPS run starts a fresh MPS daemon\n", label);
             else
-                fprintf(stderr, "kace: %s %s was %s, not at a step boundary, under MPS: the next MPS run starts a "
+                fprintf(stderr, "kace: %s %s ended mid-step (%s) under MPS: the next MPS run starts a "
                         "fresh MPS daemon\n", label, e->spec.workload[killed],
                         kace_proc_ending(&res.proc[killed], ending, sizeof ending));
             if (measure_cli_quit_mps(ctx, mps, true) != 0) {

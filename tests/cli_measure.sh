@@ -65,8 +65,9 @@ wait_for_workers() {
 "$kace" workload add slow -- "$scratch/bin/worker" report 1000 >/dev/null || fail "workload add slow"
 "$kace" workload add medium -- "$scratch/bin/worker" report 2000 >/dev/null || fail "workload add medium"
 "$kace" workload add stubborn -- "$scratch/bin/worker" ignore-term 1000 >/dev/null || fail "workload add stubborn"
+"$kace" workload add handler -- "$scratch/bin/worker" own-handler 1000 >/dev/null || fail "workload add handler"
 "$kace" workload add crasher -- "$scratch/bin/worker" crash 1000 0.3 >/dev/null || fail "workload add crasher"
-[ "$("$kace" workload list | wc -l)" = 5 ] || fail "workload list"
+[ "$("$kace" workload list | wc -l)" = 6 ] || fail "workload list"
 "$kace" workload add "bad name" -- true 2>/dev/null && fail "a name with a space was accepted"
 
 # 1. A pair under MPS with a split: stored whole, daemon quit.
@@ -302,7 +303,7 @@ exec "$scratch/bin/worker" report 2000
 EOS
 chmod +x "$scratch/bin/pidprobe"
 "$kace" workload add pidprobe -- "$scratch/bin/pidprobe" >/dev/null || fail "workload add pidprobe"
-for middle in stubborn fast; do
+for middle in stubborn handler fast; do
     printf '%s\n' "workloads pidprobe $middle slow medium" "set then-$middle" "run pidprobe slow" "run $middle slow" \
         "run pidprobe medium" >"$scratch/kill-plan.txt"
     rm -f "$scratch/pids.log"
@@ -315,10 +316,13 @@ for middle in stubborn fast; do
     [ "$(wc -l <"$scratch/pids.log")" = 2 ] && [ -n "$(head -1 "$scratch/pids.log")" ] ||
         fail "$middle campaign: daemon processes seen: $(cat "$scratch/pids.log")"
     same=$([ "$(sed -n 1p "$scratch/pids.log")" = "$(sed -n 2p "$scratch/pids.log")" ] && echo yes || echo no)
-    if [ $middle = stubborn ]; then
-        grep -q "\[2/3\] stubborn was killed by SIGKILL after a grace of 3 s, not at a step boundary, under MPS: the next MPS run starts a fresh MPS daemon" "$scratch/err" ||
-            fail "kill campaign: no fresh daemon after the killed member: $(cat "$scratch/err")"
-        [ $same = no ] || fail "kill campaign: the same daemon after the killed member: $(cat "$scratch/pids.log")"
+    # handler: a SIGTERM handler of its own exits at once, before its next report.
+    declare -A ending=([stubborn]="killed by SIGKILL after a grace of 3 s"
+        [handler]="exited with status 0 after SIGTERM, before its next report")
+    if [ $middle != fast ]; then
+        grep -qF "[2/3] $middle ended mid-step (${ending[$middle]}) under MPS: the next MPS run starts a fresh MPS daemon" "$scratch/err" ||
+            fail "$middle campaign: no fresh daemon after the member that ended mid-step: $(cat "$scratch/err")"
+        [ $same = no ] || fail "$middle campaign: the same daemon after the member that ended mid-step: $(cat "$scratch/pids.log")"
     else
         grep -q "fresh MPS daemon" "$scratch/err" && fail "clean campaign: a fresh daemon after clean runs: $(cat "$scratch/err")"
         [ $same = yes ] || fail "clean campaign: another daemon after a clean run: $(cat "$scratch/pids.log")"

@@ -83,6 +83,9 @@ static void test_steady_throughput(void **state)
     assert_int_equal(r.term_signal, 0);
     assert_true(r.n_records > 50);
     expect_ending(&r, "stopped at its next report after SIGTERM");
+    assert_true(r.reported_after_sigterm);
+    assert_true(kace_proc_stopped_at_report(&r));
+    assert_false(kace_proc_ended_mid_step(&r));
     if (fabs(r.throughput.samples_per_s - 2000) > 0.03 * 2000)
         fail_msg("%g samples/s, expected 2000", r.throughput.samples_per_s);
     /* It ends at the first record past 1 s; a loaded machine can hold the
@@ -213,7 +216,27 @@ static void test_hang_times_out(void **state)
     assert_int_equal(r.term_signal, SIGTERM);
     expect_ending(&r, "ended by SIGTERM before its next report");
     assert_false(r.got_sigkill);
+    assert_true(kace_proc_ended_mid_step(&r));
 }
+
+/* A workload with a SIGTERM handler of its own that exits 0 at once ends
+ * mid-step: it did not report after the signal, so its ending says so and
+ * kace_proc_ended_mid_step (which gets a campaign a fresh MPS daemon) holds.
+ * Before, it read "stopped at its next report after SIGTERM". */
+static void test_own_handler_ends_mid_step(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "own-handler", "1000", NULL};
+    kace_proc_result r = run_one(argv, quick_options());
+    expect_status(&r, KACE_PROC_OK);
+    assert_true(r.leader_got_sigterm);
+    assert_int_equal(r.exit_code, 0);
+    assert_int_equal(r.term_signal, 0);
+    assert_false(r.reported_after_sigterm);
+    expect_ending(&r, "exited with status 0 after SIGTERM, before its next report");
+    assert_false(kace_proc_stopped_at_report(&r));
+    assert_true(kace_proc_ended_mid_step(&r));
+}
+
 
 static void test_never_reports(void **state)
 {
@@ -283,6 +306,17 @@ static kace_proc_result run_with_stdout(char **argv, kace_run_options o, char *l
     assert_non_null(fgets(line, (int)size, f));
     fclose(f);
     return r;
+}
+
+/* kace_progress.h's SIGTERM handler is not inherited by a process forked
+ * after it was installed (a helper that never reports): SIGTERM ends it. */
+static void test_forked_child_gets_default_sigterm(void **state)
+{
+    char *argv[] = {KACE_TEST_WORKER, "fork-late", "1000", NULL};
+    char line[64];
+    kace_proc_result r = run_with_stdout(argv, quick_options(), line, sizeof line);
+    expect_status(&r, KACE_PROC_OK);
+    assert_string_equal(line, "child ended by signal 15\n");
 }
 
 /* The first SIGTERM goes to the leader alone: a helper process of the
@@ -477,12 +511,14 @@ int main(void)
         cmocka_unit_test(test_crash_stops_the_others), cmocka_unit_test(test_exit_code),
         cmocka_unit_test(test_exited_early),       cmocka_unit_test(test_hang_times_out),
         cmocka_unit_test(test_never_reports),      cmocka_unit_test(test_ignores_sigterm),
+        cmocka_unit_test(test_own_handler_ends_mid_step),
         cmocka_unit_test(test_long_steps_reach_their_report),
         cmocka_unit_test(test_helper_outlives_the_first_sigterm),
         cmocka_unit_test(test_leader_left_its_group),
         cmocka_unit_test(test_leader_exited_before_kace),
         cmocka_unit_test(test_cancel_keeps_the_plain_grace),
         cmocka_unit_test(test_grandchild_is_killed), cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_forked_child_gets_default_sigterm),
         cmocka_unit_test(test_bad_progress),       cmocka_unit_test(test_spawn_failure),
         cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_python_helper),
         cmocka_unit_test(test_cancel_from_tick),

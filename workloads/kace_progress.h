@@ -18,11 +18,14 @@
  * (report after synchronizing the step's GPU work). NVIDIA's MPS
  * documentation warns that a client ended with GPU work outstanding can
  * leave the MPS server and its other clients in an undefined state. The
- * flag is per translation unit: report from one.
+ * flag is per translation unit: report from one. A process forked after
+ * the first report gets SIGTERM back at its default (pthread_atfork; in
+ * glibc's libc, no -pthread needed).
  */
 #ifndef KACE_PROGRESS_CLIENT_H
 #define KACE_PROGRESS_CLIENT_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +48,18 @@ static inline void kace_progress_on_term(int sig)
     signal(SIGTERM, SIG_DFL); /* async-signal-safe */
 }
 
+/* A process forked after the handler is in (a helper that never reports)
+ * gets SIGTERM back at its default: its parent's shutdown and kace's group
+ * SIGTERM end it at once. */
+static inline void kace_progress_forked_child(void)
+{
+    struct sigaction old;
+    kace_progress_stopping = 0;
+    if (sigaction(SIGTERM, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        old.sa_handler == kace_progress_on_term)
+        signal(SIGTERM, SIG_DFL);
+}
+
 /* The descriptor from $KACE_PROGRESS_FD, or -1. Looked up once; when it is
  * there, SIGTERM is caught if it was at its default. */
 static inline int kace_progress_fd(void)
@@ -63,7 +78,8 @@ static inline int kace_progress_fd(void)
             sa.sa_handler = kace_progress_on_term;
             sigemptyset(&sa.sa_mask);
             sa.sa_flags = SA_RESTART;
-            sigaction(SIGTERM, &sa, NULL);
+            if (sigaction(SIGTERM, &sa, NULL) == 0)
+                pthread_atfork(NULL, NULL, kace_progress_forked_child);
         }
     }
     return fd;

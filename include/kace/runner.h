@@ -61,6 +61,7 @@ typedef struct kace_proc_result {
     int term_signal;         /* signal that ended it, 0 when none */
     bool got_sigterm, got_sigkill; /* what kace had to send (SIGTERM: to the leader, at least) */
     bool leader_got_sigterm; /* the leader itself was sent SIGTERM while it ran (not only what it left) */
+    bool reported_after_sigterm; /* a progress record is stamped after the leader's first SIGTERM */
     double term_grace_s;     /* the grace period it was given, from the first SIGTERM (0: none sent) */
     double runtime_s;        /* from start to the end of its group */
     kace_throughput throughput;    /* samples_per_s is NaN when not measured */
@@ -73,10 +74,21 @@ typedef struct kace_proc_result {
 /* How the process ended, in words (buf, of size n): "stopped at its next
  * report after SIGTERM" (the step-boundary stop), "ended by SIGTERM before
  * its next report", "killed by SIGKILL after a grace of G s", "exited with
- * status N after SIGTERM", "exited on its own with status N", ..., then
+ * status N after SIGTERM, before its next report", "exited on its own with
+ * status N", ..., then
  * "; the rest of its group was killed by SIGKILL" where that happened.
  * Returns buf. */
 const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n);
+
+/* The step-boundary stop: the leader got kace's SIGTERM, reported once more
+ * and exited with status 0, no signal. */
+bool kace_proc_stopped_at_report(const kace_proc_result *r);
+
+/* Ended by a signal, or part of its group by SIGKILL, or exited after
+ * kace's SIGTERM before reporting again (a SIGTERM handler of its own): it
+ * may have left GPU work outstanding (NVIDIA's MPS documentation: its
+ * server and the server's other clients may then be in an undefined state). */
+bool kace_proc_ended_mid_step(const kace_proc_result *r);
 
 /* What the tick callback sees while the run goes on. */
 typedef struct kace_run_view {

@@ -60,14 +60,29 @@ const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
         snprintf(buf, n, "ended by SIGTERM before its next report");
     else if (sig)
         snprintf(buf, n, "killed by signal %d %s", sig, termed ? "after SIGTERM" : "on its own");
-    else if (termed && r->exit_code == 0)
+    else if (kace_proc_stopped_at_report(r))
         snprintf(buf, n, "stopped at its next report after SIGTERM");
+    else if (termed) /* a SIGTERM handler of its own, say */
+        snprintf(buf, n, "exited with status %d after SIGTERM, %s its next report", r->exit_code,
+                 r->reported_after_sigterm ? "after" : "before");
     else
-        snprintf(buf, n, "exited %s with status %d", termed ? "after SIGTERM" : "on its own", r->exit_code);
+        snprintf(buf, n, "exited on its own with status %d", r->exit_code);
     size_t len = strlen(buf);
     if (r->got_sigkill && sig != SIGKILL && len < n)
         snprintf(buf + len, n - len, "; the rest of its group was killed by SIGKILL");
     return buf;
+}
+
+bool kace_proc_stopped_at_report(const kace_proc_result *r)
+{
+    return r->status != KACE_PROC_SPAWN_FAILED && r->leader_got_sigterm && r->term_signal == 0 &&
+           r->exit_code == 0 && r->reported_after_sigterm;
+}
+
+bool kace_proc_ended_mid_step(const kace_proc_result *r)
+{
+    return r->status != KACE_PROC_SPAWN_FAILED &&
+           (r->term_signal != 0 || r->got_sigkill || (r->leader_got_sigterm && !r->reported_after_sigterm));
 }
 
 void kace_run_options_init(kace_run_options *opt)
@@ -115,6 +130,7 @@ typedef struct proc {
     double grace_s;       /* from the first SIGTERM to SIGKILL */
     bool complete;        /* reported through its window */
     int64_t start_ns, term_ns, end_ns;
+    int64_t leader_term_ns; /* just before the leader's first SIGTERM (0: none) */
     size_t tail_len;
 } proc;
 
@@ -434,13 +450,23 @@ static bool workload_exists(const proc *p)
     return group_exists(p->pid) || (!p->leader_reaped && (kill(p->pid, 0) == 0 || errno != ESRCH));
 }
 
+/* Called just before the leader's SIGTERM: a progress record stamped after
+ * this was written after the signal (the step-boundary stop). */
+static void note_leader_sigterm(proc *p)
+{
+    if (!p->leader_term_ns)
+        p->leader_term_ns = kace_monotonic_ns();
+    p->res->leader_got_sigterm = true;
+}
+
 /* sig to p's group and to its leader while it is not reaped. */
 static void signal_workload(proc *p, int sig)
 {
     kill(-p->pid, sig);
     if (!p->leader_reaped) {
+        if (sig == SIGTERM)
+            note_leader_sigterm(p);
         kill(p->pid, sig);
-        p->res->leader_got_sigterm |= sig == SIGTERM;
     }
     p->term_group = true;
 }
@@ -467,8 +493,8 @@ static void terminate(proc *p, const kace_run_options *opt, int64_t now, bool hu
             kill(-p->pid, SIGTERM);
             p->term_group = true;
         } else {
+            note_leader_sigterm(p);
             kill(p->pid, SIGTERM);
-            p->res->leader_got_sigterm = true;
         }
         p->res->got_sigterm = true;
         p->res->term_grace_s = p->grace_s;
@@ -710,6 +736,7 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
         const kace_progress_record *r = kace_progress_records(p->progress, &nr);
         p->res->n_records = nr;
         p->res->first_record_ns = nr ? r[0].t_ns : 0;
+        p->res->reported_after_sigterm = p->leader_term_ns && nr && r[nr - 1].t_ns >= p->leader_term_ns;
         p->res->runtime_s = (double)(p->end_ns - p->start_ns) / 1e9;
         if (wstart > 0 && nr >= 2 && p->res->status != KACE_PROC_BAD_PROGRESS)
             kace_progress_throughput(scratch, r, nr, wstart, opt.window_s, 1, &p->res->throughput);

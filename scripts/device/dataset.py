@@ -446,7 +446,8 @@ def docs(dest, doc, check):
 # kace_proc_ending's phrases, the first match counting (a group killed by SIGKILL
 # is counted so even when its leader stopped at its report).
 ENDINGS = [("killed by SIGKILL", "killed by SIGKILL, themselves or part of their group, at the end of the grace"),
-           ("ended by SIGTERM before its next report", "ended by SIGTERM before their next report (mid-step)"),
+           ("before its next report", "ended after SIGTERM before their next report (mid-step: by the signal, "
+            "or by a handler of their own)"),
            ("stopped at its next report after SIGTERM", "stopped at their next report (the step-boundary stop)"),
            ("on its own", "ended on their own (a crash, an early exit)")]
 OTHER_ENDINGS = ("after SIGTERM", "never started")

@@ -21,6 +21,11 @@
  *                 ("helper alive" or "helper gone") and end it
  *   leave-group   fork a child into a group of its own, print its pid, join
  *                 that group (leaving kace's), ignore SIGTERM, then report
+ *   own-handler   a SIGTERM handler of its own that exits 0 at once (mid-step),
+ *                 then report
+ *   fork-late     report once (kace_progress.h catches SIGTERM), then fork a
+ *                 child, SIGTERM it, and print "child ended by signal N" or
+ *                 "child alive" (then kill it); then report
  */
 #include <errno.h>
 #include <signal.h>
@@ -78,6 +83,12 @@ static void end_helper(void)
     fflush(stdout);
     kill(helper_pid, SIGTERM);
     waitpid(helper_pid, &st, 0);
+}
+
+static void exit_at_once(int sig)
+{
+    (void)sig;
+    _exit(0);
 }
 
 static void sleep_forever(void)
@@ -188,6 +199,31 @@ int main(int argc, char **argv)
         signal(SIGTERM, SIG_IGN);
         report_for(rate, seconds);
         sleep_forever();
+    }
+    if (strcmp(mode, "own-handler") == 0) {
+        signal(SIGTERM, exit_at_once);
+        report_for(rate, seconds);
+        return 0;
+    }
+    if (strcmp(mode, "fork-late") == 0) {
+        kace_progress_report(0);
+        pid_t child = fork();
+        if (child == 0)
+            sleep_forever();
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+        kill(child, SIGTERM);
+        nanosleep(&(struct timespec){0, 200000000}, NULL);
+        int st;
+        if (waitpid(child, &st, WNOHANG) == child && WIFSIGNALED(st)) {
+            printf("child ended by signal %d\n", WTERMSIG(st));
+        } else {
+            printf("child alive\n");
+            kill(child, SIGKILL);
+            waitpid(child, &st, 0);
+        }
+        fflush(stdout);
+        report_for(rate, seconds);
+        return 0;
     }
     fprintf(stderr, "%s: unknown mode %s\n", argv[0], mode);
     return 2;
