@@ -104,7 +104,7 @@ typedef struct server {
     /* the advisor in use */
     pthread_mutex_t swap_lock;
     held_advisor *current;
-    file_stamp db_stamp, model_stamp;
+    file_stamp db_stamp, model_stamp, split_stamp; /* split: --split-train-db's store */
     /* metrics and GPUs */
     kace_serve_metrics *metrics;
     const kace_serve_gpu_source *gpu_source;
@@ -230,7 +230,8 @@ static kace_status fit_split_model(kace_ctx *ctx, kace_store *store, const kace_
 static kace_status load(kace_ctx *ctx, server *s, const char **reason)
 {
     *reason = "load_error";
-    file_stamp db_stamp = stamp_of(s->db), model_stamp = stamp_of(s->model_file);
+    file_stamp db_stamp = stamp_of(s->db), model_stamp = stamp_of(s->model_file),
+               split_stamp = stamp_of(s->split_train_db);
     kace_store *store = NULL;
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
@@ -288,6 +289,7 @@ static kace_status load(kace_ctx *ctx, server *s, const char **reason)
     release(old);
     s->db_stamp = db_stamp;
     s->model_stamp = model_stamp;
+    s->split_stamp = split_stamp;
     const file_stamp *age = s->model_file ? &model_stamp : &db_stamp;
     kace_serve_metrics_model_loaded(s->metrics, true, unix_now(),
                                     (double)age->mtime.tv_sec + (double)age->mtime.tv_nsec * 1e-9);
@@ -764,7 +766,7 @@ static void usage(void)
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
            "  GET /k8s/state /metrics /healthz.\n"
            "--listen defaults to 127.0.0.1:8080 (port 0 = any free port, written to --port-file).\n"
-           "SIGHUP, or a change of the store or model file (checked every --watch seconds, default 1,\n"
+           "SIGHUP, or a change of the store, model file or --split-train-db (checked every --watch seconds, default 1,\n"
            "0 = never), reloads the model without dropping requests; SIGTERM stops gracefully.\n"
            "POSTs need Content-Type application/json; a foreign Origin is refused (403); with --token-file,\n"
            "POST /v1/... needs 'Authorization: Bearer <the file's token>' (401). Limits: docs/serve.md.\n"
@@ -778,7 +780,7 @@ static void usage(void)
            "(default kace; exclusive, packing, random, MEMCAP, SM%%, MEM%%), built as kace schedule builds it\n"
            "from the store; 'gain' scores each node by its best GPU's predicted gain instead.\n"
            "--split-train-db OTHER: /v1/mps-split's model is fitted on OTHER's split grids (another GPU's) and\n"
-           "reads this store's profiles and curves; a change of OTHER is not watched (SIGHUP reloads it).\n");
+           "reads this store's profiles and curves; a change of OTHER reloads, as one of the store does.\n");
 }
 
 /* The token of --token-file: its first line, without trailing white space. */
@@ -1124,13 +1126,16 @@ int cmd_serve(int argc, char **argv)
         if (sig == SIGHUP) {
             reload(&s, "SIGHUP");
         } else if (watch > 0) {
-            file_stamp db_now = stamp_of(s.db), model_now = stamp_of(s.model_file);
-            if (!same_stamp(&db_now, &s.db_stamp) || !same_stamp(&model_now, &s.model_stamp)) {
+            file_stamp db_now = stamp_of(s.db), model_now = stamp_of(s.model_file),
+                       split_now = stamp_of(s.split_train_db);
+            if (!same_stamp(&db_now, &s.db_stamp) || !same_stamp(&model_now, &s.model_stamp) ||
+                !same_stamp(&split_now, &s.split_stamp)) {
                 /* let a writer finish (a model is renamed into place whole;
                  * an import is one transaction) */
                 reload(&s, "file changed");
                 s.db_stamp = db_now; /* a failed reload is not retried until the next change */
                 s.model_stamp = model_now;
+                s.split_stamp = split_now;
             }
         }
     }

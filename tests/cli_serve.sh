@@ -248,19 +248,31 @@ SP="$SCRATCH/no-grids.db"
 { "$KACE" import --db "$SP" "$REF/profiles" "$REF/colocations/pairs.csv" && "$KACE" train --db "$SP"; } \
     >"$SCRATCH/sp.out" 2>&1 || fail "the store without grids: $(cat "$SCRATCH/sp.out")"
 rm -f "$SCRATCH/port"
-"$KACE" serve --db "$SP" --split-train-db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 \
+OTHER="$SCRATCH/other.db"
+cp "$DB" "$OTHER" || fail "cp $DB $OTHER"
+"$KACE" serve --db "$SP" --split-train-db "$OTHER" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0.2 \
     --allow-partial-model >"$SCRATCH/serve2.log" 2>&1 &
 KACE_PID=$!
 if wait_file "$SCRATCH/port" "$KACE_PID"; then
     URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
     expect 200 GET /healthz "" 'j["mps_split"] == "split-model" and j["split_grids"] == 560'
-    grep -q "mps-split: split model fitted on 560 measured grids of $DB" "$SCRATCH/serve2.log" ||
+    grep -q "mps-split: split model fitted on 560 measured grids of $OTHER" "$SCRATCH/serve2.log" ||
         fail "serve2.log does not say where the split model came from: $(cat "$SCRATCH/serve2.log")"
     expect 200 POST /v1/mps-split "{\"workloads\": [\"$B2\", \"$B8\"]}" 'j["method"] == "split-model"'
     python3 -c 'import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:])
 sys.exit(0 if (a["split"], a["predicted"]) == (b["split"], b["predicted"]) else 1)' "$SCRATCH/split-own.json" "$SCRATCH/body" ||
         fail "the split advised with --split-train-db differs: $(head -c 300 "$SCRATCH/body")"
+    # OTHER is watched as the store is: replaced by a store without grids, the
+    # server reloads and advises by the profile rule.
+    cp "$SP" "$OTHER.new" && mv -f "$OTHER.new" "$OTHER" || fail "replacing $OTHER"
+    for _ in $(seq 1 100); do
+        grep -q "advising by the profile rule ($OTHER" "$SCRATCH/serve2.log" && break
+        sleep 0.1
+    done
+    grep -q "reloaded (file changed)" "$SCRATCH/serve2.log" && grep -q "advising by the profile rule ($OTHER" "$SCRATCH/serve2.log" ||
+        fail "a change of --split-train-db's store was not picked up: $(tail -3 "$SCRATCH/serve2.log")"
+    expect 200 GET /healthz "" 'j["mps_split"] == "mps-profile" and j["split_grids"] == 0'
 else
     fail "kace serve --split-train-db did not start: $(cat "$SCRATCH/serve2.log")"
 fi
