@@ -44,6 +44,7 @@ void measure_cli_defaults(measure_cli_options *o)
     memset(o, 0, sizeof *o);
     o->warmup_s = 10;
     o->window_s = 30;
+    o->stop_grace_max_s = 30;
     o->log_fd = -1;
 }
 
@@ -75,6 +76,12 @@ bool measure_cli_option(measure_cli_options *o, int code, const char *arg, const
         o->nvml_device = (unsigned)v;
         return true;
     }
+    case 1010:
+        if (!cli_parse_number(arg, 1, 3600, false, &o->stop_grace_max_s)) {
+            cli_usage(cmd, "--stop-grace-max must be a number of seconds from 1 to 3600, not '%s'", arg);
+            *bad = true;
+        }
+        return true;
     }
     return false;
 }
@@ -131,6 +138,7 @@ void measure_cli_run_options(measure_cli_options *o, kace_run_options *run, cons
     run->warmup_s = o->warmup_s;
     run->window_s = o->window_s;
     run->timeout_s = o->timeout_s;
+    run->term_grace_max_s = o->stop_grace_max_s;
     run->stderr_fd = o->log_fd;
     run->cancel = &cli_interrupted;
     if (!o->quiet && isatty(STDERR_FILENO)) {

@@ -19,6 +19,7 @@ int cli_interrupted_exit(void);
 /* Options both commands take. */
 typedef struct measure_cli_options {
     double warmup_s, window_s, timeout_s;
+    double stop_grace_max_s; /* kace_run_options.term_grace_max_s */
     const char *run_dir, *mps_control, *gpu, *log_path;
     bool quiet;       /* no progress bar even on a terminal */
     int log_fd;       /* workloads' stderr copied here (-1: none) */
@@ -53,7 +54,7 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
         {"timeout", required_argument, 0, 1003}, {"run-dir", required_argument, 0, 1004},                     \
         {"mps-control", required_argument, 0, 1005}, {"gpu", required_argument, 0, 1006},                     \
         {"log", required_argument, 0, 1007}, {"quiet", no_argument, 0, 1008},                                 \
-        {"nvml-device", required_argument, 0, 1009}
+        {"nvml-device", required_argument, 0, 1009}, {"stop-grace-max", required_argument, 0, 1010}
 
 #define MEASURE_CLI_USAGE                                                                                     \
     "  --warmup S       seconds discarded after each workload's first progress record (default 10)\n"         \
@@ -66,6 +67,8 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
     "  --log FILE       append the workloads' stderr to FILE\n"                                               \
     "  --quiet          no progress bar (it is drawn only when stderr is a terminal anyway)\n"              \
     "  --nvml-device N  NVML index of the GPU the workloads use (default 0): under MPS every client\n"       \
-    "                   must appear in its MPS client list, and a server in the daemon's server list\n"
+    "                   must appear in its MPS client list, and a server in the daemon's server list\n"       \
+    "  --stop-grace-max S  longest wait from kace's SIGTERM to SIGKILL (default 30): the wait is 3 x\n"      \
+    "                   the workload's longest step, at least 3 s, so it stops at its next report\n"
 
 #endif

@@ -353,6 +353,25 @@ awk -F, '{ f = $1 == "fast" ? $3 : $4; s = $1 == "fast" ? $4 : $3; exit !(f > 36
     fail "the export does not import: $(cat "$scratch/err")"
 rm -rf "$(dirname "$store_py")/__pycache__"
 
+# --stop-grace-max caps the grace (3 x the longest step): a workload whose steps take
+# 1.5 s and that ignores SIGTERM is killed after 4.5 s by default, after 3.5 s here.
+cat >"$scratch/bin/slowsteps" <<'EOS'
+#!/bin/sh
+trap '' TERM
+i=0
+while :; do
+    echo "done $i" >&"$KACE_PROGRESS_FD"
+    i=$((i + 1))
+    sleep 1.5
+done
+EOS
+chmod +x "$scratch/bin/slowsteps"
+KACE_DB="$scratch/grace.db" "$kace" workload add slowsteps -- "$scratch/bin/slowsteps" >/dev/null || fail "workload add slowsteps"
+out=$(KACE_DB="$scratch/grace.db" "$kace" measure slowsteps --no-mps --warmup 0.1 --window 2 --stop-grace-max 3.5 \
+      --run-dir "$run_dir" 2>&1)
+grep -q "killed by SIGKILL after a grace of 3.5 s" <<<"$out" || fail "--stop-grace-max 3.5: $out"
+no_strays "--stop-grace-max"
+
 if [ $failures -gt 0 ]; then
     echo "$failures failure(s)" >&2
     exit 1

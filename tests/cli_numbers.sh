@@ -17,6 +17,9 @@ export KACE_DB="$scratch/never-created.db"
 # Numeric options: "command --option" -> out-of-range values (space-separated).
 declare -A numeric=(
     ["campaign --max-runs"]="-1 1e10"
+    ["campaign --stop-grace-max"]="0 3601"
+    ["measure --stop-grace-max"]="0 3601"
+    ["profile --stop-grace-max"]="0 3601"
     ["campaign --nvml-device"]="-1 64 1.5"
     ["campaign --timeout"]="-1 1e9"
     ["campaign --warmup"]="-1 1e9"
