@@ -91,6 +91,11 @@ static inline void kace_progress_report(unsigned long long samples_total)
     int fd = kace_progress_fd();
     if (fd < 0)
         return;
+    /* Read before the record is stamped: the record this call exits after
+     * is then stamped after kace's SIGTERM, which is how kace tells a stop
+     * at a report from an exit mid-step. A SIGTERM that arrives later is
+     * acted on at the next report. */
+    int stopping = kace_progress_stopping;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     char line[96];
@@ -100,7 +105,7 @@ static inline void kace_progress_report(unsigned long long samples_total)
         ssize_t w = write(fd, line, (size_t)n);
         (void)w;
     }
-    if (kace_progress_stopping)
+    if (stopping)
         exit(0);
 }
 

@@ -71,12 +71,16 @@ def report(samples_total):
     fd = _progress_fd()
     if fd is None:
         return
+    # Read before the record is stamped: the record this call exits after is then stamped
+    # after kace's SIGTERM, which is how kace tells a stop at a report from an exit
+    # mid-step. A SIGTERM that arrives later is acted on at the next report.
+    stopping = _stopping
     line = "done %d %d\n" % (int(samples_total), time.monotonic_ns())
     try:
         os.write(fd, line.encode("ascii"))
     except OSError:
         pass  # kace has gone: it will end this process anyway
-    if _stopping:
+    if stopping:
         raise SystemExit(0)
 
 
