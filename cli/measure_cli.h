@@ -68,7 +68,8 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
     "  --quiet          no progress bar (it is drawn only when stderr is a terminal anyway)\n"              \
     "  --nvml-device N  NVML index of the GPU the workloads use (default 0): under MPS every client\n"       \
     "                   must appear in its MPS client list, and a server in the daemon's server list\n"       \
-    "  --stop-grace-max S  longest wait from kace's SIGTERM to SIGKILL (default 30): the wait is 3 x\n"      \
+    "  --stop-grace-max S\n"                                                                                \
+    "                   longest wait from kace's SIGTERM to SIGKILL (default 30): the wait is 3 x\n"         \
     "                   the workload's longest step, at least 3 s, so it stops at its next report\n"
 
 #endif

@@ -267,7 +267,7 @@ sys.exit(0 if (a["split"], a["predicted"]) == (b["split"], b["predicted"]) else 
     # server reloads and advises by the profile rule.
     cp "$SP" "$OTHER.new" && mv -f "$OTHER.new" "$OTHER" || fail "replacing $OTHER"
     for _ in $(seq 1 100); do
-        grep -q "advising by the profile rule ($OTHER" "$SCRATCH/serve2.log" && break
+        grep -q "reloaded (file changed)" "$SCRATCH/serve2.log" && break
         sleep 0.1
     done
     grep -q "reloaded (file changed)" "$SCRATCH/serve2.log" && grep -q "advising by the profile rule ($OTHER" "$SCRATCH/serve2.log" ||

@@ -43,10 +43,10 @@ static void test_records_in_any_pieces(void **state)
         size_t n;
         const kace_progress_record *r = kace_progress_records(p, &n);
         assert_int_equal(n, 4);
-        assert_true(r[1].samples == 64 && r[1].t_ns == 2000);
-        assert_true(r[2].samples == 128 && r[2].t_ns == 3000);
+        assert_true(r[1].samples == 64 && r[1].t_ns == 2000 && r[1].stamped);
+        assert_true(r[2].samples == 128 && r[2].t_ns == 3000 && r[2].stamped);
         /* No time given: the time the line's last piece was received. */
-        assert_true(r[3].samples == 192);
+        assert_true(r[3].samples == 192 && !r[3].stamped);
         assert_true(r[3].t_ns >= 5000 && r[3].t_ns < 5000 + (int64_t)strlen(text));
         assert_int_equal(kace_progress_pending(p), 6); /* "done 2" has no newline yet */
         kace_progress_free(&p);

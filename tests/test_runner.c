@@ -317,6 +317,8 @@ static void test_forked_child_gets_default_sigterm(void **state)
     kace_proc_result r = run_with_stdout(argv, quick_options(), line, sizeof line);
     expect_status(&r, KACE_PROC_OK);
     assert_string_equal(line, "child ended by signal 15\n");
+    /* The parent's mask is back after the fork: kace's SIGTERM stops it at its report. */
+    assert_true(kace_proc_stopped_at_report(&r));
 }
 
 /* The first SIGTERM goes to the leader alone: a helper process of the

@@ -39,6 +39,14 @@ extern "C" {
 
 static volatile sig_atomic_t kace_progress_stopping;
 
+#ifdef __cplusplus
+#define KACE_PROGRESS_THREAD_LOCAL thread_local
+#else
+#define KACE_PROGRESS_THREAD_LOCAL _Thread_local
+#endif
+/* The forking thread's signal mask before fork() (see kace_progress_before_fork). */
+static KACE_PROGRESS_THREAD_LOCAL sigset_t kace_progress_fork_mask;
+
 /* The next SIGTERM (kace sends a second one before SIGKILL) ends the
  * process at once: a workload that never reports again is not kept alive. */
 static inline void kace_progress_on_term(int sig)
@@ -50,7 +58,22 @@ static inline void kace_progress_on_term(int sig)
 
 /* A process forked after the handler is in (a helper that never reports)
  * gets SIGTERM back at its default: its parent's shutdown and kace's group
- * SIGTERM end it at once. */
+ * SIGTERM end it at once. SIGTERM is blocked across fork(), so one that
+ * reaches the child before its handler is reset stays pending and ends it
+ * then, instead of being caught by the inherited handler. */
+static inline void kace_progress_before_fork(void)
+{
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, &kace_progress_fork_mask);
+}
+
+static inline void kace_progress_parent_after_fork(void)
+{
+    pthread_sigmask(SIG_SETMASK, &kace_progress_fork_mask, NULL);
+}
+
 static inline void kace_progress_forked_child(void)
 {
     struct sigaction old;
@@ -58,6 +81,7 @@ static inline void kace_progress_forked_child(void)
     if (sigaction(SIGTERM, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
         old.sa_handler == kace_progress_on_term)
         signal(SIGTERM, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &kace_progress_fork_mask, NULL);
 }
 
 /* The descriptor from $KACE_PROGRESS_FD, or -1. Looked up once; when it is
@@ -79,7 +103,8 @@ static inline int kace_progress_fd(void)
             sigemptyset(&sa.sa_mask);
             sa.sa_flags = SA_RESTART;
             if (sigaction(SIGTERM, &sa, NULL) == 0)
-                pthread_atfork(NULL, NULL, kace_progress_forked_child);
+                pthread_atfork(kace_progress_before_fork, kace_progress_parent_after_fork,
+                               kace_progress_forked_child);
         }
     }
     return fd;

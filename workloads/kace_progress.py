@@ -33,6 +33,27 @@ def _on_term(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # kace's second SIGTERM ends a process that never reports again
 
 
+_fork_mask = None  # the signal mask before os.fork() (SIGTERM is blocked across it)
+
+
+def _before_fork():
+    # A SIGTERM that reaches the child before _forked_child resets the handler stays
+    # pending (the child then ends at once) instead of being caught by _on_term.
+    global _fork_mask
+    try:
+        _fork_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):
+        _fork_mask = None
+
+
+def _restore_mask():
+    if _fork_mask is not None:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, _fork_mask)
+        except (ValueError, OSError):
+            pass
+
+
 def _forked_child():
     # A forked helper (a DataLoader worker) never reports: SIGTERM ends it at once, as
     # its parent's shutdown and kace's group SIGTERM expect.
@@ -43,6 +64,7 @@ def _forked_child():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
     except (ValueError, OSError):
         pass
+    _restore_mask()
 
 
 def _progress_fd():
@@ -59,7 +81,8 @@ def _progress_fd():
                 if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
                     signal.signal(signal.SIGTERM, _on_term)
                     if hasattr(os, "register_at_fork"):  # Python >= 3.7
-                        os.register_at_fork(after_in_child=_forked_child)
+                        os.register_at_fork(before=_before_fork, after_in_parent=_restore_mask,
+                                            after_in_child=_forked_child)
             except (ValueError, OSError):
                 pass  # no handler: SIGTERM ends the process at once, as before
     return _fd

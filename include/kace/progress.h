@@ -9,6 +9,7 @@
 #ifndef KACE_PROGRESS_H
 #define KACE_PROGRESS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kace/kace.h"
@@ -25,6 +26,7 @@ extern "C" {
 typedef struct kace_progress_record {
     int64_t t_ns;   /* CLOCK_MONOTONIC nanoseconds */
     double samples; /* cumulative samples done */
+    bool stamped;   /* t_ns came with the record (else: when kace read it) */
 } kace_progress_record;
 
 typedef struct kace_progress kace_progress;

@@ -162,6 +162,7 @@ static kace_status parse_line(kace_ctx *ctx, kace_progress *p, int64_t received_
     if (rc == -2)
         return parse_fail(ctx, p, KACE_ERR_INVALID, col[1], "sample count is larger than 1e15");
     r.t_ns = received_ns;
+    r.stamped = nf == 3;
     if (nf == 3 && parse_ns(f[2], &r.t_ns) != 0)
         return parse_fail(ctx, p, KACE_ERR_PARSE, col[2],
                           "time is not a number of nanoseconds (expected 1 to 18 digits of CLOCK_MONOTONIC ns)");

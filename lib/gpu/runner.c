@@ -131,6 +131,8 @@ typedef struct proc {
     bool complete;        /* reported through its window */
     int64_t start_ns, term_ns, end_ns;
     int64_t leader_term_ns; /* just before the leader's first SIGTERM (0: none) */
+    size_t records_at_term; /* progress records read by then */
+    kace_ctx *scratch;      /* progress errors (kace_run's) */
     size_t tail_len;
 } proc;
 
@@ -450,12 +452,17 @@ static bool workload_exists(const proc *p)
     return group_exists(p->pid) || (!p->leader_reaped && (kill(p->pid, 0) == 0 || errno != ESRCH));
 }
 
-/* Called just before the leader's SIGTERM: a progress record stamped after
- * this was written after the signal (the step-boundary stop). */
+/* Called just before the leader's SIGTERM. A record read after what the
+ * pipe holds now, and stamped after now when it carries its own time, was
+ * written after the signal (the step-boundary stop). */
 static void note_leader_sigterm(proc *p)
 {
-    if (!p->leader_term_ns)
+    if (!p->leader_term_ns) {
+        if (p->progress_fd >= 0)
+            read_progress(p->scratch, p);
+        kace_progress_records(p->progress, &p->records_at_term);
         p->leader_term_ns = kace_monotonic_ns();
+    }
     p->res->leader_got_sigterm = true;
 }
 
@@ -621,6 +628,8 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
     kace_ctx *scratch = kace_ctx_new(); /* progress errors: copied into details */
     if (!scratch && !st)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting the run");
+    for (size_t i = 0; i < n; i++)
+        ps[i].scratch = scratch;
     bool stopping = st != KACE_OK;
     for (;;) {
         int64_t now = kace_monotonic_ns();
@@ -736,7 +745,8 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
         const kace_progress_record *r = kace_progress_records(p->progress, &nr);
         p->res->n_records = nr;
         p->res->first_record_ns = nr ? r[0].t_ns : 0;
-        p->res->reported_after_sigterm = p->leader_term_ns && nr && r[nr - 1].t_ns >= p->leader_term_ns;
+        p->res->reported_after_sigterm = p->leader_term_ns && nr > p->records_at_term &&
+                                         (!r[nr - 1].stamped || r[nr - 1].t_ns >= p->leader_term_ns);
         p->res->runtime_s = (double)(p->end_ns - p->start_ns) / 1e9;
         if (wstart > 0 && nr >= 2 && p->res->status != KACE_PROC_BAD_PROGRESS)
             kace_progress_throughput(scratch, r, nr, wstart, opt.window_s, 1, &p->res->throughput);

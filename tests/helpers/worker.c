@@ -207,14 +207,27 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "fork-late") == 0) {
         kace_progress_report(0);
+        int ready[2];
+        if (pipe(ready) != 0)
+            return 2;
         pid_t child = fork();
-        if (child == 0)
+        if (child == 0) { /* past the fork handlers: tell the parent */
+            if (write(ready[1], "r", 1) != 1)
+                _exit(2);
             sleep_forever();
-        nanosleep(&(struct timespec){0, 100000000}, NULL);
+        }
+        char byte;
+        if (read(ready[0], &byte, 1) != 1)
+            return 2;
         kill(child, SIGTERM);
-        nanosleep(&(struct timespec){0, 200000000}, NULL);
-        int st;
-        if (waitpid(child, &st, WNOHANG) == child && WIFSIGNALED(st)) {
+        int st = 0;
+        pid_t got = 0;
+        for (int i = 0; i < 300 && got == 0; i++) { /* up to 3 s on a loaded machine */
+            got = waitpid(child, &st, WNOHANG);
+            if (got == 0)
+                nanosleep(&(struct timespec){0, 10000000}, NULL);
+        }
+        if (got == child && WIFSIGNALED(st)) {
             printf("child ended by signal %d\n", WTERMSIG(st));
         } else {
             printf("child alive\n");
