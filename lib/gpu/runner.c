@@ -495,6 +495,9 @@ static void terminate(proc *p, const kace_run_options *opt, int64_t now, bool hu
     p->phase = P_TERMINATING;
     p->term_ns = now;
     p->grace_s = hurry ? opt->term_grace_s : grace_for(p, opt);
+    int ws;
+    if (p->pid > 0 && !p->leader_reaped && waitpid(p->pid, &ws, WNOHANG) == p->pid)
+        leader_exited(p, ws, now); /* it exited on its own since the last reap: not kace's SIGTERM */
     if (p->pid > 0 && workload_exists(p)) {
         if (p->leader_reaped) {
             kill(-p->pid, SIGTERM);
