@@ -456,16 +456,23 @@ static void on_tick(void *user, const kace_run_view *v)
         t->cancel = 1; /* what the CLI's SIGINT handler does */
 }
 
+/* Options whose tick (every 50 ms) cancels the run as on_tick decides. */
+static kace_run_options cancel_options(tick_state *t, double window_s)
+{
+    kace_run_options o = quick_options();
+    o.window_s = window_s;
+    o.tick_s = 0.05;
+    o.tick = on_tick;
+    o.tick_user = t;
+    o.cancel = &t->cancel;
+    return o;
+}
+
 static void test_cancel_from_tick(void **state)
 {
     char *argv[] = {KACE_TEST_WORKER, "report", "1000", NULL};
     tick_state t = {0};
-    kace_run_options o = quick_options();
-    o.window_s = 5;
-    o.tick_s = 0.05;
-    o.tick = on_tick;
-    o.tick_user = &t;
-    o.cancel = &t.cancel;
+    kace_run_options o = cancel_options(&t, 5);
     kace_proc_result r = run_one(argv, o);
     expect_status(&r, KACE_PROC_CANCELLED);
     assert_true(t.ticks >= 5);
@@ -479,12 +486,7 @@ static void test_cancel_keeps_the_plain_grace(void **state)
 {
     char *argv[] = {KACE_TEST_WORKER, "steps", "100", "0.6", NULL};
     tick_state t = {.cancel_after = 60}; /* 3 s: records 0.6 s apart to grow the grace from */
-    kace_run_options o = quick_options();
-    o.window_s = 20;
-    o.tick_s = 0.05;
-    o.tick = on_tick;
-    o.tick_user = &t;
-    o.cancel = &t.cancel;
+    kace_run_options o = cancel_options(&t, 20);
     kace_proc_result r = run_one(argv, o);
     expect_status(&r, KACE_PROC_CANCELLED);
     assert_true(r.got_sigterm);
