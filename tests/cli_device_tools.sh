@@ -40,6 +40,31 @@ done
 # Deterministic: the same names give the same plan.
 python3 "$DEV/plan.py" $(seq 1 17 | sed 's/^/w/; s/$/_batch1-inf/') | cmp -s - "$SCRATCH/plan17.txt" || fail "plan.py is not deterministic"
 
+# 1b. Two workloads added to the catalog after the 9-workload plan was made: the plan keeps
+#     its text (every run it planned stays planned) and each added workload joins >= 7 pairs
+#     (the plan's occur); extending again, or with no new name, changes nothing.
+names9=$(seq 1 9 | sed 's/^/w/; s/$/_batch1-inf/') names11=$(seq 1 11 | sed 's/^/w/; s/$/_batch1-inf/')
+for w in w10_batch1-inf w11_batch1-inf; do "$KACE" workload --db "$SCRATCH/p9.db" add "$w" -- true >/dev/null || fail "workload add"; done
+python3 "$DEV/plan.py" --extend "$SCRATCH/plan9.txt" $names11 >"$SCRATCH/plan9x.txt" || fail "plan.py --extend"
+head -n "$(wc -l <"$SCRATCH/plan9.txt")" "$SCRATCH/plan9x.txt" | cmp -s - "$SCRATCH/plan9.txt" ||
+    fail "plan.py --extend did not keep the plan's text"
+"$KACE" campaign --db "$SCRATCH/p9.db" --dry-run "$SCRATCH/plan9x.txt" >"$SCRATCH/dry9x.txt" 2>&1 ||
+    fail "dry-run of the extended plan: $(cat "$SCRATCH/dry9x.txt")"
+[ -z "$(comm -23 <(sed 1d "$SCRATCH/dry9.txt" | sort) <(sed 1d "$SCRATCH/dry9x.txt" | sort))" ] ||
+    fail "the extended plan lost runs of the first: $(comm -23 <(sed 1d "$SCRATCH/dry9.txt" | sort) <(sed 1d "$SCRATCH/dry9x.txt" | sort) | head -3)"
+added=$(awk 'NR > 1 && NF == 7 && $7 == "#0" && $3 == "pairs" { for (i = 4; i <= 6; i += 2) if ($i ~ /^w1[01]_/) c[$i]++ }
+    END { printf "%d %d", c["w10_batch1-inf"], c["w11_batch1-inf"] }' "$SCRATCH/dry9x.txt")
+[ "$added" = "7 7" ] && [ "$(($(grep -c . "$SCRATCH/dry9x.txt") - $(grep -c . "$SCRATCH/dry9.txt")))" = 14 ] ||
+    fail "extended plan: pairs of the added workloads '$added' (want 7 7), runs $(sed -n 1p "$SCRATCH/dry9x.txt")"
+python3 "$DEV/plan.py" --extend "$SCRATCH/plan9x.txt" $names11 | cmp -s - "$SCRATCH/plan9x.txt" ||
+    fail "plan.py --extend changed a plan that holds every name"
+python3 "$DEV/plan.py" --extend "$SCRATCH/plan9.txt" $names9 | cmp -s - "$SCRATCH/plan9.txt" ||
+    fail "plan.py --extend with no new name changed the plan"
+printf 'workloads a b c\nset mine\npairs\n' >"$SCRATCH/setplan.txt"
+python3 "$DEV/plan.py" --extend "$SCRATCH/setplan.txt" a b c d >/dev/null 2>"$SCRATCH/set.err" &&
+    fail "plan.py --extend extended a plan whose runs go into a set of its own"
+grep -q "setplan.txt:2: 'set'" "$SCRATCH/set.err" || fail "plan.py --extend: no line in the error: $(cat "$SCRATCH/set.err")"
+
 # 2. check-libs.py: a kace that loaded a library from outside the allowed folders fails; inside passes.
 mkdir -p "$SCRATCH/ld" "$SCRATCH/bundle/lib"
 cat >"$SCRATCH/ld/ld.100" <<EOT

@@ -2,7 +2,8 @@
 # The device campaign, resumable across short calls: profiles the catalog's
 # workloads that the store has not profiled yet, then measures what the plan
 # (scripts/device/plan.py, frozen in the store archive once every workload is
-# profiled or has failed twice) has not measured yet, and stops before
+# profiled or has failed twice; workloads added to the catalog later join it)
+# has not measured yet, and stops before
 # --minutes are over (SIGTERM to kace: the run in flight is dropped, finished
 # runs are kept). Writes into OUT:
 #   campaign.log            one line per step: step NAME ok|fail|skip SECONDS detail
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --minutes) MINUTES=$2; shift 2 ;;
     --store) PREV=$2; shift 2 ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "usage: campaign.sh OUT [--minutes M] [--store store.tar.gz]" >&2; exit 2 ;;
     *) OUT=$1; shift ;;
     esac
@@ -214,8 +215,10 @@ s_ncu() {
     if [ "$cache" = all ]; then DETAIL="$NCU_SUMMARY; ncu ${NCU_S} s"
     else DETAIL="no cache flush: ${NCU_SUMMARY%%; largest*}; ncu ${NCU_S} s"; fi
 }
+# The plan is made once every catalog workload is profiled or has failed twice. A
+# workload added to the catalog later joins it the same way (plan.py --extend): the
+# plan's text stays, so what it measured stays measured.
 s_plan() {
-    if [ -f "$S/plan.txt" ]; then DETAIL="the plan of an earlier call ($(grep -c . "$S/plan.txt") lines)"; return 0; fi
     local i left=0 names=()
     for i in "${!CATALOG_NAMES[@]}"; do
         if grep -qxF "${CATALOG_NAMES[$i]}" "$WORK/profiled.txt"; then
@@ -224,6 +227,18 @@ s_plan() {
             left=$((left + 1))
         fi
     done
+    if [ -f "$S/plan.txt" ]; then
+        DETAIL="the plan of an earlier call ($(grep -c . "$S/plan.txt") lines)"
+        [ ${#names[@]} -gt 0 ] || return 0
+        "$PY" "$DEV_DIR/plan.py" --extend "$S/plan.txt" "${names[@]}" >"$WORK/plan.txt" ||
+            { DETAIL="$DETAIL; plan.py --extend failed"; return 1; }
+        cmp -s "$WORK/plan.txt" "$S/plan.txt" && return 0
+        [ $left = 0 ] || { DETAIL="$DETAIL; $left new workloads still to profile before they join it"; return 0; }
+        mv "$WORK/plan.txt" "$S/plan.txt"
+        local added; added=$(grep '^workloads ' "$S/plan.txt" | tail -1)
+        DETAIL="$DETAIL, extended with ${added#workloads }: $("$KACE" campaign --dry-run "$S/plan.txt" | sed -n 1p)"
+        return 0
+    fi
     [ $left = 0 ] || { DETAIL="$left workloads still to profile: no plan yet"; return 2; }
     "$PY" "$DEV_DIR/plan.py" "${names[@]}" >"$S/plan.txt" || { rm -f "$S/plan.txt"; DETAIL="plan.py failed"; return 1; }
     DETAIL="new plan for ${#names[@]} workloads: $("$KACE" campaign --dry-run "$S/plan.txt" | sed -n 1p)"

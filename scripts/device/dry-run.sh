@@ -57,6 +57,11 @@ mkdir -p "$WORK/ld"
 awk '/^#/ || !NF { print; next } { n[$2]++ } $2 == "cuda" || ($2 == "torch" && n[$2] <= 4) || ($2 == "llm" && n[$2] <= 2)' \
     "$B/workloads/catalog.txt" >"$WORK/catalog.txt"
 export KACE_CATALOG=$WORK/catalog.txt
+# The second campaign call's catalog has one more workload (the 5th PyTorch one): it is
+# profiled then and joins the first call's plan (plan.py --extend).
+awk '/^#/ || !NF { print; next } { n[$2]++ } $2 == "cuda" || ($2 == "torch" && n[$2] <= 5) || ($2 == "llm" && n[$2] <= 2)' \
+    "$B/workloads/catalog.txt" >"$WORK/catalog2.txt"
+added=$(awk '!/^#/ && NF { print $1 }' "$WORK/catalog2.txt" | grep -vxF -f <(awk '!/^#/ && NF { print $1 }' "$KACE_CATALOG"))
 
 # call NAME LIMIT_S SCRIPT ARGS...: one device call under LD_DEBUG, timed.
 call() {
@@ -102,7 +107,8 @@ done
 
 # 2. two campaign calls, the second from the first's store
 call campaign-1 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-1" --minutes 1
-call campaign-2 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-2" --minutes 1 --store "$OUT/campaign-1/store.tar.gz"
+KACE_CATALOG=$WORK/catalog2.txt call campaign-2 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-2" --minutes 1 \
+    --store "$OUT/campaign-1/store.tar.gz"
 for c in campaign-1 campaign-2; do
     check_log "$OUT/$c/campaign.log"
     for s in env inject-check register plan campaign export pack; do want_ok "$OUT/$c/campaign.log" "$s"; done
@@ -110,7 +116,10 @@ done
 n_cat=$(grep -v '^#' "$KACE_CATALOG" | grep -c '[^[:space:]]')
 [ "$(grep -c '^step profile-[^ ]* ok ' "$OUT/campaign-1/campaign.log")" = "$n_cat" ] ||
     fail "campaign-1: not all $n_cat catalog workloads profiled"
-grep -q '^step profile-' "$OUT/campaign-2/campaign.log" && fail "campaign-2: profiled again what the store had"
+[ "$(grep -c '^step profile-' "$OUT/campaign-2/campaign.log")" = 1 ] && grep -q "^step profile-$added ok " "$OUT/campaign-2/campaign.log" ||
+    fail "campaign-2: did not profile just the added workload $added: $(grep '^step profile-' "$OUT/campaign-2/campaign.log" | cut -c1-100)"
+grep -q "^step plan ok .*extended with $added: plan " "$OUT/campaign-2/campaign.log" ||
+    fail "campaign-2: the plan was not extended with $added: $(grep '^step plan ' "$OUT/campaign-2/campaign.log")"
 grep -q '^step restore ok .*profiled '"$n_cat" "$OUT/campaign-2/campaign.log" || fail "campaign-2: did not restore the store"
 runs() { tar -xzOf "$1" ./kace.db >"$WORK/r.db" && python3 "$B/scripts/device/store.py" summary "$WORK/r.db" | awk '{ print $2 }'; }
 r1=$(runs "$OUT/campaign-1/store.tar.gz") r2=$(runs "$OUT/campaign-2/store.tar.gz")
@@ -122,6 +131,10 @@ grep -q '^step campaign ok .*[1-9][0-9]* were stored before' "$OUT/campaign-2/ca
     fail "campaign-2: kace campaign did not continue the stored plan: $(grep '^step campaign ' "$OUT/campaign-2/campaign.log")"
 # The plan: >= 30 pairs, 10 triples, 2 split grids, 3 repetitions, 3 time-sliced pairs, 24 solo curve runs.
 tar -xzOf "$OUT/campaign-2/store.tar.gz" ./plan.txt >"$WORK/plan.txt" || fail "campaign: no plan.txt in the store"
+tar -xzOf "$OUT/campaign-1/store.tar.gz" ./plan.txt >"$WORK/plan1.txt" &&
+    head -n "$(wc -l <"$WORK/plan1.txt")" "$WORK/plan.txt" | cmp -s - "$WORK/plan1.txt" &&
+    [ "$(grep -c "^run $added " "$WORK/plan.txt")" -ge 5 ] ||
+    fail "campaign-2: its plan is not the first call's with $added in >= 5 pairs: $(tail -12 "$WORK/plan.txt")"
 grep -q '^occur [5-9]' "$WORK/plan.txt" && [ "$(grep -c '^run [^ @]* [^ @]* [^ @]*$' "$WORK/plan.txt")" = 10 ] &&
     [ "$(grep -c '^run [^ @]* @ [0-9]*$' "$WORK/plan.txt")" = 24 ] &&
     [ "$(grep -c '^splits 10 30 50 70 90 on' "$WORK/plan.txt")" = 2 ] && grep -q '^repeat 3' "$WORK/plan.txt" &&
@@ -137,7 +150,7 @@ n_ncu=$(cat "$OUT"/campaign-*/campaign.log | grep -c '^step ncu-[^ ]* ok ')
     fail "campaign: $n_ncu ncu steps ok (want 8: 5 workloads, 3 of them also without cache flush): $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-160)"
 grep -h '^step ncu-[^ ]* ok ' "$OUT"/campaign-*/campaign.log | grep -q -v ' 6/6 metrics in both' &&
     fail "campaign: an ncu step without all 6 metrics in both: $(grep -h '^step ncu-' "$OUT"/campaign-*/campaign.log | cut -c1-200)"
-[ "$(awk -F'\t' 'NR > 1 && $4 > 0 && $5 > 0 && $6 != "" && $11 > 0' "$WORK/profile-cost.tsv" | wc -l)" = "$n_cat" ] ||
+[ "$(awk -F'\t' 'NR > 1 && $4 > 0 && $5 > 0 && $6 != "" && $11 > 0' "$WORK/profile-cost.tsv" | wc -l)" = "$((n_cat + 1))" ] ||
     fail "campaign: profile-cost.tsv lacks a workload's kernel counts or kernels per sample: $(cat "$WORK/profile-cost.tsv")"
 # The exports import into a new store.
 mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar.gz"

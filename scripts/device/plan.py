@@ -4,6 +4,8 @@ workloads named on the command line, in catalog order. Deterministic: the same
 names give the same plan, so every call of campaign.sh continues the same one.
 
   plan.py NAME...  > plan.txt
+  plan.py --extend OLD_PLAN NAME...  > plan.txt
+
 
   - pairs: `occur N seed 1` (every workload in >= N pairs, N = max(5, ceil(60/n)),
     so >= 30 pairs) or, with too few workloads for that, every pair;
@@ -13,9 +15,69 @@ names give the same plan, so every call of campaign.sh continues the same one.
   - 3 of those pairs time-sliced as well, beside their MPS measurements;
   - last, the split grids' workloads alone under MPS at 10 30 50 70 90 100%: their
     exclusive throughput at each share, the curve the split advisor and the placer read.
+
+--extend: a workload added to the catalog after the plan was made joins it.
+OLD_PLAN's text is kept as it is, so every run it planned keeps its place and
+what is measured stays measured; the NAMEs it does not hold are added, each in
+>= N pairs (N: OLD_PLAN's `occur N`, else 5; every other NAME when fewer).
+Partners are the NAMEs with the fewest added pairs so far, ties in catalog
+order, so added workloads pair with each other too. Triples, split grids,
+repetitions and curves stay the first plan's. With nothing to add, OLD_PLAN
+is printed unchanged.
 """
 import itertools
 import sys
+
+
+def statements(text):
+    """(line number, words) of each statement of a plan's text."""
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if words:
+            yield number, words
+
+
+def extend(old_path, names):
+    try:
+        with open(old_path) as f:
+            old = f.read()
+    except OSError as e:
+        sys.exit("plan.py: %s: %s" % (old_path, e.strerror))
+    planned, occur = set(), 5
+    for number, words in statements(old):
+        if words[0] == "workloads":
+            planned.update(words[1:])
+        elif words[0] == "occur" and len(words) >= 2 and words[1].isdigit():
+            occur = int(words[1])
+        elif words[0] == "set":
+            # Appended runs would go into that set instead of "pairs".
+            sys.exit("plan.py: %s:%d: 'set' changes where later runs are stored: extend this plan by hand"
+                     % (old_path, number))
+    if not planned:
+        sys.exit("plan.py: %s: no 'workloads' statement: not a plan to extend" % old_path)
+    added = [x for x in names if x not in planned]
+    if not added:
+        sys.stdout.write(old)
+        return
+    need = min(occur, len(names) - 1)
+    count = {x: 0 for x in names}
+    paired = set()
+    runs = []
+    for w in added:
+        while count[w] < need:
+            partner = min((x for x in names if x != w and frozenset((w, x)) not in paired),
+                          key=lambda x: (count[x], names.index(x)))
+            paired.add(frozenset((w, partner)))
+            count[w] += 1
+            count[partner] += 1
+            runs.append("run %s %s" % (w, partner))
+    out = [old.rstrip("\n"),
+           "# extended by scripts/device/plan.py: %d workload%s profiled after the plan was made, each in >= %d pairs"
+           % (len(added), "" if len(added) == 1 else "s", need),
+           "workloads " + " ".join(added),
+           "repeat 1",
+           "mode mps"] + runs
+    print("\n".join(out))
 
 
 def main(names):
@@ -64,4 +126,10 @@ def main(names):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    if args[:1] == ["--extend"]:
+        if len(args) < 3:
+            sys.exit("usage: plan.py --extend OLD_PLAN NAME...")
+        extend(args[1], args[2:])
+    else:
+        main(args)
