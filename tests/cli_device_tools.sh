@@ -223,6 +223,14 @@ grep -q "^step env fail .*the store was measured on NVIDIA H100 80GB HBM3 and th
     grep -q "^end .*(the store is another GPU model's: nothing else was run)" "$SCRATCH/c3/campaign.log" &&
     [ "$(wc -l <"$SCRATCH/c3/campaign.log")" = 3 ] || fail "campaign.sh, another GPU's store: $(cat "$SCRATCH/c3/campaign.log")"
 [ -e "$SCRATCH/c3/store.tar.gz" ] && fail "campaign.sh wrote a store after refusing another GPU's"
+# --minutes: a long call on one's own server is fine (1440 is 24 h); 0 and 1441 are refused.
+for m in 0 1441 x; do
+    bash "$DEV/campaign.sh" "$SCRATCH/c4" --minutes "$m" >/dev/null 2>"$SCRATCH/c4.err"
+    [ $? = 2 ] && grep -q "minutes must be in (0, 1440]" "$SCRATCH/c4.err" || fail "campaign.sh --minutes $m: $(cat "$SCRATCH/c4.err")"
+done
+KACE_DEVICE_FAKE=1 KACE_BIN=$KACE bash "$DEV/campaign.sh" "$SCRATCH/c4" --minutes 1440 --store "$SCRATCH/nonexistent.tar.gz" \
+    >/dev/null 2>"$SCRATCH/c4.err"
+grep -q "no such file; nothing was run" "$SCRATCH/c4.err" || fail "campaign.sh --minutes 1440 was refused: $(cat "$SCRATCH/c4.err")"
 
 # 4c. dataset.py rebuilds a dataset folder only from a store that continues its campaign: the
 #     same GPU model and every call the folder holds; anything else leaves the folder as it was.

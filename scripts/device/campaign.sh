@@ -14,7 +14,7 @@
 #
 #   bash scripts/device/campaign.sh OUT [--minutes M] [--store PREVIOUS/store.tar.gz]
 #
-# M (default 7, at most 8; decimals allowed) bounds the whole call. CSVs are
+# M (default 7, up to 1440; decimals allowed) bounds the whole call. CSVs are
 # written with Python's sqlite3 module (scripts/device/store.py); no sqlite3
 # program is needed. Environment: KACE_DEVICE_WARMUP / KACE_DEVICE_WINDOW
 # (measure, default 5 / 10), KACE_DEVICE_PROFILE_WARMUP / _WINDOW (profile,
@@ -34,7 +34,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$OUT" ] || { echo "usage: campaign.sh OUT [--minutes M] [--store store.tar.gz]" >&2; exit 2; }
-awk -v m="$MINUTES" 'BEGIN { exit !(m > 0 && m <= 8) }' || { echo "campaign.sh: --minutes must be in (0, 8]" >&2; exit 2; }
+awk -v m="$MINUTES" 'BEGIN { exit !(m > 0 && m <= 1440) }' ||
+    { echo "campaign.sh: --minutes must be in (0, 1440] (a batch tool with 10-minute calls: 8)" >&2; exit 2; }
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 if [ -n "$PREV" ]; then
     # A store that cannot be read must stop the call: going on would start a new campaign
@@ -50,6 +51,7 @@ PWARMUP=${KACE_DEVICE_PROFILE_WARMUP:-10}
 PWINDOW=${KACE_DEVICE_PROFILE_WINDOW:-20}
 CWARMUP=${KACE_DEVICE_COUNTERS_WARMUP:-10}
 CWINDOW=${KACE_DEVICE_COUNTERS_WINDOW:-15}
+CHUNK_RUNS=${KACE_DEVICE_CHUNK_RUNS:-20}
 PWW=$(awk -v a="$PWARMUP" -v b="$PWINDOW" -v c="$CWARMUP" -v d="$CWINDOW" 'BEGIN { printf "%d", a + b + c + d + 0.999 }')
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kace-campaign.XXXXXX")
 A=$WORK/campaign-export
@@ -243,35 +245,49 @@ s_plan() {
     "$PY" "$DEV_DIR/plan.py" "${names[@]}" >"$S/plan.txt" || { rm -f "$S/plan.txt"; DETAIL="plan.py failed"; return 1; }
     DETAIL="new plan for ${#names[@]} workloads: $("$KACE" campaign --dry-run "$S/plan.txt" | sed -n 1p)"
 }
+# kace campaign in chunks of CHUNK_RUNS runs (KACE_DEVICE_CHUNK_RUNS, default 20), the
+# store saved to OUT after each: a long call that is ended from outside (a job's time
+# limit, a lost node) keeps all but the last chunk. Each chunk starts a fresh MPS daemon.
 s_campaign() {
     [ -f "$S/plan.txt" ] || { DETAIL="no plan yet"; return 2; }
-    local left; left=$(until_s "$CALL_DEADLINE")
     local need=30
     [ "$LIMIT" -ge 180 ] || need=8
-    [ "$left" -ge $need ] || { DETAIL="no time left to measure"; return 2; }
+    [ "$(until_s "$CALL_DEADLINE")" -ge $need ] || { DETAIL="no time left to measure"; return 2; }
     fake_nvml mps
-    local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX) t0=$EPOCHREALTIME
-    # SIGTERM at the deadline: kace drops the run in flight, quits MPS, keeps the rest.
-    timeout -k 20 "$left" "$KACE" campaign "$S/plan.txt" --warmup "$WARMUP" --window "$WINDOW" \
-        --run-dir "$rd" --gpu "$GPU" --log "$A/workloads.log" --quiet >"$WORK/c.out" 2>&1
-    local rc=$?
-    cat "$WORK/c.out"
-    if [ $rc = 137 ] && [ -e "$rd/pipe/control" ]; then # kace was killed: its MPS daemon may live on
-        echo quit | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log timeout 10 "$MPS_CONTROL"
-        sleep 2
-    fi
-    rm -rf "$rd"
-    DETAIL="$(grep -m1 '^campaign:' "$WORK/c.out")"
+    local t0=$EPOCHREALTIME rc left chunks=0 done_n=0 ok_n=0 failed_n=0 before_n="" left_n="" line
+    while :; do
+        left=$(until_s "$CALL_DEADLINE")
+        [ "$left" -ge $need ] || { rc=124; break; }
+        local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX)
+        # SIGTERM at the deadline: kace drops the run in flight, quits MPS, keeps the rest.
+        timeout -k 20 "$left" "$KACE" campaign "$S/plan.txt" --warmup "$WARMUP" --window "$WINDOW" \
+            --max-runs "$CHUNK_RUNS" --run-dir "$rd" --gpu "$GPU" --log "$A/workloads.log" --quiet >"$WORK/c.out" 2>&1
+        rc=$?
+        chunks=$((chunks + 1))
+        cat "$WORK/c.out"
+        if [ $rc = 137 ] && [ -e "$rd/pipe/control" ]; then # kace was killed: its MPS daemon may live on
+            echo quit | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log timeout 10 "$MPS_CONTROL"
+            sleep 2
+        fi
+        rm -rf "$rd"
+        # campaign: N runs measured (A ok, B failed), S were stored before, L left
+        line=$(grep -m1 '^campaign:' "$WORK/c.out")
+        if [[ $line =~ ^campaign:\ ([0-9]+)\ runs\ measured\ \(([0-9]+)\ ok,\ ([0-9]+)\ failed\),\ ([0-9]+)\ were\ stored\ before,\ ([0-9]+)\ left ]]; then
+            done_n=$((done_n + BASH_REMATCH[1])) ok_n=$((ok_n + BASH_REMATCH[2])) failed_n=$((failed_n + BASH_REMATCH[3]))
+            before_n=${before_n:-${BASH_REMATCH[4]}} left_n=${BASH_REMATCH[5]}
+        fi
+        [ $rc = 0 ] && [ "${left_n:-0}" -gt 0 ] && [ -n "$line" ] || break
+        save_store
+    done
+    [ -n "$before_n" ] && DETAIL="campaign: $done_n runs measured ($ok_n ok, $failed_n failed), $before_n were stored before, $left_n left"
+    [ $chunks -gt 1 ] && DETAIL+=" (in $chunks chunks of at most $CHUNK_RUNS runs)"
     case $rc in
     0) DETAIL="${DETAIL:-exit 0}; the plan is done" ;;
     124 | 143) DETAIL="stopped at the deadline; ${DETAIL:-no summary}" ;;
     *) DETAIL="exit $rc: $(grep -m1 'kace:' "$WORK/c.out") ${DETAIL}"; return 1 ;;
     esac
     # How much device time the rest of the plan needs, at this call's pace.
-    local done_n left_n
-    done_n=$(sed -n -E 's/.* ([0-9]+) runs measured.*/\1/p' <<<"$DETAIL")
-    left_n=$(sed -n -E 's/.*, ([0-9]+) left.*/\1/p' <<<"$DETAIL")
-    if [ "${done_n:-0}" -gt 0 ] && [ "${left_n:-0}" -gt 0 ]; then
+    if [ "$done_n" -gt 0 ] && [ "${left_n:-0}" -gt 0 ]; then
         DETAIL+=$(awk -v a="$t0" -v b="$EPOCHREALTIME" -v d="$done_n" -v l="$left_n" \
             'BEGIN { r = (b - a) / d; printf "; %.0f s a run: about %.0f min of measuring left", r, l * r / 60 }')
     fi

@@ -105,9 +105,9 @@ for f in env/nvidia-smi-q.txt env/versions.txt ncu-compare.csv measure/mps-pair-
     grep -q "first-light/$f" "$WORK/fl.list" || fail "first-light: no $f in first-light.tar.gz"
 done
 
-# 2. two campaign calls, the second from the first's store
+# 2. two campaign calls, the second from the first's store, measuring in chunks of 6 runs
 call campaign-1 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-1" --minutes 1
-KACE_CATALOG=$WORK/catalog2.txt call campaign-2 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-2" --minutes 1 \
+KACE_CATALOG=$WORK/catalog2.txt KACE_DEVICE_CHUNK_RUNS=6 call campaign-2 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-2" --minutes 1 \
     --store "$OUT/campaign-1/store.tar.gz"
 for c in campaign-1 campaign-2; do
     check_log "$OUT/$c/campaign.log"
@@ -127,7 +127,8 @@ echo "dry-run: measured runs: $r1 after the first campaign call, $r2 after the s
 [ "${r1:-0}" -gt 0 ] && [ "${r2:-0}" -gt "${r1:-0}" ] || fail "campaign: runs did not grow across calls ($r1 -> $r2)"
 grep -q '^step campaign ok .* s a run: about [0-9]* min of measuring left' "$OUT/campaign-1/campaign.log" ||
     fail "campaign-1: no estimate of the measuring left: $(grep '^step campaign ' "$OUT/campaign-1/campaign.log")"
-grep -q '^step campaign ok .*[1-9][0-9]* were stored before' "$OUT/campaign-2/campaign.log" ||
+grep -q '^step campaign ok .*[1-9][0-9]* were stored before, [0-9]* left (in [2-9][0-9]* chunks of at most 6 runs)' \
+    "$OUT/campaign-2/campaign.log" ||
     fail "campaign-2: kace campaign did not continue the stored plan: $(grep '^step campaign ' "$OUT/campaign-2/campaign.log")"
 # The plan: >= 30 pairs, 10 triples, 2 split grids, 3 repetitions, 3 time-sliced pairs, 24 solo curve runs.
 tar -xzOf "$OUT/campaign-2/store.tar.gz" ./plan.txt >"$WORK/plan.txt" || fail "campaign: no plan.txt in the store"
