@@ -34,13 +34,19 @@ static const command commands[] = {
     {"measure", cmd_measure, "run workloads together under MPS (or time-slicing) and record their throughput"},
     {"campaign", cmd_campaign, "measure a plan of colocations (pairs, triples, MPS splits), resumably"},
     {"import-cupti", cmd_import_cupti, "import a libkace_cupti.so kernel recording (e.g. from Slurm's --kace-profile)"},
+    {"progress-from-output", cmd_progress_output,
+     "report an unchanged command's progress to kace from its output lines (tqdm, logs)"},
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kace <command> [options]\n\ncommands:\n");
+    int width = 0;
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
+        if ((int)strlen(commands[i].name) > width)
+            width = (int)strlen(commands[i].name);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-*s %s\n", width, commands[i].name, commands[i].summary);
     fprintf(f, "\nRun 'kace <command> --help' for a command's options. Store: --db PATH (default %s).\n",
             cli_default_db());
 }

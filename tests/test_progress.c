@@ -167,6 +167,97 @@ static void test_window_errors(void **state)
     assert_int_equal(kace_progress_throughput(ctx, r, n, 0, 0, 1, &tp), KACE_ERR_INVALID);
 }
 
+/* Feeds lines to a counter; returns the total after the last, fails on an error. */
+static double feed_lines(kace_line_counter *c, const char *const *lines, size_t n, size_t *counted)
+{
+    double total = 0;
+    *counted = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool grew;
+        assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, lines[i], strlen(lines[i]), &grew, &total));
+        *counted += grew;
+    }
+    return total;
+}
+
+static void test_line_counter_counts_matches(void **state)
+{
+    kace_line_counter *c = NULL;
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "train.log", "^step [0-9]+ loss", 32, &c));
+    const char *lines[] = {"loading", "step 1 loss 2.3", "eval", "step 2 loss 2.1", " step 3 loss 2.0",
+                           "step 4 loss 1.9"};
+    size_t counted;
+    assert_true(feed_lines(c, lines, 6, &counted) == 3 * 32);
+    assert_int_equal(counted, 3);
+    kace_line_counter_free(&c);
+    assert_null(c);
+}
+
+static void test_line_counter_cumulative_group(void **state)
+{
+    /* tqdm's bar: group 1 is the step; a redraw of the same step adds nothing; a
+     * new epoch's bar starts at 0 again and what came before is kept. */
+    kace_line_counter *c = NULL;
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "bar", "([0-9]+)/[0-9]+ \\[", 16, &c));
+    const char *epoch1[] = {"  0%|  | 0/5 [00:00<?, ?it/s]", " 20%|# | 1/5 [00:01<00:04]", " 20%|# | 1/5 [00:01<00:04]",
+                            " 60%|###| 3/5 [00:02<00:01]", "100%|#####| 5/5 [00:03<00:00]"};
+    size_t counted;
+    assert_true(feed_lines(c, epoch1, 5, &counted) == 5 * 16);
+    assert_int_equal(counted, 3);
+    const char *epoch2[] = {"  0%|  | 0/5 [00:00<?, ?it/s]", " 40%|##| 2/5 [00:01<00:02]"};
+    assert_true(feed_lines(c, epoch2, 2, &counted) == 7 * 16);
+    assert_int_equal(counted, 1);
+    kace_line_counter_free(&c);
+}
+
+static void test_line_counter_errors(void **state)
+{
+    kace_line_counter *c = NULL;
+    assert_int_equal(kace_line_counter_new(ctx, "o", "(step", 1, &c), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "'(step'"));
+    assert_null(c);
+    assert_int_equal(kace_line_counter_new(ctx, "o", "", 1, &c), KACE_ERR_INVALID);
+    assert_int_equal(kace_line_counter_new(ctx, "o", "step", 0, &c), KACE_ERR_INVALID);
+    assert_int_equal(kace_line_counter_new(ctx, "o", "step", NAN, &c), KACE_ERR_INVALID);
+
+    /* A group that is not a count names the line and the group's column; the
+     * counter keeps its total and takes the next line. */
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "run.log", "step ([0-9a-z.]+)|(x)", 2, &c));
+    bool grew;
+    double total;
+    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "step 10", 7, &grew, &total));
+    assert_true(grew && total == 20);
+    assert_int_equal(kace_line_counter_feed(ctx, c, "## step 1a", 10, &grew, &total), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "run.log:2:9: group 1 matched '1a'"));
+    assert_true(!grew && total == 20);
+    assert_int_equal(kace_line_counter_feed(ctx, c, "step 1.2.3", 10, &grew, &total), KACE_ERR_PARSE);
+    assert_int_equal(kace_line_counter_feed(ctx, c, "  x", 3, &grew, &total), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "run.log:4:3: the line matched but group 1 took no part"));
+    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "step 12", 7, &grew, &total));
+    assert_true(grew && total == 24);
+    /* Past the protocol's limit: refused, the total unchanged. */
+    assert_int_equal(kace_line_counter_feed(ctx, c, "step 1000000000000000", 21, &grew, &total), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(ctx), "run.log:6:1: the total would pass"));
+    assert_true(!grew && total == 24);
+    kace_line_counter_free(&c);
+}
+
+static void test_line_counter_long_and_nul_lines(void **state)
+{
+    kace_line_counter *c = NULL;
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "o", "^done$|tail", 1, &c));
+    static char big[KACE_LINE_COUNTER_MAX_LINE + 100];
+    memset(big, 'a', sizeof big);
+    memcpy(big + sizeof big - 4, "tail", 4); /* past the limit: not seen */
+    bool grew;
+    double total;
+    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, big, sizeof big, &grew, &total));
+    assert_false(grew);
+    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "done\0tail", 9, &grew, &total)); /* cut at the NUL */
+    assert_true(grew && total == 1);
+    kace_line_counter_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -176,6 +267,10 @@ int main(void)
         cmocka_unit_test(test_steady_window_discards_warmup),
         cmocka_unit_test(test_spread_reflects_unsteady_rate),
         cmocka_unit_test(test_window_errors),
+        cmocka_unit_test(test_line_counter_counts_matches),
+        cmocka_unit_test(test_line_counter_cumulative_group),
+        cmocka_unit_test(test_line_counter_errors),
+        cmocka_unit_test(test_line_counter_long_and_nul_lines),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -65,6 +65,32 @@ typedef struct kace_throughput {
 kace_status kace_progress_throughput(kace_ctx *ctx, const kace_progress_record *r, size_t n, int64_t window_start_ns,
                                      double window_s, int allow_short, kace_throughput *out);
 
+/* ---- progress from a command's own output ----------------------------------
+ *
+ * For commands that do not speak the protocol (`kace progress-from-output`):
+ * each output line that matches a POSIX extended regular expression counts.
+ * Without a parenthesised group a match adds samples_per_match. With one,
+ * group 1 is a cumulative count (a step or iteration number, as in tqdm's
+ * "60/500 [") and the total is count x samples_per_match; a count below the
+ * last one starts again (a new epoch's bar), and what was counted before is
+ * kept. Only the first KACE_LINE_COUNTER_MAX_LINE bytes of a line are matched. */
+#define KACE_LINE_COUNTER_MAX_LINE 4096
+
+typedef struct kace_line_counter kace_line_counter;
+
+/* origin names the output in messages. A pattern that does not compile is
+ * KACE_ERR_INVALID with regcomp's reason; samples_per_match must be > 0. */
+kace_status kace_line_counter_new(kace_ctx *ctx, const char *origin, const char *pattern, double samples_per_match,
+                                  kace_line_counter **out);
+void kace_line_counter_free(kace_line_counter **c);
+
+/* One line, without its end (\n or \r). *counted: the total grew; *total:
+ * the cumulative samples. A group that matched no number, or a total past
+ * KACE_PROGRESS_MAX_SAMPLES, is KACE_ERR_PARSE naming origin:line:column; the
+ * counter is unchanged and takes the next line. */
+kace_status kace_line_counter_feed(kace_ctx *ctx, kace_line_counter *c, const char *line, size_t len, bool *counted,
+                                   double *total);
+
 #ifdef __cplusplus
 }
 #endif
