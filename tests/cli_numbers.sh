@@ -90,6 +90,7 @@ declare -A numeric=(
     ["train --holdout"]="0 0.95 -1"
     ["slurm --job"]="0 -1 5000000000 1.5"
     ["slurm --throughput"]="0 -1 1e16"
+    ["progress-from-output --samples"]="0 -1 1e16"
     # Composite values: each part is a number.
     ["measure --mps-pct"]="0,50 50,101 50,,50 50,"
     ["simulate --tune-gpus"]="0 16,0 16, 16,,24"
@@ -104,7 +105,7 @@ declare -A wrap=(["measure --mps-pct"]="50,%s" ["simulate --tune-gpus"]="16,%s" 
 text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-set --kace-monotone --set --kind --features --name
  --target --among --model --model-file --norm --split-with --policy --policies --trace --nodes --import --reserve
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
- --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy ")
+ --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy --match --check ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.
@@ -115,7 +116,7 @@ source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 # 1. Every option with a value, from the usage texts and from the sources, is classified.
 commands=(demo import import-ncu info train predict eval simulate schedule serve profile slurm workload measure
-          campaign import-cupti)
+          campaign import-cupti progress-from-output)
 for cmd in "${commands[@]}"; do
     help=$("$kace" "$cmd" --help 2>&1)
     for opt in $(grep -oE -- '--[a-z][a-z0-9-]*[ =][A-Z][A-Za-z0-9:,._|-]*' <<<"$help" | sed 's/[ =].*//' | sort -u); do

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# kace progress-from-output: a command that does not speak the progress
+# protocol, profiled and measured unchanged from its own output lines.
+#   1. --check on a saved log: tqdm redraws (\r), \r\n as one end, a new
+#      epoch's bar, the records and the summary; bad patterns and counts are
+#      refused with file:line:column;
+#   2. not run by kace: COMMAND runs with its output and exit status as they are;
+#   3. run by kace: the records reach $KACE_PROGRESS_FD with their times,
+#      COMMAND's output passes byte for byte, COMMAND sees neither kace's pipe
+#      nor its variable, SIGTERM goes on to it and the wrapper ends as it did;
+#      helpers that keep COMMAND's output open do not keep the wrapper alive;
+#   4. end to end: kace measure of a tqdm-style workload gets its throughput and
+#      reads its ending as mid-step; kace profile (fake NVML, a stand-in
+#      recording) stores the clean run's throughput.
+#
+#   cli_progress_output.sh KACE SHARED_DATA SCRATCH
+set -uo pipefail
+kace=$1
+scratch=$3
+build=$(cd "$(dirname "$kace")" && pwd)
+src=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
+export LC_ALL=C
+unset KACE_PROGRESS_FD
+source "$src/lib_test.sh" # fail, check_eq, finish
+need python3 sqlite3
+
+pfo() { "$kace" progress-from-output "$@"; }
+
+# ---- 1. --check ----------------------------------------------------------------
+printf 'loading\r  0%%| | 0/5 [00:00<?]\r 20%%|#| 1/5 [00:01<00:04]\r 40%%|##| 2/5 [00:02<00:03]\r\n' >"$scratch/bar.log"
+printf ' 40%%|##| 2/5 [00:02<00:03]\nepoch 2\n  0%%| | 0/5 [00:00<?]\r 20%%|#| 1/5 [00:01<00:04]\n' >>"$scratch/bar.log"
+out=$(pfo --match '([0-9]+)/[0-9]+ \[' --samples 16 --check "$scratch/bar.log" 2>"$scratch/err")
+check_eq "check exit" 0 $?
+check_eq "check records" "done 16 done 32 done 48" "$(grep '^done' <<<"$out" | tr '\n' ' ' | sed 's/ $//')"
+check_eq "check summary" "# 8 lines, 3 counted, 0 errors; 48 samples in all" "$(tail -1 <<<"$out")"
+# Without a group every matching line adds --samples.
+out=$(pfo --match '\]$' --samples 2 --check - <"$scratch/bar.log")
+check_eq "matches without a group" "# 8 lines, 6 counted, 0 errors; 12 samples in all" "$(tail -1 <<<"$out")"
+
+# refused LABEL EXIT PATTERN -- ARGS...: kace progress-from-output ARGS exits EXIT, stderr has PATTERN.
+refused() {
+    local label=$1 want=$2 pattern=$3
+    shift 4
+    pfo "$@" >"$scratch/out" 2>"$scratch/err" </dev/null
+    local rc=$?
+    [ $rc = "$want" ] || fail "$label: exit $rc, expected $want: $(cat "$scratch/err")"
+    grep -qF -- "$pattern" "$scratch/err" || fail "$label: stderr lacks '$pattern': $(cat "$scratch/err")"
+}
+refused "bad pattern" 2 "--match: pattern '(step': " -- --match '(step' --check "$scratch/bar.log"
+refused "no pattern" 2 "--match ERE is required" -- --check "$scratch/bar.log"
+refused "zero samples" 2 "--samples" -- --match x --samples 0 --check "$scratch/bar.log"
+refused "no command" 2 "give the command after --" -- --match x
+refused "check and command" 2 "--check takes no command" -- --match x --check "$scratch/bar.log" true
+refused "missing log" 1 "$scratch/none.log: No such file" -- --match x --check "$scratch/none.log"
+refused "nothing matched" 1 "no line of $scratch/bar.log matched" -- --match zzz --check "$scratch/bar.log"
+printf 'step 1\nstep 2\nstep 2b\nstep 3\n' >"$scratch/steps.log"
+refused "not a count" 1 "$scratch/steps.log:3:6: group 1 matched '2b', expected a count" -- \
+    --match 'step ([0-9a-z]+)' --check "$scratch/steps.log"
+grep -qx "# 4 lines, 3 counted, 1 errors; 3 samples in all" "$scratch/out" ||
+    fail "not a count: the lines after the error are not counted: $(cat "$scratch/out")"
+
+# ---- 2. not run by kace --------------------------------------------------------
+out=$(pfo --match x -- sh -c 'echo "out x"; echo "err x" >&2; exit 7' 2>"$scratch/err")
+check_eq "exit status, not run by kace" 7 $?
+check_eq "stdout, not run by kace" "out x" "$out"
+check_eq "stderr, not run by kace" "err x" "$(cat "$scratch/err")"
+refused "command not found" 127 "/nonexistent/cmd: No such file" -- --match x -- /nonexistent/cmd
+
+# ---- 3. run by kace (its pipe on fd 7) -----------------------------------------
+cat >"$scratch/talk.sh" <<'EOS'
+#!/bin/sh
+# Steps on stdout with other lines between them, noise on stderr, what COMMAND sees of kace.
+echo "fd7=$( [ -e /proc/$$/fd/7 ] && echo open || echo closed ) var=${KACE_PROGRESS_FD:-unset}" >&2
+for i in 1 2 3 4 5; do
+    printf 'step %s loss 0.%s\r\n' "$i" "$i"
+    printf 'noise %s\n' "$i" >&2
+    sleep 0.05
+done
+printf 'last line without an end'
+exit 3
+EOS
+chmod +x "$scratch/talk.sh"
+"$scratch/talk.sh" >"$scratch/plain.out" 2>"$scratch/plain.err"
+KACE_PROGRESS_FD=7 pfo --match '^step ([0-9]+) ' --samples 8 -- "$scratch/talk.sh" \
+    >"$scratch/wrapped.out" 2>"$scratch/wrapped.err" 7>"$scratch/records.txt"
+check_eq "exit status, run by kace" 3 $?
+cmp -s "$scratch/plain.out" "$scratch/wrapped.out" || fail "stdout changed on its way through"
+check_eq "what COMMAND sees" "fd7=closed var=unset" "$(head -1 "$scratch/wrapped.err")"
+check_eq "stderr passed on" "$(tail -n +2 "$scratch/plain.err")" "$(tail -n +2 "$scratch/wrapped.err")"
+check_eq "record counts" "8 16 24 32 40" "$(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $2 }' "$scratch/records.txt")"
+# Each record is "done N T" with T in CLOCK_MONOTONIC ns, increasing, ~50 ms apart.
+awk 'NF != 3 || $1 != "done" || $3 !~ /^[0-9]+$/ || (NR > 1 && $3 - t < 2e7) { bad = 1 } { t = $3 }
+     END { exit bad }' "$scratch/records.txt" || fail "records: $(cat "$scratch/records.txt")"
+
+# SIGTERM goes on to COMMAND at once, and the wrapper ends as COMMAND did.
+cat >"$scratch/loop.py" <<'EOF'
+import signal, sys, time
+if len(sys.argv) > 1:
+    signal.signal(signal.SIGTERM, lambda s, f: sys.exit(int(sys.argv[1])))
+i = 0
+while True:
+    i += 1
+    print("step", i)
+    time.sleep(0.02)
+EOF
+term_after() { # SECONDS ARGS...: kace progress-from-output ARGS in the background, SIGTERM after SECONDS; prints its exit
+    local t=$1
+    shift
+    KACE_PROGRESS_FD=7 "$kace" progress-from-output "$@" >/dev/null 7>>"$scratch/term-records.txt" &
+    local pid=$!
+    sleep "$t"
+    kill -TERM "$pid"
+    wait "$pid"
+    echo $?
+}
+check_eq "ended by SIGTERM as COMMAND was" 143 "$(term_after 1 --match '^step' -- python3 "$scratch/loop.py")"
+check_eq "COMMAND's own SIGTERM exit" 5 "$(term_after 1 --match '^step' -- python3 "$scratch/loop.py" 5)"
+[ "$(wc -l <"$scratch/term-records.txt")" -ge 20 ] || fail "only $(wc -l <"$scratch/term-records.txt") records in 2 s"
+# A helper that keeps COMMAND's output open does not keep the wrapper waiting.
+start=$(date +%s)
+KACE_PROGRESS_FD=7 pfo --match '^step' -- sh -c 'sleep 20 & echo $! >"$1"; echo step' sh "$scratch/helper.pid" \
+    >/dev/null 7>"$scratch/helper.txt"
+check_eq "exit with a helper left" 0 $?
+[ $(($(date +%s) - start)) -le 8 ] || fail "the wrapper waited for COMMAND's helper: $(($(date +%s) - start)) s"
+check_eq "its record" 1 "$(awk '{ print $2 }' "$scratch/helper.txt")"
+kill "$(cat "$scratch/helper.pid")" 2>/dev/null
+
+# ---- 4. end to end -------------------------------------------------------------
+# A tqdm-style bar on stderr: 50 steps/s of batch 8, redrawn with \r, a new bar every 100 steps.
+cat >"$scratch/bar.py" <<'EOF'
+import sys, time
+rate = float(sys.argv[1]) if len(sys.argv) > 1 else 50
+t = time.monotonic()
+step = 0
+while True:
+    step += 1
+    t += 1 / rate
+    time.sleep(max(0, t - time.monotonic()))
+    n = step % 100
+    sys.stderr.write("\r%3d%%|###| %d/100 [00:01<00:01, %dit/s]" % (n, n, rate))
+    if n == 0:
+        sys.stderr.write("\n")
+EOF
+export KACE_DB=$scratch/kace.db
+run_dir=$(mktemp -d /tmp/kace-cli-pfo-XXXXXX) || exit 1
+trap 'kill_pids; rm -rf "$run_dir"' EXIT
+"$kace" workload add bar_batch8-train -- "$kace" progress-from-output --match '([0-9]+)/100 \[' --samples 8 -- \
+    python3 "$scratch/bar.py" >/dev/null 2>"$scratch/err" || fail "workload add: $(cat "$scratch/err")"
+out=$("$kace" measure --no-mps --quiet --warmup 0.5 --window 3 --run-dir "$run_dir" bar_batch8-train 2>"$scratch/err")
+rc=$?
+if [ $rc != 0 ]; then
+    fail "kace measure of a wrapped workload: exit $rc: $out $(cat "$scratch/err")"
+else
+    row=$(awk '$1 == "bar_batch8-train"' <<<"$out")
+    read -r _ _ status rate _ <<<"$row"
+    check_eq "measure status" ok "${status:-}"
+    # 400 samples/s over a window that crosses a new bar; 20% slack for a loaded machine.
+    awk -v r="${rate:-0}" 'BEGIN { exit !(r > 320 && r < 440) }' || fail "measure: ${rate:-?} samples/s, expected 400: $out"
+    # The wrapper cannot stop COMMAND at a step boundary: the ending says so (a campaign then
+    # gives the next MPS run a fresh daemon).
+    grep -q "ended by SIGTERM before its next report" <<<"$row" || fail "measure: the ending reads: $row"
+fi
+
+# kace profile: the fake NVML, a stand-in CUDA program that writes the recording where the
+# injection library would and runs at a quarter of its speed under it, as replay slows one.
+export KACE_NVML_LIBRARY=$build/tests/libfake_nvml_full.so KACE_CUPTI_LIBRARY=$scratch/libkace_cupti_placeholder.so
+: >"$KACE_CUPTI_LIBRARY"
+sed 's/^clock monotonic/clock realtime/' "$src/data/cupti/small.txt" >"$scratch/recording.txt"
+cat >"$scratch/fake-cuda.sh" <<EOS
+#!/bin/sh
+if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
+    cp "$scratch/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
+    exec python3 "$scratch/bar.py" 12.5
+fi
+exec python3 "$scratch/bar.py" 50
+EOS
+chmod +x "$scratch/fake-cuda.sh"
+if "$kace" profile --warmup 0.5 --window 2 --counters-warmup 0.2 --counters-window 0.5 --name pbar_batch8-train -- \
+    "$kace" progress-from-output --match '([0-9]+)/100 \[' --samples 8 -- "$scratch/fake-cuda.sh" \
+    >"$scratch/profile.out" 2>"$scratch/profile.err"; then
+    thr=$(sqlite3 "$KACE_DB" "SELECT value FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                              WHERE w.name='pbar_batch8-train' AND p.metric='exclusive_throughput'")
+    awk -v t="${thr:-0}" 'BEGIN { exit !(t > 320 && t < 440) }' ||
+        fail "profile: exclusive throughput '${thr:-}', expected 400 (the clean run's)"
+    [ "$(sqlite3 "$KACE_DB" "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                             WHERE w.name='pbar_batch8-train' AND p.metric='Registers' AND p.value > 0")" = 1 ] ||
+        fail "profile: no kernel metric stored"
+else
+    fail "profile of a wrapped workload: $(tail -5 "$scratch/profile.err")"
+fi
+
+finish cli_progress_output
