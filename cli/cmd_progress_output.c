@@ -206,14 +206,23 @@ static int run_counting(counting *c, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* SIGTERM is held across fork(): one that reaches the child before its
+     * handler is reset stays pending and ends it, and the parent's comes
+     * after fork() returns, to be passed on. */
+    sigset_t term, old_mask;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, &old_mask);
     pid_t pid = fork();
     if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
         fprintf(stderr, "kace: fork: %s\n", strerror(errno));
         return EXIT_FAILURE_RUN;
     }
     if (pid == 0) {
         signal(SIGTERM, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
         if (dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
             _exit(127);
         unsetenv(KACE_PROGRESS_FD_ENV);
@@ -222,6 +231,7 @@ static int run_counting(counting *c, char **argv)
         dprintf(2, "kace progress-from-output: %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     close(out[1]);
     close(err[1]);
     stream s[2] = {{.from = out[0], .to = 1, .name = "stdout"}, {.from = err[0], .to = 2, .name = "stderr"}};
