@@ -91,6 +91,7 @@ declare -A numeric=(
     ["slurm --job"]="0 -1 5000000000 1.5"
     ["slurm --throughput"]="0 -1 1e16"
     ["progress-from-output --samples"]="0 -1 1e16"
+    ["progress-from-output --group"]="-1 10 1.5"
     # Composite values: each part is a number.
     ["measure --mps-pct"]="0,50 50,101 50,,50 50,"
     ["simulate --tune-gpus"]="0 16,0 16, 16,,24"

@@ -6,12 +6,14 @@
 #      refused with file:line:column;
 #   2. not run by kace: COMMAND runs with its output and exit status as they are;
 #   3. run by kace: the records reach $KACE_PROGRESS_FD with their times,
-#      COMMAND's output passes byte for byte, COMMAND sees neither kace's pipe
-#      nor its variable, SIGTERM goes on to it and the wrapper ends as it did;
-#      helpers that keep COMMAND's output open do not keep the wrapper alive;
+#      COMMAND's output passes byte for byte, even to a slow reader, COMMAND
+#      sees neither kace's pipe nor its variable, SIGTERM goes on to it and
+#      the wrapper ends as it did; helpers that keep COMMAND's output open do
+#      not keep the wrapper alive; COMMAND dies with the wrapper;
 #   4. end to end: kace measure of a tqdm-style workload gets its throughput and
-#      reads its ending as mid-step; kace profile (fake NVML, a stand-in
-#      recording) stores the clean run's throughput.
+#      reads its ending as mid-step, also when COMMAND prints a last step and
+#      exits 0 at SIGTERM; kace profile (fake NVML, a stand-in recording)
+#      stores the clean run's throughput.
 #
 #   cli_progress_output.sh KACE SHARED_DATA SCRATCH
 set -uo pipefail
@@ -54,6 +56,7 @@ refused "no command" 2 "give the command after --" -- --match x
 refused "check and command" 2 "--check takes no command" -- --match x --check "$scratch/bar.log" true
 refused "missing log" 1 "$scratch/none.log: No such file" -- --match x --check "$scratch/none.log"
 refused "nothing matched" 1 "no line of $scratch/bar.log matched" -- --match zzz --check "$scratch/bar.log"
+refused "group out of range" 2 "has 1 group, so no group 2" -- --match 'step ([0-9]+)' --group 2 --check "$scratch/bar.log"
 printf 'step 1\nstep 2\nstep 2b\nstep 3\n' >"$scratch/steps.log"
 refused "not a count" 1 "$scratch/steps.log:3:6: group 1 matched '2b', expected a count" -- \
     --match 'step ([0-9a-z]+)' --check "$scratch/steps.log"
@@ -66,6 +69,11 @@ check_eq "exit status, not run by kace" 7 $?
 check_eq "stdout, not run by kace" "out x" "$out"
 check_eq "stderr, not run by kace" "err x" "$(cat "$scratch/err")"
 refused "command not found" 127 "/nonexistent/cmd: No such file" -- --match x -- /nonexistent/cmd
+KACE_PROGRESS_FD=x refused "a bad descriptor" 2 "KACE_PROGRESS_FD='x' is not" -- --match x -- true
+# --group: the count after an alternation (POSIX ERE has no non-capturing group).
+printf 'iter 1\nstep 2\nstep 2\niter 5\n' >"$scratch/alt.log"
+out=$(pfo --match '^(step|iter) ([0-9]+)' --group 2 --check "$scratch/alt.log")
+check_eq "--group 2" "# 4 lines, 3 counted, 0 errors; 5 samples in all" "$(tail -1 <<<"$out")"
 
 # ---- 3. run by kace (its pipe on fd 7) -----------------------------------------
 cat >"$scratch/talk.sh" <<'EOS'
@@ -89,9 +97,26 @@ cmp -s "$scratch/plain.out" "$scratch/wrapped.out" || fail "stdout changed on it
 check_eq "what COMMAND sees" "fd7=closed var=unset" "$(head -1 "$scratch/wrapped.err")"
 check_eq "stderr passed on" "$(tail -n +2 "$scratch/plain.err")" "$(tail -n +2 "$scratch/wrapped.err")"
 check_eq "record counts" "8 16 24 32 40" "$(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $2 }' "$scratch/records.txt")"
-# Each record is "done N T" with T in CLOCK_MONOTONIC ns, increasing, ~50 ms apart.
-awk 'NF != 3 || $1 != "done" || $3 !~ /^[0-9]+$/ || (NR > 1 && $3 - t < 2e7) { bad = 1 } { t = $3 }
-     END { exit bad }' "$scratch/records.txt" || fail "records: $(cat "$scratch/records.txt")"
+# Each record is "done N T" with T in CLOCK_MONOTONIC ns, never decreasing, over the 5 steps' 0.2 s.
+awk 'NF != 3 || $1 != "done" || $3 !~ /^[0-9]+$/ || (NR > 1 && $3 < t) { bad = 1 } NR == 1 { t0 = $3 } { t = $3 }
+     END { exit bad || t - t0 < 1.5e8 }' "$scratch/records.txt" || fail "records: $(cat "$scratch/records.txt")"
+# Errors name the stream and its own line: stdout's 2nd line (stderr's lines are not counted in).
+KACE_PROGRESS_FD=7 pfo --match 'step ([0-9a-z]+)' -- sh -c 'echo a >&2; echo b >&2; echo "step 1"; echo "step 2b"' \
+    >/dev/null 2>"$scratch/err" 7>/dev/null
+grep -q "stdout:2:6: group 1 matched '2b'" "$scratch/err" || fail "error position: $(cat "$scratch/err")"
+
+# A slow reader of the output loses nothing, records included, after COMMAND has exited.
+KACE_PROGRESS_FD=7 pfo --match '^step' -- python3 -c 'for i in range(4000): print("step %05d" % i, "x" * 60)' \
+    7>"$scratch/slow-records.txt" |
+    python3 -c 'import sys, time
+n = 0
+while True:
+    b = sys.stdin.buffer.read1(4096)
+    if not b: break
+    n += len(b); time.sleep(0.02)
+print(n)' >"$scratch/slow.out"
+check_eq "bytes through a slow reader" $((4000 * 72)) "$(cat "$scratch/slow.out")"
+check_eq "records through a slow reader" 4000 "$(wc -l <"$scratch/slow-records.txt")"
 
 # SIGTERM goes on to COMMAND at once, and the wrapper ends as COMMAND did.
 cat >"$scratch/loop.py" <<'EOF'
@@ -104,19 +129,35 @@ while True:
     print("step", i)
     time.sleep(0.02)
 EOF
-term_after() { # SECONDS ARGS...: kace progress-from-output ARGS in the background, SIGTERM after SECONDS; prints its exit
-    local t=$1
-    shift
-    KACE_PROGRESS_FD=7 "$kace" progress-from-output "$@" >/dev/null 7>>"$scratch/term-records.txt" &
+term_after() { # ARGS...: kace progress-from-output ARGS in the background, SIGTERM after its first record; prints its exit
+    : >"$scratch/term-records.txt"
+    KACE_PROGRESS_FD=7 "$kace" progress-from-output "$@" >/dev/null 7>"$scratch/term-records.txt" &
     local pid=$!
-    sleep "$t"
+    for _ in $(seq 1 300); do
+        [ -s "$scratch/term-records.txt" ] && break
+        sleep 0.1
+    done
+    sleep 0.2
     kill -TERM "$pid"
     wait "$pid"
     echo $?
 }
-check_eq "ended by SIGTERM as COMMAND was" 143 "$(term_after 1 --match '^step' -- python3 "$scratch/loop.py")"
-check_eq "COMMAND's own SIGTERM exit" 5 "$(term_after 1 --match '^step' -- python3 "$scratch/loop.py" 5)"
-[ "$(wc -l <"$scratch/term-records.txt")" -ge 20 ] || fail "only $(wc -l <"$scratch/term-records.txt") records in 2 s"
+check_eq "ended by SIGTERM as COMMAND was" 143 "$(term_after --match '^step' -- python3 "$scratch/loop.py")"
+check_eq "COMMAND's own SIGTERM exit" 5 "$(term_after --match '^step' -- python3 "$scratch/loop.py" 5)"
+[ "$(wc -l <"$scratch/term-records.txt")" -ge 2 ] || fail "only $(wc -l <"$scratch/term-records.txt") records"
+# COMMAND dies with the wrapper, also when it left its process group (kace's SIGKILL goes to the group).
+KACE_PROGRESS_FD=7 "$kace" progress-from-output --match x -- python3 -c 'import os, sys, time
+os.setsid(); open(sys.argv[1], "w").write(str(os.getpid())); time.sleep(60)' "$scratch/orphan.pid" 7>/dev/null &
+wrapper=$!
+for _ in $(seq 1 100); do [ -s "$scratch/orphan.pid" ] && break; sleep 0.1; done
+kill -KILL "$wrapper"
+wait "$wrapper" 2>/dev/null
+orphan=$(cat "$scratch/orphan.pid" 2>/dev/null)
+for _ in $(seq 1 30); do kill -0 "${orphan:-0}" 2>/dev/null || break; sleep 0.1; done
+if [ -z "$orphan" ] || kill -0 "$orphan" 2>/dev/null; then
+    fail "COMMAND (pid ${orphan:-?}) outlived the wrapper's SIGKILL"
+    [ -n "$orphan" ] && kill -KILL "$orphan"
+fi
 # A helper that keeps COMMAND's output open does not keep the wrapper waiting.
 start=$(date +%s)
 KACE_PROGRESS_FD=7 pfo --match '^step' -- sh -c 'sleep 20 & echo $! >"$1"; echo step' sh "$scratch/helper.pid" \
@@ -128,18 +169,25 @@ kill "$(cat "$scratch/helper.pid")" 2>/dev/null
 
 # ---- 4. end to end -------------------------------------------------------------
 # A tqdm-style bar on stderr: 50 steps/s of batch 8, redrawn with \r, a new bar every 100 steps.
+# With "tidy" it draws one more step at SIGTERM and exits 0, as tqdm's close() in a handler does.
 cat >"$scratch/bar.py" <<'EOF'
-import sys, time
+import signal, sys, time
 rate = float(sys.argv[1]) if len(sys.argv) > 1 else 50
 t = time.monotonic()
 step = 0
+def tidy(sig, frame):
+    n = step % 100 + 1
+    sys.stderr.write("\r%3d%%|###| %d/100 [00:01<00:01]\n" % (n, n))
+    sys.exit(0)
+if sys.argv[2:] == ["tidy"]:
+    signal.signal(signal.SIGTERM, tidy)
 while True:
     step += 1
     t += 1 / rate
     time.sleep(max(0, t - time.monotonic()))
-    n = step % 100
+    n = (step - 1) % 100 + 1
     sys.stderr.write("\r%3d%%|###| %d/100 [00:01<00:01, %dit/s]" % (n, n, rate))
-    if n == 0:
+    if n == 100:
         sys.stderr.write("\n")
 EOF
 export KACE_DB=$scratch/kace.db
@@ -161,6 +209,14 @@ else
     # gives the next MPS run a fresh daemon).
     grep -q "ended by SIGTERM before its next report" <<<"$row" || fail "measure: the ending reads: $row"
 fi
+# A COMMAND that draws one more step at SIGTERM and exits 0 was still stopped mid-step: the
+# wrapper reports nothing after SIGTERM, so the ending cannot read as a step boundary.
+"$kace" workload add tidy_batch8-train -- "$kace" progress-from-output --match '([0-9]+)/100 \[' --samples 8 -- \
+    python3 "$scratch/bar.py" 50 tidy >/dev/null 2>"$scratch/err" || fail "workload add: $(cat "$scratch/err")"
+out=$("$kace" measure --no-mps --quiet --warmup 0.3 --window 1 --run-dir "$run_dir" tidy_batch8-train 2>"$scratch/err")
+row=$(awk '$1 == "tidy_batch8-train"' <<<"$out")
+grep -q "exited with status 0 after SIGTERM, before its next report" <<<"$row" ||
+    fail "measure: a COMMAND that exits 0 at SIGTERM after one more line reads: ${row:-$out $(cat "$scratch/err")}"
 
 # kace profile: the fake NVML, a stand-in CUDA program that writes the recording where the
 # injection library would and runs at a quarter of its speed under it, as replay slows one.

@@ -174,7 +174,8 @@ static double feed_lines(kace_line_counter *c, const char *const *lines, size_t 
     *counted = 0;
     for (size_t i = 0; i < n; i++) {
         bool grew;
-        assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, lines[i], strlen(lines[i]), &grew, &total));
+        assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "log", (long)i + 1, lines[i], strlen(lines[i]), &grew,
+                                                   &total));
         *counted += grew;
     }
     return total;
@@ -183,7 +184,7 @@ static double feed_lines(kace_line_counter *c, const char *const *lines, size_t 
 static void test_line_counter_counts_matches(void **state)
 {
     kace_line_counter *c = NULL;
-    assert_kace_ok(ctx, kace_line_counter_new(ctx, "train.log", "^step [0-9]+ loss", 32, &c));
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "^step [0-9]+ loss", -1, 32, &c));
     const char *lines[] = {"loading", "step 1 loss 2.3", "eval", "step 2 loss 2.1", " step 3 loss 2.0",
                            "step 4 loss 1.9"};
     size_t counted;
@@ -191,6 +192,11 @@ static void test_line_counter_counts_matches(void **state)
     assert_int_equal(counted, 3);
     kace_line_counter_free(&c);
     assert_null(c);
+    /* Group 0: a pattern with groups, each match adding the samples. */
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "^(step|iter) ", 0, 2, &c));
+    const char *alternation[] = {"step 7", "iter 9", "eval"};
+    assert_true(feed_lines(c, alternation, 3, &counted) == 4);
+    kace_line_counter_free(&c);
 }
 
 static void test_line_counter_cumulative_group(void **state)
@@ -198,7 +204,7 @@ static void test_line_counter_cumulative_group(void **state)
     /* tqdm's bar: group 1 is the step; a redraw of the same step adds nothing; a
      * new epoch's bar starts at 0 again and what came before is kept. */
     kace_line_counter *c = NULL;
-    assert_kace_ok(ctx, kace_line_counter_new(ctx, "bar", "([0-9]+)/[0-9]+ \\[", 16, &c));
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "([0-9]+)/[0-9]+ \\[", -1, 16, &c));
     const char *epoch1[] = {"  0%|  | 0/5 [00:00<?, ?it/s]", " 20%|# | 1/5 [00:01<00:04]", " 20%|# | 1/5 [00:01<00:04]",
                             " 60%|###| 3/5 [00:02<00:01]", "100%|#####| 5/5 [00:03<00:00]"};
     size_t counted;
@@ -208,53 +214,114 @@ static void test_line_counter_cumulative_group(void **state)
     assert_true(feed_lines(c, epoch2, 2, &counted) == 7 * 16);
     assert_int_equal(counted, 1);
     kace_line_counter_free(&c);
+    /* --group 2: the count after an alternation. */
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "^(step|iter) ([0-9]+)", 2, 1, &c));
+    const char *alternation[] = {"step 7", "iter 9", "step 9"};
+    assert_true(feed_lines(c, alternation, 3, &counted) == 9);
+    assert_int_equal(counted, 2);
+    kace_line_counter_free(&c);
 }
 
 static void test_line_counter_errors(void **state)
 {
     kace_line_counter *c = NULL;
-    assert_int_equal(kace_line_counter_new(ctx, "o", "(step", 1, &c), KACE_ERR_INVALID);
+    assert_int_equal(kace_line_counter_new(ctx, "(step", -1, 1, &c), KACE_ERR_INVALID);
     assert_non_null(strstr(kace_errmsg(ctx), "'(step'"));
     assert_null(c);
-    assert_int_equal(kace_line_counter_new(ctx, "o", "", 1, &c), KACE_ERR_INVALID);
-    assert_int_equal(kace_line_counter_new(ctx, "o", "step", 0, &c), KACE_ERR_INVALID);
-    assert_int_equal(kace_line_counter_new(ctx, "o", "step", NAN, &c), KACE_ERR_INVALID);
+    assert_int_equal(kace_line_counter_new(ctx, "", -1, 1, &c), KACE_ERR_INVALID);
+    assert_int_equal(kace_line_counter_new(ctx, "step", -1, 0, &c), KACE_ERR_INVALID);
+    assert_int_equal(kace_line_counter_new(ctx, "step", -1, NAN, &c), KACE_ERR_INVALID);
+    assert_int_equal(kace_line_counter_new(ctx, "(a)(b)", 3, 1, &c), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "has 2 groups, so no group 3"));
+    assert_int_equal(kace_line_counter_new(ctx, "step", 1, 1, &c), KACE_ERR_INVALID);
+    assert_null(c);
 
     /* A group that is not a count names the line and the group's column; the
      * counter keeps its total and takes the next line. */
-    assert_kace_ok(ctx, kace_line_counter_new(ctx, "run.log", "step ([0-9a-z.]+)|(x)", 2, &c));
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "step ([0-9a-z.]+)|(x)", -1, 2, &c));
     bool grew;
     double total;
-    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "step 10", 7, &grew, &total));
+    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "run.log", 1, "step 10", 7, &grew, &total));
     assert_true(grew && total == 20);
-    assert_int_equal(kace_line_counter_feed(ctx, c, "## step 1a", 10, &grew, &total), KACE_ERR_PARSE);
+    assert_int_equal(kace_line_counter_feed(ctx, c, "run.log", 2, "## step 1a", 10, &grew, &total), KACE_ERR_PARSE);
     assert_non_null(strstr(kace_errmsg(ctx), "run.log:2:9: group 1 matched '1a'"));
     assert_true(!grew && total == 20);
-    assert_int_equal(kace_line_counter_feed(ctx, c, "step 1.2.3", 10, &grew, &total), KACE_ERR_PARSE);
-    assert_int_equal(kace_line_counter_feed(ctx, c, "  x", 3, &grew, &total), KACE_ERR_PARSE);
+    assert_int_equal(kace_line_counter_feed(ctx, c, "run.log", 3, "step 1.2.3", 10, &grew, &total), KACE_ERR_PARSE);
+    assert_int_equal(kace_line_counter_feed(ctx, c, "run.log", 4, "  x", 3, &grew, &total), KACE_ERR_PARSE);
     assert_non_null(strstr(kace_errmsg(ctx), "run.log:4:3: the line matched but group 1 took no part"));
-    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "step 12", 7, &grew, &total));
+    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "run.log", 5, "step 12", 7, &grew, &total));
     assert_true(grew && total == 24);
     /* Past the protocol's limit: refused, the total unchanged. */
-    assert_int_equal(kace_line_counter_feed(ctx, c, "step 1000000000000000", 21, &grew, &total), KACE_ERR_PARSE);
+    assert_int_equal(kace_line_counter_feed(ctx, c, "run.log", 6, "step 1000000000000000", 21, &grew, &total),
+                     KACE_ERR_PARSE);
     assert_non_null(strstr(kace_errmsg(ctx), "run.log:6:1: the total would pass"));
     assert_true(!grew && total == 24);
     kace_line_counter_free(&c);
 }
 
-static void test_line_counter_long_and_nul_lines(void **state)
+/* What a stream reported: "T" for a total, "E<line>" for an error. */
+typedef struct reports {
+    char text[512];
+} reports;
+
+static void collect(void *arg, kace_ctx *c, kace_status st, double total)
+{
+    reports *r = arg;
+    size_t used = strlen(r->text);
+    if (st) {
+        const char *msg = kace_errmsg(c);
+        snprintf(r->text + used, sizeof r->text - used, "E%.*s ", (int)(strchr(msg, ' ') - msg), msg);
+    } else {
+        snprintf(r->text + used, sizeof r->text - used, "%g ", total);
+    }
+}
+
+static void test_line_stream_any_pieces(void **state)
+{
+    /* \r, \n and \r\n end one line each, wherever the pieces are cut. */
+    const char *text = "load\r0/4 [\r1/4 [\r\n2/4 [\n\nbad x/4 [\r\r\n4/4 [\r\n0/4 [\r1/4 [";
+    for (size_t step = 1; step <= strlen(text); step++) {
+        kace_line_counter *c = NULL;
+        kace_line_stream *s = NULL;
+        assert_kace_ok(ctx, kace_line_counter_new(ctx, "([0-9a-z]+)/4 \\[", -1, 10, &c));
+        assert_kace_ok(ctx, kace_line_stream_new(ctx, "stderr", &s));
+        reports r = {{0}};
+        for (size_t off = 0; off < strlen(text); off += step) {
+            size_t n = strlen(text) - off < step ? strlen(text) - off : step;
+            kace_line_stream_take(ctx, s, c, text + off, n, collect, &r);
+        }
+        if (strcmp(r.text, "10 20 Estderr:6:5: 40 ") != 0)
+            fail_msg("pieces of %zu: reports '%s'", step, r.text);
+        assert_int_equal(kace_line_stream_lines(s), 9);
+        assert_int_equal(kace_line_stream_pending(s), 5); /* "1/4 [" has no end yet */
+        kace_line_stream_free(&s);
+        assert_null(s);
+        kace_line_counter_free(&c);
+    }
+}
+
+static void test_line_stream_long_and_nul_lines(void **state)
 {
     kace_line_counter *c = NULL;
-    assert_kace_ok(ctx, kace_line_counter_new(ctx, "o", "^done$|tail", 1, &c));
+    kace_line_stream *out = NULL, *err = NULL;
+    assert_kace_ok(ctx, kace_line_counter_new(ctx, "^done$|tail", -1, 1, &c));
+    assert_kace_ok(ctx, kace_line_stream_new(ctx, "stdout", &out));
+    assert_kace_ok(ctx, kace_line_stream_new(ctx, "stderr", &err));
     static char big[KACE_LINE_COUNTER_MAX_LINE + 100];
     memset(big, 'a', sizeof big);
-    memcpy(big + sizeof big - 4, "tail", 4); /* past the limit: not seen */
-    bool grew;
-    double total;
-    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, big, sizeof big, &grew, &total));
-    assert_false(grew);
-    assert_kace_ok(ctx, kace_line_counter_feed(ctx, c, "done\0tail", 9, &grew, &total)); /* cut at the NUL */
-    assert_true(grew && total == 1);
+    memcpy(big + sizeof big - 5, "tail\n", 5); /* past the limit: not seen */
+    reports r = {{0}};
+    kace_line_stream_take(ctx, out, c, big, sizeof big, collect, &r);
+    assert_string_equal(r.text, "");
+    kace_line_stream_take(ctx, out, c, "done\0tail\n", 10, collect, &r); /* cut at the NUL */
+    assert_string_equal(r.text, "1 ");
+    /* Two streams, one counter: each numbers its own lines, the total is shared. */
+    kace_line_stream_take(ctx, err, c, "done\n", 5, collect, &r);
+    assert_string_equal(r.text, "1 2 ");
+    assert_int_equal(kace_line_stream_lines(out), 2);
+    assert_int_equal(kace_line_stream_lines(err), 1);
+    kace_line_stream_free(&out);
+    kace_line_stream_free(&err);
     kace_line_counter_free(&c);
 }
 
@@ -270,7 +337,8 @@ int main(void)
         cmocka_unit_test(test_line_counter_counts_matches),
         cmocka_unit_test(test_line_counter_cumulative_group),
         cmocka_unit_test(test_line_counter_errors),
-        cmocka_unit_test(test_line_counter_long_and_nul_lines),
+        cmocka_unit_test(test_line_stream_any_pieces),
+        cmocka_unit_test(test_line_stream_long_and_nul_lines),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

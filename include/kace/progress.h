@@ -69,27 +69,51 @@ kace_status kace_progress_throughput(kace_ctx *ctx, const kace_progress_record *
  *
  * For commands that do not speak the protocol (`kace progress-from-output`):
  * each output line that matches a POSIX extended regular expression counts.
- * Without a parenthesised group a match adds samples_per_match. With one,
- * group 1 is a cumulative count (a step or iteration number, as in tqdm's
- * "60/500 [") and the total is count x samples_per_match; a count below the
- * last one starts again (a new epoch's bar), and what was counted before is
- * kept. Only the first KACE_LINE_COUNTER_MAX_LINE bytes of a line are matched. */
+ * Without a count group a match adds samples_per_match. With one (group 1 by
+ * default, where the pattern has a group), the group is a cumulative count
+ * (a step or iteration number, as in tqdm's "60/500 [") and the total is
+ * count x samples_per_match; a count below the last one starts again (a new
+ * epoch's bar), and what was counted before is kept. Only the first
+ * KACE_LINE_COUNTER_MAX_LINE bytes of a line are matched, up to a NUL byte. */
 #define KACE_LINE_COUNTER_MAX_LINE 4096
 
 typedef struct kace_line_counter kace_line_counter;
 
-/* origin names the output in messages. A pattern that does not compile is
- * KACE_ERR_INVALID with regcomp's reason; samples_per_match must be > 0. */
-kace_status kace_line_counter_new(kace_ctx *ctx, const char *origin, const char *pattern, double samples_per_match,
+/* count_group: the group that holds the count; -1: group 1 where the pattern
+ * has a group, else none; 0: none (each match adds samples_per_match). A
+ * pattern that does not compile, or has fewer groups than count_group, is
+ * KACE_ERR_INVALID with the reason; samples_per_match must be > 0. */
+kace_status kace_line_counter_new(kace_ctx *ctx, const char *pattern, int count_group, double samples_per_match,
                                   kace_line_counter **out);
 void kace_line_counter_free(kace_line_counter **c);
 
-/* One line, without its end (\n or \r). *counted: the total grew; *total:
- * the cumulative samples. A group that matched no number, or a total past
- * KACE_PROGRESS_MAX_SAMPLES, is KACE_ERR_PARSE naming origin:line:column; the
- * counter is unchanged and takes the next line. */
-kace_status kace_line_counter_feed(kace_ctx *ctx, kace_line_counter *c, const char *line, size_t len, bool *counted,
-                                   double *total);
+/* One line, without its end. origin and line_no name it in messages.
+ * *counted: the total grew; *total: the cumulative samples. A count group
+ * that matched no count, or a total past KACE_PROGRESS_MAX_SAMPLES, is
+ * KACE_ERR_PARSE naming origin:line_no:column; the counter is unchanged and
+ * takes the next line. */
+kace_status kace_line_counter_feed(kace_ctx *ctx, kace_line_counter *c, const char *origin, long line_no,
+                                   const char *line, size_t len, bool *counted, double *total);
+
+/* One output stream cut into lines: a line ends at \n, \r (a progress bar
+ * that redraws itself) or \r\n, whatever the pieces the bytes arrive in.
+ * Several streams (stdout, stderr) may feed one counter; each numbers its
+ * own lines. */
+typedef struct kace_line_stream kace_line_stream;
+
+kace_status kace_line_stream_new(kace_ctx *ctx, const char *origin, kace_line_stream **out);
+void kace_line_stream_free(kace_line_stream **s);
+
+/* Called for each line that counted (st == KACE_OK, total) or failed (st,
+ * kace_errmsg(ctx) says why); lines that did not match are not reported. */
+typedef void (*kace_line_report_fn)(void *arg, kace_ctx *ctx, kace_status st, double total);
+
+/* Feeds bytes as they arrive; every line they complete goes to counter. */
+void kace_line_stream_take(kace_ctx *ctx, kace_line_stream *s, kace_line_counter *counter, const char *data,
+                           size_t len, kace_line_report_fn report, void *arg);
+/* Lines ended so far, and the bytes of an unended last line (never counted). */
+long kace_line_stream_lines(const kace_line_stream *s);
+size_t kace_line_stream_pending(const kace_line_stream *s);
 
 #ifdef __cplusplus
 }
