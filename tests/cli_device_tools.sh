@@ -93,6 +93,43 @@ for i in 1 2 3 4 5 6 7 8; do : >"$SCRATCH/out/f$i"; done
 (source "$DEV/lib.sh" && out_check "$SCRATCH/out") >"$SCRATCH/oc.out" && fail "out_check accepted 9 files, 3 folders deep"
 grep -q "9 files" "$SCRATCH/oc.out" && grep -q "3 folders deep" "$SCRATCH/oc.out" || fail "out_check: $(cat "$SCRATCH/oc.out")"
 
+# 3b. The catalog: words quoted as in a shell, nothing expanded or globbed, @W@ @PY@ @KACE@
+#     replaced; a line whose quote does not close is left out, named by file and line. A
+#     command kace cannot change (KIND cmd) runs behind kace progress-from-output.
+mkdir -p "$SCRATCH/cat" && : >"$SCRATCH/cat/step-9" # a glob would find it
+cat >"$SCRATCH/cat/catalog.txt" <<'EOF'
+# a comment
+plain_batch1-inf cuda @W@/build/kace_kernels gemm 2048
+wrapped_batch4-inf cmd @KACE@ progress-from-output --match '^step ([0-9]+) \[' --samples 4 -- sh -c 'for i in 1 2 3; do echo "step $i [x]"; done' step-*
+broken_batch1-inf cmd sh -c 'echo unclosed
+spaced_batch2-train torch @PY@ "a b.py" c\ d --batch 2
+EOF
+(
+    KACE_CATALOG=$SCRATCH/cat/catalog.txt KACE_BIN=$(cd "$(dirname "$KACE")" && pwd)/${KACE##*/} KACE_PYTHON=/usr/bin/python3
+    cd "$SCRATCH/cat" || exit 1
+    export KACE_CATALOG KACE_BIN KACE_PYTHON
+    source "$DEV/lib.sh" || exit 1
+    catalog_load 2>"$SCRATCH/cat/err"
+    [ "${CATALOG_NAMES[*]}" = "plain_batch1-inf wrapped_batch4-inf spaced_batch2-train" ] ||
+        fail "catalog names: ${CATALOG_NAMES[*]}"
+    [ "${CATALOG_KINDS[1]}" = cmd ] || fail "catalog kind: ${CATALOG_KINDS[1]}"
+    grep -q "catalog.txt:4: broken_batch1-inf left out: unmatched single quote" "$SCRATCH/cat/err" ||
+        fail "an unclosed quote: $(cat "$SCRATCH/cat/err")"
+    catalog_cmd 0
+    [ "${CMD[*]}" = "$WDIR/build/kace_kernels gemm 2048" ] || fail "catalog_cmd 0: ${CMD[*]}"
+    catalog_cmd 2
+    [ "${#CMD[@]}" = 5 ] && [ "${CMD[0]}" = /usr/bin/python3 ] && [ "${CMD[1]}" = "a b.py" ] && [ "${CMD[2]}" = "c d" ] ||
+        fail "catalog_cmd 2: ${#CMD[@]} words: $(printf '[%s]' "${CMD[@]}")"
+    catalog_cmd 1
+    [ "${CMD[0]}" = "$KACE" ] && [ "${CMD[3]}" = '^step ([0-9]+) \[' ] && [ "${CMD[-1]}" = 'step-*' ] ||
+        fail "catalog_cmd 1: $(printf '[%s]' "${CMD[@]}")"
+    # The words run as they are: the wrapper counts COMMAND's three steps of 4 samples.
+    KACE_PROGRESS_FD=7 "${CMD[@]}" 7>"$SCRATCH/cat/records" >/dev/null
+    [ "$(awk '{ printf "%s ", $2 }' "$SCRATCH/cat/records")" = "4 8 12 " ] ||
+        fail "the wrapped catalog command recorded: $(cat "$SCRATCH/cat/records")"
+    [ "$failures" = 0 ]
+) || failures=$((failures + 1))
+
 # 4. kace against ncu. kace profile's last line gives ncu's --launch-skip.
 line="w: 1 samples/s (...), memcap 1.00 GB; 4000 kernels (3990 with counters, 99% of kernel time; counters run) after 123456 earlier kernels; stored"
 echo "$line" >"$SCRATCH/p.out"

@@ -118,7 +118,12 @@ while IFS= read -r line || [ -n "$line" ]; do
             [[ $a != *" --mode train "* ]] || fail "$where: $name: --mode train"
         fi
         ;;
-    *) fail "$where: unknown KIND '$kind' (cuda, torch or llm)" ;;
+    cmd)
+        # Any command (a script run behind kace progress-from-output): its words must parse.
+        printf '%s' "${line#*" $kind "}" | xargs -r printf '%s\n' >/dev/null 2>&1 ||
+            fail "$where: a quote does not close: $line"
+        ;;
+    *) fail "$where: unknown KIND '$kind' (cuda, torch, llm or cmd)" ;;
     esac
     [ -n "${count[$kind]+x}" ] && count[$kind]=$((count[$kind] + 1))
 done <"$catalog"

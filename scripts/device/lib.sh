@@ -80,7 +80,9 @@ tmo() { timeout -k 10 "$(step_left)" "$@"; }
 
 # ---- the catalog -------------------------------------------------------------
 # CATALOG_NAMES[i], CATALOG_KINDS[i], CATALOG_CMDS[i] (the command, one word per
-# line, @W@ and @PY@ replaced; in fake mode the fake CUDA program).
+# line, quoted words as in a shell, @W@, @PY@ and @KACE@ replaced; in fake mode
+# the fake CUDA program). A line whose quotes do not close is left out with a
+# message on stderr naming its file and line.
 WDIR=$BUNDLE/workloads
 CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
 CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=()
@@ -95,17 +97,22 @@ fake_setup() {
         FAKE_APP=$DEV_DIR/fakes/fake-cuda-app # stand-in: writes a synthetic recording itself
     fi
 }
+# catalog_words TEXT: TEXT's words, one per line, quotes and backslashes as in a
+# shell (xargs: nothing is expanded or globbed); exit != 0 and the reason on
+# stdout when a quote does not close.
+catalog_words() { printf '%s' "$1" | xargs -r printf '%s\n' 2>&1; }
 catalog_load() {
     [ "$FAKE" = 1 ] && fake_setup
-    local name kind rest line
+    local name kind rest line lineno=0
     while IFS= read -r line || [ -n "$line" ]; do
+        lineno=$((lineno + 1))
         line=${line%%$'\r'}
         case $line in '' | '#'*) continue ;; esac
         read -r name kind rest <<<"$line"
         [ -n "$rest" ] || continue
-        local words=() w mode
+        local words=() w mode parsed
         if [ "$FAKE" = 1 ]; then
-            # cuda: the catalog's mode (gemm/stream/latency); torch, llm: by position.
+            # cuda: the catalog's mode (gemm/stream/latency); torch, llm, cmd: by position.
             mode=gemm
             for w in $rest; do case $w in gemm | stream | latency) mode=$w; break ;; esac; done
             if [ "$kind" != cuda ]; then
@@ -114,11 +121,16 @@ catalog_load() {
             fi
             words=(env "LD_LIBRARY_PATH=$FAKE_CUDA_DIR" "$FAKE_APP" "$mode")
         else
-            for w in $rest; do
+            if ! parsed=$(catalog_words "$rest"); then
+                echo "catalog: $CATALOG:$lineno: $name left out: ${parsed##*xargs: }" >&2
+                continue
+            fi
+            while IFS= read -r w; do
                 w=${w//@W@/$WDIR}
                 w=${w//@PY@/$PY}
+                w=${w//@KACE@/$KACE}
                 words+=("$w")
-            done
+            done <<<"$parsed"
         fi
         CATALOG_NAMES+=("$name")
         CATALOG_KINDS+=("$kind")
