@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -54,8 +55,9 @@ static void usage(FILE *f)
             "  --group G        the group holding the count (default 1 where ERE has a group); 0: none,\n"
             "                   each match adds N (POSIX ERE has no non-capturing groups)\n"
             "  --check LOGFILE  read LOGFILE ('-': stdin) and print the records and a summary\n"
-            "Exit status: COMMAND's (128 + its signal's number if one ended it), 2 usage;\n"
-            "--check: 0, or 1 when a line was an error or no line counted.\n");
+            "Exit status: COMMAND's, or the signal that ended COMMAND ends this process too; 127 COMMAND\n"
+            "could not be run, 1 kace could not run it, 2 usage; --check: 0, or 1 when a line was an error\n"
+            "or no line counted.\n");
 }
 
 typedef struct counting {
@@ -85,19 +87,6 @@ static bool term_pending(void)
 {
     sigset_t pending;
     return sigpending(&pending) == 0 && sigismember(&pending, SIGTERM);
-}
-
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* a closed reader: the bytes are dropped, COMMAND goes on */
-        p += w;
-        n -= (size_t)w;
-    }
 }
 
 /* A line that counted or failed (kace_line_report_fn). The first 5 errors are printed. */
@@ -191,14 +180,17 @@ static int end_like(int status)
 }
 
 /* In the child, before exec: COMMAND dies with this process (kace's SIGKILL
- * reaches a COMMAND that left the process group through it). */
-static void exec_command(char **argv, int out, int err, pid_t parent, const sigset_t *mask)
+ * reaches a COMMAND that left the process group through it), and gets the
+ * signal dispositions and mask this process was given. */
+static void exec_command(char **argv, int out, int err, pid_t parent, const sigset_t *mask,
+                         const struct sigaction *chld)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(127);
     signal(SIGTERM, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
+    sigaction(SIGCHLD, chld, NULL);
     sigprocmask(SIG_SETMASK, mask, NULL);
     if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
         _exit(127);
@@ -209,29 +201,50 @@ static void exec_command(char **argv, int out, int err, pid_t parent, const sigs
     _exit(127);
 }
 
+/* One of COMMAND's output streams on its way through. */
+typedef struct passage {
+    int from;               /* COMMAND's end of the pipe; -1 once closed */
+    int to;                 /* where the bytes go on: 1 or 2 */
+    char buf[16384];        /* read, counted, not yet passed on */
+    size_t off, len;
+    size_t owed;            /* bytes in the pipe when COMMAND ended: read whatever the wait */
+    kace_line_stream *lines;
+} passage;
+
+static void close_passage(passage *p)
+{
+    if (p->from >= 0)
+        close(p->from);
+    p->from = -1;
+}
+
+/* Runs COMMAND and passes its output on. The only place this process waits is
+ * ppoll(), with SIGTERM let in there: a SIGTERM goes on to COMMAND at once
+ * even while a reader of our output is slow (the bytes then wait here, and
+ * COMMAND's pipe fills, as it would without us), and each line is counted
+ * and stamped when it is read from COMMAND, not when it could be passed on. */
 static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, char **argv)
 {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0) {
-        fprintf(stderr, "kace: pipe: %s\n", strerror(errno));
+    passage *ps = calloc(2, sizeof *ps);
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (!ps || kace_line_stream_new(ctx, "stdout", &ps[0].lines) || kace_line_stream_new(ctx, "stderr", &ps[1].lines)) {
+        if (ps)
+            kace_line_stream_free(&ps[0].lines);
+        free(ps);
+        fprintf(stderr, "kace progress-from-output: out of memory\n");
         return EXIT_FAILURE_RUN;
     }
-    if (pipe2(err, O_CLOEXEC) != 0) {
+    int rc = EXIT_FAILURE_RUN;
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
         fprintf(stderr, "kace: pipe: %s\n", strerror(errno));
-        close(out[0]);
-        close(out[1]);
-        return EXIT_FAILURE_RUN;
-    }
-    kace_line_stream *s[2] = {NULL, NULL};
-    if (kace_line_stream_new(ctx, "stdout", &s[0]) || kace_line_stream_new(ctx, "stderr", &s[1])) {
-        kace_line_stream_free(&s[0]);
-        return cli_error(ctx, KACE_ERR_NOMEM);
+        goto done;
     }
     fcntl(c->progress_fd, F_SETFD, FD_CLOEXEC); /* COMMAND does not inherit kace's pipe */
-    signal(SIGPIPE, SIG_IGN);
-    /* SIGTERM stays blocked but inside ppoll(): a signal is then seen at once,
-     * never between a check and a wait, and one that reaches the child before
-     * its handler is reset stays pending and ends it. */
+    signal(SIGPIPE, SIG_IGN); /* a reader that went away is a write error here, passed on below */
+    /* SIGCHLD at its default, or waitpid() would never see COMMAND end. */
+    struct sigaction chld_given, chld_default = {.sa_handler = SIG_DFL};
+    sigemptyset(&chld_default.sa_mask);
+    sigaction(SIGCHLD, &chld_default, &chld_given);
     struct sigaction sa = {.sa_handler = on_term};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -245,22 +258,33 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "kace: fork: %s\n", strerror(errno));
-        return EXIT_FAILURE_RUN;
+        goto done;
     }
     if (pid == 0)
-        exec_command(argv, out[1], err[1], parent, &child_mask);
+        exec_command(argv, out[1], err[1], parent, &child_mask, &chld_given);
     close(out[1]);
     close(err[1]);
-    int from[2] = {out[0], err[0]};
-    int to[2] = {1, 2};
-    int open_streams = 2;
+    out[1] = err[1] = -1;
+    ps[0].from = out[0], ps[0].to = 1;
+    ps[1].from = err[0], ps[1].to = 2;
+    out[0] = err[0] = -1;
+
     int status = 0;
-    bool reaped = false, passed_on = false;
+    bool reaped = false, status_known = true, passed_on = false;
     int64_t reaped_ns = 0;
     for (;;) {
-        if (!reaped && waitpid(pid, &status, WNOHANG) == pid) {
-            reaped = true; /* what it wrote is still read; helpers it left may hold the pipes */
-            reaped_ns = monotonic_ns();
+        if (!reaped) {
+            pid_t w = waitpid(pid, &status, WNOHANG);
+            if (w == pid || (w < 0 && errno == ECHILD)) {
+                reaped = true;
+                status_known = w == pid;
+                reaped_ns = monotonic_ns();
+                for (int i = 0; i < 2; i++) { /* what COMMAND wrote is read, however slow our reader */
+                    int n = 0;
+                    if (ps[i].from >= 0 && ioctl(ps[i].from, FIONREAD, &n) == 0 && n > 0)
+                        ps[i].owed = (size_t)n;
+                }
+            }
         }
         if (term_signals > 0 && !passed_on) {
             /* The first SIGTERM only: later ones are kace's to the group, which reach COMMAND themselves. */
@@ -269,40 +293,93 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
                 kill(pid, SIGTERM);
             passed_on = true;
         }
-        if (reaped && (open_streams == 0 || monotonic_ns() - reaped_ns > 5000000000LL))
-            break; /* all read, or helpers that keep writing to COMMAND's output */
+        bool busy = false, open = false;
         struct pollfd pfd[2];
-        for (int i = 0; i < 2; i++)
-            pfd[i] = (struct pollfd){.fd = from[i], .events = POLLIN};
+        for (int i = 0; i < 2; i++) {
+            busy |= ps[i].len > 0 || ps[i].owed > 0;
+            open |= ps[i].from >= 0;
+            if (ps[i].len > 0)
+                pfd[i] = (struct pollfd){.fd = ps[i].to, .events = POLLOUT};
+            else
+                pfd[i] = (struct pollfd){.fd = ps[i].from, .events = POLLIN}; /* -1: left out */
+        }
+        if (reaped && !busy && (!open || monotonic_ns() - reaped_ns > 5000000000LL))
+            break; /* all passed on, or helpers of COMMAND's that keep writing to its output */
         struct timespec tick = {0, 100000000L};
         int ready = ppoll(pfd, 2, &tick, &waiting);
-        if (ready < 0 && errno != EINTR)
+        if (ready < 0 && errno != EINTR) {
+            fprintf(stderr, "kace progress-from-output: ppoll: %s\n", strerror(errno));
             break;
-        if (ready == 0 && reaped)
-            break; /* COMMAND has gone and nothing more came: helpers hold the pipes, idle */
+        }
+        if (ready == 0 && reaped && (!busy || term_signals > 0))
+            break; /* COMMAND has gone and nothing more came (helpers hold the pipes, idle), or
+                      a SIGTERM came while our reader takes nothing */
         for (int i = 0; i < 2 && ready > 0; i++) {
-            if (from[i] < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            passage *p = &ps[i];
+            if (!pfd[i].revents)
                 continue;
-            char buf[16384];
-            ssize_t n = read(from[i], buf, sizeof buf);
+            if (p->len > 0) {
+                /* Writable: a pipe takes PIPE_BUF bytes without blocking. */
+                size_t n = p->len - p->off < 4096 ? p->len - p->off : 4096;
+                ssize_t w = write(p->to, p->buf + p->off, n);
+                if (w < 0 && (errno == EINTR || errno == EAGAIN))
+                    continue;
+                if (w <= 0) {
+                    /* Our reader went away: COMMAND's next write to this stream fails as it would. */
+                    p->off = p->len = p->owed = 0;
+                    close_passage(p);
+                    continue;
+                }
+                p->off += (size_t)w;
+                if (p->off == p->len)
+                    p->off = p->len = 0;
+                continue;
+            }
+            ssize_t n = read(p->from, p->buf, sizeof p->buf);
             if (n < 0 && errno == EINTR)
                 continue;
             if (n <= 0) {
-                close(from[i]);
-                from[i] = -1;
-                open_streams--;
+                p->owed = 0;
+                close_passage(p);
                 continue;
             }
-            write_all(to[i], buf, (size_t)n);
-            kace_line_stream_take(ctx, s[i], counter, buf, (size_t)n, on_line, c);
+            kace_line_stream_take(ctx, p->lines, counter, p->buf, (size_t)n, on_line, c);
+            p->owed = p->owed > (size_t)n ? p->owed - (size_t)n : 0;
+            p->off = 0;
+            p->len = (size_t)n;
         }
     }
-    for (int i = 0; i < 2; i++) {
-        if (from[i] >= 0)
-            close(from[i]);
-        kace_line_stream_free(&s[i]);
+    while (!reaped) { /* the loop broke on an error: COMMAND still ends before we do */
+        pid_t w = waitpid(pid, &status, 0);
+        if (w == pid || (w < 0 && errno != EINTR)) {
+            reaped = true;
+            status_known = w == pid;
+        }
     }
-    return end_like(status);
+    if (!status_known)
+        fprintf(stderr, "kace progress-from-output: COMMAND's exit status was lost (SIGCHLD ignored?)\n");
+    rc = status_known ? end_like(status) : EXIT_FAILURE_RUN;
+done:
+    for (int i = 0; i < 2; i++) {
+        close_passage(&ps[i]);
+        kace_line_stream_free(&ps[i].lines);
+        if (out[i] >= 0)
+            close(out[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+    }
+    free(ps);
+    return rc;
+}
+
+/* $KACE_PROGRESS_FD: digits, 3 or more (0-2 are COMMAND's stdin, stdout and stderr). */
+static int progress_fd_of(const char *text)
+{
+    size_t n = strlen(text);
+    if (n == 0 || n > 7 || strspn(text, "0123456789") != n)
+        return -1;
+    int fd = atoi(text);
+    return fd >= 3 ? fd : -1;
 }
 
 int cmd_progress_output(int argc, char **argv)
@@ -340,10 +417,10 @@ int cmd_progress_output(int argc, char **argv)
     if (check ? optind != argc : optind >= argc)
         return cli_usage("progress-from-output", check ? "--check takes no command" : "give the command after --");
     const char *fd_text = getenv(KACE_PROGRESS_FD_ENV);
-    double fd = -1;
-    if (!check && fd_text && !cli_parse_number(fd_text, 0, 1000000, true, &fd))
-        return cli_usage("progress-from-output", "%s='%.40s' is not a file descriptor's number", KACE_PROGRESS_FD_ENV,
-                         fd_text);
+    int fd = fd_text ? progress_fd_of(fd_text) : -1;
+    if (!check && fd_text && fd < 0)
+        return cli_usage("progress-from-output", "%s='%.40s' is not a file descriptor's number (3 or more)",
+                         KACE_PROGRESS_FD_ENV, fd_text);
     kace_ctx *ctx = cli_ctx_new();
     kace_line_counter *counter = NULL;
     kace_status st = kace_line_counter_new(ctx, pattern, (int)group, samples, &counter);
@@ -365,7 +442,7 @@ int cmd_progress_output(int argc, char **argv)
         fprintf(stderr, "kace progress-from-output: %s: %s\n", argv[optind], strerror(errno));
         return 127;
     } else {
-        c.progress_fd = (int)fd;
+        c.progress_fd = fd;
         rc = run_counting(ctx, counter, &c, argv + optind);
     }
     kace_line_counter_free(&counter);
