@@ -76,6 +76,14 @@ static void on_term(int sig)
     term_signals++;
 }
 
+/* SIGINT, SIGHUP, SIGQUIT: COMMAND's to act on (Ctrl-C reaches it through the
+ * process group); caught here, not ignored, so that COMMAND gets them at their
+ * default, and this process waits for it to finish its cleanup. */
+static void on_group_signal(int sig)
+{
+    (void)sig;
+}
+
 static int64_t monotonic_ns(void)
 {
     struct timespec ts;
@@ -111,7 +119,7 @@ static void on_line(void *arg, kace_ctx *ctx, kace_status st, double total)
      * kace's SIGTERM came after its time (SIGTERM is blocked here, so it waits
      * as pending), as the progress protocol's stop rule asks. */
     int64_t now = monotonic_ns();
-    if (term_pending()) {
+    if (term_signals > 0 || term_pending()) {
         c->progress_fd = -1;
         return;
     }
@@ -179,18 +187,21 @@ static int end_like(int status)
     return EXIT_FAILURE_RUN;
 }
 
+/* The signal actions this process was given, and changes for itself. */
+static const int kept_signals[] = {SIGTERM, SIGPIPE, SIGCHLD, SIGINT, SIGHUP, SIGQUIT};
+#define N_KEPT (sizeof kept_signals / sizeof *kept_signals)
+
 /* In the child, before exec: COMMAND dies with this process (kace's SIGKILL
  * reaches a COMMAND that left the process group through it), and gets the
- * signal dispositions and mask this process was given. */
+ * signal actions and mask this process was given. */
 static void exec_command(char **argv, int out, int err, pid_t parent, const sigset_t *mask,
-                         const struct sigaction *chld)
+                         const struct sigaction given[N_KEPT])
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(127);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    sigaction(SIGCHLD, chld, NULL);
+    for (size_t i = 0; i < N_KEPT; i++)
+        sigaction(kept_signals[i], &given[i], NULL);
     sigprocmask(SIG_SETMASK, mask, NULL);
     if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
         _exit(127);
@@ -199,6 +210,17 @@ static void exec_command(char **argv, int out, int err, pid_t parent, const sigs
     execvp(argv[0], argv);
     dprintf(2, "kace progress-from-output: %s: %s\n", argv[0], strerror(errno));
     _exit(127);
+}
+
+/* A pipe end moved to 3 or above: with stdin, stdout or stderr closed, pipe2()
+ * hands out 0-2, and a pipe end on 1 would be read and written at once. */
+static int above_stdio(int fd)
+{
+    if (fd < 0 || fd > 2)
+        return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    return moved;
 }
 
 /* One of COMMAND's output streams on its way through. */
@@ -239,15 +261,34 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
         fprintf(stderr, "kace: pipe: %s\n", strerror(errno));
         goto done;
     }
+    for (int i = 0; i < 2; i++) {
+        out[i] = above_stdio(out[i]);
+        err[i] = above_stdio(err[i]);
+        if (out[i] < 0 || err[i] < 0) {
+            fprintf(stderr, "kace: fcntl: %s\n", strerror(errno));
+            goto done;
+        }
+    }
     fcntl(c->progress_fd, F_SETFD, FD_CLOEXEC); /* COMMAND does not inherit kace's pipe */
-    signal(SIGPIPE, SIG_IGN); /* a reader that went away is a write error here, passed on below */
-    /* SIGCHLD at its default, or waitpid() would never see COMMAND end. */
-    struct sigaction chld_given, chld_default = {.sa_handler = SIG_DFL};
-    sigemptyset(&chld_default.sa_mask);
-    sigaction(SIGCHLD, &chld_default, &chld_given);
-    struct sigaction sa = {.sa_handler = on_term};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
+    /* Kept to give COMMAND as they came. Here: SIGPIPE ignored (a reader that
+     * went away is a write error, passed on below); SIGCHLD at its default, or
+     * waitpid() would never see COMMAND end; SIGTERM counted; the group's
+     * signals waited out (on_group_signal), unless they came ignored. */
+    struct sigaction given[N_KEPT];
+    for (size_t i = 0; i < N_KEPT; i++) {
+        struct sigaction mine = {.sa_handler = SIG_DFL};
+        sigemptyset(&mine.sa_mask);
+        switch (kept_signals[i]) {
+        case SIGTERM: mine.sa_handler = on_term; break;
+        case SIGPIPE: mine.sa_handler = SIG_IGN; break;
+        case SIGCHLD: break;
+        default: mine.sa_handler = on_group_signal; break;
+        }
+        sigaction(kept_signals[i], NULL, &given[i]);
+        if (mine.sa_handler == on_group_signal && given[i].sa_handler == SIG_IGN)
+            continue;
+        sigaction(kept_signals[i], &mine, NULL);
+    }
     sigset_t term, waiting;
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
@@ -261,7 +302,7 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
         goto done;
     }
     if (pid == 0)
-        exec_command(argv, out[1], err[1], parent, &child_mask, &chld_given);
+        exec_command(argv, out[1], err[1], parent, &child_mask, given);
     close(out[1]);
     close(err[1]);
     out[1] = err[1] = -1;
@@ -321,7 +362,11 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
             if (p->len > 0) {
                 /* Writable: a pipe takes PIPE_BUF bytes without blocking. */
                 size_t n = p->len - p->off < 4096 ? p->len - p->off : 4096;
+                /* SIGTERM let in: a terminal or socket may take fewer bytes than
+                 * POLLOUT promised, and the write then waits. */
+                sigprocmask(SIG_SETMASK, &waiting, NULL);
                 ssize_t w = write(p->to, p->buf + p->off, n);
+                sigprocmask(SIG_BLOCK, &term, NULL);
                 if (w < 0 && (errno == EINTR || errno == EAGAIN))
                     continue;
                 if (w <= 0) {
@@ -349,8 +394,13 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
             p->len = (size_t)n;
         }
     }
+    sigprocmask(SIG_SETMASK, &waiting, NULL);
     while (!reaped) { /* the loop broke on an error: COMMAND still ends before we do */
-        pid_t w = waitpid(pid, &status, 0);
+        if (term_signals > 0 && !passed_on) {
+            kill(pid, SIGTERM);
+            passed_on = true;
+        }
+        pid_t w = waitpid(pid, &status, 0); /* a SIGTERM interrupts it (no SA_RESTART) */
         if (w == pid || (w < 0 && errno != EINTR)) {
             reaped = true;
             status_known = w == pid;

@@ -211,11 +211,39 @@ exec 8<&-
 KACE_PROGRESS_FD=7 timeout -k 5 20 "$kace" progress-from-output --match x -- yes 7>/dev/null | head -1 >"$scratch/yes.out"
 check_eq "yes | head -1 through the wrapper (SIGPIPE)" "141 y" "${PIPESTATUS[0]} $(cat "$scratch/yes.out")"
 # SIGCHLD ignored by whoever started the wrapper: COMMAND's end is still seen.
-KACE_PROGRESS_FD=7 timeout -k 5 20 python3 -c 'import os, signal, sys
+KACE_PROGRESS_FD=7 python3 -c 'import os, signal, sys
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 os.execvp(sys.argv[1], sys.argv[1:])' "$kace" progress-from-output --match x -- sh -c 'echo x; exit 3' \
     >/dev/null 7>/dev/null
 check_eq "exit with SIGCHLD ignored" 3 $?
+
+# Ctrl-C to the process group: COMMAND finishes its own cleanup; the wrapper waits for it.
+cat >"$scratch/ctrlc.py" <<'EOF'
+import sys, time
+try:
+    while True:
+        print("step", flush=True)
+        time.sleep(0.05)
+except KeyboardInterrupt:
+    time.sleep(0.3)
+    open(sys.argv[1], "w").write("saved")
+EOF
+# (A background job of a script starts with SIGINT ignored: the launcher gives it its default.)
+KACE_PROGRESS_FD=7 python3 -c 'import os, signal, sys
+os.setpgid(0, 0)
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp(sys.argv[1], sys.argv[1:])' "$kace" progress-from-output --match '^step' -- python3 "$scratch/ctrlc.py" \
+    "$scratch/saved" >/dev/null 7>/dev/null &
+pid=$!
+sleep 1
+kill -INT -- -"$pid"
+for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && { fail "Ctrl-C to the group: still running after 5 s"; kill -KILL -- -"$pid"; }
+wait "$pid"
+check_eq "exit after Ctrl-C to the group" "0 saved" "$? $(cat "$scratch/saved" 2>/dev/null)"
+# Standard output closed: no pipe end lands on fd 1; COMMAND's writes fail as they would.
+KACE_PROGRESS_FD=7 timeout -k 5 20 "$kace" progress-from-output --match x -- yes >&- 2>/dev/null 7>/dev/null
+check_eq "stdout closed: yes ends by SIGPIPE (124: a hang)" 141 $?
 
 # ---- 4. end to end -------------------------------------------------------------
 # A tqdm-style bar on stderr: 50 steps/s of batch 8, redrawn with \r, a new bar every 100 steps.
