@@ -77,8 +77,8 @@ static void on_term(int sig)
 }
 
 /* SIGINT, SIGHUP, SIGQUIT: COMMAND's to act on (Ctrl-C reaches it through the
- * process group); caught here, not ignored, so that COMMAND gets them at their
- * default, and this process waits for it to finish its cleanup. */
+ * process group); this process only waits for COMMAND to finish its cleanup.
+ * COMMAND gets the actions this process was given (exec_command). */
 static void on_group_signal(int sig)
 {
     (void)sig;
