@@ -135,22 +135,69 @@ line="w: 1 samples/s (...), memcap 1.00 GB; 4000 kernels (3990 with counters, 99
 echo "$line" >"$SCRATCH/p.out"
 [ "$(source "$DEV/lib.sh" && profile_counts "$SCRATCH/p.out")" = "4000 3990 123456" ] ||
     fail "profile_counts: '$(source "$DEV/lib.sh" && profile_counts "$SCRATCH/p.out")'"
-# ncu's launch count: CUDA C 200; PyTorch a step and a quarter from kace's kernels per sample
-# (as kace profile prints it, %.4g) x the name's batch, within 1000..4000; the override wins.
+# ncu's launch count: CUDA C 20; PyTorch a step and a quarter from kace's kernels per sample
+# (as kace profile prints it, %.4g) x the name's batch, within 1000..4000, and no more than
+# fit in a budget at ncu's seconds per launch (at least 20); the override wins.
 echo "kace profile: 2/2 done: 9000 kernels in its window (...) are not stored; about 187.5 kernels per sample" >"$SCRATCH/p2.err"
 echo "kace profile: 2/2 done: 9 kernels in its window (...) are not stored; about 1.2e-05 kernels per sample" >"$SCRATCH/p3.err"
 [ "$(source "$DEV/lib.sh" && profile_kernels_per_sample "$SCRATCH/p2.err")" = 187.5 ] &&
     [ "$(source "$DEV/lib.sh" && profile_kernels_per_sample "$SCRATCH/p3.err")" = 1.2e-05 ] ||
     fail "profile_kernels_per_sample: '$(source "$DEV/lib.sh" && profile_kernels_per_sample "$SCRATCH/p2.err")'"
-for case in "cuda g_batch1-inf 64:200" "torch b_batch8-train 187.5:1875" "torch b_batch16-inf 20:1000" \
-    "torch b_batch8-train :1000" "torch w_batch32-train 500:4000" "torch b_batch8-train 1.2e-05:1000"; do
+for case in "cuda g_batch1-inf 64:20" "torch b_batch8-train 187.5:1875" "torch b_batch16-inf 20:1000" \
+    "torch b_batch8-train :1000" "torch w_batch32-train 500:4000" "torch b_batch8-train 1.2e-05:1000" \
+    "torch b_batch8-train 187.5 0.5 215:430" "torch b_batch8-train 187.5 0.01 215:1875" "torch b_batch8-train 187.5 30 215:20" \
+    "cuda g_batch1-inf 64 30 215:20"; do
     args=${case%%:*} want=${case##*:}
-    read -r kind name kps <<<"$args"
-    got=$(source "$DEV/lib.sh" && ncu_step_count "$kind" "$name" "${kps:-}")
+    read -r kind name kps per budget <<<"$args"
+    got=$(source "$DEV/lib.sh" && ncu_step_count "$kind" "$name" "${kps:-}" "${per:-}" "${budget:-}")
     [ "$got" = "$want" ] || fail "ncu_step_count $args: $got, expected $want"
 done
 [ "$(source "$DEV/lib.sh" && KACE_DEVICE_NCU_KERNELS=7 ncu_step_count torch b_batch8-train 187.5)" = 7 ] ||
     fail "ncu_step_count: KACE_DEVICE_NCU_KERNELS does not override"
+# ncu's seconds per launch: the largest wall time over kernels compared in ncu-cost.tsv.
+printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernels\na\tcuda\tall\t12\t100\t20\t20\nb\ttorch\tall\t90\t500\t400\t300\n' \
+    >"$SCRATCH/ncu-cost.tsv"
+[ "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv")" = 0.600 ] &&
+    [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/none.tsv")" ] ||
+    fail "ncu_seconds_per_kernel: '$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv")'"
+# 4a. ncu_run when ncu never reaches its launch count (the first H200, 2026-11-28: 200
+#     gemm launches did not fit in 74 s; the workload's time bound killed it, "The application
+#     returned an error code (124)", and ncu wrote no report). The stand-in ncu in that mode
+#     runs the application to its own end and writes nothing unless it returns 0. A kace
+#     workload, given KACE_PROGRESS_FD, ends at its next report after the bound's SIGTERM and
+#     returns 0, so the launches profiled are kept; one that dies of the SIGTERM still fails,
+#     and the failure says how many launches ncu profiled.
+WORKER=$(dirname "$KACE")/tests/kace-test-worker
+if [ -x "$WORKER" ]; then
+    mkdir -p "$SCRATCH/ncu-run"
+    printf 'kace_batch1-inf cmd %s report 1000 600\nplain_batch1-inf cmd sh -c "sleep 600"\n' "$WORKER" >"$SCRATCH/ncu-run/catalog.txt"
+    for i in 0 1; do
+        (
+            export KACE_CATALOG=$SCRATCH/ncu-run/catalog.txt KACE_FAKE_NCU_SLOW=1
+            export KACE_FAKE_NCU_CSV=$(dirname "$0")/data/ncu/newer.csv PATH="$DEV/fakes/bin:$PATH"
+            source "$DEV/lib.sh" || exit 1
+            WORK=$SCRATCH/ncu-run/w$i && mkdir -p "$WORK"
+            catalog_load
+            STEP_END=$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%.3f", t + 47 }') # the workload gets 5 s
+            ncu_run "$i" 5000 20 "$SCRATCH/ncu-run/out$i.csv" all >"$SCRATCH/ncu-run/log$i"
+            rc=$?
+            echo "rc=$rc NCU_SKIP=$NCU_SKIP NCU_PROFILED=$NCU_PROFILED DETAIL=${DETAIL:-}" >>"$SCRATCH/ncu-run/log$i"
+            exit $rc
+        )
+        echo "$?" >"$SCRATCH/ncu-run/rc$i"
+    done
+    [ "$(cat "$SCRATCH/ncu-run/rc0")" = 0 ] && [ -s "$SCRATCH/ncu-run/out0.csv" ] &&
+        grep -q '^ncu: 3 launches profiled in ' "$SCRATCH/ncu-run/log0" ||
+        fail "ncu_run, a kace workload past its bound: $(cat "$SCRATCH/ncu-run/log0")"
+    grep -q -- '--launch-skip 5000 ' "$SCRATCH/ncu-run/log0" ||
+        fail "ncu_run: a cmd workload's skip was changed: $(head -1 "$SCRATCH/ncu-run/log0")"
+    [ "$(cat "$SCRATCH/ncu-run/rc1")" = 1 ] && [ ! -e "$SCRATCH/ncu-run/out1.csv" ] &&
+        grep -q 'DETAIL=ncu wrote no report in [0-9.]* s (3 of 20 launches profiled): ==ERROR== The application returned an error code (143)' \
+            "$SCRATCH/ncu-run/log1" ||
+        fail "ncu_run, a workload killed by its bound: $(cat "$SCRATCH/ncu-run/log1")"
+else
+    fail "$WORKER is not built"
+fi
 # store.py ncu-compare: the same export imported as kace's profile and as ncu's agrees on all six.
 "$KACE" import-ncu --quiet --db "$SCRATCH/k.db" --workload w "$(dirname "$0")/data/ncu/newer.csv" >/dev/null &&
     "$KACE" import-ncu --quiet --db "$SCRATCH/n.db" --workload w "$(dirname "$0")/data/ncu/newer.csv" >/dev/null ||
@@ -309,11 +356,13 @@ ds --verify "$DS" && fail "dataset.py --verify passed a folder edited by hand"
 grep -q "^  notes.txt: not made by dataset.py" "$SCRATCH/ds.err" &&
     grep -q "^  campaign/runs.csv: differs from what campaign/store.tar.gz gives" "$SCRATCH/ds.err" ||
     fail "dataset.py --verify: $(cat "$SCRATCH/ds.err")"
-# kace's own dataset, once a device brought it back: generated from its store, and it imports.
-if [ -d "$ROOT/data/h100" ]; then
-    (cd "$ROOT" && python3 scripts/device/dataset.py --verify data/h100 --kace "$KACE") >"$SCRATCH/h100v.out" 2>&1 ||
-        fail "data/h100: $(cat "$SCRATCH/h100v.out")"
-fi
+# kace's own datasets, once a device brought them back (data/h200 since 2026-11-28):
+# each generated from its store, and each imports.
+for d in "$ROOT"/data/h[0-9]*; do
+    [ -d "$d" ] || continue
+    (cd "$ROOT" && python3 scripts/device/dataset.py --verify "data/${d##*/}" --kace "$KACE") >"$SCRATCH/${d##*/}v.out" 2>&1 ||
+        fail "data/${d##*/}: $(cat "$SCRATCH/${d##*/}v.out")"
+done
 
 # 5. docs/h100.md is what tools/gpu-report.py gives from data/h100 (when it exists, the
 #    evaluation runs here); a stale block fails and says how to fix it.

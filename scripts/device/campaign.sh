@@ -47,10 +47,13 @@ LIMIT=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
 RESERVE=$(awk -v l="$LIMIT" 'BEGIN { r = l / 6; printf "%d", (r > 30 ? 30 : r) }')
 WARMUP=${KACE_DEVICE_WARMUP:-5}
 WINDOW=${KACE_DEVICE_WINDOW:-10}
-PWARMUP=${KACE_DEVICE_PROFILE_WARMUP:-10}
-PWINDOW=${KACE_DEVICE_PROFILE_WINDOW:-20}
-CWARMUP=${KACE_DEVICE_COUNTERS_WARMUP:-10}
-CWINDOW=${KACE_DEVICE_COUNTERS_WINDOW:-15}
+# A profile's windows. On the first H200 (2026-11-28) the gemm's clean run read 536.6
+# samples/s (sd 0.95) with 5 + 10 s and 537.4 (sd 1.38) with 10 + 20 s: the shorter
+# windows cost half the device time, which a 15-minute visit cannot spare.
+PWARMUP=${KACE_DEVICE_PROFILE_WARMUP:-5}
+PWINDOW=${KACE_DEVICE_PROFILE_WINDOW:-10}
+CWARMUP=${KACE_DEVICE_COUNTERS_WARMUP:-5}
+CWINDOW=${KACE_DEVICE_COUNTERS_WINDOW:-5}
 CHUNK_RUNS=${KACE_DEVICE_CHUNK_RUNS:-20}
 PWW=$(awk -v a="$PWARMUP" -v b="$PWINDOW" -v c="$CWARMUP" -v d="$CWINDOW" 'BEGIN { printf "%d", a + b + c + d + 0.999 }')
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kace-campaign.XXXXXX")
@@ -187,8 +190,11 @@ s_profile() {
 # (TAG = NAME.nocache), a step of its own with its own time: kace's replay
 # does not flush the caches that ncu flushes by default, and a DRAM
 # difference that this run does not show is that flush. Each tag is tried
-# in at most two calls.
-ncu_failures() { count_lines "$S/ncu-failures.txt" "$1"; }
+# in at most two calls of the current way of running ncu (NCU_WAY; failures of
+# an earlier way, such as the first H200 call's 200 launches after a skip of
+# 1000, do not count against it).
+NCU_WAY=2
+ncu_failures() { count_lines "$S/ncu-failures.txt" "$1 way $NCU_WAY"; }
 s_ncu() {
     local idx=$1 name=${CATALOG_NAMES[$1]} kind=${CATALOG_KINDS[$1]} need=$2 cache=$3
     local tag=$name
@@ -199,7 +205,10 @@ s_ncu() {
     row=$(awk -F'\t' -v n="$name" '$1 == n { r = $0 } END { print r }' "$S/profile-cost.tsv" 2>/dev/null)
     k=$(cut -f4 <<<"$row") b=$(cut -f6 <<<"$row") kps=$(cut -f11 <<<"$row")
     [ -n "$k" ] && [ -n "$b" ] || { DETAIL="no kernel counts of kace's profile of $name (profile-cost.tsv)"; return 2; }
-    local count; count=$(ncu_step_count "$kind" "$name" "$kps")
+    # A PyTorch run's launches are sized to fit the step (its start and skip take
+    # about 40 s), at the slowest seconds per launch seen so far, 0.5 s before any.
+    local per; per=$(ncu_seconds_per_kernel "$S/ncu-cost.tsv")
+    local count; count=$(ncu_step_count "$kind" "$name" "$kps" "${per:-0.5}" $((need - 45 - 40)))
     [ "$k" -lt "$count" ] && count=$k
     echo "ncu profiles $count launches (kace: ${kps:-?} kernels per sample, $k kernels in its window)"
     mkdir -p "$S/ncu"
@@ -207,7 +216,7 @@ s_ncu() {
         printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernels\n' >"$S/ncu-cost.tsv"
     local csv=$WORK/$tag.ncu.csv
     if ! ncu_run "$idx" "$b" "$count" "$csv" "$cache" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$tag.compare.csv"; then
-        echo "$tag" >>"$S/ncu-failures.txt"
+        echo "$tag way $NCU_WAY" >>"$S/ncu-failures.txt"
         DETAIL="$DETAIL (failure $(ncu_failures "$tag") of 2)"
         return 1
     fi
@@ -341,12 +350,25 @@ save_store() {
     py_store checkpoint "$DB" >/dev/null 2>&1
     tar -C "$S" -czf "$OUT/.store.tar.gz.part" . && mv "$OUT/.store.tar.gz.part" "$OUT/store.tar.gz"
 }
+# profile_need KIND: the seconds a profile step of that kind is given. Before any of
+# its kind was profiled: CUDA C, the windows and 30 s (two quick starts); PyTorch, the
+# windows and 110 s (first H200: BERT's first report came 17.5 s after its start, and
+# the counters run's first step took 22.4 s of kernel replay). After: the longest
+# profile of that kind in this campaign (profile-cost.tsv), outside its windows, plus
+# a quarter and 10 s. The step is bounded by it, so a guess too short costs a retry.
+profile_need() {
+    local base=30
+    [ "$1" = cuda ] || base=110
+    awk -F'\t' -v k="$1" -v pww="$PWW" -v base="$base" '
+        NR > 1 && $2 == k && $3 + 0 > 0 { o = $3 - ($7 + $8 + $9 + $10); if (o > m) m = o; n++ }
+        END { if (n) { o = int(m * 1.25 + 10.999); if (o < 20) o = 20 } else o = base; print pww + o }' \
+        "$S/profile-cost.tsv" 2>/dev/null || echo $((PWW + base))
+}
 for i in "${!CATALOG_NAMES[@]}"; do
     name=${CATALOG_NAMES[$i]}
     grep -qxF "$name" "$WORK/profiled.txt" && continue
     [ "$(failures "$name")" -ge 2 ] && continue
-    need=$((PWW + 40))                                    # CUDA C: two runs, quick starts
-    [ "${CATALOG_KINDS[$i]}" = cuda ] || need=$((PWW + 180)) # PyTorch: two starts, kernel replay
+    need=$(profile_need "${CATALOG_KINDS[$i]}")
     [ "$FAKE" = 1 ] && need=$((PWW + 12))
     step "profile-$name" "$need" s_profile "$i" "$need"
     [ "$LAST_STATUS" = skip ] || save_store
@@ -379,7 +401,7 @@ for i in "${NCU_IDX[@]}"; do
         [ "$cache" = all ] || tag=$name.nocache
         [ -f "$S/ncu/$tag.compare.csv" ] && continue
         [ "$(ncu_failures "$tag")" -ge 2 ] && continue
-        [ "${CATALOG_KINDS[$i]}" = cuda ] && need=120 || need=300
+        [ "${CATALOG_KINDS[$i]}" = cuda ] && need=90 || need=300
         [ "$FAKE" = 1 ] && need=20
         step "ncu-$tag" "$need" s_ncu "$i" "$need" "$cache"
         [ "$LAST_STATUS" = skip ] || save_store

@@ -281,7 +281,7 @@ s_ncu() {
     for i in "${!CATALOG_NAMES[@]}"; do [ "${CATALOG_NAMES[$i]}" = "$name" ] && idx=$i; done
     read -r k c b <<<"${PROFILE_COUNTS[$name]:-}"
     [ -n "$b" ] || { DETAIL="kace profile of $name printed no kernel counts"; return 1; }
-    local count=${KACE_DEVICE_NCU_KERNELS:-200}
+    local count; count=$(ncu_step_count cuda "$name" "")
     [ "$k" -lt "$count" ] && count=$k
     ncu_run "$idx" "$b" "$count" "$A/ncu/$name.ncu.csv" || return 1
     echo "== the first kernels of kace's counters window (recording, mangled) and of ncu's report:"

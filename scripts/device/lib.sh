@@ -268,21 +268,34 @@ profile_counts() {
 profile_kernels_per_sample() {
     sed -n -E 's/.*; about ([0-9.e+-]+) kernels per sample.*/\1/p' "$1" | tail -1
 }
-# ncu_step_count KIND NAME KERNELS_PER_SAMPLE: how many launches ncu profiles.
-# CUDA C: 200 (one kernel signature, launched over and over). PyTorch: one
-# training or inference step and a quarter (kernels per sample x the name's
-# batch), at least 1000 and at most 4000, so that ncu's duration-weighted
-# means cover a whole step as kace's cover many; 1000 without the count.
-# KACE_DEVICE_NCU_KERNELS overrides both.
+# ncu_step_count KIND NAME KERNELS_PER_SAMPLE [PER_KERNEL_S BUDGET_S]: how many
+# launches ncu profiles. CUDA C: 20 (one kernel signature, launched over and
+# over: more launches give the same means). PyTorch: one training or inference
+# step and a quarter (kernels per sample x the name's batch), at least 1000 and
+# at most 4000, so that ncu's duration-weighted means cover a whole step as
+# kace's cover many; 1000 without the count. With PER_KERNEL_S (ncu's seconds per
+# profiled launch, measured in this campaign) and BUDGET_S, no more than fit
+# in the budget, at least 20: on the first H200 (2026-11-28) 200 gemm launches
+# did not fit in 74 s, and ncu killed before --kill yes writes no report.
+# KACE_DEVICE_NCU_KERNELS overrides all of it.
 ncu_step_count() {
     [ -n "${KACE_DEVICE_NCU_KERNELS:-}" ] && { echo "$KACE_DEVICE_NCU_KERNELS"; return; }
-    [ "$1" = cuda ] && { echo 200; return; }
+    [ "$1" = cuda ] && { echo 20; return; }
     local batch; batch=$(sed -n -E 's/.*_batch([0-9]+)-.*/\1/p' <<<"$2")
-    awk -v k="$3" -v b="${batch:-1}" 'BEGIN {
+    awk -v k="$3" -v b="${batch:-1}" -v per="${4:-}" -v budget="${5:-}" 'BEGIN {
         n = (k == "" || k + 0 <= 0) ? 1000 : int(k * b * 1.25 + 0.999)
         if (n < 1000) n = 1000
         if (n > 4000) n = 4000
+        if (per + 0 > 0 && budget + 0 > 0 && n > int(budget / per)) n = int(budget / per)
+        if (n < 20) n = 20
         print n }'
+}
+# ncu_seconds_per_kernel COST_TSV: ncu's wall seconds per profiled launch, the
+# largest over this campaign's ncu runs (ncu-cost.tsv: wall_s over the kernels compared),
+# or nothing before the first. Startup is in it, so it errs long.
+ncu_seconds_per_kernel() {
+    [ -f "$1" ] || return 0
+    awk -F'\t' 'NR > 1 && $7 + 0 > 0 { r = $4 / $7; if (r > m) m = r } END { if (m > 0) printf "%.3f\n", m }' "$1"
 }
 # ncu_options: the options every ncu run adds, once per call (NCU_OPTS).
 # --pipeline-boost-state dynamic where this ncu has it: its default,
@@ -317,37 +330,45 @@ kill_marked() {
 # caches flushed before each replay pass) or none. Its CSV export (section
 # headers, where every metric kace reads is) goes to CSV; NCU_S: the run's
 # wall seconds (start, the skipped launches, the profiled ones, --kill yes);
-# NCU_SKIP: the launches skipped. A CUDA C workload launches one kernel
-# signature over and over, so its skip is capped at 1000: ncu's cost per
-# skipped launch would otherwise eat the time (the latency workload reaches
-# millions of launches in kace's warm-up).
+# NCU_SKIP: the launches skipped; NCU_PROFILED: the launches ncu said it profiled
+# (its "==PROF== Profiling" lines). A CUDA C workload launches one kernel signature
+# over and over, so its skip is capped at 100: on the first H200 ncu profiled no
+# launch of the gemm in 74 s after a skip of 1000.
 # The workload, not ncu, is bounded by time (the step's time less 45 s for ncu to write
-# and export its report): a workload stopped early leaves a report of the kernels
-# profiled so far, where a stopped ncu would leave none. The export is cut to the rows
-# kace import-ncu reads (store.py ncu-slim). Workload processes left running
-# afterwards are killed and counted in the output.
+# and export its report). A workload killed by that bound leaves no report (seen on
+# the H200: "The application returned an error code (124)" and nothing written), so
+# the workload gets KACE_PROGRESS_FD (to /dev/null): a kace workload then ends at its
+# next report after the bound's SIGTERM with status 0 (timeout --preserve-status), and
+# ncu keeps what it profiled. (A Python workload under ncu's injection keeps SIGTERM at its default,
+# see kace_progress.py; for it the launch count is sized to fit instead.)
+# The export is cut to the rows kace import-ncu reads (store.py ncu-slim). Workload
+# processes left running afterwards are killed and counted in the output.
 ncu_run() {
     local idx=$1 skip=$2 count=$3 csv=$4 cache=${5:-all} rep=$WORK/ncu-report
     catalog_cmd "$idx"
     ncu_options
-    [ "${CATALOG_KINDS[$idx]}" = cuda ] && [ "$skip" -gt 1000 ] && skip=1000
-    NCU_SKIP=$skip
+    [ "${CATALOG_KINDS[$idx]}" = cuda ] && [ "$skip" -gt 100 ] && skip=100
+    NCU_SKIP=$skip NCU_PROFILED=0
     rm -f "$rep.ncu-rep"
     local app_s; app_s=$(at_least $(( $(step_left) - 45 )) 5)
     local token="$$-$RANDOM-$idx"
-    echo "ncu ${NCU_OPTS[*]} --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats (workload bounded to $app_s s) ${CMD[*]}"
+    echo "ncu ${NCU_OPTS[*]} --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats (workload bounded to $app_s s, then its next report) ${CMD[*]}"
     local t0=$EPOCHREALTIME
     KACE_NCU_TOKEN=$token tmo ncu "${NCU_OPTS[@]}" --cache-control "$cache" --kill yes --launch-skip "$skip" \
         --launch-count "$count" --section SpeedOfLight --section LaunchStats -f -o "$rep" \
-        timeout -k 5 "$app_s" "${CMD[@]}" >"$WORK/ncu.out" 2>&1
+        timeout --preserve-status -k 30 "$app_s" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
+        >"$WORK/ncu.out" 2>&1
     NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
-    tail -20 "$WORK/ncu.out"
+    NCU_PROFILED=$(grep -c '^==PROF== Profiling' "$WORK/ncu.out")
+    grep -v '^==PROF== Profiling' "$WORK/ncu.out" | tail -20
+    grep -m3 '^==PROF== Profiling' "$WORK/ncu.out"
+    echo "ncu: ${NCU_PROFILED} launches profiled in ${NCU_S} s"
     local left; left=$(kill_marked "$token")
     [ "$left" = 0 ] || echo "ncu left $left workload process(es) running: killed"
     if [ ! -f "$rep.ncu-rep" ]; then
         local why
         why=$(grep -m1 '==ERROR==' "$WORK/ncu.out" || grep -v 'unmodified GPU clocks' "$WORK/ncu.out" | grep -m1 '==WARNING==')
-        DETAIL="ncu wrote no report in ${NCU_S} s: $(cut -c1-160 <<<"${why:-no ==ERROR== line}")"
+        DETAIL="ncu wrote no report in ${NCU_S} s (${NCU_PROFILED} of $count launches profiled): $(cut -c1-160 <<<"${why:-no ==ERROR== line}")"
         return 1
     fi
     tmo ncu -i "$rep.ncu-rep" --csv >"$csv.full" || { DETAIL="ncu -i --csv failed"; return 1; }
