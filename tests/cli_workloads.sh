@@ -12,7 +12,8 @@
 #      (checked line by line) that kace itself reads: a Python workload using it
 #      is measured alone with `kace measure --no-mps` and its throughput is right;
 #   5. run by kace, SIGTERM ends a workload with status 0 at its next report
-#      (kace_progress.py and kace_progress.h), and is left alone otherwise.
+#      (kace_progress.py and kace_progress.h), also under Nsight Compute's
+#      injection library, and is left alone otherwise.
 #
 #   cli_workloads.sh KACE SHARED_DATA SCRATCH
 set -uo pipefail
@@ -234,6 +235,26 @@ while True:
 EOF
 rc=$(KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/own.py" 7>/dev/null)
 [ "$rc" = 3 ] || fail "kace_progress.py replaced the program's own SIGTERM handler: exit $rc, expected 3"
+# Under an injection library. Nsight Compute's (any name but kace's): the handler goes in, so a
+# workload bounded by SIGTERM under ncu ends at a step with status 0 and ncu writes its report
+# (on the first H200 a killed workload left none). Under libkace_cupti.so SIGTERM stays its own.
+rc=$(CUDA_INJECTION64_PATH=/opt/nsight-compute/libTreeLauncherTargetInjection.so KACE_PROGRESS_FD=7 \
+    term_after 1 python3 "$scratch/pyw.py" 7>/dev/null)
+[ "$rc" = 0 ] || fail "kace_progress.py under ncu's injection: exit $rc after SIGTERM, expected 0 at the next report"
+rc=$(CUDA_INJECTION64_PATH=/x/libkace_cupti.so KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/pyw.py" 7>/dev/null)
+[ "$rc" = 143 ] || fail "kace_progress.py under libkace_cupti.so: exit $rc after SIGTERM, expected 143 (its own)"
+# A C handler put in after the interpreter started (as an injection library does) is invisible
+# to signal.getsignal(); kace_progress.py asks sigaction() and leaves SIGTERM alone.
+cat >"$scratch/c-handler.py" <<EOF
+import ctypes, signal, sys
+sys.path.insert(0, "$w")
+import kace_progress
+before = kace_progress._sigterm_at_default()
+ctypes.CDLL(None).signal(signal.SIGTERM, ctypes.c_void_p(1))  # SIG_IGN, behind Python's back
+print(before, signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, kace_progress._sigterm_at_default())
+EOF
+out=$(python3 "$scratch/c-handler.py" 2>&1)
+[ "$out" = "True True False" ] || fail "kace_progress.py: SIGTERM at its default before and after a C handler: '$out', expected 'True True False'"
 # A process forked after the handler is in (a DataLoader worker) is ended by SIGTERM at once.
 cat >"$scratch/fork.py" <<EOF
 import os, signal, sys, time

@@ -9,8 +9,9 @@ absent (not run by kace). Time is time.monotonic_ns(), which is
 CLOCK_MONOTONIC on Linux, the clock kace reads.
 
 Stopping at a step boundary: run by kace, the first report catches SIGTERM
-(where the program left it at its default, and no CUDA injection library is
-loaded: libkace_cupti.so keeps its own); kace's SIGTERM then ends the
+(where it is at its default in the process itself, which Python alone
+cannot see once a CUDA injection library has put a C handler in; never
+under libkace_cupti.so, which keeps its own); kace's SIGTERM then ends the
 process with status 0 at the next report, that is after the step it is in,
 whose GPU work the step synchronized. NVIDIA's MPS documentation warns
 that a client ended with GPU work outstanding can leave the MPS server and
@@ -67,18 +68,39 @@ def _forked_child():
     _restore_mask()
 
 
+def _sigterm_at_default():
+    """Whether SIGTERM is at its default for the process, not only in Python's view.
+    A library loaded after the interpreter started (a CUDA injection library: Nsight
+    Compute's, kace's) may have installed a C handler that signal.getsignal() does not
+    see; sigaction() does. Any doubt answers no: SIGTERM then ends the process at once."""
+    if signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        old = ctypes.create_string_buffer(256)  # a struct sigaction; its handler comes first
+        if libc.sigaction(signal.SIGTERM, None, old) != 0:
+            return False
+        return not ctypes.c_void_p.from_buffer(old).value  # SIG_DFL is 0
+    except (ImportError, OSError, AttributeError, ValueError):
+        return False
+
+
 def _progress_fd():
     global _fd, _looked_up
     if not _looked_up:
         _looked_up = True
         value = os.environ.get("KACE_PROGRESS_FD", "")
         _fd = int(value) if value.isdigit() else None
-        # Under libkace_cupti.so (CUDA_INJECTION64_PATH) SIGTERM stays the injection library's, which
-        # installs a C handler that Python cannot see (kace profile's counters run has no MPS).
+        # Under libkace_cupti.so SIGTERM stays the injection library's (kace profile's counters
+        # run has no MPS). Under another injection library (Nsight Compute's) the handler goes in
+        # where SIGTERM really is at its default: a run bounded by SIGTERM then ends at a step
+        # boundary with status 0, and ncu keeps its report.
+        inject = os.path.basename(os.environ.get("CUDA_INJECTION64_PATH", ""))
         if _fd is not None and threading.current_thread() is threading.main_thread() and \
-                not os.environ.get("CUDA_INJECTION64_PATH"):
+                "kace_cupti" not in inject:
             try:
-                if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                if _sigterm_at_default():
                     signal.signal(signal.SIGTERM, _on_term)
                     if hasattr(os, "register_at_fork"):  # Python >= 3.7
                         os.register_at_fork(before=_before_fork, after_in_parent=_restore_mask,

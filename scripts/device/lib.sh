@@ -339,8 +339,9 @@ kill_marked() {
 # the H200: "The application returned an error code (124)" and nothing written), so
 # the workload gets KACE_PROGRESS_FD (to /dev/null): a kace workload then ends at its
 # next report after the bound's SIGTERM with status 0 (timeout --preserve-status), and
-# ncu keeps what it profiled. (A Python workload under ncu's injection keeps SIGTERM at its default,
-# see kace_progress.py; for it the launch count is sized to fit instead.)
+# ncu keeps what it profiled. kace_progress.py does the same under ncu's injection library
+# where that left SIGTERM at its default (it asks sigaction()); a PyTorch run's launch
+# count is sized to fit the step as well (ncu_step_count).
 # The export is cut to the rows kace import-ncu reads (store.py ncu-slim). Workload
 # processes left running afterwards are killed and counted in the output.
 ncu_run() {
