@@ -280,6 +280,14 @@ grep -q "bare.md has no <!-- BEGIN generated: dataset.py ncu -->" "$SCRATCH/bare
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 (cd "$ROOT" && python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md --check) >"$SCRATCH/gpu.out" 2>&1 ||
     fail "docs/gpu.md: $(cat "$SCRATCH/gpu.out")"
+# ... and with each dataset a device brought back (its own block).
+for d in "$ROOT"/data/h[0-9]*; do
+    [ -d "$d" ] || continue
+    (cd "$ROOT" && python3 scripts/device/dataset.py --docs "data/${d##*/}" docs/gpu.md --check) >"$SCRATCH/gpu.out" 2>&1 ||
+        fail "docs/gpu.md and data/${d##*/}: $(cat "$SCRATCH/gpu.out")"
+    grep -q "<!-- BEGIN generated: dataset.py ncu data/${d##*/} -->" "$ROOT/docs/gpu.md" ||
+        fail "docs/gpu.md has no ncu block of data/${d##*/}'s own"
+done
 
 # 4b. A campaign call given a store it cannot restore stops at once (going on would start a
 #     new campaign whose store replaces the old one).
@@ -373,6 +381,14 @@ sed 's/^<!-- END generated -->$/stale\n&/' "$ROOT/docs/h100.md" >"$SCRATCH/h100.
 (cd "$ROOT" && python3 tools/gpu-report.py --kace "$KACE" --v100 "$SHARED/kace-v100" --check "$SCRATCH/h100.md") \
     >/dev/null 2>"$SCRATCH/h100.err" && fail "gpu-report.py --check passed a stale docs/h100.md"
 grep -q "run: tools/gpu-report.py --update" "$SCRATCH/h100.err" || fail "gpu-report.py --check: $(cat "$SCRATCH/h100.err")"
+# Each other dataset's page (docs/h200.md for data/h200) is what gpu-report.py gives from it.
+for doc in "$ROOT"/docs/h[0-9]*.md; do
+    n=$(basename "$doc" .md)
+    [ "$n" = h100 ] && continue
+    (cd "$ROOT" && python3 tools/gpu-report.py --kace "$KACE" --v100 "$SHARED/kace-v100" --data "data/$n" \
+        --work "$SCRATCH/report-$n" --check "docs/$n.md") >"$SCRATCH/$n.out" 2>&1 ||
+        fail "docs/$n.md: $(cat "$SCRATCH/$n.out")"
+done
 
 # 6. A dataset with MPS split grids and too few pairs (what an early visit brings back):
 #    gpu-report.py scores its grids with the split model fitted on the V100's. Made from the

@@ -26,7 +26,8 @@ edited by hand (and, with kace, it imports).
 
 --docs writes DEST's comparison with Nsight Compute (or "not measured yet")
 into DOC between the markers
-  <!-- BEGIN generated: dataset.py ncu -->  and  <!-- END generated -->;
+  <!-- BEGIN generated: dataset.py ncu DEST -->  (or, where DOC has no block of
+  DEST's own, <!-- BEGIN generated: dataset.py ncu -->)  and  <!-- END generated -->;
 with --check it changes nothing and fails when DOC's block differs.
 """
 import csv
@@ -425,9 +426,14 @@ def ncu_markdown(dest, shown=None):
 def docs(dest, doc, check):
     with open(doc) as f:
         text = f.read()
-    if BEGIN not in text or END not in text[text.index(BEGIN):]:
-        sys.exit("dataset.py: %s has no %s ... %s block" % (doc, BEGIN, END))
-    i = text.index(BEGIN) + len(BEGIN)
+    # A document may hold one block per dataset: "<!-- BEGIN generated: dataset.py ncu
+    # data/h200 -->" is DEST's own; the plain marker is the block of any other DEST.
+    begin = "%s %s -->" % (BEGIN[:-len(" -->")], dest.rstrip("/"))
+    if begin not in text:
+        begin = BEGIN
+    if begin not in text or END not in text[text.index(begin):]:
+        sys.exit("dataset.py: %s has no %s ... %s block" % (doc, begin, END))
+    i = text.index(begin) + len(begin)
     j = text.index(END, i)
     new = text[:i] + "\n" + ncu_markdown(dest) + "\n" + text[j:]
     if new == text:

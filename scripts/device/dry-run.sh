@@ -99,6 +99,12 @@ fi
 for s in env-gpu env-mps env-cupti env-tools build-inject inject-bundle inject-server inject-choice torch-steps \
     measure-mps-pair measure-mps-split measure-timeslice ncu pack; do want_ok "$L" "$s"; done
 [ "$(grep -c '^step profile-[^ ]* ok ' "$L")" -ge 3 ] || fail "first-light: fewer than 3 profiles ok"
+# One MPS server served the pair, and the step names that one alone (on the first H200 it
+# also named the two clients, whose PIDs it had asked for as servers).
+for s in measure-mps-pair measure-mps-split; do
+    grep "^step $s " "$L" | grep -Eq 'MPS servers seen: ([0-9]+) ; served by MPS server \1;' ||
+        fail "first-light: $s does not name one MPS server, the one that served it: $(grep "^step $s " "$L")"
+done
 tar -tzf "$OUT/first-light/first-light.tar.gz" >"$WORK/fl.list"
 for f in env/nvidia-smi-q.txt env/versions.txt ncu-compare.csv measure/mps-pair-mps-log/ measure/mps-pair-server-list.txt \
     torch-steps.csv recordings/inject-bundle-c1.txt; do

@@ -233,23 +233,28 @@ s_measure() {
     [ ${#PROFILED[@]} -ge 2 ] || { DETAIL="fewer than 2 profiled workloads"; return 2; }
     fake_nvml mps
     local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX)
-    local to list=$A/measure/$tag-server-list.txt
+    local to list=$A/measure/$tag-server-list.txt servers_seen=$WORK/$tag-servers.txt
     to=$(at_least $(( $(step_left) - 10 )) 5)
     tmo "$KACE" measure --warmup "$WARMUP" --window "$WINDOW" --timeout "$to" --run-dir "$rd" --quiet \
         --gpu "$GPU" --log "$A/measure/$tag-workloads.log" "$@" "${PROFILED[0]}" "${PROFILED[1]}" \
         >"$WORK/m.out" 2>&1 &
     local pid=$!
     : >"$list"
+    : >"$servers_seen"
+    local pause=0.3 # every 2 s once a server is up: each look runs nvidia-smi beside the run
     while kill -0 $pid 2>/dev/null; do
-        sleep 2
+        sleep "$pause"
         if [ -e "$rd/pipe/control" ]; then
-            echo "# $(date -u +%T)" >>"$list"
-            echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log \
-                timeout 5 "$MPS_CONTROL" >>"$list" 2>&1
+            local now_list
+            now_list=$(echo get_server_list | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log \
+                timeout 5 "$MPS_CONTROL" 2>&1)
+            printf '# %s servers\n%s\n' "$(date -u +%T)" "$now_list" >>"$list"
+            grep -E '^[0-9]+$' <<<"$now_list" >>"$servers_seen" && pause=2
             # Each server's clients (kace's proof that MPS served the run), and
             # what nvidia-smi lists (NVML's PIDs: the host's, in a container).
+            # Only servers: on the first H200 client PIDs were asked for as servers.
             local s
-            for s in $(grep -v '^#' "$list" | grep -E '^[0-9]+$' | sort -u); do
+            for s in $(sort -u "$servers_seen"); do
                 echo "# clients of $s"
                 echo "get_client_list $s" | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log \
                     timeout 5 "$MPS_CONTROL" 2>&1
@@ -263,7 +268,7 @@ s_measure() {
     cat "$WORK/m.out"
     [ -d "$rd/log" ] && cp -r "$rd/log" "$A/measure/$tag-mps-log"
     rm -rf "$rd"
-    local servers; servers=$(grep -v '^#' "$list" | grep -E '^[0-9]+$' | sort -u | tr '\n' ' ')
+    local servers; servers=$(sort -u "$servers_seen" | tr '\n' ' ')
     DETAIL="exit $rc; $(grep -m1 '^run ' "$WORK/m.out" | cut -c1-120);"
     DETAIL+=" $(awk '/^  / && $2 ~ /^[0-9]+$/ { printf "%s %s %s; ", $1, $3, $4 }' "$WORK/m.out")"
     [ "$tag" = timeslice ] || DETAIL+=" MPS servers seen: ${servers:-none}; $(grep -m1 'served by MPS server' "$WORK/m.out" | sed 's/^ *//')"
