@@ -440,6 +440,51 @@ static void test_python_helper(void **state)
         fail_msg("%g samples/s, expected 400", r.throughput.samples_per_s);
 }
 
+/* First steps slowed by kernel replay (three of 0.5 s, then 100 samples/s): with
+ * steady_samples_per_s the warm-up starts after them, so the window measures the
+ * steady rate; without, the window starts among them. Never that fast: the run
+ * times out and says so. */
+static kace_proc_result run_slow_first_step(double steady, double timeout_s)
+{
+    char *argv[] = {"/bin/sh", "-c",
+                    "n=0; echo 'done 0' >&\"$KACE_PROGRESS_FD\"; for i in 1 2 3; do sleep 0.5; n=$((n + 1)); "
+                    "echo \"done $n\" >&\"$KACE_PROGRESS_FD\"; done; while :; do sleep 0.01; n=$((n + 1)); "
+                    "echo \"done $n\" >&\"$KACE_PROGRESS_FD\"; done",
+                    NULL};
+    kace_proc_spec spec = {.name = "slow-first-step", .argv = argv, .steady_samples_per_s = steady};
+    kace_run_options o = quick_options();
+    o.warmup_s = 0.2;
+    o.timeout_s = timeout_s;
+    kace_proc_result r;
+    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    assert_group_gone(&r);
+    return r;
+}
+
+static void test_steady_start(void **state)
+{
+    (void)state;
+    kace_proc_result r = run_slow_first_step(20, 8);
+    expect_status(&r, KACE_PROC_OK);
+    double after_first = (double)(r.throughput.start_ns - r.first_record_ns) / 1e9;
+    if (after_first < 1.5 + 0.2 - 0.05)
+        fail_msg("the window started %.3f s after the first record, inside the slow first step", after_first);
+    /* A step is 0.01 s of sleep plus the shell's own time: at most 100 samples/s. */
+    if (!(r.throughput.samples_per_s > 30 && r.throughput.samples_per_s <= 105))
+        fail_msg("%g samples/s, expected the steady rate (30 to 100)", r.throughput.samples_per_s);
+    /* Without it the window starts among the slow steps. */
+    r = run_slow_first_step(0, 8);
+    expect_status(&r, KACE_PROC_OK);
+    if ((double)(r.throughput.start_ns - r.first_record_ns) / 1e9 > 1.2 || r.throughput.samples_per_s > 20)
+        fail_msg("without a steady rate the window started after %.3f s (%g samples/s)",
+                 (double)(r.throughput.start_ns - r.first_record_ns) / 1e9, r.throughput.samples_per_s);
+    /* A rate it never reaches. */
+    r = run_slow_first_step(1e6, 3);
+    expect_status(&r, KACE_PROC_TIMEOUT);
+    if (!strstr(r.detail, "none ending an interval of at least 1e+06 samples/s"))
+        fail_msg("detail '%s'", r.detail);
+}
+
 typedef struct tick_state {
     volatile sig_atomic_t cancel;
     int cancel_after; /* steady ticks (0: 3) */
@@ -525,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_forked_child_gets_default_sigterm),
         cmocka_unit_test(test_bad_progress),       cmocka_unit_test(test_spawn_failure),
         cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_python_helper),
+        cmocka_unit_test(test_steady_start),
         cmocka_unit_test(test_cancel_from_tick),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -69,6 +69,15 @@ typedef struct kace_profile_options {
     /* warmup_s, window_s, timeout_s of each run (kace_run_options_init, then
      * set; the recipe sets stderr_fd, cancel and the NVML tick itself). */
     kace_run_options clean, counters;
+    /* The counters run's warm-up starts at its first record that ends an interval at
+     * least this share of the clean run's throughput (default 0.1; 0: at its first
+     * record). The library replays each kernel signature's first launch, so the first
+     * steps are slow: on an H200, BERT's first training step took 22.4 s against a
+     * steady 0.047 s (0.2%), while kernel tracing left the launch-bound latency
+     * workload's counters run at 60% of its clean rate. Counted from the first record,
+     * the warm-up could end among steps still replaying (an LLM's first decode steps
+     * launch kernels its prefill did not), whose kernels would then weigh in. */
+    double counters_steady_share;
     volatile sig_atomic_t *cancel;  /* non-zero stops the run (NULL: never) */
     /* Called at each step with the result so far (may be NULL). */
     void (*progress)(void *user, kace_profile_step step, const kace_profile_result *r);
@@ -76,7 +85,7 @@ typedef struct kace_profile_options {
 } kace_profile_options;
 
 /* Sets the defaults: clean run warm-up 10 s, window 30 s; counters run
- * warm-up 10 s, window 15 s; no callback. */
+ * warm-up 10 s, window 15 s, steady share 0.1; no callback. */
 void kace_profile_options_init(kace_profile_options *opt);
 
 /* Runs the two runs on the GPU gpu samples (opened by the caller) and

@@ -38,6 +38,10 @@ typedef struct kace_proc_spec {
                                        "NAME" without '=' removes NAME (an inherited
                                        CUDA_INJECTION64_PATH, say); may be NULL */
     const char *stdout_path;        /* workload stdout to this file (NULL: /dev/null) */
+    double steady_samples_per_s;    /* > 0: its warm-up starts at the first record that ends an
+                                       interval at least this fast, not at its first record: a
+                                       first step slowed by kernel replay (22 s for BERT's on an
+                                       H200, against 0.047 s) is then never in the window */
 } kace_proc_spec;
 
 typedef enum kace_proc_status {
@@ -100,7 +104,8 @@ typedef struct kace_run_view {
 } kace_run_view;
 
 typedef struct kace_run_options {
-    double warmup_s;      /* discarded after each workload's first record (default 10; 0 = none) */
+    double warmup_s;      /* discarded after each workload's first record, or its first fast one
+                             (kace_proc_spec.steady_samples_per_s) (default 10; 0 = none) */
     double window_s;      /* steady window (default 30) */
     double timeout_s;     /* the whole run, from start (0: warmup + window + 120) */
     double term_grace_s;  /* first SIGTERM -> SIGKILL (default 3), at least 3 x the longest time

@@ -565,10 +565,38 @@ static bool proc_failed(const proc *p)
     return p->decided && p->res->status != KACE_PROC_OK;
 }
 
+/* The shortest span a steady rate is judged over: records read in a burst
+ * (a workload whose output is buffered) are not a fast interval. */
+#define STEADY_SPAN_NS 100000000LL
+
+/* Where a workload's warm-up starts: its first record, or with
+ * steady_samples_per_s the first record that ends an interval at least that
+ * fast (over the records of at least STEADY_SPAN_NS before it; one step, where
+ * steps are longer); 0 while there is none. */
+static int64_t warmup_base(const proc *p, const kace_progress_record *r, size_t nr)
+{
+    double fast = p->spec->steady_samples_per_s;
+    if (nr == 0)
+        return 0;
+    if (!(fast > 0))
+        return r[0].t_ns;
+    size_t j = 0; /* the last record at least STEADY_SPAN_NS before r[i] */
+    for (size_t i = 1; i < nr; i++) {
+        if (r[i].t_ns - r[0].t_ns < STEADY_SPAN_NS)
+            continue;
+        while (j + 1 < i && r[i].t_ns - r[j + 1].t_ns >= STEADY_SPAN_NS)
+            j++;
+        double dt = (double)(r[i].t_ns - r[j].t_ns) / 1e9;
+        if (dt > 0 && (r[i].samples - r[j].samples) / dt >= fast)
+            return r[i].t_ns;
+    }
+    return 0;
+}
+
 /* Start of the common steady window: when the last live workload has passed
- * its warm-up; 0 while one has not reported yet. After the run (final), it
- * is taken over every workload that reported, failed ones included, so that
- * a failed workload's partial window is still measured. */
+ * its warm-up; 0 while one has not reported yet (or not fast enough). After
+ * the run (final), it is taken over every workload that reported, failed ones
+ * included, so that a failed workload's partial window is still measured. */
 static int64_t window_start(proc *ps, size_t n, double warmup_s, bool final)
 {
     int64_t start = 0;
@@ -577,12 +605,13 @@ static int64_t window_start(proc *ps, size_t n, double warmup_s, bool final)
             continue;
         size_t nr;
         const kace_progress_record *r = kace_progress_records(ps[i].progress, &nr);
-        if (nr == 0) {
+        int64_t base = warmup_base(&ps[i], r, nr);
+        if (base == 0) {
             if (final)
                 continue;
             return 0;
         }
-        int64_t end = r[0].t_ns + (int64_t)(warmup_s * 1e9);
+        int64_t end = base + (int64_t)(warmup_s * 1e9);
         if (end > start)
             start = end;
     }
@@ -696,6 +725,10 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
                 else if (nr == 0)
                     decide(&ps[i], KACE_PROC_TIMEOUT, "no progress record within the %g s timeout (hung, or it does "
                            "not report progress: see docs/progress-protocol.md)", opt.timeout_s);
+                else if (wstart == 0 && warmup_base(&ps[i], kace_progress_records(ps[i].progress, &nr), nr) == 0)
+                    decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: %zu progress record%s, none ending an "
+                           "interval of at least %g samples/s, where its steady window would start",
+                           opt.timeout_s, nr, nr == 1 ? "" : "s", ps[i].spec->steady_samples_per_s);
                 else if (wstart == 0)
                     decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: the steady window never started (a "
                            "workload of the run sent no progress record)", opt.timeout_s);

@@ -16,6 +16,7 @@ void kace_profile_options_init(kace_profile_options *opt)
     kace_run_options_init(&opt->counters);
     opt->counters.warmup_s = 10;
     opt->counters.window_s = 15;
+    opt->counters_steady_share = 0.1;
 }
 
 /* NVML samples of the clean run, taken on the runner's ticks. */
@@ -148,6 +149,9 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, opt->recording);
     const char *counters_env[] = {inject_env, output_env, NULL};
     kace_proc_spec counters = {.name = opt->name, .argv = opt->argv, .extra_env = counters_env};
+    double clean_rate = out->clean.throughput.samples_per_s;
+    if (opt->counters_steady_share > 0 && clean_rate > 0 && isfinite(clean_rate))
+        counters.steady_samples_per_s = opt->counters_steady_share * clean_rate;
     kace_run_options co = opt->counters;
     co.stderr_fd = -1;
     co.cancel = opt->cancel;
