@@ -154,47 +154,66 @@ for case in "cuda g_batch1-inf 64:20" "torch b_batch8-train 187.5:1875" "torch b
 done
 [ "$(source "$DEV/lib.sh" && KACE_DEVICE_NCU_KERNELS=7 ncu_step_count torch b_batch8-train 187.5)" = 7 ] ||
     fail "ncu_step_count: KACE_DEVICE_NCU_KERNELS does not override"
-# ncu's seconds per launch: the largest wall time over kernels compared in ncu-cost.tsv.
+# ncu's seconds per launch: the largest wall time over kernels compared in ncu-cost.tsv, per kind.
 printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernels\na\tcuda\tall\t12\t100\t20\t20\nb\ttorch\tall\t90\t500\t400\t300\n' \
     >"$SCRATCH/ncu-cost.tsv"
-[ "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv")" = 0.600 ] &&
-    [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/none.tsv")" ] ||
-    fail "ncu_seconds_per_kernel: '$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv")'"
-# 4a. ncu_run when ncu never reaches its launch count (the first H200, 2026-11-28: 200
-#     gemm launches did not fit in 74 s; the workload's time bound killed it, "The application
-#     returned an error code (124)", and ncu wrote no report). The stand-in ncu in that mode
-#     runs the application to its own end and writes nothing unless it returns 0. A kace
-#     workload, given KACE_PROGRESS_FD, ends at its next report after the bound's SIGTERM and
-#     returns 0, so the launches profiled are kept; one that dies of the SIGTERM still fails,
-#     and the failure says how many launches ncu profiled.
+[ "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" cuda)" = 0.600 ] &&
+    [ "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" torch)" = 0.300 ] &&
+    [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" llm)" ] &&
+    [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/none.tsv" cuda)" ] ||
+    fail "ncu_seconds_per_kernel: '$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" cuda)'"
+# 4a. ncu_run when ncu never reaches its launch count (the first H200, 2026-11-28: no gemm
+#     launch reported profiled in 74 s; the workload's time bound ended it and ncu wrote no
+#     report). The stand-in ncu in that mode runs the application to its own end. A kace
+#     workload, given KACE_PROGRESS_FD, ends at its next report after the bound's SIGTERM
+#     and returns 0; the report holds what was profiled. One that dies of the SIGTERM
+#     returns 143, and its report is still kept (ncu writes one after an error code). With
+#     nothing profiled there is no report, and the failure says so. Each line of ncu's
+#     output carries the seconds since ncu started.
 WORKER=$(dirname "$KACE")/tests/kace-test-worker
 if [ -x "$WORKER" ]; then
     mkdir -p "$SCRATCH/ncu-run"
     printf 'kace_batch1-inf cmd %s report 1000 600\nplain_batch1-inf cmd sh -c "sleep 600"\n' "$WORKER" >"$SCRATCH/ncu-run/catalog.txt"
-    for i in 0 1; do
+    for c in 0:0:3 1:1:3 2:1:0; do
+        IFS=: read -r k i profiled <<<"$c"
         (
-            export KACE_CATALOG=$SCRATCH/ncu-run/catalog.txt KACE_FAKE_NCU_SLOW=1
+            export KACE_CATALOG=$SCRATCH/ncu-run/catalog.txt KACE_FAKE_NCU_SLOW=1 KACE_FAKE_NCU_PROFILED=$profiled
             export KACE_FAKE_NCU_CSV=$(dirname "$0")/data/ncu/newer.csv PATH="$DEV/fakes/bin:$PATH"
             source "$DEV/lib.sh" || exit 1
-            WORK=$SCRATCH/ncu-run/w$i && mkdir -p "$WORK"
+            WORK=$SCRATCH/ncu-run/w$k && mkdir -p "$WORK"
             catalog_load
             STEP_END=$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%.3f", t + 47 }') # the workload gets 5 s
-            ncu_run "$i" 5000 20 "$SCRATCH/ncu-run/out$i.csv" all >"$SCRATCH/ncu-run/log$i"
+            ncu_run "$i" 5000 20 "$SCRATCH/ncu-run/out$k.csv" all >"$SCRATCH/ncu-run/log$k"
             rc=$?
-            echo "rc=$rc NCU_SKIP=$NCU_SKIP NCU_PROFILED=$NCU_PROFILED DETAIL=${DETAIL:-}" >>"$SCRATCH/ncu-run/log$i"
+            echo "rc=$rc NCU_SKIP=$NCU_SKIP NCU_PROFILED=$NCU_PROFILED DETAIL=${DETAIL:-}" >>"$SCRATCH/ncu-run/log$k"
+            cp "$WORK/ncu.out" "$SCRATCH/ncu-run/ncu$k.out"
             exit $rc
         )
-        echo "$?" >"$SCRATCH/ncu-run/rc$i"
+        echo "$?" >"$SCRATCH/ncu-run/rc$k"
     done
     [ "$(cat "$SCRATCH/ncu-run/rc0")" = 0 ] && [ -s "$SCRATCH/ncu-run/out0.csv" ] &&
-        grep -q '^ncu: 3 launches profiled in ' "$SCRATCH/ncu-run/log0" ||
+        grep -q '^ncu: 3 launches profiled in ' "$SCRATCH/ncu-run/log0" && ! grep -q ERROR "$SCRATCH/ncu-run/log0" ||
         fail "ncu_run, a kace workload past its bound: $(cat "$SCRATCH/ncu-run/log0")"
     grep -q -- '--launch-skip 5000 ' "$SCRATCH/ncu-run/log0" ||
-        fail "ncu_run: a cmd workload's skip was changed: $(head -1 "$SCRATCH/ncu-run/log0")"
-    [ "$(cat "$SCRATCH/ncu-run/rc1")" = 1 ] && [ ! -e "$SCRATCH/ncu-run/out1.csv" ] &&
-        grep -q 'DETAIL=ncu wrote no report in [0-9.]* s (3 of 20 launches profiled): ==ERROR== The application returned an error code (143)' \
-            "$SCRATCH/ncu-run/log1" ||
-        fail "ncu_run, a workload killed by its bound: $(cat "$SCRATCH/ncu-run/log1")"
+        fail "ncu_run changed the skip it was given: $(head -1 "$SCRATCH/ncu-run/log0")"
+    grep -Eq '^0\.[0-9] s ==PROF== Connected' "$SCRATCH/ncu-run/ncu0.out" &&
+        grep -Eq '^[5-9]\.[0-9] s ==PROF== Profiling' "$SCRATCH/ncu-run/ncu0.out" ||
+        fail "ncu_run: ncu's lines without their times: $(cat "$SCRATCH/ncu-run/ncu0.out")"
+    [ "$(cat "$SCRATCH/ncu-run/rc1")" = 0 ] && [ -s "$SCRATCH/ncu-run/out1.csv" ] &&
+        grep -q 'The application returned an error code (143)' "$SCRATCH/ncu-run/log1" ||
+        fail "ncu_run, a workload killed by its bound, 3 launches profiled: $(cat "$SCRATCH/ncu-run/log1")"
+    [ "$(cat "$SCRATCH/ncu-run/rc2")" = 1 ] && [ ! -e "$SCRATCH/ncu-run/out2.csv" ] &&
+        grep -q 'DETAIL=ncu wrote no report in [0-9.]* s (0 of 20 launches profiled): [0-9.]* s ==ERROR== The application returned an error code (143)' \
+            "$SCRATCH/ncu-run/log2" ||
+        fail "ncu_run, nothing profiled: $(cat "$SCRATCH/ncu-run/log2")"
+    # The skip: at most 100 launches for CUDA C, three steps for PyTorch (2000 without the count).
+    for case in "cuda g_batch1-inf 4899 1:100" "cuda g_batch1-inf 40 1:40" "torch b_batch8-train 50000 187.5:4500" \
+        "torch b_batch8-train 50000 :2000" "torch b_batch8-train 900 187.5:900"; do
+        args=${case%%:*} want=${case##*:}
+        read -r kind name skip kps <<<"$args"
+        got=$(source "$DEV/lib.sh" && ncu_skip "$kind" "$name" "$skip" "${kps:-}")
+        [ "$got" = "$want" ] || fail "ncu_skip $args: $got, expected $want"
+    done
 else
     fail "$WORKER is not built"
 fi

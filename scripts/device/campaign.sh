@@ -183,9 +183,10 @@ s_profile() {
 # ncu against kace on one profiled workload (the H100 issue: the three CUDA C
 # workloads and two PyTorch ones). Kept in the store folder, so a later call
 # skips it: ncu/TAG.ncu.csv.gz (ncu's export), ncu/TAG.compare.csv, a line of
-# ncu-cost.tsv. ncu starts where kace's counters window started and profiles
-# the window's kernels, at most ncu_step_count's (CUDA C 200, PyTorch a step
-# and a quarter, from kace's kernels per sample). CACHE is ncu's
+# ncu-cost.tsv. ncu starts where kace's counters window started, or earlier
+# (ncu_skip: at most 100 launches in for CUDA C, three steps for PyTorch), and
+# profiles ncu_step_count's launches (CUDA C 20, PyTorch a step and a quarter,
+# from kace's kernels per sample, as fit in the step). CACHE is ncu's
 # --cache-control: all (TAG = NAME), and for a CUDA C workload also none
 # (TAG = NAME.nocache), a step of its own with its own time: kace's replay
 # does not flush the caches that ncu flushes by default, and a DRAM
@@ -205,17 +206,19 @@ s_ncu() {
     row=$(awk -F'\t' -v n="$name" '$1 == n { r = $0 } END { print r }' "$S/profile-cost.tsv" 2>/dev/null)
     k=$(cut -f4 <<<"$row") b=$(cut -f6 <<<"$row") kps=$(cut -f11 <<<"$row")
     [ -n "$k" ] && [ -n "$b" ] || { DETAIL="no kernel counts of kace's profile of $name (profile-cost.tsv)"; return 2; }
-    # A PyTorch run's launches are sized to fit the step (its start and skip take
-    # about 40 s), at the slowest seconds per launch seen so far, 0.5 s before any.
-    local per; per=$(ncu_seconds_per_kernel "$S/ncu-cost.tsv")
+    # A PyTorch run's launches are sized to fit the step, less 40 s for its start and
+    # skip (a guess), at the slowest seconds per launch that its kind's ncu runs took in
+    # this campaign, 0.5 s before any.
+    local per; per=$(ncu_seconds_per_kernel "$S/ncu-cost.tsv" "$kind")
     local count; count=$(ncu_step_count "$kind" "$name" "$kps" "${per:-0.5}" $((need - 45 - 40)))
+    local skip; skip=$(ncu_skip "$kind" "$name" "$b" "$kps")
     [ "$k" -lt "$count" ] && count=$k
     echo "ncu profiles $count launches (kace: ${kps:-?} kernels per sample, $k kernels in its window)"
     mkdir -p "$S/ncu"
     [ -s "$S/ncu-cost.tsv" ] ||
         printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernels\n' >"$S/ncu-cost.tsv"
     local csv=$WORK/$tag.ncu.csv
-    if ! ncu_run "$idx" "$b" "$count" "$csv" "$cache" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$tag.compare.csv"; then
+    if ! ncu_run "$idx" "$skip" "$count" "$csv" "$cache" || ! ncu_compare "$name" "$DB" "$csv" "$WORK/$tag.compare.csv"; then
         echo "$tag way $NCU_WAY" >>"$S/ncu-failures.txt"
         DETAIL="$DETAIL (failure $(ncu_failures "$tag") of 2)"
         return 1
@@ -355,13 +358,15 @@ save_store() {
 # windows and 110 s (first H200: BERT's first report came 17.5 s after its start, and
 # the counters run's first step took 22.4 s of kernel replay). After: the longest
 # profile of that kind in this campaign (profile-cost.tsv), outside its windows, plus
-# a quarter and 10 s. The step is bounded by it, so a guess too short costs a retry.
+# a quarter and 10 s, where that is longer (a larger model starts and replays longer
+# than the first one measured). The step is bounded by it, so a guess too short costs
+# a retry.
 profile_need() {
     local base=30
     [ "$1" = cuda ] || base=110
     awk -F'\t' -v k="$1" -v pww="$PWW" -v base="$base" '
         NR > 1 && $2 == k && $3 + 0 > 0 { o = $3 - ($7 + $8 + $9 + $10); if (o > m) m = o; n++ }
-        END { if (n) { o = int(m * 1.25 + 10.999); if (o < 20) o = 20 } else o = base; print pww + o }' \
+        END { o = base; if (n && int(m * 1.25 + 10.999) > o) o = int(m * 1.25 + 10.999); print pww + o }' \
         "$S/profile-cost.tsv" 2>/dev/null || echo $((PWW + base))
 }
 for i in "${!CATALOG_NAMES[@]}"; do

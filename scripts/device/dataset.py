@@ -428,14 +428,18 @@ def docs(dest, doc, check):
         text = f.read()
     # A document may hold one block per dataset: "<!-- BEGIN generated: dataset.py ncu
     # data/h200 -->" is DEST's own; the plain marker is the block of any other DEST.
-    begin = "%s %s -->" % (BEGIN[:-len(" -->")], dest.rstrip("/"))
-    if begin not in text:
-        begin = BEGIN
+    # DEST's block is the one whose name ends DEST's path, however DEST is spelled.
+    begin, shown = BEGIN, None
+    prefix = BEGIN[:-len(" -->")] + " "
+    for m in re.finditer(re.escape(prefix) + r"(\S+) -->", text):
+        if (os.path.abspath(dest) + "/").endswith("/" + m.group(1).strip("/") + "/"):
+            begin, shown = m.group(0), m.group(1)
+            break
     if begin not in text or END not in text[text.index(begin):]:
         sys.exit("dataset.py: %s has no %s ... %s block" % (doc, begin, END))
     i = text.index(begin) + len(begin)
     j = text.index(END, i)
-    new = text[:i] + "\n" + ncu_markdown(dest) + "\n" + text[j:]
+    new = text[:i] + "\n" + ncu_markdown(dest, shown) + "\n" + text[j:]
     if new == text:
         print("%s: the ncu block is up to date with %s" % (doc, dest))
         return 0

@@ -241,7 +241,7 @@ s_measure() {
     local pid=$!
     : >"$list"
     : >"$servers_seen"
-    local pause=0.3 # every 2 s once a server is up: each look runs nvidia-smi beside the run
+    local pause=0.3 # every 0.3 s until a server is up, then every 2 s: each look runs nvidia-smi
     while kill -0 $pid 2>/dev/null; do
         sleep "$pause"
         if [ -e "$rd/pipe/control" ]; then
@@ -277,8 +277,8 @@ s_measure() {
 
 # ---- ncu on one workload, compared with kace's numbers ----------------------------------
 # ncu starts at the kernel where kace's counters window started (--launch-skip:
-# the kernels recorded before it) and profiles up to KACE_DEVICE_NCU_KERNELS
-# (default 200) of the window's kernels.
+# the kernels recorded before it, at most 100: ncu_skip) and profiles
+# ncu_step_count's launches (20 for CUDA C; KACE_DEVICE_NCU_KERNELS overrides).
 s_ncu() {
     command -v ncu >/dev/null || { DETAIL="ncu not found"; return 2; }
     [ ${#PROFILED[@]} -ge 1 ] || { DETAIL="no profiled workload to compare with"; return 2; }
@@ -288,7 +288,7 @@ s_ncu() {
     [ -n "$b" ] || { DETAIL="kace profile of $name printed no kernel counts"; return 1; }
     local count; count=$(ncu_step_count cuda "$name" "")
     [ "$k" -lt "$count" ] && count=$k
-    ncu_run "$idx" "$b" "$count" "$A/ncu/$name.ncu.csv" || return 1
+    ncu_run "$idx" "$(ncu_skip cuda "$name" "$b" "")" "$count" "$A/ncu/$name.ncu.csv" || return 1
     echo "== the first kernels of kace's counters window (recording, mangled) and of ncu's report:"
     cat "$A/ncu/$name.kace-first-kernels.txt" 2>/dev/null
     echo "--"

@@ -275,8 +275,8 @@ profile_kernels_per_sample() {
 # at most 4000, so that ncu's duration-weighted means cover a whole step as
 # kace's cover many; 1000 without the count. With PER_KERNEL_S (ncu's seconds per
 # profiled launch, measured in this campaign) and BUDGET_S, no more than fit
-# in the budget, at least 20: on the first H200 (2026-11-28) 200 gemm launches
-# did not fit in 74 s, and ncu killed before --kill yes writes no report.
+# in the budget, at least 20 (the first H200's ncu steps ended with no launch
+# profiled; the fewer asked, the sooner a slow ncu shows what it does).
 # KACE_DEVICE_NCU_KERNELS overrides all of it.
 ncu_step_count() {
     [ -n "${KACE_DEVICE_NCU_KERNELS:-}" ] && { echo "$KACE_DEVICE_NCU_KERNELS"; return; }
@@ -290,12 +290,27 @@ ncu_step_count() {
         if (n < 20) n = 20
         print n }'
 }
-# ncu_seconds_per_kernel COST_TSV: ncu's wall seconds per profiled launch, the
-# largest over this campaign's ncu runs (ncu-cost.tsv: wall_s over the kernels compared),
-# or nothing before the first. Startup is in it, so it errs long.
+# ncu_seconds_per_kernel COST_TSV KIND: ncu's wall seconds per launch compared, the
+# largest over this campaign's ncu runs of workloads of KIND (ncu-cost.tsv: wall_s
+# over kernels), or nothing before the first. Startup is in it, so it errs long;
+# a CUDA C run's 20 launches would make it err far too long for PyTorch's.
 ncu_seconds_per_kernel() {
     [ -f "$1" ] || return 0
-    awk -F'\t' 'NR > 1 && $7 + 0 > 0 { r = $4 / $7; if (r > m) m = r } END { if (m > 0) printf "%.3f\n", m }' "$1"
+    awk -F'\t' -v k="$2" 'NR > 1 && $2 == k && $7 + 0 > 0 { r = $4 / $7; if (r > m) m = r }
+        END { if (m > 0) printf "%.3f\n", m }' "$1"
+}
+# ncu_skip KIND NAME SKIP KERNELS_PER_SAMPLE: ncu's --launch-skip. kace's counters
+# window starts after SKIP launches; ncu skips as many, but at most 100 for a CUDA C
+# workload (one kernel signature: any launch after the first few is like the window's)
+# and three steps' launches for PyTorch (kernels per sample x batch x 3, 2000 without
+# the count), where every step has the window's kernel mix. ncu pays for each skipped
+# launch, and on the first H200 it profiled no gemm launch in 74 s after a skip of 1000
+# (1.9 s of launches without ncu): its cost per skipped launch is unmeasured.
+ncu_skip() {
+    local batch; batch=$(sed -n -E 's/.*_batch([0-9]+)-.*/\1/p' <<<"$2")
+    awk -v kind="$1" -v skip="$3" -v k="$4" -v b="${batch:-1}" 'BEGIN {
+        cap = (kind == "cuda") ? 100 : ((k == "" || k + 0 <= 0) ? 2000 : int(k * b * 3 + 0.999))
+        print (skip + 0 > cap ? cap : skip + 0) }'
 }
 # ncu_options: the options every ncu run adds, once per call (NCU_OPTS).
 # --pipeline-boost-state dynamic where this ncu has it: its default,
@@ -330,25 +345,31 @@ kill_marked() {
 # caches flushed before each replay pass) or none. Its CSV export (section
 # headers, where every metric kace reads is) goes to CSV; NCU_S: the run's
 # wall seconds (start, the skipped launches, the profiled ones, --kill yes);
-# NCU_SKIP: the launches skipped; NCU_PROFILED: the launches ncu said it profiled
-# (its "==PROF== Profiling" lines). A CUDA C workload launches one kernel signature
-# over and over, so its skip is capped at 100: on the first H200 ncu profiled no
-# launch of the gemm in 74 s after a skip of 1000.
+# NCU_SKIP: the launches skipped (ncu_skip); NCU_PROFILED: the launches ncu said
+# it profiled (its "==PROF== Profiling" lines). ncu.out (in the step's output) has
+# each line of ncu's with the seconds since ncu started, which tells a slow skip from
+# a stall at the first profiled launch.
 # The workload, not ncu, is bounded by time (the step's time less 45 s for ncu to write
-# and export its report). A workload killed by that bound leaves no report (seen on
-# the H200: "The application returned an error code (124)" and nothing written), so
-# the workload gets KACE_PROGRESS_FD (to /dev/null): a kace workload then ends at its
-# next report after the bound's SIGTERM with status 0 (timeout --preserve-status), and
-# ncu keeps what it profiled. kace_progress.py does the same under ncu's injection library
-# where that left SIGTERM at its default (it asks sigaction()); a PyTorch run's launch
-# count is sized to fit the step as well (ncu_step_count).
+# and export its report), and it is given KACE_PROGRESS_FD (to /dev/null) under
+# timeout --preserve-status: a kace workload then ends at its next report after the
+# bound's SIGTERM with status 0 instead of dying inside a profiled launch.
+# (kace_progress.py catches SIGTERM under ncu's injection library where that left it
+# at its default; kace_progress.h decides at its first report, before CUDA loads the
+# library, so a handler ncu's library put in would win.)
 # The export is cut to the rows kace import-ncu reads (store.py ncu-slim). Workload
 # processes left running afterwards are killed and counted in the output.
+# stamp_lines T0: each line of stdin with the seconds since T0 ($EPOCHREALTIME) before it.
+stamp_lines() {
+    local line d t0=${1/./}
+    while IFS= read -r line || [ -n "$line" ]; do
+        d=$(( (${EPOCHREALTIME/./} - t0) / 100000 )) # tenths of a second
+        printf '%d.%d s %s\n' $((d / 10)) $((d % 10)) "$line"
+    done
+}
 ncu_run() {
     local idx=$1 skip=$2 count=$3 csv=$4 cache=${5:-all} rep=$WORK/ncu-report
     catalog_cmd "$idx"
     ncu_options
-    [ "${CATALOG_KINDS[$idx]}" = cuda ] && [ "$skip" -gt 100 ] && skip=100
     NCU_SKIP=$skip NCU_PROFILED=0
     rm -f "$rep.ncu-rep"
     local app_s; app_s=$(at_least $(( $(step_left) - 45 )) 5)
@@ -357,12 +378,12 @@ ncu_run() {
     local t0=$EPOCHREALTIME
     KACE_NCU_TOKEN=$token tmo ncu "${NCU_OPTS[@]}" --cache-control "$cache" --kill yes --launch-skip "$skip" \
         --launch-count "$count" --section SpeedOfLight --section LaunchStats -f -o "$rep" \
-        timeout --preserve-status -k 30 "$app_s" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
-        >"$WORK/ncu.out" 2>&1
+        timeout --preserve-status -k 10 "$app_s" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
+        2>&1 </dev/null | stamp_lines "$t0" >"$WORK/ncu.out"
     NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
-    NCU_PROFILED=$(grep -c '^==PROF== Profiling' "$WORK/ncu.out")
-    grep -v '^==PROF== Profiling' "$WORK/ncu.out" | tail -20
-    grep -m3 '^==PROF== Profiling' "$WORK/ncu.out"
+    NCU_PROFILED=$(grep -c '^[0-9.]* s ==PROF== Profiling' "$WORK/ncu.out")
+    grep -v '^[0-9.]* s ==PROF== Profiling' "$WORK/ncu.out" | tail -20
+    grep '^[0-9.]* s ==PROF== Profiling' "$WORK/ncu.out" | sed -n '1,3p;$p'
     echo "ncu: ${NCU_PROFILED} launches profiled in ${NCU_S} s"
     local left; left=$(kill_marked "$token")
     [ "$left" = 0 ] || echo "ncu left $left workload process(es) running: killed"
