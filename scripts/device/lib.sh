@@ -324,13 +324,13 @@ ncu_options() {
     ncu --help 2>&1 | grep -q -- '--pipeline-boost-state' && NCU_OPTS+=(--pipeline-boost-state dynamic)
     NCU_OPTS_SET=1
 }
-# kill_marked TOKEN: SIGKILL to every process whose environment holds
-# KACE_NCU_TOKEN=TOKEN; prints how many. A workload ncu left running would
+# kill_marked TOKEN [SPARE_PID]: SIGKILL to every process but SPARE_PID whose
+# environment holds KACE_NCU_TOKEN=TOKEN; prints how many. A workload ncu left running would
 # hold the GPU through every later measurement.
 kill_marked() {
     local p n=0
     for p in /proc/[0-9]*; do
-        [ "${p#/proc/}" = "$$" ] && continue
+        [ "${p#/proc/}" = "$$" ] || [ "${p#/proc/}" = "${2:-}" ] && continue
         tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "KACE_NCU_TOKEN=$1" || continue
         kill -KILL "${p#/proc/}" 2>/dev/null && n=$((n + 1))
     done
@@ -376,16 +376,24 @@ ncu_run() {
     local token="$$-$RANDOM-$idx"
     echo "ncu ${NCU_OPTS[*]} --cache-control $cache --kill yes --launch-skip $skip --launch-count $count --section SpeedOfLight --section LaunchStats (workload bounded to $app_s s, then its next report) ${CMD[*]}"
     local t0=$EPOCHREALTIME
+    # ncu's output goes through stamp_lines, which ends when every process holding the
+    # pipe has: a workload that --kill yes left behind is killed first (kill_marked), and
+    # any other holder is waited for 5 s at most.
+    : >"$WORK/ncu.out"
     KACE_NCU_TOKEN=$token tmo ncu "${NCU_OPTS[@]}" --cache-control "$cache" --kill yes --launch-skip "$skip" \
         --launch-count "$count" --section SpeedOfLight --section LaunchStats -f -o "$rep" \
         timeout --preserve-status -k 10 "$app_s" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
-        2>&1 </dev/null | stamp_lines "$t0" >"$WORK/ncu.out"
+        > >(stamp_lines "$t0" >>"$WORK/ncu.out") 2>&1 </dev/null
+    local stamper=$!
     NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+    local left; left=$(kill_marked "$token" "$stamper")
+    local i
+    for ((i = 0; i < 50; i++)); do kill -0 "$stamper" 2>/dev/null || break; sleep 0.1; done
+    kill "$stamper" 2>/dev/null
     NCU_PROFILED=$(grep -c '^[0-9.]* s ==PROF== Profiling' "$WORK/ncu.out")
     grep -v '^[0-9.]* s ==PROF== Profiling' "$WORK/ncu.out" | tail -20
     grep '^[0-9.]* s ==PROF== Profiling' "$WORK/ncu.out" | sed -n '1,3p;$p'
     echo "ncu: ${NCU_PROFILED} launches profiled in ${NCU_S} s"
-    local left; left=$(kill_marked "$token")
     [ "$left" = 0 ] || echo "ncu left $left workload process(es) running: killed"
     if [ ! -f "$rep.ncu-rep" ]; then
         local why
