@@ -391,6 +391,39 @@ for d in "$ROOT"/data/h[0-9]*; do
         fail "data/${d##*/}: $(cat "$SCRATCH/${d##*/}v.out")"
 done
 
+# 4d. The recordings a real GPU made (data/first-light/*/first-light.tar.gz, made by
+#     libkace_cupti.so under CUDA 13 on the first H200): kace import-cupti reads every one,
+#     and from each CUDA C profile's recording gives the six kernel metrics kace profile
+#     stored on that GPU (first-light-store.tar.gz); the gemm's are its launch's own
+#     arithmetic (2048 x 2048 threads, 32 registers each, 64 x 64 blocks of 8 KiB).
+for fl in "$ROOT"/data/first-light/*/first-light.tar.gz; do
+    [ -f "$fl" ] || continue
+    R=$SCRATCH/real-$(basename "$(dirname "$fl")") && mkdir -p "$R/st" &&
+        tar -C "$R" -xzf "$fl" && tar -C "$R/st" -xzf "$(dirname "$fl")/first-light-store.tar.gz" ||
+        { fail "$fl: cannot unpack it and its store"; continue; }
+    n=0
+    for rec in "$R"/first-light/recordings/*.txt; do
+        w=$(basename "$rec" .txt) && w=${w#profile-} && w=${w%_batch*}_batch1-inf
+        "$KACE" import-cupti --db "$R/import.db" --workload "$w" "$rec" >"$R/$w.out" 2>&1 ||
+            { fail "import-cupti of the real recording $(basename "$rec"): $(cat "$R/$w.out")"; continue; }
+        n=$((n + 1))
+    done
+    [ "$n" -ge 10 ] || fail "$fl: $n recordings imported, expected 10"
+    for w in cuda-gemm2048_batch1-inf cuda-stream1024_batch1-inf cuda-latency4x64_batch1-inf; do
+        q="SELECT p.metric || '=' || printf('%.6g', p.value) FROM profiles p JOIN workloads w ON w.id = p.workload_id
+           WHERE w.name = '$w' AND p.metric IN ('Threads', 'Compute (SM) Throughput', 'DRAM Throughput',
+           'Memory Throughput', 'Registers', 'Static Shared Memory') ORDER BY p.metric"
+        want=$(sqlite3 "$R/st/kace.db" "$q" | tr '\n' ' ') got=$(sqlite3 "$R/import.db" "$q" | tr '\n' ' ')
+        [ "$(grep -o '=' <<<"$want" | wc -l)" = 6 ] && [ "$got" = "$want" ] ||
+            fail "$w: import-cupti of the real recording gives '$got', kace profile stored '$want'"
+    done
+    got=$(sqlite3 "$R/import.db" "SELECT p.metric || '=' || p.value FROM profiles p JOIN workloads w ON w.id = p.workload_id
+          WHERE w.name = 'cuda-gemm2048_batch1-inf' AND p.metric IN ('Threads', 'Registers', 'Static Shared Memory')
+          ORDER BY p.metric" | tr '\n' ' ')
+    [ "$got" = "Registers=134217728.0 Static Shared Memory=33554432.0 Threads=4194304.0 " ] ||
+        fail "the real gemm recording: '$got'"
+done
+
 # 5. docs/h100.md is what tools/gpu-report.py gives from data/h100 (when it exists, the
 #    evaluation runs here); a stale block fails and says how to fix it.
 SHARED=${2:-}
