@@ -302,6 +302,11 @@ static void test_server_list(void **state)
     char log_path[128];
     snprintf(log_path, sizeof log_path, "%s/log/control.log", run_dir);
     assert_true(file_contains(log_path, "] get_server_list"));
+    /* A PID that is no server: the real daemon answers "Server N not found" (an H200's). */
+    int clients[4];
+    assert_int_equal(kace_mps_client_pids(ctx, m, 999999, clients, 4, &n), KACE_ERR_NOT_FOUND);
+    assert_non_null(strstr(kace_errmsg(ctx), "get_client_list 999999: the MPS control daemon says 'Server 999999 "
+                                             "not found': that server has gone"));
     assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
     /* Its server went with the daemon. */
     assert_int_equal(kill(pids[0], 0), -1);

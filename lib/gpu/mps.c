@@ -593,7 +593,7 @@ static size_t read_end(const char *path, char *out, size_t size)
 }
 
 /* Sends query (get_server_list, get_client_list PID) and reads its answer:
- * one PID per line, nothing else. */
+ * one PID per line, nothing else, or "Server PID not found" (KACE_ERR_NOT_FOUND). */
 static kace_status ask_pids(kace_ctx *ctx, kace_mps *m, const char *query, const char *kind, int *pids, size_t max,
                            size_t *n_out)
 {
@@ -630,6 +630,12 @@ static kace_status ask_pids(kace_ctx *ctx, kace_mps *m, const char *query, const
             const char *d = a;
             while (*d >= '0' && *d <= '9' && v <= INT_MAX)
                 v = v * 10 + (*d++ - '0');
+            /* The real control daemon's answer for a PID that is no server (seen on an
+             * H200): the server went between get_server_list and this query. */
+            int gone_pid = 0, gone_end = 0;
+            if (*d && sscanf(a, "Server %d not found%n", &gone_pid, &gone_end) == 1 && gone_end > 0 && !a[gone_end])
+                return kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: the MPS control daemon says '%s': that server has gone",
+                                 what, a);
             if (*d || v < 1 || v > INT_MAX)
                 return kace_fail(ctx, KACE_ERR_PARSE,
                                  "%s:%d:%d: expected an MPS %s PID, got '%.60s' (control program %s)", what, line,

@@ -266,6 +266,8 @@ static void run_daemon(int ready_fd)
             char text[4096] = "";
             if (strncmp(line, "get_client_list ", 16) == 0 && strcmp(mode(), "no-client-list") == 0)
                 snprintf(text, sizeof text, "!unknown command\n");
+            else if (strncmp(line, "get_client_list ", 16) == 0 && atol(line + 16) != (long)server)
+                snprintf(text, sizeof text, "Server %.32s not found\n", line + 16); /* the real daemon's words */
             else if (strncmp(line, "get_client_list ", 16) == 0 && strcmp(mode(), "no-clients") != 0)
                 client_list(text, sizeof text);
             else if (strcmp(line, "get_server_list") == 0 && strcmp(mode(), "bad-list") == 0)
