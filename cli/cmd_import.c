@@ -65,7 +65,8 @@ static int collect(const char *path, path_list *out, int depth)
                 rc = -1;
     }
     closedir(d);
-    qsort(here.items, here.n, sizeof *here.items, cmp_str);
+    if (here.n > 1) /* an empty folder has no items array (qsort must not get NULL) */
+        qsort(here.items, here.n, sizeof *here.items, cmp_str);
     for (size_t i = 0; i < here.n && rc == 0; i++)
         rc = collect(here.items[i], out, depth + 1);
     for (size_t i = 0; i < here.n; i++)

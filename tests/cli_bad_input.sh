@@ -439,6 +439,14 @@ bad_number eval-iter "--xu-iter: ' 5' is not a whole number" "$KACE" eval --db "
 bad_number simulate-gpus "--gpus: '8x' is not a number" "$KACE" simulate --db "$DB" --gpus 8x
 bad_number train-iter "--search-iter: '0x' is not a whole number" "$KACE" train --db "$DB" --search-iter 0x
 
+# ---- a folder with an empty folder in it (data/h200's colocations/ after its first
+#      visit): imported, the empty one skipped (qsort was given NULL, which UBSan caught)
+case_name=empty-folder
+mkdir -p "$SCRATCH/with-empty/profiles" "$SCRATCH/with-empty/colocations"
+cp "$REF/profiles/system.csv" "$SCRATCH/with-empty/profiles/"
+"$KACE" import --quiet --db "$SCRATCH/empty.db" "$SCRATCH/with-empty" >"$SCRATCH/empty.out" 2>&1 ||
+    fail "a folder holding an empty folder: $(cat "$SCRATCH/empty.out")"
+
 # ---- finally: the store still works and still equals the reference import --
 case_name=final
 [ "$(fingerprint)" = "$FP0" ] || fail "store changed over the run"

@@ -552,6 +552,23 @@ static void test_config_per_range(void)
     check_counter_values(&rec);
 }
 
+/* Real CUPTI's way (CUDA 13.0 on an H200): a profiled launch gets no kernel
+ * record. Every other launch is recorded, each signature keeps its counters,
+ * and the library counts the profiled launches that had none. */
+static void test_no_record_profiled(void)
+{
+    const char *env[] = {"FAKE_CUPTI_NO_RECORD_PROFILED=1", NULL};
+    run r;
+    recording rec;
+    run_to_end(&r, &rec, "no-record-profiled", env, "launches", "50", 30);
+    CHECK(rec.n_kernels == 45, "%d kernel records for 50 launches, 5 of them profiled: expected 45\n", rec.n_kernels);
+    CHECK(rec.n_counters == 5, "%d counter records, expected 5\n", rec.n_counters);
+    CHECK(rec.n_errors == 0, "error records: %s\n", rec.first_error);
+    CHECK(count_in_file(r.recording, "# profiled launches: 5 by correlation ID, 5 of them with no kernel record; 0 ") == 1,
+          "the profiled launches without a kernel record are not counted\n");
+    check_counter_values(&rec);
+}
+
 #define REPLAY_PASSES 12 /* the fake's FAKE_REPLAY_PASSES (fake_cuda.h) */
 
 /* Should CUPTI give each replay pass a kernel record (the fake's
@@ -621,6 +638,7 @@ static const struct {
     {"periodic", test_periodic},         {"bad-counters", test_bad_counters}, {"graph", test_graph},
     {"contexts", test_contexts},         {"max-profiled", test_max_profiled}, {"many-contexts", test_many_contexts},
     {"ctx-destroy", test_ctx_destroy},   {"stop-fails", test_stop_fails},     {"lock-held", test_lock_held},
+    {"no-record-profiled", test_no_record_profiled},
 };
 
 int main(int argc, char **argv)
