@@ -133,6 +133,11 @@ int cmd_demo(int argc, char **argv)
         goto done;
     }
     size_t n = ds->n_colocations;
+    if (n < 2) { /* a campaign's first visits bring profiles before any pair */
+        fprintf(stderr, "kace: %s holds %zu measured pair%s at 100/100 MPS; the model needs at least 2 (a device "
+                        "campaign measures them after profiling: docs/gpu.md)\n", data, n, n == 1 ? "" : "s");
+        goto done;
+    }
     ranked = calloc(ds->n_workloads ? ds->n_workloads : 1, sizeof *ranked);
     if (!ranked)
         goto done;

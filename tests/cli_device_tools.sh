@@ -424,6 +424,15 @@ for fl in "$ROOT"/data/first-light/*/first-light.tar.gz; do
         fail "the real gemm recording: '$got'"
 done
 
+# 4e. kace demo on a dataset of profiles only (what a campaign's first visit brings back,
+#     as data/h200's did): it fails and says why, rather than "cannot fit a model on 0 rows".
+mkdir -p "$SCRATCH/profiles-only/profiles"
+printf 'Type,Exclusive100\nw1_batch1-inf,10\nw2_batch1-inf,20\n' >"$SCRATCH/profiles-only/profiles/system.csv"
+(cd "$SCRATCH" && "$KACE" demo --data "$SCRATCH/profiles-only" --out "$SCRATCH/demo-po" >/dev/null 2>"$SCRATCH/demo-po.err") &&
+    fail "kace demo on profiles alone succeeded"
+grep -q "profiles-only holds 0 measured pairs at 100/100 MPS; the model needs at least 2" "$SCRATCH/demo-po.err" ||
+    fail "kace demo on profiles alone: $(cat "$SCRATCH/demo-po.err")"
+
 # 5. docs/h100.md is what tools/gpu-report.py gives from data/h100 (when it exists, the
 #    evaluation runs here); a stale block fails and says how to fix it.
 SHARED=${2:-}
