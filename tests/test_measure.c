@@ -504,6 +504,20 @@ static void test_mps_clients_verify_the_run(void **state)
     assert_false(r.stored);
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 3);
     remove_second_daemon(&old, dir);
+
+    /* A server listed that has gone by the time its clients are asked for ("Server N
+     * not found"): passed over; the live one's clients verify the run, and it is the
+     * server named, even where NVML's PIDs are another namespace's. */
+    kace_mps *stale = second_daemon(dir, sizeof dir, "stale-server");
+    o.mps = stale;
+    setenv("KACE_FAKE_NVML_MPS_CLIENTS", "none", 1);
+    s.repetition = 4;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    unsetenv("KACE_FAKE_NVML_MPS_CLIENTS");
+    assert_true(r.stored && r.clients_verified);
+    assert_true(r.mps_server_pid > 0 && r.mps_server_pid != 999998);
+    assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 4);
+    remove_second_daemon(&stale, dir);
     kace_gpu_close(&nvml);
     unsetenv("KACE_NVML_LIBRARY");
 }

@@ -592,6 +592,18 @@ static size_t read_end(const char *path, char *out, size_t size)
     return n;
 }
 
+/* Whether line is the control daemon's "Server PID not found" for query
+ * "get_client_list PID\n" (the same PID, digits only). */
+static bool server_not_found(const char *query, const char *line)
+{
+    const char *ask = "get_client_list ", *pre = "Server ", *post = " not found";
+    if (strncmp(query, ask, strlen(ask)) != 0 || strncmp(line, pre, strlen(pre)) != 0)
+        return false;
+    const char *pid = query + strlen(ask), *got = line + strlen(pre);
+    size_t n = strspn(pid, "0123456789");
+    return n > 0 && pid[n] == '\n' && strncmp(got, pid, n) == 0 && strcmp(got + n, post) == 0;
+}
+
 /* Sends query (get_server_list, get_client_list PID) and reads its answer:
  * one PID per line, nothing else, or "Server PID not found" (KACE_ERR_NOT_FOUND). */
 static kace_status ask_pids(kace_ctx *ctx, kace_mps *m, const char *query, const char *kind, int *pids, size_t max,
@@ -632,8 +644,7 @@ static kace_status ask_pids(kace_ctx *ctx, kace_mps *m, const char *query, const
                 v = v * 10 + (*d++ - '0');
             /* The real control daemon's answer for a PID that is no server (seen on an
              * H200): the server went between get_server_list and this query. */
-            int gone_pid = 0, gone_end = 0;
-            if (*d && sscanf(a, "Server %d not found%n", &gone_pid, &gone_end) == 1 && gone_end > 0 && !a[gone_end])
+            if (*d && server_not_found(query, a))
                 return kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: the MPS control daemon says '%s': that server has gone",
                                  what, a);
             if (*d || v < 1 || v > INT_MAX)

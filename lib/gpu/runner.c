@@ -134,6 +134,11 @@ typedef struct proc {
     size_t records_at_term; /* progress records read by then */
     kace_ctx *scratch;      /* progress errors (kace_run's) */
     size_t tail_len;
+    /* warmup_base's scan for a steady rate (records are only ever appended):
+     * where it stopped, and the start once found. */
+    size_t steady_i, steady_j;
+    int64_t steady_base;
+    bool steady_found;
 } proc;
 
 /* ---- environment --------------------------------------------------------- */
@@ -569,28 +574,38 @@ static bool proc_failed(const proc *p)
  * (a workload whose output is buffered) are not a fast interval. */
 #define STEADY_SPAN_NS 100000000LL
 
-/* Where a workload's warm-up starts: its first record, or with
- * steady_samples_per_s the first record that ends an interval at least that
- * fast (over the records of at least STEADY_SPAN_NS before it; one step, where
- * steps are longer); 0 while there is none. */
-static int64_t warmup_base(const proc *p, const kace_progress_record *r, size_t nr)
+/* Where a workload's warm-up starts (*base; false while there is no such
+ * record): its first record, or with steady_samples_per_s the first record
+ * that ends an interval at least that fast (over the records of at least
+ * STEADY_SPAN_NS before it; one step, where steps are longer). The scan goes on
+ * from where the last call stopped: it runs on every pass of the run's loop. */
+static bool warmup_base(proc *p, const kace_progress_record *r, size_t nr, int64_t *base)
 {
     double fast = p->spec->steady_samples_per_s;
     if (nr == 0)
-        return 0;
-    if (!(fast > 0))
-        return r[0].t_ns;
-    size_t j = 0; /* the last record at least STEADY_SPAN_NS before r[i] */
-    for (size_t i = 1; i < nr; i++) {
-        if (r[i].t_ns - r[0].t_ns < STEADY_SPAN_NS)
-            continue;
-        while (j + 1 < i && r[i].t_ns - r[j + 1].t_ns >= STEADY_SPAN_NS)
-            j++;
-        double dt = (double)(r[i].t_ns - r[j].t_ns) / 1e9;
-        if (dt > 0 && (r[i].samples - r[j].samples) / dt >= fast)
-            return r[i].t_ns;
+        return false;
+    if (!(fast > 0)) {
+        *base = r[0].t_ns;
+        return true;
     }
-    return 0;
+    if (!p->steady_found) {
+        size_t i = p->steady_i ? p->steady_i : 1, j = p->steady_j; /* j: the last record STEADY_SPAN_NS before r[i] */
+        for (; i < nr && !p->steady_found; i++) {
+            if (r[i].t_ns - r[0].t_ns < STEADY_SPAN_NS)
+                continue;
+            while (j + 1 < i && r[i].t_ns - r[j + 1].t_ns >= STEADY_SPAN_NS)
+                j++;
+            double dt = (double)(r[i].t_ns - r[j].t_ns) / 1e9;
+            if (dt > 0 && (r[i].samples - r[j].samples) / dt >= fast) {
+                p->steady_found = true;
+                p->steady_base = r[i].t_ns;
+            }
+        }
+        p->steady_i = i;
+        p->steady_j = j;
+    }
+    *base = p->steady_base;
+    return p->steady_found;
 }
 
 /* Start of the common steady window: when the last live workload has passed
@@ -605,8 +620,8 @@ static int64_t window_start(proc *ps, size_t n, double warmup_s, bool final)
             continue;
         size_t nr;
         const kace_progress_record *r = kace_progress_records(ps[i].progress, &nr);
-        int64_t base = warmup_base(&ps[i], r, nr);
-        if (base == 0) {
+        int64_t base = 0;
+        if (!warmup_base(&ps[i], r, nr, &base)) {
             if (final)
                 continue;
             return 0;
@@ -725,13 +740,13 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
                 else if (nr == 0)
                     decide(&ps[i], KACE_PROC_TIMEOUT, "no progress record within the %g s timeout (hung, or it does "
                            "not report progress: see docs/progress-protocol.md)", opt.timeout_s);
-                else if (wstart == 0 && warmup_base(&ps[i], kace_progress_records(ps[i].progress, &nr), nr) == 0)
+                else if (wstart == 0 && !warmup_base(&ps[i], kace_progress_records(ps[i].progress, &nr), nr, &(int64_t){0}))
                     decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: %zu progress record%s, none ending an "
                            "interval of at least %g samples/s, where its steady window would start",
                            opt.timeout_s, nr, nr == 1 ? "" : "s", ps[i].spec->steady_samples_per_s);
                 else if (wstart == 0)
                     decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: the steady window never started (a "
-                           "workload of the run sent no progress record)", opt.timeout_s);
+                           "workload of the run sent no progress record, or none at its steady rate)", opt.timeout_s);
                 else
                     decide(&ps[i], KACE_PROC_TIMEOUT, "timeout after %g s: %zu progress record%s, the steady window "
                            "was not complete (hung or too slow?)", opt.timeout_s, nr, nr == 1 ? "" : "s");

@@ -110,7 +110,12 @@ static void check_clients(run_checks *c, const kace_run_view *v, const int *serv
     for (size_t s = 0; s < n_servers && !c->client_list_failed; s++) {
         int pids[MAX_MPS_PROCS];
         size_t n = 0;
-        if (kace_mps_client_pids(c->scratch, c->mps, servers[s], pids, MAX_MPS_PROCS, &n) != KACE_OK) {
+        kace_status st = kace_mps_client_pids(c->scratch, c->mps, servers[s], pids, MAX_MPS_PROCS, &n);
+        if (st == KACE_ERR_NOT_FOUND)
+            continue; /* it went between get_server_list and this query: no server of the run; the next check asks again */
+        if (!c->server_pid)
+            c->server_pid = servers[s];
+        if (st != KACE_OK) {
             snprintf(c->client_error, sizeof c->client_error, "%s", kace_errmsg(c->scratch));
             c->client_list_failed = true;
             return;
@@ -141,9 +146,7 @@ static void check_servers(run_checks *c, const kace_run_view *v)
         snprintf(c->server_error, sizeof c->server_error, "%s", kace_errmsg(c->scratch));
         return;
     }
-    if (n > 0 && !c->server_pid)
-        c->server_pid = pids[0];
-    check_clients(c, v, pids, n);
+    check_clients(c, v, pids, n); /* sets server_pid: the first server that answered */
 }
 
 static void check_nvml(run_checks *c, const kace_run_view *v)

@@ -27,6 +27,9 @@
  *                 real server fails to start): get_server_list prints
  *                 nothing, and server.log says why
  *   bad-list      get_server_list answers "server 1234" (not a bare PID)
+ *   stale-server  get_server_list names a server that has gone (999998, whose
+ *                 get_client_list answers "Server 999998 not found", as the
+ *                 real daemon does) before the live one
  *   no-clients    get_client_list answers nothing (the workloads did not
  *                 connect: they ran without MPS)
  *   no-client-list  get_client_list is unknown (the control program fails)
@@ -272,6 +275,8 @@ static void run_daemon(int ready_fd)
                 client_list(text, sizeof text);
             else if (strcmp(line, "get_server_list") == 0 && strcmp(mode(), "bad-list") == 0)
                 snprintf(text, sizeof text, "server %ld\n", (long)server);
+            else if (strcmp(line, "get_server_list") == 0 && server > 0 && strcmp(mode(), "stale-server") == 0)
+                snprintf(text, sizeof text, "999998\n%ld\n", (long)server); /* one gone before it is asked */
             else if (strcmp(line, "get_server_list") == 0 && server > 0)
                 snprintf(text, sizeof text, "%ld\n", (long)server);
             logf_line(log, line);
