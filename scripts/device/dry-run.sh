@@ -120,6 +120,11 @@ export FAKE_CUPTI_NO_RECORD_PROFILED=1
 call campaign-1 60 "$B/scripts/device/campaign.sh" "$OUT/campaign-1" --minutes 1
 KACE_CATALOG=$WORK/catalog2.txt KACE_DEVICE_CHUNK_RUNS=6 call campaign-2 90 "$B/scripts/device/campaign.sh" "$OUT/campaign-2" \
     --minutes 1.5 --store "$OUT/campaign-1/store.tar.gz"
+# Until an ncu step has worked, a call's first ncu step comes before its profiles.
+if ! grep -q '^step ncu-[^ ]* ok ' "$OUT/campaign-1/campaign.log"; then
+    first=$(grep -m1 -E '^step (ncu|profile)-' "$OUT/campaign-2/campaign.log")
+    [[ $first == "step ncu-"* ]] || fail "campaign-2: its first ncu step did not come before its profiles: $first"
+fi
 for c in campaign-1 campaign-2; do
     check_log "$OUT/$c/campaign.log"
     for s in env inject-check register plan campaign export pack; do want_ok "$OUT/$c/campaign.log" "$s"; done
