@@ -206,6 +206,33 @@ if [ -x "$WORKER" ]; then
         grep -q 'DETAIL=ncu wrote no report in [0-9.]* s (0 of 20 launches profiled): [0-9.]* s ==ERROR== The application returned an error code (143)' \
             "$SCRATCH/ncu-run/log2" ||
         fail "ncu_run, nothing profiled: $(cat "$SCRATCH/ncu-run/log2")"
+    # 4b. ncu_probe, run after an ncu step that profiled no launch: three one-launch ncu runs
+    #     from the workload's start (launch statistics, one counter, SpeedOfLight), each
+    #     workload bounded; DETAIL says what each profiled. Stand-in ncu that profiles: all
+    #     three did, in well under the bound; one that never does: none, each ended by the
+    #     bound (2 s here), with ncu's error line.
+    for c in 0:3 1:0; do
+        IFS=: read -r k profiled <<<"$c"
+        (
+            export KACE_CATALOG=$SCRATCH/ncu-run/catalog.txt KACE_FAKE_NCU_PROFILED=$profiled KACE_DEVICE_NCU_PROBE_S=2
+            [ "$profiled" = 0 ] && export KACE_FAKE_NCU_SLOW=1
+            export KACE_FAKE_NCU_CSV=$(dirname "$0")/data/ncu/newer.csv PATH="$DEV/fakes/bin:$PATH"
+            source "$DEV/lib.sh" || exit 1
+            WORK=$SCRATCH/ncu-run/p$k && mkdir -p "$WORK"
+            catalog_load
+            STEP_END=$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%.3f", t + 60 }')
+            ncu_probe 0 >"$SCRATCH/ncu-run/probe$k"
+            rc=$?
+            echo "rc=$rc DETAIL=$DETAIL" >>"$SCRATCH/ncu-run/probe$k"
+        )
+    done
+    want='rc=0 DETAIL=launch-stats: 1 of 1 launch profiled in 0\.[0-9] s; one-counter: 1 of 1 launch profiled in 0\.[0-9] s; speed-of-light: 1 of 1 launch profiled in 0\.[0-9] s$'
+    grep -q "$want" "$SCRATCH/ncu-run/probe0" && grep -q -- '--launch-count 1 --metrics gpu__time_duration.sum' "$SCRATCH/ncu-run/probe0" ||
+        fail "ncu_probe, an ncu that profiles: $(cat "$SCRATCH/ncu-run/probe0")"
+    tail -1 "$SCRATCH/ncu-run/probe1" | grep -q 'rc=1 DETAIL=launch-stats: 0 of 1 launch profiled in [23]\.[0-9] s' &&
+        [ "$(tail -1 "$SCRATCH/ncu-run/probe1" | grep -o '0 of 1 launch profiled' | wc -l)" = 3 ] &&
+        grep -Eq '^[0-9]\.[0-9] s ==PROF== Connected' "$SCRATCH/ncu-run/probe1" ||
+        fail "ncu_probe, an ncu that profiles nothing: $(cat "$SCRATCH/ncu-run/probe1")"
     # The skip: at most 100 launches for CUDA C, three steps for PyTorch (2000 without the count).
     for case in "cuda g_batch1-inf 4899 1:100" "cuda g_batch1-inf 40 1:40" "torch b_batch8-train 50000 187.5:4500" \
         "torch b_batch8-train 50000 :2000" "torch b_batch8-train 900 187.5:900"; do

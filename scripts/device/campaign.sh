@@ -63,7 +63,16 @@ mkdir -p "$A" "$S"
 DB=$S/kace.db
 export KACE_DB=$DB
 call_begin "$LIMIT" "$RESERVE" "$OUT/campaign.log" "$A"
-catalog_load
+# The later catalog (KACE_CATALOG_LATER, default workloads/catalog-later.txt, "none":
+# no such catalog): workloads profiled only once the plan is measured, which then
+# joins them. Entries [0, CATALOG_MAIN_N) are the catalog's, the rest the later one's.
+CATALOG_LATER=${KACE_CATALOG_LATER:-$WDIR/catalog-later.txt}
+catalog_load_all() {
+    catalog_load
+    CATALOG_MAIN_N=${#CATALOG_NAMES[@]}
+    if [ "$CATALOG_LATER" != none ] && [ -f "$CATALOG_LATER" ]; then catalog_load "$CATALOG_LATER"; fi
+}
+catalog_load_all
 MPS_CONTROL=${KACE_MPS_CONTROL:-nvidia-cuda-mps-control}
 GPU=unknown
 unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT
@@ -108,7 +117,7 @@ s_build_workloads() {
     tmo make -C "$WDIR" || { DETAIL="make -C workloads failed"; return 1; }
     catalog_load_again
 }
-catalog_load_again() { CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=(); catalog_load; }
+catalog_load_again() { CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=(); catalog_load_all; }
 # The bundle's injection library if it records kernels here, else one built here.
 s_inject_check() {
     local i idx=""
@@ -229,15 +238,17 @@ s_ncu() {
     if [ "$cache" = all ]; then DETAIL="$NCU_SUMMARY; ncu ${NCU_S} s"
     else DETAIL="no cache flush: ${NCU_SUMMARY%%; largest*}; ncu ${NCU_S} s"; fi
 }
-# The plan is made once every catalog workload is profiled or has failed twice. A
-# workload added to the catalog later joins it the same way (plan.py --extend): the
-# plan's text stays, so what it measured stays measured.
+# The plan is made once every catalog workload is profiled or has failed twice:
+# plan.py's, or KACE_DEVICE_PLAN (a plan file of yours, for the catalog's workloads).
+# A workload added to the catalog later, or a later catalog's once profiled, joins it
+# (plan.py --extend): the plan's text stays, so what it measured stays measured. The
+# catalog's workloads still to profile hold that back; the later catalog's do not.
 s_plan() {
     local i left=0 names=()
     for i in "${!CATALOG_NAMES[@]}"; do
         if grep -qxF "${CATALOG_NAMES[$i]}" "$WORK/profiled.txt"; then
-            names+=("${CATALOG_NAMES[$i]}")
-        elif [ "$(failures "${CATALOG_NAMES[$i]}")" -lt 2 ]; then
+            [ "$i" -lt "$CATALOG_MAIN_N" ] || [ -f "$S/plan.txt" ] && names+=("${CATALOG_NAMES[$i]}")
+        elif [ "$i" -lt "$CATALOG_MAIN_N" ] && [ "$(failures "${CATALOG_NAMES[$i]}")" -lt 2 ]; then
             left=$((left + 1))
         fi
     done
@@ -254,12 +265,22 @@ s_plan() {
         return 0
     fi
     [ $left = 0 ] || { DETAIL="$left workloads still to profile: no plan yet"; return 2; }
+    if [ -n "${KACE_DEVICE_PLAN:-}" ]; then
+        cp "$KACE_DEVICE_PLAN" "$WORK/plan.txt" || { DETAIL="KACE_DEVICE_PLAN: cannot read $KACE_DEVICE_PLAN"; return 1; }
+        # kace checks it (syntax, workloads with commands) before it is frozen into the store.
+        "$KACE" campaign --dry-run "$WORK/plan.txt" >"$WORK/plan-check.txt" 2>&1 ||
+            { DETAIL="KACE_DEVICE_PLAN: $(grep -m1 'kace' "$WORK/plan-check.txt" | cut -c1-200)"; return 1; }
+        mv "$WORK/plan.txt" "$S/plan.txt"
+        DETAIL="your plan ($KACE_DEVICE_PLAN): $(sed -n 1p "$WORK/plan-check.txt")"
+        return 0
+    fi
     "$PY" "$DEV_DIR/plan.py" "${names[@]}" >"$S/plan.txt" || { rm -f "$S/plan.txt"; DETAIL="plan.py failed"; return 1; }
     DETAIL="new plan for ${#names[@]} workloads: $("$KACE" campaign --dry-run "$S/plan.txt" | sed -n 1p)"
 }
 # kace campaign in chunks of CHUNK_RUNS runs (KACE_DEVICE_CHUNK_RUNS, default 20), the
 # store saved to OUT after each: a long call that is ended from outside (a job's time
 # limit, a lost node) keeps all but the last chunk. Each chunk starts a fresh MPS daemon.
+PLAN_DONE=0
 s_campaign() {
     [ -f "$S/plan.txt" ] || { DETAIL="no plan yet"; return 2; }
     local need=30
@@ -294,7 +315,7 @@ s_campaign() {
     [ -n "$before_n" ] && DETAIL="campaign: $done_n runs measured ($ok_n ok, $failed_n failed), $before_n were stored before, $left_n left"
     [ $chunks -gt 1 ] && DETAIL+=" (in $chunks chunks of at most $CHUNK_RUNS runs)"
     case $rc in
-    0) DETAIL="${DETAIL:-exit 0}; the plan is done" ;;
+    0) DETAIL="${DETAIL:-exit 0}; the plan is done"; PLAN_DONE=1 ;;
     124 | 143) DETAIL="stopped at the deadline; ${DETAIL:-no summary}" ;;
     *) DETAIL="exit $rc: $(grep -m1 'kace:' "$WORK/c.out") ${DETAIL}"; return 1 ;;
     esac
@@ -364,6 +385,7 @@ if [ "${KACE_DEVICE_NCU:-}" != none ]; then
             [[ " $KACE_DEVICE_NCU " == *" $name "* ]] && NCU_IDX+=("$i")
             continue
         fi
+        [ "$i" -lt "$CATALOG_MAIN_N" ] || break
         case ${CATALOG_KINDS[$i]}:$name in
         cuda:*) NCU_IDX+=("$i") ;;
         torch:*-train) [ -n "$have_train" ] || { have_train=1; NCU_IDX+=("$i"); } ;;
@@ -381,8 +403,30 @@ ncu_step() {
     [ "$(ncu_failures "$tag")" -ge 2 ] && return 0
     [ "${CATALOG_KINDS[$i]}" = cuda ] && need=90 || need=300
     [ "$FAKE" = 1 ] && need=20
+    NCU_PROFILED=""
     step "ncu-$tag" "$need" s_ncu "$i" "$need" "$cache"
     [ "$LAST_STATUS" = skip ] || save_store
+    # An ncu run that profiled no launch: the probes tell where ncu stops (once a campaign).
+    if [ "$LAST_STATUS" = fail ] && [ "$NCU_PROFILED" = 0 ] && [ "$NCU_PROBED" = 0 ] && [ ! -s "$S/ncu-probe.tsv" ]; then
+        NCU_PROBED=1
+        step ncu-probe 75 s_ncu_probe
+        [ "$LAST_STATUS" = skip ] || save_store
+    fi
+}
+# s_ncu_probe: ncu_probe on the catalog's first CUDA C workload; ok once the probes ran,
+# whatever they found (the ncu step's failure is already counted). Their results stay in
+# the store (ncu-probe.tsv: date, GPU, workload, what each probe profiled).
+NCU_PROBED=0
+s_ncu_probe() {
+    local i idx=""
+    for i in "${!CATALOG_KINDS[@]}"; do [ "${CATALOG_KINDS[$i]}" = cuda ] && { idx=$i; break; }; done
+    [ -n "$idx" ] || { DETAIL="no CUDA C workload to probe with"; return 2; }
+    local need=$((3 * (${KACE_DEVICE_NCU_PROBE_S:-15} + 5)))
+    [ "$(until_s "$CALL_DEADLINE")" -ge $need ] || { DETAIL="left for the next call (needs $need s)"; return 2; }
+    ncu_probe "$idx"
+    printf '%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$GPU" "${CATALOG_NAMES[$idx]}" "$DETAIL" >>"$S/ncu-probe.tsv"
+    DETAIL="${CATALOG_NAMES[$idx]}: $DETAIL"
+    return 0
 }
 # Until one ncu step has worked in this campaign, the first one comes before the profiles:
 # ncu is the one device step that has never worked (the first H200: no launch profiled),
@@ -406,15 +450,23 @@ profile_need() {
         END { o = base; if (n && int(m * 1.25 + 10.999) > o) o = int(m * 1.25 + 10.999); print pww + o }' \
         "$S/profile-cost.tsv" 2>/dev/null || echo $((PWW + base))
 }
-for i in "${!CATALOG_NAMES[@]}"; do
-    name=${CATALOG_NAMES[$i]}
-    grep -qxF "$name" "$WORK/profiled.txt" && continue
-    [ "$(failures "$name")" -ge 2 ] && continue
-    need=$(profile_need "${CATALOG_KINDS[$i]}")
-    [ "$FAKE" = 1 ] && need=$((PWW + 12))
-    step "profile-$name" "$need" s_profile "$i" "$need"
-    [ "$LAST_STATUS" = skip ] || save_store
-done
+# profile_steps FROM TO: a profile step for each catalog entry in [FROM, TO) not profiled
+# yet (and not failed twice); sets PROFILED_NOW to how many worked.
+profile_steps() {
+    local i name need
+    PROFILED_NOW=0
+    for ((i = $1; i < $2; i++)); do
+        name=${CATALOG_NAMES[$i]}
+        grep -qxF "$name" "$WORK/profiled.txt" && continue
+        [ "$(failures "$name")" -ge 2 ] && continue
+        need=$(profile_need "${CATALOG_KINDS[$i]}")
+        [ "$FAKE" = 1 ] && need=$((PWW + 12))
+        step "profile-$name" "$need" s_profile "$i" "$need"
+        [ "$LAST_STATUS" = ok ] && PROFILED_NOW=$((PROFILED_NOW + 1))
+        [ "$LAST_STATUS" = skip ] || save_store
+    done
+}
+profile_steps 0 "$CATALOG_MAIN_N"
 for i in "${NCU_IDX[@]}"; do
     caches=all
     [ "${CATALOG_KINDS[$i]}" = cuda ] && caches="all none"
@@ -422,6 +474,15 @@ for i in "${NCU_IDX[@]}"; do
 done
 step plan 20 s_plan
 step campaign "$LIMIT" s_campaign
+# Once the plan is measured, the later catalog's workloads are profiled and join it
+# (the plan grows by their pairs), and what time is left measures those.
+if [ "$PLAN_DONE" = 1 ] && [ "$CATALOG_MAIN_N" -lt "${#CATALOG_NAMES[@]}" ]; then
+    profile_steps "$CATALOG_MAIN_N" "${#CATALOG_NAMES[@]}"
+    if [ "$PROFILED_NOW" -gt 0 ]; then
+        step plan-later 20 s_plan
+        step campaign-later "$LIMIT" s_campaign
+    fi
+fi
 CALL_DEADLINE=$(awk -v d="$CALL_DEADLINE" -v r="$RESERVE" 'BEGIN { printf "%.3f", d + r - 2 }')
 step export 30 s_export
 s_pack() {

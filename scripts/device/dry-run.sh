@@ -174,6 +174,39 @@ mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar
 "$B/bin/kace" import --db "$WORK/import.db" "$WORK/x/campaign-export/kernel.csv" "$WORK/x/campaign-export/system.csv" \
     "$WORK/x/campaign-export/pairs.csv" >"$WORK/import.out" 2>&1 || fail "kace import of the exports: $(cat "$WORK/import.out")"
 
+# 2b. The later catalog: its workloads wait until the plan is measured (above, the bundle's
+#     catalog-later.txt was loaded and none of it profiled), then are profiled and join the
+#     plan, and the call measures their pairs. A new campaign of 3 workloads with a plan of
+#     one pair (KACE_DEVICE_PLAN) and one later workload. Its ncu profiles no launch, as on
+#     the first H200 (the stand-in in its slow mode), so the call's first ncu failure is
+#     followed by the probes (ncu_probe), once.
+awk '!/^#/ && $2 == "cuda"' "$KACE_CATALOG" >"$WORK/catalog3.txt"
+later=$(awk '!/^#/ && $2 == "llm" { print $1; exit }' "$KACE_CATALOG")
+awk -v n="$later" '$1 == n' "$KACE_CATALOG" >"$WORK/catalog3-later.txt"
+read -r w1 w2 _ <<<"$(awk '{ printf "%s ", $1 }' "$WORK/catalog3.txt")"
+printf 'workloads %s\nrun %s %s\n' "$(awk '{ printf "%s ", $1 }' "$WORK/catalog3.txt")" "$w1" "$w2" >"$WORK/plan3.txt"
+KACE_CATALOG=$WORK/catalog3.txt KACE_CATALOG_LATER=$WORK/catalog3-later.txt KACE_DEVICE_PLAN=$WORK/plan3.txt \
+    KACE_DEVICE_NCU=$w1 KACE_FAKE_NCU_SLOW=1 KACE_FAKE_NCU_PROFILED=0 KACE_DEVICE_NCU_PROBE_S=1 \
+    call campaign-later 90 "$B/scripts/device/campaign.sh" "$OUT/campaign-later" --minutes 1.5
+L=$OUT/campaign-later/campaign.log
+grep -v '^step ncu-'"$w1"'\(\.nocache\)\? fail .*(0 of [0-9]* launches profiled)' "$L" >"$WORK/later.log"
+check_log "$WORK/later.log"
+for s in plan campaign "profile-$later" plan-later campaign-later; do want_ok "$L" "$s"; done
+[ "$(grep -c '^step ncu-probe ok .*launch-stats: 0 of 1 launch profiled in [0-9.]* s; one-counter: 0 of 1 .*; speed-of-light: 0 of 1 ' "$L")" = 1 ] &&
+    grep -A1 "^step ncu-$w1 fail" "$L" | grep -q '^step ncu-probe ' &&
+    [ "$(grep -c "^step ncu-$w1" "$L")" = 2 ] ||
+    fail "campaign-later: not one ncu-probe step right after the first ncu step that profiled nothing: $(grep '^step ncu' "$L" | cut -c1-200)"
+tar -xzOf "$OUT/campaign-later/store.tar.gz" ./ncu-probe.tsv | grep -q "	$w1	launch-stats: 0 of 1" ||
+    fail "campaign-later: the probe's results are not in the store (ncu-probe.tsv)"
+[ "$(grep -c '^step profile-' "$L")" = 4 ] || fail "campaign-later: not 4 profiles: $(grep '^step profile-' "$L" | cut -c1-80)"
+grep -n '^step ' "$L" | grep -A1 '^[0-9]*:step campaign ok' | grep -q "step profile-$later ok" ||
+    fail "campaign-later: $later was not profiled right after the plan was measured: $(grep '^step \(campaign\|profile\)' "$L" | cut -c1-90)"
+grep -q '^step plan ok [0-9.]* your plan' "$L" && grep -q '^step campaign ok .*the plan is done' "$L" ||
+    fail "campaign-later: KACE_DEVICE_PLAN's plan was not measured whole: $(grep '^step \(plan\|campaign\) ' "$L")"
+grep -q "^step plan-later ok .*extended with $later: plan " "$L" &&
+    grep -q '^step campaign-later ok [0-9.]* campaign: 3 runs measured (3 ok, 0 failed), 1 were stored before, 0 left' "$L" ||
+    fail "campaign-later: the plan did not take in $later and measure its 3 pairs: $(grep '^step \(plan\|campaign\)-later ' "$L")"
+
 # The dataset folder made from the last store (as data/h100 will be) imports,
 # names the GPU and its calls, and kace demo runs on it: splits made the
 # artifact's way, Xu et al. with NVML's PCIe throughput in place of ncu's (said so).

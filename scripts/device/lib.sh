@@ -81,8 +81,9 @@ tmo() { timeout -k 10 "$(step_left)" "$@"; }
 # ---- the catalog -------------------------------------------------------------
 # CATALOG_NAMES[i], CATALOG_KINDS[i], CATALOG_CMDS[i] (the command, one word per
 # line, quoted words as in a shell, @W@, @PY@ and @KACE@ replaced; in fake mode
-# the fake CUDA program). A line whose quotes do not close is left out with a
-# message on stderr naming its file and line.
+# the fake CUDA program). A line whose quotes do not close, or whose name an
+# earlier line has, is left out with a message on stderr naming its file and line.
+# catalog_load [FILE] appends FILE's entries (default: the catalog).
 WDIR=$BUNDLE/workloads
 CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
 CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=()
@@ -102,6 +103,7 @@ fake_setup() {
 # stdout when a quote does not close.
 catalog_words() { printf '%s' "$1" | xargs -r printf '%s\n' 2>&1; }
 catalog_load() {
+    local file=${1:-$CATALOG}
     [ "$FAKE" = 1 ] && fake_setup
     local name kind rest line lineno=0
     while IFS= read -r line || [ -n "$line" ]; do
@@ -110,6 +112,10 @@ catalog_load() {
         case $line in '' | '#'*) continue ;; esac
         read -r name kind rest <<<"$line"
         [ -n "$rest" ] || continue
+        if printf '%s\n' "${CATALOG_NAMES[@]}" | grep -qxF -- "$name"; then
+            echo "catalog: $file:$lineno: $name left out: an earlier line has that name" >&2
+            continue
+        fi
         local words=() w mode parsed
         if [ "$FAKE" = 1 ]; then
             # cuda: the catalog's mode (gemm/stream/latency); torch, llm, cmd: by position.
@@ -122,7 +128,7 @@ catalog_load() {
             words=(env "LD_LIBRARY_PATH=$FAKE_CUDA_DIR" "$FAKE_APP" "$mode")
         else
             if ! parsed=$(catalog_words "$rest"); then
-                echo "catalog: $CATALOG:$lineno: $name left out: ${parsed##*xargs: }" >&2
+                echo "catalog: $file:$lineno: $name left out: ${parsed##*xargs: }" >&2
                 continue
             fi
             while IFS= read -r w; do
@@ -135,7 +141,7 @@ catalog_load() {
         CATALOG_NAMES+=("$name")
         CATALOG_KINDS+=("$kind")
         CATALOG_CMDS+=("$(printf '%s\n' "${words[@]}")")
-    done <"$CATALOG"
+    done <"$file"
 }
 # catalog_cmd I: the command of entry I into the array CMD.
 catalog_cmd() { mapfile -t CMD <<<"${CATALOG_CMDS[$1]}"; }
@@ -404,6 +410,47 @@ ncu_run() {
     tmo ncu -i "$rep.ncu-rep" --csv >"$csv.full" || { DETAIL="ncu -i --csv failed"; return 1; }
     py_store ncu-slim "$csv.full" "$csv" || { DETAIL="no metric rows in ncu's export ($(wc -c <"$csv.full") bytes)"; return 1; }
     rm -f "$rep.ncu-rep" "$csv.full"
+}
+# ncu_probe IDX: after an ncu run that profiled no launch, three short ncu runs of one
+# launch each on catalog entry IDX, from its start, each workload bounded to
+# KACE_DEVICE_NCU_PROBE_S seconds (default 15), which tell where ncu stops:
+#   launch-stats    --section LaunchStats: the launch's configuration, no counters;
+#   one-counter     --metrics gpu__time_duration.sum: one hardware counter, one pass;
+#   speed-of-light  --section SpeedOfLight: what ncu_run asks, for one launch.
+# The first H200's ncu printed "Connected" and then nothing in 44 to 75 s: whether ncu
+# intercepts a launch at all, collects a counter, or replays a launch was unknown.
+# Every line of ncu's output is kept with its time (ncu-probe-NAME.out in WORK) and
+# printed; DETAIL: for each probe, the launches profiled, its seconds, and its first
+# ==ERROR== line. Returns 0 when every probe profiled its launch.
+ncu_probe() {
+    local idx=$1 bound=${KACE_DEVICE_NCU_PROBE_S:-15} probe what all=0 n t0 s why
+    catalog_cmd "$idx"
+    ncu_options
+    DETAIL=""
+    for probe in launch-stats:--section:LaunchStats one-counter:--metrics:gpu__time_duration.sum \
+        speed-of-light:--section:SpeedOfLight; do
+        IFS=: read -r probe what <<<"$probe"
+        local token="$$-$RANDOM-probe" o=$WORK/ncu-probe-$probe.out
+        echo "== $probe: ncu ${NCU_OPTS[*]} --kill yes --launch-count 1 ${what/:/ } (workload bounded to $bound s) ${CMD[*]}"
+        t0=$EPOCHREALTIME
+        : >"$o"
+        KACE_NCU_TOKEN=$token tmo ncu "${NCU_OPTS[@]}" --kill yes --launch-count 1 ${what/:/ } \
+            timeout --preserve-status -k 5 "$bound" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
+            > >(stamp_lines "$t0" >>"$o") 2>&1 </dev/null
+        local stamper=$!
+        s=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+        kill_marked "$token" "$stamper" >/dev/null
+        local i
+        for ((i = 0; i < 50; i++)); do kill -0 "$stamper" 2>/dev/null || break; sleep 0.1; done
+        kill "$stamper" 2>/dev/null
+        cat "$o"
+        n=$(grep -c '^[0-9.]* s ==PROF== Profiling' "$o")
+        why=$(grep -m1 '==ERROR==' "$o" | sed 's/^[0-9.]* s //' | cut -c1-100)
+        [ "$n" -ge 1 ] || all=1
+        DETAIL+="$probe: $n of 1 launch profiled in $s s${why:+ ($why)}; "
+    done
+    DETAIL=${DETAIL%; }
+    return $all
 }
 # ncu_compare NAME DB CSV OUT: ncu's export CSV reduced by kace import-ncu (a
 # scratch store) against NAME's profile in DB; OUT gets one row per metric.
