@@ -72,7 +72,7 @@ static const char *find_cupti(const char *given)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kace profile --name W [--db PATH] [--warmup S] [--window S] [--counters-warmup S]\n"
-               "                    [--counters-window S] [--timeout S] [--device N] [--cupti LIB]\n"
+               "                    [--counters-window S] [--timeout S] [--budget S] [--device N] [--cupti LIB]\n"
                "                    [--keep-recording FILE] [--stop-grace-max S] -- COMMAND [ARG...]\n"
                "Runs COMMAND alone on the GPU twice and stores workload W's profile, and COMMAND as W's command\n"
                "for kace measure:\n"
@@ -83,7 +83,9 @@ static void usage(FILE *f)
                "     window. Its throughput is not stored (kernel replay slows it). --counters-warmup S\n"
                "     (default 10) and --counters-window S (default 15).\n"
                "Nothing is stored unless both runs succeed. --timeout S bounds each run (default its\n"
-               "warm-up + window + 120). --device N: the NVML index of the GPU (default 0).\n"
+               "warm-up + window + 120). --budget S bounds both together: the counters run gets what the\n"
+               "clean run left of S (its kernel replay makes it the longer, by an amount unknown in advance).\n"
+               "--device N: the NVML index of the GPU (default 0).\n"
                "--stop-grace-max S: the longest wait from kace's SIGTERM to SIGKILL (default 30): the wait is\n"
                "3 x the workload's longest step, at least 3 s, so that it stops at its next report.\n");
 }
@@ -243,7 +245,7 @@ int cmd_profile(int argc, char **argv)
         {"timeout", required_argument, 0, 't'}, {"device", required_argument, 0, 'g'},
         {"cupti", required_argument, 0, 'c'},   {"keep-recording", required_argument, 0, 'k'},
         {"counters-warmup", required_argument, 0, 'u'}, {"counters-window", required_argument, 0, 'U'},
-        {"stop-grace-max", required_argument, 0, 'G'},
+        {"stop-grace-max", required_argument, 0, 'G'}, {"budget", required_argument, 0, 'B'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     optind = 1;
@@ -261,6 +263,7 @@ int cmd_profile(int argc, char **argv)
             ok = cli_seconds("profile", "timeout", optarg, &ro->timeout_s);
             co->timeout_s = ro->timeout_s;
             break;
+        case 'B': ok = cli_seconds("profile", "budget", optarg, &po.budget_s); break;
         case 'G':
             ok = cli_parse_number(optarg, 1, 3600, false, &ro->term_grace_max_s);
             if (!ok)

@@ -45,6 +45,7 @@ declare -A numeric=(
     ["predict --group"]="1 5 2.5"
     ["predict --ls-target"]="-0.1 1.5"
     ["predict --top"]="-1 1000001 1.5"
+    ["profile --budget"]="-1"
     ["profile --counters-warmup"]="-1"
     ["profile --counters-window"]="-1"
     ["profile --device"]="-1 64"

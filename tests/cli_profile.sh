@@ -88,6 +88,7 @@ cat >"$SCRATCH/fake-cuda.sh" <<EOS
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
     echo "counters run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"
     [ "\$1" = counters ] && exec "$WORKER" crash 250 0.1
+    [ "\$1" = slow ] && sleep 3 # a long start, as a PyTorch model's first steps under kernel replay
     cp "$SCRATCH/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
     # A child CUDA process's recording, as the injection library names it.
     [ "\$1" = child ] && echo "kace-cupti 1" >"\$KACE_CUPTI_OUTPUT.4242"
@@ -143,6 +144,23 @@ expect counters-crash nonzero "counters run (2/2): workload w crashed" -- "$KACE
     "$SCRATCH/fake-cuda.sh" counters
 grep -q "1/2 done" "$SCRATCH/counters-crash.err" || fail "counters-crash: the clean run did not finish first"
 grep -q "nothing was stored" "$SCRATCH/counters-crash.err" || fail "counters-crash: no 'nothing was stored'"
+
+# 5b'. --budget S bounds both runs together: the counters run gets what the clean run left.
+#      A counters run that starts 3 s late fails when each run has 3 s (--timeout 3), and
+#      fits a budget of 6 s for both. A budget whose rest after the clean run is shorter than
+#      the counters run's warm-up and window fails before starting it, saying so.
+expect split-timeout nonzero "counters run (2/2): workload w timeout" -- "$KACE" "${P[@]}" --timeout 3 --name w -- \
+    "$SCRATCH/fake-cuda.sh" slow
+expect budget-short nonzero "the clean run took [0-9.]* s of the 1.0 s budget; the 0.[0-9] s left are less than the counters run's warm-up and window (0.6 s)" \
+    -- "$KACE" "${P[@]}" --budget 1 --name w -- "$SCRATCH/fake-cuda.sh" none
+grep -q "counters run:" "$SCRATCH/runs.log" && tail -1 "$SCRATCH/runs.log" | grep -q '^counters' &&
+    fail "budget-short: the counters run started"
+"$KACE" "${P[@]}" --budget 6 --name budget_batch4-train -- "$SCRATCH/fake-cuda.sh" slow >"$SCRATCH/budget.out" 2>&1 &&
+    grep -q "2/2 done: " "$SCRATCH/budget.out" || fail "budget: a slow counters run within --budget 6: $(cat "$SCRATCH/budget.out")"
+"$KACE" "${P[@]}" --budget x --name w -- true >/dev/null 2>"$SCRATCH/budget-bad.err"
+[ $? = 2 ] && grep -q -- "--budget.*not a number of seconds" "$SCRATCH/budget-bad.err" ||
+    fail "--budget x: $(cat "$SCRATCH/budget-bad.err")"
+before=$(fingerprint)
 
 # 5c. The workload runs as an MPS client (an MPS daemon on the machine; the
 #     fake NVML lists kace's children as MPS clients, their utilization

@@ -78,6 +78,12 @@ typedef struct kace_profile_options {
      * the warm-up could end among steps still replaying (an LLM's first decode steps
      * launch kernels its prefill did not), whose kernels would then weigh in. */
     double counters_steady_share;
+    /* Both runs within this many seconds (0: no bound but each run's timeout_s): the
+     * clean run gets at most all of it, the counters run what the clean run left. A
+     * workload's start, and the counters run's kernel replay, make its runs' lengths
+     * unequal and unknown in advance; a caller with a fixed time (a batch tool's call)
+     * would otherwise have to split it between them blind. */
+    double budget_s;
     volatile sig_atomic_t *cancel;  /* non-zero stops the run (NULL: never) */
     /* Called at each step with the result so far (may be NULL). */
     void (*progress)(void *user, kace_profile_step step, const kace_profile_result *r);

@@ -126,7 +126,10 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     ro.tick = on_tick;
     ro.tick_user = &smp;
     ro.tick_s = 0.1;
+    if (opt->budget_s > 0 && !(ro.timeout_s > 0 && ro.timeout_s <= opt->budget_s))
+        ro.timeout_s = opt->budget_s;
     progress(opt, KACE_PROFILE_CLEAN_START, out);
+    int64_t clean_start = kace_monotonic_ns();
     kace_status st = run_one(ctx, 1, &clean, &ro, &out->clean, out);
     if (st)
         return st;
@@ -155,6 +158,19 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     kace_run_options co = opt->counters;
     co.stderr_fd = -1;
     co.cancel = opt->cancel;
+    if (opt->budget_s > 0) {
+        double used = (double)(kace_monotonic_ns() - clean_start) / 1e9, left = opt->budget_s - used;
+        if (left < co.warmup_s + co.window_s) {
+            out->failure = KACE_PROFILE_FAIL_ERROR;
+            out->failed_run = 2;
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "%s: the clean run took %.1f s of the %.1f s budget; the %.1f s left are less than "
+                             "the counters run's warm-up and window (%.1f s)",
+                             opt->name, used, opt->budget_s, left > 0 ? left : 0, co.warmup_s + co.window_s);
+        }
+        if (!(co.timeout_s > 0 && co.timeout_s <= left))
+            co.timeout_s = left;
+    }
     progress(opt, KACE_PROFILE_COUNTERS_START, out);
     if ((st = run_one(ctx, 2, &counters, &co, &out->counters, out)))
         return st;

@@ -167,10 +167,10 @@ declare -A PROFILE_COUNTS # name -> "KERNELS WITH_COUNTERS BEFORE" of its counte
 s_profile() {
     local idx=$1 name=${CATALOG_NAMES[$1]}
     catalog_cmd "$idx"
-    local to; to=$(at_least $(( ($(step_left) - 5) / 2 )) 5)
+    local budget; budget=$(at_least $(( $(step_left) - 5 )) 10)
     fake_nvml alone
     tmo "$KACE" profile --name "$name" --warmup "$WARMUP" --window "$WINDOW" --counters-warmup "$CWARMUP" \
-        --counters-window "$CWINDOW" --timeout "$to" \
+        --counters-window "$CWINDOW" --budget "$budget" \
         --keep-recording "$A/recordings/profile-$name.txt" -- "${CMD[@]}" >"$WORK/p.out" 2>&1
     local rc=$?
     cat "$WORK/p.out"
