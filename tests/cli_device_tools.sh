@@ -162,6 +162,19 @@ printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernel
     [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" llm)" ] &&
     [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/none.tsv" cuda)" ] ||
     fail "ncu_seconds_per_kernel: '$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" cuda)'"
+# 4'. profile_need: a PyTorch profile is first given its windows and 110 s, then the longest
+#     of its kind so far (outside its windows) plus a quarter and 10 s where that is more;
+#     a workload whose earlier try ran out of time, half as long again as that try took.
+mkdir -p "$SCRATCH/pn"
+pn() { (S=$SCRATCH/pn PWW=25 && source "$DEV/lib.sh" && profile_need "$@"); }
+[ "$(pn torch a_batch1-train)" = 135 ] && [ "$(pn cuda g_batch1-inf)" = 55 ] || fail "profile_need, nothing measured: $(pn torch a_batch1-train)"
+printf 'workload\tkind\twall_s\tkernels\twith_counters\tkernels_before\twarmup_s\twindow_s\tcounters_warmup_s\tcounters_window_s\tkernels_per_sample\n' >"$SCRATCH/pn/profile-cost.tsv"
+printf 'b_batch8-train\ttorch\t145.5\t1\t1\t1\t5\t10\t5\t5\t10\n' >>"$SCRATCH/pn/profile-cost.tsv"
+[ "$(pn torch a_batch1-train)" = 186 ] && [ "$(pn cuda g_batch1-inf)" = 55 ] ||
+    fail "profile_need after a PyTorch profile of 145.5 s: $(pn torch a_batch1-train), want 25 + int(120.5 * 1.25 + 10.999) = 186"
+printf 'a_batch1-train\t180.2\n' >"$SCRATCH/pn/profile-timeouts.tsv"
+[ "$(pn torch a_batch1-train)" = 271 ] && [ "$(pn torch c_batch1-train)" = 186 ] ||
+    fail "profile_need after a try of 180.2 s that ran out of time: $(pn torch a_batch1-train), want 271"
 # 4a. ncu_run when ncu never reaches its launch count (the first H200, 2026-11-28: no gemm
 #     launch reported profiled in 74 s; the workload's time bound ended it and ncu wrote no
 #     report). The stand-in ncu in that mode runs the application to its own end. A kace

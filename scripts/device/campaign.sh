@@ -178,6 +178,8 @@ s_profile() {
     cat "$WORK/p.out"
     if [ $rc -ne 0 ]; then
         echo "$name" >>"$S/profile-failures.txt"
+        # A run that ran out of time: the next try is given more (profile_need).
+        { [ $rc = 124 ] || [ $rc = 137 ] || grep -q ' timeout[: ]' "$WORK/p.out"; } && printf '%s\t%s\n' "$name" "$wall" >>"$S/profile-timeouts.tsv"
         DETAIL="exit $rc (failure $(failures "$name") of 2): $(grep -m1 'kace' "$WORK/p.out" | cut -c1-200)"
         return 1
     fi
@@ -437,22 +439,6 @@ s_ncu_probe() {
 if [ -n "${NCU_IDX[*]}" ] && ! ls "$S"/ncu/*.compare.csv >/dev/null 2>&1; then
     ncu_step "${NCU_IDX[0]}" all
 fi
-# profile_need KIND: the seconds a profile step of that kind is given. Before any of
-# its kind was profiled: CUDA C, the windows and 30 s (two quick starts); PyTorch, the
-# windows and 110 s (first H200: BERT's first report came 17.5 s after its start, and
-# the counters run's first step took 22.4 s of kernel replay). After: the longest
-# profile of that kind in this campaign (profile-cost.tsv), outside its windows, plus
-# a quarter and 10 s, where that is longer (a larger model starts and replays longer
-# than the first one measured). The step is bounded by it, so a guess too short costs
-# a retry.
-profile_need() {
-    local base=30
-    [ "$1" = cuda ] || base=110
-    awk -F'\t' -v k="$1" -v pww="$PWW" -v base="$base" '
-        NR > 1 && $2 == k && $3 + 0 > 0 { o = $3 - ($7 + $8 + $9 + $10); if (o > m) m = o; n++ }
-        END { o = base; if (n && int(m * 1.25 + 10.999) > o) o = int(m * 1.25 + 10.999); print pww + o }' \
-        "$S/profile-cost.tsv" 2>/dev/null || echo $((PWW + base))
-}
 # profile_steps FROM TO: a profile step for each catalog entry in [FROM, TO) not profiled
 # yet (and not failed twice); sets PROFILED_NOW to how many worked.
 profile_steps() {
@@ -462,7 +448,7 @@ profile_steps() {
         name=${CATALOG_NAMES[$i]}
         grep -qxF "$name" "$WORK/profiled.txt" && continue
         [ "$(failures "$name")" -ge 2 ] && continue
-        need=$(profile_need "${CATALOG_KINDS[$i]}")
+        need=$(profile_need "${CATALOG_KINDS[$i]}" "$name")
         [ "$FAKE" = 1 ] && need=$((PWW + 12))
         step "profile-$name" "$need" s_profile "$i" "$need"
         [ "$LAST_STATUS" = ok ] && PROFILED_NOW=$((PROFILED_NOW + 1))

@@ -274,6 +274,30 @@ profile_counts() {
 profile_kernels_per_sample() {
     sed -n -E 's/.*; about ([0-9.e+-]+) kernels per sample.*/\1/p' "$1" | tail -1
 }
+# profile_need KIND [NAME]: (campaign.sh; S: its store folder, PWW: the profile's
+# four windows in seconds) the seconds a profile step of that kind is given. Before any of
+# its kind was profiled: CUDA C, the windows and 30 s (two quick starts); PyTorch, the
+# windows and 110 s (first H200: BERT's first report came 17.5 s after its start, and
+# the counters run's first step took 22.4 s of kernel replay). After: the longest
+# profile of that kind in this campaign (profile-cost.tsv), outside its windows, plus
+# a quarter and 10 s, where that is longer (a larger model starts and replays longer
+# than the first one measured). The step is bounded by it, so a guess too short costs
+# a retry.
+# NAME's earlier try that ran out of time (profile-timeouts.tsv) makes it half as long
+# again as that try took, where that is more.
+profile_need() {
+    local base=30 need
+    [ "$1" = cuda ] || base=110
+    need=$(awk -F'\t' -v k="$1" -v pww="$PWW" -v base="$base" '
+        NR > 1 && $2 == k && $3 + 0 > 0 { o = $3 - ($7 + $8 + $9 + $10); if (o > m) m = o; n++ }
+        END { o = base; if (n && int(m * 1.25 + 10.999) > o) o = int(m * 1.25 + 10.999); print pww + o }' \
+        "$S/profile-cost.tsv" 2>/dev/null) || need=$((PWW + base))
+    [ -n "${2:-}" ] && [ -f "$S/profile-timeouts.tsv" ] &&
+        need=$(awk -F'\t' -v n="$2" -v need="${need:-$((PWW + base))}" '
+            $1 == n && int($2 * 1.5 + 0.999) > need { need = int($2 * 1.5 + 0.999) } END { print need }' \
+            "$S/profile-timeouts.tsv")
+    echo "${need:-$((PWW + base))}"
+}
 # ncu_step_count KIND NAME KERNELS_PER_SAMPLE [PER_KERNEL_S BUDGET_S]: how many
 # launches ncu profiles. CUDA C: 20 (one kernel signature, launched over and
 # over: more launches give the same means). PyTorch: one training or inference
