@@ -75,6 +75,10 @@ out=$("$kace" measure fast slow --mps-pct 30,70 "${quick[@]}" 2>"$scratch/err")
 rc=$?
 [ $rc = 0 ] || fail "measure ok: exit $rc: $(cat "$scratch/err")"
 grep -q "): ok" <<<"$out" || fail "measure ok: output: $out"
+# The run's length and its members' start (the worker reports at once): the start is a
+# part of the run, under a second here.
+grep -Eq '\): ok in [0-9]+\.[0-9] s \(every member.s first report within 0\.[0-9] s of its start\)$' <<<"$out" ||
+    fail "measure ok: no run length and start time: $(head -1 <<<"$out")"
 grep -q $'\r' "$scratch/err" && fail "a progress bar was drawn into a pipe"
 [ "$(sql "SELECT group_concat(m.mps_pct || ':' || m.status, ' ') FROM run_members m")" = "30:ok 70:ok" ] ||
     fail "measure ok: members $(sql 'SELECT * FROM run_members')"

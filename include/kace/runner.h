@@ -71,6 +71,7 @@ typedef struct kace_proc_result {
     kace_throughput throughput;    /* samples_per_s is NaN when not measured */
     size_t n_records;        /* progress records received */
     int64_t first_record_ns; /* 0 when none */
+    int64_t start_ns;        /* when kace started it (CLOCK_MONOTONIC; 0: never started) */
     char detail[512];        /* human-readable reason ("exited with status 3", ...) */
     char stderr_tail[KACE_STDERR_TAIL]; /* last bytes of its stderr */
 } kace_proc_result;

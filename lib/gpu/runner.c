@@ -262,6 +262,7 @@ static kace_status spawn(kace_ctx *ctx, proc *p)
     }
     int parent = (int)getpid();
     p->start_ns = kace_monotonic_ns();
+    p->res->start_ns = p->start_ns;
     pid_t pid = fork();
     if (pid < 0) {
         st = kace_fail(ctx, KACE_ERR_IO, "cannot start workload %s: fork: %s", p->label, strerror(errno));

@@ -303,6 +303,7 @@ s_campaign() {
         rc=$?
         chunks=$((chunks + 1))
         cat "$WORK/c.out"
+        cat "$WORK/c.out" >>"$WORK/runs.out"
         if [ $rc = 137 ] && [ -e "$rd/pipe/control" ]; then # kace was killed: its MPS daemon may live on
             echo quit | CUDA_MPS_PIPE_DIRECTORY=$rd/pipe CUDA_MPS_LOG_DIRECTORY=$rd/log timeout 10 "$MPS_CONTROL"
             sleep 2
@@ -324,6 +325,15 @@ s_campaign() {
     124 | 143) DETAIL="stopped at the deadline; ${DETAIL:-no summary}" ;;
     *) DETAIL="exit $rc: $(grep -m1 'kace:' "$WORK/c.out") ${DETAIL}"; return 1 ;;
     esac
+    # How long an ok run took, and how much of it its members took to start (median; what
+    # keeping workloads warm between runs could save).
+    local w f
+    # kace campaign's lines: "[I/N] A + B #R: run ID (SET, MPS, repetition R): ok in W s (...)".
+    sed -n -E 's/^(.*: )?run [0-9]+ \([^)]*\): ok in ([0-9.]+) s \(every member.s first report within ([0-9.]+) s of its start\)$/\2 \3/p' \
+        "$WORK/runs.out" 2>/dev/null >"$WORK/run-times.txt"
+    median() { sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "%.1f", a[int((NR + 1) / 2)] }'; }
+    w=$(cut -d' ' -f1 "$WORK/run-times.txt" | median) f=$(cut -d' ' -f2 "$WORK/run-times.txt" | median)
+    [ -n "$w" ] && DETAIL+="; an ok run took a median $w s, its members started within a median $f s"
     # How much device time the rest of the plan needs, at this call's pace.
     if [ "$done_n" -gt 0 ] && [ "${left_n:-0}" -gt 0 ]; then
         DETAIL+=$(awk -v a="$t0" -v b="$EPOCHREALTIME" -v d="$done_n" -v l="$left_n" \

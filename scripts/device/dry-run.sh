@@ -143,6 +143,8 @@ echo "dry-run: measured runs: $r1 after the first campaign call, $r2 after the s
 [ "${r1:-0}" -gt 0 ] && [ "${r2:-0}" -gt "${r1:-0}" ] || fail "campaign: runs did not grow across calls ($r1 -> $r2)"
 grep -q '^step campaign ok .* s a run: about [0-9]* min of measuring left' "$OUT/campaign-1/campaign.log" ||
     fail "campaign-1: no estimate of the measuring left: $(grep '^step campaign ' "$OUT/campaign-1/campaign.log")"
+grep -q '^step campaign ok .*; an ok run took a median [0-9.]* s, its members started within a median 0\.[0-9] s' \
+    "$OUT/campaign-1/campaign.log" || fail "campaign-1: no median run and start times: $(grep '^step campaign ' "$OUT/campaign-1/campaign.log")"
 grep -q '^step campaign ok .*[1-9][0-9]* were stored before, [0-9]* left (in [2-9][0-9]* chunks of at most 6 runs)' \
     "$OUT/campaign-2/campaign.log" ||
     fail "campaign-2: kace campaign did not continue the stored plan: $(grep '^step campaign ' "$OUT/campaign-2/campaign.log")"
