@@ -247,17 +247,20 @@ void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_
 {
     /* The run's length, and how much of it went to starting: the last member's first report
      * (a PyTorch workload's imports and model), the share a warm workload would save. */
-    double wall = 0, first = -1;
+    double wall = 0, first = 0;
+    bool all_reported = true;
     for (int i = 0; i < spec->k; i++) {
         const kace_proc_result *p = &r->proc[i];
         if (p->runtime_s > wall)
             wall = p->runtime_s;
-        if (p->first_record_ns > 0 && p->start_ns > 0 && (double)(p->first_record_ns - p->start_ns) / 1e9 > first)
+        if (!(p->first_record_ns > 0 && p->start_ns > 0))
+            all_reported = false;
+        else if ((double)(p->first_record_ns - p->start_ns) / 1e9 > first)
             first = (double)(p->first_record_ns - p->start_ns) / 1e9;
     }
     printf("run %lld (%s, %s, repetition %d): %s in %.1f s", r->run_id, r->set, spec->timeslice ? "time-slicing" : "MPS",
            spec->repetition, run_status_word(r->status), wall);
-    if (first >= 0)
+    if (all_reported)
         printf(" (every member's first report within %.1f s of its start)", first);
     printf("\n");
     if (verbose && !spec->timeslice && r->mps_server_pid > 0)

@@ -60,6 +60,13 @@ python3 "$DEV/plan.py" --extend "$SCRATCH/plan9x.txt" $names11 | cmp -s - "$SCRA
     fail "plan.py --extend changed a plan that holds every name"
 python3 "$DEV/plan.py" --extend "$SCRATCH/plan9.txt" $names9 | cmp -s - "$SCRATCH/plan9.txt" ||
     fail "plan.py --extend with no new name changed the plan"
+# Added one at a time, w10 then w11: w11's partners are not w10's (w10's pairs count).
+python3 "$DEV/plan.py" --extend "$SCRATCH/plan9.txt" $(seq 1 10 | sed 's/^/w/; s/$/_batch1-inf/') >"$SCRATCH/plan9a.txt" &&
+    python3 "$DEV/plan.py" --extend "$SCRATCH/plan9a.txt" $names11 >"$SCRATCH/plan9b.txt" || fail "plan.py --extend twice"
+p10=$(awk '$1 == "run" && NF == 3 && $2 == "w10_batch1-inf" { print $3 }' "$SCRATCH/plan9b.txt" | sort)
+p11=$(awk '$1 == "run" && NF == 3 && $2 == "w11_batch1-inf" { print $3 }' "$SCRATCH/plan9b.txt" | sort)
+[ "$(wc -l <<<"$p10")" = 7 ] && [ "$(wc -l <<<"$p11")" = 7 ] && [ "$(comm -12 <(echo "$p10") <(echo "$p11") | wc -l)" -le 5 ] ||
+    fail "plan.py --extend one at a time: w10 with $(echo $p10), w11 with $(echo $p11)"
 printf 'workloads a b c\nset mine\npairs\n' >"$SCRATCH/setplan.txt"
 python3 "$DEV/plan.py" --extend "$SCRATCH/setplan.txt" a b c d >/dev/null 2>"$SCRATCH/set.err" &&
     fail "plan.py --extend extended a plan whose runs go into a set of its own"
@@ -127,6 +134,12 @@ EOF
     KACE_PROGRESS_FD=7 "${CMD[@]}" 7>"$SCRATCH/cat/records" >/dev/null
     [ "$(awk '{ printf "%s ", $2 }' "$SCRATCH/cat/records")" = "4 8 12 " ] ||
         fail "the wrapped catalog command recorded: $(cat "$SCRATCH/cat/records")"
+    # A second catalog (campaign.sh's later one) appends; a name already loaded is left out.
+    printf 'spaced_batch2-train cuda @W@/x\nlater_batch1-inf cuda @W@/y\n' >"$SCRATCH/cat/later.txt"
+    catalog_load "$SCRATCH/cat/later.txt" 2>"$SCRATCH/cat/err2"
+    [ "${CATALOG_NAMES[*]}" = "plain_batch1-inf wrapped_batch4-inf spaced_batch2-train later_batch1-inf" ] &&
+        [ "${CATALOG_KINDS[2]}" = torch ] && grep -q "later.txt:1: spaced_batch2-train left out: an earlier line has that name" "$SCRATCH/cat/err2" ||
+        fail "a second catalog: ${CATALOG_NAMES[*]}: $(cat "$SCRATCH/cat/err2")"
     [ "$failures" = 0 ]
 ) || failures=$((failures + 1))
 
@@ -175,6 +188,19 @@ printf 'b_batch8-train\ttorch\t145.5\t1\t1\t1\t5\t10\t5\t5\t10\n' >>"$SCRATCH/pn
 printf 'a_batch1-train\t180.2\n' >"$SCRATCH/pn/profile-timeouts.tsv"
 [ "$(pn torch a_batch1-train)" = 271 ] && [ "$(pn torch c_batch1-train)" = 186 ] ||
     fail "profile_need after a try of 180.2 s that ran out of time: $(pn torch a_batch1-train), want 271"
+# 4''. profile_ran_out: kace profile's own words for a run out of time (as tests/cli_profile.sh
+#      sees them), or the step's timeout; not a workload's stderr that mentions a timeout.
+printf '%s\n' "kace profile: 1/2 done: 1000 samples/s" \
+    "kace profile: counters run (2/2): workload a_batch1-inf timeout: timeout after 3 s: 1 progress record" >"$SCRATCH/ro1"
+printf '%s\n' "kace: a_batch1-inf: the clean run took 0.8 s of the 1.0 s budget; the 0.2 s left are less than the counters run's warm-up and window (0.6 s)" >"$SCRATCH/ro2"
+printf '%s\n' "kace profile: counters run (2/2): workload a_batch1-inf crashed: killed by signal 6" \
+    "  socket.timeout: timed out" "  workload a_batch1-inf timeout: (its own words)" >"$SCRATCH/ro3"
+(
+    source "$DEV/lib.sh" || exit 1
+    profile_ran_out a_batch1-inf 1 "$SCRATCH/ro1" && profile_ran_out a_batch1-inf 1 "$SCRATCH/ro2" &&
+        profile_ran_out a_batch1-inf 124 "$SCRATCH/ro3" && ! profile_ran_out a_batch1-inf 1 "$SCRATCH/ro3" &&
+        ! profile_ran_out b_batch1-inf 1 "$SCRATCH/ro1"
+) || fail "profile_ran_out: not what kace profile's lines say"
 # 4a. ncu_run when ncu never reaches its launch count (the first H200, 2026-11-28: no gemm
 #     launch reported profiled in 74 s; the workload's time bound ended it and ncu wrote no
 #     report). The stand-in ncu in that mode runs the application to its own end. A kace
@@ -246,6 +272,30 @@ if [ -x "$WORKER" ]; then
         [ "$(tail -1 "$SCRATCH/ncu-run/probe1" | grep -o '0 of 1 launch profiled' | wc -l)" = 3 ] &&
         grep -Eq '^[0-9]\.[0-9] s ==PROF== Connected' "$SCRATCH/ncu-run/probe1" ||
         fail "ncu_probe, an ncu that profiles nothing: $(cat "$SCRATCH/ncu-run/probe1")"
+    # An ncu that never ends: each probe is killed after its own bound and end (1 + 2 s), says
+    #     so, and leaves the next probe its time; one the step has no time left for is not run
+    #     (return 2), so the campaign does not keep its result.
+    mkdir -p "$SCRATCH/hang-bin"
+    printf '#!/bin/sh\n[ "$1" = --help ] && exit 0\nexec sleep 600\n' >"$SCRATCH/hang-bin/ncu"
+    chmod +x "$SCRATCH/hang-bin/ncu"
+    for c in 2:60 3:16; do
+        IFS=: read -r k left <<<"$c"
+        (
+            export KACE_CATALOG=$SCRATCH/ncu-run/catalog.txt KACE_DEVICE_NCU_PROBE_S=1 KACE_DEVICE_NCU_PROBE_END_S=2
+            export PATH="$SCRATCH/hang-bin:$PATH"
+            source "$DEV/lib.sh" || exit 1
+            WORK=$SCRATCH/ncu-run/p$k && mkdir -p "$WORK"
+            catalog_load
+            STEP_END=$(awk -v t="$EPOCHREALTIME" -v l="$left" 'BEGIN { printf "%.3f", t + l }')
+            ncu_probe 0 >"$SCRATCH/ncu-run/probe$k"
+            rc=$?
+            echo "rc=$rc PROBES_RUN=$PROBES_RUN DETAIL=$DETAIL" >>"$SCRATCH/ncu-run/probe$k"
+        )
+    done
+    tail -1 "$SCRATCH/ncu-run/probe2" | grep -q '^rc=1 PROBES_RUN=3 DETAIL=launch-stats: 0 of 1 launch profiled in [3-9]\.[0-9] s (ncu did not end within 3 s: killed); one-counter: 0 of 1 launch profiled in [3-9]\.[0-9] s (ncu did not end within 3 s: killed); speed-of-light: ' ||
+        fail "ncu_probe, an ncu that hangs: $(tail -1 "$SCRATCH/ncu-run/probe2")"
+    tail -1 "$SCRATCH/ncu-run/probe3" | grep -q '^rc=2 PROBES_RUN=1 DETAIL=launch-stats: 0 of 1 .*; one-counter: not run (the step has under 13 s left); speed-of-light: not run' ||
+        fail "ncu_probe, a hung ncu and a step too short for three probes: $(tail -1 "$SCRATCH/ncu-run/probe3")"
     # The skip: at most 100 launches for CUDA C, three steps for PyTorch (2000 without the count).
     for case in "cuda g_batch1-inf 4899 1:100" "cuda g_batch1-inf 40 1:40" "torch b_batch8-train 50000 187.5:4500" \
         "torch b_batch8-train 50000 :2000" "torch b_batch8-train 900 187.5:900"; do

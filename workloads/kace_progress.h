@@ -20,9 +20,7 @@
  * leave the MPS server and its other clients in an undefined state. The
  * flag is per translation unit: report from one. A process forked after
  * the first report gets SIGTERM back at its default (pthread_atfork; in
- * glibc's libc, no -pthread needed). Make the first report after CUDA has
- * started (cudaFree(0)): a handler that an injection library (ncu's) puts
- * in as CUDA starts is then left in place, not replaced.
+ * glibc's libc, no -pthread needed).
  */
 #ifndef KACE_PROGRESS_CLIENT_H
 #define KACE_PROGRESS_CLIENT_H

@@ -79,7 +79,8 @@ typedef struct kace_profile_options {
      * launch kernels its prefill did not), whose kernels would then weigh in. */
     double counters_steady_share;
     /* Both runs within this many seconds (0: no bound but each run's timeout_s): the
-     * clean run gets at most all of it, the counters run what the clean run left. A
+     * clean run gets at most what the counters run's warm-up and window leave, the
+     * counters run what the clean run left (a budget not above those fails at once). A
      * workload's start, and the counters run's kernel replay, make its runs' lengths
      * unequal and unknown in advance; a caller with a fixed time (a batch tool's call)
      * would otherwise have to split it between them blind. */

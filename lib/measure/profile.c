@@ -126,8 +126,19 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     ro.tick = on_tick;
     ro.tick_user = &smp;
     ro.tick_s = 0.1;
-    if (opt->budget_s > 0 && !(ro.timeout_s > 0 && ro.timeout_s <= opt->budget_s))
-        ro.timeout_s = opt->budget_s;
+    /* A budget: the clean run may use what the counters run's warm-up and window leave. */
+    if (opt->budget_s > 0) {
+        double counters_min = opt->counters.warmup_s + opt->counters.window_s, clean_max = opt->budget_s - counters_min;
+        if (!(clean_max > 0)) {
+            out->failure = KACE_PROFILE_FAIL_ERROR;
+            out->failed_run = 1;
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "%s: a budget of %.1f s is not more than the counters run's warm-up and window (%.1f s)",
+                             opt->name, opt->budget_s, counters_min);
+        }
+        if (!(ro.timeout_s > 0 && ro.timeout_s <= clean_max))
+            ro.timeout_s = clean_max;
+    }
     progress(opt, KACE_PROFILE_CLEAN_START, out);
     int64_t clean_start = kace_monotonic_ns();
     kace_status st = run_one(ctx, 1, &clean, &ro, &out->clean, out);

@@ -70,7 +70,10 @@ CATALOG_LATER=${KACE_CATALOG_LATER:-$WDIR/catalog-later.txt}
 catalog_load_all() {
     catalog_load
     CATALOG_MAIN_N=${#CATALOG_NAMES[@]}
-    if [ "$CATALOG_LATER" != none ] && [ -f "$CATALOG_LATER" ]; then catalog_load "$CATALOG_LATER"; fi
+    if [ "$CATALOG_LATER" != none ] && [ -f "$CATALOG_LATER" ]; then catalog_load "$CATALOG_LATER"
+    elif [ -n "${KACE_CATALOG_LATER:-}" ] && [ "$CATALOG_LATER" != none ]; then
+        echo "campaign.sh: KACE_CATALOG_LATER=$CATALOG_LATER: no such file: no later catalog" >&2
+    fi
 }
 catalog_load_all
 MPS_CONTROL=${KACE_MPS_CONTROL:-nvidia-cuda-mps-control}
@@ -179,7 +182,7 @@ s_profile() {
     if [ $rc -ne 0 ]; then
         echo "$name" >>"$S/profile-failures.txt"
         # A run that ran out of time: the next try is given more (profile_need).
-        { [ $rc = 124 ] || [ $rc = 137 ] || grep -q ' timeout[: ]' "$WORK/p.out"; } && printf '%s\t%s\n' "$name" "$wall" >>"$S/profile-timeouts.tsv"
+        profile_ran_out "$name" "$rc" "$WORK/p.out" && printf '%s\t%s\n' "$name" "$wall" >>"$S/profile-timeouts.tsv"
         DETAIL="exit $rc (failure $(failures "$name") of 2): $(grep -m1 'kace' "$WORK/p.out" | cut -c1-200)"
         return 1
     fi
@@ -250,15 +253,24 @@ s_ncu() {
 # catalog's workloads still to profile hold that back; the later catalog's do not.
 s_plan() {
     local i left=0 names=()
+    # A plan of your own (KACE_DEVICE_PLAN, noted in plan-source.txt) takes in only the
+    # later catalog's workloads, never the catalog's that it left out.
+    local own=0
+    [ -f "$S/plan-source.txt" ] && [ -f "$S/plan.txt" ] &&
+        own=1 && awk '$1 == "workloads" { for (i = 2; i <= NF; i++) print $i }' "$S/plan.txt" >"$WORK/plan-names.txt"
     for i in "${!CATALOG_NAMES[@]}"; do
         if grep -qxF "${CATALOG_NAMES[$i]}" "$WORK/profiled.txt"; then
-            [ "$i" -lt "$CATALOG_MAIN_N" ] || [ -f "$S/plan.txt" ] && names+=("${CATALOG_NAMES[$i]}")
+            if [ "$i" -lt "$CATALOG_MAIN_N" ]; then
+                { [ $own = 0 ] || grep -qxF "${CATALOG_NAMES[$i]}" "$WORK/plan-names.txt"; } && names+=("${CATALOG_NAMES[$i]}")
+            else
+                [ -f "$S/plan.txt" ] && names+=("${CATALOG_NAMES[$i]}")
+            fi
         elif [ "$i" -lt "$CATALOG_MAIN_N" ] && [ "$(failures "${CATALOG_NAMES[$i]}")" -lt 2 ]; then
             left=$((left + 1))
         fi
     done
     if [ -f "$S/plan.txt" ]; then
-        DETAIL="the plan of an earlier call ($(grep -c . "$S/plan.txt") lines)"
+        DETAIL="the plan in the store ($(grep -c . "$S/plan.txt") lines)"
         [ ${#names[@]} -gt 0 ] || return 0
         "$PY" "$DEV_DIR/plan.py" --extend "$S/plan.txt" "${names[@]}" >"$WORK/plan.txt" ||
             { DETAIL="$DETAIL; plan.py --extend failed"; return 1; }
@@ -271,12 +283,12 @@ s_plan() {
     fi
     [ $left = 0 ] || { DETAIL="$left workloads still to profile: no plan yet"; return 2; }
     if [ -n "${KACE_DEVICE_PLAN:-}" ]; then
-        cp "$KACE_DEVICE_PLAN" "$WORK/plan.txt" || { DETAIL="KACE_DEVICE_PLAN: cannot read $KACE_DEVICE_PLAN"; return 1; }
-        # kace checks it (syntax, workloads with commands) before it is frozen into the store.
-        "$KACE" campaign --dry-run "$WORK/plan.txt" >"$WORK/plan-check.txt" 2>&1 ||
-            { DETAIL="KACE_DEVICE_PLAN: $(grep -m1 'kace' "$WORK/plan-check.txt" | cut -c1-200)"; return 1; }
-        mv "$WORK/plan.txt" "$S/plan.txt"
-        DETAIL="your plan ($KACE_DEVICE_PLAN): $(sed -n 1p "$WORK/plan-check.txt")"
+        cp "$KACE_DEVICE_PLAN" "$S/plan.txt" || { rm -f "$S/plan.txt"; DETAIL="KACE_DEVICE_PLAN: cannot read $KACE_DEVICE_PLAN"; return 1; }
+        # kace checks it (syntax, workloads with commands) before it stays in the store.
+        "$KACE" campaign --dry-run "$S/plan.txt" >"$WORK/plan-check.txt" 2>&1 ||
+            { rm -f "$S/plan.txt"; DETAIL="KACE_DEVICE_PLAN: $(grep -m1 'kace' "$WORK/plan-check.txt" | cut -c1-200)"; return 1; }
+        echo "$KACE_DEVICE_PLAN" >"$S/plan-source.txt"
+        DETAIL="your plan ($KACE_DEVICE_PLAN): $(sed -n 1p "$WORK/plan-check.txt" | sed 's/^plan [^:]*: //')"
         return 0
     fi
     "$PY" "$DEV_DIR/plan.py" "${names[@]}" >"$S/plan.txt" || { rm -f "$S/plan.txt"; DETAIL="plan.py failed"; return 1; }
@@ -293,6 +305,7 @@ s_campaign() {
     [ "$(until_s "$CALL_DEADLINE")" -ge $need ] || { DETAIL="no time left to measure"; return 2; }
     fake_nvml mps
     local t0=$EPOCHREALTIME rc left chunks=0 done_n=0 ok_n=0 failed_n=0 before_n="" left_n="" line
+    : >"$WORK/runs.out"
     while :; do
         left=$(until_s "$CALL_DEADLINE")
         [ "$left" -ge $need ] || { rc=124; break; }
@@ -321,7 +334,9 @@ s_campaign() {
     [ -n "$before_n" ] && DETAIL="campaign: $done_n runs measured ($ok_n ok, $failed_n failed), $before_n were stored before, $left_n left"
     [ $chunks -gt 1 ] && DETAIL+=" (in $chunks chunks of at most $CHUNK_RUNS runs)"
     case $rc in
-    0) DETAIL="${DETAIL:-exit 0}; the plan is done"; PLAN_DONE=1 ;;
+    0)
+        if [ "${left_n:-}" = 0 ]; then DETAIL="${DETAIL:-exit 0}; the plan is done"; PLAN_DONE=1
+        else DETAIL="${DETAIL:-exit 0}; kace campaign ended without its summary line"; fi ;;
     124 | 143) DETAIL="stopped at the deadline; ${DETAIL:-no summary}" ;;
     *) DETAIL="exit $rc: $(grep -m1 'kace:' "$WORK/c.out") ${DETAIL}"; return 1 ;;
     esac
@@ -424,7 +439,7 @@ ncu_step() {
     # An ncu run that profiled no launch: the probes tell where ncu stops (once a campaign).
     if [ "$LAST_STATUS" = fail ] && [ "$NCU_PROFILED" = 0 ] && [ "$NCU_PROBED" = 0 ] && [ ! -s "$S/ncu-probe.tsv" ]; then
         NCU_PROBED=1
-        step ncu-probe 75 s_ncu_probe
+        step ncu-probe $((3 * (${KACE_DEVICE_NCU_PROBE_S:-15} + ${KACE_DEVICE_NCU_PROBE_END_S:-20} + 10))) s_ncu_probe
         [ "$LAST_STATUS" = skip ] || save_store
     fi
 }
@@ -436,10 +451,14 @@ s_ncu_probe() {
     local i idx=""
     for i in "${!CATALOG_KINDS[@]}"; do [ "${CATALOG_KINDS[$i]}" = cuda ] && { idx=$i; break; }; done
     [ -n "$idx" ] || { DETAIL="no CUDA C workload to probe with"; return 2; }
-    local need=$((3 * (${KACE_DEVICE_NCU_PROBE_S:-15} + 5)))
-    [ "$(until_s "$CALL_DEADLINE")" -ge $need ] || { DETAIL="left for the next call (needs $need s)"; return 2; }
+    catalog_cmd "$idx"
+    if [ "$FAKE" != 1 ] && [ ! -x "${CMD[0]}" ]; then DETAIL="${CMD[0]} not built"; return 2; fi
+    local need=$((${KACE_DEVICE_NCU_PROBE_S:-15} + ${KACE_DEVICE_NCU_PROBE_END_S:-20} + 10))
+    [ "$(step_left)" -ge $need ] || { DETAIL="left for the next call (needs $need s for one probe)"; return 2; }
     ncu_probe "$idx"
-    printf '%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$GPU" "${CATALOG_NAMES[$idx]}" "$DETAIL" >>"$S/ncu-probe.tsv"
+    # Kept (and not tried again) only when all three probes had their time.
+    [ "$PROBES_RUN" = 3 ] &&
+        printf '%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$GPU" "${CATALOG_NAMES[$idx]}" "$DETAIL" >>"$S/ncu-probe.tsv"
     DETAIL="${CATALOG_NAMES[$idx]}: $DETAIL"
     return 0
 }
@@ -451,6 +470,7 @@ if [ -n "${NCU_IDX[*]}" ] && ! ls "$S"/ncu/*.compare.csv >/dev/null 2>&1; then
 fi
 # profile_steps FROM TO: a profile step for each catalog entry in [FROM, TO) not profiled
 # yet (and not failed twice); sets PROFILED_NOW to how many worked.
+PROFILE_NEED_MAX=$(at_least $((LIMIT - RESERVE - 60)) 30)
 profile_steps() {
     local i name need
     PROFILED_NOW=0
@@ -459,6 +479,9 @@ profile_steps() {
         grep -qxF "$name" "$WORK/profiled.txt" && continue
         [ "$(failures "$name")" -ge 2 ] && continue
         need=$(profile_need "${CATALOG_KINDS[$i]}" "$name")
+        # Never more than a call can give after its first steps (a need above that would
+        # leave the workload to a next call for ever, and the plan waiting for it).
+        [ "$need" -gt "$PROFILE_NEED_MAX" ] && need=$PROFILE_NEED_MAX
         [ "$FAKE" = 1 ] && need=$((PWW + 12))
         step "profile-$name" "$need" s_profile "$i" "$need"
         [ "$LAST_STATUS" = ok ] && PROFILED_NOW=$((PROFILED_NOW + 1))

@@ -179,16 +179,17 @@ mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar
 # 2b. The later catalog: its workloads wait until the plan is measured (above, the bundle's
 #     catalog-later.txt was loaded and none of it profiled), then are profiled and join the
 #     plan, and the call measures their pairs. A new campaign of 3 workloads with a plan of
-#     one pair (KACE_DEVICE_PLAN) and one later workload. Its ncu profiles no launch, as on
+#     one pair of two of them (KACE_DEVICE_PLAN: the third is never added to it) and one
+#     later workload, which joins in a pair with each of the two. Its ncu profiles no launch, as on
 #     the first H200 (the stand-in in its slow mode), so the call's first ncu failure is
 #     followed by the probes (ncu_probe), once.
 awk '!/^#/ && $2 == "cuda"' "$KACE_CATALOG" >"$WORK/catalog3.txt"
 later=$(awk '!/^#/ && $2 == "llm" { print $1; exit }' "$KACE_CATALOG")
 awk -v n="$later" '$1 == n' "$KACE_CATALOG" >"$WORK/catalog3-later.txt"
 read -r w1 w2 _ <<<"$(awk '{ printf "%s ", $1 }' "$WORK/catalog3.txt")"
-printf 'workloads %s\nrun %s %s\n' "$(awk '{ printf "%s ", $1 }' "$WORK/catalog3.txt")" "$w1" "$w2" >"$WORK/plan3.txt"
+printf 'workloads %s %s\nrun %s %s\n' "$w1" "$w2" "$w1" "$w2" >"$WORK/plan3.txt"
 KACE_CATALOG=$WORK/catalog3.txt KACE_CATALOG_LATER=$WORK/catalog3-later.txt KACE_DEVICE_PLAN=$WORK/plan3.txt \
-    KACE_DEVICE_NCU=$w1 KACE_FAKE_NCU_SLOW=1 KACE_FAKE_NCU_PROFILED=0 KACE_DEVICE_NCU_PROBE_S=1 \
+    KACE_DEVICE_NCU=$w1 KACE_FAKE_NCU_SLOW=1 KACE_FAKE_NCU_PROFILED=0 KACE_DEVICE_NCU_PROBE_S=1 KACE_DEVICE_NCU_PROBE_END_S=3 \
     call campaign-later 90 "$B/scripts/device/campaign.sh" "$OUT/campaign-later" --minutes 1.5
 L=$OUT/campaign-later/campaign.log
 grep -v '^step ncu-'"$w1"'\(\.nocache\)\? fail .*(0 of [0-9]* launches profiled)' "$L" >"$WORK/later.log"
@@ -206,8 +207,12 @@ grep -n '^step ' "$L" | grep -A1 '^[0-9]*:step campaign ok' | grep -q "step prof
 grep -q '^step plan ok [0-9.]* your plan' "$L" && grep -q '^step campaign ok .*the plan is done' "$L" ||
     fail "campaign-later: KACE_DEVICE_PLAN's plan was not measured whole: $(grep '^step \(plan\|campaign\) ' "$L")"
 grep -q "^step plan-later ok .*extended with $later: plan " "$L" &&
-    grep -q '^step campaign-later ok [0-9.]* campaign: 3 runs measured (3 ok, 0 failed), 1 were stored before, 0 left' "$L" ||
-    fail "campaign-later: the plan did not take in $later and measure its 3 pairs: $(grep '^step \(plan\|campaign\)-later ' "$L")"
+    grep -q '^step campaign-later ok [0-9.]* campaign: 2 runs measured (2 ok, 0 failed), 1 were stored before, 0 left' "$L" ||
+    fail "campaign-later: the plan did not take in $later and measure its 2 pairs: $(grep '^step \(plan\|campaign\)-later ' "$L")"
+w3=$(awk 'NR == 3 { print $1 }' "$WORK/catalog3.txt")
+tar -xzOf "$OUT/campaign-later/store.tar.gz" ./plan.txt >"$WORK/plan3-after.txt"
+grep -q "$w3" "$WORK/plan3-after.txt" && fail "campaign-later: $w3, left out of the plan given, was added: $(cat "$WORK/plan3-after.txt")"
+[ "$(grep -c "^run .*$later" "$WORK/plan3-after.txt")" = 2 ] || fail "campaign-later: $later not in 2 pairs: $(cat "$WORK/plan3-after.txt")"
 
 # The dataset folder made from the last store (as data/h100 will be) imports,
 # names the GPU and its calls, and kace demo runs on it: splits made the

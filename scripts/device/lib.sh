@@ -77,6 +77,10 @@ at_least() { [ "$1" -ge "$2" ] && echo "$1" || echo "$2"; }
 step_left() { local l; l=$(until_s "$STEP_END"); [ "$l" -ge 1 ] && echo "$l" || echo 1; }
 # tmo CMD...: CMD under the step's timeout (SIGTERM, SIGKILL 10 s later).
 tmo() { timeout -k 10 "$(step_left)" "$@"; }
+# tmo_for SECONDS CMD...: CMD under a timeout of its own (SIGTERM, SIGKILL 5 s later). A
+# function, like tmo: bash sets $! to a process substitution's PID on a function call's
+# redirection (ncu_run and ncu_probe wait for theirs), not on an external command's.
+tmo_for() { local s=$1; shift; timeout -k 5 "$s" "$@"; }
 
 # ---- the catalog -------------------------------------------------------------
 # CATALOG_NAMES[i], CATALOG_KINDS[i], CATALOG_CMDS[i] (the command, one word per
@@ -298,6 +302,14 @@ profile_need() {
             "$S/profile-timeouts.tsv")
     echo "${need:-$((PWW + base))}"
 }
+# profile_ran_out NAME RC OUTPUT: whether kace profile (exit status RC, its output in
+# OUTPUT) failed for lack of time: the step's timeout ended it, or kace says a run of NAME
+# timed out or the clean run left too little of the budget (lib/measure/profile.c). Only
+# kace's own lines count, not the workload's stderr that kace shows.
+profile_ran_out() {
+    [ "$2" = 124 ] || [ "$2" = 137 ] ||
+        grep -Eq "^kace( profile)?: .*(workload $1 timeout: |s budget; the [0-9.]+ s left)" "$3"
+}
 # ncu_step_count KIND NAME KERNELS_PER_SAMPLE [PER_KERNEL_S BUDGET_S]: how many
 # launches ncu profiles. CUDA C: 20 (one kernel signature, launched over and
 # over: more launches give the same means). PyTorch: one training or inference
@@ -443,25 +455,36 @@ ncu_run() {
 #   speed-of-light  --section SpeedOfLight: what ncu_run asks, for one launch.
 # The first H200's ncu printed "Connected" and then nothing in 44 to 75 s: whether ncu
 # intercepts a launch at all, collects a counter, or replays a launch was unknown.
-# Every line of ncu's output is kept with its time (ncu-probe-NAME.out in WORK) and
-# printed; DETAIL: for each probe, the launches profiled, its seconds, and its first
-# ==ERROR== line. Returns 0 when every probe profiled its launch.
+# Each probe has its own time: its workload's bound, then KACE_DEVICE_NCU_PROBE_END_S
+# (default 20) for ncu to end, then SIGKILL, so a hung ncu spoils no other probe; a
+# probe that the step has not that time and 10 s more left for is not run. Every line of ncu's output is kept with its time
+# (ncu-probe-NAME.out in WORK) and printed; DETAIL: for each probe, the launches
+# profiled, its seconds, ncu's first ==ERROR== line, and whether ncu had to be killed.
+# Returns 0 when every probe profiled its launch, 1 when one did not, 2 when one was
+# not run (PROBES_RUN: how many ran).
 ncu_probe() {
-    local idx=$1 bound=${KACE_DEVICE_NCU_PROBE_S:-15} probe what all=0 n t0 s why
+    local idx=$1 bound=${KACE_DEVICE_NCU_PROBE_S:-15} end=${KACE_DEVICE_NCU_PROBE_END_S:-20} probe what all=0 n t0 s why rc
     catalog_cmd "$idx"
     ncu_options
-    DETAIL=""
+    DETAIL="" PROBES_RUN=0
     for probe in launch-stats:--section:LaunchStats one-counter:--metrics:gpu__time_duration.sum \
         speed-of-light:--section:SpeedOfLight; do
         IFS=: read -r probe what <<<"$probe"
+        if [ "$(step_left)" -lt $((bound + end + 10)) ]; then
+            DETAIL+="$probe: not run (the step has under $((bound + end + 10)) s left); "
+            all=2
+            continue
+        fi
         local token="$$-$RANDOM-probe" o=$WORK/ncu-probe-$probe.out
         echo "== $probe: ncu ${NCU_OPTS[*]} --kill yes --launch-count 1 ${what/:/ } (workload bounded to $bound s) ${CMD[*]}"
         t0=$EPOCHREALTIME
         : >"$o"
-        KACE_NCU_TOKEN=$token tmo ncu "${NCU_OPTS[@]}" --kill yes --launch-count 1 ${what/:/ } \
+        KACE_NCU_TOKEN=$token tmo_for $((bound + end)) ncu "${NCU_OPTS[@]}" --kill yes --launch-count 1 ${what/:/ } \
             timeout --preserve-status -k 5 "$bound" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
             > >(stamp_lines "$t0" >>"$o") 2>&1 </dev/null
+        rc=$?
         local stamper=$!
+        PROBES_RUN=$((PROBES_RUN + 1))
         s=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
         kill_marked "$token" "$stamper" >/dev/null
         local i
@@ -470,7 +493,8 @@ ncu_probe() {
         cat "$o"
         n=$(grep -c '^[0-9.]* s ==PROF== Profiling' "$o")
         why=$(grep -m1 '==ERROR==' "$o" | sed 's/^[0-9.]* s //' | cut -c1-100)
-        [ "$n" -ge 1 ] || all=1
+        [ "$n" -ge 1 ] || [ "$all" = 2 ] || all=1
+        case $rc in 124 | 137) why="${why:+$why; }ncu did not end within $((bound + end)) s: killed" ;; esac
         DETAIL+="$probe: $n of 1 launch profiled in $s s${why:+ ($why)}; "
     done
     DETAIL=${DETAIL%; }

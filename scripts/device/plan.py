@@ -20,8 +20,10 @@ names give the same plan, so every call of campaign.sh continues the same one.
 OLD_PLAN's text is kept as it is, so every run it planned keeps its place and
 what is measured stays measured; the NAMEs it does not hold are added, each in
 >= N pairs (N: OLD_PLAN's `occur N`, else 5; every other NAME when fewer).
-Partners are the NAMEs with the fewest added pairs so far, ties in catalog
-order, so added workloads pair with each other too. Triples, split grids,
+Partners are the NAMEs with the fewest pairs added so far, by this extension
+or an earlier one, ties in catalog order, so added workloads pair with each
+other too, and workloads added one call at a time do not all pair with the
+same ones. Triples, split grids,
 repetitions and curves stay the first plan's. With nothing to add, OLD_PLAN
 is printed unchanged.
 """
@@ -43,12 +45,15 @@ def extend(old_path, names):
             old = f.read()
     except OSError as e:
         sys.exit("plan.py: %s: %s" % (old_path, e.strerror))
-    planned, occur = set(), 5
+    planned, occur, explicit, sections = set(), 5, [], 0
     for number, words in statements(old):
         if words[0] == "workloads":
             planned.update(words[1:])
+            sections += 1
         elif words[0] == "occur" and len(words) >= 2 and words[1].isdigit():
             occur = int(words[1])
+        elif words[0] == "run" and len(words) == 3 and "@" not in words and sections > 1:
+            explicit.append(words[1:])
         elif words[0] == "set":
             # Appended runs would go into that set instead of "pairs".
             sys.exit("plan.py: %s:%d: 'set' changes where later runs are stored: extend this plan by hand"
@@ -60,7 +65,13 @@ def extend(old_path, names):
         sys.stdout.write(old)
         return
     need = min(occur, len(names) - 1)
+    # An earlier extension's pairs count, so workloads added one call at a time do not all
+    # pair with the first names in the catalog.
     count = {x: 0 for x in names}
+    for pair in explicit:
+        for x in pair:
+            if x in count:
+                count[x] += 1
     paired = set()
     runs = []
     for w in added:
