@@ -424,8 +424,20 @@ if [ "${KACE_DEVICE_NCU:-}" != none ]; then
     done
 fi
 # ncu_step IDX CACHE: the ncu step of a profiled workload, unless it is done or failed twice.
+# Once an ncu step of a call has profiled no launch, the call's other ncu steps wait for a
+# later call (each would spend its time the same way: on the first H200, three ncu runs
+# profiled nothing in 44 to 75 s each). After two calls like that, with no comparison ever
+# made, the campaign runs ncu no more in this way of running it (ncu-nothing.tsv in the
+# store: one line a call, with NCU_WAY, which a fix raises; the probes, ncu-probe.tsv,
+# say where ncu stopped).
+NCU_NOTHING_CALL=0
+ncu_off() {
+    ! ls "$S"/ncu/*.compare.csv >/dev/null 2>&1 && [ "$(grep -c "	way $NCU_WAY\$" "$S/ncu-nothing.tsv" 2>/dev/null)" -ge 2 ]
+}
 ncu_step() {
     local i=$1 cache=$2 name=${CATALOG_NAMES[$1]} tag need
+    [ "$NCU_NOTHING_CALL" = 1 ] && return 0
+    ncu_off && return 0
     grep -qxF "$name" "$WORK/profiled.txt" || return 0
     tag=$name
     [ "$cache" = all ] || tag=$name.nocache
@@ -436,8 +448,11 @@ ncu_step() {
     NCU_PROFILED=""
     step "ncu-$tag" "$need" s_ncu "$i" "$need" "$cache"
     [ "$LAST_STATUS" = skip ] || save_store
+    [ "$LAST_STATUS" = fail ] && [ "$NCU_PROFILED" = 0 ] || return 0
+    NCU_NOTHING_CALL=1
+    printf '%s\t%s\t%s\tway %s\n' "$(date -u +%FT%TZ)" "$GPU" "$tag" "$NCU_WAY" >>"$S/ncu-nothing.tsv"
     # An ncu run that profiled no launch: the probes tell where ncu stops (once a campaign).
-    if [ "$LAST_STATUS" = fail ] && [ "$NCU_PROFILED" = 0 ] && [ "$NCU_PROBED" = 0 ] && [ ! -s "$S/ncu-probe.tsv" ]; then
+    if [ "$NCU_PROBED" = 0 ] && [ ! -s "$S/ncu-probe.tsv" ]; then
         NCU_PROBED=1
         step ncu-probe $((3 * (${KACE_DEVICE_NCU_PROBE_S:-15} + ${KACE_DEVICE_NCU_PROBE_END_S:-20} + 10))) s_ncu_probe
         [ "$LAST_STATUS" = skip ] || save_store
@@ -465,7 +480,13 @@ s_ncu_probe() {
 # Until one ncu step has worked in this campaign, the first one comes before the profiles:
 # ncu is the one device step that has never worked (the first H200: no launch profiled),
 # and a call that spent its time on profiles would not learn whether its fix does.
-if [ -n "${NCU_IDX[*]}" ] && ! ls "$S"/ncu/*.compare.csv >/dev/null 2>&1; then
+s_ncu_off() {
+    DETAIL="ncu (way $NCU_WAY) profiled no launch in $(grep -c "	way $NCU_WAY\$" "$S/ncu-nothing.tsv") calls (ncu-nothing.tsv) and never compared: no ncu steps; the probes (ncu-probe.tsv) say where it stopped"
+    return 2
+}
+if [ -n "${NCU_IDX[*]}" ] && ncu_off; then
+    step ncu 5 s_ncu_off
+elif [ -n "${NCU_IDX[*]}" ] && ! ls "$S"/ncu/*.compare.csv >/dev/null 2>&1; then
     ncu_step "${NCU_IDX[0]}" all
 fi
 # profile_steps FROM TO: a profile step for each catalog entry in [FROM, TO) not profiled

@@ -182,7 +182,7 @@ mkdir -p "$WORK/x" && tar -C "$WORK/x" -xzf "$OUT/campaign-2/campaign-export.tar
 #     one pair of two of them (KACE_DEVICE_PLAN: the third is never added to it) and one
 #     later workload, which joins in a pair with each of the two. Its ncu profiles no launch, as on
 #     the first H200 (the stand-in in its slow mode), so the call's first ncu failure is
-#     followed by the probes (ncu_probe), once.
+#     followed by the probes (ncu_probe), once, and no other ncu step of the call runs.
 awk '!/^#/ && $2 == "cuda"' "$KACE_CATALOG" >"$WORK/catalog3.txt"
 later=$(awk '!/^#/ && $2 == "llm" { print $1; exit }' "$KACE_CATALOG")
 awk -v n="$later" '$1 == n' "$KACE_CATALOG" >"$WORK/catalog3-later.txt"
@@ -197,8 +197,10 @@ check_log "$WORK/later.log"
 for s in plan campaign "profile-$later" plan-later campaign-later; do want_ok "$L" "$s"; done
 [ "$(grep -c '^step ncu-probe ok .*launch-stats: 0 of 1 launch profiled in [0-9.]* s; one-counter: 0 of 1 .*; speed-of-light: 0 of 1 ' "$L")" = 1 ] &&
     grep -A1 "^step ncu-$w1 fail" "$L" | grep -q '^step ncu-probe ' &&
-    [ "$(grep -c "^step ncu-$w1" "$L")" = 2 ] ||
-    fail "campaign-later: not one ncu-probe step right after the first ncu step that profiled nothing: $(grep '^step ncu' "$L" | cut -c1-200)"
+    [ "$(grep -c "^step ncu-$w1" "$L")" = 1 ] ||
+    fail "campaign-later: not one ncu step, then the probes, and no other ncu step (the call's ncu profiled nothing): $(grep '^step ncu' "$L" | cut -c1-200)"
+tar -xzOf "$OUT/campaign-later/store.tar.gz" ./ncu-nothing.tsv | grep -q "	$w1	way [0-9]*\$" ||
+    fail "campaign-later: the call whose ncu profiled nothing is not in ncu-nothing.tsv"
 tar -xzOf "$OUT/campaign-later/store.tar.gz" ./ncu-probe.tsv | grep -q "	$w1	launch-stats: 0 of 1" ||
     fail "campaign-later: the probe's results are not in the store (ncu-probe.tsv)"
 [ "$(grep -c '^step profile-' "$L")" = 4 ] || fail "campaign-later: not 4 profiles: $(grep '^step profile-' "$L" | cut -c1-80)"
