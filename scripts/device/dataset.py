@@ -84,7 +84,8 @@ def unpack(src, tmp):
     with tarfile.open(src) as t:
         for m in t.getmembers():
             name = os.path.normpath(m.name)
-            keep = name in ("kace.db", "plan.txt", "visits.tsv", "profile-cost.tsv", "ncu-cost.tsv") or \
+            keep = name in ("kace.db", "plan.txt", "visits.tsv", "profile-cost.tsv", "ncu-cost.tsv",
+                            "ncu-nothing.tsv", "ncu-probe.tsv") or \
                 (os.path.dirname(name) == "ncu" and name.endswith((".ncu.csv.gz", ".compare.csv")))
             if keep and m.isfile():
                 t.extract(m, tmp)
@@ -193,8 +194,9 @@ def build(src, dest, kace, replace=False):
             shutil.copy(visits_path, os.path.join(dest, "campaign", "visits.tsv"))
         if plan:
             shutil.copy(plan, os.path.join(dest, "campaign", "plan.txt"))
-        if os.path.exists(os.path.join(tmp, "profile-cost.tsv")):
-            shutil.copy(os.path.join(tmp, "profile-cost.tsv"), os.path.join(dest, "campaign", "profile-cost.tsv"))
+        for f in ("profile-cost.tsv", "ncu-nothing.tsv", "ncu-probe.tsv"):
+            if os.path.exists(os.path.join(tmp, f)):
+                shutil.copy(os.path.join(tmp, f), os.path.join(dest, "campaign", f))
         if os.path.exists(os.path.join(tmp, "store-archive.tar.gz")):
             shutil.copy(os.path.join(tmp, "store-archive.tar.gz"), os.path.join(dest, "campaign", "store.tar.gz"))
         write_ncu(db_path, tmp, dest, kace)
@@ -338,9 +340,25 @@ def ncu_markdown(dest, shown=None):
     rows = read_csv(os.path.join(dest, "ncu", "compare.csv"))
     cost = read_csv(os.path.join(dest, "ncu", "cost.csv"))
     if not rows:
-        return ("Not measured yet: no GPU visit has brought back a comparison with Nsight Compute "
+        text = ("Not measured yet: no GPU visit has brought back a comparison with Nsight Compute "
                 "(`%s` is absent). The campaign makes it (docs/gpu.md, section 5)." %
                 os.path.join(dest.rstrip("/") if shown is None else shown, "ncu", "compare.csv"))
+        # What the calls whose ncu profiled nothing, and the probes after the first, saw.
+        nothing = os.path.join(dest, "campaign", "ncu-nothing.tsv")
+        probe = os.path.join(dest, "campaign", "ncu-probe.tsv")
+        if os.path.exists(nothing):
+            with open(nothing) as f:
+                calls = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+            text += ("\n\nncu profiled no launch in %d call%s (`campaign/ncu-nothing.tsv`): %s." %
+                     (len(calls), "" if len(calls) == 1 else "s",
+                      "; ".join("%s, `%s`" % (c[0], c[2]) for c in calls if len(c) >= 3)))
+        if os.path.exists(probe):
+            with open(probe) as f:
+                for line in f:
+                    c = line.rstrip("\n").split("\t")
+                    if len(c) >= 4:
+                        text += "\n\nProbes (`campaign/ncu-probe.tsv`), %s on %s, `%s`: %s." % (c[0], c[1], c[2], c[3])
+        return text
     compare = [r for r in rows if r.get("ncu_cache_control", "all") == "all"]
     nocache = {(r["workload"], r["metric"]): r for r in rows if r.get("ncu_cache_control") == "none"}
     out = []
@@ -610,7 +628,8 @@ def write_readme(dest, visits):
     w("  `timeslice-pairs.csv` (no MPS): each member's throughput, the mean over its ok repetitions.")
     w("- `campaign/runs.csv` (every run and member, failed ones included), `spread.csv`, `plan.txt`,")
     w("  `visits.tsv`, `profile-cost.tsv` (each profile's wall time and kernel counts): the campaign's own")
-    w("  records; `kace import` recognises and skips the CSVs.")
+    w("  records; `kace import` recognises and skips the CSVs. `ncu-nothing.tsv` and `ncu-probe.tsv`, where")
+    w("  present: the calls whose ncu profiled no launch, and what the probes after the first one found.")
     w("- `campaign/store.tar.gz`: the campaign's store as the last call left it (kace.db, the frozen plan,")
     w("  the ncu runs); the next call resumes from it: `campaign.sh OUT --store data/h100/campaign/store.tar.gz`.")
     w("- `ncu/raw/*.ncu.csv.gz`: Nsight Compute's exports (`ncu -i REPORT --csv --print-details all`);")

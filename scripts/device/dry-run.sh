@@ -215,6 +215,11 @@ w3=$(awk 'NR == 3 { print $1 }' "$WORK/catalog3.txt")
 tar -xzOf "$OUT/campaign-later/store.tar.gz" ./plan.txt >"$WORK/plan3-after.txt"
 grep -q "$w3" "$WORK/plan3-after.txt" && fail "campaign-later: $w3, left out of the plan given, was added: $(cat "$WORK/plan3-after.txt")"
 [ "$(grep -c "^run .*$later" "$WORK/plan3-after.txt")" = 2 ] || fail "campaign-later: $later not in 2 pairs: $(cat "$WORK/plan3-after.txt")"
+# Its dataset folder's README says what ncu and the probes did.
+python3 "$B/scripts/device/dataset.py" "$OUT/campaign-later/store.tar.gz" "$WORK/later-ds" --kace "$B/bin/kace" >/dev/null 2>&1 &&
+    grep -q '^ncu profiled no launch in 1 call (`campaign/ncu-nothing.tsv`)' "$WORK/later-ds/README.md" &&
+    grep -q '^Probes (`campaign/ncu-probe.tsv`), .*launch-stats: 0 of 1 launch profiled' "$WORK/later-ds/README.md" ||
+    fail "campaign-later: the dataset README does not give ncu's calls and probes: $(sed -n '/## kace against Nsight/,/## Files/p' "$WORK/later-ds/README.md")"
 
 # The dataset folder made from the last store (as data/h100 will be) imports,
 # names the GPU and its calls, and kace demo runs on it: splits made the
