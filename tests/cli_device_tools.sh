@@ -134,6 +134,20 @@ EOF
     KACE_PROGRESS_FD=7 "${CMD[@]}" 7>"$SCRATCH/cat/records" >/dev/null
     [ "$(awk '{ printf "%s ", $2 }' "$SCRATCH/cat/records")" = "4 8 12 " ] ||
         fail "the wrapped catalog command recorded: $(cat "$SCRATCH/cat/records")"
+    # workload_key: a hash of the command and the script it runs; a change to the script
+    # changes it (a fixed workload's failures count again from 0), not another's.
+    printf 'echo one\n' >"$SCRATCH/cat/k.sh"
+    printf 'k_batch1-inf cmd sh %s\nj_batch1-inf cmd sh -c true\n' "$SCRATCH/cat/k.sh" >"$SCRATCH/cat/keys.txt"
+    (
+        CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=()
+        catalog_load "$SCRATCH/cat/keys.txt"
+        k1=$(workload_key 0) j1=$(workload_key 1)
+        printf 'echo two\n' >"$SCRATCH/cat/k.sh"
+        k2=$(workload_key 0) j2=$(workload_key 1)
+        [[ $k1 =~ ^[0-9a-f]{12}$ ]] && [ "$k1" != "$k2" ] && [ "$j1" = "$j2" ] && [ "$k1" != "$j1" ] ||
+            fail "workload_key: $k1 -> $k2 (script changed), $j1 -> $j2 (unchanged)"
+        [ "$failures" = 0 ]
+    ) || failures=$((failures + 1))
     # A second catalog (campaign.sh's later one) appends; a name already loaded is left out.
     printf 'spaced_batch2-train cuda @W@/x\nlater_batch1-inf cuda @W@/y\n' >"$SCRATCH/cat/later.txt"
     catalog_load "$SCRATCH/cat/later.txt" 2>"$SCRATCH/cat/err2"

@@ -160,7 +160,11 @@ s_register() {
 }
 # count_lines FILE LINE: how often LINE is in FILE (0 when FILE does not exist).
 count_lines() { local n=0; [ -f "$1" ] && n=$(grep -cxF -- "$2" "$1"); echo "${n:-0}"; }
-failures() { count_lines "$S/profile-failures.txt" "$1"; }
+# A workload's profile failures count under its key (workload_key): a fix to it starts
+# its count again. WORKLOAD_KEY[NAME] is set for every catalog entry.
+declare -A WORKLOAD_KEY=()
+for i in "${!CATALOG_NAMES[@]}"; do WORKLOAD_KEY[${CATALOG_NAMES[$i]}]=$(workload_key "$i"); done
+failures() { count_lines "$S/profile-failures.txt" "$1	${WORKLOAD_KEY[$1]:-}"; }
 s_profile() {
     local idx=$1 name=${CATALOG_NAMES[$1]} need=$2
     catalog_cmd "$idx"
@@ -180,7 +184,7 @@ s_profile() {
     local rc=$? wall; wall=$(since "$t0")
     cat "$WORK/p.out"
     if [ $rc -ne 0 ]; then
-        echo "$name" >>"$S/profile-failures.txt"
+        printf '%s\t%s\n' "$name" "${WORKLOAD_KEY[$name]:-}" >>"$S/profile-failures.txt"
         # A run that ran out of time: the next try is given more (profile_need).
         profile_ran_out "$name" "$rc" "$WORK/p.out" && printf '%s\t%s\n' "$name" "$wall" >>"$S/profile-timeouts.tsv"
         DETAIL="exit $rc (failure $(failures "$name") of 2): $(grep -m1 'kace' "$WORK/p.out" | cut -c1-200)"

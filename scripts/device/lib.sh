@@ -147,6 +147,20 @@ catalog_load() {
         CATALOG_CMDS+=("$(printf '%s\n' "${words[@]}")")
     done <"$file"
 }
+# workload_key I: a short hash of entry I's command and of the files it runs (a script
+# among its words, the workloads' shared modules; CUDA C: the source, not the binary
+# built on the server), so that a fix to a workload changes it. campaign.sh counts a
+# workload's failures under its key: one that failed twice is dropped until it changes.
+workload_key() {
+    catalog_cmd "$1"
+    local w files=()
+    for w in "${CMD[@]}"; do [ -f "$w" ] && [[ $w != "$WDIR/build/"* ]] && files+=("$w"); done
+    case ${CATALOG_KINDS[$1]} in
+    cuda) files+=("$WDIR/cuda/kace_kernels.cu" "$WDIR/kace_progress.h") ;;
+    torch | llm) files+=("$WDIR/torch/kace_torch.py" "$WDIR/torch/kace_llm.py" "$WDIR/kace_progress.py") ;;
+    esac
+    { printf '%s\n' "${CMD[@]}"; for w in "${files[@]}"; do [ -f "$w" ] && cat "$w"; done; } | sha256sum | cut -c1-12
+}
 # catalog_cmd I: the command of entry I into the array CMD.
 catalog_cmd() { mapfile -t CMD <<<"${CATALOG_CMDS[$1]}"; }
 
