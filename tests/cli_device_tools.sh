@@ -134,18 +134,29 @@ EOF
     KACE_PROGRESS_FD=7 "${CMD[@]}" 7>"$SCRATCH/cat/records" >/dev/null
     [ "$(awk '{ printf "%s ", $2 }' "$SCRATCH/cat/records")" = "4 8 12 " ] ||
         fail "the wrapped catalog command recorded: $(cat "$SCRATCH/cat/records")"
-    # workload_key: a hash of the command and the script it runs; a change to the script
-    # changes it (a fixed workload's failures count again from 0), not another's.
-    printf 'echo one\n' >"$SCRATCH/cat/k.sh"
-    printf 'k_batch1-inf cmd sh %s\nj_batch1-inf cmd sh -c true\n' "$SCRATCH/cat/k.sh" >"$SCRATCH/cat/keys.txt"
+    # workload_key: a hash of the catalog line as written and of the script it runs; a change
+    # to the script changes it (a fixed workload's failures count again from 0), not
+    # another's; the same workloads unpacked in another folder keep their keys.
+    mkdir -p "$SCRATCH/cat/w1" "$SCRATCH/cat/w2"
+    printf 'echo one\n' | tee "$SCRATCH/cat/w1/k.sh" >"$SCRATCH/cat/w2/k.sh"
+    printf 'k_batch1-inf cmd sh @W@/k.sh 8\nj_batch1-inf cmd sh -c true\n' >"$SCRATCH/cat/keys.txt"
     (
-        CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=()
-        catalog_load "$SCRATCH/cat/keys.txt"
-        k1=$(workload_key 0) j1=$(workload_key 1)
-        printf 'echo two\n' >"$SCRATCH/cat/k.sh"
-        k2=$(workload_key 0) j2=$(workload_key 1)
-        [[ $k1 =~ ^[0-9a-f]{12}$ ]] && [ "$k1" != "$k2" ] && [ "$j1" = "$j2" ] && [ "$k1" != "$j1" ] ||
-            fail "workload_key: $k1 -> $k2 (script changed), $j1 -> $j2 (unchanged)"
+        key_in() { # key_in WDIR I
+            WDIR=$1 CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=() CATALOG_RAW=()
+            catalog_load "$SCRATCH/cat/keys.txt" && workload_key "$2"
+        }
+        k1=$(key_in "$SCRATCH/cat/w1" 0) j1=$(key_in "$SCRATCH/cat/w1" 1) k1b=$(key_in "$SCRATCH/cat/w2" 0)
+        printf 'echo two\n' >"$SCRATCH/cat/w1/k.sh"
+        k2=$(key_in "$SCRATCH/cat/w1" 0) j2=$(key_in "$SCRATCH/cat/w1" 1)
+        [[ $k1 =~ ^[0-9a-f]{12}$ ]] && [ "$k1" != "$k2" ] && [ "$j1" = "$j2" ] && [ "$k1" != "$j1" ] && [ "$k1" = "$k1b" ] ||
+            fail "workload_key: $k1 -> $k2 (script changed), $j1 -> $j2 (unchanged), $k1b (another folder, same files)"
+        # The failures of a workload count under its key, as campaign.sh writes and reads them.
+        f=$SCRATCH/cat/failures.txt
+        profile_failure_add "$f" k_batch1-inf "$k1" && profile_failure_add "$f" k_batch1-inf "$k1" &&
+            profile_failure_add "$f" j_batch1-inf "$j1"
+        [ "$(profile_failures "$f" k_batch1-inf "$k1")" = 2 ] && [ "$(profile_failures "$f" k_batch1-inf "$k2")" = 0 ] &&
+            [ "$(profile_failures "$f" j_batch1-inf "$j1")" = 1 ] && [ "$(profile_failures "$f.none" j_batch1-inf "$j1")" = 0 ] ||
+            fail "profile_failures: $(cat "$f")"
         [ "$failures" = 0 ]
     ) || failures=$((failures + 1))
     # A second catalog (campaign.sh's later one) appends; a name already loaded is left out.
@@ -189,6 +200,24 @@ printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernel
     [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" llm)" ] &&
     [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/none.tsv" cuda)" ] ||
     fail "ncu_seconds_per_kernel: '$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" cuda)'"
+# 4'. ncu_off: two calls of this NCU_WAY whose ncu profiled nothing, and no comparison ever
+#       made; not one call, not another way's, not once a comparison exists; silent without
+#       the file.
+mkdir -p "$SCRATCH/no/ncu"
+(
+    source "$DEV/lib.sh" || exit 1
+    ncu_off "$SCRATCH/no" 2 2>"$SCRATCH/no.err" && fail "ncu_off without ncu-nothing.tsv"
+    [ -s "$SCRATCH/no.err" ] && fail "ncu_off without ncu-nothing.tsv wrote: $(cat "$SCRATCH/no.err")"
+    printf 't\tG\tw\tway 2\n' >"$SCRATCH/no/ncu-nothing.tsv"
+    ncu_off "$SCRATCH/no" 2 && fail "ncu_off after one call"
+    printf 't\tG\tw\tway 1\n' >>"$SCRATCH/no/ncu-nothing.tsv"
+    ncu_off "$SCRATCH/no" 2 && fail "ncu_off counted another way's call"
+    printf 't\tG\tw.nocache\tway 2\n' >>"$SCRATCH/no/ncu-nothing.tsv"
+    ncu_off "$SCRATCH/no" 2 || fail "ncu_off not off after two calls"
+    : >"$SCRATCH/no/ncu/w.compare.csv"
+    ncu_off "$SCRATCH/no" 2 && fail "ncu_off off with a comparison made"
+    [ "$failures" = 0 ]
+) || failures=$((failures + 1))
 # 4'. profile_need: a PyTorch profile is first given its windows and 110 s, then the longest
 #     of its kind so far (outside its windows) plus a quarter and 10 s where that is more;
 #     a workload whose earlier try ran out of time, half as long again as that try took.

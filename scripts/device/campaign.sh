@@ -120,7 +120,7 @@ s_build_workloads() {
     tmo make -C "$WDIR" || { DETAIL="make -C workloads failed"; return 1; }
     catalog_load_again
 }
-catalog_load_again() { CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=(); catalog_load_all; }
+catalog_load_again() { CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=() CATALOG_RAW=(); catalog_load_all; }
 # The bundle's injection library if it records kernels here, else one built here.
 s_inject_check() {
     local i idx=""
@@ -158,13 +158,11 @@ s_register() {
     done
     DETAIL="$n commands"
 }
-# count_lines FILE LINE: how often LINE is in FILE (0 when FILE does not exist).
-count_lines() { local n=0; [ -f "$1" ] && n=$(grep -cxF -- "$2" "$1"); echo "${n:-0}"; }
 # A workload's profile failures count under its key (workload_key): a fix to it starts
 # its count again. WORKLOAD_KEY[NAME] is set for every catalog entry.
 declare -A WORKLOAD_KEY=()
 for i in "${!CATALOG_NAMES[@]}"; do WORKLOAD_KEY[${CATALOG_NAMES[$i]}]=$(workload_key "$i"); done
-failures() { count_lines "$S/profile-failures.txt" "$1	${WORKLOAD_KEY[$1]:-}"; }
+failures() { profile_failures "$S/profile-failures.txt" "$1" "${WORKLOAD_KEY[$1]:-}"; }
 s_profile() {
     local idx=$1 name=${CATALOG_NAMES[$1]} need=$2
     catalog_cmd "$idx"
@@ -184,7 +182,7 @@ s_profile() {
     local rc=$? wall; wall=$(since "$t0")
     cat "$WORK/p.out"
     if [ $rc -ne 0 ]; then
-        printf '%s\t%s\n' "$name" "${WORKLOAD_KEY[$name]:-}" >>"$S/profile-failures.txt"
+        profile_failure_add "$S/profile-failures.txt" "$name" "${WORKLOAD_KEY[$name]:-}"
         # A run that ran out of time: the next try is given more (profile_need).
         profile_ran_out "$name" "$rc" "$WORK/p.out" && printf '%s\t%s\n' "$name" "$wall" >>"$S/profile-timeouts.tsv"
         DETAIL="exit $rc (failure $(failures "$name") of 2): $(grep -m1 'kace' "$WORK/p.out" | cut -c1-200)"
@@ -222,6 +220,8 @@ s_ncu() {
     local tag=$name
     [ "$cache" = all ] || tag=$name.nocache
     command -v ncu >/dev/null || { DETAIL="ncu not found"; return 2; }
+    catalog_cmd "$idx"
+    if [ "$kind" = cuda ] && [ "$FAKE" != 1 ] && [ ! -x "${CMD[0]}" ]; then DETAIL="${CMD[0]} not built"; return 2; fi
     [ "$(until_s "$CALL_DEADLINE")" -ge "$need" ] || { DETAIL="left for the next call (needs ${need} s)"; return 2; }
     local row k b kps
     row=$(awk -F'\t' -v n="$name" '$1 == n { r = $0 } END { print r }' "$S/profile-cost.tsv" 2>/dev/null)
@@ -434,14 +434,16 @@ fi
 # made, the campaign runs ncu no more in this way of running it (ncu-nothing.tsv in the
 # store: one line a call, with NCU_WAY, which a fix raises; the probes, ncu-probe.tsv,
 # say where ncu stopped).
-NCU_NOTHING_CALL=0
-ncu_off() {
-    ! ls "$S"/ncu/*.compare.csv >/dev/null 2>&1 && [ "$(grep -c "	way $NCU_WAY\$" "$S/ncu-nothing.tsv" 2>/dev/null)" -ge 2 ]
-}
+NCU_NOTHING_CALL=0 NCU_OTHERS_SAID=0
+s_ncu_others() { DETAIL="this call's ncu profiled no launch: its other ncu steps wait for a later call"; return 2; }
 ncu_step() {
     local i=$1 cache=$2 name=${CATALOG_NAMES[$1]} tag need
-    [ "$NCU_NOTHING_CALL" = 1 ] && return 0
-    ncu_off && return 0
+    if [ "$NCU_NOTHING_CALL" = 1 ]; then
+        [ "$NCU_OTHERS_SAID" = 1 ] || step ncu-others 5 s_ncu_others
+        NCU_OTHERS_SAID=1
+        return 0
+    fi
+    ncu_off "$S" "$NCU_WAY" && return 0
     grep -qxF "$name" "$WORK/profiled.txt" || return 0
     tag=$name
     [ "$cache" = all ] || tag=$name.nocache
@@ -451,14 +453,16 @@ ncu_step() {
     [ "$FAKE" = 1 ] && need=20
     NCU_PROFILED=""
     step "ncu-$tag" "$need" s_ncu "$i" "$need" "$cache"
+    if [ "$LAST_STATUS" = fail ] && [ "$NCU_PROFILED" = 0 ]; then
+        NCU_NOTHING_CALL=1
+        printf '%s\t%s\t%s\tway %s\n' "$(date -u +%FT%TZ)" "$GPU" "$tag" "$NCU_WAY" >>"$S/ncu-nothing.tsv"
+    fi
     [ "$LAST_STATUS" = skip ] || save_store
-    [ "$LAST_STATUS" = fail ] && [ "$NCU_PROFILED" = 0 ] || return 0
-    NCU_NOTHING_CALL=1
-    printf '%s\t%s\t%s\tway %s\n' "$(date -u +%FT%TZ)" "$GPU" "$tag" "$NCU_WAY" >>"$S/ncu-nothing.tsv"
+    [ "$NCU_NOTHING_CALL" = 1 ] || return 0
     # An ncu run that profiled no launch: the probes tell where ncu stops (once a campaign).
     if [ "$NCU_PROBED" = 0 ] && [ ! -s "$S/ncu-probe.tsv" ]; then
         NCU_PROBED=1
-        step ncu-probe $((3 * (${KACE_DEVICE_NCU_PROBE_S:-15} + ${KACE_DEVICE_NCU_PROBE_END_S:-20} + 10))) s_ncu_probe
+        step ncu-probe $((3 * (${KACE_DEVICE_NCU_PROBE_S:-15} + ${KACE_DEVICE_NCU_PROBE_END_S:-20} + 20))) s_ncu_probe
         [ "$LAST_STATUS" = skip ] || save_store
     fi
 }
@@ -488,14 +492,17 @@ s_ncu_off() {
     DETAIL="ncu (way $NCU_WAY) profiled no launch in $(grep -c "	way $NCU_WAY\$" "$S/ncu-nothing.tsv") calls (ncu-nothing.tsv) and never compared: no ncu steps; the probes (ncu-probe.tsv) say where it stopped"
     return 2
 }
-if [ -n "${NCU_IDX[*]}" ] && ncu_off; then
+if [ -n "${NCU_IDX[*]}" ] && ncu_off "$S" "$NCU_WAY"; then
     step ncu 5 s_ncu_off
 elif [ -n "${NCU_IDX[*]}" ] && ! ls "$S"/ncu/*.compare.csv >/dev/null 2>&1; then
     ncu_step "${NCU_IDX[0]}" all
 fi
 # profile_steps FROM TO: a profile step for each catalog entry in [FROM, TO) not profiled
 # yet (and not failed twice); sets PROFILED_NOW to how many worked.
-PROFILE_NEED_MAX=$(at_least $((LIMIT - RESERVE - 60)) 30)
+# A profile's need is capped at what an 8-minute call gives after its first steps (390 s,
+# KACE_DEVICE_PROFILE_NEED_MAX): more would leave the workload to a next call for ever,
+# and the plan waiting for it. A shorter call leaves a longer need to a longer call.
+PROFILE_NEED_MAX=${KACE_DEVICE_PROFILE_NEED_MAX:-390}
 profile_steps() {
     local i name need
     PROFILED_NOW=0

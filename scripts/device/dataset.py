@@ -346,18 +346,20 @@ def ncu_markdown(dest, shown=None):
         # What the calls whose ncu profiled nothing, and the probes after the first, saw.
         nothing = os.path.join(dest, "campaign", "ncu-nothing.tsv")
         probe = os.path.join(dest, "campaign", "ncu-probe.tsv")
+        named = dest.rstrip("/") if shown is None else shown  # dest as the text names it
         if os.path.exists(nothing):
             with open(nothing) as f:
                 calls = [line.rstrip("\n").split("\t") for line in f if line.strip()]
-            text += ("\n\nncu profiled no launch in %d call%s (`campaign/ncu-nothing.tsv`): %s." %
-                     (len(calls), "" if len(calls) == 1 else "s",
+            text += ("\n\nncu profiled no launch in %d call%s (`%s`): %s." %
+                     (len(calls), "" if len(calls) == 1 else "s", os.path.join(named, "campaign", "ncu-nothing.tsv"),
                       "; ".join("%s, `%s`" % (c[0], c[2]) for c in calls if len(c) >= 3)))
         if os.path.exists(probe):
             with open(probe) as f:
                 for line in f:
                     c = line.rstrip("\n").split("\t")
                     if len(c) >= 4:
-                        text += "\n\nProbes (`campaign/ncu-probe.tsv`), %s on %s, `%s`: %s." % (c[0], c[1], c[2], c[3])
+                        text += "\n\nProbes (`%s`), %s on %s, `%s`: %s." % (
+                            os.path.join(named, "campaign", "ncu-probe.tsv"), c[0], c[1], c[2], c[3])
         return text
     compare = [r for r in rows if r.get("ncu_cache_control", "all") == "all"]
     nocache = {(r["workload"], r["metric"]): r for r in rows if r.get("ncu_cache_control") == "none"}

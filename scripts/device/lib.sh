@@ -90,7 +90,7 @@ tmo_for() { local s=$1; shift; timeout -k 5 "$s" "$@"; }
 # catalog_load [FILE] appends FILE's entries (default: the catalog).
 WDIR=$BUNDLE/workloads
 CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
-CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=()
+CATALOG_NAMES=() CATALOG_KINDS=() CATALOG_CMDS=() CATALOG_RAW=()
 FAKE_APP="" FAKE_CUDA_DIR=""
 fake_setup() {
     # One name for the fake NVML library and the fake nvidia-smi, as on a real GPU.
@@ -145,21 +145,37 @@ catalog_load() {
         CATALOG_NAMES+=("$name")
         CATALOG_KINDS+=("$kind")
         CATALOG_CMDS+=("$(printf '%s\n' "${words[@]}")")
+        CATALOG_RAW+=("$line")
     done <"$file"
 }
-# workload_key I: a short hash of entry I's command and of the files it runs (a script
-# among its words, the workloads' shared modules; CUDA C: the source, not the binary
-# built on the server), so that a fix to a workload changes it. campaign.sh counts a
-# workload's failures under its key: one that failed twice is dropped until it changes.
+# workload_key I: a short hash of entry I's catalog line as written (@W@, @PY@ unexpanded:
+# the same wherever the bundle is unpacked) and of the contents of the files it runs (a
+# script among its words, the workloads' shared modules; CUDA C: the source, not the
+# binary built on the server), so that a fix to a workload changes it. campaign.sh counts
+# a workload's failures under its key: one that failed twice is dropped until it changes.
 workload_key() {
     catalog_cmd "$1"
     local w files=()
-    for w in "${CMD[@]}"; do [ -f "$w" ] && [[ $w != "$WDIR/build/"* ]] && files+=("$w"); done
+    for w in "${CMD[@]}"; do [[ $w == */* ]] && [ -f "$w" ] && [[ $w != "$WDIR/build/"* ]] && files+=("$w"); done
     case ${CATALOG_KINDS[$1]} in
     cuda) files+=("$WDIR/cuda/kace_kernels.cu" "$WDIR/kace_progress.h") ;;
     torch | llm) files+=("$WDIR/torch/kace_torch.py" "$WDIR/torch/kace_llm.py" "$WDIR/kace_progress.py") ;;
     esac
-    { printf '%s\n' "${CMD[@]}"; for w in "${files[@]}"; do [ -f "$w" ] && cat "$w"; done; } | sha256sum | cut -c1-12
+    { printf '%s\n' "${CATALOG_RAW[$1]}"; for w in "${files[@]}"; do [ -f "$w" ] && cat "$w"; done; } | sha256sum | cut -c1-12
+}
+# count_lines FILE LINE: how often LINE is in FILE (0 when FILE does not exist).
+count_lines() { local n=0; [ -f "$1" ] && n=$(grep -cxF -- "$2" "$1"); echo "${n:-0}"; }
+# profile_failure_add FILE NAME KEY / profile_failures FILE NAME KEY: a workload's failed
+# profiles, one line each (NAME, a tab, its workload_key), and how many under KEY.
+profile_failure_add() { printf '%s\t%s\n' "$2" "$3" >>"$1"; }
+profile_failures() { count_lines "$1" "$2	$3"; }
+# ncu_off STORE_DIR WAY: ncu has profiled no launch in two calls of this way of running it
+# (ncu-nothing.tsv: one line a call, ending "way WAY") and no comparison was ever made.
+ncu_off() {
+    local n
+    ls "$1"/ncu/*.compare.csv >/dev/null 2>&1 && return 1
+    n=$(grep -c "	way $2\$" "$1/ncu-nothing.tsv" 2>/dev/null)
+    [ "${n:-0}" -ge 2 ]
 }
 # catalog_cmd I: the command of entry I into the array CMD.
 catalog_cmd() { mapfile -t CMD <<<"${CATALOG_CMDS[$1]}"; }
