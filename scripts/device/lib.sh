@@ -487,9 +487,10 @@ ncu_run() {
 # intercepts a launch at all, collects a counter, or replays a launch was unknown.
 # Each probe has its own time: its workload's bound, then KACE_DEVICE_NCU_PROBE_END_S
 # (default 20) for ncu to end, then SIGKILL, so a hung ncu spoils no other probe; a
-# probe that the step has not that time and 10 s more left for is not run. Every line of ncu's output is kept with its time
-# (ncu-probe-NAME.out in WORK) and printed; DETAIL: for each probe, the launches
-# profiled, its seconds, ncu's first ==ERROR== line, and whether ncu had to be killed.
+# probe that the step has not that time and 10 s more left for is not run. Every line
+# of ncu's output is kept with its time (ncu-probe-NAME.out in WORK) and printed;
+# DETAIL: for each probe, the launches profiled, its seconds, ncu's first ==ERROR==
+# line, and whether ncu had to be killed.
 # Returns 0 when every probe profiled its launch, 1 when one did not, 2 when one was
 # not run (PROBES_RUN: how many ran).
 ncu_probe() {
