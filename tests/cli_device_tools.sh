@@ -200,6 +200,12 @@ printf 'workload\tkind\tcache_control\twall_s\tlaunch_skip\tlaunch_count\tkernel
     [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" llm)" ] &&
     [ -z "$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/none.tsv" cuda)" ] ||
     fail "ncu_seconds_per_kernel: '$(source "$DEV/lib.sh" && ncu_seconds_per_kernel "$SCRATCH/ncu-cost.tsv" cuda)'"
+# ncu_options under the device scripts' pipefail finds --pipeline-boost-state in the
+# stand-in ncu's long --help (as long as a real one's, the option near its start): a
+# `ncu --help | grep -q` there fails when grep ends early and ncu dies of SIGPIPE.
+opts=$(set -o pipefail && PATH=$DEV/fakes/bin:$PATH && source "$DEV/lib.sh" && ncu_options && echo "${NCU_OPTS[*]}")
+[ "$opts" = "--clock-control none --apply-rules no --pipeline-boost-state dynamic" ] ||
+    fail "ncu_options with a long ncu --help: '$opts'"
 # 4'. ncu_off: two calls of this NCU_WAY whose ncu profiled nothing, and no comparison ever
 #       made; not one call, not another way's, not once a comparison exists; silent without
 #       the file.

@@ -390,10 +390,15 @@ ncu_skip() {
 # that --clock-control none leaves alone (and that moves bf16 kernels'
 # durations and throughputs away from what kace's counters run saw).
 # --apply-rules no: no rule results to compute and export.
+# The help is read whole before it is searched: in `ncu --help | grep -q` under
+# pipefail, grep ends at the match, ncu dies of SIGPIPE on the rest of its long
+# help, and the pipeline fails although the option is there.
 ncu_options() {
     [ -n "${NCU_OPTS_SET:-}" ] && return 0
     NCU_OPTS=(--clock-control none --apply-rules no)
-    ncu --help 2>&1 | grep -q -- '--pipeline-boost-state' && NCU_OPTS+=(--pipeline-boost-state dynamic)
+    local help
+    help=$(ncu --help 2>&1)
+    [[ $help == *--pipeline-boost-state* ]] && NCU_OPTS+=(--pipeline-boost-state dynamic)
     NCU_OPTS_SET=1
 }
 # kill_marked TOKEN [SPARE_PID]: SIGKILL to every process but SPARE_PID whose
@@ -403,7 +408,7 @@ kill_marked() {
     local p n=0
     for p in /proc/[0-9]*; do
         [ "${p#/proc/}" = "$$" ] || [ "${p#/proc/}" = "${2:-}" ] && continue
-        tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "KACE_NCU_TOKEN=$1" || continue
+        grep -qx "KACE_NCU_TOKEN=$1" < <(tr '\0' '\n' 2>/dev/null <"$p/environ") || continue
         kill -KILL "${p#/proc/}" 2>/dev/null && n=$((n + 1))
     done
     echo "$n"
