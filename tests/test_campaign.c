@@ -173,6 +173,14 @@ static void test_errors_name_line_and_column(void **state)
         {"run a b c d e f g h i\n", "plan:1:21: more than 8 workloads"},
         {"set a,b\n", "plan:1:5: expected a name"},
         {"run a\x01 b\n", "plan:1:5: expected a name"},
+        /* A repeat, mode or set changes the statements after it: on the last lines it
+         * would change nothing, and the runs it was meant for would be measured once. */
+        {"workloads a b\npairs\nrepeat 3\n", "plan:3:1: 'repeat 3' applies to the statements after it and none "
+                                             "follows"},
+        {"workloads a b\npairs\n  repeat 3  # more\n\n# end\n", "plan:3:3: 'repeat 3' applies to"},
+        {"workloads a b\nrun a b\nrepeat 2\nworkloads c\n", "plan:3:1: 'repeat 2' applies to"},
+        {"run a b\nmode timeslice\n", "plan:2:1: 'mode timeslice' applies to"},
+        {"run a b\nset mine\n", "plan:2:1: 'set mine' applies to"},
     };
     kace_ctx *ctx = kace_ctx_new();
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

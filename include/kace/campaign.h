@@ -15,6 +15,9 @@
  *                                MPS split P/(100-P), P in 1..99
  *   run A B [C...] [@ P1,P2,...] one colocation (percentages default to 100)
  *
+ * A repeat, mode or set that no pairs, triples, occur, splits or run follows
+ * is an error: it would change nothing.
+ *
  * The expanded plan lists each colocation once per repetition: first every
  * colocation's repetition 0, then every repetition 1, ... so that an
  * interrupted campaign has covered the most colocations, and repetitions of

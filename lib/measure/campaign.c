@@ -33,6 +33,10 @@ typedef struct parser {
     item *items;
     size_t n_items, cap_items;
     size_t n_planned; /* items x repetitions, bounded by KACE_PLAN_MAX_ENTRIES */
+    /* The last repeat/mode/set that no planning statement has followed yet: one
+     * on the plan's last lines would change nothing, so it is an error. */
+    int unused_line, unused_col;
+    char unused[64];
 } parser;
 
 static kace_status fail_at(parser *p, int col, const char *fmt, const char *what)
@@ -270,11 +274,22 @@ static kace_status statement_run(parser *p, token *t, int nt, const char *line_t
     return add_item(p, &spec, t[0].col);
 }
 
+/* A repeat, mode or set statement: it applies to the statements after it. */
+static void note_modifier(parser *p, const token *t)
+{
+    p->unused_line = p->line;
+    p->unused_col = t[0].col;
+    snprintf(p->unused, sizeof p->unused, "%.20s %.40s", t[0].text, t[1].text);
+}
+
 static kace_status statement(parser *p, token *t, int nt, const char *line_text)
 {
     const char *w = t[0].text;
     kace_status st;
     long v;
+    bool modifier = strcmp(w, "repeat") == 0 || strcmp(w, "mode") == 0 || strcmp(w, "set") == 0;
+    if (!modifier && strcmp(w, "workloads") != 0)
+        p->unused_line = 0; /* a planning statement (or an error) */
     if (strcmp(w, "workloads") == 0) {
         if (nt < 2)
             return fail_at(p, t[0].col, "'%s' needs at least one name", w);
@@ -298,12 +313,14 @@ static kace_status statement(parser *p, token *t, int nt, const char *line_text)
         if ((st = parse_int(p, &t[1], 1, 100, "a repetition count", &v)))
             return st;
         p->repeat = (int)v;
+        note_modifier(p, t);
         return KACE_OK;
     }
     if (strcmp(w, "mode") == 0) {
         if (nt != 2 || (strcmp(t[1].text, "mps") != 0 && strcmp(t[1].text, "timeslice") != 0))
             return fail_at(p, nt > 1 ? t[1].col : t[0].col, "expected 'mode mps' or 'mode timeslice'%s", "");
         p->timeslice = strcmp(t[1].text, "timeslice") == 0;
+        note_modifier(p, t);
         return KACE_OK;
     }
     if (strcmp(w, "set") == 0) {
@@ -312,6 +329,7 @@ static kace_status statement(parser *p, token *t, int nt, const char *line_text)
         if ((st = check_name(p, &t[1], KACE_SET_NAME_MAX)))
             return st;
         snprintf(p->set, sizeof p->set, "%s", t[1].text);
+        note_modifier(p, t);
         return KACE_OK;
     }
     if (strcmp(w, "pairs") == 0 || strcmp(w, "triples") == 0) {
@@ -517,6 +535,14 @@ kace_status kace_plan_parse(kace_ctx *ctx, const char *text, size_t len, const c
             goto done;
         if (nt > 0 && (st = statement(p, t, nt, copy)))
             goto done;
+    }
+    if (p->unused_line) {
+        p->line = p->unused_line;
+        st = fail_at(p, p->unused_col,
+                     "'%s' applies to the statements after it and none follows (put it before the "
+                     "pairs, triples, occur, splits or run it is for)",
+                     p->unused);
+        goto done;
     }
     plan->n_workloads = p->n_names;
     if ((st = expand(p, plan)))
