@@ -136,38 +136,83 @@ static void test_read_sums_the_groups(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
-/* This machine's /proc: a child that spins in a group of its own is busy
- * about one core; the test's own group is not counted. */
+/* The CPU time this process has used, by its own clock. */
+static double own_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Spins until this process has used `seconds` more CPU, however long that
+ * takes on a loaded machine. */
+static void spin_cpu(double seconds)
+{
+    volatile unsigned long x = 0;
+    for (double end = own_cpu_s() + seconds; own_cpu_s() < end;)
+        x++;
+}
+
+/* This machine's /proc: a child in a group of its own spins 0.2 s of its own
+ * CPU at a time, then writes the CPU time it has used (its own clock,
+ * CLOCK_PROCESS_CPUTIME_ID) and waits for the next go. The meter's reading of
+ * the group, taken while the child waits, is that time within what /proc's
+ * clock ticks round off; and with the child's own CPU clock as the time line,
+ * the group is busy 100% of it. Nothing here depends on how much of a core
+ * the child got: a loaded machine only makes it take longer. */
 static void test_read_a_busy_group(void **state)
 {
     (void)state;
-    pid_t child = fork();
-    assert_true(child >= 0);
+    int report[2], go[2];
+    assert_int_equal(pipe(report), 0);
+    assert_int_equal(pipe(go), 0);
+    pid_t child = fork_group();
     if (child == 0) {
-        setpgid(0, 0);
-        volatile unsigned long x = 0;
-        for (;;)
-            x++;
+        close(report[0]);
+        close(go[1]);
+        char byte;
+        do {
+            spin_cpu(0.2);
+            double used = own_cpu_s();
+            if (write(report[1], &used, sizeof used) != sizeof used)
+                _exit(1);
+        } while (read(go[0], &byte, 1) == 1);
+        _exit(0);
     }
-    setpgid(child, child); /* both sides: whichever runs first */
+    close(report[1]);
+    close(go[0]);
+    /* The test's own group is not counted: its CPU time would show. */
+    spin_cpu(0.1);
     kace_ctx *ctx = kace_ctx_new();
     int groups[] = {child};
     kace_host_stats s;
     kace_host_stats_init(&s);
+    const double tick_s = 1.0 / (double)sysconf(_SC_CLK_TCK);
+    double first_s = 0, last_s = 0;
     for (int i = 0; i < 4; i++) {
+        double used = 0;
+        assert_int_equal(read(report[0], &used, sizeof used), sizeof used);
         kace_host_usage u;
         assert_int_equal(kace_host_read(ctx, NULL, groups, 1, &u), KACE_OK);
         assert_int_equal(u.n_processes, 1);
         assert_true(u.rss_bytes > 0);
-        kace_host_stats_add(&s, kace_monotonic_ns(), &u);
-        usleep(300000);
+        /* utime and stime are each rounded down to a tick. */
+        if (!(u.cpu_s > used - 3 * tick_s && u.cpu_s < used + tick_s))
+            fail_msg("the meter read %g s of CPU; the child says it used %g s", u.cpu_s, used);
+        kace_host_stats_add(&s, (int64_t)(used * 1e9), &u);
+        if (i == 0)
+            first_s = used;
+        last_s = used;
+        assert_int_equal(write(go[1], "g", 1), 1);
     }
-    kill(child, SIGKILL);
-    waitpid(child, NULL, 0);
+    kill_group(child);
+    close(report[0]);
+    close(go[1]);
     double cpu = kace_host_stats_cpu_pct(&s), mem = kace_host_stats_mem_pct(&s);
-    /* One core at most; on a loaded 2-core machine it may get less than all of one. */
-    if (!(cpu > 25 && cpu < 110))
-        fail_msg("a spinning child's CPU%% is %g, expected about 100 (one core)", cpu);
+    /* 100% of the child's own time line, give or take 3 ticks at either end. */
+    double slack = 100 * 2 * 3 * tick_s / (last_s - first_s);
+    if (!(fabs(cpu - 100) < slack))
+        fail_msg("a spinning child's CPU%% by its own clock is %g, expected 100 +- %.3g", cpu, slack);
     assert_true(mem > 0 && mem < 5);
     kace_ctx_free(&ctx);
 }
@@ -392,7 +437,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_stat),
         cmocka_unit_test(test_read_sums_the_groups),
-        cmocka_unit_test(test_read_a_busy_group),
+        cmocka_unit_test_teardown(test_read_a_busy_group, kill_groups),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_parse_cgroup),
         cmocka_unit_test(test_memory_limit),

@@ -2,10 +2,16 @@
 
 #include "kace/import.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 const char *ref_path(const char *rel)
 {
@@ -52,4 +58,58 @@ kace_status import_reference(kace_ctx *ctx, kace_store *store, const char *const
         free(paths[i]);
     free(paths);
     return st;
+}
+
+/* The groups fork_group started and kill_group has not yet ended. */
+static pid_t groups[64];
+static size_t n_groups;
+
+static void kill_groups_at_exit(void)
+{
+    kill_groups(NULL);
+}
+
+pid_t fork_group(void)
+{
+    static bool at_exit;
+    if (!at_exit)
+        at_exit = atexit(kill_groups_at_exit) == 0;
+    if (n_groups == sizeof groups / sizeof groups[0])
+        fail_msg("fork_group: more than %zu groups at once", n_groups);
+    pid_t parent = getpid();
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid < 0)
+        fail_msg("fork: %s", strerror(errno));
+    if (pid == 0) {
+        n_groups = 0; /* the parent's groups are the parent's to end */
+        setpgid(0, 0);
+        /* The parent may have died before prctl: then nobody would kill us. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
+        return 0;
+    }
+    setpgid(pid, pid); /* both sides: whichever runs first */
+    groups[n_groups++] = pid;
+    return pid;
+}
+
+void kill_group(pid_t pgid)
+{
+    for (size_t i = 0; i < n_groups; i++)
+        if (groups[i] == pgid) {
+            groups[i] = groups[--n_groups];
+            break;
+        }
+    killpg(pgid, SIGKILL);
+    while (waitpid(pgid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+int kill_groups(void **state)
+{
+    (void)state;
+    while (n_groups > 0)
+        kill_group(groups[n_groups - 1]);
+    return 0;
 }

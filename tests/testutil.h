@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cmocka.h>
 
@@ -23,6 +24,17 @@ char *write_file(const char *dir, const char *name, const char *text);
  * one transaction, in the library's import order (any order given); on
  * failure nothing is stored and the message stays on ctx. */
 kace_status import_reference(kace_ctx *ctx, kace_store *store, const char *const *files, size_t n);
+
+/* Processes a test forks must not outlive it on any exit path: a failed
+ * assert longjmps out of the test, a crash or ctest's timeout ends the test
+ * process. fork_group() forks a child that leads a process group of its own
+ * and gets SIGKILL when the test process dies (PR_SET_PDEATHSIG); it returns
+ * as fork() does (0 in the child). kill_group() SIGKILLs a group and reaps its
+ * leader. kill_groups(), a cmocka teardown (state unused), and an exit handler
+ * kill every group fork_group started that is still there. */
+pid_t fork_group(void);
+void kill_group(pid_t pgid);
+int kill_groups(void **state);
 
 /* Asserts that status is KACE_OK, printing the context's message otherwise. */
 #define assert_kace_ok(ctx, expr)                                                   \
