@@ -73,13 +73,34 @@ static void report_for(double rate, double seconds)
 
 static pid_t helper_pid;
 
+/* Whether SIGTERM is pending for pid (/proc/PID/status, SigPnd or ShdPnd;
+ * the kernel adds SIGKILL for a fatal one): a SIGTERM sent to the leader's
+ * whole group is there at once, before the helper has been scheduled to die
+ * of it, however loaded the machine. */
+static int sigterm_pending(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 1; /* gone */
+    int pending = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long mask = 0;
+        if ((sscanf(line, "SigPnd: %llx", &mask) == 1 || sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
+            (mask & (1ULL << (SIGTERM - 1) | 1ULL << (SIGKILL - 1))))
+            pending = 1;
+    }
+    fclose(f);
+    return pending;
+}
+
 /* Runs at exit(0) from kace_progress_report: the leader ends its helper, as
  * PyTorch's DataLoader ends its workers. */
 static void end_helper(void)
 {
     int st;
-    nanosleep(&(struct timespec){0, 200000000}, NULL); /* a SIGTERM sent to it too has struck by now */
-    printf("helper %s\n", waitpid(helper_pid, &st, WNOHANG) == 0 ? "alive" : "gone");
+    printf("helper %s\n", waitpid(helper_pid, &st, WNOHANG) == 0 && !sigterm_pending(helper_pid) ? "alive" : "gone");
     fflush(stdout);
     kill(helper_pid, SIGTERM);
     waitpid(helper_pid, &st, 0);
