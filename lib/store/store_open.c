@@ -1,0 +1,373 @@
+/* The SQLite store (see include/kace/store.h): opening, the schema and its
+ * migrations, transactions; the helpers the other store files share. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store/store_internal.h"
+
+static const char *const schema_sql =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS workloads("
+    "  id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, family TEXT NOT NULL, batch INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS sources("
+    "  id INTEGER PRIMARY KEY, gpu TEXT, tool TEXT, date TEXT, file TEXT NOT NULL,"
+    "  UNIQUE(gpu, tool, date, file));"
+    /* value NULL = the metric is known to be missing for this workload. */
+    "CREATE TABLE IF NOT EXISTS profiles("
+    "  workload_id INTEGER NOT NULL REFERENCES workloads(id), metric TEXT NOT NULL, value REAL,"
+    "  source_id INTEGER NOT NULL REFERENCES sources(id), PRIMARY KEY(workload_id, metric));"
+    /* A run is identified by its set, members and MPS split: importing the
+     * same file twice finds every run already there. */
+    "CREATE TABLE IF NOT EXISTS runs("
+    "  id INTEGER PRIMARY KEY, set_name TEXT NOT NULL, k INTEGER NOT NULL, status TEXT NOT NULL,"
+    "  run_key TEXT NOT NULL UNIQUE, source_id INTEGER NOT NULL REFERENCES sources(id));"
+    "CREATE TABLE IF NOT EXISTS run_members("
+    "  run_id INTEGER NOT NULL REFERENCES runs(id), slot INTEGER NOT NULL,"
+    "  workload_id INTEGER NOT NULL REFERENCES workloads(id), mps_pct INTEGER NOT NULL, throughput REAL,"
+    "  PRIMARY KEY(run_id, slot));"
+    "CREATE TABLE IF NOT EXISTS splits("
+    "  n_occur INTEGER NOT NULL, seed INTEGER NOT NULL, is_train INTEGER NOT NULL, paper_fit INTEGER NOT NULL,"
+    "  workload1 TEXT NOT NULL, workload2 TEXT NOT NULL, PRIMARY KEY(n_occur, seed, workload1, workload2));"
+    "CREATE TABLE IF NOT EXISTS models("
+    "  name TEXT PRIMARY KEY, kind TEXT NOT NULL, created TEXT NOT NULL, body TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS run_members_workload ON run_members(workload_id);";
+
+kace_status store_fail(kace_ctx *ctx, kace_store *s, const char *what)
+{
+    return kace_fail(ctx, KACE_ERR_STORE, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+kace_status store_exec(kace_ctx *ctx, kace_store *s, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        kace_status st = kace_fail(ctx, KACE_ERR_STORE, "%s: %s", s->path, err ? err : "SQLite error");
+        sqlite3_free(err);
+        return st;
+    }
+    return KACE_OK;
+}
+
+kace_status store_prepare(kace_ctx *ctx, kace_store *s, const char *sql, sqlite3_stmt **q)
+{
+    if (sqlite3_prepare_v2(s->db, sql, -1, q, NULL) != SQLITE_OK)
+        return store_fail(ctx, s, "prepare");
+    return KACE_OK;
+}
+
+void store_bind_text_or_null(sqlite3_stmt *q, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(q, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q, i);
+}
+
+void store_bind_number_or_null(sqlite3_stmt *q, int i, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(q, i);
+    else
+        sqlite3_bind_double(q, i, v);
+}
+
+const char *store_run_status_name(kace_run_status st)
+{
+    switch (st) {
+    case KACE_RUN_OK: return "ok";
+    case KACE_RUN_FAILED: return "failed";
+    case KACE_RUN_OOM: return "oom";
+    case KACE_RUN_TIMEOUT: return "timeout";
+    }
+    return "failed";
+}
+
+void store_bind_double_or_null(sqlite3_stmt *q, int i, double v)
+{
+    if (isfinite(v))
+        sqlite3_bind_double(q, i, v);
+    else
+        sqlite3_bind_null(q, i);
+}
+
+static int mkdir_parents(const char *path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+/* Schema migrations, one step per version, each in its own transaction.
+ * 1 -> 2 (kace measure): a measured run's mode (mps/timeslice), repetition,
+ * time and window; each member's own status, spread and reason; the command
+ * that runs a workload. */
+static const char *const migrate_sql[] = {
+    [1] = "ALTER TABLE runs ADD COLUMN mode TEXT;"
+          "ALTER TABLE runs ADD COLUMN repetition INTEGER NOT NULL DEFAULT 0;"
+          "ALTER TABLE runs ADD COLUMN measured_at TEXT;"
+          "ALTER TABLE runs ADD COLUMN window_s REAL;"
+          "ALTER TABLE run_members ADD COLUMN status TEXT;"
+          "ALTER TABLE run_members ADD COLUMN throughput_cv REAL;"
+          "ALTER TABLE run_members ADD COLUMN detail TEXT;"
+          "CREATE TABLE IF NOT EXISTS workload_commands("
+          "  workload_id INTEGER PRIMARY KEY REFERENCES workloads(id), argv TEXT NOT NULL);"
+          "UPDATE meta SET value='2' WHERE key='schema_version';",
+    /* 2 -> 3 (closed learning loop): colocations observed in production by
+     * serve, Slurm or measure, with what the model had predicted. Apart from
+     * runs because they are not controlled measurements: a throughput seen
+     * under another tenant's load must not silently become training data. */
+    [2] = "CREATE TABLE IF NOT EXISTS observations("
+          "  id INTEGER PRIMARY KEY, origin TEXT NOT NULL, origin_id TEXT, observed_at REAL NOT NULL,"
+          "  gpu TEXT, model TEXT, k INTEGER NOT NULL, UNIQUE(origin, origin_id));"
+          "CREATE TABLE IF NOT EXISTS observation_members("
+          "  observation_id INTEGER NOT NULL REFERENCES observations(id), slot INTEGER NOT NULL,"
+          "  workload_id INTEGER NOT NULL REFERENCES workloads(id), mps_pct REAL NOT NULL,"
+          "  throughput REAL NOT NULL, predicted REAL, PRIMARY KEY(observation_id, slot));"
+          "CREATE INDEX IF NOT EXISTS observations_time ON observations(observed_at);"
+          "UPDATE meta SET value='3' WHERE key='schema_version';",
+    /* 3 -> 4: a re-import with --replace keeps what it replaced, with the
+     * old value's source, when, and the source that replaced it; a profile
+     * value copied from a colocation file is marked (a profile replaces it). */
+    [3] = "ALTER TABLE profiles ADD COLUMN embedded INTEGER NOT NULL DEFAULT 0;"
+          "CREATE TABLE IF NOT EXISTS profile_history("
+          "  workload_id INTEGER NOT NULL REFERENCES workloads(id), metric TEXT NOT NULL, value REAL,"
+          "  source_id INTEGER NOT NULL REFERENCES sources(id), replaced_at TEXT NOT NULL,"
+          "  replaced_by INTEGER NOT NULL REFERENCES sources(id));"
+          "CREATE TABLE IF NOT EXISTS run_history("
+          "  run_id INTEGER NOT NULL REFERENCES runs(id), slot INTEGER NOT NULL, throughput REAL, status TEXT NOT NULL,"
+          "  source_id INTEGER NOT NULL REFERENCES sources(id), replaced_at TEXT NOT NULL,"
+          "  replaced_by INTEGER NOT NULL REFERENCES sources(id));"
+          "CREATE TABLE IF NOT EXISTS split_history("
+          "  n_occur INTEGER NOT NULL, seed INTEGER NOT NULL, workload1 TEXT NOT NULL, workload2 TEXT NOT NULL,"
+          "  is_train INTEGER NOT NULL, paper_fit INTEGER NOT NULL, replaced_at TEXT NOT NULL,"
+          "  replaced_by INTEGER NOT NULL REFERENCES sources(id));"
+          "UPDATE meta SET value='4' WHERE key='schema_version';",
+};
+
+static kace_status migrate(kace_ctx *ctx, kace_store *s, int from)
+{
+    for (int v = from; v < KACE_STORE_SCHEMA_VERSION; v++) {
+        kace_status st;
+        if ((st = store_exec(ctx, s, "BEGIN IMMEDIATE;")))
+            return st;
+        if ((st = store_exec(ctx, s, migrate_sql[v])) || (st = store_exec(ctx, s, "COMMIT;"))) {
+            store_exec(NULL, s, "ROLLBACK;");
+            return st;
+        }
+    }
+    return KACE_OK;
+}
+
+/* Whether path's folder exists (a store is never created in a mistyped one). */
+static bool folder_exists(const char *path)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return true; /* the current folder */
+    if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat sb;
+    return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
+{
+    return kace_store_open_flags(ctx, path, KACE_STORE_CREATE | KACE_STORE_CREATE_DIRS, out);
+}
+
+kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flags, kace_store **out)
+{
+    *out = NULL;
+    if (strlen(path) >= sizeof((kace_store *)0)->path)
+        return kace_fail(ctx, KACE_ERR_INVALID, "store path is too long");
+    struct stat sb;
+    bool exists = stat(path, &sb) == 0;
+    if (!exists && !(flags & KACE_STORE_CREATE))
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such store: %s", path);
+    if (exists && S_ISDIR(sb.st_mode))
+        return kace_fail(ctx, KACE_ERR_IO, "%s: a folder, not a store", path);
+    kace_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    snprintf(s->path, sizeof s->path, "%s", path);
+    kace_status st = KACE_OK;
+    if (!exists && (flags & KACE_STORE_CREATE_DIRS) && mkdir_parents(path) != 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot create its folder: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!exists && !folder_exists(path)) {
+        st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: its folder does not exist (no store created)", path);
+        goto fail;
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE), NULL) != SQLITE_OK) {
+        st = store_fail(ctx, s, "cannot open");
+        goto fail;
+    }
+    /* Readers never wait for a writer in WAL mode; a writer waits this long
+     * for another writer, then reports the lock clearly. */
+    sqlite3_busy_timeout(s->db, 5000);
+    if ((st = store_exec(ctx, s, "PRAGMA foreign_keys=ON;")))
+        goto fail;
+    sqlite3_stmt *q = NULL;
+    int version = 0;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+        st = kace_fail(ctx, KACE_ERR_STORE, "%s: store is locked by another process", path);
+        goto fail;
+    }
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW)
+            version = atoi((const char *)sqlite3_column_text(q, 0));
+        sqlite3_finalize(q);
+        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: store is locked by another process", path);
+            goto fail;
+        }
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            st = store_fail(ctx, s, "read schema version");
+            goto fail;
+        }
+        if (version < 1) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: a kace store without a schema version", path);
+            goto fail;
+        }
+    } else if (!strstr(sqlite3_errmsg(s->db), "no such table")) {
+        st = kace_fail(ctx, KACE_ERR_STORE, "%s: not a kace store (%s)", path, sqlite3_errmsg(s->db));
+        goto fail;
+    } else {
+        /* No meta table: a new database, or not a kace store at all. */
+        int n_tables = -1;
+        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL) != SQLITE_OK) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: not a SQLite database (%s)", path, sqlite3_errmsg(s->db));
+            goto fail;
+        }
+        if (sqlite3_step(q) == SQLITE_ROW)
+            n_tables = sqlite3_column_int(q, 0);
+        sqlite3_finalize(q);
+        if (n_tables != 0) {
+            st = kace_fail(ctx, KACE_ERR_STORE, "%s: a SQLite database that is not a kace store", path);
+            goto fail;
+        }
+        if (!(flags & KACE_STORE_CREATE)) {
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such store: %s (an empty file)", path);
+            goto fail;
+        }
+    }
+    if (version > KACE_STORE_SCHEMA_VERSION) {
+        st = kace_fail(ctx, KACE_ERR_STORE, "%s: schema version %d is newer than this kace supports (%d)", path,
+                       version, KACE_STORE_SCHEMA_VERSION);
+        goto fail;
+    }
+    if (version == 0) {
+        if ((st = store_exec(ctx, s, "BEGIN IMMEDIATE;")))
+            goto fail;
+        if ((st = store_exec(ctx, s, schema_sql)) ||
+            (st = store_exec(ctx, s, "INSERT OR REPLACE INTO meta VALUES('schema_version','1');")) ||
+            (st = store_exec(ctx, s, "COMMIT;"))) {
+            store_exec(NULL, s, "ROLLBACK;");
+            goto fail;
+        }
+        version = 1;
+    }
+    if (version < KACE_STORE_SCHEMA_VERSION && (st = migrate(ctx, s, version)))
+        goto fail;
+    /* WAL: readers (predict, serve, eval) keep reading while an import or a
+     * campaign writes. The mode stays with the file; switching needs a
+     * moment without other connections, so a store in use switches later. */
+    /* Pages read through a memory map, not a read() and a copy each: kace eval
+     * reads most of the store (~1000 pages) and spends ~0.5 ms less. Writes go
+     * through SQLite's journal as before; a failure here only costs that time. */
+    store_exec(NULL, s, "PRAGMA mmap_size=268435456;");
+    sqlite3_stmt *wal = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &wal, NULL) == SQLITE_OK)
+        sqlite3_step(wal);
+    sqlite3_finalize(wal);
+    *out = s;
+    return KACE_OK;
+fail:
+    if (s->db)
+        sqlite3_close(s->db);
+    free(s);
+    return st;
+}
+
+void kace_store_close(kace_store **store)
+{
+    if (!store || !*store)
+        return;
+    sqlite3_close((*store)->db);
+    free(*store);
+    *store = NULL;
+}
+
+/* ---- transactions and savepoints ---------------------------------------- */
+
+kace_status kace_store_begin(kace_ctx *ctx, kace_store *s)
+{
+    return store_exec(ctx, s, "BEGIN IMMEDIATE;");
+}
+
+kace_status kace_store_commit(kace_ctx *ctx, kace_store *s)
+{
+    return store_exec(ctx, s, "COMMIT;");
+}
+
+void kace_store_rollback(kace_store *s)
+{
+    store_exec(NULL, s, "ROLLBACK;");
+}
+
+static bool savepoint_name_ok(const char *name)
+{
+    if (!name || !*name || strlen(name) > 64)
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_'))
+            return false;
+    return true;
+}
+
+static kace_status savepoint_sql(kace_ctx *ctx, kace_store *s, const char *verb, const char *name)
+{
+    if (!savepoint_name_ok(name))
+        return kace_fail(ctx, KACE_ERR_INVALID, "savepoint name '%.64s': letters and '_' only", name ? name : "");
+    char sql[128];
+    snprintf(sql, sizeof sql, "%s %s;", verb, name);
+    return store_exec(ctx, s, sql);
+}
+
+kace_status kace_store_savepoint(kace_ctx *ctx, kace_store *s, const char *name)
+{
+    return savepoint_sql(ctx, s, "SAVEPOINT", name);
+}
+
+kace_status kace_store_release(kace_ctx *ctx, kace_store *s, const char *name)
+{
+    return savepoint_sql(ctx, s, "RELEASE", name);
+}
+
+void kace_store_rollback_to(kace_store *s, const char *name)
+{
+    if (savepoint_sql(NULL, s, "ROLLBACK TO", name) == KACE_OK)
+        savepoint_sql(NULL, s, "RELEASE", name);
+}
