@@ -13,6 +13,48 @@
 
 #include "store/store_internal.h"
 
+/* ---- one colocation with its members: runs and observations ------------- */
+
+kace_status store_insert_colocation(kace_ctx *ctx, kace_store *s, const store_colocation_insert *ins,
+                                    const void *row, size_t n_members, const sqlite3_int64 *workload_id,
+                                    sqlite3_int64 *id, bool *inserted)
+{
+    char what[64];
+    *inserted = false;
+    sqlite3_stmt *q = NULL;
+    kace_status st = store_prepare(ctx, s, ins->head_sql, &q);
+    if (st)
+        return st;
+    ins->bind_head(q, row);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+        snprintf(what, sizeof what, "insert %s", ins->what);
+        st = store_fail(ctx, s, what);
+        goto done;
+    }
+    if (sqlite3_changes(s->db) == 0)
+        goto done;
+    *id = sqlite3_last_insert_rowid(s->db);
+    *inserted = true;
+    sqlite3_finalize(q);
+    if ((st = store_prepare(ctx, s, ins->member_sql, &q)))
+        return st;
+    for (size_t m = 0; m < n_members; m++) {
+        sqlite3_reset(q);
+        sqlite3_bind_int64(q, 1, *id);
+        sqlite3_bind_int(q, 2, (int)m);
+        sqlite3_bind_int64(q, 3, workload_id[m]);
+        ins->bind_member(q, row, m);
+        if (sqlite3_step(q) != SQLITE_DONE) {
+            snprintf(what, sizeof what, "insert %s member", ins->what);
+            st = store_fail(ctx, s, what);
+            break;
+        }
+    }
+done:
+    sqlite3_finalize(q);
+    return st;
+}
+
 /* ---- measured runs -------------------------------------------------------- */
 
 static kace_status ensure_workload(kace_ctx *ctx, kace_store *s, const char *name, sqlite3_int64 *id)
@@ -231,6 +273,49 @@ kace_status kace_store_has_measured_run(kace_ctx *ctx, kace_store *s, const kace
     return KACE_OK;
 }
 
+/* A measured run as store_insert_colocation binds it. */
+typedef struct measured_row {
+    const kace_measured_run *r;
+    const char *key;
+    sqlite3_int64 source;
+    const char *stamp;
+} measured_row;
+
+static void bind_run(sqlite3_stmt *q, const void *row)
+{
+    const measured_row *m = row;
+    sqlite3_bind_text(q, 1, m->r->set, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 2, m->r->k);
+    sqlite3_bind_text(q, 3, store_run_status_name(m->r->status), -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, m->key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 5, m->source);
+    sqlite3_bind_text(q, 6, m->r->mode, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 7, m->r->repetition);
+    sqlite3_bind_text(q, 8, m->stamp, -1, SQLITE_STATIC);
+    store_bind_double_or_null(q, 9, m->r->window_s);
+}
+
+static void bind_run_member(sqlite3_stmt *q, const void *row, size_t slot)
+{
+    const kace_measured_member *mb = &((const measured_row *)row)->r->member[slot];
+    sqlite3_bind_int(q, 4, mb->mps_pct);
+    store_bind_double_or_null(q, 5, mb->throughput);
+    store_bind_text_or_null(q, 6, mb->status);
+    store_bind_double_or_null(q, 7, mb->cv);
+    store_bind_text_or_null(q, 8, mb->detail);
+}
+
+/* A run already stored under its key is ignored here and refused by the caller. */
+static const store_colocation_insert run_insert = {
+    .head_sql = "INSERT OR IGNORE INTO runs(set_name, k, status, run_key, source_id, mode, repetition, measured_at, "
+                "window_s) VALUES(?,?,?,?,?,?,?,?,?)",
+    .bind_head = bind_run,
+    .member_sql = "INSERT INTO run_members(run_id, slot, workload_id, mps_pct, throughput, status, throughput_cv, "
+                  "detail) VALUES(?,?,?,?,?,?,?,?)",
+    .bind_member = bind_run_member,
+    .what = "run",
+};
+
 kace_status kace_store_add_measured_run(kace_ctx *ctx, kace_store *s, const kace_measured_run *r, long long *run_id)
 {
     if (r->k < 1 || r->k > KACE_MAX_K || !r->set || !*r->set || !r->mode)
@@ -269,56 +354,20 @@ kace_status kace_store_add_measured_run(kace_ctx *ctx, kace_store *s, const kace
     }
     sqlite3_int64 source = sqlite3_column_int64(q, 0);
     sqlite3_finalize(q);
+    q = NULL;
 
-    if ((st = store_prepare(ctx, s,
-                      "INSERT OR IGNORE INTO runs(set_name, k, status, run_key, source_id, mode, repetition, measured_at, "
-                      "window_s) VALUES(?,?,?,?,?,?,?,?,?)",
-                      &q)))
+    sqlite3_int64 wid[KACE_MAX_K], id = 0;
+    for (int m = 0; m < r->k; m++)
+        if ((st = ensure_workload(ctx, s, r->member[m].workload, &wid[m])))
+            goto fail;
+    const measured_row row = {r, key, source, stamp};
+    bool inserted = false;
+    if ((st = store_insert_colocation(ctx, s, &run_insert, &row, (size_t)r->k, wid, &id, &inserted)))
         goto fail;
-    sqlite3_bind_text(q, 1, r->set, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 2, r->k);
-    sqlite3_bind_text(q, 3, store_run_status_name(r->status), -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 4, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 5, source);
-    sqlite3_bind_text(q, 6, r->mode, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 7, r->repetition);
-    sqlite3_bind_text(q, 8, stamp, -1, SQLITE_STATIC);
-    store_bind_double_or_null(q, 9, r->window_s);
-    if (sqlite3_step(q) != SQLITE_DONE) {
-        st = store_fail(ctx, s, "insert run");
-        goto fail;
-    }
-    if (sqlite3_changes(s->db) == 0) {
+    if (!inserted) {
         st = kace_fail(ctx, KACE_ERR_INVALID, "%s: run %s is already stored", s->path, key);
         goto fail;
     }
-    sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
-    sqlite3_finalize(q);
-    if ((st = store_prepare(ctx, s,
-                      "INSERT INTO run_members(run_id, slot, workload_id, mps_pct, throughput, status, throughput_cv, "
-                      "detail) VALUES(?,?,?,?,?,?,?,?)",
-                      &q)))
-        goto fail;
-    for (int m = 0; m < r->k; m++) {
-        const kace_measured_member *mb = &r->member[m];
-        sqlite3_int64 wid;
-        if ((st = ensure_workload(ctx, s, mb->workload, &wid)))
-            goto fail;
-        sqlite3_reset(q);
-        sqlite3_bind_int64(q, 1, id);
-        sqlite3_bind_int(q, 2, m);
-        sqlite3_bind_int64(q, 3, wid);
-        sqlite3_bind_int(q, 4, mb->mps_pct);
-        store_bind_double_or_null(q, 5, mb->throughput);
-        store_bind_text_or_null(q, 6, mb->status);
-        store_bind_double_or_null(q, 7, mb->cv);
-        store_bind_text_or_null(q, 8, mb->detail);
-        if (sqlite3_step(q) != SQLITE_DONE) {
-            st = store_fail(ctx, s, "insert run member");
-            goto fail;
-        }
-    }
-    sqlite3_finalize(q);
     if ((st = store_exec(ctx, s, "RELEASE kace_measured;")))
         goto fail_done;
     if (run_id)
@@ -416,6 +465,34 @@ static kace_status same_observation(kace_ctx *ctx, kace_store *s, sqlite3_int64 
     return KACE_OK;
 }
 
+static void bind_observation(sqlite3_stmt *q, const void *row)
+{
+    const kace_observed_colocation *o = row;
+    sqlite3_bind_text(q, 1, o->origin, -1, SQLITE_STATIC);
+    store_bind_text_or_null(q, 2, o->origin_id);
+    sqlite3_bind_double(q, 3, o->observed_at);
+    store_bind_text_or_null(q, 4, o->gpu);
+    store_bind_text_or_null(q, 5, o->model);
+    sqlite3_bind_int(q, 6, (int)o->n_members);
+}
+
+static void bind_observation_member(sqlite3_stmt *q, const void *row, size_t slot)
+{
+    const kace_observed_member *m = &((const kace_observed_colocation *)row)->members[slot];
+    sqlite3_bind_double(q, 4, m->mps_pct);
+    sqlite3_bind_double(q, 5, m->throughput);
+    store_bind_double_or_null(q, 6, m->predicted);
+}
+
+static const store_colocation_insert observation_insert = {
+    .head_sql = "INSERT INTO observations(origin, origin_id, observed_at, gpu, model, k) VALUES(?,?,?,?,?,?)",
+    .bind_head = bind_observation,
+    .member_sql = "INSERT INTO observation_members(observation_id, slot, workload_id, mps_pct, throughput, predicted) "
+                  "VALUES(?,?,?,?,?,?)",
+    .bind_member = bind_observation_member,
+    .what = "observation",
+};
+
 kace_status kace_store_add_observation(kace_ctx *ctx, kace_store *s, const kace_observed_colocation *o, bool *added)
 {
     if (added)
@@ -477,41 +554,10 @@ kace_status kace_store_add_observation(kace_ctx *ctx, kace_store *s, const kace_
         sqlite3_finalize(q);
         q = NULL;
     }
-    if ((st = store_prepare(ctx, s, "INSERT INTO observations(origin, origin_id, observed_at, gpu, model, k) VALUES(?,?,?,?,?,?)",
-                      &q)))
+    sqlite3_int64 id = 0;
+    bool inserted = false;
+    if ((st = store_insert_colocation(ctx, s, &observation_insert, o, o->n_members, wid, &id, &inserted)))
         goto fail;
-    sqlite3_bind_text(q, 1, o->origin, -1, SQLITE_STATIC);
-    store_bind_text_or_null(q, 2, o->origin_id);
-    sqlite3_bind_double(q, 3, o->observed_at);
-    store_bind_text_or_null(q, 4, o->gpu);
-    store_bind_text_or_null(q, 5, o->model);
-    sqlite3_bind_int(q, 6, (int)o->n_members);
-    if (sqlite3_step(q) != SQLITE_DONE) {
-        st = store_fail(ctx, s, "insert observation");
-        goto fail;
-    }
-    sqlite3_int64 id = sqlite3_last_insert_rowid(s->db);
-    sqlite3_finalize(q);
-    if ((st = store_prepare(ctx, s,
-                      "INSERT INTO observation_members(observation_id, slot, workload_id, mps_pct, throughput, predicted) "
-                      "VALUES(?,?,?,?,?,?)",
-                      &q)))
-        goto fail;
-    for (size_t i = 0; i < o->n_members; i++) {
-        sqlite3_reset(q);
-        sqlite3_bind_int64(q, 1, id);
-        sqlite3_bind_int(q, 2, (int)i);
-        sqlite3_bind_int64(q, 3, wid[i]);
-        sqlite3_bind_double(q, 4, o->members[i].mps_pct);
-        sqlite3_bind_double(q, 5, o->members[i].throughput);
-        store_bind_double_or_null(q, 6, o->members[i].predicted);
-        if (sqlite3_step(q) != SQLITE_DONE) {
-            st = store_fail(ctx, s, "insert observation member");
-            goto fail;
-        }
-    }
-    sqlite3_finalize(q);
-    q = NULL;
     if ((st = store_exec(ctx, s, "RELEASE kace_observe;")))
         goto fail;
     if (added)
