@@ -530,6 +530,26 @@ for d in "$ROOT"/data/h[0-9]*; do
         fail "data/${d##*/}: $(cat "$SCRATCH/${d##*/}v.out")"
 done
 
+# data/h200 holds first light's 3 colocations (an MPS pair, its 30/70 split and the pair
+# time-sliced, measured before the campaign's first call and put in by dataset.py --add-runs),
+# and kace import stores them; adding them again adds nothing and changes no file.
+if [ -d "$ROOT/data/h200" ]; then
+    "$KACE" import --quiet --db "$SCRATCH/h200.db" "$ROOT/data/h200" >"$SCRATCH/h200i.out" 2>&1 ||
+        fail "kace import data/h200: $(cat "$SCRATCH/h200i.out")"
+    got=$(sqlite3 "$SCRATCH/h200.db" "SELECT group_concat(set_name || ':' || n, ' ') FROM
+          (SELECT set_name, count(*) AS n FROM runs GROUP BY set_name ORDER BY set_name)")
+    [ "$got" = "mps-splits:1 pairs:1 timeslice-pairs:1" ] || fail "data/h200's colocations as imported: '$got'"
+    [ "$(tail -n +2 "$ROOT/data/h200/campaign/runs.csv" | cut -d, -f1 | sort -u | wc -l)" = 3 ] ||
+        fail "data/h200/campaign/runs.csv: not first light's 3 runs"
+    cp -r "$ROOT/data/h200" "$SCRATCH/h200-again"
+    (cd "$ROOT" && python3 scripts/device/dataset.py --kace "$KACE" --add-runs \
+        data/first-light/h200-2026-11-28/first-light-store.tar.gz "$SCRATCH/h200-again") >"$SCRATCH/h200a.out" 2>&1 ||
+        fail "dataset.py --add-runs again: $(cat "$SCRATCH/h200a.out")"
+    grep -q "^0 run(s) of " "$SCRATCH/h200a.out" || fail "dataset.py --add-runs again: $(head -1 "$SCRATCH/h200a.out")"
+    diff -r -x store.tar.gz "$ROOT/data/h200" "$SCRATCH/h200-again" >/dev/null ||
+        fail "dataset.py --add-runs of runs already there changed data/h200"
+fi
+
 # 4d. The recordings a real GPU made (data/first-light/*/first-light.tar.gz, made by
 #     libkace_cupti.so under CUDA 13 on the first H200): kace import-cupti reads every one,
 #     and from each CUDA C profile's recording gives the six kernel metrics kace profile

@@ -7,6 +7,7 @@ floor, and what the dataset still lacks against the H100 issue's goals).
   python3 scripts/device/dataset.py STORE DEST [--kace BIN] [--replace]
   python3 scripts/device/dataset.py --verify DEST [--kace BIN]
   python3 scripts/device/dataset.py --docs DEST DOC [--check]
+  python3 scripts/device/dataset.py --add-runs OTHER DEST [--kace BIN]
 
 STORE: the last campaign call's store.tar.gz (or a kace.db; the store is
 cumulative, so the last one holds every call's runs). DEST is rebuilt: its
@@ -24,6 +25,14 @@ already holds (its campaign/visits.tsv); otherwise nothing is written, unless
 and fails unless every file is the same: DEST was made by this script, never
 edited by hand (and, with kace, it imports).
 
+--add-runs puts the measured runs of OTHER (another call's store.tar.gz or
+kace.db on the same GPU model, e.g. first light's, whose runs were never in
+the campaign's store) into DEST's campaign/store.tar.gz and rebuilds DEST
+from it. A run whose identity (set, mode, members, repetition) the store
+holds already is left as it is; so is everything else in the store. OTHER's
+workloads must be in DEST's store. The next call resumes from that store, so
+it does not measure those runs again.
+
 --docs writes DEST's comparison with Nsight Compute (or "not measured yet")
 into DOC between the markers
   <!-- BEGIN generated: dataset.py ncu DEST -->  (or, where DOC has no block of
@@ -35,6 +44,7 @@ import gzip
 import os
 import re
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -161,6 +171,12 @@ def main(argv):
         if len(args) != 2:
             sys.exit(__doc__)
         return verify(args[1], kace)
+    if args and args[0] == "--add-runs":
+        if len(args) != 3:
+            sys.exit(__doc__)
+        print("%d run(s) of %s added to %s/campaign/store.tar.gz" % (add_runs(args[1], args[2]), args[1], args[2]))
+        print(build(os.path.join(args[2], "campaign", "store.tar.gz"), args[2], kace))
+        return 0
     replace = "--replace" in args
     args = [a for a in args if a != "--replace"]
     if len(args) != 2:
@@ -207,6 +223,80 @@ def build(src, dest, kace, replace=False):
             if r.returncode != 0:
                 sys.exit("dataset.py: %s does not import: %s" % (dest, r.stderr.strip()))
         return readme
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def add_runs(other, dest):
+    """Copies other's measured runs that dest's campaign store lacks into that store (rewritten in
+    place, its other files unchanged); returns how many."""
+    archive = os.path.join(dest, "campaign", "store.tar.gz")
+    if not os.path.exists(archive):
+        sys.exit("dataset.py: %s has no campaign/store.tar.gz to add runs to" % dest)
+    tmp = tempfile.mkdtemp(prefix="kace-dataset.")
+    try:
+        other_db, _, _ = unpack(other, os.path.join(tmp, "other"))
+        work = os.path.join(tmp, "store")
+        with tarfile.open(archive) as t:
+            members = t.getmembers()
+            for m in members:
+                if m.isfile() or m.isdir():
+                    t.extract(m, work)
+        db = os.path.join(work, "kace.db")
+        if not os.path.exists(db):
+            sys.exit("dataset.py: %s holds no kace.db" % archive)
+        visits = read_visits(os.path.join(work, "visits.tsv")) if os.path.exists(os.path.join(work, "visits.tsv")) else []
+        con = sqlite3.connect("file:%s" % db, uri=True)
+        con.execute("ATTACH DATABASE ? AS other", ("file:%s?mode=ro" % other_db,))
+        gpus = {g for (g,) in con.execute("SELECT DISTINCT s.gpu FROM other.runs r JOIN other.sources s ON s.id = r.source_id")}
+        own = {visit_gpu(v) for v in visits} - {"", "unknown"}
+        if own and not gpus <= own:
+            sys.exit("dataset.py: %s's runs were measured on %s and %s holds %s's; nothing added"
+                     % (other, ", ".join(sorted(g or "an unknown GPU" for g in gpus)), dest, ", ".join(sorted(own))))
+        missing = [n for (n,) in con.execute(
+            "SELECT DISTINCT w.name FROM other.run_members m JOIN other.workloads w ON w.id = m.workload_id "
+            "WHERE w.name NOT IN (SELECT name FROM main.workloads) ORDER BY w.name")]
+        if missing:
+            sys.exit("dataset.py: %s's runs measure workloads that %s's store does not hold (%s); nothing added"
+                     % (other, dest, ", ".join(missing)))
+        added = 0
+        with con:
+            for rid, set_name, k, status, key, gpu, tool, date, file, mode, rep, at, window in con.execute(
+                    "SELECT r.id, r.set_name, r.k, r.status, r.run_key, s.gpu, s.tool, s.date, s.file, r.mode, "
+                    "r.repetition, r.measured_at, r.window_s FROM other.runs r JOIN other.sources s ON s.id = r.source_id "
+                    "WHERE r.run_key NOT IN (SELECT run_key FROM main.runs) ORDER BY r.id").fetchall():
+                con.execute("INSERT OR IGNORE INTO main.sources(gpu, tool, date, file) VALUES(?,?,?,?)", (gpu, tool, date, file))
+                (src,) = con.execute("SELECT id FROM main.sources WHERE gpu IS ? AND tool IS ? AND date IS ? AND file = ?",
+                                     (gpu, tool, date, file)).fetchone()
+                cur = con.execute("INSERT INTO main.runs(set_name, k, status, run_key, source_id, mode, repetition, "
+                                  "measured_at, window_s) VALUES(?,?,?,?,?,?,?,?,?)",
+                                  (set_name, k, status, key, src, mode, rep, at, window))
+                con.execute("INSERT INTO main.run_members(run_id, slot, workload_id, mps_pct, throughput, status, "
+                            "throughput_cv, detail) SELECT ?, m.slot, (SELECT id FROM main.workloads WHERE name = w.name), "
+                            "m.mps_pct, m.throughput, m.status, m.throughput_cv, m.detail FROM other.run_members m "
+                            "JOIN other.workloads w ON w.id = m.workload_id WHERE m.run_id = ?", (cur.lastrowid, rid))
+                added += 1
+        con.execute("DETACH DATABASE other")
+        con.close()
+        for f in os.listdir(work):  # SQLite's journal files, if any were left
+            if f.startswith("kace.db-"):
+                os.remove(os.path.join(work, f))
+        out = os.path.join(tmp, "store.tar.gz")
+        with tarfile.open(out, "w:gz") as t:
+            for m in members:
+                path = os.path.join(work, m.name)
+                if m.isdir() or (m.isfile() and os.path.exists(path)):
+                    info = t.gettarinfo(path, arcname=m.name)
+                    info.uid, info.gid, info.uname, info.gname = m.uid, m.gid, m.uname, m.gname
+                    if m.name != "./kace.db" and os.path.normpath(m.name) != "kace.db":
+                        info.mtime = m.mtime
+                    if info.isfile():
+                        with open(path, "rb") as f:
+                            t.addfile(info, f)
+                    else:
+                        t.addfile(info)
+        shutil.copy(out, archive)
+        return added
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
