@@ -34,7 +34,9 @@ kace_status kace_host_parse_stat(kace_ctx *ctx, const char *where, const char *t
 
 /* Sums over every process whose process group is one of pgids (0 entries
  * are skipped). proc_root is "/proc" when NULL; tests give a folder laid
- * out like it. A process that ends while it is read is left out. */
+ * out like it. A process that ends while it is read is left out, as is
+ * one being reaped (state X) and a zombie whose line cannot be read: any
+ * process on the host may be exiting, and none of them fails the read. */
 kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgids, size_t n_pgids,
                            kace_host_usage *out);
 

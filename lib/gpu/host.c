@@ -420,6 +420,21 @@ kace_status kace_host_memory_limit(kace_ctx *ctx, const char *proc_root, const c
     return KACE_OK;
 }
 
+/* The state letter of a /proc/PID/stat line (after the ')' that ends the
+ * name and a space), '?' where there is none. */
+static char stat_state(const char *text, size_t len)
+{
+    const char *close = NULL;
+    for (size_t i = len; i-- > 0;)
+        if (text[i] == ')') {
+            close = text + i;
+            break;
+        }
+    if (!close || (size_t)(close - text) + 2 >= len || close[1] != ' ')
+        return '?';
+    return close[2];
+}
+
 kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgids, size_t n_pgids,
                            kace_host_usage *out)
 {
@@ -450,9 +465,22 @@ kace_status kace_host_read(kace_ctx *ctx, const char *proc_root, const int *pgid
         close(fd);
         if (len <= 0)
             continue;
+        text[len] = '\0';
+        /* Any process on the host may be ending while it is read. One being
+         * reaped (X) has handed its times to its parent and its line may be
+         * cut short: never counted. A line that cannot be read is left out
+         * when its process is a zombie (Z) or gone now (it ended meanwhile);
+         * only a living process's bad line is an error. */
+        char state = stat_state(text, (size_t)len);
+        if (state == 'X' || state == 'x')
+            continue;
         int pgrp;
         uint64_t t, rss;
         if ((st = kace_host_parse_stat(ctx, path, text, (size_t)len, &pgrp, &t, &rss))) {
+            char folder[PATH_MAX];
+            snprintf(folder, sizeof folder, "%s/%s", root, name);
+            if (state == 'Z' || access(folder, F_OK) != 0)
+                continue;
             closedir(d);
             return st;
         }
