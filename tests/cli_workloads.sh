@@ -154,11 +154,14 @@ torch_families=$(grep -E '^[^#]\S* torch ' "$catalog" | sed -E 's/[-_].*//' | so
 # ---- 4. the progress records ------------------------------------------------
 # A stand-in Python workload: 3 samples every 10 ms on an absolute schedule
 # (300 samples/s), through workloads/kace_progress.py like the real ones.
+# With PYW_READY set it prints "ready" once Progress() is made (its handler in, if any).
 cat >"$scratch/pyw.py" <<EOF
-import sys, time
+import os, sys, time
 sys.path.insert(0, "$w")
 from kace_progress import Progress
 p = Progress()
+if os.environ.get("PYW_READY"):
+    print("ready", flush=True)
 limit = float(sys.argv[1]) if len(sys.argv) > 1 else 0
 t0 = next_t = time.monotonic()
 while limit <= 0 or time.monotonic() - t0 < limit:
@@ -199,7 +202,7 @@ fi
 
 # End to end: kace reads the workload's records and measures its throughput.
 run_dir=$(mktemp -d /tmp/kace-cli-workloads-XXXXXX) || exit 1
-trap 'rm -rf "$run_dir"' EXIT
+trap 'kill_pids; rm -rf "$run_dir"' EXIT
 export KACE_DB=$scratch/kace.db
 "$kace" workload add pyw_batch3-inf -- python3 "$scratch/pyw.py" >/dev/null 2>"$scratch/err" ||
     fail "kace workload add: $(cat "$scratch/err")"
@@ -220,21 +223,32 @@ fi
 # Run by kace, a workload ends with status 0 at its first report after SIGTERM (its
 # step's GPU work synchronized: MPS clients must not end with work outstanding).
 # Not run by kace, or with a SIGTERM handler of its own, SIGTERM is left alone.
-# term_after SECONDS CMD...: starts CMD, sends SIGTERM after SECONDS, prints its exit status.
-term_after() {
-    local t=$1
+# The SIGTERM goes once an event proves the handler is in (or would be): a record (written
+# after the handler goes in) or a line the program prints after Progress() is made; never
+# after a delay, which a loaded machine outlasts (the interpreter not yet started: 143).
+# term_when READY CMD...: starts CMD (stdout to $scratch/term.out), sends it SIGTERM once
+# the command READY succeeds ($pid is CMD's), prints CMD's exit status.
+term_when() {
+    local ready=$1
     shift
-    "$@" &
-    local pid=$!
-    sleep "$t"
+    "$@" >"$scratch/term.out" &
+    local pid=$! ok=0
+    for _ in $(seq 1 300); do
+        eval "$ready" && { ok=1; break; }
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ $ok = 1 ] || echo "term_when: '$ready' never held for $*" >&2
     kill -TERM "$pid" 2>/dev/null
     wait "$pid"
     echo $?
 }
-rc=$(KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/pyw.py" 7>"$scratch/term.txt")
+# has FILE REGEX N: FILE has N lines matching REGEX.
+has() { [ "$(grep -cE -- "$2" "$1" 2>/dev/null)" -ge "$3" ]; }
+rc=$(KACE_PROGRESS_FD=7 term_when 'has "$scratch/term.txt" ^done 5' python3 "$scratch/pyw.py" 7>"$scratch/term.txt")
 [ "$rc" = 0 ] || fail "kace_progress.py: exit $rc after SIGTERM, expected 0 at the next report"
 [ "$(grep -c '^done' "$scratch/term.txt")" -ge 5 ] || fail "kace_progress.py: $(wc -l <"$scratch/term.txt") records before SIGTERM"
-rc=$(term_after 1 python3 "$scratch/pyw.py")
+rc=$(PYW_READY=1 term_when 'has "$scratch/term.out" ^ready$ 1' python3 "$scratch/pyw.py")
 [ "$rc" = 143 ] || fail "kace_progress.py not run by kace: exit $rc after SIGTERM, expected 143 (left alone)"
 cat >"$scratch/own.py" <<EOF
 import signal, sys, time
@@ -242,19 +256,21 @@ sys.path.insert(0, "$w")
 signal.signal(signal.SIGTERM, lambda s, f: sys.exit(3))
 from kace_progress import Progress
 p = Progress()
+print("ready", flush=True)
 while True:
     time.sleep(0.01)
     p.step(1)
 EOF
-rc=$(KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/own.py" 7>/dev/null)
+rc=$(KACE_PROGRESS_FD=7 term_when 'has "$scratch/term.out" ^ready$ 1' python3 "$scratch/own.py" 7>/dev/null)
 [ "$rc" = 3 ] || fail "kace_progress.py replaced the program's own SIGTERM handler: exit $rc, expected 3"
 # Under an injection library. Nsight Compute's (any name but kace's): the handler goes in, so a
 # workload bounded by SIGTERM under ncu ends at a step with status 0 and ncu writes its report
 # (on the first H200 a killed workload left none). Under libkace_cupti.so SIGTERM stays its own.
 rc=$(CUDA_INJECTION64_PATH=/opt/nsight-compute/libTreeLauncherTargetInjection.so KACE_PROGRESS_FD=7 \
-    term_after 1 python3 "$scratch/pyw.py" 7>/dev/null)
+    term_when 'has "$scratch/term-ncu.txt" ^done 1' python3 "$scratch/pyw.py" 7>"$scratch/term-ncu.txt")
 [ "$rc" = 0 ] || fail "kace_progress.py under ncu's injection: exit $rc after SIGTERM, expected 0 at the next report"
-rc=$(CUDA_INJECTION64_PATH=/x/libkace_cupti.so KACE_PROGRESS_FD=7 term_after 1 python3 "$scratch/pyw.py" 7>/dev/null)
+rc=$(CUDA_INJECTION64_PATH=/x/libkace_cupti.so KACE_PROGRESS_FD=7 \
+    term_when 'has "$scratch/term-cupti.txt" ^done 1' python3 "$scratch/pyw.py" 7>"$scratch/term-cupti.txt")
 [ "$rc" = 143 ] || fail "kace_progress.py under libkace_cupti.so: exit $rc after SIGTERM, expected 143 (its own)"
 # A C handler put in after the interpreter started (as an injection library does) is invisible
 # to signal.getsignal(); kace_progress.py asks sigaction() and leaves SIGTERM alone.
@@ -286,10 +302,15 @@ sig=$(KACE_PROGRESS_FD=7 python3 "$scratch/fork.py" 7>/dev/null)
 [ "$sig" = 15 ] || fail "kace_progress.py: a forked child was not ended by SIGTERM (signal '${sig}', expected 15)"
 fake_app=$(dirname "$kace")/tests/fake_cuda/kace-fake-cuda-app
 if [ -x "$fake_app" ]; then # kace_progress.h, in the fake CUDA program's workload mode
-    rc=$(KACE_PROGRESS_FD=7 LD_LIBRARY_PATH=$(dirname "$fake_app") term_after 1 "$fake_app" stream 0 7>"$scratch/term-c.txt")
+    rc=$(KACE_PROGRESS_FD=7 LD_LIBRARY_PATH=$(dirname "$fake_app") \
+        term_when 'has "$scratch/term-c.txt" ^done 5' "$fake_app" stream 0 7>"$scratch/term-c.txt")
     [ "$rc" = 0 ] || fail "kace_progress.h: exit $rc after SIGTERM, expected 0 at the next report"
     [ "$(grep -c '^done' "$scratch/term-c.txt")" -ge 5 ] || fail "kace_progress.h: $(wc -l <"$scratch/term-c.txt") records"
-    rc=$(LD_LIBRARY_PATH=$(dirname "$fake_app") term_after 1 "$fake_app" stream 0)
+    # Not run by kace it writes nothing: it is past its first report once it has exec'd and
+    # sleeps (state S), which it does only in its synchronize.
+    rc=$(LD_LIBRARY_PATH=$(dirname "$fake_app") \
+        term_when '[ "$(readlink "/proc/$pid/exe")" = "$(readlink -f "$fake_app")" ] && [ "$(sed "s/.*) //" "/proc/$pid/stat" | cut -d" " -f1)" = S ]' \
+        "$fake_app" stream 0)
     [ "$rc" = 143 ] || fail "kace_progress.h not run by kace: exit $rc after SIGTERM, expected 143"
 fi
 
