@@ -233,9 +233,9 @@ KACE_PROGRESS_FD=7 python3 -c 'import os, signal, sys
 os.setpgid(0, 0)
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp(sys.argv[1], sys.argv[1:])' "$kace" progress-from-output --match '^step' -- python3 "$scratch/ctrlc.py" \
-    "$scratch/saved" >/dev/null 7>/dev/null &
+    "$scratch/saved" >/dev/null 7>"$scratch/ctrlc.rec" &
 pid=$!
-sleep 1
+wait_line "$scratch/ctrlc.rec" '^done' "$pid" # a step's record: COMMAND is in its loop, in its group
 kill -INT -- -"$pid"
 for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$pid" 2>/dev/null && { fail "Ctrl-C to the group: still running after 5 s"; kill -KILL -- -"$pid"; }
