@@ -1,14 +1,24 @@
 # Thin wrapper over CMake so that a new user needs no flags.
-#   make demo    the main job on the reference data (installs Debian packages if missing)
-#   make check   the whole test suite, plain and under ASan+UBSan, plus a short fuzz run
-#   make bench   kace eval against Python + scikit-learn, as a ratio
+#   make demo        the main job on the reference data (installs Debian packages if missing)
+#   make check       the fast tier, plain and under ASan+UBSan (and TSan for the CUPTI
+#                    library), plus a short fuzz run: minutes
+#   make check-full  the whole suite: check, then the slow tier (long Slurm clusters, the
+#                    package, result tables, the store at scale), the device bundle and its
+#                    dry run, and a longer fuzz run; what CI runs (docs/testing.md)
+#   make bench       benchmarks, each a ratio against a peer in the same run
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
 BUILD_TSAN  ?= build-tsan
 JOBS        ?= $(shell nproc)
-FUZZ_SECONDS ?= 15
+FUZZ_SECONDS ?= 4
+FUZZ_SECONDS_FULL ?= 20
+# Most tests wait on processes (workloads, servers, clusters) more than they compute, so
+# ctest runs twice as many as there are cores; the evaluation-heavy ones claim both
+# cores (PROCESSORS in tests/CMakeLists.txt).
+CTEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
+SAN_ENV = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: all deps build demo check test test-asan test-tsan fuzz bench bench-scale clean device-bundle device-dry-run deb
+.PHONY: all deps build build-asan demo check check-full test test-asan test-tsan test-slow test-asan-slow fuzz fuzz-full bench bench-scale clean device-bundle device-dry-run deb
 
 all: build
 
@@ -22,14 +32,23 @@ build: deps
 demo: build
 	$(BUILD)/kace demo --db kace-demo/kace.db --out kace-demo
 
+# The fast tier (every test not labelled slow).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -LE slow -j$(CTEST_JOBS)
 
-test-asan: deps
+build-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DKACE_SANITIZE=ON >/dev/null
 	@cmake --build $(BUILD_ASAN) -j$(JOBS)
-	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		ctest --output-on-failure -j$(JOBS)
+
+test-asan: build-asan
+	cd $(BUILD_ASAN) && $(SAN_ENV) ctest --output-on-failure -LE slow -j$(CTEST_JOBS)
+
+# The slow tier: plain, and the part of it the sanitized tree runs too.
+test-slow: build
+	cd $(BUILD) && ctest --output-on-failure -L '^slow$$' -j$(JOBS)
+
+test-asan-slow: build-asan
+	cd $(BUILD_ASAN) && $(SAN_ENV) ctest --output-on-failure -L '^slow-sanitized$$' -j$(JOBS)
 
 # The CUPTI injection library and its fake-driver tests under ThreadSanitizer
 # (only that part is built: the callbacks run on the workload's threads).
@@ -41,7 +60,12 @@ test-tsan: deps
 fuzz: deps
 	bash fuzz/run.sh $(FUZZ_SECONDS)
 
-check: test test-asan test-tsan fuzz device-bundle device-dry-run
+fuzz-full: deps
+	bash fuzz/run.sh $(FUZZ_SECONDS_FULL)
+
+check: test test-asan test-tsan fuzz
+
+check-full: check test-slow test-asan-slow device-bundle device-dry-run fuzz-full
 
 # The device bundle: kace + the libraries it needs in one folder (<= 48 MiB) for
 # GPU servers without kace's dependencies (scripts/bundle/make-bundle.sh, docs/gpu.md).

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# job_submit/kace's decision, against the same decision before issue 24's
-# work and against Slurm's own submission:
+# job_submit/kace's decision, against the same decision before per-GPU
+# caching and against Slurm's own submission:
 #  - kace: p50/p99/max of one placement decision (kace_place_job over 400
 #    GPUs, the plugin's work under its lock) on 100 nodes x 4 GPUs holding
 #    1,000 jobs that start and end (bench/bench_place.c), built from this tree
 #    (per-GPU cached gains) and from commit 2d3299e (every GPU predicted at
 #    every decision) in the throwaway worktree /tmp/kace-base-slurm, run
-#    alternately R times; the sequences of choices must be the same (this
-#    build also checks each decision against the uncached path itself);
+#    alternately R times. This build's runs must all choose the same, and
+#    each of its decisions must equal its own uncached path's ("identical").
+#    The old commit decides differently where kace's MPS share rule has
+#    changed since, by design: then its times are compared for speed only,
+#    and the same-decision check is this build's cached against uncached;
 #  - Slurm: p50/p99 wall time of `sbatch --test-only` and of a real `sbatch`
 #    (with --kace-workload, so through job_submit/kace) on a real local
 #    cluster (tests/slurm_cluster.sh: munged, slurmctld, 3 slurmd). Needs root
@@ -62,12 +65,23 @@ for ((i = 1; i <= R; i++)); do
     echo "--- run $i, before ($base_commit):"; grep -E '^(decision|update|prepare)' "$work/old.$i"
     echo "--- run $i, now:"; grep -E '^(decision|update|prepare|identical)' "$work/new.$i"
 done
-digests=$(cat "$work"/old.* "$work"/new.* | sed -n 's/^digest //p' | sort -u)
-if [ "$(wc -l <<<"$digests")" -ne 1 ]; then
-    echo "bench_slurm: the builds chose differently (digests: $(echo $digests))" >&2
+new_digests=$(cat "$work"/new.* | sed -n 's/^digest //p' | sort -u)
+if [ "$(wc -l <<<"$new_digests")" -ne 1 ]; then
+    echo "bench_slurm: this build chose differently from one run to the next (digests: $(echo $new_digests))" >&2
     exit 1
 fi
-echo "same choices: every run of both builds chose the same GPU and share at every step (digest $digests)"
+for ((i = 1; i <= R; i++)); do
+    grep -q '^identical' "$work/new.$i" ||
+        { echo "bench_slurm: run $i: the cached decisions were not checked against the uncached ones" >&2; exit 1; }
+done
+old_digests=$(cat "$work"/old.* | sed -n 's/^digest //p' | sort -u)
+if [ "$old_digests" != "$new_digests" ]; then
+    echo "note: $base_commit chose differently (digest $(echo $old_digests), now $new_digests): kace's MPS share rule"
+    echo "      changed since by design, so its times are compared for speed only; this build's cached"
+    echo "      decisions equal its uncached ones at every step"
+else
+    echo "same choices: every run of both builds chose the same GPU and share at every step (digest $new_digests)"
+fi
 # One figure over the runs: column COL of the line starting with MODE.
 runs() { # FILE_PREFIX MODE COL -> "min median max"
     for ((i = 1; i <= R; i++)); do

@@ -19,8 +19,8 @@
 # - bash completion completes commands and a command's options;
 # - as root with the Slurm packages: slurmctld loads the installed
 #   job_submit/kace, sbatch takes --kace-workload from the installed SPANK
-#   plugin, and (plain builds) the whole of tests/cli_slurm.sh passes with the
-#   installed kace and plugins (otherwise that part is skipped and says so).
+#   plugin (otherwise that part is skipped and says so). cli_slurm runs the
+#   whole Slurm test on the build's plugins once; it is not repeated here.
 #
 #   bash cli_package.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 set -u
@@ -203,29 +203,6 @@ if [ "$(id -u)" -eq 0 ] && [ -f "$R$plugins/job_submit_kace.so" ] && source "$HE
     slurm_cluster_stop
 else
     echo "note: Slurm part skipped (needs root, the Slurm packages and the plugins in the package)"
-fi
-
-# --- the whole Slurm test (tests/cli_slurm.sh) on the installed kace and plugins ---
-# Plain builds only: a sanitized build's package is not what a site installs, and
-# the sanitized suite runs cli_slurm on its own plugins already.
-if [ -z "$san" ] && [ "$(id -u)" -eq 0 ] && [ -n "$plugins" ]; then
-    inst=$SCRATCH/installed
-    mkdir -p "$inst" && ln -sf "$K" "$inst/kace" && ln -sfn "$R$plugins" "$inst/slurm-plugins"
-    bash "$HERE/cli_slurm.sh" "$inst/kace" "$SHARED" "$SCRATCH/cli_slurm" >"$SCRATCH/cli_slurm.log" 2>&1
-    rc=$?
-    # Once more when the cluster itself did not come up (a port of slurm_cluster.sh taken by
-    # another process on a busy machine), not when a check failed.
-    if [ $rc -ne 0 ] && [ $rc -ne 77 ] && grep -q 'the Slurm cluster did not start' "$SCRATCH/cli_slurm.log"; then
-        echo "note: the Slurm cluster did not start ($(grep -ho 'Unable to bind listen port ([0-9]*)' \
-            "$SCRATCH"/cli_slurm/logs/log/*.log | head -1)); once more"
-        bash "$HERE/cli_slurm.sh" "$inst/kace" "$SHARED" "$SCRATCH/cli_slurm" >"$SCRATCH/cli_slurm.log" 2>&1
-        rc=$?
-    fi
-    case $rc in
-    0) echo "cli_slurm on the installed package: $(grep -c '^ok:' "$SCRATCH/cli_slurm.log") checks passed" ;;
-    77) echo "note: cli_slurm skipped: $(tail -1 "$SCRATCH/cli_slurm.log")" ;;
-    *) fail "cli_slurm on the installed package: exit $rc"; grep -E '^FAIL' "$SCRATCH/cli_slurm.log" | head ;;
-    esac
 fi
 
 # --- remove keeps the conffile, purge removes it ---
