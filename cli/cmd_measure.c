@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "measure_cli.h"
+#include "kace/workload_name.h"
 
 /* ---- interruption ------------------------------------------------------- */
 
@@ -308,49 +309,77 @@ int cmd_workload(int argc, char **argv)
     const char *db = cli_default_db();
     static const struct option longopts[] = {{"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    int c;
+    /* Options count anywhere before "--" (kace workload add --db X NAME -- CMD); what follows "--" is
+     * the workload's command, whose own options getopt never sees. */
+    int opt_argc = argc;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0) {
+            opt_argc = i;
+            break;
+        }
+    /* The words between the options, in order: the verb, NAME, and (without "--") the command. */
+    char **words = calloc((size_t)argc + 1, sizeof *words);
+    if (!words) {
+        fprintf(stderr, "kace: out of memory\n");
+        return EXIT_FAILURE_RUN;
+    }
+    int n_words = 0, c;
     optind = 1;
-    /* '+': stop at the first non-option, so the command's own options stay its own. */
-    while ((c = getopt_long(argc, argv, "+d:h", longopts, NULL)) != -1) {
+    while (optind < opt_argc) {
+        /* '+': getopt stops at each word, which is taken here before the options after it are read. */
+        if ((c = getopt_long(opt_argc, argv, "+d:h", longopts, NULL)) == -1) {
+            words[n_words++] = argv[optind++];
+            continue;
+        }
         switch (c) {
         case 'd': db = optarg; break;
         case 'h':
-            printf("usage: kace workload [--db PATH] add NAME -- COMMAND [ARGS...]\n"
-                   "       kace workload [--db PATH] list\n"
+            free(words);
+            printf("usage: kace workload add [--db PATH] NAME -- COMMAND [ARGS...]\n"
+                   "       kace workload list [--db PATH]\n"
                    "add: stores the command that runs workload NAME (replacing an earlier one); kace measure and\n"
-                   "kace campaign start it with $KACE_PROGRESS_FD set (docs/progress-protocol.md).\n"
-                   "list: every workload with its command.\n");
+                   "kace campaign start it with $KACE_PROGRESS_FD set (docs/progress-protocol.md). NAME is %s\n"
+                   "(docs/cli.md). Options may come anywhere before '--'; everything after it is the command.\n"
+                   "list: every workload with its command.\n",
+                   KACE_WORKLOAD_NAME_RULE);
             return EXIT_OK;
-        default: return cli_usage("workload", "unknown option");
+        default:
+            free(words);
+            return cli_usage("workload", "unknown option (the workload's command, with its options, goes after '--')");
         }
     }
-    if (optind >= argc)
-        return cli_usage("workload", "expected 'add' or 'list'");
-    const char *verb = argv[optind++];
-    bool add = strcmp(verb, "add") == 0;
-    if (!add && strcmp(verb, "list") != 0)
-        return cli_usage("workload", "expected 'add' or 'list', not '%s'", verb);
-    const char *name = NULL;
-    if (add) {
-        if (optind >= argc)
-            return cli_usage("workload", "add: expected NAME -- COMMAND...");
-        name = argv[optind++];
-        if (optind < argc && strcmp(argv[optind], "--") == 0)
-            optind++;
-        if (optind >= argc)
-            return cli_usage("workload", "add %s: expected a command after '--'", name);
-        if (strlen(name) >= KACE_NAME_MAX || strpbrk(name, " \t\n,@#"))
-            return cli_usage("workload", "'%s' is not a usable workload name (no spaces, ',', '@' or '#')", name);
-    } else if (optind < argc) {
-        return cli_usage("workload", "list takes no arguments");
+    int rc = EXIT_USAGE;
+    char **command = opt_argc < argc ? argv + opt_argc + 1 : words + 2;
+    const char *verb = n_words > 0 ? words[0] : NULL, *name = n_words > 1 ? words[1] : NULL;
+    bool add = verb && strcmp(verb, "add") == 0;
+    char why[300];
+    if (!verb)
+        rc = cli_usage("workload", "expected 'add' or 'list'");
+    else if (!add && strcmp(verb, "list") != 0)
+        rc = cli_usage("workload", "expected 'add' or 'list', not '%s'", verb);
+    else if (!add && (n_words > 1 || opt_argc < argc))
+        rc = cli_usage("workload", "list takes no arguments");
+    else if (add && !name)
+        rc = cli_usage("workload", "add: expected NAME -- COMMAND...");
+    else if (add && !kace_workload_name_ok(name, NULL, why, sizeof why))
+        rc = cli_usage("workload", "add: workload name %s (a workload name is %s)", why, KACE_WORKLOAD_NAME_RULE);
+    else if (add && opt_argc < argc && n_words > 2)
+        rc = cli_usage("workload", "add %s: '%s' before '--' (expected NAME -- COMMAND...)", name, words[2]);
+    else if (add && !*command)
+        rc = cli_usage("workload", "add %s: expected a command after '--'", name);
+    else
+        rc = EXIT_OK;
+    if (rc != EXIT_OK) {
+        free(words);
+        return rc;
     }
     kace_ctx *ctx = cli_ctx_new();
     kace_store *store = add ? cli_create_store(ctx, db, false) : cli_open_store(ctx, db);
-    int rc = EXIT_FAILURE_RUN;
+    rc = EXIT_FAILURE_RUN;
     if (!store)
         goto done;
     if (add) {
-        kace_status st = kace_store_set_command(ctx, store, name, argv + optind);
+        kace_status st = kace_store_set_command(ctx, store, name, command);
         if (st) {
             rc = cli_error(ctx, st);
             goto done;
@@ -378,6 +407,7 @@ int cmd_workload(int argc, char **argv)
     kace_dataset_free(&ds);
     rc = EXIT_OK;
 done:
+    free(words);
     kace_store_close(&store);
     kace_ctx_free(&ctx);
     return rc;

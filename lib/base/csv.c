@@ -1,5 +1,6 @@
 #include "csv.h"
 #include "kace/meter.h"
+#include "kace/workload_name.h"
 
 #include <errno.h>
 #include <math.h>
@@ -258,6 +259,21 @@ kace_status kace_csv_name(kace_ctx *ctx, const kace_csv *csv, size_t i, const ch
                                  "column '%s': control character in name (expected printable text)", column_name);
     memcpy(out, s, n + 1);
     return KACE_OK;
+}
+
+kace_status kace_csv_workload_name(kace_ctx *ctx, const kace_csv *csv, size_t i, const char *column_name, char *out,
+                                   size_t out_size)
+{
+    kace_status st = kace_csv_name(ctx, csv, i, column_name, out, out_size);
+    if (st)
+        return st;
+    /* The field's column, and the byte within the name: a quoted field's
+     * bytes are not where its copy's are. */
+    char why[300];
+    if (kace_workload_name_ok(out, NULL, why, sizeof why))
+        return KACE_OK;
+    return kace_csv_fail(ctx, csv, i, KACE_ERR_PARSE, "column '%s': %s (a workload name is %s)", column_name, why,
+                         KACE_WORKLOAD_NAME_RULE);
 }
 
 kace_status kace_read_file(kace_ctx *ctx, const char *path, char **data, size_t *len)

@@ -48,6 +48,11 @@ kace_status kace_csv_int(kace_ctx *ctx, const kace_csv *csv, size_t i, const cha
  * KACE_NAME_MAX, no control characters). */
 kace_status kace_csv_name(kace_ctx *ctx, const kace_csv *csv, size_t i, const char *column_name, char *out,
                           size_t out_size);
+/* kace_csv_name for a workload name, which must also follow the rule of
+ * include/kace/workload_name.h; a refusal names the field's line and
+ * column and the byte of the name that breaks the rule. */
+kace_status kace_csv_workload_name(kace_ctx *ctx, const kace_csv *csv, size_t i, const char *column_name, char *out,
+                                   size_t out_size);
 /* Formats "origin:line:col" of field i into a failure with a message. */
 kace_status kace_csv_fail(kace_ctx *ctx, const kace_csv *csv, size_t i, kace_status status, const char *fmt,
                           ...) __attribute__((format(printf, 5, 6)));

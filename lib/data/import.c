@@ -368,7 +368,7 @@ static kace_status parse_profile_rows(kace_ctx *ctx, kace_csv *csv, const kace_c
         if ((st = check_width(ctx, csv, width)))
             return st;
         char workload[KACE_NAME_MAX];
-        if ((st = kace_csv_name(ctx, csv, (size_t)name_col, hdr->fields[name_col], workload, sizeof workload)))
+        if ((st = kace_csv_workload_name(ctx, csv, (size_t)name_col, hdr->fields[name_col], workload, sizeof workload)))
             return st;
         for (size_t i = 0; i < width; i++) {
             if ((int)i == name_col)
@@ -472,8 +472,8 @@ static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_cs
         run.line = csv->record_line;
         run.status = KACE_RUN_OK;
         for (int i = 0; i < k; i++) {
-            if ((st = kace_csv_name(ctx, csv, (size_t)name_col[i], hdr->fields[name_col[i]], run.workload[i],
-                                    KACE_NAME_MAX)))
+            if ((st = kace_csv_workload_name(ctx, csv, (size_t)name_col[i], hdr->fields[name_col[i]], run.workload[i],
+                                             KACE_NAME_MAX)))
                 return st;
             run.name_col[i] = csv->field_col[name_col[i]];
             if ((st = throughput_cell(ctx, csv, (size_t)thr_col[i], hdr->fields[thr_col[i]], &run.throughput[i])))
@@ -607,7 +607,7 @@ static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_c
         for (int i = 0; i < k; i++) {
             char col[32];
             snprintf(col, sizeof col, "workload%d", i + 1);
-            if ((st = kace_csv_name(ctx, csv, (size_t)i, col, run.workload[i], KACE_NAME_MAX)))
+            if ((st = kace_csv_workload_name(ctx, csv, (size_t)i, col, run.workload[i], KACE_NAME_MAX)))
                 goto done;
             run.name_col[i] = csv->field_col[i];
         }
@@ -669,7 +669,7 @@ static kace_status parse_exclusive_by_mps(kace_ctx *ctx, kace_csv *csv, const ka
             if ((st = check_width(ctx, csv, width)))
                 return st;
         char workload[KACE_NAME_MAX];
-        if ((st = kace_csv_name(ctx, csv, 0, "workload", workload, sizeof workload)))
+        if ((st = kace_csv_workload_name(ctx, csv, 0, "workload", workload, sizeof workload)))
             return st;
         for (size_t c = 1; c < csv->n_fields; c++) {
             double v;
@@ -726,8 +726,8 @@ static kace_status parse_splits(kace_ctx *ctx, kace_csv *csv, const kace_csv *hd
         else if (strcmp(set, "test") != 0)
             return kace_csv_fail(ctx, csv, (size_t)at[2], KACE_ERR_PARSE,
                                  "column 'set': '%.40s' (expected train or test)", set);
-        if ((st = kace_csv_name(ctx, csv, (size_t)at[3], "workload1", s.workload1, KACE_NAME_MAX)) ||
-            (st = kace_csv_name(ctx, csv, (size_t)at[4], "workload2", s.workload2, KACE_NAME_MAX)))
+        if ((st = kace_csv_workload_name(ctx, csv, (size_t)at[3], "workload1", s.workload1, KACE_NAME_MAX)) ||
+            (st = kace_csv_workload_name(ctx, csv, (size_t)at[4], "workload2", s.workload2, KACE_NAME_MAX)))
             return st;
         /* Test rows leave paper_fit empty. */
         v = 0;

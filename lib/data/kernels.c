@@ -12,6 +12,7 @@
 #include "batch.h"
 #include "kace/kernels.h"
 #include "base/weighted_mean.h"
+#include "kace/workload_name.h"
 
 /* Xu et al.'s short/long split, microseconds (as lib/data/ncu.c). */
 #define LONG_KERNEL_US 200.0
@@ -602,9 +603,10 @@ kace_status kace_profile_batch_new(kace_ctx *ctx, const char *origin, kace_impor
 kace_status kace_profile_batch_add(kace_ctx *ctx, kace_import_batch *b, const char *workload, const char *metric,
                                    double value)
 {
-    if (!workload || !*workload || strlen(workload) >= KACE_NAME_MAX)
-        return kace_fail(ctx, KACE_ERR_INVALID, "workload name '%.40s' (expected 1 to %d bytes)",
-                         workload ? workload : "", KACE_NAME_MAX - 1);
+    char why[300];
+    if (!kace_workload_name_ok(workload ? workload : "", NULL, why, sizeof why))
+        return kace_fail(ctx, KACE_ERR_INVALID, "workload name %s (a workload name is %s)", why,
+                         KACE_WORKLOAD_NAME_RULE);
     if (isinf(value) || value < 0)
         return kace_fail(ctx, KACE_ERR_INVALID, "metric '%s' of %s is %g (expected a finite value >= 0)", metric,
                          workload, value);

@@ -75,6 +75,7 @@
 #include "base/csv.h"
 #include "batch.h"
 #include "base/weighted_mean.h"
+#include "kace/workload_name.h"
 
 /* ---- metrics read from the export --------------------------------------- */
 
@@ -782,9 +783,10 @@ kace_status kace_ncu_parse_buffer(kace_ctx *ctx, const char *data, size_t len, c
     if (!workload || workload[0] == '\0')
         return kace_fail(ctx, KACE_ERR_INVALID, "%s: no workload name for the Nsight Compute export (expected one)",
                          origin);
-    if (strlen(workload) >= KACE_NAME_MAX)
-        return kace_fail(ctx, KACE_ERR_INVALID, "%s: workload name is %zu bytes long (at most %d)", origin,
-                         strlen(workload), KACE_NAME_MAX - 1);
+    char why[300];
+    if (!kace_workload_name_ok(workload, NULL, why, sizeof why))
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s: workload name %s (a workload name is %s)", origin, why,
+                         KACE_WORKLOAD_NAME_RULE);
     if (!data)
         data = "";
 
