@@ -17,8 +17,17 @@
  * connections past theirs: a slow sender that keeps the idle timer alive
  * still meets them), a body limit per endpoint and one cap on the bytes
  * reserved by partly received bodies (refused with 503 when reached), then
- * the admission check of the library (Origin, Content-Type, bearer token). */
+ * the admission check of the library (Origin, Content-Type, bearer token).
+ *
+ * Who may ask (docs/kubernetes.md): kube-scheduler cannot send a bearer
+ * token to an extender, only talk HTTPS with a client certificate. So the
+ * extender's routes get a listener of their own (--extender-listen): on
+ * loopback (kace serve as a sidecar in the scheduler's pod), or HTTPS whose
+ * clients must show a certificate signed by --extender-client-ca; every
+ * other route is on the main listener, where --token-file guards all but
+ * /healthz. */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
@@ -119,7 +128,15 @@ typedef struct server {
     atomic_bool stopping;
 } server;
 
+/* A listening socket: the main one, or the extender's. */
+typedef struct listener {
+    struct server *s;
+    bool extender;      /* serves the extender's routes (and /healthz) only */
+    bool verify_client; /* HTTPS: a client certificate signed by --extender-client-ca is required */
+} listener;
+
 typedef struct request {
+    const listener *via;
     kace_route route;
     bool method_ok, answered;
     int refusal; /* 413 or 503 found while reading a body, answered at its end */
@@ -332,7 +349,7 @@ static void set_phase(server *s, conn_track *t, conn_phase phase)
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    server *s = cls;
+    server *s = ((listener *)cls)->s;
     conn_track *t = *socket_context;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -589,6 +606,49 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
     return ok;
 }
 
+/* Whether the TLS client showed a certificate that --extender-client-ca
+ * signed and that is valid now. libmicrohttpd asks the client for one
+ * (MHD_OPTION_HTTPS_MEM_TRUST) but leaves checking it to the application,
+ * through GnuTLS, which libmicrohttpd has loaded already: its two functions
+ * are looked up there, so kace needs no GnuTLS of its own. */
+typedef int (*gnutls_verify_fn)(void *session, unsigned int *status);
+typedef const void *(*gnutls_peers_fn)(void *session, unsigned int *list_size);
+static gnutls_verify_fn gnutls_verify;
+static gnutls_peers_fn gnutls_peers;
+
+static void resolve_gnutls(void)
+{
+    void *lib = dlopen("libgnutls.so.30", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib)
+        lib = dlopen("libgnutls.so.30", RTLD_NOW);
+    if (lib) {
+        *(void **)&gnutls_verify = dlsym(lib, "gnutls_certificate_verify_peers2");
+        *(void **)&gnutls_peers = dlsym(lib, "gnutls_certificate_get_peers");
+    }
+}
+
+static bool client_certificate_ok(struct MHD_Connection *c, char *msg, size_t msg_size)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, resolve_gnutls);
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    unsigned int n = 0, status = 1;
+    if (!gnutls_verify || !gnutls_peers || !info || !info->tls_session) {
+        snprintf(msg, msg_size, "cannot check the client certificate (GnuTLS not found beside libmicrohttpd)");
+        return false;
+    }
+    if (!gnutls_peers(info->tls_session, &n) || n == 0) {
+        snprintf(msg, msg_size, "this listener needs a client certificate signed by kace serve's --extender-client-ca");
+        return false;
+    }
+    if (gnutls_verify(info->tls_session, &status) != 0 || status != 0) {
+        snprintf(msg, msg_size, "the client certificate is not signed by --extender-client-ca, or not valid now "
+                                "(GnuTLS status 0x%x)", status);
+        return false;
+    }
+    return true;
+}
+
 /* The first call, with the headers only: refuses what can be refused before
  * reading a body (unknown route, method, admission, size, memory cap). */
 static enum MHD_Result on_headers(struct MHD_Connection *c, server *s, request *r, const char *method)
@@ -604,8 +664,11 @@ static enum MHD_Result on_headers(struct MHD_Connection *c, server *s, request *
         .origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN),
         .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
         .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+        .extender_listener = r->via->extender,
     };
     char msg[600];
+    if (r->via->verify_client && !client_certificate_ok(c, msg, sizeof msg))
+        return send_error(c, s, r, 401, msg);
     int refused = kace_serve_admit(&s->guard, &head, msg, sizeof msg);
     if (refused)
         return send_error(c, s, r, refused, msg);
@@ -658,7 +721,8 @@ static enum MHD_Result take_body(server *s, request *r, const char *data, size_t
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
 {
-    server *s = cls;
+    const listener *l = cls;
+    server *s = l->s;
     request *r = *con_cls;
     (void)version;
     if (!r) { /* first call: headers only */
@@ -666,6 +730,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!r)
             return MHD_NO;
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
+        r->via = l;
         r->route = kace_route_find(method, url, &r->method_ok);
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->track = info ? info->socket_context : NULL;
@@ -688,7 +753,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
 {
-    server *s = cls;
+    server *s = ((listener *)cls)->s;
     request *r = *con_cls;
     (void)c;
     (void)why;
@@ -751,6 +816,82 @@ static int write_port_file(const char *path, unsigned port)
     return 0;
 }
 
+/* Whether an address is loopback (127.0.0.0/8, ::1): reachable only from
+ * this host, or this pod's network namespace. */
+static bool is_loopback(const struct sockaddr_storage *addr)
+{
+    if (addr->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)addr)->sin_addr.s_addr) >> 24) == 127;
+    return addr->ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)addr)->sin6_addr);
+}
+
+/* A PEM file's whole text (NULL, said on stderr, when it cannot be read). */
+static char *read_pem(const char *option, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    if (!f) {
+        fprintf(stderr, "kace serve: --%s %s: %s\n", option, path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            char *grown = cap < (1u << 20) ? realloc(text, cap = cap ? 2 * cap : 8192) : NULL;
+            if (!grown) {
+                fprintf(stderr, "kace serve: --%s %s: larger than 1 MiB, or out of memory\n", option, path);
+                free(text);
+                fclose(f);
+                return NULL;
+            }
+            text = grown;
+        }
+        size_t n = fread(text + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    fclose(f);
+    text[len] = '\0';
+    if (!strstr(text, "-----BEGIN ")) {
+        fprintf(stderr, "kace serve: --%s %s: not a PEM file (no -----BEGIN line)\n", option, path);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The PEM texts of the extender listener's HTTPS (all NULL: plain HTTP). */
+typedef struct tls_files {
+    char *cert, *key, *client_ca;
+} tls_files;
+
+/* Starts one listener's daemon on addr. */
+static struct MHD_Daemon *start_listener(server *s, listener *l, const struct sockaddr_storage *addr, bool v6,
+                                         unsigned threads, const tls_files *tls)
+{
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
+    bool https = tls && tls->cert;
+    if (https)
+        flags |= MHD_USE_TLS;
+    /* The TLS options go last: an absent one ends the list early. */
+    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+                            MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_CONNECTION_TIMEOUT,
+                            s->idle_timeout, MHD_OPTION_CONNECTION_LIMIT, s->max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+                            (unsigned int)1024, https ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
+                            https ? tls->cert : NULL, MHD_OPTION_HTTPS_MEM_KEY, https ? tls->key : NULL,
+                            tls && tls->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END,
+                            tls ? tls->client_ca : NULL, MHD_OPTION_END);
+}
+
+static unsigned listener_port(struct MHD_Daemon *d)
+{
+    const union MHD_DaemonInfo *info = d ? MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT) : NULL;
+    return info ? info->port : 0;
+}
+
 static void usage(void)
 {
     printf("usage: kace serve [--listen HOST:PORT] [--db PATH] [--model NAME | --model-file F] [--threads N]\n"
@@ -760,7 +901,9 @@ static void usage(void)
            "                  [--max-pending-bodies BYTES] [--max-connections N] [--max-per-client N]\n"
            "                  [--idle-timeout S] [--header-timeout S] [--body-timeout S]\n"
            "                  [--kube-api URL|in-cluster] [--kube-token-file F] [--kube-ca-file F] [--assume-seconds S]\n"
-           "                  [--extender-policy P] [--split-train-db OTHER]\n"
+           "                  [--extender-policy P] [--split-train-db OTHER] [--extender-listen HOST:PORT]\n"
+           "                  [--extender-port-file F] [--extender-tls-cert F --extender-tls-key F]\n"
+           "                  [--extender-client-ca F] [--insecure-no-token]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
@@ -769,7 +912,14 @@ static void usage(void)
            "SIGHUP, or a change of the store, model file or --split-train-db (checked every --watch seconds, default 1,\n"
            "0 = never), reloads the model without dropping requests; SIGTERM stops gracefully.\n"
            "POSTs need Content-Type application/json; a foreign Origin is refused (403); with --token-file,\n"
-           "POST /v1/... needs 'Authorization: Bearer <the file's token>' (401). Limits: docs/serve.md.\n"
+           "every route but /healthz needs 'Authorization: Bearer <the file's token>' (401). A --listen address\n"
+           "that is not loopback needs --token-file (or --insecure-no-token). Limits: docs/serve.md.\n"
+           "--extender-listen HOST:PORT: a second listener for kube-scheduler, which cannot send a token: it\n"
+           "serves /k8s/filter, /k8s/prioritize, /k8s/bind and /healthz only, and the main listener refuses\n"
+           "those three. Loopback (a sidecar in the scheduler's pod), or HTTPS (--extender-tls-cert/-key, PEM)\n"
+           "with --extender-client-ca CA: only clients showing a certificate CA signed get in (kube-scheduler's\n"
+           "enableHTTPS and tlsConfig certFile/keyFile). --extender-port-file F: its port, as --port-file.\n"
+           "Port files are removed when kace serve exits.\n"
            "--store-observations: POST /v1/observations are also stored (origin serve, deduplicated on the\n"
            "request's optional \"id\") for kace train --from-observations (docs/eval.md).\n"
            "Kubernetes (docs/kubernetes.md): POST /k8s/bind creates the Binding through --kube-api URL\n"
@@ -850,6 +1000,8 @@ int cmd_serve(int argc, char **argv)
     kace_advisor_options_default(&s.options);
     s.extender_policy = KACE_SCHED_KACE;
     const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL, *kube_token = NULL;
+    const char *ext_listen = NULL, *ext_port_file = NULL, *tls_cert = NULL, *tls_key = NULL, *client_ca = NULL;
+    bool no_token_ok = false;
     double assume = 120;
     const char *origins[MAX_ORIGINS];
     size_t n_origins = 0;
@@ -858,7 +1010,8 @@ int cmd_serve(int argc, char **argv)
            per_ip = s.per_ip, idle = s.idle_timeout;
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
-           O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY, O_SPLIT_TRAIN_DB };
+           O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY, O_SPLIT_TRAIN_DB,
+           O_EXT_LISTEN, O_EXT_PORT_FILE, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_NO_TOKEN };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -878,6 +1031,11 @@ int cmd_serve(int argc, char **argv)
         {"kube-ca-file", required_argument, 0, O_KUBE_CA}, {"assume-seconds", required_argument, 0, O_ASSUME},
         {"extender-policy", required_argument, 0, O_EXT_POLICY},
         {"split-train-db", required_argument, 0, O_SPLIT_TRAIN_DB},
+        {"extender-listen", required_argument, 0, O_EXT_LISTEN},
+        {"extender-port-file", required_argument, 0, O_EXT_PORT_FILE},
+        {"extender-tls-cert", required_argument, 0, O_TLS_CERT}, {"extender-tls-key", required_argument, 0, O_TLS_KEY},
+        {"extender-client-ca", required_argument, 0, O_CLIENT_CA},
+        {"insecure-no-token", no_argument, 0, O_NO_TOKEN},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -965,6 +1123,12 @@ int cmd_serve(int argc, char **argv)
                 return cli_usage("serve", "--body-timeout must be 0.1..86400 seconds");
             break;
         case O_PARTIAL: s.allow_partial_model = true; break;
+        case O_EXT_LISTEN: ext_listen = optarg; break;
+        case O_EXT_PORT_FILE: ext_port_file = optarg; break;
+        case O_TLS_CERT: tls_cert = optarg; break;
+        case O_TLS_KEY: tls_key = optarg; break;
+        case O_CLIENT_CA: client_ca = optarg; break;
+        case O_NO_TOKEN: no_token_ok = true; break;
         default: return cli_usage("serve", "unknown option");
         }
     }
@@ -983,6 +1147,24 @@ int cmd_serve(int argc, char **argv)
     bool v6 = false;
     if (!parse_listen(listen, &addr, &v6))
         return cli_usage("serve", "--listen must be HOST:PORT (e.g. 127.0.0.1:8080 or [::1]:8080), not '%s'", listen);
+    struct sockaddr_storage ext_addr;
+    bool ext_v6 = false;
+    if (ext_listen && !parse_listen(ext_listen, &ext_addr, &ext_v6))
+        return cli_usage("serve", "--extender-listen must be HOST:PORT (e.g. 127.0.0.1:8081), not '%s'", ext_listen);
+    if (!ext_listen && (ext_port_file || tls_cert || tls_key || client_ca))
+        return cli_usage("serve", "--extender-port-file and --extender-tls-* / --extender-client-ca need --extender-listen");
+    if (!tls_cert != !tls_key || (client_ca && !tls_cert))
+        return cli_usage("serve", "HTTPS needs both --extender-tls-cert and --extender-tls-key (and --extender-client-ca "
+                                  "needs them)");
+    /* Nobody but kube-scheduler may reach the extender: anyone who can binds
+     * any pod to any node with kace's pods/binding right. */
+    if (ext_listen && !is_loopback(&ext_addr) && !client_ca)
+        return cli_usage("serve", "--extender-listen %s is not loopback: give --extender-client-ca (with "
+                                  "--extender-tls-cert/-key) so that only kube-scheduler's certificate is let in",
+                         ext_listen);
+    if (!is_loopback(&addr) && !token_file && !no_token_ok)
+        return cli_usage("serve", "--listen %s is not loopback: give --token-file (or --insecure-no-token to let "
+                                  "anyone who reaches it act)", listen);
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n > 0 ? (double)(n < 16 ? n : 16) : 2;
@@ -1012,6 +1194,17 @@ int cmd_serve(int argc, char **argv)
     s.guard.token = token;
     s.guard.origins = origins;
     s.guard.n_origins = n_origins;
+    s.guard.extender_elsewhere = ext_listen != NULL;
+    tls_files tls = {0};
+    if ((tls_cert && !(tls.cert = read_pem("extender-tls-cert", tls_cert))) ||
+        (tls_key && !(tls.key = read_pem("extender-tls-key", tls_key))) ||
+        (client_ca && !(tls.client_ca = read_pem("extender-client-ca", client_ca)))) {
+        free(tls.cert);
+        free(tls.key);
+        free(tls.client_ca);
+        free(token);
+        return EXIT_USAGE;
+    }
 
     /* Every thread started from here on inherits the blocked signals, so only
      * sigtimedwait below sees them. */
@@ -1024,7 +1217,9 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     int rc = EXIT_FAILURE_RUN;
-    struct MHD_Daemon *d = NULL;
+    struct MHD_Daemon *d = NULL, *ext_d = NULL;
+    listener main_listener = {.s = &s}, ext_listener = {.s = &s, .extender = true, .verify_client = client_ca != NULL};
+    bool wrote_port = false, wrote_ext_port = false;
     kace_ctx *ctx = cli_ctx_new();
     pthread_mutex_init(&s.swap_lock, NULL);
     pthread_mutex_init(&s.gpu_lock, NULL);
@@ -1087,23 +1282,30 @@ int cmd_serve(int argc, char **argv)
         goto done;
     }
     reaper_started = true;
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
-    d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                         MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                         &s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s, MHD_OPTION_CONNECTION_TIMEOUT,
-                         s.idle_timeout, MHD_OPTION_CONNECTION_LIMIT, s.max_connections,
-                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, s.per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-                         (unsigned int)1024, MHD_OPTION_END);
+    d = start_listener(&s, &main_listener, &addr, v6, (unsigned)threads, NULL);
     if (!d) {
         fprintf(stderr, "kace serve: cannot listen on %s: %s\n", listen, strerror(errno));
         goto done;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    unsigned port = info ? info->port : 0;
-    if (port_file && write_port_file(port_file, port) != 0) {
+    if (ext_listen && !(ext_d = start_listener(&s, &ext_listener, &ext_addr, ext_v6, 2, &tls))) {
+        fprintf(stderr, "kace serve: cannot listen on %s (--extender-listen%s): %s\n", ext_listen,
+                tls.cert ? ", HTTPS: check the certificate and key" : "", errno ? strerror(errno) : "refused");
+        goto done;
+    }
+    unsigned port = listener_port(d), ext_port = listener_port(ext_d);
+    /* written once every listener is up, so a waiting script can call both */
+    if (ext_port_file && !(wrote_ext_port = write_port_file(ext_port_file, ext_port) == 0)) {
+        fprintf(stderr, "kace serve: cannot write %s: %s\n", ext_port_file, strerror(errno));
+        goto done;
+    }
+    if (port_file && !(wrote_port = write_port_file(port_file, port) == 0)) {
         fprintf(stderr, "kace serve: cannot write %s: %s\n", port_file, strerror(errno));
         goto done;
     }
+    if (ext_d)
+        say(&s, "extender listener on %s (port %u, %s): /k8s/filter, /k8s/prioritize, /k8s/bind and /healthz only; the "
+                "main listener refuses them", ext_listen, ext_port,
+            client_ca ? "HTTPS, client certificates signed by --extender-client-ca" : tls.cert ? "HTTPS" : "HTTP");
     {
         held_advisor *h = acquire(&s);
         say(&s, "listening on %s (port %u, %d threads): %zu workloads, model %s, policy %s", listen, port,
@@ -1114,7 +1316,8 @@ int cmd_serve(int argc, char **argv)
             "limits: %u connections (%u per client), idle %u s, headers %g s, body %g s; bodies %zu B (extender %zu B), "
             "%zu B pending in all; %s",
             s.max_connections, s.per_ip, s.idle_timeout, s.header_timeout, s.body_timeout, s.max_body,
-            s.max_extender_body, s.max_pending, token ? "POST /v1/... needs the bearer token" : "no token");
+            s.max_extender_body, s.max_pending,
+            token ? "every route but /healthz needs the bearer token" : "no token: anyone who connects may act");
     }
 
     for (;;) {
@@ -1140,9 +1343,11 @@ int cmd_serve(int argc, char **argv)
         }
     }
     say(&s, "stopping: no new connections; waiting for %d request(s) in progress", atomic_load(&s.in_flight));
-    MHD_socket listener = MHD_quiesce_daemon(d);
-    if (listener != MHD_INVALID_SOCKET)
-        close(listener);
+    MHD_socket listening = MHD_quiesce_daemon(d);
+    if (listening != MHD_INVALID_SOCKET)
+        close(listening);
+    if (ext_d && (listening = MHD_quiesce_daemon(ext_d)) != MHD_INVALID_SOCKET)
+        close(listening);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (atomic_load(&s.in_flight) > 0 && seconds_since(&t0) < 10) {
@@ -1157,6 +1362,16 @@ done:
     }
     if (d)
         MHD_stop_daemon(d);
+    if (ext_d)
+        MHD_stop_daemon(ext_d);
+    /* a port file names a port only while kace serve listens on it */
+    if (wrote_port)
+        unlink(port_file);
+    if (wrote_ext_port)
+        unlink(ext_port_file);
+    free(tls.cert);
+    free(tls.key);
+    free(tls.client_ca);
     if (s.gpu_state)
         s.gpu_source->close(&s.gpu_state);
     release(s.current);

@@ -72,9 +72,11 @@ API="http://127.0.0.1:$(cat "$SCRATCH/api.port")"
 "$KACE" import --db "$DB" "$REF" >"$SCRATCH/import.out" 2>&1 || { cat "$SCRATCH/import.out" >&2; exit 1; }
 "$KACE" train --db "$DB" >"$SCRATCH/train.out" 2>&1 || { cat "$SCRATCH/train.out" >&2; exit 1; }
 "$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 --threads 2 --no-nvml \
-    --kube-api "$API" --kube-token-file "$SCRATCH/token" --token-file "$SCRATCH/token" >"$SCRATCH/serve.log" 2>&1 &
+    --kube-api "$API" --kube-token-file "$SCRATCH/token" --token-file "$SCRATCH/token" \
+    --extender-listen 127.0.0.1:0 --extender-port-file "$SCRATCH/ext.port" >"$SCRATCH/serve.log" 2>&1 &
 started "$SCRATCH/port" "kace serve" "$SCRATCH/serve.log"
 URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
+EXT="http://127.0.0.1:$(cat "$SCRATCH/ext.port")" # kube-scheduler's listener, as in deploy/scheduler.yaml
 
 agent() { # NODE
     local n=${1#node-}
@@ -85,9 +87,9 @@ agent() { # NODE
 for n in $(seq -f '%02g' 0 15); do agent "node-$n"; done
 
 # ---- the scheduler loop ---------------------------------------------------------------------------
-python3 - "$API" "$URL" "$SCRATCH" "$KACE" <<'EOF' || fail "the scheduler loop (above)"
+python3 - "$API" "$URL" "$SCRATCH" "$KACE" "$EXT" <<'EOF' || fail "the scheduler loop (above)"
 import json, subprocess, sys, urllib.request
-api, url, scratch, kace = sys.argv[1:5]
+api, url, scratch, kace, ext = sys.argv[1:6]
 token = {"Authorization": "Bearer agent-token"}
 def call(base, method, path, body=None, headers=None):
     h = {"Content-Type": "application/json"}
@@ -98,7 +100,7 @@ def call(base, method, path, body=None, headers=None):
         return json.load(r)
 workloads = ["bert-base-cased_batch8-train", "vit-base-patch16-224_batch2-inf", "whisper-large-v2_batch8-inf",
              "resnet50_batch32-train", "gpt2_batch4-inf"]
-known = {w["name"] for w in call(url, "GET", "/v1/workloads")["workloads"]}
+known = {w["name"] for w in call(url, "GET", "/v1/workloads", headers=token)["workloads"]}
 workloads = [w for w in workloads if w in known]
 if len(workloads) < 3:
     sys.exit("only %s of the stream's workloads are in the reference data" % workloads)
@@ -111,14 +113,14 @@ for i in range(80):
                {"metadata": {"name": name, "labels": {"kace.io/workload": w}}, "spec": {"schedulerName": "kace-scheduler"}},
                token)
     args = {"Pod": pod, "Nodes": None, "NodeNames": nodes}
-    f = call(url, "POST", "/k8s/filter", args)
+    f = call(ext, "POST", "/k8s/filter", args)
     feasible = f["nodenames"]
     if not feasible:  # kace's answer: the pod waits (kube-scheduler retries it later)
         pending.append(name)
         continue
-    scores = {h["host"]: h["score"] for h in call(url, "POST", "/k8s/prioritize", dict(args, NodeNames=feasible))}
+    scores = {h["host"]: h["score"] for h in call(ext, "POST", "/k8s/prioritize", dict(args, NodeNames=feasible))}
     best = max(feasible, key=lambda n: (scores[n], -feasible.index(n)))
-    r = call(url, "POST", "/k8s/bind", {"PodName": name, "PodNamespace": "ml", "PodUID": pod["metadata"]["uid"],
+    r = call(ext, "POST", "/k8s/bind", {"PodName": name, "PodNamespace": "ml", "PodUID": pod["metadata"]["uid"],
                                         "Node": best})
     if r.get("Error"):
         print("FAIL: bind %s: %s" % (name, r["Error"]))

@@ -104,8 +104,8 @@ code=$(post /k8s/filter "$DATA/extender-args-nodes.json" "$SCRATCH/filter-nodes.
 validate ExtenderFilterResult "$SCRATCH/filter-nodes.json" || fail "filter (nodes) reply"
 check "$SCRATCH/filter-nodes.json" '[n["metadata"]["name"] for n in j["nodes"]["items"]] == ["gpu-node-1"]' ||
     fail "filter (nodes) should pass gpu-node-1 only: $(cat "$SCRATCH/filter-nodes.json" | head -c 400)"
-check "$SCRATCH/filter-nodes.json" '"placed the pod on GPU '"'"'GPU-n1-0'"'"' of node '"'"'gpu-node-1'"'"'" in j["failedNodes"]["gpu-node-0"] and "annotation" in j["failedNodes"]["cpu-node"]' ||
-    fail "filter (nodes) reasons: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["failedNodes"])' "$SCRATCH/filter-nodes.json")"
+check "$SCRATCH/filter-nodes.json" '"placed the pod on GPU '"'"'GPU-n1-0'"'"' of node '"'"'gpu-node-1'"'"'" in j["failedAndUnresolvableNodes"]["gpu-node-0"] and "annotation" in j["failedAndUnresolvableNodes"]["cpu-node"] and j["failedNodes"] == {}' ||
+    fail "filter (nodes) reasons: $(cat "$SCRATCH/filter-nodes.json")"
 code=$(post /k8s/prioritize "$DATA/extender-args-nodes.json" "$SCRATCH/prio-nodes.json")
 [ "$code" = 200 ] || fail "prioritize (nodes): HTTP $code"
 validate HostPriorityList "$SCRATCH/prio-nodes.json" || fail "prioritize (nodes) reply"
@@ -116,7 +116,7 @@ check "$SCRATCH/prio-nodes.json" '{h["host"]: h["score"] for h in j}["gpu-node-1
 code=$(post /k8s/filter "$DATA/extender-args-nodenames.json" "$SCRATCH/filter-names.json")
 [ "$code" = 200 ] || fail "filter (names): HTTP $code $(cat "$SCRATCH/filter-names.json")"
 validate ExtenderFilterResult "$SCRATCH/filter-names.json" || fail "filter (names) reply"
-check "$SCRATCH/filter-names.json" 'j["nodenames"] == ["gpu-node-1"] and sorted(j["failedNodes"]) == ["cpu-node", "gpu-node-0"]' ||
+check "$SCRATCH/filter-names.json" 'j["nodenames"] == ["gpu-node-1"] and sorted(j["failedAndUnresolvableNodes"]) == ["cpu-node", "gpu-node-0"]' ||
     fail "filter (names) should match filter (nodes): $(cat "$SCRATCH/filter-names.json")"
 code=$(post /k8s/prioritize "$DATA/extender-args-nodenames.json" "$SCRATCH/prio-names.json")
 validate HostPriorityList "$SCRATCH/prio-names.json" || fail "prioritize (names) reply"
@@ -124,7 +124,7 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sy
     "$SCRATCH/prio-nodes.json" "$SCRATCH/prio-names.json" || fail "prioritize (names) differs from (nodes): $(cat "$SCRATCH/prio-names.json")"
 sed 's/"gpu-node-0"/"gpu-node-9"/' "$DATA/extender-args-nodenames.json" >"$SCRATCH/args-unknown.json"
 post /k8s/filter "$SCRATCH/args-unknown.json" "$SCRATCH/filter-unknown.json" >/dev/null
-check "$SCRATCH/filter-unknown.json" '"knows nothing" in j["failedNodes"]["gpu-node-9"]' || fail "an unknown node: $(cat "$SCRATCH/filter-unknown.json")"
+check "$SCRATCH/filter-unknown.json" '"knows nothing" in j["failedAndUnresolvableNodes"]["gpu-node-9"]' || fail "an unknown node: $(cat "$SCRATCH/filter-unknown.json")"
 
 # ---- bind ----------------------------------------------------------------------------------------------
 code=$(post /k8s/bind "$DATA/extender-binding-args.json" "$SCRATCH/bind.json")
@@ -159,7 +159,7 @@ check "$SCRATCH/plain.json" 'j["spec"]["nodeName"] == "cpu-node" and "kace.io/gp
 start_serve "$SCRATCH/port2" "$SCRATCH/serve2.log"
 URL="http://127.0.0.1:$(cat "$SCRATCH/port2")"
 post /k8s/filter "$DATA/extender-args-nodenames.json" "$SCRATCH/filter-cold.json" >/dev/null
-check "$SCRATCH/filter-cold.json" 'j["nodenames"] == [] and len(j["failedNodes"]) == 3' || fail "a cold cache: $(cat "$SCRATCH/filter-cold.json")"
+check "$SCRATCH/filter-cold.json" 'j["nodenames"] == [] and len(j["failedAndUnresolvableNodes"]) == 3' || fail "a cold cache: $(cat "$SCRATCH/filter-cold.json")"
 python3 - "$DATA/nodes.json" "$SCRATCH" <<'EOF'
 import json, sys
 nodes = json.load(open(sys.argv[1]))["items"]

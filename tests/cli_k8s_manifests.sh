@@ -7,8 +7,10 @@
 #   (trimmed from the Kubernetes OpenAPI definitions, python3-jsonschema), and
 #   so does the KubeSchedulerConfiguration inside the scheduler's ConfigMap;
 # - the extender's verbs are kace serve routes (`kace serve --help`), it is
-#   nodeCacheCapable with a weight, and its urlPrefix port is the one kace
-#   serve listens on in the same pod;
+#   nodeCacheCapable with a weight, and its urlPrefix port is kace serve's
+#   extender listener (--extender-listen) in the same pod, on loopback (or
+#   HTTPS with client certificates); the main listener, off loopback, has
+#   --token-file; a deployment with the extender on the main listener fails;
 # - each container running kace uses a kace subcommand and only flags its
 #   --help lists; service accounts, config maps and claims referred to exist;
 # - RBAC: the account running kace serve may create pods/binding, the one
@@ -115,10 +117,22 @@ for cfg in configs:
     if not e.get("nodeCacheCapable"):
         problems.append("the extender should be nodeCacheCapable (kace keeps a node cache)")
     if serve:
+        # kube-scheduler sends no token: the extender has its own listener,
+        # on loopback (a sidecar) or HTTPS with client certificates
         a = serve[0][4]
-        listen = a[a.index("--listen") + 1] if "--listen" in a else "127.0.0.1:8080"
-        if not listen.endswith(":" + port):
-            problems.append("the extender calls port %s, kace serve listens on %s" % (port, listen))
+        listen = a[a.index("--extender-listen") + 1] if "--extender-listen" in a else None
+        if not listen:
+            problems.append("kace serve has no --extender-listen: the extender's routes would need a token "
+                            "kube-scheduler cannot send")
+        elif not listen.endswith(":" + port):
+            problems.append("the extender calls port %s, kace serve's extender listener is %s" % (port, listen))
+        elif not (listen.startswith("127.") or listen.startswith("[::1]")) and "--extender-client-ca" not in a:
+            problems.append("the extender listener %s is reachable from the network without client certificates" % listen)
+        elif not e["urlPrefix"].startswith("http://127.") and not e.get("enableHTTPS"):
+            problems.append("kube-scheduler calls %s, not kace serve's loopback listener" % e["urlPrefix"])
+        main = a[a.index("--listen") + 1] if "--listen" in a else "127.0.0.1:8080"
+        if not main.startswith("127.") and "--token-file" not in a:
+            problems.append("kace serve listens on %s without --token-file" % main)
 
 # references
 accounts = {(d["metadata"]["name"], d["metadata"].get("namespace")) for d in of_kind("ServiceAccount")}
@@ -174,6 +188,14 @@ sed -i 's/"--assume-seconds"/"--assume-secs"/; s/bindVerb: bind/bindVerb: bound/
 python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad2" >"$SCRATCH/bad2.out" 2>&1
 grep -q 'no option --assume-secs' "$SCRATCH/bad2.out" && grep -q 'no route /k8s/bound' "$SCRATCH/bad2.out" ||
     { echo "FAIL: an unknown flag or verb passed: $(cat "$SCRATCH/bad2.out")" >&2; failures=$((failures + 1)); }
+
+# ... and a deployment that lets anyone reach the extender (the issue's: kace serve on 0.0.0.0:8080 for both)
+mkdir -p "$SCRATCH/bad3"
+cp "$DEPLOY"/*.yaml "$SCRATCH/bad3/"
+sed -i 's/, "--extender-listen", "127.0.0.1:8081",/,/; s#127.0.0.1:8081/k8s#127.0.0.1:8080/k8s#' "$SCRATCH/bad3/scheduler.yaml"
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad3" >"$SCRATCH/bad3.out" 2>&1
+grep -q 'no --extender-listen' "$SCRATCH/bad3.out" ||
+    { echo "FAIL: an extender on the token listener passed: $(cat "$SCRATCH/bad3.out")" >&2; failures=$((failures + 1)); }
 
 [ "$failures" -eq 0 ] || exit 1
 echo "cli_k8s_manifests: ok"

@@ -103,7 +103,7 @@ NODES="{\"Pod\": {\"metadata\": {\"name\": \"p\", \"labels\": {\"kace.io/workloa
   {\"metadata\": {\"name\": \"n2\"}}]}}"
 # kace schedule's scheduler decides (docs/kubernetes.md): n0's idle GPU first, so only n0 passes
 expect 200 POST /k8s/filter "$NODES" \
-    '[n["metadata"]["name"] for n in j["nodes"]["items"]] == ["n0"] and "placed the pod" in j["failedNodes"]["n1"] and "n2" in j["failedNodes"]'
+    '[n["metadata"]["name"] for n in j["nodes"]["items"]] == ["n0"] and "placed the pod" in j["failedAndUnresolvableNodes"]["n1"] and "n2" in j["failedAndUnresolvableNodes"]'
 expect 200 POST /k8s/prioritize "$NODES" \
     '[h["host"] for h in j] == ["n0", "n1", "n2"] and j[0]["score"] == 10 and j[2]["score"] == 0 and all(0 <= h["score"] <= 10 for h in j)'
 got=$(curl -s -o "$SCRATCH/body" -w '%{http_code}' -I "$URL/healthz")

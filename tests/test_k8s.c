@@ -118,7 +118,8 @@ static void test_cache_bind_assume_report(void **state)
     /* nothing known yet: both nodes fail, with a reason */
     cJSON *j = ask(c, 0, KACE_ROUTE_K8S_FILTER, names_args(BERT8, "u1"), 200, NULL);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0);
-    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failedNodes"), "n1")->valuestring, "knows nothing"));
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failedAndUnresolvableNodes"), "n1")->valuestring,
+                           "knows nothing"));
     cJSON_Delete(j);
 
     /* agent reports: n1 has one GPU running VIT2 twice, n2 an empty GPU */
@@ -341,7 +342,7 @@ static void test_extender_with_scheduler(void **state)
     cJSON *j = ask(c, 1, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u1", "\"n1\", \"n2\""), 200, NULL);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 1);
     assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring, "n2");
-    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failedNodes"), "n1")->valuestring,
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failedAndUnresolvableNodes"), "n1")->valuestring,
                            "placed the pod on GPU 'g2'"));
     cJSON_Delete(j);
     j = ask(c, 1, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
@@ -453,11 +454,102 @@ static void test_scheduler_async_binds_and_retries(void **state)
     world_close(&w);
 }
 
+static const char *first_name(const cJSON *j)
+{
+    const cJSON *n = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0);
+    return n ? n->valuestring : "";
+}
+
+/* kube-scheduler's semantics: kace decides only among the nodes offered
+ * (its own filters already ran), says which failures preemption cannot
+ * help, and forgets pods it judged that are never bound (deleted, or made
+ * up), so that they hold no GPU and no place in the queue. */
+static void test_scheduler_offered_nodes_only(void **state)
+{
+    (void)state;
+    world w;
+    world_open(&w);
+    kace_k8s_cluster *c = NULL;
+    assert_kace_ok(ctx, kace_k8s_cluster_new(ctx, 100, &c));
+    kace_k8s_scheduler ks = {.profiles = w.profiles, .pool = w.pool, .n_pool = w.n_pool,
+                             .runnable = kace_truth_runnable(w.truth), .rates = &w.rates};
+    kace_sched_config_default(&ks.config, KACE_SCHED_EXCLUSIVE);
+    assert_kace_ok(ctx, kace_k8s_cluster_use_scheduler(ctx, c, &ks));
+    char body[512];
+    snprintf(body, sizeof body, "{\"node\": \"gpu-node-0\", \"gpus\": {\"g0\": [\"%s\"]}}", VIT2);
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, body, 200, NULL));
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, "{\"node\": \"gpu-node-1\", \"gpus\": {\"g1\": []}}", 200, NULL));
+
+    /* offered gpu-node-0 only (busy; exclusive policy): no decision on gpu-node-1, nothing held there */
+    for (int t = 1; t <= 3; t++) { /* and again: kube-scheduler retries */
+        cJSON *j = ask(c, t, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u1", "\"gpu-node-0\""), 200, NULL);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0);
+        const cJSON *failed = cJSON_GetObjectItem(j, "failedNodes");
+        assert_int_equal(cJSON_GetArraySize(failed), 1);
+        assert_null(strstr(cJSON_GetObjectItem(failed, "gpu-node-0")->valuestring, "gpu-node-1"));
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "failedAndUnresolvableNodes")), 0);
+        cJSON_Delete(j);
+        j = ask(c, t, KACE_ROUTE_K8S_PRIORITIZE, pod_args(BERT8, "u1", "\"gpu-node-0\""), 200, NULL);
+        assert_int_equal(cJSON_GetArraySize(j), 1);
+        assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "score")->valuedouble == 0);
+        cJSON_Delete(j);
+        j = ask(c, t, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+        assert_true(sched_state(j, "chosen")->valuedouble == 0);
+        cJSON_Delete(j);
+    }
+    /* so gpu-node-1's GPU is free for the next pod offered it */
+    cJSON *j = ask(c, 5, KACE_ROUTE_K8S_FILTER, pod_args(VIT2, "u2", "\"gpu-node-0\", \"gpu-node-1\""), 200, NULL);
+    assert_string_equal(first_name(j), "gpu-node-1");
+    /* gpu-node-0: kace chose another node, evicting pods there cannot change that */
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failedAndUnresolvableNodes"), "gpu-node-0"));
+    cJSON_Delete(j);
+    /* u2 is retried with gpu-node-0 only (gpu-node-1 became unschedulable for it): the choice moves or goes */
+    j = ask(c, 6, KACE_ROUTE_K8S_FILTER, pod_args(VIT2, "u2", "\"gpu-node-0\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0);
+    cJSON_Delete(j);
+    j = ask(c, 6, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "chosen")->valuedouble == 0);
+    cJSON_Delete(j);
+
+    /* u3 chosen on gpu-node-1, its bind fails at the API server (the pod was
+     * deleted): the GPU goes back once the assume time has passed unbound */
+    j = ask(c, 10, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u3", "\"gpu-node-0\", \"gpu-node-1\""), 200, NULL);
+    assert_string_equal(first_name(j), "gpu-node-1");
+    cJSON_Delete(j);
+    j = ask(c, 10, KACE_ROUTE_K8S_BIND, bind_args("u3", "gpu-node-1"), 200, NULL);
+    assert_string_equal(cJSON_GetObjectItem(j, "Error")->valuestring, "");
+    cJSON_Delete(j);
+    kace_k8s_cluster_unbind(c, "gpu-node-1", "ml", "p-u3");
+    j = ask(c, 20, KACE_ROUTE_K8S_FILTER, pod_args(VIT2, "u4", "\"gpu-node-1\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0); /* u3 may yet be bound */
+    cJSON_Delete(j);
+    j = ask(c, 200, KACE_ROUTE_K8S_FILTER, pod_args(VIT2, "u4", "\"gpu-node-1\""), 200, NULL);
+    assert_string_equal(first_name(j), "gpu-node-1");
+    cJSON_Delete(j);
+
+    /* a flood of made-up pods: queued, then forgotten when nobody asks again */
+    for (int i = 0; i < 40; i++) {
+        char uid[16];
+        snprintf(uid, sizeof uid, "flood-%d", i);
+        cJSON_Delete(ask(c, 201, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, uid, "\"gpu-node-0\", \"gpu-node-1\""), 200, NULL));
+    }
+    j = ask(c, 201, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "queued")->valuedouble >= 39);
+    cJSON_Delete(j);
+    cJSON_Delete(ask(c, 400, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "real", "\"gpu-node-0\", \"gpu-node-1\""), 200, NULL));
+    j = ask(c, 400, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "queued")->valuedouble <= 1); /* the real pod at most */
+    cJSON_Delete(j);
+    kace_k8s_cluster_free(&c);
+    world_close(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cache_bind_assume_report),
                                        cmocka_unit_test(test_sched_start_on_withdraw),
                                        cmocka_unit_test(test_extender_with_scheduler),
-                                       cmocka_unit_test(test_scheduler_async_binds_and_retries)};
+                                       cmocka_unit_test(test_scheduler_async_binds_and_retries),
+                                       cmocka_unit_test(test_scheduler_offered_nodes_only)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

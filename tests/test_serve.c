@@ -739,10 +739,15 @@ static void test_k8s_extender(void **state)
                                          "name")
             ->valuestring,
         "node1");
+    /* a full GPU may free if pods are evicted (preemption may help); no kace
+     * GPU, or an unreadable annotation, cannot change */
     const cJSON *failed = cJSON_GetObjectItemCaseSensitive(j, "failedNodes");
-    assert_int_equal(cJSON_GetArraySize(failed), 3);
+    const cJSON *unresolvable = cJSON_GetObjectItemCaseSensitive(j, "failedAndUnresolvableNodes");
+    assert_int_equal(cJSON_GetArraySize(failed), 1);
+    assert_int_equal(cJSON_GetArraySize(unresolvable), 2);
     assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(failed, "node0")->valuestring, "full"));
-    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(failed, "node2")->valuestring, "annotation"));
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(unresolvable, "node2")->valuestring, "annotation"));
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(unresolvable, "node4"));
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "error")->valuestring, "");
     cJSON_Delete(j);
 
@@ -924,7 +929,8 @@ static void test_admission(void **state)
 {
     (void)state;
     static const char *const extra[] = {"https://ui.example:8443"};
-    kace_serve_guard open = {0}, locked = {.token = "s3cret", .origins = extra, .n_origins = 1};
+    kace_serve_guard open = {0}, locked = {.token = "s3cret", .origins = extra, .n_origins = 1},
+                     split = {.token = "s3cret", .extender_elsewhere = true};
     const char *json = "application/json";
     const struct {
         const kace_serve_guard *g;
@@ -932,56 +938,80 @@ static void test_admission(void **state)
         kace_route route;
         const char *host, *origin, *content_type, *authorization;
         int want;
+        bool extender_listener;
     } cases[] = {
         /* no Origin (curl, kube-scheduler, Prometheus): admitted when JSON */
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/json", NULL, 0},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "Application/JSON; charset=utf-8", NULL, 0},
-        {&open, "POST", KACE_ROUTE_PREDICT, NULL, NULL, "application/json", NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/json", NULL, 0, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "Application/JSON; charset=utf-8", NULL, 0, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, NULL, NULL, "application/json", NULL, 0, false},
         /* a form or text/plain body is what a page can send without a preflight */
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "text/plain", NULL, 415},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/x-www-form-urlencoded", NULL, 415},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/jsonx", NULL, 415},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, NULL, NULL, 415},
-        {&open, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", NULL, "text/plain", NULL, 415},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "text/plain", NULL, 415, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/x-www-form-urlencoded", NULL, 415, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, "application/jsonx", NULL, 415, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, NULL, NULL, 415, false},
+        {&open, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", NULL, "text/plain", NULL, 415, false},
         /* same origin: scheme://Host */
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8080", json, NULL, 0},
-        {&open, "POST", KACE_ROUTE_PREDICT, "LocalHost:8080", "http://localhost:8080", json, NULL, 0},
-        {&open, "POST", KACE_ROUTE_PREDICT, "[::1]:8080", "http://[::1]:8080", json, NULL, 0},
-        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example", "https://kace.example", json, NULL, 0},
-        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example", "http://kace.example:80", json, NULL, 0},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8080", json, NULL, 0, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "LocalHost:8080", "http://localhost:8080", json, NULL, 0, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "[::1]:8080", "http://[::1]:8080", json, NULL, 0, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example", "https://kace.example", json, NULL, 0, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example", "http://kace.example:80", json, NULL, 0, false},
         /* foreign: another host, port, scheme's port, "null", garbage */
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", "text/plain", NULL, 403},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", json, NULL, 403},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8081", json, NULL, 403},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1", json, NULL, 403},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8080.evil.example", json, NULL, 403},
-        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example:8080", "https://kace.example", json, NULL, 403},
-        {&open, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", "null", json, NULL, 403},
-        {&open, "POST", KACE_ROUTE_PREDICT, NULL, "http://127.0.0.1:8080", json, NULL, 403},
-        {&open, "DELETE", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 403},
-        {&open, "PUT", KACE_ROUTE_OTHER, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 403},
-        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "https://ui.example:8443", json, NULL, 403},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", "text/plain", NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", json, NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8081", json, NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1", json, NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://127.0.0.1:8080.evil.example", json, NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "kace.example:8080", "https://kace.example", json, NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", "null", json, NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, NULL, "http://127.0.0.1:8080", json, NULL, 403, false},
+        {&open, "DELETE", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 403, false},
+        {&open, "PUT", KACE_ROUTE_OTHER, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 403, false},
+        {&open, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", "https://ui.example:8443", json, NULL, 403, false},
         /* reads are not refused for their Origin */
-        {&open, "GET", KACE_ROUTE_WORKLOADS, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 0},
-        {&open, "HEAD", KACE_ROUTE_HEALTH, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 0},
-        /* a token: the /v1 POSTs need it, reads and the extender do not */
-        {&locked, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, json, NULL, 401},
-        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cre", 401},
-        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cret2", 401},
-        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Basic s3cret", 401},
-        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer ", 401},
-        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cret", 0},
-        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "bearer s3cret", 0},
-        {&locked, "POST", KACE_ROUTE_K8S_PRIORITIZE, "127.0.0.1:8080", NULL, json, NULL, 0},
-        {&locked, "GET", KACE_ROUTE_METRICS, "127.0.0.1:8080", NULL, NULL, NULL, 0},
+        {&open, "GET", KACE_ROUTE_WORKLOADS, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 0, false},
+        {&open, "HEAD", KACE_ROUTE_HEALTH, "127.0.0.1:8080", "http://evil.example", NULL, NULL, 0, false},
+        /* a token: everything but /healthz needs it, the extender's routes and reads included */
+        {&locked, "POST", KACE_ROUTE_PREDICT, "127.0.0.1:8080", NULL, json, NULL, 401, false},
+        {&locked, "POST", KACE_ROUTE_K8S_BIND, "127.0.0.1:8080", NULL, json, NULL, 401, false},
+        {&locked, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", NULL, json, "Bearer nope", 401, false},
+        {&locked, "POST", KACE_ROUTE_K8S_NODES, "127.0.0.1:8080", NULL, json, NULL, 401, false},
+        {&locked, "GET", KACE_ROUTE_K8S_STATE, "127.0.0.1:8080", NULL, NULL, NULL, 401, false},
+        {&locked, "GET", KACE_ROUTE_K8S_STATE, "127.0.0.1:8080", NULL, NULL, "Bearer s3cret", 0, false},
+        {&locked, "GET", KACE_ROUTE_WORKLOADS, "127.0.0.1:8080", NULL, NULL, NULL, 401, false},
+        {&locked, "GET", KACE_ROUTE_HEALTH, "127.0.0.1:8080", NULL, NULL, NULL, 0, false},
+        {&locked, "POST", KACE_ROUTE_K8S_BIND, "127.0.0.1:8080", NULL, json, "Bearer s3cret", 0, false},
+        /* the extender listener: the extender's routes without a token, nothing else */
+        {&locked, "POST", KACE_ROUTE_K8S_BIND, "127.0.0.1:8081", NULL, json, NULL, 0, true},
+        {&locked, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8081", NULL, "text/plain", NULL, 415, true},
+        {&locked, "GET", KACE_ROUTE_HEALTH, "127.0.0.1:8081", NULL, NULL, NULL, 0, true},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8081", NULL, json, "Bearer s3cret", 404, true},
+        {&locked, "POST", KACE_ROUTE_K8S_NODES, "127.0.0.1:8081", NULL, json, NULL, 404, true},
+        {&locked, "GET", KACE_ROUTE_K8S_STATE, "127.0.0.1:8081", NULL, NULL, NULL, 404, true},
+        {&locked, "GET", KACE_ROUTE_METRICS, "127.0.0.1:8081", NULL, NULL, NULL, 404, true},
+        /* with an extender listener, its routes are refused elsewhere, token or not */
+        {&split, "POST", KACE_ROUTE_K8S_BIND, "127.0.0.1:8080", NULL, json, "Bearer s3cret", 404, false},
+        {&split, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8080", NULL, json, NULL, 404, false},
+        {&split, "POST", KACE_ROUTE_K8S_FILTER, "127.0.0.1:8081", NULL, json, NULL, 0, true},
+        {&split, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, NULL, 401, false},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cre", 401, false},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cret2", 401, false},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Basic s3cret", 401, false},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer ", 401, false},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "Bearer s3cret", 0, false},
+        {&locked, "POST", KACE_ROUTE_OBSERVE, "127.0.0.1:8080", NULL, json, "bearer s3cret", 0, false},
+        {&locked, "POST", KACE_ROUTE_K8S_PRIORITIZE, "127.0.0.1:8080", NULL, json, NULL, 401, false},
+        {&locked, "GET", KACE_ROUTE_METRICS, "127.0.0.1:8080", NULL, NULL, NULL, 401, false},
+        {&locked, "GET", KACE_ROUTE_METRICS, "127.0.0.1:8080", NULL, NULL, "Bearer s3cret", 0, false},
         /* listed origins pass; the token is still needed */
-        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example:8443", json, "Bearer s3cret", 0},
-        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example:8443", json, NULL, 401},
-        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example", json, "Bearer s3cret", 403},
+        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example:8443", json, "Bearer s3cret", 0, false},
+        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example:8443", json, NULL, 401, false},
+        {&locked, "POST", KACE_ROUTE_PLACE, "127.0.0.1:8080", "https://ui.example", json, "Bearer s3cret", 403, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         kace_serve_head h = {cases[i].method,       cases[i].route,        cases[i].host,
-                             cases[i].origin,       cases[i].content_type, cases[i].authorization};
+                             cases[i].origin,       cases[i].content_type, cases[i].authorization,
+                             cases[i].extender_listener};
         char msg[600] = "";
         int got = kace_serve_admit(cases[i].g, &h, msg, sizeof msg);
         if (got != cases[i].want)

@@ -154,21 +154,30 @@ typedef struct kace_serve_head {
     const char *origin;        /* Origin */
     const char *content_type;  /* Content-Type */
     const char *authorization; /* Authorization */
+    /* Came through the extender's own listener (kace serve --extender-listen),
+     * one only kube-scheduler reaches: loopback in its pod, or HTTPS whose
+     * client certificate kace serve verified. */
+    bool extender_listener;
 } kace_serve_head;
 
 typedef struct kace_serve_guard {
     const char *token;             /* bearer token of the write endpoints; NULL = no authentication */
     const char *const *origins;    /* further allowed origins ("https://ui.example:8443") */
     size_t n_origins;
+    bool extender_elsewhere;       /* the extender has its own listener: its routes are refused on this one */
 } kace_serve_guard;
 
 /* Whether a request may go on, before its body is read. Returns 0 when it
  * may, else the HTTP status with a message in msg:
  *  403 a state-changing request (any method but GET/HEAD/OPTIONS) whose
  *      Origin is neither the server's own (scheme://Host) nor listed;
- *  401 a POST to /v1/... without "Authorization: Bearer <token>" when
- *      g->token is set (the extender's /k8s/... are exempt: kube-scheduler
- *      cannot send one);
+ *  404 on the extender listener, any route but the extender's and /healthz;
+ *      elsewhere, the extender's routes when g->extender_elsewhere;
+ *  401 when g->token is set, any request but GET /healthz without
+ *      "Authorization: Bearer <token>", the extender's routes included:
+ *      kube-scheduler cannot send a token, so it reaches them through the
+ *      extender listener, whose requests need none (the listener is the
+ *      credential);
  *  415 a POST whose Content-Type is not application/json.
  * Browsers send Origin on every cross-site POST and cannot send
  * application/json cross-site without a CORS preflight (which kace never

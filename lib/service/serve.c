@@ -60,7 +60,8 @@ static const char *model_kind_name(const kace_advisor *a)
 
 bool kace_route_is_extender(kace_route route)
 {
-    /* kube-scheduler sends no bearer token to extenders: these three take none */
+    /* what kube-scheduler calls: it sends no bearer token, so these come
+     * through a listener only it reaches (kace serve --extender-listen) */
     return route == KACE_ROUTE_K8S_FILTER || route == KACE_ROUTE_K8S_PRIORITIZE || route == KACE_ROUTE_K8S_BIND;
 }
 
@@ -189,9 +190,21 @@ int kace_serve_admit(const kace_serve_guard *g, const kace_serve_head *h, char *
                  h->origin, h->host ? h->host : "");
         return 403;
     }
-    if (strcmp(method, "POST") != 0)
-        return 0;
-    if (g->token && !kace_route_is_extender(h->route)) {
+    bool extender = kace_route_is_extender(h->route);
+    if (h->extender_listener && !extender && h->route != KACE_ROUTE_HEALTH) {
+        snprintf(msg, msg_size, "this listener serves only kube-scheduler's extender (/k8s/filter, /k8s/prioritize, "
+                                "/k8s/bind) and /healthz");
+        return 404;
+    }
+    if (!h->extender_listener && extender && g->extender_elsewhere) {
+        snprintf(msg, msg_size, "the extender's routes are served on kace serve's extender listener only "
+                                "(--extender-listen), which kube-scheduler alone reaches");
+        return 404;
+    }
+    /* Whoever reaches the extender listener is kube-scheduler (loopback in
+     * its pod, or a verified client certificate); on any other listener a
+     * token, once set, guards everything that changes or reveals state. */
+    if (g->token && !h->extender_listener && h->route != KACE_ROUTE_HEALTH && strcmp(method, "OPTIONS") != 0) {
         static const char bearer[] = "Bearer ";
         const char *a = h->authorization;
         if (!a || strncasecmp(a, bearer, sizeof bearer - 1) != 0 ||
@@ -200,6 +213,8 @@ int kace_serve_admit(const kace_serve_guard *g, const kace_serve_head *h, char *
             return 401;
         }
     }
+    if (strcmp(method, "POST") != 0)
+        return 0;
     if (!is_json_type(h->content_type)) {
         snprintf(msg, msg_size, "Content-Type must be application/json, not '%.200s'",
                  h->content_type ? h->content_type : "(none)");

@@ -156,7 +156,12 @@ typedef struct sched_pod {
     bool confirmed; /* a report listed it since it was bound */
     int rebinds;    /* binds of it while bound (the API server refuses them: nothing to undo) */
     double since;   /* when chosen, or bound */
+    double judged;  /* when kube-scheduler last asked about it (filter, prioritize) */
 } sched_pod;
+
+/* Pods judged but not bound that kace tracks at most: past it, new pods are
+ * failed (kube-scheduler retries them) instead of growing the queue. */
+#define MAX_UNBOUND 4096
 
 /* A GPU of the scheduler's cluster: its node and id (sorted, so numbered as
  * `kace schedule --cluster NxG` numbers GPUs). */
@@ -562,10 +567,15 @@ static void add_unplaced(kace_k8s_cluster *c, const cached_node *cn, double now)
 static kace_status ensure_sched(kace_ctx *ctx, kace_k8s_cluster *c, double now)
 {
     c->now = now;
-    /* a pod chosen but never bound for the assume time: the scheduler gave up on it */
+    /* A pod judged but never bound for the assume time is forgotten: chosen,
+     * the scheduler gave up on it; queued, it was deleted, or asked about by
+     * someone other than kube-scheduler (which asks again at least every
+     * few minutes: a forgotten pod is simply queued anew). So no pod holds a
+     * GPU, or a place in the queue, that nobody will bind. */
     for (size_t i = 0; i < c->n_pods;) {
         sched_pod *p = &c->pods[i];
-        if (p->state == POD_CHOSEN && now - p->since > c->assume_seconds) {
+        double idle = now - fmax(p->since, p->judged);
+        if ((p->state == POD_CHOSEN || p->state == POD_QUEUED) && idle > c->assume_seconds) {
             kace_status st = end_pod(ctx, c, p);
             if (st)
                 return st;
@@ -705,6 +715,7 @@ static const char *pod_workload_name(const cJSON *pod)
 
 typedef struct node_verdict {
     bool pass;
+    bool unresolvable; /* failed for a reason evicting pods there cannot change (failedAndUnresolvableNodes) */
     char reason[200];
     double best_gain; /* NaN when no GPU is eligible */
     int best_gpu;     /* index of the best GPU, -1 when none */
@@ -720,6 +731,7 @@ static kace_status judge_gpus(kace_ctx *ctx, const kace_advisor *a, int job, con
     v->best_n = 0;
     if (n_gpus == 0) {
         snprintf(v->reason, sizeof v->reason, "%s lists no GPU", GPUS_KEY);
+        v->unresolvable = true;
         return KACE_OK;
     }
     snprintf(v->reason, sizeof v->reason, "no GPU can take the pod");
@@ -770,6 +782,7 @@ static kace_status judge_node(kace_ctx *ctx, const kace_advisor *a, kace_k8s_clu
     const cJSON *ann = metadata_value(node, "annotations", GPUS_KEY);
     if (!cJSON_IsString(ann)) {
         snprintf(v->reason, sizeof v->reason, "no %s annotation (not a kace GPU node)", GPUS_KEY);
+        v->unresolvable = true;
         return KACE_OK;
     }
     cJSON *gpus = cJSON_Parse(ann->valuestring);
@@ -784,6 +797,7 @@ static kace_status judge_node(kace_ctx *ctx, const kace_advisor *a, kace_k8s_clu
     }
     if (st) {
         snprintf(v->reason, sizeof v->reason, "%.190s", kace_errmsg(scratch));
+        v->unresolvable = true;
         cJSON_Delete(gpus);
         kace_ctx_free(&scratch);
         return KACE_OK;
@@ -815,6 +829,7 @@ static kace_status judge_named(kace_ctx *ctx, const kace_advisor *a, kace_k8s_cl
         v->pass = false;
         v->best_gain = NAN;
         v->best_gpu = -1;
+        v->unresolvable = true;
         snprintf(v->reason, sizeof v->reason,
                  "kace knows nothing of node '%.64s' (no kace agent report, no Node object with %s seen)", name,
                  GPUS_KEY);
@@ -891,6 +906,67 @@ static kace_status judge_all(kace_ctx *ctx, const kace_advisor *a, kace_k8s_clus
     return KACE_OK;
 }
 
+static size_t n_unbound(const kace_k8s_cluster *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_pods; i++)
+        n += c->pods[i].state != POD_BOUND;
+    return n;
+}
+
+/* Whether kube-scheduler offered the node (Node objects, or names). */
+static bool offered(const cJSON *items, const cJSON *names, const char *node)
+{
+    for (const cJSON *it = items ? items->child : names->child; it; it = it->next) {
+        const char *name = items ? node_name(it) : it->valuestring;
+        if (name && strcmp(name, node) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The scheduler chose a GPU on a node kube-scheduler did not offer: the
+ * choice is let go (the GPU is free for others at once) and the pod starts
+ * on the least busy GPU of an offered node instead (an idle one only, under
+ * the exclusive policy), ties to the first in kace schedule's order. When
+ * none can take it, the pod is forgotten (*p NULL): it holds nothing, and
+ * kube-scheduler's next try submits it anew. The policy's own ranking thus
+ * decides only when its choice is offered. */
+static kace_status choose_among_offered(kace_ctx *ctx, kace_k8s_cluster *c, sched_pod **p, const char *uid,
+                                        const char *pname, const cJSON *items, const cJSON *names, double now)
+{
+    kace_sched_job job = job_of(*p);
+    c->now = now;
+    kace_status st = kace_sched_withdraw(ctx, c->sched, job.id);
+    if (st)
+        return st;
+    *p = find_pod(c, uid, pname); /* other pods may have started (on_start) */
+    (*p)->state = POD_QUEUED;
+    (*p)->gpu = -1;
+    int ids[KACE_SCHED_MAX_GROUP];
+    int best = -1, best_load = 0;
+    for (int g = 0; g < c->n_topo; g++) {
+        if (!offered(items, names, c->topo[g].node))
+            continue;
+        int load = kace_sched_gpu_jobs(c->sched, g, ids);
+        if (c->world.config.policy == KACE_SCHED_EXCLUSIVE && load > 0)
+            continue;
+        if (best < 0 || load < best_load) {
+            best = g;
+            best_load = load;
+        }
+    }
+    kace_ctx *scratch = kace_ctx_new();
+    bool started = best >= 0 && scratch && kace_sched_start_on(scratch, c->sched, &job, best) == KACE_OK;
+    kace_ctx_free(&scratch);
+    *p = find_pod(c, uid, pname);
+    if (!started || (*p)->state != POD_CHOSEN) {
+        forget_pod(c, *p);
+        *p = NULL;
+    }
+    return KACE_OK;
+}
+
 /* Filter and prioritize with the scheduler. *handled is false when the pod
  * is not the scheduler's (no workload of its pool): the caller lets it pass. */
 static kace_status sched_judge(kace_ctx *ctx, kace_k8s_cluster *c, double now, const cJSON *pod, const cJSON *items,
@@ -935,7 +1011,7 @@ static kace_status sched_judge(kace_ctx *ctx, kace_k8s_cluster *c, double now, c
     char uid[64], pname[320];
     pod_identity(pod, uid, pname);
     sched_pod *p = NULL;
-    if (!st && c->sched && !(p = find_pod(c, uid, pname))) {
+    if (!st && c->sched && !(p = find_pod(c, uid, pname)) && n_unbound(c) < MAX_UNBOUND) {
         const cJSON *qos = metadata_value(pod, "labels", QOS_KEY);
         bool ls = cJSON_IsString(qos) && strcmp(qos->valuestring, "LS") == 0;
         if (!(p = add_pod(c, uid, pname, w, ls))) {
@@ -948,23 +1024,40 @@ static kace_status sched_judge(kace_ctx *ctx, kace_k8s_cluster *c, double now, c
             p = st ? NULL : find_pod(c, uid, pname);
         }
     }
+    if (p)
+        p->judged = now;
+    /* kube-scheduler offers only the nodes its own filters passed (taints,
+     * affinity, resources): a choice elsewhere is moved among them, or let go */
+    bool let_go = !st && p && p->state == POD_CHOSEN && !offered(items, names, c->topo[p->gpu].node);
+    if (let_go)
+        st = choose_among_offered(ctx, c, &p, uid, pname, items, names, now);
     int i = 0;
     for (const cJSON *it = items ? items->child : names->child; it && !st; it = it->next, i++) {
         const char *name = items ? node_name(it) : it->valuestring;
         v[i].best_gpu = -1;
         v[i].best_gain = NAN;
         const cached_node *cn = find_node(c, name);
+        v[i].unresolvable = true; /* but where kace's scheduler has no GPU now */
         if (!c->sched || (!cn && !items))
             snprintf(v[i].reason, sizeof v[i].reason,
                      "kace knows nothing of node '%.64s' (no kace agent report, no Node object with %s seen)", name,
                      GPUS_KEY);
         else if (!cn)
             snprintf(v[i].reason, sizeof v[i].reason, "no %s annotation (not a kace GPU node)", GPUS_KEY);
-        else if (p->state == POD_QUEUED)
+        else if (!p && let_go) {
+            v[i].unresolvable = false;
+            snprintf(v[i].reason, sizeof v[i].reason, "kace's scheduler (policy %s) has no GPU for the pod on the "
+                     "offered nodes now", kace_sched_policy_name(c->world.config.policy));
+        } else if (!p) {
+            v[i].unresolvable = false;
+            snprintf(v[i].reason, sizeof v[i].reason, "kace tracks %d pods waiting for a GPU already; asked again later",
+                     MAX_UNBOUND);
+        } else if (p->state == POD_QUEUED) {
+            v[i].unresolvable = false;
             snprintf(v[i].reason, sizeof v[i].reason,
-                     "kace's scheduler (policy %s) queues the pod: no GPU takes it now (%zu pod(s) wait)",
-                     kace_sched_policy_name(c->world.config.policy), kace_sched_n_queued(c->sched));
-        else if (strcmp(c->topo[p->gpu].node, name) != 0)
+                     "kace's scheduler (policy %s) queues the pod: no GPU of the offered nodes takes it now (%zu pod(s) "
+                     "wait)", kace_sched_policy_name(c->world.config.policy), kace_sched_n_queued(c->sched));
+        } else if (strcmp(c->topo[p->gpu].node, name) != 0)
             snprintf(v[i].reason, sizeof v[i].reason, "kace's scheduler placed the pod on GPU '%.64s' of node '%.64s'",
                      c->topo[p->gpu].id, c->topo[p->gpu].node);
         else
@@ -1022,17 +1115,24 @@ kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, kace_k8s
         if (st)
             return st;
     }
-    cJSON *failed = cJSON_CreateObject(), *passed = cJSON_CreateArray();
+    /* Preemption (evicting lower-priority pods) is tried only on failedNodes:
+     * a node kace does not know, without kace's GPUs, or not the one kace's
+     * scheduler chose, goes to failedAndUnresolvableNodes, so that no pod is
+     * evicted for nothing. */
+    cJSON *failed = cJSON_CreateObject(), *unresolvable = cJSON_CreateObject(), *passed = cJSON_CreateArray();
     int i = 0;
-    for (const cJSON *it = items ? items->child : names->child; it && failed && passed; it = it->next, i++) {
+    for (const cJSON *it = items ? items->child : names->child; it && failed && unresolvable && passed;
+         it = it->next, i++) {
         if (v[i].pass)
             cJSON_AddItemToArray(passed, cJSON_Duplicate(it, true));
         else
-            cJSON_AddStringToObject(failed, items ? node_name(it) : it->valuestring, v[i].reason);
+            cJSON_AddStringToObject(v[i].unresolvable ? unresolvable : failed, items ? node_name(it) : it->valuestring,
+                                    v[i].reason);
     }
     free(v);
-    if (!failed || !passed) {
+    if (!failed || !unresolvable || !passed) {
         cJSON_Delete(failed);
+        cJSON_Delete(unresolvable);
         cJSON_Delete(passed);
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     }
@@ -1046,7 +1146,7 @@ kace_status kace_serve_k8s_filter(kace_ctx *ctx, const kace_advisor *a, kace_k8s
         cJSON_AddItemToObject(out, "nodenames", passed);
     }
     cJSON_AddItemToObject(out, "failedNodes", failed);
-    cJSON_AddItemToObject(out, "failedAndUnresolvableNodes", cJSON_CreateObject());
+    cJSON_AddItemToObject(out, "failedAndUnresolvableNodes", unresolvable);
     cJSON_AddStringToObject(out, "error", "");
     *decision = handled ? kace_sched_policy_name(c->world.config.policy) : kace_advisor_policy(a);
     return KACE_OK;

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Who may act through kace serve (docs/kubernetes.md, "Who may call kace"):
+#
+#   bash cli_serve_auth.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
+#
+# The attacks, each refused, then the same call with credentials accepted:
+# - a bind of a pod of another namespace to a node the caller picks, with no
+#   credentials, on the main listener: refused, and the API server sees no
+#   Binding; kube-scheduler's call over HTTPS with its client certificate
+#   binds (201 at the API server);
+# - a flood of 40 made-up pods to /k8s/filter: refused on the main listener,
+#   refused on the extender's HTTPS listener without a client certificate and
+#   with one another CA signed; the node cache holds none of them;
+# - an observation POST without the token: 401; with it, 200;
+# - the node cache (GET /k8s/state) and /metrics without the token: 401;
+# - start-up refuses an extender listener off loopback without client
+#   certificates, and a main listener off loopback without a token.
+# Certificates are made here with openssl.
+set -u
+
+KACE=${1:?usage: cli_serve_auth.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
+SHARED=${2:?missing SHARED_DATA_DIR}
+SCRATCH=${3:?missing SCRATCH_DIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
+DATA="$HERE/data/k8s"
+FAKE_API="$(dirname "$KACE")/kace-test-kube-api"
+export LC_ALL=C
+source "$(dirname "$0")/lib_test.sh"
+need curl python3 openssl
+[ -x "$FAKE_API" ] || { echo "FAIL: no $FAKE_API (built with the tests)" >&2; exit 1; }
+rm -rf "$SCRATCH"
+mkdir -p "$SCRATCH/pki" || exit 1
+DB="$SCRATCH/store.db"
+PKI="$SCRATCH/pki"
+
+# ---- certificates: a CA, kace's server certificate, kube-scheduler's client one, an impostor's --------
+mkcert() { # NAME CA(or -) CN [SAN]
+    openssl req -new -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -subj "/CN=$3" -out "$PKI/$1.csr" 2>/dev/null || return 1
+    if [ "$2" = - ]; then
+        openssl x509 -req -in "$PKI/$1.csr" -signkey "$PKI/$1.key" -days 2 -out "$PKI/$1.crt" \
+            -extfile <(printf 'basicConstraints=critical,CA:TRUE\nkeyUsage=keyCertSign,cRLSign\n') 2>/dev/null
+    else
+        openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/$2.crt" -CAkey "$PKI/$2.key" -CAcreateserial -days 2 \
+            -out "$PKI/$1.crt" -extfile <(printf 'basicConstraints=CA:FALSE\n%s\n' "${4:-}") 2>/dev/null
+    fi
+}
+mkcert ca - "kace test CA" && mkcert other-ca - "someone else's CA" &&
+    mkcert server ca "kace serve" "subjectAltName=IP:127.0.0.1" &&
+    mkcert scheduler ca "kube-scheduler" "extendedKeyUsage=clientAuth" &&
+    mkcert impostor other-ca "kube-scheduler" "extendedKeyUsage=clientAuth" ||
+    { echo "FAIL: openssl could not make the test certificates" >&2; exit 1; }
+
+# ---- the stand-in API server, and kace serve with both listeners ------------------------------------
+echo 'auth-test-token' >"$SCRATCH/api-token"
+"$FAKE_API" --port-file "$SCRATCH/api.port" --nodes "$DATA/nodes.json" --token auth-test-token \
+    --log "$SCRATCH/api.log" 2>"$SCRATCH/api.err" &
+started "$SCRATCH/api.port" "the fake API server" "$SCRATCH/api.err"
+API="http://127.0.0.1:$(cat "$SCRATCH/api.port")"
+curl -s -X POST -H 'Authorization: Bearer auth-test-token' -H 'Content-Type: application/json' \
+    --data-binary @"$DATA/pod-bert-0.json" "$API/api/v1/namespaces/ml/pods" >/dev/null
+printf 'kace-token-%s%s\n' "$RANDOM" "$RANDOM" >"$SCRATCH/token"
+chmod 600 "$SCRATCH/token"
+TOKEN=$(head -1 "$SCRATCH/token")
+
+"$KACE" import --db "$DB" "$SHARED/kace-v100" >"$SCRATCH/import.out" 2>&1 || { cat "$SCRATCH/import.out" >&2; exit 1; }
+"$KACE" train --db "$DB" >"$SCRATCH/train.out" 2>&1 || { cat "$SCRATCH/train.out" >&2; exit 1; }
+"$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 --threads 2 --no-nvml \
+    --kube-api "$API" --kube-token-file "$SCRATCH/api-token" --token-file "$SCRATCH/token" \
+    --extender-listen 127.0.0.1:0 --extender-port-file "$SCRATCH/ext.port" --extender-tls-cert "$PKI/server.crt" \
+    --extender-tls-key "$PKI/server.key" --extender-client-ca "$PKI/ca.crt" >"$SCRATCH/serve.log" 2>&1 &
+started "$SCRATCH/port" "kace serve" "$SCRATCH/serve.log"
+URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
+EXT="https://127.0.0.1:$(cat "$SCRATCH/ext.port")"
+
+# call URL PATH OUT [curl options...]: the HTTP status (000 when no answer)
+call() {
+    local url=$1 path=$2 out=$3
+    shift 3
+    curl -s -o "$out" -w '%{http_code}' "$@" "$url$path"
+}
+JSON=(-X POST -H 'Content-Type: application/json')
+AUTH=(-H "Authorization: Bearer $TOKEN")
+SCHED=(--cacert "$PKI/ca.crt" --cert "$PKI/scheduler.crt" --key "$PKI/scheduler.key")
+bindings() { grep -c '/binding 201 ' "$SCRATCH/api.log"; }
+
+# ---- bind: an attacker's, then kube-scheduler's ---------------------------------------------------
+echo '{"PodName": "bert-0", "PodNamespace": "ml", "PodUID": "3a8f2d4e-1b2c-4d5e-8f90-123456789abc", "Node": "gpu-node-0"}' \
+    >"$SCRATCH/evil-bind.json"
+got=$(call "$URL" /k8s/bind "$SCRATCH/out" "${JSON[@]}" --data-binary @"$SCRATCH/evil-bind.json")
+[ "$got" = 401 ] || [ "$got" = 404 ] || fail "a bind without credentials on the main listener: HTTP $got, want 401/404"
+got=$(call "$URL" /k8s/bind "$SCRATCH/out" "${JSON[@]}" "${AUTH[@]}" --data-binary @"$SCRATCH/evil-bind.json")
+[ "$got" = 404 ] || fail "a bind with the agents' token on the main listener: HTTP $got, want 404 (extender listener only)"
+got=$(call "$EXT" /k8s/bind "$SCRATCH/out" "${JSON[@]}" --cacert "$PKI/ca.crt" --data-binary @"$SCRATCH/evil-bind.json")
+[ "$got" = 401 ] || fail "a bind over HTTPS without a client certificate: HTTP $got, want 401"
+got=$(call "$EXT" /k8s/bind "$SCRATCH/out" "${JSON[@]}" --cacert "$PKI/ca.crt" --cert "$PKI/impostor.crt" \
+    --key "$PKI/impostor.key" --data-binary @"$SCRATCH/evil-bind.json")
+[ "$got" = 401 ] || [ "$got" = 000 ] || fail "a bind with another CA's client certificate: HTTP $got, want 401 or no answer"
+got=$(call "http://127.0.0.1:$(cat "$SCRATCH/ext.port")" /k8s/bind "$SCRATCH/out" "${JSON[@]}" \
+    --data-binary @"$SCRATCH/evil-bind.json")
+[ "$got" = 200 ] && fail "a bind in plain HTTP to the HTTPS listener was answered"
+check_eq "Bindings the attacks created" 0 "$(bindings)"
+
+got=$(call "$EXT" /k8s/filter "$SCRATCH/filter.json" "${JSON[@]}" "${SCHED[@]}" \
+    --data-binary @"$DATA/extender-args-nodenames.json")
+[ "$got" = 200 ] || fail "kube-scheduler's filter over HTTPS: HTTP $got $(cat "$SCRATCH/filter.json")"
+got=$(call "$EXT" /k8s/bind "$SCRATCH/bind.json" "${JSON[@]}" "${SCHED[@]}" --data-binary @"$DATA/extender-binding-args.json")
+[ "$got" = 200 ] && grep -q '"Error":""' "$SCRATCH/bind.json" ||
+    fail "kube-scheduler's bind over HTTPS: HTTP $got $(cat "$SCRATCH/bind.json")"
+check_eq "Bindings kube-scheduler created" 1 "$(bindings)"
+got=$(call "$EXT" /healthz "$SCRATCH/out" "${SCHED[@]}")
+check_eq "/healthz on the extender listener" 200 "$got"
+got=$(call "$EXT" /v1/observations "$SCRATCH/out" "${JSON[@]}" "${SCHED[@]}" --data '{}')
+check_eq "/v1/observations on the extender listener" 404 "$got"
+
+# ---- a filter flood of made-up pods --------------------------------------------------------------
+refused=0
+for i in $(seq 1 40); do
+    sed "s/\"bert-0\"/\"flood-$i\"/; s/3a8f2d4e-1b2c-4d5e-8f90-123456789abc/flood-uid-$i/" \
+        "$DATA/extender-args-nodenames.json" >"$SCRATCH/flood.json"
+    a=$(call "$URL" /k8s/filter "$SCRATCH/out" "${JSON[@]}" --data-binary @"$SCRATCH/flood.json")
+    b=$(call "$EXT" /k8s/filter "$SCRATCH/out" "${JSON[@]}" --cacert "$PKI/ca.crt" --data-binary @"$SCRATCH/flood.json")
+    { [ "$a" = 401 ] || [ "$a" = 404 ]; } && [ "$b" = 401 ] && refused=$((refused + 1))
+done
+check_eq "flood filters refused on both listeners" 40 "$refused"
+got=$(call "$URL" /k8s/state "$SCRATCH/state.json" "${AUTH[@]}")
+check_eq "GET /k8s/state with the token" 200 "$got"
+python3 -c 'import json,sys; s=open(sys.argv[1]).read(); sys.exit(1 if "flood" in s else 0)' "$SCRATCH/state.json" ||
+    fail "the node cache holds flood pods: $(head -c 600 "$SCRATCH/state.json")"
+
+# ---- observations, reads -----------------------------------------------------------------------
+echo '{"gpu": "GPU-n1-0", "workloads": ["vit-base-patch16-224_batch2-inf", "whisper-large-v2_batch8-inf"], "throughput": [0.5, 0.5]}' \
+    >"$SCRATCH/obs.json"
+got=$(call "$URL" /v1/observations "$SCRATCH/out" "${JSON[@]}" --data-binary @"$SCRATCH/obs.json")
+check_eq "an observation without the token" 401 "$got"
+got=$(call "$URL" /v1/observations "$SCRATCH/obs-out.json" "${JSON[@]}" "${AUTH[@]}" --data-binary @"$SCRATCH/obs.json")
+check_eq "an observation with the token" 200 "$got"
+for path in /k8s/state /metrics /v1/workloads; do
+    got=$(call "$URL" "$path" "$SCRATCH/out")
+    check_eq "GET $path without the token" 401 "$got"
+done
+got=$(call "$URL" /healthz "$SCRATCH/out")
+check_eq "GET /healthz without the token" 200 "$got"
+grep -q 'extender listener on 127.0.0.1:0 (port [0-9]*, HTTPS, client certificates' "$SCRATCH/serve.log" ||
+    fail "kace serve did not say how its extender listener is guarded: $(cat "$SCRATCH/serve.log")"
+
+# ---- start-up refuses listeners anyone could reach ------------------------------------------------
+"$KACE" serve --db "$DB" --listen 127.0.0.1:0 --no-nvml --extender-listen 0.0.0.0:0 >"$SCRATCH/refused1.log" 2>&1
+check_eq "exit status, extender off loopback without client certificates" 2 "$?"
+grep -q 'extender-client-ca' "$SCRATCH/refused1.log" || fail "no reason given: $(cat "$SCRATCH/refused1.log")"
+"$KACE" serve --db "$DB" --listen 0.0.0.0:0 --no-nvml >"$SCRATCH/refused2.log" 2>&1
+check_eq "exit status, main listener off loopback without a token" 2 "$?"
+grep -q 'token-file' "$SCRATCH/refused2.log" || fail "no reason given: $(cat "$SCRATCH/refused2.log")"
+finish cli_serve_auth
