@@ -93,6 +93,7 @@ typedef struct eval_request {
     int xu_iter;
     double xu_tree_scale;      /* 0 = library default (0.05); 1 = the paper's tree counts */
     kace_slowdown_params slowdown; /* kace's model */
+    int kace_kind;                 /* its kind: KACE_MODEL_SLOWDOWN (0 here: the default) or _PRESSURE */
     int kace_seeds;                /* kace's scores: mean over seeds slowdown.seed .. + kace_seeds - 1 */
     bool without_slowdown;         /* leave kace's model out (the paper's policies only) */
     bool figures;

@@ -503,6 +503,8 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     if (req->xu_tree_scale > 0)
         common.xu_search.tree_scale = req->xu_tree_scale;
     common.slowdown = req->slowdown;
+    if (req->kace_kind)
+        common.kace_kind = (kace_model_kind)req->kace_kind;
     common.with_slowdown = !req->without_slowdown;
     /* One mode asked for: the unseen studies score that one only. */
     common.one_mode = !(req->paper && req->clean);
@@ -592,7 +594,7 @@ int cmd_eval(int argc, char **argv)
         {"kace-alpha", required_argument, 0, 'A'}, {"kace-tree-weight", required_argument, 0, 'W'},
         {"kace-depth", required_argument, 0, 'P'}, {"kace-select", no_argument, 0, 'Q'},
         {"kace-monotone", required_argument, 0, 'N'}, {"kace-seed", required_argument, 0, 'Y'},
-        {"kace-seeds", required_argument, 0, 'Z'},
+        {"kace-seeds", required_argument, 0, 'Z'}, {"kace-kind", required_argument, 0, 40},
         {"groups", no_argument, 0, 'G'},       {"splits", no_argument, 0, 'S'},
         {"protocol", required_argument, 0, 1}, {"set", required_argument, 0, 'p'},
         {"train-set", required_argument, 0, 2}, {"targets", required_argument, 0, 3},
@@ -667,6 +669,14 @@ int cmd_eval(int argc, char **argv)
             break;
         }
         case 'Z': if (!cli_int("eval", "kace-seeds", optarg, 1, 100, &req.kace_seeds)) return EXIT_USAGE; break;
+        case 40:
+            if (strcmp(optarg, "slowdown") == 0)
+                req.kace_kind = KACE_MODEL_SLOWDOWN;
+            else if (strcmp(optarg, "pressure") == 0)
+                req.kace_kind = KACE_MODEL_PRESSURE;
+            else
+                return cli_usage("eval", "--kace-kind must be slowdown or pressure");
+            break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
                    "                 [--xu-trees SCALE] [--pairs-set pairs] [--triples-set triples] [--no-figures] [--quiet]\n"
@@ -680,7 +690,8 @@ int cmd_eval(int argc, char **argv)
                    "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5); --kace-monotone none|shares|partners\n"
                    "fixes the trees' monotone constraints instead of choosing them by 3-fold CV on the training rows;\n"
                    "--kace-seed S seeds the trees' row subsampling and the CV folds (default 0); --kace-seeds N\n"
-                   "reports kace's scores as the mean over seeds S .. S+N-1 (default 1).\n"
+                   "reports kace's scores as the mean over seeds S .. S+N-1 (default 1). --kace-kind pressure\n"
+                   "makes kace's model the pressure model (docs/pressure-model.md) instead of the slowdown model.\n"
                    "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
                    "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out;\n"
                    "--splits --train-db OTHER: fitted on OTHER's grids, another GPU's, each advised pair left out by name).\n"

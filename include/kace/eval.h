@@ -27,6 +27,7 @@ typedef struct kace_eval_options {
     const kace_feature_set *xu_features; /* its features (default kace_features_xu) */
     bool with_slowdown;            /* also fit kace's slowdown model */
     kace_slowdown_params slowdown;
+    kace_model_kind kace_kind;     /* kace's model: KACE_MODEL_SLOWDOWN (default) or KACE_MODEL_PRESSURE */
     kace_forest_search xu_search;  /* its randomized search */
     int n_threads;                 /* splits/targets evaluated at once; 0 = one per CPU */
     /* kace_eval_unseen scores opt->mode only; the other mode's rows keep their

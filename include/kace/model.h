@@ -47,7 +47,8 @@ void kace_labels_build(const kace_dataset *ds, const int *rows, size_t n_rows, d
 typedef enum kace_model_kind {
     KACE_MODEL_LINEAR = 0,  /* the paper's KACE: OLS on summed features */
     KACE_MODEL_FOREST = 1,  /* random forest (the Xu et al. baseline) */
-    KACE_MODEL_SLOWDOWN = 2 /* kace's default: per-member slowdown, summed */
+    KACE_MODEL_SLOWDOWN = 2, /* kace's default: per-member slowdown, summed */
+    KACE_MODEL_PRESSURE = 3  /* per-member sensitivity x partners' pressure (pressure.c) */
 } kace_model_kind;
 
 /* How features are z-scored at prediction time. TRAIN uses the fitting rows'

@@ -25,6 +25,7 @@ void kace_eval_options_default(kace_eval_options *o)
     o->xu_search.tree_scale = 0.05;
     o->with_slowdown = true;
     kace_slowdown_params_default(&o->slowdown);
+    o->kace_kind = KACE_MODEL_SLOWDOWN;
 }
 
 static double now_seconds(void)
@@ -117,7 +118,7 @@ static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *
         f->xu_seconds = seconds_of(ctx, &st, ds, rows, n, &forest, &f->xu);
     }
     if (!st && opt->with_slowdown) {
-        kace_fit_spec sd = {.kind = KACE_MODEL_SLOWDOWN, .slowdown = opt->slowdown};
+        kace_fit_spec sd = {.kind = opt->kace_kind, .slowdown = opt->slowdown};
         sd.slowdown.seed = opt->slowdown.seed ^ seed;
         f->slowdown_seconds = seconds_of(ctx, &st, ds, rows, n, &sd, &f->slowdown);
     }

@@ -272,6 +272,12 @@ kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
         for (int j = 0; j <= m->n_features; j++)
             tb_printf(&t, " %.17g", m->coef[j]);
         tb_printf(&t, "\n");
+    } else if (kind_ops(m) && kind_ops(m)->write) {
+        kace_status st = kind_ops(m)->write(ctx, m, &t);
+        if (st) {
+            free(t.p);
+            return st;
+        }
     } else if (m->kind == KACE_MODEL_SLOWDOWN) {
         tb_printf(&t, "slowdown %d %.17g %.17g\n", m->n_member_features, m->ridge_alpha, m->tree_weight);
         for (int j = 0; j < m->n_member_features; j++)
@@ -590,6 +596,9 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
             st = bad(ctx, &r, "exactly n_features + 1 coefficients");
             goto fail;
         }
+    } else if (kind_ops(m) && kind_ops(m)->read) {
+        if ((st = kind_ops(m)->read(ctx, m, &r.p, r.end, &r.line, r.origin)))
+            goto fail;
     } else if (m->kind == KACE_MODEL_SLOWDOWN) {
         if ((st = read_slowdown(ctx, &r, version, m)))
             goto fail;

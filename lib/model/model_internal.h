@@ -32,6 +32,9 @@ struct kace_model {
     /* The trees as kace evaluates them, read from booster_json (xgboost is
      * never handed a model buffer from a file: it trusts it blindly). */
     kace_trees trees;
+    /* A kind's own fitted state, when it keeps one (the pressure model):
+     * freed by its release, written and read by its write and read. */
+    void *state;
     /* Slowdown model (slowdown.c): ridge on log(throughput / exclusive) of
      * each member, averaged with boosted trees on the same member features. */
     int n_member_features;
@@ -49,6 +52,8 @@ struct kace_model {
 /* What the model object (model.c: free, predict_z, the model file) needs of
  * a kind beyond its predictor table, reached through m->predictor.ops->model
  * so that model.c names no kind's file. */
+struct text_buf; /* base/text_buf.h */
+
 typedef struct kace_model_ops {
     /* Rebuilds what a loaded model derives from its saved fields (the trees
      * from booster_json); NULL: nothing to rebuild. */
@@ -64,6 +69,12 @@ typedef struct kace_model_ops {
      * fitted slowdown model makes it from its trees only when saved);
      * NULL: the held booster_json is saved as it is. */
     kace_status (*booster_json)(kace_ctx *ctx, const kace_model *m, char **json, size_t *len);
+    /* The kind's own section of the model file after the feature lines
+     * (NULL: model.c writes the kind's fields). read parses it from *p
+     * (up to end), counting lines in *line for messages, and leaves *p after it. */
+    kace_status (*write)(kace_ctx *ctx, const kace_model *m, struct text_buf *t);
+    kace_status (*read)(kace_ctx *ctx, kace_model *m, const char **p, const char *end, int *line,
+                        const char *origin);
 } kace_model_ops;
 
 /* Sets the kind and the predictor every consumer uses (the kind's table

@@ -7,6 +7,7 @@
 
 #include "fit.h"
 #include "model_internal.h"
+#include "pressure.h"
 #include "slowdown.h"
 
 /* The one place that knows the model kinds. */
@@ -14,6 +15,7 @@ static const kace_predictor_ops *const kinds[] = {
     [KACE_MODEL_LINEAR] = &kace_linear_ops,
     [KACE_MODEL_FOREST] = &kace_forest_ops,
     [KACE_MODEL_SLOWDOWN] = &kace_slowdown_ops,
+    [KACE_MODEL_PRESSURE] = &kace_pressure_ops,
 };
 enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
 

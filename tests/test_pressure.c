@@ -1,0 +1,586 @@
+/* The pressure model (lib/model/pressure.c): it recovers a known
+ * sensitivity x pressure law, a member only loses as its partners' pressure
+ * grows, one fit predicts any k, the model file round-trips, and no row
+ * outside the fitting rows reaches a fit.
+ *
+ * `test_pressure figures [SEEDS]` instead prints its scores on the V100
+ * data, clean mode, beside the slowdown model's (kace's default) and the
+ * goals, each the mean over kace seeds 0..SEEDS-1 (default 4), through the
+ * library's evaluation protocols (the folds of kace eval): the published
+ * splits at n_occur 2 and 3, per-member error at n_occur 3, unseen
+ * families, triples, leave one batch size out, and a pairs-only model
+ * choosing among the triples (docs/pressure-model.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/eval.h"
+#include "kace/predictor.h"
+#include "kace/protocol.h"
+#include "kace/store.h"
+#include "model/pressure.h"
+#include "testutil.h"
+
+static kace_ctx *ctx;
+static kace_store *store;
+static kace_dataset *pairs;
+static int used[64], n_used; /* the workloads of the pairs' colocations */
+
+static int setup(void **state)
+{
+    (void)state;
+    ctx = kace_ctx_new();
+    char db[4096];
+    snprintf(db, sizeof db, "%s/kace.db", scratch_dir("pressure"));
+    if (kace_store_open(ctx, db, &store))
+        return -1;
+    static const char *const files[] = {"profiles/system.csv", "colocations/pairs.csv"};
+    if (import_reference(ctx, store, files, 2))
+        return -1;
+    if (kace_store_load_dataset(ctx, store, "pairs", false, &pairs))
+        return -1;
+    for (size_t w = 0; w < pairs->n_workloads && n_used < 64; w++)
+        for (size_t i = 0; i < pairs->n_colocations; i++)
+            if (kace_colocation_has(&pairs->colocations[i], (int)w)) {
+                used[n_used++] = (int)w;
+                break;
+            }
+    return n_used >= 20 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kace_dataset_free(&pairs);
+    kace_store_close(&store);
+    kace_ctx_free(&ctx);
+    return 0;
+}
+
+static kace_model *fit(const kace_dataset *ds, const int *rows, size_t n)
+{
+    kace_fit_spec spec = {.kind = KACE_MODEL_PRESSURE};
+    kace_model *m = NULL;
+    assert_kace_ok(ctx, kace_model_fit_rows(ctx, ds, rows, n, &spec, &m));
+    assert_non_null(m);
+    return m;
+}
+
+static double predict(const kace_model *m, const kace_dataset *ds, const int *group, int k, double *member)
+{
+    double sum;
+    assert_kace_ok(ctx, kace_predict_group(ctx, kace_model_predictor(m), ds, group, k, &sum, NULL, member));
+    return sum;
+}
+
+/* ---- a synthetic set from a known law ------------------------------------ */
+
+#define N_SYN 14
+
+/* Workload w of the synthetic set: log threads spread over 3 e-folds, the
+ * kernel mix varied independently of it. */
+static void syn_metrics(int w, double *metric)
+{
+    double lw = 12 + 3.0 * w / (N_SYN - 1);
+    metric[KACE_M_THREADS] = exp(lw);
+    metric[KACE_M_SM_PCT] = 30 + 5 * (w % 5);
+    metric[KACE_M_MEM_PCT] = 10 + 4 * (w % 3);
+    metric[KACE_M_SM_THROUGHPUT] = 20 + 6 * (w % 4);
+    metric[KACE_M_DRAM_THROUGHPUT] = 15 + 5 * (w % 6);
+    metric[KACE_M_MEM_THROUGHPUT] = 25 + 3 * (w % 7);
+    metric[KACE_M_REGISTERS] = 32 * metric[KACE_M_THREADS];
+    metric[KACE_M_STATIC_SHMEM] = 0;
+    metric[KACE_M_MEMCAP] = 2 + w % 3;
+    metric[KACE_M_EXCLUSIVE] = 100 + 37 * w;
+}
+
+/* The law: s = 0.3 - 0.8 (lw - 13.5), p = 0.6 (lw - 13.5), a = 0. */
+static void syn_law(const double *metric, double *s, double *p)
+{
+    double lw = log(metric[KACE_M_THREADS]) - 13.5;
+    *s = 0.3 - 0.8 * lw;
+    *p = 0.6 * lw;
+}
+
+static void syn_group(kace_dataset *ds, const int *w, int k, kace_colocation *c)
+{
+    memset(c, 0, sizeof *c);
+    c->k = k;
+    double s[KACE_MAX_K], p[KACE_MAX_K];
+    for (int i = 0; i < k; i++) {
+        c->workload[i] = w[i];
+        c->mps_pct[i] = 100;
+        syn_law(ds->workloads[w[i]].metric, &s[i], &p[i]);
+    }
+    for (int i = 0; i < k; i++) {
+        double pressure = 0;
+        for (int j = 0; j < k; j++)
+            pressure += j == i ? 0 : exp(p[j]);
+        c->throughput[i] = ds->workloads[w[i]].metric[KACE_M_EXCLUSIVE] / (1 + exp(s[i]) * pressure);
+    }
+}
+
+/* Workloads 0..N_SYN-1 named syn<i>, their pairs among the even ones and
+ * the odd ones apart (so the odd ones are never fitted), and a few triples. */
+static kace_dataset *synthetic(size_t *n_train)
+{
+    kace_dataset *ds = NULL;
+    assert_kace_ok(ctx, kace_dataset_new(ctx, &ds));
+    for (int w = 0; w < N_SYN; w++) {
+        char name[32];
+        int at;
+        snprintf(name, sizeof name, "syn%d_batch1-inf", w);
+        assert_kace_ok(ctx, kace_dataset_intern(ctx, ds, name, &at));
+        assert_int_equal(at, w);
+        syn_metrics(w, ds->workloads[w].metric);
+    }
+    kace_colocation c;
+    for (int i = 0; i < N_SYN; i += 2)
+        for (int j = i + 2; j < N_SYN; j += 2) {
+            syn_group(ds, (int[]){i, j}, 2, &c);
+            assert_kace_ok(ctx, kace_dataset_add_colocation(ctx, ds, &c));
+        }
+    for (int i = 0; i + 4 < N_SYN; i += 2) {
+        syn_group(ds, (int[]){i, i + 2, i + 4}, 3, &c);
+        assert_kace_ok(ctx, kace_dataset_add_colocation(ctx, ds, &c));
+    }
+    *n_train = ds->n_colocations;
+    return ds;
+}
+
+static void test_recovers_a_known_law(void **state)
+{
+    (void)state;
+    size_t n;
+    kace_dataset *ds = synthetic(&n);
+    kace_model *m = fit(ds, NULL, 0);
+    kace_pressure_info info;
+    kace_pressure_describe(m, &info);
+    assert_int_equal(info.n_parts, 2);
+    assert_int_equal(info.n_workloads, N_SYN / 2); /* the even ones: 0, 2, ..., 12 */
+    for (int q = 0; q < info.n_parts; q++) {
+        assert_true(info.s1[q] < 0); /* big kernels suffer less ... */
+        assert_true(info.p1[q] > 0); /* ... and press harder */
+    }
+    /* Groups it never saw, of workloads it never saw (the odd ones, inside the
+     * envelope of the even ones) and of k up to 4: every member within 7.5% of
+     * the law's throughput. */
+    double worst = 0;
+    kace_colocation c;
+    for (int i = 1; i < N_SYN - 1; i += 2)
+        for (int j = 0; j < N_SYN - 1; j++) {
+            if (j == i)
+                continue;
+            for (int k = 2; k <= 4; k++) {
+                int g[4] = {i, j, (j + 3) % (N_SYN - 1), (j + 5) % (N_SYN - 1)};
+                syn_group(ds, g, k, &c);
+                double member[4];
+                predict(m, ds, g, k, member);
+                for (int a = 0; a < k; a++)
+                    worst = fmax(worst, fabs(member[a] / c.throughput[a] - 1));
+            }
+        }
+    printf("  worst member error on unseen groups: %.2f%%\n", 100 * worst);
+    assert_true(worst < 0.075);
+    /* On its training rows, tighter. */
+    worst = 0;
+    for (size_t r = 0; r < n; r++) {
+        const kace_colocation *t = &ds->colocations[r];
+        double member[KACE_MAX_K];
+        predict(m, ds, t->workload, t->k, member);
+        for (int a = 0; a < t->k; a++)
+            worst = fmax(worst, fabs(member[a] / t->throughput[a] - 1));
+    }
+    printf("  worst member error on training rows: %.2f%%\n", 100 * worst);
+    assert_true(worst < 0.02);
+    kace_model_free(&m);
+    kace_dataset_free(&ds);
+}
+
+/* A member only loses as its partners' pressure grows: adding a partner
+ * never raises any member's predicted throughput, for every workload of
+ * the V100 pairs and every pair of partners. */
+static void test_monotone_in_partner_pressure(void **state)
+{
+    (void)state;
+    kace_model *m = fit(pairs, NULL, 0);
+    int checked = 0;
+    for (int a = 0; a < n_used; a++)
+        for (int b = 0; b < n_used; b++)
+            for (int c = 0; c < n_used; c++) {
+                if (a == b || a == c || b == c)
+                    continue;
+                int i = used[a], j = used[b], l = used[c], o = used[(c + 1) % n_used];
+                double two[2], three[3], four[4];
+                predict(m, pairs, (int[]){i, j}, 2, two);
+                predict(m, pairs, (int[]){i, j, l}, 3, three);
+                predict(m, pairs, (int[]){i, j, l, o}, 4, four);
+                assert_true(three[0] <= two[0]);
+                assert_true(three[1] <= two[1]);
+                assert_true(four[0] <= three[0]);
+                checked++;
+            }
+    /* And each latent pressure is what orders them: a partner of higher
+     * pressure (in both parts) costs a member more. */
+    kace_pressure_info info;
+    kace_pressure_describe(m, &info);
+    int ordered = 0, first = used[0];
+    for (int b = 1; b < n_used; b++)
+        for (int c = 1; c < n_used; c++) {
+            int j = used[b], l = used[c];
+            double lj[2][3], ll[2][3];
+            bool higher = true;
+            for (int q = 0; q < info.n_parts; q++) {
+                assert_kace_ok(ctx, kace_pressure_latents(ctx, m, q, &pairs->workloads[j], lj[q]));
+                assert_kace_ok(ctx, kace_pressure_latents(ctx, m, q, &pairs->workloads[l], ll[q]));
+                higher &= lj[q][2] > ll[q][2];
+            }
+            if (!higher)
+                continue;
+            double with_j[2], with_l[2];
+            predict(m, pairs, (int[]){first, j}, 2, with_j);
+            predict(m, pairs, (int[]){first, l}, 2, with_l);
+            assert_true(with_j[0] <= with_l[0]);
+            ordered++;
+        }
+    printf("  %d partner additions and %d pressure orderings checked\n", checked, ordered);
+    assert_true(checked > 1000 && ordered > 50);
+    kace_model_free(&m);
+}
+
+/* One fit on pairs predicts groups of any k: a 4-way group's members are
+ * what the latents give by hand, the sum is theirs, and a workload alone
+ * keeps its exclusive throughput. */
+static void test_k_way_prediction(void **state)
+{
+    (void)state;
+    kace_model *m = fit(pairs, NULL, 0);
+    kace_pressure_info info;
+    kace_pressure_describe(m, &info);
+    int g[4] = {used[0], used[3], used[7], used[11]};
+    double member[4], lat[2][4][3];
+    double sum = predict(m, pairs, g, 4, member);
+    for (int q = 0; q < info.n_parts; q++)
+        for (int i = 0; i < 4; i++)
+            assert_kace_ok(ctx, kace_pressure_latents(ctx, m, q, &pairs->workloads[g[i]], lat[q][i]));
+    double total = 0;
+    for (int i = 0; i < 4; i++) {
+        double f = 0;
+        for (int q = 0; q < info.n_parts; q++) {
+            double pressure = 0;
+            for (int j = 0; j < 4; j++)
+                pressure += j == i ? 0 : exp(lat[q][j][2]);
+            f += exp(lat[q][i][0]) / (1 + exp(lat[q][i][1]) * pressure) / info.n_parts;
+        }
+        double want = f * pairs->workloads[g[i]].metric[KACE_M_EXCLUSIVE];
+        assert_true(fabs(member[i] - want) <= 1e-9 * want);
+        assert_true(member[i] > 0);
+        total += member[i];
+    }
+    assert_true(fabs(sum - total) <= 1e-9 * total);
+    double alone;
+    alone = predict(m, pairs, g, 1, NULL);
+    assert_true(alone == pairs->workloads[g[0]].metric[KACE_M_EXCLUSIVE]);
+    /* Eight at once, the most a colocation holds. */
+    int eight[8] = {used[0], used[1], used[2], used[3], used[4], used[5], used[6], used[7]};
+    double eight_member[8];
+    double eight_sum = predict(m, pairs, eight, 8, eight_member);
+    assert_true(eight_sum > 0 && isfinite(eight_sum));
+    kace_model_free(&m);
+}
+
+static void test_model_file_round_trip(void **state)
+{
+    (void)state;
+    kace_model *m = fit(pairs, NULL, 0), *back = NULL;
+    char *text = NULL, *again = NULL;
+    assert_kace_ok(ctx, kace_model_to_text(ctx, m, &text));
+    assert_non_null(strstr(text, "kind pressure\n"));
+    assert_kace_ok(ctx, kace_model_from_text(ctx, text, strlen(text), "test", &back));
+    assert_int_equal(kace_model_get_kind(back), KACE_MODEL_PRESSURE);
+    assert_kace_ok(ctx, kace_model_to_text(ctx, back, &again));
+    assert_string_equal(text, again);
+    for (int i = 0; i < n_used; i++)
+        for (int j = 0; j < n_used; j++) {
+            double a[2], b[2];
+            predict(m, pairs, (int[]){used[i], used[j]}, 2, a);
+            predict(back, pairs, (int[]){used[i], used[j]}, 2, b);
+            assert_true(a[0] == b[0] && a[1] == b[1]);
+        }
+    /* Through a file, as kace train writes it. */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/pressure.model", scratch_dir("pressure-file"));
+    kace_model *loaded = NULL;
+    assert_kace_ok(ctx, kace_model_save(ctx, m, path));
+    assert_kace_ok(ctx, kace_model_load(ctx, path, &loaded));
+    double a, b;
+    a = predict(m, pairs, used + 1, 3, NULL);
+    b = predict(loaded, pairs, used + 1, 3, NULL);
+    assert_true(a == b);
+    /* A damaged line is named with its line number. */
+    char *bad = strdup(text);
+    char *at = strstr(bad, "pworkload ");
+    assert_non_null(at);
+    memcpy(at, "pworkload x", 11);
+    kace_model *none = NULL;
+    assert_int_equal(kace_model_from_text(ctx, bad, strlen(bad), "bad.model", &none), KACE_ERR_PARSE);
+    assert_null(none);
+    assert_non_null(strstr(kace_errmsg(ctx), "bad.model:"));
+    assert_non_null(strstr(kace_errmsg(ctx), "pworkload"));
+    /* A truncated file too. */
+    size_t cut = (size_t)(strstr(text, "pscale ") - text) + 3;
+    assert_int_equal(kace_model_from_text(ctx, text, cut, "cut.model", &none), KACE_ERR_PARSE);
+    free(bad);
+    free(text);
+    free(again);
+    kace_model_free(&m);
+    kace_model_free(&back);
+    kace_model_free(&loaded);
+}
+
+/* The cross-validation sees the fitting rows only: with every other row
+ * poisoned (NaN throughputs, which a fit refuses), the model is the same. */
+static void test_other_rows_never_reach_the_fit(void **state)
+{
+    (void)state;
+    size_t nc = pairs->n_colocations, n_train = 0;
+    int *train = malloc(nc * sizeof *train);
+    assert_non_null(train);
+    for (size_t i = 0; i < nc; i++)
+        if (i % 3 != 0)
+            train[n_train++] = (int)i;
+    kace_dataset poisoned = *pairs;
+    poisoned.colocations = malloc(nc * sizeof *poisoned.colocations);
+    assert_non_null(poisoned.colocations);
+    memcpy(poisoned.colocations, pairs->colocations, nc * sizeof *poisoned.colocations);
+    for (size_t i = 0; i < nc; i += 3)
+        for (int j = 0; j < poisoned.colocations[i].k; j++)
+            poisoned.colocations[i].throughput[j] = NAN;
+    kace_model *clean = fit(pairs, train, n_train), *dirty = fit(&poisoned, train, n_train);
+    char *a = NULL, *b = NULL;
+    assert_kace_ok(ctx, kace_model_to_text(ctx, clean, &a));
+    assert_kace_ok(ctx, kace_model_to_text(ctx, dirty, &b));
+    assert_string_equal(a, b);
+    /* And a poisoned row among the fitting rows is refused. */
+    kace_fit_spec spec = {.kind = KACE_MODEL_PRESSURE};
+    kace_model *none = NULL;
+    int all[2] = {0, 1};
+    assert_int_equal(kace_model_fit_rows(ctx, &poisoned, all, 2, &spec, &none), KACE_ERR_INVALID);
+    assert_null(none);
+    free(a);
+    free(b);
+    kace_model_free(&clean);
+    kace_model_free(&dirty);
+    free(poisoned.colocations);
+    free(train);
+}
+
+/* A workload without a metric the model reads is named with the metric. */
+static void test_missing_metric_is_named(void **state)
+{
+    (void)state;
+    size_t n;
+    kace_dataset *ds = synthetic(&n);
+    ds->workloads[4].metric[KACE_M_DRAM_THROUGHPUT] = NAN;
+    kace_fit_spec spec = {.kind = KACE_MODEL_PRESSURE};
+    kace_model *m = NULL;
+    assert_int_equal(kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "syn4_batch1-inf"));
+    assert_non_null(strstr(kace_errmsg(ctx), kace_metric_name(KACE_M_DRAM_THROUGHPUT)));
+    kace_dataset_free(&ds);
+}
+
+/* ---- the figures (not a test: `test_pressure figures`) -------------------- */
+
+enum { F_N2, F_N3, F_MAE, F_UNSEEN, F_TRIPLES, F_B2, F_B8, F_B16, F_PT, N_FIG };
+
+static const struct {
+    const char *what;
+    double goal;
+    bool lower_is_better;
+} figure[N_FIG] = {
+    {"n_occur=2 (published splits)", NAN, false},
+    {"n_occur=3 (published splits)", 0.961, false},
+    {"per-member error at n_occur=3 (%)", 10, true},
+    {"unseen family (pairs)", 0.949, false},
+    {"triples (family-exclusion)", 0.978, false},
+    {"held-out batch 2", 0.95, false},
+    {"held-out batch 8", 0.95, false},
+    {"held-out batch 16", 0.95, false},
+    {"pairs-only model on triples", 0.97, false},
+};
+
+static double mean_kace(const kace_target_score *t, size_t n)
+{
+    double s = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(t[i].score[KACE_POL_SLOWDOWN])) {
+            s += t[i].score[KACE_POL_SLOWDOWN];
+            k++;
+        }
+    return k ? s / (double)k : NAN;
+}
+
+static kace_status figures_of(kace_model_kind kind, uint64_t seed, kace_dataset *triples, kace_splits *splits,
+                              kace_folds *batch, kace_dataset *both, kace_folds *pt, double *fig)
+{
+    kace_eval_options opt;
+    kace_eval_options_default(&opt);
+    opt.mode = KACE_MODE_CLEAN;
+    opt.one_mode = true;
+    opt.with_xu = false;
+    opt.kace_kind = kind;
+    opt.slowdown.seed = seed;
+    kace_split_results *r = NULL;
+    kace_status st = kace_eval_splits(ctx, pairs, splits, &opt, &r);
+    if (st)
+        return st;
+    fig[F_N2] = kace_eval_mean(r, 2, KACE_POL_SLOWDOWN);
+    fig[F_N3] = kace_eval_mean(r, 3, KACE_POL_SLOWDOWN);
+    double mae = 0;
+    int n_mae = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->items[i].n_occur == 3) {
+            mae += r->items[i].slowdown_mae_pct;
+            n_mae++;
+        }
+    fig[F_MAE] = mae / n_mae;
+    kace_split_results_free(&r);
+    kace_target_score *out[2] = {NULL, NULL};
+    size_t n_out = 0;
+    if ((st = kace_eval_unseen(ctx, pairs, &opt, out, &n_out, NULL)))
+        return st;
+    fig[F_UNSEEN] = mean_kace(out[KACE_MODE_CLEAN], n_out);
+    free(out[0]);
+    free(out[1]);
+    if ((st = kace_eval_unseen(ctx, triples, &opt, out, &n_out, NULL)))
+        return st;
+    fig[F_TRIPLES] = mean_kace(out[KACE_MODE_CLEAN], n_out);
+    free(out[0]);
+    free(out[1]);
+    kace_protocol_result *pr = NULL;
+    if ((st = kace_eval_folds(ctx, pairs, batch, &opt, &pr)))
+        return st;
+    for (int b = 0; b < 3; b++)
+        fig[F_B2 + b] = pr->folds[b].score[KACE_POL_SLOWDOWN];
+    kace_protocol_result_free(&pr);
+    if ((st = kace_eval_folds(ctx, both, pt, &opt, &pr)))
+        return st;
+    fig[F_PT] = mean_kace(pr->targets, pr->n_targets);
+    kace_protocol_result_free(&pr);
+    return KACE_OK;
+}
+
+/* The triples (rows 0..) and then the pairs in one dataset, and the folds
+ * of leave-family-out that train on the pairs only and choose among the
+ * triples (as tests/test_generalize.c). */
+static kace_status pairs_to_triples(kace_dataset *both, kace_folds **folds)
+{
+    size_t n3 = both->n_colocations, n2 = pairs->n_colocations;
+    kace_status st = KACE_OK;
+    for (size_t i = 0; i < n2 && !st; i++) {
+        kace_colocation c = pairs->colocations[i];
+        for (int j = 0; j < c.k; j++)
+            c.workload[j] = kace_dataset_find(both, pairs->workloads[c.workload[j]].name);
+        st = kace_dataset_add_colocation(ctx, both, &c);
+    }
+    int *train = malloc(n2 * sizeof *train), *test = malloc(n3 * sizeof *test);
+    if (!st && (!train || !test))
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < n2; i++)
+        train[i] = (int)(n3 + i);
+    for (size_t i = 0; !st && i < n3; i++)
+        test[i] = (int)i;
+    kace_protocol_spec spec;
+    kace_protocol_spec_default(&spec);
+    spec.protocol = KACE_PROTO_LEAVE_FAMILY_OUT;
+    spec.train_pool = train;
+    spec.n_train_pool = n2;
+    spec.test_pool = test;
+    spec.n_test_pool = n3;
+    if (!st)
+        st = kace_protocol_folds(ctx, both, &spec, folds);
+    free(train);
+    free(test);
+    return st;
+}
+
+static int print_figures(int seeds)
+{
+    static const char *const files[] = {"colocations/triples.csv", "splits.csv"};
+    kace_dataset *triples = NULL, *both = NULL;
+    kace_splits *splits = NULL;
+    kace_folds *batch = NULL, *pt = NULL;
+    kace_protocol_spec spec;
+    kace_protocol_spec_default(&spec);
+    spec.protocol = KACE_PROTO_LEAVE_BATCH_OUT;
+    kace_status st = import_reference(ctx, store, files, 2);
+    if (!st)
+        st = kace_store_load_dataset(ctx, store, "triples", false, &triples);
+    if (!st)
+        st = kace_store_load_dataset(ctx, store, "triples", false, &both);
+    if (!st)
+        st = kace_store_load_splits(ctx, store, pairs, &splits);
+    if (!st)
+        st = kace_protocol_folds(ctx, pairs, &spec, &batch);
+    if (!st)
+        st = pairs_to_triples(both, &pt);
+    double fig[2][N_FIG] = {{0}}, one[N_FIG];
+    static const kace_model_kind kinds[2] = {KACE_MODEL_PRESSURE, KACE_MODEL_SLOWDOWN};
+    for (int k = 0; k < 2 && !st; k++)
+        for (int s = 0; s < seeds && !st; s++) {
+            if (!(st = figures_of(kinds[k], (uint64_t)s, triples, splits, batch, both, pt, one)))
+                for (int f = 0; f < N_FIG; f++)
+                    fig[k][f] += one[f] / seeds;
+        }
+    if (!st) {
+        printf("V100 data, clean mode, mean over kace seeds 0..%d\n", seeds - 1);
+        printf("%-36s %9s %9s %9s  %s\n", "figure", "pressure", "slowdown", "goal", "pressure vs slowdown");
+        for (int f = 0; f < N_FIG; f++) {
+            bool lower = figure[f].lower_is_better;
+            double p = fig[0][f], d = fig[1][f];
+            char goal[32] = "-";
+            if (!isnan(figure[f].goal))
+                snprintf(goal, sizeof goal, "%s %.3g", lower ? "<=" : ">=", figure[f].goal);
+            const char *cmp = fabs(p - d) < 5e-4 * (lower ? 10 : 1) ? "same" : (lower ? p < d : p > d) ? "better"
+                                                                                                       : "worse";
+            printf("%-36s %9.4f %9.4f %9s  %s%s\n", figure[f].what, p, d, goal, cmp,
+                   isnan(figure[f].goal) ? ""
+                   : (lower ? p <= figure[f].goal : p >= figure[f].goal) ? " (goal met)"
+                                                                          : " (goal not met)");
+        }
+    } else {
+        fprintf(stderr, "test_pressure figures: %s\n", kace_errmsg(ctx));
+    }
+    kace_folds_free(&batch);
+    kace_folds_free(&pt);
+    kace_splits_free(&splits);
+    kace_dataset_free(&triples);
+    kace_dataset_free(&both);
+    return st ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "figures") == 0) {
+        int seeds = argc > 2 ? atoi(argv[2]) : 4;
+        if (seeds < 1 || seeds > 100 || setup(NULL) != 0) {
+            fprintf(stderr, "usage: test_pressure figures [SEEDS 1..100] (needs ../shared/data/kace-v100)\n");
+            return 2;
+        }
+        int rc = print_figures(seeds);
+        teardown(NULL);
+        return rc;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recovers_a_known_law),
+        cmocka_unit_test(test_monotone_in_partner_pressure),
+        cmocka_unit_test(test_k_way_prediction),
+        cmocka_unit_test(test_model_file_round_trip),
+        cmocka_unit_test(test_other_rows_never_reach_the_fit),
+        cmocka_unit_test(test_missing_metric_is_named),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
