@@ -736,7 +736,7 @@ int cmd_eval(int argc, char **argv)
         return cli_usage("eval", "--xu-trees must be in (0, 1]");
     kace_ctx *ctx = cli_ctx_new();
     cli_meter_attach(ctx, "eval", quiet);
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = cli_read_store(ctx, db);
     int rc = !store ? EXIT_FAILURE_RUN
              : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)
              : req.learning_curve > 0   ? cli_learning_curve(ctx, store, req.pairs_set, req.out_dir, req.figures,

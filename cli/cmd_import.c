@@ -194,21 +194,26 @@ int cmd_import_ncu(int argc, char **argv)
 int cmd_info(int argc, char **argv)
 {
     const char *db = cli_default_db();
-    static const struct option longopts[] = {{"db", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'},
-                                             {0, 0, 0, 0}};
+    bool upgrade = false;
+    static const struct option longopts[] = {{"db", required_argument, 0, 'd'}, {"upgrade", no_argument, 0, 'u'},
+                                             {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:uh", longopts, NULL)) != -1) {
         if (c == 'd')
             db = optarg;
+        else if (c == 'u')
+            upgrade = true;
         else if (c == 'h') {
-            printf("usage: kace info [--db PATH]\n");
+            printf("usage: kace info [--db PATH] [--upgrade]\n\n"
+                   "What the store holds. It is only read (a store in a folder you may not write can be read);\n"
+                   "--upgrade first migrates a store of an older kace to this kace's schema.\n");
             return EXIT_OK;
         } else
             return cli_usage("info", "unknown option");
     }
     kace_ctx *ctx = cli_ctx_new();
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = upgrade ? cli_open_store(ctx, db) : cli_read_store(ctx, db);
     int rc = EXIT_FAILURE_RUN;
     kace_set_info *sets = NULL;
     size_t n_sets = 0;

@@ -112,6 +112,11 @@ kace_store *cli_open_store(kace_ctx *ctx, const char *path)
     return open_store(ctx, path, 0);
 }
 
+kace_store *cli_read_store(kace_ctx *ctx, const char *path)
+{
+    return open_store(ctx, path, KACE_STORE_READ_ONLY);
+}
+
 kace_store *cli_create_store(kace_ctx *ctx, const char *path, bool with_folders)
 {
     bool dirs = with_folders || strcmp(path, home_db()) == 0;

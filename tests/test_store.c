@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -1127,6 +1129,106 @@ static void test_open_modes(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* Four processes open one store at once: each succeeds, and the store ends
+ * at this version with its data (the migration ran once, not four times). */
+static void open_four_at_once(const char *path)
+{
+    pid_t pid[4];
+    for (int i = 0; i < 4; i++) {
+        pid[i] = fork();
+        assert_true(pid[i] >= 0);
+        if (pid[i] == 0) {
+            kace_ctx *ctx = kace_ctx_new();
+            kace_store *s = NULL;
+            kace_status st = kace_store_open(ctx, path, &s);
+            if (st)
+                fprintf(stderr, "child %d: %s\n", i, kace_errmsg(ctx));
+            kace_store_close(&s);
+            _exit(st ? 1 : 0);
+        }
+    }
+    int ok = 0;
+    for (int i = 0; i < 4; i++) {
+        int status = 0;
+        assert_int_equal(waitpid(pid[i], &status, 0), pid[i]);
+        ok += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    }
+    assert_int_equal(ok, 4);
+    char want[16];
+    snprintf(want, sizeof want, "%d", KACE_STORE_SCHEMA_VERSION);
+    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), want);
+    assert_string_equal(raw_query(path, "SELECT count(*) FROM meta"), "1");
+}
+
+static void test_parallel_opens_migrate_once(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 3; round++) {
+        char name[32];
+        snprintf(name, sizeof name, "new%d.db", round);
+        char *fresh = db_path("store_parallel", name);
+        open_four_at_once(fresh);
+        free(fresh);
+
+        snprintf(name, sizeof name, "old%d.db", round);
+        char *path = db_path("store_parallel", name);
+        kace_ctx *ctx = kace_ctx_new();
+        kace_store *s = NULL;
+        assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+        import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+        kace_store_close(&s);
+        sqlite3 *db = raw_open(path);
+        raw_exec(db, "DROP TABLE observation_members; DROP TABLE observations;"
+                     "DROP TABLE profile_history; DROP TABLE run_history; DROP TABLE split_history;"
+                     "DROP TABLE workload_commands; ALTER TABLE profiles DROP COLUMN embedded;"
+                     "ALTER TABLE runs DROP COLUMN mode; ALTER TABLE runs DROP COLUMN repetition;"
+                     "ALTER TABLE runs DROP COLUMN measured_at; ALTER TABLE runs DROP COLUMN window_s;"
+                     "ALTER TABLE run_members DROP COLUMN status; ALTER TABLE run_members DROP COLUMN throughput_cv;"
+                     "ALTER TABLE run_members DROP COLUMN detail;"
+                     "UPDATE meta SET value='1' WHERE key='schema_version';");
+        sqlite3_close(db);
+        open_four_at_once(path);
+        assert_string_equal(raw_query(path, "SELECT count(*) FROM profiles"), "10");
+        free(path);
+        kace_ctx_free(&ctx);
+    }
+}
+
+/* A reader never migrates nor creates: an older schema is refused, naming
+ * the store, its version and the command that upgrades it. */
+static void test_read_only_open(void **state)
+{
+    (void)state;
+    char *path = db_path("store_read_only", "kace.db");
+    kace_ctx *ctx = kace_ctx_new();
+    kace_store *s = (kace_store *)(uintptr_t)1;
+    assert_int_equal(kace_store_open_flags(ctx, path, KACE_STORE_READ_ONLY, &s), KACE_ERR_NOT_FOUND);
+    assert_null(s);
+    assert_int_equal(kace_store_open_flags(ctx, path, KACE_STORE_READ_ONLY | KACE_STORE_CREATE, &s),
+                     KACE_ERR_INVALID);
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    import_text(ctx, s, SYSTEM_TEXT, "system.csv");
+    kace_store_close(&s);
+    assert_kace_ok(ctx, kace_store_open_flags(ctx, path, KACE_STORE_READ_ONLY, &s));
+    assert_counts(ctx, s, 2, 10, 0, 0, 0);
+    /* Nothing can be written through it. */
+    assert_int_not_equal(kace_store_promote_model(ctx, s, "none"), KACE_OK);
+    kace_store_close(&s);
+    sqlite3 *db = raw_open(path);
+    raw_exec(db, "DROP TABLE profile_history; DROP TABLE run_history; DROP TABLE split_history;"
+                 "ALTER TABLE profiles DROP COLUMN embedded; UPDATE meta SET value='3' WHERE key='schema_version';");
+    sqlite3_close(db);
+    assert_int_equal(kace_store_open_flags(ctx, path, KACE_STORE_READ_ONLY, &s), KACE_ERR_STORE);
+    assert_null(s);
+    char want[1200];
+    snprintf(want, sizeof want, "%s: schema version 3 is older than this kace's (%d)", path, KACE_STORE_SCHEMA_VERSION);
+    assert_non_null(strstr(kace_errmsg(ctx), want));
+    assert_non_null(strstr(kace_errmsg(ctx), "kace info --upgrade --db"));
+    assert_string_equal(raw_query(path, "SELECT value FROM meta WHERE key='schema_version'"), "3");
+    kace_ctx_free(&ctx);
+    free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1147,6 +1249,8 @@ int main(void)
         cmocka_unit_test(test_observations),
         cmocka_unit_test(test_reimport_conflicts_and_history),
         cmocka_unit_test(test_migrates_to_observations),
+        cmocka_unit_test(test_parallel_opens_migrate_once),
+        cmocka_unit_test(test_read_only_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,16 +21,21 @@ typedef struct kace_store kace_store;
 /* How kace_store_open_flags treats a path where no store is. */
 enum {
     KACE_STORE_CREATE = 1u << 0,     /* create the store file (its folder must exist) */
-    KACE_STORE_CREATE_DIRS = 1u << 1 /* with KACE_STORE_CREATE: create missing parent folders too */
+    KACE_STORE_CREATE_DIRS = 1u << 1, /* with KACE_STORE_CREATE: create missing parent folders too */
+    KACE_STORE_READ_ONLY = 1u << 2    /* never written: not created, migrated or switched to WAL */
 };
 
 /* Opens the store at path. Without KACE_STORE_CREATE a missing file (or an
  * empty one) fails with KACE_ERR_NOT_FOUND "no such store: PATH" and
- * nothing is created: commands that only read use that. Fails with
- * KACE_ERR_STORE on a newer or foreign schema, or when locked. An older
- * schema is migrated. The store is switched to WAL mode, so readers keep
- * reading while another process writes; a writer waits up to 5 s for
- * another writer. */
+ * nothing is created. Fails with KACE_ERR_STORE on a newer or foreign
+ * schema, or when locked. An older schema is migrated (one process at a
+ * time: others opening it meanwhile wait, then find it migrated). The
+ * store is switched to WAL mode, so readers keep reading while another
+ * process writes; a writer waits up to 5 s for another writer.
+ * With KACE_STORE_READ_ONLY (commands that only read) nothing is written,
+ * so a store in a folder the caller may not write can be read; an older
+ * schema then fails with KACE_ERR_STORE naming the store, its version and
+ * how to upgrade it, and any write through the store fails. */
 kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flags, kace_store **out);
 /* kace_store_open_flags with KACE_STORE_CREATE | KACE_STORE_CREATE_DIRS. */
 kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out);

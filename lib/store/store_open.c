@@ -112,7 +112,7 @@ static int mkdir_parents(const char *path)
     return 0;
 }
 
-/* Schema migrations, one step per version, each in its own transaction.
+/* Schema migrations, one step per version, all in upgrade()'s transaction.
  * 1 -> 2 (kace measure): a measured run's mode (mps/timeslice), repetition,
  * time and window; each member's own status, spread and reason; the command
  * that runs a workload. */
@@ -159,20 +159,6 @@ static const char *const migrate_sql[] = {
           "UPDATE meta SET value='4' WHERE key='schema_version';",
 };
 
-static kace_status migrate(kace_ctx *ctx, kace_store *s, int from)
-{
-    for (int v = from; v < KACE_STORE_SCHEMA_VERSION; v++) {
-        kace_status st;
-        if ((st = store_exec(ctx, s, "BEGIN IMMEDIATE;")))
-            return st;
-        if ((st = store_exec(ctx, s, migrate_sql[v])) || (st = store_exec(ctx, s, "COMMIT;"))) {
-            store_exec(NULL, s, "ROLLBACK;");
-            return st;
-        }
-    }
-    return KACE_OK;
-}
-
 /* Whether path's folder exists (a store is never created in a mistyped one). */
 static bool folder_exists(const char *path)
 {
@@ -194,11 +180,136 @@ kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out)
     return kace_store_open_flags(ctx, path, KACE_STORE_CREATE | KACE_STORE_CREATE_DIRS, out);
 }
 
+static kace_status locked(kace_ctx *ctx, kace_store *s)
+{
+    return kace_fail(ctx, KACE_ERR_STORE, "%s: store is locked by another process", s->path);
+}
+
+/* The store's schema version, or 0 for a database without tables (a store
+ * being created). A SQLite database of another program, or a file that is
+ * not SQLite, fails. *sqlite_rc: SQLite's code of a failure to read. */
+static kace_status read_version(kace_ctx *ctx, kace_store *s, int *version, int *sqlite_rc)
+{
+    *version = 0;
+    sqlite3_stmt *q = NULL;
+    int rc = *sqlite_rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+        return locked(ctx, s);
+    if (rc == SQLITE_OK) {
+        rc = *sqlite_rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW)
+            *version = atoi((const char *)sqlite3_column_text(q, 0));
+        sqlite3_finalize(q);
+        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+            return locked(ctx, s);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return store_fail(ctx, s, "read schema version");
+        *sqlite_rc = SQLITE_OK;
+        if (*version < 1)
+            return kace_fail(ctx, KACE_ERR_STORE, "%s: a kace store without a schema version", s->path);
+        return KACE_OK;
+    }
+    if (!strstr(sqlite3_errmsg(s->db), "no such table"))
+        return kace_fail(ctx, KACE_ERR_STORE, "%s: not a kace store (%s)", s->path, sqlite3_errmsg(s->db));
+    *sqlite_rc = SQLITE_OK;
+    /* No meta table: a new database, or not a kace store at all. */
+    int n_tables = -1;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL) != SQLITE_OK)
+        return kace_fail(ctx, KACE_ERR_STORE, "%s: not a SQLite database (%s)", s->path, sqlite3_errmsg(s->db));
+    if (sqlite3_step(q) == SQLITE_ROW)
+        n_tables = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    if (n_tables != 0)
+        return kace_fail(ctx, KACE_ERR_STORE, "%s: a SQLite database that is not a kace store", s->path);
+    return KACE_OK;
+}
+
+static kace_status check_not_newer(kace_ctx *ctx, kace_store *s, int version)
+{
+    if (version > KACE_STORE_SCHEMA_VERSION)
+        return kace_fail(ctx, KACE_ERR_STORE, "%s: schema version %d is newer than this kace supports (%d)", s->path,
+                         version, KACE_STORE_SCHEMA_VERSION);
+    return KACE_OK;
+}
+
+/* Creates the schema or migrates it to KACE_STORE_SCHEMA_VERSION, all in
+ * one transaction. BEGIN IMMEDIATE lets one writer in at a time: another
+ * process opening the same new or older store waits for it (the busy
+ * timeout) and then reads the version it left, so no step runs twice. */
+static kace_status upgrade(kace_ctx *ctx, kace_store *s)
+{
+    kace_status st = store_exec(ctx, s, "BEGIN IMMEDIATE;");
+    if (st)
+        return st;
+    int version, rc;
+    if ((st = read_version(ctx, s, &version, &rc)) || (st = check_not_newer(ctx, s, version)))
+        goto fail;
+    if (version == 0) {
+        if ((st = store_exec(ctx, s, schema_sql)) ||
+            (st = store_exec(ctx, s, "INSERT INTO meta VALUES('schema_version','1');")))
+            goto fail;
+        version = 1;
+    }
+    for (int v = version; v < KACE_STORE_SCHEMA_VERSION; v++)
+        if ((st = store_exec(ctx, s, migrate_sql[v])))
+            goto fail;
+    if ((st = store_exec(ctx, s, "COMMIT;")))
+        goto fail;
+    return KACE_OK;
+fail:
+    store_exec(NULL, s, "ROLLBACK;");
+    return st;
+}
+
+/* "file:PATH?immutable=1": path with the characters a URI gives a meaning escaped. */
+static void immutable_uri(const char *path, char *out, size_t size)
+{
+    size_t at = (size_t)snprintf(out, size, "file:");
+    for (const char *c = path; *c && at + 4 < size; c++) {
+        if (*c == '%' || *c == '?' || *c == '#')
+            at += (size_t)snprintf(out + at, size - at, "%%%02X", (unsigned char)*c);
+        else
+            out[at++] = *c;
+    }
+    snprintf(out + at, size - at, "?immutable=1");
+}
+
+/* A reader of a WAL store in a folder it may not write can open it while
+ * the store's -shm file exists; without one (no writer has it open) SQLite
+ * cannot make one, and the file is read as immutable: no writer can be
+ * changing it, since a writer would have left its -wal and -shm there. */
+static bool reopen_immutable(kace_store *s)
+{
+    char wal[1100];
+    snprintf(wal, sizeof wal, "%s-wal", s->path);
+    struct stat sb;
+    if (stat(wal, &sb) == 0 || errno != ENOENT)
+        return false;
+    char uri[3200];
+    immutable_uri(s->path, uri, sizeof uri);
+    sqlite3_close(s->db);
+    s->db = NULL;
+    return sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) == SQLITE_OK;
+}
+
+static kace_status open_db(kace_ctx *ctx, kace_store *s, bool create)
+{
+    int oflags = s->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(s->path, &s->db, oflags, NULL) != SQLITE_OK)
+        return store_fail(ctx, s, "cannot open");
+    /* Readers never wait for a writer in WAL mode; a writer waits this long
+     * for another writer, then reports the lock clearly. */
+    sqlite3_busy_timeout(s->db, 5000);
+    return store_exec(ctx, s, s->read_only ? "PRAGMA foreign_keys=ON; PRAGMA query_only=1;" : "PRAGMA foreign_keys=ON;");
+}
+
 kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flags, kace_store **out)
 {
     *out = NULL;
     if (strlen(path) >= sizeof((kace_store *)0)->path)
         return kace_fail(ctx, KACE_ERR_INVALID, "store path is too long");
+    if ((flags & KACE_STORE_READ_ONLY) && (flags & (KACE_STORE_CREATE | KACE_STORE_CREATE_DIRS)))
+        return kace_fail(ctx, KACE_ERR_INVALID, "%s: a store opened read-only is never created", path);
     struct stat sb;
     bool exists = stat(path, &sb) == 0;
     if (!exists && !(flags & KACE_STORE_CREATE))
@@ -209,6 +320,7 @@ kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flag
     if (!s)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     snprintf(s->path, sizeof s->path, "%s", path);
+    s->read_only = (flags & KACE_STORE_READ_ONLY) != 0;
     kace_status st = KACE_OK;
     if (!exists && (flags & KACE_STORE_CREATE_DIRS) && mkdir_parents(path) != 0) {
         st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot create its folder: %s", path, strerror(errno));
@@ -218,90 +330,43 @@ kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flag
         st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: its folder does not exist (no store created)", path);
         goto fail;
     }
-    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | (exists ? 0 : SQLITE_OPEN_CREATE), NULL) != SQLITE_OK) {
-        st = store_fail(ctx, s, "cannot open");
+    if ((st = open_db(ctx, s, !exists)))
+        goto fail;
+    int version = 0, rc = SQLITE_OK;
+    st = read_version(ctx, s, &version, &rc);
+    if (st && s->read_only && ((rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY) &&
+        reopen_immutable(s))
+        st = read_version(ctx, s, &version, &rc);
+    if (st || (st = check_not_newer(ctx, s, version)))
+        goto fail;
+    if (version == 0 && !(flags & KACE_STORE_CREATE)) {
+        st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such store: %s (an empty file)", path);
         goto fail;
     }
-    /* Readers never wait for a writer in WAL mode; a writer waits this long
-     * for another writer, then reports the lock clearly. */
-    sqlite3_busy_timeout(s->db, 5000);
-    if ((st = store_exec(ctx, s, "PRAGMA foreign_keys=ON;")))
-        goto fail;
-    sqlite3_stmt *q = NULL;
-    int version = 0;
-    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL);
-    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
-        st = kace_fail(ctx, KACE_ERR_STORE, "%s: store is locked by another process", path);
+    if (version < KACE_STORE_SCHEMA_VERSION && s->read_only) {
+        st = kace_fail(ctx, KACE_ERR_STORE,
+                       "%s: schema version %d is older than this kace's (%d), and a command that only reads does not "
+                       "upgrade a store: upgrade it once with 'kace info --upgrade --db %s' (as a user who may write "
+                       "to it and its folder)",
+                       path, version, KACE_STORE_SCHEMA_VERSION, path);
         goto fail;
     }
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW)
-            version = atoi((const char *)sqlite3_column_text(q, 0));
-        sqlite3_finalize(q);
-        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
-            st = kace_fail(ctx, KACE_ERR_STORE, "%s: store is locked by another process", path);
-            goto fail;
-        }
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-            st = store_fail(ctx, s, "read schema version");
-            goto fail;
-        }
-        if (version < 1) {
-            st = kace_fail(ctx, KACE_ERR_STORE, "%s: a kace store without a schema version", path);
-            goto fail;
-        }
-    } else if (!strstr(sqlite3_errmsg(s->db), "no such table")) {
-        st = kace_fail(ctx, KACE_ERR_STORE, "%s: not a kace store (%s)", path, sqlite3_errmsg(s->db));
+    if (version < KACE_STORE_SCHEMA_VERSION && (st = upgrade(ctx, s)))
         goto fail;
-    } else {
-        /* No meta table: a new database, or not a kace store at all. */
-        int n_tables = -1;
-        if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL) != SQLITE_OK) {
-            st = kace_fail(ctx, KACE_ERR_STORE, "%s: not a SQLite database (%s)", path, sqlite3_errmsg(s->db));
-            goto fail;
-        }
-        if (sqlite3_step(q) == SQLITE_ROW)
-            n_tables = sqlite3_column_int(q, 0);
-        sqlite3_finalize(q);
-        if (n_tables != 0) {
-            st = kace_fail(ctx, KACE_ERR_STORE, "%s: a SQLite database that is not a kace store", path);
-            goto fail;
-        }
-        if (!(flags & KACE_STORE_CREATE)) {
-            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "no such store: %s (an empty file)", path);
-            goto fail;
-        }
-    }
-    if (version > KACE_STORE_SCHEMA_VERSION) {
-        st = kace_fail(ctx, KACE_ERR_STORE, "%s: schema version %d is newer than this kace supports (%d)", path,
-                       version, KACE_STORE_SCHEMA_VERSION);
-        goto fail;
-    }
-    if (version == 0) {
-        if ((st = store_exec(ctx, s, "BEGIN IMMEDIATE;")))
-            goto fail;
-        if ((st = store_exec(ctx, s, schema_sql)) ||
-            (st = store_exec(ctx, s, "INSERT OR REPLACE INTO meta VALUES('schema_version','1');")) ||
-            (st = store_exec(ctx, s, "COMMIT;"))) {
-            store_exec(NULL, s, "ROLLBACK;");
-            goto fail;
-        }
-        version = 1;
-    }
-    if (version < KACE_STORE_SCHEMA_VERSION && (st = migrate(ctx, s, version)))
-        goto fail;
-    /* WAL: readers (predict, serve, eval) keep reading while an import or a
-     * campaign writes. The mode stays with the file; switching needs a
-     * moment without other connections, so a store in use switches later. */
     /* Pages read through a memory map, not a read() and a copy each: kace eval
      * reads most of the store (~1000 pages) and spends ~0.5 ms less. Writes go
      * through SQLite's journal as before; a failure here only costs that time. */
     store_exec(NULL, s, "PRAGMA mmap_size=268435456;");
-    sqlite3_stmt *wal = NULL;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &wal, NULL) == SQLITE_OK)
-        sqlite3_step(wal);
-    sqlite3_finalize(wal);
+    /* WAL: readers (predict, serve, eval) keep reading while an import or a
+     * campaign writes. The mode stays with the file; switching needs a
+     * moment without other connections, so a store in use switches later.
+     * A reader leaves the mode as it is. */
+    if (!s->read_only) {
+        sqlite3_stmt *wal = NULL;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &wal, NULL) == SQLITE_OK)
+            sqlite3_step(wal);
+        sqlite3_finalize(wal);
+    }
     *out = s;
     return KACE_OK;
 fail:
