@@ -36,6 +36,11 @@ bool cli_whole(const char *cmd, const char *name, const char *text, long lo, lon
 bool cli_int(const char *cmd, const char *name, const char *text, int lo, int hi, int *out);
 /* A duration: a number of seconds >= 0 (at most a year). */
 bool cli_seconds(const char *cmd, const char *name, const char *text, double *out);
+/* The one comma-list parser (cli/list.c): the items of option --name's
+ * text, in order. An empty list, an empty item ("a,,b", "a,", ",a") or
+ * more than max items is refused with a usage message (false). *items is
+ * one allocation holding the pointers and the text: free(*items). */
+bool cli_list(const char *cmd, const char *name, const char *text, size_t max, char ***items, size_t *n);
 /* A comma-separated list of whole numbers in lo..hi (checked only: the
  * caller splits it where it uses it). */
 bool cli_whole_list(const char *cmd, const char *name, const char *text, long lo, long hi);
@@ -47,12 +52,8 @@ bool cli_dims(const char *cmd, const char *name, const char *text, long max_a, l
 void cli_meter_attach(kace_ctx *ctx, const char *label, bool quiet);
 void cli_meter_clear(void);
 /* Opens an existing store, reporting failures ("no such store: PATH"):
- * a command never creates one at a mistyped path unless it adds data. */
+ * commands that only read never create one at a mistyped path. */
 kace_store *cli_open_store(kace_ctx *ctx, const char *path);
-/* The same for commands that only read (info, predict, eval, model list,
- * simulate): the store is opened read-only, never migrated or written, so
- * it can be read from a folder the user may not write. */
-kace_store *cli_read_store(kace_ctx *ctx, const char *path);
 /* Opens the store, creating the file when absent (commands that add data).
  * Missing folders are created only for ~/.local/share/kace (the default)
  * or when with_folders. */
@@ -97,7 +98,6 @@ typedef struct eval_request {
     int xu_iter;
     double xu_tree_scale;      /* 0 = library default (0.05); 1 = the paper's tree counts */
     kace_slowdown_params slowdown; /* kace's model */
-    int kace_kind;                 /* its kind: KACE_MODEL_SLOWDOWN (0 here: the default) or _PRESSURE */
     int kace_seeds;                /* kace's scores: mean over seeds slowdown.seed .. + kace_seeds - 1 */
     bool without_slowdown;         /* leave kace's model out (the paper's policies only) */
     bool figures;

@@ -196,10 +196,15 @@ int cmd_agent(int argc, char **argv)
     char ids[MAX_GPUS][96];
     size_t n_ids = 0;
     if (gpus) { /* given: a node without NVML here, or a simulated one */
-        char *copy = strdup(gpus), *save = NULL;
-        for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && n_ids < MAX_GPUS; t = strtok_r(NULL, ",", &save))
-            snprintf(ids[n_ids++], sizeof ids[0], "%s", t);
-        free(copy);
+        char **items = NULL;
+        if (!cli_list("agent", "gpus", gpus, MAX_GPUS, &items, &n_ids)) {
+            kube_api_cleanup(&api);
+            kube_api_cleanup(&serve);
+            return EXIT_USAGE;
+        }
+        for (size_t i = 0; i < n_ids; i++)
+            snprintf(ids[i], sizeof ids[0], "%s", items[i]);
+        free(items);
     } else if (read_gpus(ids, &n_ids) != 0) {
         kube_api_cleanup(&api);
         kube_api_cleanup(&serve);

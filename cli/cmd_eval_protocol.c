@@ -1,6 +1,7 @@
 /* kace eval --protocol P: any evaluation protocol on any stored colocation
  * set (include/kace/protocol.h), printed, as CSV and as a figure. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,31 +13,32 @@ static const kace_policy shown[] = {KACE_POL_SLOWDOWN, KACE_POL_KACE, KACE_POL_X
                                     KACE_POL_MEMCAP,   KACE_POL_MEM,  KACE_POL_SM, KACE_POL_RANDOM};
 #define N_SHOWN (sizeof shown / sizeof *shown)
 
-/* Workload indices of a comma-separated list of names. */
+/* Workload indices of a comma-separated list of names: EXIT_OK, EXIT_USAGE
+ * for a malformed list, EXIT_FAILURE_RUN for an unknown name. */
 static int parse_targets(const kace_dataset *ds, const char *list, int **out, size_t *n)
 {
-    *out = malloc((strlen(list) / 2 + 2) * sizeof **out);
+    char **names = NULL;
+    size_t n_names = 0;
+    *out = NULL;
     *n = 0;
-    if (!*out)
-        return -1;
-    char *copy = strdup(list);
-    if (!copy)
-        return -1;
-    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int w = kace_dataset_find(ds, tok);
+    if (!cli_list("eval", "targets", list, SIZE_MAX / 2, &names, &n_names))
+        return EXIT_USAGE;
+    *out = malloc(n_names * sizeof **out);
+    if (!*out) {
+        free(names);
+        return EXIT_FAILURE_RUN;
+    }
+    for (size_t i = 0; i < n_names; i++) {
+        int w = kace_dataset_find(ds, names[i]);
         if (w < 0) {
-            fprintf(stderr, "kace eval: --targets: unknown workload '%s'\n", tok);
-            free(copy);
-            return -1;
+            fprintf(stderr, "kace eval: --targets: unknown workload '%s'\n", names[i]);
+            free(names);
+            return EXIT_FAILURE_RUN;
         }
         (*out)[(*n)++] = w;
     }
-    free(copy);
-    if (*n == 0) {
-        fprintf(stderr, "kace eval: --targets names no workload\n");
-        return -1;
-    }
-    return 0;
+    free(names);
+    return EXIT_OK;
 }
 
 static char *read_all(const char *path, size_t *len)
@@ -261,8 +263,9 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
         spec.test_pool = test_pool;
         spec.n_test_pool = n_eval_rows;
     }
-    if (req->targets && parse_targets(ds, req->targets, &targets, &n_targets) != 0)
+    if (req->targets && (rc = parse_targets(ds, req->targets, &targets, &n_targets)) != EXIT_OK)
         goto done;
+    rc = EXIT_FAILURE_RUN;
     spec.targets = targets;
     spec.n_targets = n_targets;
     if (req->candidates) {
@@ -297,8 +300,6 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
     if (req->xu_tree_scale > 0)
         opt.xu_search.tree_scale = req->xu_tree_scale;
     opt.slowdown = req->slowdown;
-    if (req->kace_kind)
-        opt.kace_kind = (kace_model_kind)req->kace_kind;
     opt.with_slowdown = !req->without_slowdown;
     for (int mode = 0; mode < 2; mode++) {
         if ((mode == KACE_MODE_PAPER && !req->paper) || (mode == KACE_MODE_CLEAN && !req->clean))

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -291,13 +292,14 @@ int cmd_predict(int argc, char **argv)
         return cli_usage("predict", "--norm must be train or candidates");
 
     kace_ctx *ctx = cli_ctx_new();
-    kace_store *store = cli_read_store(ctx, db);
+    kace_store *store = cli_open_store(ctx, db);
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
     int *among_idx = NULL;
     size_t n_among = 0;
     kace_partner *ranked = NULL;
-    char *list = NULL;
+    char **list = NULL;
+    size_t n_list = 0;
     const char **names = NULL; /* the target, then --among's workloads */
     size_t n_names = 0;
     int rc = EXIT_FAILURE_RUN;
@@ -305,14 +307,17 @@ int cmd_predict(int argc, char **argv)
     if (!store)
         goto done;
     if (among) {
-        list = strdup(among);
-        names = malloc((strlen(among) / 2 + 2) * sizeof *names);
-        among_idx = malloc((strlen(among) / 2 + 2) * sizeof *among_idx);
-        if (!list || !names || !among_idx)
+        if (!cli_list("predict", "among", among, SIZE_MAX / 2, &list, &n_list)) {
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        names = malloc((n_list + 1) * sizeof *names);
+        among_idx = malloc((n_list + 1) * sizeof *among_idx);
+        if (!names || !among_idx)
             goto done;
         names[n_names++] = target;
-        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-            names[n_names++] = tok;
+        for (size_t i = 0; i < n_list; i++)
+            names[n_names++] = list[i];
     }
     /* Only what the question needs: the target and its candidates (every workload without --among) and
      * their runs, so that predict takes as long on a store of 100k workloads and 1M runs as on 52. The
@@ -333,12 +338,16 @@ int cmd_predict(int argc, char **argv)
     if (split_with) {
         int group[KACE_MAX_K] = {t};
         int k = 1;
-        char *split_list = strdup(split_with);
-        for (char *save = NULL, *tok = split_list ? strtok_r(split_list, ",", &save) : NULL; tok;
-             tok = strtok_r(NULL, ",", &save)) {
-            int w = kace_dataset_find(ds, tok);
-            if (w < 0 || k == KACE_MAX_K) {
-                fprintf(stderr, "kace: %s '%s' in --split-with\n", w < 0 ? "unknown workload" : "too many workloads", tok);
+        char **split_list = NULL;
+        size_t n_split = 0;
+        if (!cli_list("predict", "split-with", split_with, KACE_MAX_K - 1, &split_list, &n_split)) {
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        for (size_t i = 0; i < n_split; i++) {
+            int w = kace_dataset_find(ds, split_list[i]);
+            if (w < 0) {
+                fprintf(stderr, "kace: unknown workload '%s' in --split-with\n", split_list[i]);
                 free(split_list);
                 goto done;
             }
@@ -463,7 +472,7 @@ int cmd_model(int argc, char **argv)
     if (promote ? argc - optind != 2 : argc - optind > 1)
         return cli_usage("model", promote ? "promote takes one model name" : "list takes no arguments");
     kace_ctx *ctx = kace_ctx_new();
-    kace_store *store = promote ? cli_open_store(ctx, db) : cli_read_store(ctx, db);
+    kace_store *store = cli_open_store(ctx, db);
     kace_model *m = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;

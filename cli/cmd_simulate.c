@@ -42,7 +42,7 @@ static const char *default_data_root(void)
 int sim_world_load(kace_ctx *ctx, const char *db, const char *import_dir, int n_occur, int seed, sim_world *w)
 {
     memset(w, 0, sizeof *w);
-    kace_store *store = import_dir ? cli_open_store(ctx, db) : cli_read_store(ctx, db);
+    kace_store *store = cli_open_store(ctx, db);
     if (!store)
         return EXIT_FAILURE_RUN;
     int rc = EXIT_FAILURE_RUN;
@@ -292,17 +292,22 @@ static int write_outputs(const char *out, const kace_sim_job *jobs, size_t n_job
 
 static int parse_policies(const char *list, int *policies, int *n)
 {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", list);
+    char **items = NULL;
+    size_t n_items = 0;
     *n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int p = kace_sched_policy_from_name(tok);
-        if (p < 0 || *n >= KACE_SCHED_N_POLICIES)
-            return cli_usage("simulate", "unknown policy '%s' (exclusive, packing, random, MEMCAP, SM%%, MEM%%, kace, "
-                                         "Oracle)", tok);
-        policies[(*n)++] = p;
+    if (!cli_list("simulate", "policies", list, KACE_SCHED_N_POLICIES, &items, &n_items))
+        return EXIT_USAGE;
+    int rc = EXIT_OK;
+    for (size_t i = 0; i < n_items && rc == EXIT_OK; i++) {
+        int p = kace_sched_policy_from_name(items[i]);
+        if (p < 0)
+            rc = cli_usage("simulate", "unknown policy '%s' (exclusive, packing, random, MEMCAP, SM%%, MEM%%, kace, "
+                                       "Oracle)", items[i]);
+        else
+            policies[(*n)++] = p;
     }
-    return *n ? EXIT_OK : cli_usage("simulate", "--policies is empty");
+    free(items);
+    return rc;
 }
 
 /* ---- kace simulate --tune ---- */
@@ -322,15 +327,6 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Splits a comma list into at most max items of buf; returns how many. */
-static int split_list(char *buf, char **items, int max)
-{
-    int n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
-        items[n++] = tok;
-    return n;
-}
-
 /* The tuning protocol (README "Cluster scale"): a fixed grid of kace's
  * thresholds, scored on pod lists that are never reported, over several
  * cluster sizes; the best grid point replaces so's thresholds. */
@@ -338,28 +334,33 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
                            const char *gpus_list, const char *report_trace, const char *out, sched_options *so)
 {
     enum { MAX_LISTS = 8, MAX_SIZES = 8, MAX_CELLS = MAX_LISTS * MAX_SIZES };
-    char trace_buf[4096], gpus_buf[512];
-    char *lists[MAX_LISTS], *sizes[MAX_SIZES];
-    if (traces) {
-        snprintf(trace_buf, sizeof trace_buf, "%s", traces);
-    } else {
+    char default_traces[4096];
+    if (!traces) {
         /* The resampled lists beside the reported one, minus those reported. */
         int dir = (int)(base_name(report_trace) - report_trace);
-        snprintf(trace_buf, sizeof trace_buf,
+        snprintf(default_traces, sizeof default_traces,
                  "%.*sopenb_pod_list_gpushare20.csv,%.*sopenb_pod_list_gpushare60.csv,%.*sopenb_pod_list_gpushare80.csv",
                  dir, report_trace, dir, report_trace, dir, report_trace);
+        traces = default_traces;
     }
-    snprintf(gpus_buf, sizeof gpus_buf, "%s", gpus_list);
-    int n_lists = split_list(trace_buf, lists, MAX_LISTS), n_sizes = split_list(gpus_buf, sizes, MAX_SIZES);
-    if (n_lists < 1 || n_sizes < 1)
-        return cli_usage("simulate", "--tune needs at least one pod list and one cluster size");
-    for (int i = 0; i < n_lists; i++)
-        if (strcmp(base_name(lists[i]), base_name(report_trace)) == 0)
-            return cli_usage("simulate", "--tune: %s is the reported list; tune on other lists", lists[i]);
+    char **lists = NULL, **sizes = NULL;
+    size_t n_list_items = 0, n_size_items = 0;
+    if (!cli_list("simulate", "tune-traces", traces, MAX_LISTS, &lists, &n_list_items))
+        return EXIT_USAGE;
+    if (!cli_list("simulate", "tune-gpus", gpus_list, MAX_SIZES, &sizes, &n_size_items)) {
+        free(lists);
+        return EXIT_USAGE;
+    }
+    int n_lists = (int)n_list_items, n_sizes = (int)n_size_items;
     tune_cell cells[MAX_CELLS];
     int n_cells = 0, rc = EXIT_FAILURE_RUN;
     kace_status st = KACE_OK;
     memset(cells, 0, sizeof cells);
+    for (int i = 0; i < n_lists; i++)
+        if (strcmp(base_name(lists[i]), base_name(report_trace)) == 0) {
+            rc = cli_usage("simulate", "--tune: %s is the reported list; tune on other lists", lists[i]);
+            goto done;
+        }
     for (int l = 0; l < n_lists; l++) {
         kace_trace *trace = NULL;
         if ((st = kace_trace_load(ctx, lists[l], &trace))) {
@@ -378,7 +379,8 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
             size_t n_cpu = 0;
             if ((st = kace_sim_jobs_from_trace(ctx, trace, w->profiles, w->pool, w->n_pool, &cell->jobs,
                                                &cell->n_jobs, &n_cpu)) ||
-                (st = kace_sim_cluster(ctx, nodes, (size_t)size, &cell->node_gpus, &cell->n_nodes))) {
+                (st = kace_sim_cluster_for(ctx, nodes, (size_t)size, cell->jobs, cell->n_jobs, &cell->node_gpus,
+                                           &cell->n_nodes))) {
                 kace_trace_free(&trace);
                 rc = cli_error(ctx, st);
                 goto done;
@@ -436,6 +438,8 @@ static int tune_thresholds(kace_ctx *ctx, const sim_world *w, const kace_node_li
     so->sched.reserve = c->reserve;
     rc = EXIT_OK;
 done:
+    free(lists);
+    free(sizes);
     for (int i = 0; i < n_cells; i++) {
         free(cells[i].jobs);
         free(cells[i].node_gpus);
@@ -744,6 +748,8 @@ int cmd_simulate(int argc, char **argv)
         case O_GPUS:
             if (!cli_number("simulate", "gpus", optarg, 0, 1e7, &gpus))
                 return EXIT_USAGE;
+            if (gpus != floor(gpus)) /* 1.5 GPUs would be cut to 1 */
+                return cli_usage("simulate", "--gpus: '%s' is not a whole number", optarg);
             break;
         case O_MAX_GROUP:
             if (!cli_number("simulate", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))
@@ -830,7 +836,7 @@ int cmd_simulate(int argc, char **argv)
     double t_parse = seconds_now();
     if ((st = kace_trace_load(ctx, trace_path, &trace)) || (st = kace_node_list_load(ctx, nodes_path, &nodes)) ||
         (st = kace_sim_jobs_from_trace(ctx, trace, w.profiles, w.pool, w.n_pool, &jobs, &n_jobs, &n_cpu)) ||
-        (st = kace_sim_cluster(ctx, nodes, (size_t)gpus, &node_gpus, &n_nodes))) {
+        (st = kace_sim_cluster_for(ctx, nodes, (size_t)gpus, jobs, n_jobs, &node_gpus, &n_nodes))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -1006,6 +1012,8 @@ int cmd_schedule(int argc, char **argv)
         case O_GPUS:
             if (!cli_number("schedule", "gpus", optarg, 0, 1e7, &gpus))
                 return EXIT_USAGE;
+            if (gpus != floor(gpus)) /* 1.5 GPUs would be cut to 1 */
+                return cli_usage("schedule", "--gpus: '%s' is not a whole number", optarg);
             break;
         case O_MAX_GROUP:
             if (!cli_number("schedule", "max-group", optarg, 1, KACE_SCHED_MAX_GROUP, &v))

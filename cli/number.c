@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,27 +65,20 @@ bool cli_seconds(const char *cmd, const char *name, const char *text, double *ou
 
 bool cli_whole_list(const char *cmd, const char *name, const char *text, long lo, long hi)
 {
-    const char *at = text;
-    for (;;) {
-        const char *comma = strchr(at, ',');
-        size_t len = comma ? (size_t)(comma - at) : strlen(at);
-        char item[64];
-        double v = 0;
-        bool ok = len < sizeof item;
-        if (ok) {
-            memcpy(item, at, len);
-            item[len] = '\0';
-            ok = cli_parse_number(item, (double)lo, (double)hi, true, &v);
-        }
-        if (!ok) {
+    char **items = NULL;
+    size_t n = 0;
+    if (!cli_list(cmd, name, text, SIZE_MAX / 2, &items, &n))
+        return false;
+    double v = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!cli_parse_number(items[i], (double)lo, (double)hi, true, &v)) {
             cli_usage(cmd, "--%s: '%s' is not a comma-separated list of whole numbers in %ld..%ld", name, text, lo,
                       hi);
+            free(items);
             return false;
         }
-        if (!comma)
-            return true;
-        at = comma + 1;
-    }
+    free(items);
+    return true;
 }
 
 bool cli_dims(const char *cmd, const char *name, const char *text, long max_a, long max_b, long *a, long *b)

@@ -119,6 +119,12 @@ kace_status kace_truth_complete(kace_ctx *ctx, const kace_dataset *const *sets, 
  * total). *node_gpus is malloc'ed. */
 kace_status kace_sim_cluster(kace_ctx *ctx, const kace_node_list *nodes, size_t target_gpus, int **node_gpus,
                              size_t *n_nodes);
+/* kace_sim_cluster for replaying jobs: refused (KACE_ERR_INVALID, before
+ * any replay) when a job asks for more GPUs than the sample's largest node
+ * has, since it could never start; the message names the job, the largest
+ * node, and the smallest target_gpus whose sample fits every job. */
+kace_status kace_sim_cluster_for(kace_ctx *ctx, const kace_node_list *nodes, size_t target_gpus,
+                                 const kace_sim_job *jobs, size_t n_jobs, int **node_gpus, size_t *n_nodes);
 
 typedef struct kace_sim_sample {
     double time;

@@ -579,6 +579,57 @@ kace_status kace_sim_cluster(kace_ctx *ctx, const kace_node_list *nodes, size_t 
     return KACE_OK;
 }
 
+static int largest_node(const int *node_gpus, size_t n_nodes)
+{
+    int most = 0;
+    for (size_t i = 0; i < n_nodes; i++)
+        if (node_gpus[i] > most)
+            most = node_gpus[i];
+    return most;
+}
+
+kace_status kace_sim_cluster_for(kace_ctx *ctx, const kace_node_list *nodes, size_t target_gpus,
+                                 const kace_sim_job *jobs, size_t n_jobs, int **node_gpus, size_t *n_nodes)
+{
+    kace_status st = kace_sim_cluster(ctx, nodes, target_gpus, node_gpus, n_nodes);
+    if (st)
+        return st;
+    size_t biggest = 0; /* the job asking for the most GPUs */
+    for (size_t i = 1; i < n_jobs; i++)
+        if (jobs[i].num_gpu > jobs[biggest].num_gpu)
+            biggest = i;
+    int most = largest_node(*node_gpus, *n_nodes);
+    if (n_jobs == 0 || jobs[biggest].num_gpu <= most)
+        return KACE_OK;
+    /* The smallest target whose even sample takes a node that large: the
+     * sample is not monotone in the target, so each one is tried. */
+    size_t fits = 0;
+    for (size_t t = target_gpus + 1; t <= nodes->n_gpus && !fits; t++) {
+        int *trial = NULL;
+        size_t n_trial = 0;
+        if ((st = kace_sim_cluster(ctx, nodes, t, &trial, &n_trial)))
+            break;
+        if (largest_node(trial, n_trial) >= jobs[biggest].num_gpu)
+            fits = t;
+        free(trial);
+    }
+    int wanted = jobs[biggest].num_gpu;
+    free(*node_gpus);
+    *node_gpus = NULL;
+    *n_nodes = 0;
+    if (st)
+        return st;
+    if (!fits)
+        return kace_fail(ctx, KACE_ERR_INVALID,
+                         "simulate: GPU job %zu asks for %d GPUs on one node, but no node of the node list has %d",
+                         biggest, wanted, wanted);
+    return kace_fail(ctx, KACE_ERR_INVALID,
+                     "simulate: a cluster of about %zu GPUs sampled from the node list has nodes of at most %d "
+                     "GPUs, but GPU job %zu asks for %d on one node, so it could never start (the smallest "
+                     "cluster that fits every job is about %zu GPUs)",
+                     target_gpus, most, biggest, wanted, fits);
+}
+
 /* ---- the replay ---- */
 
 typedef struct event {
