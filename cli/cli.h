@@ -52,8 +52,12 @@ bool cli_dims(const char *cmd, const char *name, const char *text, long max_a, l
 void cli_meter_attach(kace_ctx *ctx, const char *label, bool quiet);
 void cli_meter_clear(void);
 /* Opens an existing store, reporting failures ("no such store: PATH"):
- * commands that only read never create one at a mistyped path. */
+ * a command never creates one at a mistyped path unless it adds data. */
 kace_store *cli_open_store(kace_ctx *ctx, const char *path);
+/* The same for commands that only read (info, predict, eval, model list,
+ * simulate): the store is opened read-only, never migrated or written, so
+ * it can be read from a folder the user may not write. */
+kace_store *cli_read_store(kace_ctx *ctx, const char *path);
 /* Opens the store, creating the file when absent (commands that add data).
  * Missing folders are created only for ~/.local/share/kace (the default)
  * or when with_folders. */
@@ -98,6 +102,7 @@ typedef struct eval_request {
     int xu_iter;
     double xu_tree_scale;      /* 0 = library default (0.05); 1 = the paper's tree counts */
     kace_slowdown_params slowdown; /* kace's model */
+    int kace_kind;                 /* its kind: KACE_MODEL_SLOWDOWN (0 here: the default) or _PRESSURE */
     int kace_seeds;                /* kace's scores: mean over seeds slowdown.seed .. + kace_seeds - 1 */
     bool without_slowdown;         /* leave kace's model out (the paper's policies only) */
     bool figures;

@@ -300,6 +300,8 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
     if (req->xu_tree_scale > 0)
         opt.xu_search.tree_scale = req->xu_tree_scale;
     opt.slowdown = req->slowdown;
+    if (req->kace_kind)
+        opt.kace_kind = (kace_model_kind)req->kace_kind;
     opt.with_slowdown = !req->without_slowdown;
     for (int mode = 0; mode < 2; mode++) {
         if ((mode == KACE_MODE_PAPER && !req->paper) || (mode == KACE_MODE_CLEAN && !req->clean))

@@ -292,7 +292,7 @@ int cmd_predict(int argc, char **argv)
         return cli_usage("predict", "--norm must be train or candidates");
 
     kace_ctx *ctx = cli_ctx_new();
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = cli_read_store(ctx, db);
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
     int *among_idx = NULL;
@@ -472,7 +472,7 @@ int cmd_model(int argc, char **argv)
     if (promote ? argc - optind != 2 : argc - optind > 1)
         return cli_usage("model", promote ? "promote takes one model name" : "list takes no arguments");
     kace_ctx *ctx = kace_ctx_new();
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = promote ? cli_open_store(ctx, db) : cli_read_store(ctx, db);
     kace_model *m = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st;

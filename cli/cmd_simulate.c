@@ -42,7 +42,7 @@ static const char *default_data_root(void)
 int sim_world_load(kace_ctx *ctx, const char *db, const char *import_dir, int n_occur, int seed, sim_world *w)
 {
     memset(w, 0, sizeof *w);
-    kace_store *store = cli_open_store(ctx, db);
+    kace_store *store = import_dir ? cli_open_store(ctx, db) : cli_read_store(ctx, db);
     if (!store)
         return EXIT_FAILURE_RUN;
     int rc = EXIT_FAILURE_RUN;
