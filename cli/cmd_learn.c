@@ -18,6 +18,80 @@ static int *all_rows(size_t n)
     return rows;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+/* Promotion is judged on measurements no single sender controls (a sender
+ * of 120 consistent made-up reports used to win on its own held-out slice):
+ * the candidate must not do worse than the current model on the stored
+ * measured colocations of the groups the observations speak of (10 % and
+ * half a point of slack), unless the observations come from 3 senders or
+ * more (the store's origin: serve-<address>, slurm, ...), none with more
+ * than half of them. Says which in why. */
+static kace_status measurements_agree(kace_ctx *ctx, const kace_dataset *ds, size_t n_base, const kace_observed_list *obs,
+                                      const kace_model *current, const kace_model *candidate, bool *ok, char *why,
+                                      size_t why_size)
+{
+    *ok = false;
+    size_t n_senders = 0, top = 0;
+    for (size_t i = 0; i < obs->n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = strcmp(obs->items[j].origin, obs->items[i].origin) == 0;
+        if (seen)
+            continue;
+        size_t count = 0;
+        for (size_t j = i; j < obs->n; j++)
+            count += strcmp(obs->items[j].origin, obs->items[i].origin) == 0;
+        n_senders++;
+        top = count > top ? count : top;
+    }
+    bool many = n_senders >= 3 && 2 * top <= obs->n;
+    /* stored measured rows whose group an observation names */
+    int *rows = malloc((n_base ? n_base : 1) * sizeof *rows);
+    if (!rows)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    size_t n_rows = 0;
+    for (size_t r = 0; r < n_base; r++) {
+        const kace_colocation *c = &ds->colocations[r];
+        int have[KACE_MAX_K];
+        memcpy(have, c->workload, (size_t)c->k * sizeof *have);
+        qsort(have, (size_t)c->k, sizeof *have, cmp_int);
+        bool related = false;
+        for (size_t i = 0; i < obs->n && !related; i++) {
+            const kace_observed_colocation *o = &obs->items[i];
+            int want[KACE_MAX_K];
+            if (o->n_members != (size_t)c->k)
+                continue;
+            for (size_t m = 0; m < o->n_members; m++)
+                want[m] = kace_dataset_find(ds, o->members[m].workload);
+            qsort(want, o->n_members, sizeof *want, cmp_int);
+            related = memcmp(want, have, o->n_members * sizeof *want) == 0;
+        }
+        if (related)
+            rows[n_rows++] = (int)r;
+    }
+    double cur = NAN, cand = NAN;
+    kace_status st = KACE_OK;
+    if (n_rows && current && !(st = kace_learn_error(ctx, current, ds, rows, n_rows, &cur)))
+        st = kace_learn_error(ctx, candidate, ds, rows, n_rows, &cand);
+    free(rows);
+    if (st)
+        return st;
+    bool agree = n_rows > 0 && cand <= 1.10 * cur + 0.5;
+    *ok = !current || agree || many;
+    if (n_rows)
+        snprintf(why, why_size, "on the %zu stored measured colocations of the observed groups: current %.2f%%, "
+                 "candidate %.2f%%; %zu sender(s), the largest with %zu of %zu observations", n_rows, cur, cand,
+                 n_senders, top, obs->n);
+    else
+        snprintf(why, why_size, "no stored measurement of the observed groups; %zu sender(s), the largest with %zu of "
+                 "%zu observations", n_senders, top, obs->n);
+    return KACE_OK;
+}
+
 int cli_train_from_observations(kace_ctx *ctx, kace_store *store, const char *set, const kace_fit_spec *spec,
                                 const char *current_name, const char *candidate_name, double holdout)
 {
@@ -59,6 +133,19 @@ int cli_train_from_observations(kace_ctx *ctx, kace_store *store, const char *se
     else
         printf("  current   (no model '%s' stored)\n", current_name);
     printf("  candidate '%s' %8.2f%%\n", candidate_name, r.candidate_err);
+    bool trusted = true;
+    char why[400] = "";
+    if (r.better && (st = measurements_agree(ctx, ds, n_base, obs, current, candidate, &trusted, why, sizeof why))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if (why[0])
+        printf("measurements: %s\n", why);
+    if (r.better && !trusted) {
+        r.better = false;
+        printf("not promoted: better on the held-out observations, but those disagree with the stored measurements and "
+               "come from fewer than 3 senders or mostly from one; the candidate is kept as '%s'\n", candidate_name);
+    }
     /* The candidate is stored either way; promotion makes it the model
      * serve, the Slurm plugins and predict use, in the same transaction. */
     if ((st = kace_store_begin(ctx, store)))
@@ -72,7 +159,7 @@ int cli_train_from_observations(kace_ctx *ctx, kace_store *store, const char *se
     if (r.better)
         printf("promoted: '%s' is now the candidate '%s' (it does at least as well on the held-out slice)\n",
                current_name, candidate_name);
-    else
+    else if (trusted)
         printf("not promoted: the current model does better on the held-out slice; the candidate is kept as '%s'\n",
                candidate_name);
     rc = EXIT_OK;

@@ -89,6 +89,16 @@ typedef struct conn_track {
     bool dropped; /* shut down by the reaper (once) */
 } conn_track;
 
+/* Observations each sender (client address) may post: a token bucket of
+ * `burst` refilled at `per_minute`. Senders past the table's size replace
+ * the one idle longest. */
+#define RATE_SLOTS 1024
+typedef struct sender_rate {
+    char addr[INET6_ADDRSTRLEN];
+    double tokens;
+    struct timespec last;
+} sender_rate;
+
 typedef struct server {
     /* what to load */
     const char *db, *model_name, *model_file;
@@ -97,6 +107,9 @@ typedef struct server {
     bool allow_partial_model;
     bool quiet;
     bool store_observations;       /* --store-observations (issue 22): POST /v1/observations also go to the store */
+    double obs_per_minute, obs_burst; /* --observation-rate N[/BURST] per sender; 0: no limit */
+    pthread_mutex_t rate_lock;
+    sender_rate *rates; /* RATE_SLOTS of them */
     pthread_mutex_t store_lock;    /* one writer of observations at a time */
     /* limits */
     size_t max_body, max_extender_body, max_pending;
@@ -137,6 +150,7 @@ typedef struct listener {
 
 typedef struct request {
     const listener *via;
+    char peer[INET6_ADDRSTRLEN]; /* the client's address ("" when unknown) */
     kace_route route;
     bool method_ok, answered;
     int refusal; /* 413 or 503 found while reading a body, answered at its end */
@@ -457,7 +471,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, server *s, request *
                                                                  : "POST");
     if (status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"kace\"");
-    if (status == 503)
+    if (status == 503 || status == 429)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned int)status, resp);
     MHD_destroy_response(resp);
@@ -514,14 +528,36 @@ static enum MHD_Result send_busy(struct MHD_Connection *c, server *s, request *r
 
 /* --store-observations (issue 22): the observation goes to the store (origin
  * "serve", deduplicated on the request's id); when it cannot, the reply says so. */
-static void store_observation(kace_ctx *ctx, server *s, const held_advisor *h, kace_reply *reply)
+/* The store's origin of an observation: its sender, so that kace train
+ * --from-observations can tell how many senders speak (an origin is a word of
+ * [a-z0-9_-], at most 32): "serve-127-0-0-1", or a hash of an IPv6 address. */
+static void sender_origin(const char *peer, char out[33])
 {
+    if (!peer[0]) {
+        snprintf(out, 33, "serve");
+    } else if (strchr(peer, ':')) {
+        unsigned long long h = 1469598103934665603ULL; /* FNV-1a */
+        for (const char *p = peer; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+        snprintf(out, 33, "serve-v6-%016llx", h);
+    } else {
+        snprintf(out, 33, "serve-%.26s", peer); /* dotted IPv4: at most 15 */
+        for (char *p = out; *p; p++)
+            if (*p == '.')
+                *p = '-';
+    }
+}
+
+static void store_observation(kace_ctx *ctx, server *s, const request *r, const held_advisor *h, kace_reply *reply)
+{
+    char origin[33];
+    sender_origin(r->peer, origin);
     const kace_observation *o = &reply->observation;
     const kace_dataset *ds = kace_advisor_dataset(h->advisor);
     kace_observed_member members[KACE_MAX_K];
     for (int i = 0; i < o->k; i++)
         members[i] = (kace_observed_member){ds->workloads[o->workload[i]].name, 100, o->observed[i], o->predicted[i]};
-    kace_observed_colocation oc = {.origin = "serve", .origin_id = o->id[0] ? o->id : NULL, .observed_at = unix_now(),
+    kace_observed_colocation oc = {.origin = origin, .origin_id = o->id[0] ? o->id : NULL, .observed_at = unix_now(),
                                    .gpu = o->gpu, .model = s->model_file ? s->model_file : s->model_name,
                                    .n_members = (size_t)o->k, .members = members};
     kace_store *store = NULL;
@@ -598,7 +634,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
     if (reply.has_observation)
         kace_serve_metrics_observe(s->metrics, &reply.observation);
     if (reply.has_observation && s->store_observations)
-        store_observation(ctx, s, h, &reply);
+        store_observation(ctx, s, r, h, &reply);
     release(h);
     kace_ctx_free(&ctx);
     enum MHD_Result ok = send_reply(c, s, r, reply.http_status, reply.body, "application/json");
@@ -649,6 +685,50 @@ static bool client_certificate_ok(struct MHD_Connection *c, char *msg, size_t ms
     return true;
 }
 
+/* The client's address as text. */
+static void peer_address(struct MHD_Connection *c, char *out, size_t size)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = info ? info->client_addr : NULL;
+    out[0] = '\0';
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)size);
+}
+
+/* Whether the sender at addr may post one more observation now. */
+static bool observation_allowed(server *s, const char *addr)
+{
+    if (s->obs_per_minute <= 0 || !s->rates)
+        return true;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    pthread_mutex_lock(&s->rate_lock);
+    sender_rate *slot = NULL, *spare = NULL; /* spare: an empty slot, else the one idle longest */
+    for (size_t i = 0; i < RATE_SLOTS && !slot; i++) {
+        sender_rate *e = &s->rates[i];
+        if (e->addr[0] && strcmp(e->addr, addr) == 0)
+            slot = e;
+        else if (!spare || (spare->addr[0] && (!e->addr[0] || e->last.tv_sec < spare->last.tv_sec)))
+            spare = e;
+    }
+    if (!slot) { /* a new sender: a full bucket */
+        slot = spare;
+        snprintf(slot->addr, sizeof slot->addr, "%s", addr);
+        slot->tokens = s->obs_burst;
+        slot->last = now;
+    }
+    double dt = (double)(now.tv_sec - slot->last.tv_sec) + (double)(now.tv_nsec - slot->last.tv_nsec) * 1e-9;
+    slot->tokens = fmin(s->obs_burst, slot->tokens + dt * s->obs_per_minute / 60.0);
+    slot->last = now;
+    bool ok = slot->tokens >= 1;
+    if (ok)
+        slot->tokens -= 1;
+    pthread_mutex_unlock(&s->rate_lock);
+    return ok;
+}
+
 /* The first call, with the headers only: refuses what can be refused before
  * reading a body (unknown route, method, admission, size, memory cap). */
 static enum MHD_Result on_headers(struct MHD_Connection *c, server *s, request *r, const char *method)
@@ -672,6 +752,12 @@ static enum MHD_Result on_headers(struct MHD_Connection *c, server *s, request *
     int refused = kace_serve_admit(&s->guard, &head, msg, sizeof msg);
     if (refused)
         return send_error(c, s, r, refused, msg);
+    if (r->route == KACE_ROUTE_OBSERVE && !observation_allowed(s, r->peer)) {
+        kace_serve_metrics_drop(s->metrics, KACE_DROP_OBSERVATION_RATE);
+        snprintf(msg, sizeof msg, "too many observations from %s: at most %g a minute (bursts of %g; "
+                 "--observation-rate)", r->peer, s->obs_per_minute, s->obs_burst);
+        return send_error(c, s, r, 429, msg);
+    }
     const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (length) {
         errno = 0;
@@ -731,6 +817,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         r->via = l;
+        peer_address(c, r->peer, sizeof r->peer);
         r->route = kace_route_find(method, url, &r->method_ok);
         const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         r->track = info ? info->socket_context : NULL;
@@ -903,7 +990,7 @@ static void usage(void)
            "                  [--kube-api URL|in-cluster] [--kube-token-file F] [--kube-ca-file F] [--assume-seconds S]\n"
            "                  [--extender-policy P] [--split-train-db OTHER] [--extender-listen HOST:PORT]\n"
            "                  [--extender-port-file F] [--extender-tls-cert F --extender-tls-key F]\n"
-           "                  [--extender-client-ca F] [--insecure-no-token]\n"
+           "                  [--extender-client-ca F] [--insecure-no-token] [--observation-rate N[/BURST]]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
@@ -921,7 +1008,9 @@ static void usage(void)
            "enableHTTPS and tlsConfig certFile/keyFile). --extender-port-file F: its port, as --port-file.\n"
            "Port files are removed when kace serve exits.\n"
            "--store-observations: POST /v1/observations are also stored (origin serve, deduplicated on the\n"
-           "request's optional \"id\") for kace train --from-observations (docs/eval.md).\n"
+           "request's optional \"id\") for kace train --from-observations (docs/eval.md); the origin names the\n"
+           "sender (serve-<client address>). --observation-rate N[/BURST]: each client address may post N\n"
+           "observations a minute, in bursts of BURST (default 120/120; 0 = no limit); past it, 429.\n"
            "Kubernetes (docs/kubernetes.md): POST /k8s/bind creates the Binding through --kube-api URL\n"
            "('in-cluster': the pod's service account) with --kube-token-file F and --kube-ca-file F;\n"
            "POST /k8s/nodes takes kace agent reports, GET /k8s/state shows the node cache; a bind stays\n"
@@ -996,7 +1085,9 @@ int cmd_serve(int argc, char **argv)
                 .per_ip = 64,
                 .idle_timeout = 10,
                 .header_timeout = 10,
-                .body_timeout = 30};
+                .body_timeout = 30,
+                .obs_per_minute = 120,
+                .obs_burst = 120};
     kace_advisor_options_default(&s.options);
     s.extender_policy = KACE_SCHED_KACE;
     const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL, *kube_token = NULL;
@@ -1011,7 +1102,7 @@ int cmd_serve(int argc, char **argv)
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
            O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY, O_SPLIT_TRAIN_DB,
-           O_EXT_LISTEN, O_EXT_PORT_FILE, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_NO_TOKEN };
+           O_EXT_LISTEN, O_EXT_PORT_FILE, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_NO_TOKEN, O_OBS_RATE };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -1036,6 +1127,7 @@ int cmd_serve(int argc, char **argv)
         {"extender-tls-cert", required_argument, 0, O_TLS_CERT}, {"extender-tls-key", required_argument, 0, O_TLS_KEY},
         {"extender-client-ca", required_argument, 0, O_CLIENT_CA},
         {"insecure-no-token", no_argument, 0, O_NO_TOKEN},
+        {"observation-rate", required_argument, 0, O_OBS_RATE},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -1129,6 +1221,21 @@ int cmd_serve(int argc, char **argv)
         case O_TLS_KEY: tls_key = optarg; break;
         case O_CLIENT_CA: client_ca = optarg; break;
         case O_NO_TOKEN: no_token_ok = true; break;
+        case O_OBS_RATE: {
+            char *slash = strchr(optarg, '/');
+            if (slash)
+                *slash = '\0';
+            bool ok = cli_parse_number(optarg, 0, 1e6, false, &s.obs_per_minute) &&
+                      (!slash || cli_parse_number(slash + 1, 1, 1e6, false, &s.obs_burst));
+            if (slash)
+                *slash = '/';
+            if (!ok)
+                return cli_usage("serve", "--observation-rate must be N[/BURST]: N a minute per sender (0: no "
+                                          "limit), bursts of BURST (default N, at least 1)");
+            if (!slash)
+                s.obs_burst = fmax(1, s.obs_per_minute);
+            break;
+        }
         default: return cli_usage("serve", "unknown option");
         }
     }
@@ -1225,6 +1332,8 @@ int cmd_serve(int argc, char **argv)
     pthread_mutex_init(&s.gpu_lock, NULL);
     pthread_mutex_init(&s.store_lock, NULL);
     pthread_mutex_init(&s.conn_lock, NULL);
+    pthread_mutex_init(&s.rate_lock, NULL);
+    s.rates = calloc(RATE_SLOTS, sizeof *s.rates);
     s.conns.next = s.conns.prev = &s.conns;
     atomic_init(&s.in_flight, 0);
     atomic_init(&s.pending, 0);
@@ -1384,6 +1493,8 @@ done:
     pthread_mutex_destroy(&s.gpu_lock);
     pthread_mutex_destroy(&s.store_lock);
     pthread_mutex_destroy(&s.conn_lock);
+    pthread_mutex_destroy(&s.rate_lock);
+    free(s.rates);
     kace_ctx_free(&ctx);
     free(token);
     (void)reason;

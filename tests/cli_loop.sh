@@ -7,8 +7,10 @@
 #  A. older observations at half the measured throughput, recent ones as
 #     measured: the candidate (fitted on the halved ones) is worse on the
 #     recent slice -> not promoted, the default model unchanged;
-#  B. more halved observations, now the recent ones: the candidate is
-#     better there -> promoted.
+#  B. more halved observations, now the recent ones, from three more
+#     senders (client addresses 127.0.0.2-4): the candidate is better there
+#     and no single sender controls the judgement -> promoted (one sender
+#     contradicting the stored measurements is not enough: cli_serve_poison).
 # Args: kace binary, shared data folder, scratch folder.
 set -euo pipefail
 KACE=$1 DATA=$2/kace-v100 DIR=$3
@@ -36,14 +38,15 @@ done
 [ -s "$DIR/port" ] || fail "kace serve did not start: $(cat "$DIR/serve.log")"
 URL="http://127.0.0.1:$(cat "$DIR/port")"
 
-# post ID FACTOR ROW: pairs.csv's data row ROW, its measured throughputs times FACTOR.
+# post ID FACTOR ROW [ADDRESS]: pairs.csv's data row ROW, its measured throughputs times FACTOR,
+# sent from ADDRESS (a loopback address: another sender).
 post() {
     local line
     line=$(tail -n +2 "$DATA/colocations/pairs.csv" | sed -n "$3p")
     awk -F, -v id="$1" -v f="$2" '{ printf "{\"id\": \"%s\", \"gpu\": \"GPU-0\", \"workloads\": [\"%s\", \"%s\"], \"throughput\": [%.6f, %.6f]}", id, $13, $14, $17 * f, $18 * f }' \
         <<<"$line" > "$DIR/body.json"
     curl -s -o "$DIR/reply.json" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-        --data-binary @"$DIR/body.json" "$URL/v1/observations"
+        ${4:+--interface "$4"} --data-binary @"$DIR/body.json" "$URL/v1/observations"
 }
 
 # A: 30 halved, then 10 as measured (the most recent).
@@ -71,7 +74,7 @@ grep -q "^not promoted" "$DIR/trainA.txt" || fail "A: promoted although worse"
 cmp -s "$DIR/predict0.txt" "$DIR/predictA.txt" || fail "A: the default model changed without a promotion"
 
 # B: 40 more halved: now the most recent slice disagrees with the model.
-for i in $(seq 41 80); do [ "$(post b$i 0.5 $i)" = 200 ] || fail "observation b$i: $(cat "$DIR/reply.json")"; done
+for i in $(seq 41 80); do [ "$(post b$i 0.5 $i 127.0.0.$((2 + i % 3)))" = 200 ] || fail "observation b$i: $(cat "$DIR/reply.json")"; done
 curl -s "$URL/metrics" > "$DIR/metrics.txt"
 kill "$KACE_PID"; wait "$KACE_PID" 2>/dev/null || true; KACE_PID=""
 recent=$(awk '$1 == "kace_model_recent_error_percent" {print $2}' "$DIR/metrics.txt")

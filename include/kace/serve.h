@@ -290,6 +290,7 @@ typedef enum kace_serve_drop {
     KACE_DROP_HEADER_TIMEOUT = 0, /* request headers not complete within --header-timeout */
     KACE_DROP_BODY_TIMEOUT,       /* body not complete within --body-timeout */
     KACE_DROP_BODY_MEMORY,        /* partly received bodies at --max-pending-bodies: 503 */
+    KACE_DROP_OBSERVATION_RATE,   /* a sender past its --observation-rate: 429 */
     KACE_N_DROPS
 } kace_serve_drop;
 void kace_serve_metrics_drop(kace_serve_metrics *m, kace_serve_drop why);

@@ -37,6 +37,7 @@ static const char *const drop_names[KACE_N_DROPS] = {
     [KACE_DROP_HEADER_TIMEOUT] = "header_timeout",
     [KACE_DROP_BODY_TIMEOUT] = "body_timeout",
     [KACE_DROP_BODY_MEMORY] = "body_memory",
+    [KACE_DROP_OBSERVATION_RATE] = "observation_rate",
 };
 
 typedef struct observed {
