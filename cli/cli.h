@@ -118,8 +118,17 @@ typedef struct eval_request {
     bool csv;                      /* print one CSV instead of the tables */
     int learning_curve;            /* kace eval --learning-curve [--every N]: retrain every N observations (0: off) */
     bool made_splits;              /* --made-splits: splits made the artifact's way even where published ones are stored */
+    int metrics;                   /* --metrics: a kace_metric_set, -1: chosen from what the store holds */
+    int objective;                 /* --objective: a kace_objective (0: raw) */
+    bool ablation;                 /* --ablation: every metric set under every protocol (cmd_eval_ablation.c) */
 } eval_request;
-const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t n_sets, bool quiet);
+const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t n_sets, kace_metric_set metrics,
+                                        bool quiet);
+/* The metric set the models of an evaluation read: req->metrics, or the
+ * richest one every member of the sets' colocations has (said on stdout
+ * unless quiet, when it is not the full one). */
+kace_metric_set cli_eval_metrics(const eval_request *req, const kace_dataset *const *sets, size_t n_sets, bool quiet);
+int cli_eval_ablation(kace_ctx *ctx, kace_store *store, const eval_request *req);
 kace_status cli_load_splits(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, bool made, kace_splits **out,
                             const char **origin);
 int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req);
@@ -139,7 +148,7 @@ int cli_learning_curve(kace_ctx *ctx, kace_store *store, const char *set, const 
 /* Beyond pairs (cmd_beyond.c): best k-way group, MPS split advice, and
  * their evaluation sections. */
 int cli_predict_group(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, int target, int k, const int *among,
-                      size_t n_among, double gpu_memory_gb, bool enumerate);
+                      size_t n_among, double gpu_memory_gb, bool enumerate, kace_objective objective);
 int cli_predict_split(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, const int *group, int k,
                       const char *policy, double ls_target, const char *train_db);
 int cli_eval_beyond(kace_ctx *ctx, kace_store *store, const eval_request *req);

@@ -19,13 +19,18 @@ static double seconds_since(const struct timespec *t0)
 }
 
 int cli_predict_group(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m, int target, int k, const int *among,
-                      size_t n_among, double gpu_memory_gb, bool enumerate)
+                      size_t n_among, double gpu_memory_gb, bool enumerate, kace_objective objective)
 {
-    kace_group_query q = {.target = target, .k = k, .pool = among, .n_pool = n_among, .gpu_memory_gb = gpu_memory_gb};
+    kace_group_query q = {.target = target, .k = k, .pool = among, .n_pool = n_among, .gpu_memory_gb = gpu_memory_gb,
+                          .objective = objective};
     kace_group_result r;
     struct timespec t0;
+    const kace_predictor *p = kace_model_predictor(m);
+    /* Branch and bound bounds the sum of a model that gives bounds; the
+     * rest is scored group by group (kace_group_best does the same). */
+    enumerate |= !kace_predictor_can(p, KACE_PRED_BOUNDS) || (objective != KACE_OBJ_RAW && k > 2);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    kace_status st = enumerate ? kace_group_enumerate(ctx, ds, kace_model_predictor(m), &q, &r) : kace_group_best(ctx, ds, kace_model_predictor(m), &q, &r);
+    kace_status st = enumerate ? kace_group_enumerate(ctx, ds, p, &q, &r) : kace_group_best(ctx, ds, p, &q, &r);
     double sec = seconds_since(&t0);
     if (st)
         return cli_error(ctx, st);
@@ -42,8 +47,19 @@ int cli_predict_group(kace_ctx *ctx, const kace_dataset *ds, const kace_model *m
         printf("%-36s %10.2f %10.2f %8.1f\n", ds->workloads[r.workload[i]].name, r.member[i], mt[KACE_M_EXCLUSIVE],
                mt[KACE_M_MEMCAP]);
     }
-    printf("%-36s %10.2f %10s %8.1f (GPU %.1f GB)\n", "sum", r.predicted, "", r.memcap_gb,
-           gpu_memory_gb > 0 ? gpu_memory_gb : KACE_GPU_MEMORY_V100_GB);
+    if (objective == KACE_OBJ_RAW) {
+        printf("%-36s %10.2f %10s %8.1f (GPU %.1f GB)\n", "sum", r.predicted, "", r.memcap_gb,
+               gpu_memory_gb > 0 ? gpu_memory_gb : KACE_GPU_MEMORY_V100_GB);
+    } else {
+        double sum = 0;
+        for (int i = 0; i < k; i++)
+            sum += r.member[i];
+        printf("%-36s %10.2f %10s %8.1f (GPU %.1f GB)\n", "sum", sum, "", r.memcap_gb,
+               gpu_memory_gb > 0 ? gpu_memory_gb : KACE_GPU_MEMORY_V100_GB);
+        printf("%-36s %10.4f (%s)\n", kace_objective_name(objective), r.predicted,
+               objective == KACE_OBJ_NORMALIZED ? "sum of each member's share of its exclusive throughput"
+                                                : "the smallest member's share of its exclusive throughput");
+    }
     return EXIT_OK;
 }
 

@@ -409,13 +409,16 @@ static const kace_workload *lacks(const kace_dataset *const *sets, size_t n_sets
  * the same with NVML's PCIe throughput in its place (what kace profile
  * measures), said so; NULL when neither is there, the first gap named
  * (the baseline is left out, not failed). */
-const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t n_sets, bool quiet)
+const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t n_sets, kace_metric_set metrics,
+                                        bool quiet)
 {
     kace_metric missing, missing_nvml;
-    const kace_workload *w = lacks(sets, n_sets, &kace_features_xu, &missing);
+    const kace_feature_set *xu = kace_feature_set_restrict(&kace_features_xu, metrics);
+    const kace_feature_set *xu_nvml = kace_feature_set_restrict(&kace_features_xu_nvml, metrics);
+    const kace_workload *w = lacks(sets, n_sets, xu, &missing);
     if (!w)
-        return &kace_features_xu;
-    const kace_workload *w_nvml = lacks(sets, n_sets, &kace_features_xu_nvml, &missing_nvml);
+        return &kace_features_xu; /* eval restricts it to the metric set */
+    const kace_workload *w_nvml = lacks(sets, n_sets, xu_nvml, &missing_nvml);
     if (!w_nvml) {
         if (!quiet)
             printf("(Xu et al. with NVML's PCIe throughput (pcie_rx_MBps, pcie_tx_MBps) in place of ncu's PCIe read "
@@ -433,6 +436,30 @@ const kace_feature_set *cli_xu_features(const kace_dataset *const *sets, size_t 
         printf("(Xu et al. left out: workload %s has no '%s', one of its features; --no-xu says so quietly)\n",
                w_nvml->name, kace_metric_name(missing_nvml));
     return NULL;
+}
+
+kace_metric_set cli_eval_metrics(const eval_request *req, const kace_dataset *const *sets, size_t n_sets, bool quiet)
+{
+    if (req->metrics >= 0)
+        return (kace_metric_set)req->metrics;
+    /* The richest set both of kace's models (the paper's linear one and the
+     * slowdown model) can read for every member of every colocation. */
+    kace_metric_set set = KACE_METRICS_FULL;
+    kace_fit_spec linear = {.kind = KACE_MODEL_LINEAR, .features = &kace_features_kace};
+    kace_fit_spec slowdown = {.kind = KACE_MODEL_SLOWDOWN};
+    for (size_t i = 0; i < n_sets; i++) {
+        if (!sets[i] || !sets[i]->n_colocations)
+            continue;
+        kace_metric_set a = kace_metric_set_choose(sets[i], NULL, 0, &linear);
+        kace_metric_set b = req->without_slowdown ? a : kace_metric_set_choose(sets[i], NULL, 0, &slowdown);
+        set = a > set ? a : set;
+        set = b > set ? b : set;
+    }
+    if (set != KACE_METRICS_FULL && !quiet)
+        printf("(every model reads the %s metrics: not every workload has %s; --metrics chooses)\n",
+               kace_metric_set_name(set),
+               set == KACE_METRICS_SYSTEM ? "kernel launch records or counters" : "kernel counters");
+    return set;
 }
 
 /* The splits the training-size study runs on: the published ones stored
@@ -497,7 +524,9 @@ int cli_run_eval(kace_ctx *ctx, kace_store *store, const eval_request *req)
     kace_eval_options common;
     kace_eval_options_default(&common);
     const kace_dataset *both[2] = {pairs, triples};
-    common.xu_features = req->with_xu ? cli_xu_features(both, 2, false) : NULL;
+    common.metrics = cli_eval_metrics(req, both, 2, false);
+    common.objective = (kace_objective)req->objective;
+    common.xu_features = req->with_xu ? cli_xu_features(both, 2, common.metrics, false) : NULL;
     common.with_xu = common.xu_features != NULL;
     common.xu_search.n_iter = req->xu_iter;
     if (req->xu_tree_scale > 0)
@@ -582,7 +611,8 @@ int cmd_eval(int argc, char **argv)
 {
     const char *db = cli_default_db(), *mode = "both";
     eval_request req = {.out_dir = "kace-eval", .pairs_set = "pairs", .triples_set = "triples", .with_xu = true,
-                        .xu_iter = 10, .figures = true, .kace_seeds = 1, .protocol = -1, .folds = 5};
+                        .xu_iter = 10, .figures = true, .kace_seeds = 1, .protocol = -1, .folds = 5,
+                        .metrics = -1};
     bool mode_given = false, curve = false;
     int every = 0;
     static const struct option longopts[] = {
@@ -602,6 +632,8 @@ int cmd_eval(int argc, char **argv)
         {"seed", required_argument, 0, 6},     {"csv", no_argument, 0, 7},
         {"learning-curve", no_argument, 0, 8}, {"every", required_argument, 0, 9},
         {"made-splits", no_argument, 0, 10},  {"train-db", required_argument, 0, 11},
+        {"metrics", required_argument, 0, 12}, {"objective", required_argument, 0, 13},
+        {"ablation", no_argument, 0, 14},
         {"quiet", no_argument, 0, 'q'},        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     bool quiet = false;
     kace_slowdown_params_default(&req.slowdown);
@@ -633,6 +665,15 @@ int cmd_eval(int argc, char **argv)
         case 9: if (!cli_int("eval", "every", optarg, 1, 100000, &every)) return EXIT_USAGE; break;
         case 10: req.made_splits = true; break;
         case 11: req.train_db = optarg; break;
+        case 12:
+            if (strcmp(optarg, "auto") != 0 && (req.metrics = kace_metric_set_from_name(optarg)) < 0)
+                return cli_usage("eval", "--metrics must be full, no-counters, system or auto, not '%s'", optarg);
+            break;
+        case 13:
+            if ((req.objective = kace_objective_from_name(optarg)) < 0)
+                return cli_usage("eval", "--objective must be raw, normalized or fair, not '%s'", optarg);
+            break;
+        case 14: req.ablation = true; break;
         case 'o': req.out_dir = optarg[0] ? optarg : NULL; break; /* --out "": print only */
         case 'X': req.with_xu = false; break;
         case 'i': if (!cli_int("eval", "xu-iter", optarg, 1, 10000, &req.xu_iter)) return EXIT_USAGE; break;
@@ -707,7 +748,14 @@ int cmd_eval(int argc, char **argv)
                    "  and promoted as kace train --from-observations every N (10), beside a model that never learns.\n"
                    "A set without published splits gets the KACE artifact's splits made for it the way it made its\n"
                    "own (n_occur 2..10, seeds 10..50; docs/eval.md); --made-splits uses those even where published\n"
-                   "ones are stored (on the V100 set they are the same).\n");
+                   "ones are stored (on the V100 set they are the same).\n"
+                   "--metrics full|no-counters|system|auto: what every model reads of each workload (docs/model.md):\n"
+                   "  kernel counters, launch records and system metrics; no-counters: launch records and system;\n"
+                   "  system: NVML/DCGM and the exclusive throughput. auto (default): the richest the store holds.\n"
+                   "--objective raw|normalized|fair: what a choice is scored by: the throughput sum (default), the\n"
+                   "  sum of each member's share of its solo throughput, or the smallest share.\n"
+                   "--ablation [--set S] [--triples-set T] [--csv]: what each metric set the store holds achieves\n"
+                   "  under every protocol, for kace's model and the paper's (clean mode unless --mode).\n");
             return EXIT_OK;
         default: return cli_usage("eval", "unknown option");
         }
@@ -716,9 +764,15 @@ int cmd_eval(int argc, char **argv)
         return cli_usage("eval", "--every goes with --learning-curve");
     req.learning_curve = curve ? (every ? every : 10) : 0;
     bool any_protocol = req.protocol >= 0 && req.protocol != KACE_PROTO_PAPER;
-    if (any_protocol && !mode_given)
+    if ((any_protocol || req.ablation) && !mode_given)
         mode = "clean"; /* the protocols' default: training statistics everywhere */
-    if (!any_protocol && (req.train_set || (req.train_db && !req.splits) || req.targets || req.candidates || req.csv))
+    if (req.ablation && (any_protocol || req.groups || req.splits || curve || req.train_set || req.train_db ||
+                         req.targets || req.candidates || req.metrics >= 0))
+        return cli_usage("eval", "--ablation runs every protocol and metric set itself: not with --protocol, "
+                                 "--groups, --splits, --learning-curve, --train-set, --train-db, --targets, "
+                                 "--candidates or --metrics");
+    if (!any_protocol && (req.train_set || (req.train_db && !req.splits) || req.targets || req.candidates ||
+                          (req.csv && !req.ablation)))
         return cli_usage("eval", "--train-set, --train-db, --targets, --candidates and --csv go with --protocol "
                                  "leave-family-out|leave-workload-out|leave-batch-size-out|kfold (--train-db also "
                                  "with --splits)");
@@ -738,6 +792,7 @@ int cmd_eval(int argc, char **argv)
     cli_meter_attach(ctx, "eval", quiet);
     kace_store *store = cli_read_store(ctx, db);
     int rc = !store ? EXIT_FAILURE_RUN
+             : req.ablation             ? cli_eval_ablation(ctx, store, &req)
              : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)
              : req.learning_curve > 0   ? cli_learning_curve(ctx, store, req.pairs_set, req.out_dir, req.figures,
                                                           req.learning_curve, req.seed)

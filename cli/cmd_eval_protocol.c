@@ -294,7 +294,9 @@ int cli_eval_protocol(kace_ctx *ctx, kace_store *store, const eval_request *req)
     kace_eval_options opt;
     kace_eval_options_default(&opt);
     const kace_dataset *one[1] = {ds};
-    opt.xu_features = req->with_xu ? cli_xu_features(one, 1, req->csv) : NULL;
+    opt.metrics = cli_eval_metrics(req, one, 1, req->csv);
+    opt.objective = (kace_objective)req->objective;
+    opt.xu_features = req->with_xu ? cli_xu_features(one, 1, opt.metrics, req->csv) : NULL;
     opt.with_xu = opt.xu_features != NULL;
     opt.xu_search.n_iter = req->xu_iter;
     if (req->xu_tree_scale > 0)

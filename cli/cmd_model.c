@@ -52,6 +52,7 @@ int cmd_train(int argc, char **argv)
 {
     const char *db = cli_default_db(), *set = "pairs", *features = NULL, *kind = "slowdown", *name = NULL,
                *out = NULL;
+    int metrics = -1; /* --metrics: a kace_metric_set, -1: the richest the set's workloads have */
     int xu_iter = 10;
     bool from_observations = false; /* the closed loop: cli_train_from_observations */
     double holdout = 0.25;
@@ -62,7 +63,7 @@ int cmd_train(int argc, char **argv)
         {"features", required_argument, 0, 'f'}, {"kind", required_argument, 0, 'k'},
         {"name", required_argument, 0, 'n'},     {"out", required_argument, 0, 'o'},
         {"search-iter", required_argument, 0, 'i'}, {"promote", no_argument, 0, 'P'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+        {"metrics", required_argument, 0, 3},   {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "d:s:f:k:n:o:i:Ph", longopts, NULL)) != -1) {
@@ -77,9 +78,14 @@ int cmd_train(int argc, char **argv)
         case 'i': if (!cli_int("train", "search-iter", optarg, 1, 10000, &xu_iter)) return EXIT_USAGE; break;
         case 1: from_observations = true; break;
         case 2: if (!cli_number("train", "holdout", optarg, 0.01, 0.9, &holdout)) return EXIT_USAGE; break;
+        case 3:
+            if (strcmp(optarg, "auto") != 0 && (metrics = kace_metric_set_from_name(optarg)) < 0)
+                return cli_usage("train", "--metrics must be full, no-counters, system or auto, not '%s'", optarg);
+            break;
         case 'h':
             printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu|xu-nvml]\n"
                    "                  [--name NAME] [--promote] [--out FILE] [--search-iter N]\n"
+                   "                  [--metrics full|no-counters|system|auto]\n"
                    "Fits a model on every successful 100%% MPS run of the set and stores it under NAME (default:\n"
                    "the kind, e.g. 'forest'), and in FILE, a versioned text model. It does not change the default\n"
                    "model (the one kace serve, the Slurm plugins and kace predict use) unless --promote is given\n"
@@ -92,7 +98,11 @@ int cmd_train(int argc, char **argv)
                    "--from-observations: fits a candidate of --kind on the set's runs plus the stored\n"
                    "observations except the most recent --holdout fraction (default 0.25), stores it as NAME\n"
                    "(default: KIND-candidate) and promotes it to the default only if its error on that held-out\n"
-                   "slice is at most the default model's (both are printed; docs/eval.md).\n");
+                   "slice is at most the default model's (both are printed; docs/eval.md).\n"
+                   "--metrics: what the model reads of each workload: full (kernel counters, launch records and\n"
+                   "system metrics), no-counters (launch records and system metrics) or system (NVML/DCGM and the\n"
+                   "exclusive throughput); auto (default): the richest every workload of the set has. The model\n"
+                   "records it (docs/model.md).\n");
             return EXIT_OK;
         default: return cli_usage("train", "unknown option");
         }
@@ -146,6 +156,8 @@ int cmd_train(int argc, char **argv)
                           .features = fs,
                           .search = {xu_iter, 5, 1, 1, 1.0}};
     kace_slowdown_params_default(&spec.slowdown);
+    kace_fit_spec_restrict(&spec, metrics >= 0 ? (kace_metric_set)metrics : kace_metric_set_choose(ds, NULL, 0, &spec));
+    fs = spec.features;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     st = kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m);
@@ -187,6 +199,10 @@ int cmd_train(int argc, char **argv)
     printf("trained %s model '%s' on %zu runs of set '%s' (%s features) in %.3f ms\n", kind, name, n, set,
            kace_predictor_can(kace_model_predictor(m), KACE_PRED_MEMBERS) ? "per-workload contention" : fs->name,
            ((double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6));
+    if (kace_model_metrics(m) != KACE_METRICS_FULL)
+        printf("  reads the %s metrics of each workload (%s)\n", kace_metric_set_name(kace_model_metrics(m)),
+               kace_model_metrics(m) == KACE_METRICS_SYSTEM ? "NVML/DCGM and exclusive throughput"
+                                                            : "launch records and system metrics, no counters");
     int nc = 0;
     const double *coef = kace_model_coefficients(m, &nc);
     if (coef) {
@@ -237,6 +253,7 @@ int cmd_predict(int argc, char **argv)
     double gpu_mem = 0, ls_target = 0.8;
     bool enumerate = false;
     const char *split_with = NULL, *policy = "max-sum", *split_train_db = NULL;
+    int objective = KACE_OBJ_RAW, metrics = -1;
     static const struct option longopts[] = {
         {"group", required_argument, 0, 'g'}, {"gpu-mem", required_argument, 0, 'G'},
         {"enumerate", no_argument, 0, 'E'},   {"split-with", required_argument, 0, 's'},
@@ -245,6 +262,7 @@ int cmd_predict(int argc, char **argv)
         {"among", required_argument, 0, 'a'}, {"model", required_argument, 0, 'm'},
         {"model-file", required_argument, 0, 'M'}, {"top", required_argument, 0, 'n'},
         {"norm", required_argument, 0, 'z'},  {"split-train-db", required_argument, 0, 'T'},
+        {"objective", required_argument, 0, 1}, {"metrics", required_argument, 0, 2},
         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     int c;
     optind = 1;
@@ -264,9 +282,18 @@ int cmd_predict(int argc, char **argv)
         case 'p': policy = optarg; break;
         case 'L': if (!cli_number("predict", "ls-target", optarg, 0, 1, &ls_target)) return EXIT_USAGE; break;
         case 'T': split_train_db = optarg; break;
+        case 1:
+            if ((objective = kace_objective_from_name(optarg)) < 0)
+                return cli_usage("predict", "--objective must be raw, normalized or fair, not '%s'", optarg);
+            break;
+        case 2:
+            if (strcmp(optarg, "auto") != 0 && (metrics = kace_metric_set_from_name(optarg)) < 0)
+                return cli_usage("predict", "--metrics must be full, no-counters, system or auto, not '%s'", optarg);
+            break;
         case 'h':
             printf("usage: kace predict --target W [--among A,B,...] [--db PATH] [--model NAME | --model-file F]\n"
-                   "                    [--top N] [--norm train|candidates]\n"
+                   "                    [--top N] [--norm train|candidates] [--objective raw|normalized|fair]\n"
+                   "                    [--metrics full|no-counters|system]\n"
                    "       kace predict --target W --group K [--among ...] [--gpu-mem GB] [--enumerate]\n"
                    "       kace predict --target W --split-with B[,C..] [--policy max-sum|max-min|latency]\n"
                    "                    [--ls-target FRACTION] [--split-train-db OTHER]\n"
@@ -276,7 +303,12 @@ int cmd_predict(int argc, char **argv)
                    "FRACTION, default 0.8, of its exclusive throughput); --split-train-db fits the split model on\n"
                    "OTHER's grids (another GPU's: the model reads each store's own profiles and curves).\n"
                    "Ranks colocation partners of W by predicted throughput sum (samples/s), with the measured\n"
-                   "sum where that pair was measured at 100%%/100%% MPS.\n");
+                   "sum where that pair was measured at 100%%/100%% MPS.\n"
+                   "--objective: what partners and groups are ranked by: raw = the throughput sum (default),\n"
+                   "normalized = the sum of each member's throughput over its exclusive one, fair = the smallest\n"
+                   "such share (both need a model that predicts each member: kace's slowdown model).\n"
+                   "--metrics: fail unless the model reads that metric set (the model records it; kace train\n"
+                   "--metrics trains one).\n");
             return EXIT_OK;
         default: return cli_usage("predict", "unknown option");
         }
@@ -335,6 +367,13 @@ int cmd_predict(int argc, char **argv)
         fprintf(stderr, "kace: unknown workload '%s' (not in %s; see kace info)\n", target, db);
         goto done;
     }
+    if (m && metrics >= 0 && kace_model_metrics(m) != (kace_metric_set)metrics) {
+        fprintf(stderr, "kace: model '%s' reads the %s metrics, not the %s ones (kace train --metrics %s --name NAME "
+                        "trains one; --model NAME uses it)\n",
+                model_file ? model_file : model_name, kace_metric_set_name(kace_model_metrics(m)),
+                kace_metric_set_name((kace_metric_set)metrics), kace_metric_set_name((kace_metric_set)metrics));
+        goto done;
+    }
     if (split_with) {
         int group[KACE_MAX_K] = {t};
         int k = 1;
@@ -367,14 +406,16 @@ int cmd_predict(int argc, char **argv)
         among_idx[n_among++] = w;
     }
     if (group_k) {
-        rc = cli_predict_group(ctx, ds, m, t, group_k, among ? among_idx : NULL, n_among, gpu_mem, enumerate);
+        rc = cli_predict_group(ctx, ds, m, t, group_k, among ? among_idx : NULL, n_among, gpu_mem, enumerate,
+                               (kace_objective)objective);
         goto done;
     }
     ranked = calloc(among ? (n_among ? n_among : 1) : (ds->n_workloads ? ds->n_workloads : 1), sizeof *ranked);
     if (!ranked)
         goto done;
     size_t n_ranked = 0;
-    if ((st = kace_rank_partners(ctx, ds, kace_model_predictor(m), norm, t, among ? among_idx : NULL, n_among, ranked, &n_ranked))) {
+    if ((st = kace_rank_partners_by(ctx, ds, kace_model_predictor(m), norm, (kace_objective)objective, t,
+                                    among ? among_idx : NULL, n_among, ranked, &n_ranked))) {
         rc = cli_error(ctx, st);
         goto done;
     }
@@ -387,16 +428,22 @@ int cmd_predict(int argc, char **argv)
                     target, ds->workloads[ranked[i].workload].name);
             goto done;
         }
-    printf("partners of %s, best first (throughput sums in samples/s)\n", target);
+    if (objective == KACE_OBJ_RAW)
+        printf("partners of %s, best first (throughput sums in samples/s)\n", target);
+    else
+        printf("partners of %s, best first (%s objective: %s)\n", target, kace_objective_name((kace_objective)objective),
+               objective == KACE_OBJ_NORMALIZED ? "the sum of each member's share of its exclusive throughput"
+                                                : "the smaller member's share of its exclusive throughput");
     printf("%4s  %-36s %10s %10s %10s %10s\n", "rank", "partner", "predicted", "measured", "exclusive", "confidence");
+    int digits = objective == KACE_OBJ_RAW ? 2 : 4; /* shares of the exclusive throughputs are near 1 */
     for (size_t i = 0; i < n_ranked && (top <= 0 || (int)i < top); i++) {
         char measured[32] = "-";
         if (!isnan(ranked[i].measured))
-            snprintf(measured, sizeof measured, "%.2f", ranked[i].measured);
+            snprintf(measured, sizeof measured, "%.*f", digits, ranked[i].measured);
         char exclusive[32] = "-";
         if (!isnan(ranked[i].exclusive_sum))
             snprintf(exclusive, sizeof exclusive, "%.2f", ranked[i].exclusive_sum);
-        printf("%4zu  %-36s %10.2f %10s %10s %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name,
+        printf("%4zu  %-36s %10.*f %10s %10s %10.2f\n", i + 1, ds->workloads[ranked[i].workload].name, digits,
                ranked[i].predicted, measured, exclusive, ranked[i].confidence);
     }
     if (kace_predictor_can(kace_model_predictor(m), KACE_PRED_COVERAGE)) {

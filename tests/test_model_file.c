@@ -406,8 +406,12 @@ static void test_wrong_version(void **state)
     (void)state;
     kace_ctx *ctx = kace_ctx_new();
     char *good = good_text(ctx);
-    char *t = replace_line(good, 1, "kace-model 3");
-    expect_line_error(t, 1, "version 3");
+    char *t = replace_line(good, 1, "kace-model 4");
+    expect_line_error(t, 1, "version 4");
+    free(t);
+    /* Version 3 names the metric set after the features. */
+    t = replace_line(good, 1, "kace-model 3");
+    expect_line_error(t, 4, "metrics");
     free(t);
     /* Version 1 differs only for slowdown models: a linear one still loads. */
     t = replace_line(good, 1, "kace-model 1");

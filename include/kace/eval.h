@@ -33,6 +33,15 @@ typedef struct kace_eval_options {
     /* kace_eval_unseen scores opt->mode only; the other mode's rows keep their
      * targets with NaN scores (kace eval --mode paper or clean prints one). */
     bool one_mode;
+    /* The metrics every model reads (KACE_METRICS_FULL = 0: all): the
+     * paper's linear model and Xu's forest on their features restricted to
+     * the set, kace's model on the set's metrics. */
+    kace_metric_set metrics;
+    /* What a choice is scored by (KACE_OBJ_RAW = 0: the measured sum, the
+     * paper's): every policy's pick and the Oracle under it, and kace's
+     * model picks by its predicted objective (the paper's and Xu's models
+     * predict sums, so they pick by the sum). */
+    kace_objective objective;
 } kace_eval_options;
 
 /* Defaults: paper mode, Xu on (10 search iterations, 5 folds, seed 0, one

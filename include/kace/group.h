@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kace/policy.h"
 #include "kace/predictor.h"
 
 #ifdef __cplusplus
@@ -42,13 +43,17 @@ typedef struct kace_group_query {
     double gpu_memory_gb;   /* capacity; 0 = KACE_GPU_MEMORY_V100_GB */
     kace_group_filter filter; /* NULL = every group is allowed */
     void *filter_user;
+    /* What the best group maximises (KACE_OBJ_RAW = 0: the predicted sum).
+     * The others need a predictor of each member (KACE_PRED_MEMBERS) and
+     * are searched by enumeration. */
+    kace_objective objective;
 } kace_group_query;
 
 typedef struct kace_group_result {
     bool found;                    /* false when no allowed group fits in memory */
     int k;
     int workload[KACE_GROUP_MAX_K]; /* target first, then partners in pool order */
-    double predicted;              /* predicted throughput sum, samples/s */
+    double predicted;              /* predicted throughput sum, samples/s (the query's objective) */
     double member[KACE_GROUP_MAX_K]; /* each member's predicted throughput */
     double memcap_gb;              /* summed memcap of the group */
     /* Work done: partial groups bounded and complete groups scored. */

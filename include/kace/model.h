@@ -33,6 +33,37 @@ extern const kace_feature_set kace_features_xu_nvml; /* NVML's PCIe in place of 
 /* Looks a feature set up by name; NULL when unknown. */
 const kace_feature_set *kace_feature_set_find(const char *name);
 
+/* Which of a workload's metrics a model reads: what a site can measure.
+ *  full         kernel counters (Nsight Compute or CUPTI kernel replay:
+ *               the SM, DRAM and memory throughputs, ncu's PCIe) with the
+ *               rest below;
+ *  no-counters  launch records (CUPTI activity or Nsight Systems: threads,
+ *               registers, shared memory, kernel lengths) and system metrics;
+ *  system       system metrics only (NVML or DCGM: sm%, mem%, memory used,
+ *               PCIe, host CPU and memory) and the exclusive throughput.
+ * Each set is contained in the one before it. */
+typedef enum kace_metric_set {
+    KACE_METRICS_FULL = 0,
+    KACE_METRICS_NO_COUNTERS = 1,
+    KACE_METRICS_SYSTEM = 2,
+    KACE_N_METRIC_SETS
+} kace_metric_set;
+
+/* "full", "no-counters", "system". */
+const char *kace_metric_set_name(kace_metric_set set);
+/* -1 when unknown. */
+int kace_metric_set_from_name(const char *name);
+/* Whether the set holds the metric. */
+bool kace_metric_set_has(kace_metric_set set, kace_metric metric);
+/* What measures a metric, for messages that say what to import ("kernel
+ * counters (Nsight Compute or kace profile)", ...). */
+const char *kace_metric_source(kace_metric metric);
+/* fs without the metrics set does not hold ("kace" -> "kace-system"); fs
+ * itself when it has none outside the set. */
+const kace_feature_set *kace_feature_set_restrict(const kace_feature_set *fs, kace_metric_set set);
+/* The smallest metric set that holds every feature of fs. */
+kace_metric_set kace_feature_set_metrics(const kace_feature_set *fs);
+
 /* Fills X (n_rows x fs->n, row-major) with the aggregated features of the
  * given colocations. Fails with KACE_ERR_INVALID, naming workload and metric,
  * when a needed metric is missing. */
@@ -102,6 +133,10 @@ kace_status kace_model_fit_forest_search(kace_ctx *ctx, const kace_feature_set *
  * GPU shares) and sums them: a blend of ridge regression on log(fraction)
  * and gradient-boosted trees on the fraction. One model serves any k. */
 typedef struct kace_slowdown_params {
+    /* The metrics the member features read (KACE_METRICS_FULL = 0, the
+     * default): the others count as 0 in training and prediction alike, so
+     * the features made of them are constant and carry no weight. */
+    kace_metric_set metrics;
     double ridge_alpha;   /* L2 penalty of the ridge part (z-scored features);
                              0 = chosen by 5-fold CV on the fitting rows */
     double tree_weight;   /* blend: 0 = ridge only, 1 = trees only */
@@ -170,6 +205,19 @@ typedef struct kace_fit_spec {
     kace_forest_search search;        /* forests only */
     kace_slowdown_params slowdown;    /* slowdown only */
 } kace_fit_spec;
+
+/* The richest metric set (full, then no-counters, then system) in which
+ * every member of colocations rows[0..n) of ds (every colocation when rows
+ * is NULL) has every metric a model of spec's kind reads (spec->features
+ * restricted to the set for linear and forest models). When none has,
+ * KACE_METRICS_SYSTEM: fitting then names the workload and metric missing. */
+kace_metric_set kace_metric_set_choose(const kace_dataset *ds, const int *rows, size_t n, const kace_fit_spec *spec);
+/* spec made to read only the metrics of set: its features restricted, the
+ * slowdown model's metric set set. */
+void kace_fit_spec_restrict(kace_fit_spec *spec, kace_metric_set set);
+/* The metric set a model reads (KACE_METRICS_FULL for a model file written
+ * before models recorded it). */
+kace_metric_set kace_model_metrics(const kace_model *m);
 
 /* Builds the features and labels of colocations rows[0..n) of ds (every
  * colocation when rows is NULL) and fits the model the spec asks for. */

@@ -37,10 +37,43 @@ kace_status kace_policy_pick_rule(kace_ctx *ctx, kace_policy p, const kace_datas
 kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, const kace_dataset *ds,
                                    const int *rows, size_t n, size_t *pick);
 
+/* What a colocation is worth. Raw is the paper's: workloads whose rates
+ * differ a thousandfold make it pick the fastest partner, so sites compare
+ * colocations by each member's share of its solo rate instead. */
+typedef enum kace_objective {
+    KACE_OBJ_RAW = 0,        /* throughput sum, samples/s */
+    KACE_OBJ_NORMALIZED = 1, /* sum of each member's throughput / its exclusive throughput */
+    KACE_OBJ_FAIR = 2,       /* the smallest such share (max-min fairness) */
+    KACE_N_OBJECTIVES
+} kace_objective;
+
+/* "raw", "normalized", "fair". */
+const char *kace_objective_name(kace_objective o);
+/* -1 when unknown. */
+int kace_objective_from_name(const char *name);
+/* The objective of members group[0..k) of ds running at throughput[0..k)
+ * (samples/s each); NaN when a share is needed and a member has no
+ * positive exclusive throughput. */
+double kace_objective_of(kace_objective o, const kace_dataset *ds, const int *group, int k, const double *throughput);
+/* The objective of a measured colocation. */
+double kace_objective_measured(kace_objective o, const kace_dataset *ds, const kace_colocation *c);
+/* The predicted objective of a group. Raw is the predicted sum; the others
+ * need each member's throughput (KACE_PRED_MEMBERS: KACE_ERR_UNSUPPORTED
+ * from a model that predicts sums only). confidence and member (k entries)
+ * may be NULL. */
+kace_status kace_predict_objective(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,
+                                   int k, kace_objective o, double *value, double *confidence, double *member);
+/* kace_policy_pick_model under objective o: the row with the highest
+ * predicted objective, first wins ties. A predictor of sums only (the
+ * paper's linear model, Xu's forest) ranks by the predicted sum under every
+ * objective: that is the choice it makes. */
+kace_status kace_policy_pick_objective(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, kace_objective o,
+                                       const kace_dataset *ds, const int *rows, size_t n, size_t *pick);
+
 /* One candidate partner of a target, ranked. */
 typedef struct kace_partner {
     int workload;        /* index into the dataset */
-    double predicted;    /* predicted throughput sum, samples/s */
+    double predicted;    /* predicted throughput sum, samples/s (or objective, kace_rank_partners_by) */
     double confidence;   /* 0..1 (1 from predictors without KACE_PRED_CONFIDENCE) */
     double measured;     /* measured sum where a 100% run exists, else NaN */
     double exclusive_sum;/* sum of exclusive throughputs (the no-interference bound) */
@@ -52,6 +85,11 @@ typedef struct kace_partner {
 kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, kace_norm norm,
                                int target, const int *among, size_t n_among, kace_partner *out,
                                size_t *n_out);
+/* The same under objective o: predicted and measured are the pair's
+ * objective (kace_predict_objective, kace_objective_measured). */
+kace_status kace_rank_partners_by(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, kace_norm norm,
+                                  kace_objective o, int target, const int *among, size_t n_among, kace_partner *out,
+                                  size_t *n_out);
 
 #ifdef __cplusplus
 }

@@ -89,11 +89,11 @@ static double seconds_of(kace_ctx *ctx, kace_status *st, const kace_dataset *ds,
     return now_seconds() - t0;
 }
 
-static kace_status fit_linear(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n, kace_model **out,
-                              double *seconds)
+static kace_status fit_linear(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
+                              kace_metric_set metrics, kace_model **out, double *seconds)
 {
     kace_status st;
-    kace_fit_spec linear = {.kind = KACE_MODEL_LINEAR, .features = &kace_features_kace};
+    kace_fit_spec linear = {.kind = KACE_MODEL_LINEAR, .features = kace_feature_set_restrict(&kace_features_kace, metrics)};
     *seconds = seconds_of(ctx, &st, ds, rows, n, &linear, out);
     return st;
 }
@@ -110,16 +110,19 @@ static kace_status fit_models(kace_ctx *ctx, const kace_dataset *ds, const int *
         f->kace = linear;
         f->kace_shared = true;
     } else {
-        st = fit_linear(ctx, ds, rows, n, &f->kace, &f->kace_seconds);
+        st = fit_linear(ctx, ds, rows, n, opt->metrics, &f->kace, &f->kace_seconds);
     }
     if (!st && opt->with_xu) {
-        kace_fit_spec forest = {.kind = KACE_MODEL_FOREST, .features = opt->xu_features ? opt->xu_features : &kace_features_xu, .search = opt->xu_search};
+        const kace_feature_set *xu = opt->xu_features ? opt->xu_features : &kace_features_xu;
+        kace_fit_spec forest = {.kind = KACE_MODEL_FOREST, .features = kace_feature_set_restrict(xu, opt->metrics),
+                                .search = opt->xu_search};
         forest.search.seed = opt->xu_search.seed ^ (seed * 0x9E3779B97F4A7C15ull);
         f->xu_seconds = seconds_of(ctx, &st, ds, rows, n, &forest, &f->xu);
     }
     if (!st && opt->with_slowdown) {
         kace_fit_spec sd = {.kind = opt->kace_kind, .slowdown = opt->slowdown};
         sd.slowdown.seed = opt->slowdown.seed ^ seed;
+        sd.slowdown.metrics = opt->metrics;
         f->slowdown_seconds = seconds_of(ctx, &st, ds, rows, n, &sd, &f->slowdown);
     }
     if (st)
@@ -152,16 +155,33 @@ kace_status kace_eval_choice(kace_ctx *ctx, const kace_predictor *p, kace_norm n
     return st;
 }
 
-/* Scores every policy for one target's candidate rows. */
+/* The score of a model's choice among cand[0..n) under objective o: its
+ * measured objective over the best measured one. */
+static kace_status model_choice(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, kace_objective o,
+                                const kace_dataset *ds, const int *cand, size_t n, double oracle, double *score)
+{
+    if (o == KACE_OBJ_RAW)
+        return kace_eval_choice(ctx, p, norm, ds, cand, n, score);
+    size_t pick;
+    kace_status st = kace_policy_pick_objective(ctx, p, norm, o, ds, cand, n, &pick);
+    *score = st ? NAN : kace_objective_measured(o, ds, &ds->colocations[cand[pick]]) / oracle;
+    return st;
+}
+
+/* Scores every policy for one target's candidate rows under objective o. */
 static kace_status score_target(kace_ctx *ctx, const kace_dataset *ds, const fitted *f, kace_norm norm,
-                                const int *cand, size_t n, kace_target_score *out)
+                                kace_objective o, const int *cand, size_t n, kace_target_score *out)
 {
     for (int p = 0; p < KACE_N_POLICIES; p++)
         out->score[p] = NAN;
     out->n_candidates = (int)n;
     double oracle = 0, mean = 0;
     for (size_t i = 0; i < n; i++) {
-        double s = kace_colocation_sum(&ds->colocations[cand[i]]);
+        double s = kace_objective_measured(o, ds, &ds->colocations[cand[i]]);
+        if (isnan(s))
+            return kace_fail(ctx, KACE_ERR_INVALID, "target %s: the %s objective needs every member's exclusive "
+                                                    "throughput",
+                             ds->workloads[out->target].name, kace_objective_name(o));
         oracle = (i == 0 || s > oracle) ? s : oracle;
         mean += s / (double)n;
     }
@@ -176,18 +196,20 @@ static kace_status score_target(kace_ctx *ctx, const kace_dataset *ds, const fit
     for (size_t r = 0; r < 3; r++) {
         if ((st = kace_policy_pick_rule(ctx, rules[r], ds, cand, n, &pick)))
             return st;
-        out->score[rules[r]] = kace_colocation_sum(&ds->colocations[cand[pick]]) / oracle;
+        out->score[rules[r]] = kace_objective_measured(o, ds, &ds->colocations[cand[pick]]) / oracle;
     }
     double best = out->score[KACE_POL_RANDOM];
     for (size_t r = 0; r < 3; r++)
         best = out->score[rules[r]] > best ? out->score[rules[r]] : best;
     out->score[KACE_POL_BEST_RULE] = best;
-    if ((st = kace_eval_choice(ctx, kace_model_predictor(f->kace), norm, ds, cand, n, &out->score[KACE_POL_KACE])))
+    if ((st = model_choice(ctx, kace_model_predictor(f->kace), norm, o, ds, cand, n, oracle,
+                           &out->score[KACE_POL_KACE])))
         return st;
-    if (f->xu && (st = kace_eval_choice(ctx, kace_model_predictor(f->xu), norm, ds, cand, n, &out->score[KACE_POL_XU])))
+    if (f->xu &&
+        (st = model_choice(ctx, kace_model_predictor(f->xu), norm, o, ds, cand, n, oracle, &out->score[KACE_POL_XU])))
         return st;
-    if (f->slowdown && (st = kace_eval_choice(ctx, kace_model_predictor(f->slowdown), norm, ds, cand, n,
-                                              &out->score[KACE_POL_SLOWDOWN])))
+    if (f->slowdown && (st = model_choice(ctx, kace_model_predictor(f->slowdown), norm, o, ds, cand, n, oracle,
+                                          &out->score[KACE_POL_SLOWDOWN])))
         return st;
     return KACE_OK;
 }
@@ -234,7 +256,7 @@ done:
 
 /* Scores every target of one train/test partition. */
 static kace_status score_targets(kace_ctx *ctx, const kace_dataset *ds, const fitted *f, kace_norm norm,
-                                 const int *targets, size_t n_targets, const int *test, size_t n_test,
+                                 kace_objective o, const int *targets, size_t n_targets, const int *test, size_t n_test,
                                  kace_target_score **out, size_t *n_out)
 {
     *out = NULL;
@@ -280,7 +302,7 @@ static kace_status score_targets(kace_ctx *ctx, const kace_dataset *ds, const fi
             continue; /* no candidate: the target is skipped */
         kace_target_score *ts = &scores[n_scored];
         ts->target = targets[t];
-        if ((st = score_target(ctx, ds, f, norm, cand + first[w], n, ts)))
+        if ((st = score_target(ctx, ds, f, norm, o, cand + first[w], n, ts)))
             goto done;
         n_scored++;
     }
@@ -527,7 +549,7 @@ static kace_status split_task(kace_ctx *ctx, void *arg, size_t t)
     r->xu_fit_seconds = f.xu_seconds;
     r->slowdown_fit_seconds = f.slowdown_seconds;
     kace_norm norm = opt->mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN;
-    if ((st = score_targets(ctx, ds, &f, norm, job->targets, job->n_targets, test, r->n_test, &r->targets,
+    if ((st = score_targets(ctx, ds, &f, norm, opt->objective, job->targets, job->n_targets, test, r->n_test, &r->targets,
                             &r->n_targets)) ||
         (st = test_error(ctx, ds, f.kace, norm, test, r->n_test, &r->mse, &r->r2)) ||
         (f.xu && (st = test_error(ctx, ds, f.xu, norm, test, r->n_test, &r->xu_mse, &r->xu_r2))) ||
@@ -663,7 +685,7 @@ static kace_status unseen_linear_task(kace_ctx *ctx, void *arg, size_t t)
         free(train);
         return KACE_OK;
     }
-    kace_status st = fit_linear(ctx, ds, train, n_train, &job->linear[t], &seconds);
+    kace_status st = fit_linear(ctx, ds, train, n_train, job->opt->metrics, &job->linear[t], &seconds);
     if (st) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
@@ -716,8 +738,8 @@ static kace_status unseen_task(kace_ctx *ctx, void *arg, size_t t)
                 job->scores[mode][t].score[p] = NAN;
             continue;
         }
-        st = score_target(ctx, ds, &f, mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN, test, n_test,
-                          &job->scores[mode][t]);
+        st = score_target(ctx, ds, &f, mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN,
+                          job->opt->objective, test, n_test, &job->scores[mode][t]);
     }
     if (!st && f.slowdown && n_test) {
         job->conf[t] = malloc(n_test * sizeof **job->conf);
@@ -854,7 +876,7 @@ static kace_status fold_task(kace_ctx *ctx, void *arg, size_t t)
     kace_norm norm = job->opt->mode == KACE_MODE_PAPER ? KACE_NORM_CANDIDATES : KACE_NORM_TRAIN;
     /* score_targets takes every target with a candidate; the fold lists
      * only those with enough of them. */
-    if ((st = score_targets(ctx, job->ds, &f, norm, fold->targets, fold->n_targets, fold->test, fold->n_test,
+    if ((st = score_targets(ctx, job->ds, &f, norm, job->opt->objective, fold->targets, fold->n_targets, fold->test, fold->n_test,
                             &r->targets, &r->n_targets)) ||
         (f.slowdown && (st = member_mae(ctx, job->ds, f.slowdown, fold->test, fold->n_test, &r->slowdown_mae_pct))))
         goto done;

@@ -166,7 +166,9 @@ static kace_status consider(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
     double sum, member[KACE_GROUP_MAX_K];
     kace_status st;
     best->groups_scored++;
-    if ((st = kace_predict_group(ctx, p, ds, group, k, &sum, NULL, member)))
+    if ((st = q->objective == KACE_OBJ_RAW ? kace_predict_group(ctx, p, ds, group, k, &sum, NULL, member)
+                                           : kace_predict_objective(ctx, p, ds, group, k, q->objective, &sum, NULL,
+                                                                    member)))
         return st;
     if (best->found && !(sum > best->predicted) &&
         !(sum == best->predicted && positions_before(pos, best_pos, k - 1)))
@@ -197,8 +199,20 @@ static kace_status prepare(kace_ctx *ctx, const kace_dataset *ds, const kace_pre
     if (q->gpu_memory_gb < 0 || isnan(q->gpu_memory_gb))
         return kace_fail(ctx, KACE_ERR_INVALID, "GPU memory must be a positive number of GB");
     *capacity = q->gpu_memory_gb > 0 ? q->gpu_memory_gb : KACE_GPU_MEMORY_V100_GB;
-    int n_metric;
-    const kace_metric *metric = kace_profile_metrics(&n_metric);
+    if ((int)q->objective < 0 || q->objective >= KACE_N_OBJECTIVES)
+        return kace_fail(ctx, KACE_ERR_INVALID, "group search: unknown objective %d", (int)q->objective);
+    /* The profile metrics the model reads: those of its metric set. */
+    int n_all;
+    const kace_metric *all_metric = kace_profile_metrics(&n_all);
+    const kace_feature_set *fs = kace_predictor_features(p);
+    kace_metric metric[KACE_N_METRICS];
+    int n_metric = 0;
+    for (int i = 0; i < n_all; i++)
+        for (int j = 0; j < fs->n; j++)
+            if (fs->metric[j] == all_metric[i]) {
+                metric[n_metric++] = all_metric[i];
+                break;
+            }
     if (!profile_complete(ds, q->target, metric, n_metric))
         return kace_fail(ctx, KACE_ERR_INVALID, "target '%s' has no complete profile (needs %s, sm%%, mem%%, the "
                                                 "Nsight throughputs, Threads and memcap)",
@@ -879,7 +893,9 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
                          "branch and bound needs a model that bounds its predictions (kace's slowdown model); "
                          "this %s model can only be searched by enumeration", kace_predictor_name(p));
     }
-    if (q->k == 2) { /* scoring every pair costs less than bounding them */
+    /* The bounds are on the sum; the other objectives are searched by
+     * scoring every group (exact, slower on large pools). */
+    if (q->k == 2 || q->objective != KACE_OBJ_RAW) { /* scoring every pair costs less than bounding them */
         free(own);
         return kace_group_enumerate(ctx, ds, p, q, out);
     }

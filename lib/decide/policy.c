@@ -93,6 +93,91 @@ kace_status kace_policy_pick_model(kace_ctx *ctx, const kace_predictor *p, kace_
     return st;
 }
 
+const char *kace_objective_name(kace_objective o)
+{
+    switch (o) {
+    case KACE_OBJ_RAW: return "raw";
+    case KACE_OBJ_NORMALIZED: return "normalized";
+    case KACE_OBJ_FAIR: return "fair";
+    default: return "?";
+    }
+}
+
+int kace_objective_from_name(const char *name)
+{
+    for (int o = 0; o < KACE_N_OBJECTIVES; o++)
+        if (name && strcmp(name, kace_objective_name((kace_objective)o)) == 0)
+            return o;
+    return -1;
+}
+
+double kace_objective_of(kace_objective o, const kace_dataset *ds, const int *group, int k, const double *throughput)
+{
+    double sum = 0, least = INFINITY;
+    for (int i = 0; i < k; i++) {
+        if (o == KACE_OBJ_RAW) {
+            sum += throughput[i];
+            continue;
+        }
+        double excl = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
+        if (!(excl > 0))
+            return NAN;
+        sum += throughput[i] / excl;
+        least = fmin(least, throughput[i] / excl);
+    }
+    return o == KACE_OBJ_FAIR ? least : sum;
+}
+
+double kace_objective_measured(kace_objective o, const kace_dataset *ds, const kace_colocation *c)
+{
+    return o == KACE_OBJ_RAW ? kace_colocation_sum(c) : kace_objective_of(o, ds, c->workload, c->k, c->throughput);
+}
+
+kace_status kace_predict_objective(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *group,
+                                   int k, kace_objective o, double *value, double *confidence, double *member)
+{
+    double own[KACE_MAX_K], sum;
+    double *m = member ? member : own;
+    if (o != KACE_OBJ_RAW && !kace_predictor_can(p, KACE_PRED_MEMBERS))
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED,
+                         "the %s model predicts throughput sums only: the %s objective needs each member's "
+                         "throughput (kace's slowdown model predicts it)",
+                         kace_predictor_name(p), kace_objective_name(o));
+    if (k < 1 || k > KACE_MAX_K)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a group has 1..%d workloads, not %d", KACE_MAX_K, k);
+    kace_status st = kace_predict_group(ctx, p, ds, group, k, &sum, confidence, m);
+    if (st)
+        return st;
+    *value = o == KACE_OBJ_RAW ? sum : kace_objective_of(o, ds, group, k, m);
+    if (isnan(*value))
+        return kace_fail(ctx, KACE_ERR_INVALID, "the %s objective needs every member's exclusive throughput",
+                         kace_objective_name(o));
+    return KACE_OK;
+}
+
+kace_status kace_policy_pick_objective(kace_ctx *ctx, const kace_predictor *p, kace_norm norm, kace_objective o,
+                                       const kace_dataset *ds, const int *rows, size_t n, size_t *pick)
+{
+    if (o == KACE_OBJ_RAW || !kace_predictor_can(p, KACE_PRED_MEMBERS))
+        return kace_policy_pick_model(ctx, p, norm, ds, rows, n, pick);
+    if (n == 0)
+        return kace_fail(ctx, KACE_ERR_INVALID, "no candidate colocations to choose from");
+    double best = -INFINITY;
+    *pick = 0;
+    for (size_t i = 0; i < n; i++) {
+        const kace_colocation *c = &ds->colocations[rows[i]];
+        double v;
+        kace_status st = kace_predict_objective(ctx, p, ds, c->workload, c->k, o, &v, NULL, NULL);
+        if (st)
+            return st;
+        if (i == 0 || v > best) {
+            best = v;
+            *pick = i;
+        }
+    }
+    return KACE_OK;
+}
+
 static int by_predicted_desc(const void *a, const void *b)
 {
     const kace_partner *x = a, *y = b;
@@ -103,7 +188,7 @@ static int by_predicted_desc(const void *a, const void *b)
 
 /* measured[w] = the measured sum of the first 100%/100% pair of target and
  * w, NaN when none: one pass over the colocations for every candidate. */
-static void measured_pairs(const kace_dataset *ds, int target, double *measured)
+static void measured_pairs(const kace_dataset *ds, int target, kace_objective o, double *measured)
 {
     for (size_t w = 0; w < ds->n_workloads; w++)
         measured[w] = NAN;
@@ -113,7 +198,7 @@ static void measured_pairs(const kace_dataset *ds, int target, double *measured)
             continue;
         int partner = c->workload[0] == target ? c->workload[1] : (c->workload[1] == target ? c->workload[0] : -1);
         if (partner >= 0 && isnan(measured[partner]))
-            measured[partner] = kace_colocation_sum(c);
+            measured[partner] = kace_objective_measured(o, ds, c);
     }
 }
 
@@ -127,6 +212,13 @@ static bool has_profile(const kace_dataset *ds, const kace_feature_set *fs, int 
 
 kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, kace_norm norm, int target,
                                const int *among, size_t n_among, kace_partner *out, size_t *n_out)
+{
+    return kace_rank_partners_by(ctx, ds, p, norm, KACE_OBJ_RAW, target, among, n_among, out, n_out);
+}
+
+kace_status kace_rank_partners_by(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, kace_norm norm,
+                                  kace_objective o, int target, const int *among, size_t n_among, kace_partner *out,
+                                  size_t *n_out)
 {
     *n_out = 0;
     const kace_feature_set *fs = kace_predictor_features(p);
@@ -168,9 +260,15 @@ kace_status kace_rank_partners(kace_ctx *ctx, const kace_dataset *ds, const kace
         refs[n] = (kace_group_ref){&pairs[2 * n], 2};
         n++;
     }
-    measured_pairs(ds, target, measured);
-    if (n && (st = kace_predict_batch(ctx, p, ds, refs, n, norm, pred, conf)))
-        goto done;
+    measured_pairs(ds, target, o, measured);
+    if (o == KACE_OBJ_RAW) {
+        if (n && (st = kace_predict_batch(ctx, p, ds, refs, n, norm, pred, conf)))
+            goto done;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if ((st = kace_predict_objective(ctx, p, ds, refs[i].workload, 2, o, &pred[i], &conf[i], NULL)))
+                goto done;
+    }
     for (size_t i = 0; i < n; i++) {
         int w = pairs[2 * i + 1];
         out[i].workload = w;

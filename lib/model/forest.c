@@ -376,6 +376,7 @@ static kace_status prepare(kace_ctx *ctx, const kace_feature_set *fs, const doub
     }
     kace_model_set_kind(m, KACE_MODEL_FOREST);
     m->features = fs;
+    m->metrics = kace_feature_set_metrics(fs);
     m->n_features = d;
     m->n_fit = n;
     kace_column_stats(X, n, d, m->x_mean, m->x_std);

@@ -58,6 +58,7 @@ static kace_model *model_new(const kace_feature_set *fs)
     kace_model *m = calloc(1, sizeof *m);
     if (m) {
         m->features = fs;
+        m->metrics = kace_feature_set_metrics(fs);
         m->n_features = fs->n;
     }
     return m;
@@ -198,6 +199,11 @@ const kace_feature_set *kace_model_features(const kace_model *m)
     return m->features;
 }
 
+kace_metric_set kace_model_metrics(const kace_model *m)
+{
+    return m->metrics;
+}
+
 const double *kace_model_coefficients(const kace_model *m, int *n)
 {
     if (m->kind != KACE_MODEL_LINEAR) {
@@ -220,9 +226,10 @@ void kace_model_free(kace_model **m)
 }
 
 /* ---- text format ----------------------------------------------------------
- *   kace-model 1
- *   kind linear|forest
- *   features kace|xu
+ *   kace-model 2|3                              (3 when the metric set is not full)
+ *   kind linear|forest|slowdown
+ *   features kace|xu|xu-nvml[-no-counters|-system]
+ *   metrics full|no-counters|system              (version 3 only)
  *   n_features 10
  *   n_fit 37
  *   y_stats <mean> <std>
@@ -258,9 +265,12 @@ kace_status kace_model_to_text(kace_ctx *ctx, const kace_model *m, char **text)
 {
     *text = NULL;
     text_buf t = {0};
-    tb_printf(&t, "kace-model %d\n", KACE_MODEL_FORMAT_VERSION);
+    bool full = m->metrics == KACE_METRICS_FULL;
+    tb_printf(&t, "kace-model %d\n", full ? KACE_MODEL_FORMAT_FULL_METRICS : KACE_MODEL_FORMAT_VERSION);
     tb_printf(&t, "kind %s\n", kace_model_kind_name(m->kind));
     tb_printf(&t, "features %s\n", m->features->name);
+    if (!full)
+        tb_printf(&t, "metrics %s\n", kace_metric_set_name(m->metrics));
     tb_printf(&t, "n_features %d\n", m->n_features);
     tb_printf(&t, "n_fit %zu\n", m->n_fit);
     tb_printf(&t, "y_stats %.17g %.17g\n", m->y_mean, m->y_std);
@@ -526,8 +536,23 @@ kace_status kace_model_from_text(kace_ctx *ctx, const char *text, size_t len, co
         goto fail;
     }
     if (!next_line(&r) || strncmp(r.buf, "features ", 9) != 0 || !(m->features = kace_feature_set_find(r.buf + 9))) {
-        st = bad(ctx, &r, "'features kace', 'features xu' or 'features xu-nvml'");
+        st = bad(ctx, &r, "'features kace', 'features xu' or 'features xu-nvml' (or one of them restricted: "
+                          "'kace-no-counters', 'kace-system', ...)");
         goto fail;
+    }
+    /* Before version 3 every model read every metric of its features. */
+    m->metrics = kace_feature_set_metrics(m->features);
+    if (version >= 3) {
+        int set;
+        if (!next_line(&r) || strncmp(r.buf, "metrics ", 8) != 0 || (set = kace_metric_set_from_name(r.buf + 8)) < 0) {
+            st = bad(ctx, &r, "'metrics full', 'metrics no-counters' or 'metrics system'");
+            goto fail;
+        }
+        m->metrics = (kace_metric_set)set;
+        if (kace_feature_set_metrics(m->features) < m->metrics) {
+            st = bad(ctx, &r, "a metric set that holds every feature of the features line");
+            goto fail;
+        }
     }
     if (!next_line(&r) || strncmp(r.buf, "n_features ", 11) != 0) {
         st = bad(ctx, &r, "'n_features <n>'");

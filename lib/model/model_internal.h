@@ -11,13 +11,19 @@
 #include "trees.h"
 
 /* 2 added the slowdown model's training profile ranges; version 1 files
- * still load (their predictions have no range to check against). */
-#define KACE_MODEL_FORMAT_VERSION 2
+ * still load (their predictions have no range to check against). 3 added
+ * the metric set ("metrics <set>" after the features line); a model that
+ * reads every metric is still written as version 2, the oldest format that
+ * carries it, so files and readers from before metric sets stay as they
+ * were, and a version-2 reader rejects a model it would misread. */
+#define KACE_MODEL_FORMAT_VERSION 3
+#define KACE_MODEL_FORMAT_FULL_METRICS 2
 
 struct kace_model {
     kace_model_kind kind;
     kace_predictor predictor; /* the kind's table and this model (kace_model_set_kind) */
     const kace_feature_set *features;
+    kace_metric_set metrics; /* what the model reads of each workload */
     int n_features;
     double x_mean[KACE_MAX_FEATURES], x_std[KACE_MAX_FEATURES]; /* std 0 -> feature ignored */
     double y_mean, y_std;

@@ -37,6 +37,8 @@ static const kace_metric needed[] = {KACE_M_SM_PCT,          KACE_M_MEM_PCT, KAC
                                      KACE_M_DRAM_THROUGHPUT, KACE_M_MEM_THROUGHPUT, KACE_M_EXCLUSIVE,
                                      KACE_M_THREADS,         KACE_M_MEMCAP};
 
+static void use_reduced_ops(kace_model *m);
+
 void kace_slowdown_params_default(kace_slowdown_params *p)
 {
     p->ridge_alpha = 0; /* chosen by cross-validation on the training rows */
@@ -48,16 +50,32 @@ void kace_slowdown_params_default(kace_slowdown_params *p)
     p->seed = 0;
     p->monotone = KACE_MONOTONE_SHARES;
     p->select = true;
+    p->metrics = KACE_METRICS_FULL;
 }
 
-static kace_status check_workload(kace_ctx *ctx, const kace_dataset *ds, int w)
+enum { N_NEEDED = sizeof needed / sizeof *needed };
+
+/* A workload's metrics as a model on metric set `set` reads them: those
+ * outside the set as 0 (in buf, which only the needed metrics of are
+ * written), so that their features are constant and weigh nothing. */
+static const double *metrics_read(kace_metric_set set, const double *metric, double *buf)
 {
-    for (size_t i = 0; i < sizeof needed / sizeof *needed; i++)
-        if (isnan(ds->workloads[w].metric[needed[i]]))
+    if (set == KACE_METRICS_FULL)
+        return metric;
+    for (size_t i = 0; i < N_NEEDED; i++)
+        buf[needed[i]] = kace_metric_set_has(set, needed[i]) ? metric[needed[i]] : 0;
+    return buf;
+}
+
+static kace_status check_workload(kace_ctx *ctx, kace_metric_set set, const kace_dataset *ds, int w)
+{
+    for (size_t i = 0; i < N_NEEDED; i++)
+        if (kace_metric_set_has(set, needed[i]) && isnan(ds->workloads[w].metric[needed[i]]))
             return kace_fail(ctx, KACE_ERR_INVALID,
-                             "workload '%s' has no value for metric '%s' (needed by the slowdown model; import its "
-                             "profile)",
-                             ds->workloads[w].name, kace_metric_name(needed[i]));
+                             "workload '%s' has no value for metric '%s' (needed by the slowdown model on the %s "
+                             "metrics; import %s)",
+                             ds->workloads[w].name, kace_metric_name(needed[i]), kace_metric_set_name(set),
+                             kace_metric_source(needed[i]));
     if (!(ds->workloads[w].metric[KACE_M_EXCLUSIVE] > 0))
         return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
                          ds->workloads[w].name);
@@ -88,15 +106,17 @@ static void contention_features(const double *own, const double *other, double *
     f[at++] = own[KACE_M_MEMCAP] + other[KACE_M_MEMCAP];
 }
 
-/* Features of member i of a group of k workloads. */
-static void member_features(const kace_dataset *ds, const int *group, int k, int i, double *f)
+/* Features of member i of a group of k workloads, reading the metrics of set. */
+static void member_features(kace_metric_set set, const kace_dataset *ds, const int *group, int k, int i, double *f)
 {
-    double other[KACE_N_METRICS] = {0};
+    double other[KACE_N_METRICS] = {0}, buf[KACE_N_METRICS];
     for (int j = 0; j < k; j++)
-        if (j != i)
-            for (size_t m = 0; m < sizeof needed / sizeof *needed; m++)
-                other[needed[m]] += ds->workloads[group[j]].metric[needed[m]];
-    contention_features(ds->workloads[group[i]].metric, other, f);
+        if (j != i) {
+            const double *metric = metrics_read(set, ds->workloads[group[j]].metric, buf);
+            for (size_t m = 0; m < N_NEEDED; m++)
+                other[needed[m]] += metric[needed[m]];
+        }
+    contention_features(metrics_read(set, ds->workloads[group[i]].metric, buf), other, f);
 }
 
 static double clamp(double v, double lo, double hi)
@@ -203,19 +223,21 @@ AVX512_FN static void group_features_avx512(const kace_dataset *ds, const int *g
 /* Member features of a group (k x N_MEMBER), in double and in float,
  * portably: partner sums as member_features adds them (same order, so the
  * same bits), but only of the metrics the features read. */
-static void group_features(const kace_dataset *ds, const int *group, int k, double *f, float *fx)
+static void group_features(kace_metric_set set, const kace_dataset *ds, const int *group, int k, double *f,
+                           float *fx)
 {
-    double other[KACE_N_METRICS];
+    double other[KACE_N_METRICS], buf[KACE_N_METRICS];
     for (int i = 0; i < k; i++) {
-        for (size_t m2 = 0; m2 < sizeof needed / sizeof *needed; m2++) {
+        for (size_t m2 = 0; m2 < N_NEEDED; m2++) {
             kace_metric mt = needed[m2];
             double s = 0;
-            for (int j = 0; j < k; j++)
-                if (j != i)
-                    s += ds->workloads[group[j]].metric[mt];
+            if (kace_metric_set_has(set, mt))
+                for (int j = 0; j < k; j++)
+                    if (j != i)
+                        s += ds->workloads[group[j]].metric[mt];
             other[mt] = s;
         }
-        contention_features(ds->workloads[group[i]].metric, other, f + (size_t)i * N_MEMBER);
+        contention_features(metrics_read(set, ds->workloads[group[i]].metric, buf), other, f + (size_t)i * N_MEMBER);
         for (int j = 0; j < N_MEMBER; j++)
             fx[i * N_MEMBER + j] = (float)f[i * N_MEMBER + j];
     }
@@ -230,11 +252,11 @@ static void predict_group(const kace_model *m, const kace_dataset *ds, const int
     double f[KACE_MAX_K * N_MEMBER], tree_frac[KACE_MAX_K], ridge_part[KACE_MAX_K];
     float fx[KACE_MAX_K * N_MEMBER]; /* finite by construction: the float fast path */
 #if SLOWDOWN_AVX512
-    if (m->trees.simd)
+    if (m->trees.simd && m->metrics == KACE_METRICS_FULL)
         group_features_avx512(ds, group, k, f, fx);
     else
 #endif
-        group_features(ds, group, k, f, fx);
+        group_features(m->metrics, ds, group, k, f, fx);
     for (int i = 0; i < k; i++) {
         double z = m->ridge_raw[0];
         for (int j = 0; j < N_MEMBER; j++)
@@ -277,8 +299,10 @@ void kace_slowdown_coverage_of(const kace_model *m, const kace_dataset *ds, cons
         return;
     double furthest = 0;
     for (int i = 0; i < k; i++)
-        for (size_t j = 0; j < sizeof needed / sizeof *needed; j++) {
+        for (size_t j = 0; j < N_NEEDED; j++) {
             kace_metric metric = needed[j];
+            if (!kace_metric_set_has(m->metrics, metric))
+                continue;
             double v = ds->workloads[group[i]].metric[metric];
             double d = beyond(v, m->profile_lo[metric], m->profile_hi[metric]);
             if (d > furthest) {
@@ -297,10 +321,10 @@ kace_status kace_slowdown_predict(kace_ctx *ctx, const kace_model *m, const kace
         return kace_fail(ctx, KACE_ERR_INVALID, "a group has 1..%d workloads, not %d", KACE_MAX_K, k);
     int checked = 0, in_range = 0; /* in_range: coverage 1, known without kace_slowdown_coverage_of */
 #if SLOWDOWN_AVX512
-    checked = m->trees.simd && group_check_avx512(m, ds, group, k, &in_range);
+    checked = m->trees.simd && m->metrics == KACE_METRICS_FULL && group_check_avx512(m, ds, group, k, &in_range);
 #endif
     for (int i = 0; i < k && !checked; i++) { /* also names what the AVX-512 check found missing */
-        kace_status st = check_workload(ctx, ds, group[i]);
+        kace_status st = check_workload(ctx, m->metrics, ds, group[i]);
         if (st)
             return st;
     }
@@ -529,8 +553,8 @@ static kace_status samples_boost_data(kace_ctx *ctx, member_samples *s)
     return s->boost ? KACE_OK : kace_boost_data_new(ctx, s->X, s->n, N_MEMBER, &s->boost);
 }
 
-static kace_status member_samples_of(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
-                                     member_samples *s)
+static kace_status member_samples_of(kace_ctx *ctx, kace_metric_set set, const kace_dataset *ds, const int *rows,
+                                     size_t n, member_samples *s)
 {
     memset(s, 0, sizeof *s);
     for (size_t r = 0; r < n; r++)
@@ -553,9 +577,9 @@ static kace_status member_samples_of(kace_ctx *ctx, const kace_dataset *ds, cons
             goto fail;
         }
         for (int i = 0; i < c->k; i++) {
-            if ((st = check_workload(ctx, ds, c->workload[i])))
+            if ((st = check_workload(ctx, set, ds, c->workload[i])))
                 goto fail;
-            member_features(ds, c->workload, c->k, i, s->X + at * N_MEMBER);
+            member_features(set, ds, c->workload, c->k, i, s->X + at * N_MEMBER);
             s->exclusive[at] = ds->workloads[c->workload[i]].metric[KACE_M_EXCLUSIVE];
             s->frac[at] = c->throughput[i] / s->exclusive[at];
             s->logf[at] = log(clamp(s->frac[at], FRACTION_MIN, 1.5));
@@ -574,18 +598,21 @@ static kace_status select_on(kace_ctx *ctx, const kace_dataset *ds, const int *r
                              kace_slowdown_params *chosen);
 
 /* The range of each metric the model reads over the workloads of the
- * training rows (check_workload has made sure they are all there). */
+ * training rows (check_workload has made sure they are all there); 0..0
+ * for a needed metric outside the model's set (it reads it as 0). */
 static void profile_range(const kace_dataset *ds, const int *rows, size_t n, kace_model *m)
 {
-    for (size_t j = 0; j < sizeof needed / sizeof *needed; j++) {
-        m->profile_lo[needed[j]] = INFINITY;
-        m->profile_hi[needed[j]] = -INFINITY;
+    double buf[KACE_N_METRICS];
+    for (size_t j = 0; j < N_NEEDED; j++) {
+        bool read = kace_metric_set_has(m->metrics, needed[j]);
+        m->profile_lo[needed[j]] = read ? INFINITY : 0;
+        m->profile_hi[needed[j]] = read ? -INFINITY : 0;
     }
     for (size_t r = 0; r < n; r++) {
         const kace_colocation *c = &ds->colocations[rows[r]];
         for (int i = 0; i < c->k; i++)
-            for (size_t j = 0; j < sizeof needed / sizeof *needed; j++) {
-                double v = ds->workloads[c->workload[i]].metric[needed[j]];
+            for (size_t j = 0; j < N_NEEDED; j++) {
+                double v = metrics_read(m->metrics, ds->workloads[c->workload[i]].metric, buf)[needed[j]];
                 m->profile_lo[needed[j]] = fmin(m->profile_lo[needed[j]], v);
                 m->profile_hi[needed[j]] = fmax(m->profile_hi[needed[j]], v);
             }
@@ -604,12 +631,13 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
         kace_slowdown_params_default(&p);
     if (p.ridge_alpha < 0 || p.tree_weight < 0 || p.tree_weight > 1 || p.n_rounds < 0 || p.n_rounds > 100000 ||
         p.max_depth < 1 || p.max_depth > 6 || !(p.learning_rate > 0) || !(p.subsample > 0 && p.subsample <= 1) ||
-        p.monotone < KACE_MONOTONE_NONE || p.monotone > KACE_MONOTONE_PARTNERS)
+        p.monotone < KACE_MONOTONE_NONE || p.monotone > KACE_MONOTONE_PARTNERS || (int)p.metrics < 0 ||
+        p.metrics >= KACE_N_METRIC_SETS)
         return kace_fail(ctx, KACE_ERR_INVALID, "slowdown model: parameters out of range");
     if (n < 2)
         return kace_fail(ctx, KACE_ERR_MODEL, "cannot fit a model on %zu colocation(s) (need at least 2)", n);
     member_samples s;
-    kace_status st = member_samples_of(ctx, ds, rows, n, &s);
+    kace_status st = member_samples_of(ctx, p.metrics, ds, rows, n, &s);
     if (st)
         return st;
     kace_model *m = NULL;
@@ -625,8 +653,10 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
         goto fail;
     }
     kace_model_set_kind(m, KACE_MODEL_SLOWDOWN);
-    m->features = &kace_features_kace;
-    m->n_features = kace_features_kace.n;
+    m->metrics = p.metrics;
+    use_reduced_ops(m);
+    m->features = kace_feature_set_restrict(&kace_features_kace, p.metrics);
+    m->n_features = m->features->n;
     m->n_member_features = N_MEMBER;
     m->n_fit = n;
     m->tree_weight = p.n_rounds > 0 ? p.tree_weight : 0;
@@ -661,6 +691,7 @@ fail:
 
 kace_status kace_slowdown_restore(kace_ctx *ctx, kace_model *m)
 {
+    use_reduced_ops(m);
     prepare_ridge(m);
     kace_trees_free(&m->trees);
     if (!m->booster_json_len)
@@ -1441,7 +1472,7 @@ kace_status kace_slowdown_select(kace_ctx *ctx, const kace_dataset *ds, const in
                                  const kace_slowdown_params *params, kace_slowdown_params *chosen)
 {
     member_samples s;
-    kace_status st = member_samples_of(ctx, ds, rows, n, &s);
+    kace_status st = member_samples_of(ctx, params ? params->metrics : KACE_METRICS_FULL, ds, rows, n, &s);
     if (!st)
         st = select_on(ctx, ds, rows, n, &s, params, chosen);
     member_samples_free(&s);
@@ -1560,3 +1591,24 @@ const kace_predictor_ops kace_slowdown_ops = {
     .fit = fit_rows,
     .model = &model_ops,
 };
+
+/* The same model on fewer metrics: no member bounds (they are derived for
+ * the full metrics a group search sums over the pool), so group searches
+ * enumerate. */
+static const kace_predictor_ops reduced_ops = {
+    .name = "slowdown",
+    .policy = "kace",
+    .caps = KACE_PRED_MEMBERS | KACE_PRED_CONFIDENCE | KACE_PRED_COVERAGE,
+    .max_k = KACE_MAX_K,
+    .predict = predict_op,
+    .coverage = coverage_op,
+    .features = features_op,
+    .fit = fit_rows,
+    .model = &model_ops,
+};
+
+static void use_reduced_ops(kace_model *m)
+{
+    if (m->metrics != KACE_METRICS_FULL)
+        m->predictor.ops = &reduced_ops;
+}
