@@ -6,10 +6,14 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <math.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,6 +146,72 @@ static void view_free(slurm_view *v)
     kace_store_close(&v->store);
 }
 
+/* Whether slurmctld answers: a TCP connection to the SlurmctldHost (or
+ * ControlMachine) and SlurmctldPort of slurm.conf, given up after 1 s.
+ * libslurm itself retries a controller that is down for about a minute
+ * before it fails; this says so at once. True (let libslurm decide) when
+ * slurm.conf cannot be read or names no host. */
+static bool controller_answers(const char *slurm_conf, char *why, size_t why_size)
+{
+    FILE *f = fopen(slurm_conf, "r");
+    char line[1024], host[256] = "", port[16] = "6817";
+    while (f && fgets(line, sizeof line, f)) {
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        char *hash = strchr(p, '#');
+        if (hash)
+            *hash = '\0';
+        const char *value = NULL;
+        if (!strncasecmp(p, "SlurmctldHost=", 14))
+            value = p + 14;
+        else if (!strncasecmp(p, "ControlMachine=", 15))
+            value = p + 15;
+        if (value && !host[0]) { /* the first (primary) controller: "name" or "name(address)" */
+            const char *open = strchr(value, '(');
+            const char *start = open ? open + 1 : value;
+            size_t n = strcspn(start, open ? ")" : " \t\r\n,");
+            snprintf(host, sizeof host, "%.*s", (int)(n < sizeof host ? n : sizeof host - 1), start);
+        } else if (!strncasecmp(p, "SlurmctldPort=", 14)) {
+            size_t n = strspn(p + 14, "0123456789");
+            if (n > 0 && n < sizeof port)
+                snprintf(port, sizeof port, "%.*s", (int)n, p + 14);
+        }
+    }
+    if (f)
+        fclose(f);
+    if (!host[0])
+        return true;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) != 0) {
+        snprintf(why, why_size, "slurmctld's host '%s' (%s) does not resolve", host, slurm_conf);
+        return false;
+    }
+    bool ok = false;
+    int err = ETIMEDOUT;
+    for (struct addrinfo *a = res; a && !ok; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0)
+            continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+            ok = true;
+        } else if (errno == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            socklen_t len = sizeof err;
+            if (poll(&pfd, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+                ok = true;
+        } else {
+            err = errno;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    if (!ok)
+        snprintf(why, why_size, "no slurmctld answers at %s:%s (%s; %s): is it running?", host, port, strerror(err),
+                 slurm_conf);
+    return ok;
+}
+
 /* The placer's configuration: --config, else kace.conf beside $SLURM_CONF,
  * with --db / --model / --model-file over it. */
 static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const char *db, const char *model,
@@ -178,6 +248,12 @@ static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const cha
         return cli_error(ctx, st);
     if (!kace_predictor_can(kace_model_predictor(v->model), KACE_PRED_MEMBERS)) {
         fprintf(stderr, "kace: the placer needs a slowdown model (kace train --kind slowdown)\n");
+        return EXIT_FAILURE_RUN;
+    }
+    const char *slurm_conf = getenv("SLURM_CONF");
+    char why[600];
+    if (!controller_answers(slurm_conf && *slurm_conf ? slurm_conf : "/etc/slurm/slurm.conf", why, sizeof why)) {
+        fprintf(stderr, "kace: %s\n", why);
         return EXIT_FAILURE_RUN;
     }
     if ((st = kace_slurm_cluster_load(ctx, v->ds, v->cfg.gres, &v->cluster)))
