@@ -142,6 +142,9 @@ void measure_cli_run_options(measure_cli_options *o, kace_run_options *run, cons
     run->term_grace_max_s = o->stop_grace_max_s;
     run->stderr_fd = o->log_fd;
     run->cancel = &cli_interrupted;
+    /* A workload that speaks the control channel is stopped by a message at its next
+     * report, not by a SIGTERM whose handler may not be in (docs/progress-protocol.md). */
+    run->control = true;
     if (!o->quiet && isatty(STDERR_FILENO)) {
         bar = (progress_bar){.label = label, .warmup_s = o->warmup_s, .window_s = o->window_s};
         run->tick = draw_progress;

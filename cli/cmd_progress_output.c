@@ -29,6 +29,7 @@
 
 #include "cli.h"
 #include "kace/progress.h"
+#include "kace/runner.h" /* KACE_CONTROL_FD_ENV */
 
 static void usage(FILE *f)
 {
@@ -69,6 +70,7 @@ typedef struct counting {
 } counting;
 
 static volatile sig_atomic_t term_signals;
+static int progress_fd_of(const char *text);
 
 static void on_term(int sig)
 {
@@ -206,6 +208,7 @@ static void exec_command(char **argv, int out, int err, pid_t parent, const sigs
     if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
         _exit(127);
     unsetenv(KACE_PROGRESS_FD_ENV);
+    unsetenv(KACE_CONTROL_FD_ENV); /* the channel is this process's: it does not speak it */
     setenv("PYTHONUNBUFFERED", "1", 0);
     execvp(argv[0], argv);
     dprintf(2, "kace progress-from-output: %s: %s\n", argv[0], strerror(errno));
@@ -270,6 +273,9 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
         }
     }
     fcntl(c->progress_fd, F_SETFD, FD_CLOEXEC); /* COMMAND does not inherit kace's pipe */
+    const char *control = getenv(KACE_CONTROL_FD_ENV);
+    if (control && progress_fd_of(control) >= 0) /* nor the control channel */
+        fcntl(progress_fd_of(control), F_SETFD, FD_CLOEXEC);
     /* Kept to give COMMAND as they came. Here: SIGPIPE ignored (a reader that
      * went away is a write error, passed on below); SIGCHLD at its default, or
      * waitpid() would never see COMMAND end; SIGTERM counted; the group's

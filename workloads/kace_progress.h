@@ -12,7 +12,15 @@
  * are ignored; when kace has gone the write raises SIGPIPE, which ends the
  * workload as kace would have.
  *
- * Stopping at a step boundary: run by kace, the first report catches
+ * Control channel: when kace also passes $KACE_CONTROL_FD (a socket), the
+ * first report says "hello 1" on it, and every report reads kace's messages
+ * before it stamps its record: "stop" ends the process with exit(0) after
+ * the record, "pause" waits there (answering "paused") until "run"
+ * ("running") or "stop" ("stopping"). Nothing is caught then: a message
+ * waits in the socket until the next report, however late the program's
+ * own set-up, and SIGTERM stays kace's fallback that ends the process.
+ *
+ * Stopping at a step boundary without the channel: the first report catches
  * SIGTERM (where the program left it at its default); kace's SIGTERM then
  * ends the process with exit(0) at the next report, after the step it is in
  * (report after synchronizing the step's GPU work). NVIDIA's MPS
@@ -25,6 +33,8 @@
 #ifndef KACE_PROGRESS_CLIENT_H
 #define KACE_PROGRESS_CLIENT_H
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,6 +48,7 @@ extern "C" {
 #endif
 
 static volatile sig_atomic_t kace_progress_stopping;
+static int kace_progress_control = -1; /* $KACE_CONTROL_FD, or -1 */
 
 #ifdef __cplusplus
 #define KACE_PROGRESS_THREAD_LOCAL thread_local
@@ -84,18 +95,81 @@ static inline void kace_progress_forked_child(void)
     pthread_sigmask(SIG_SETMASK, &kace_progress_fork_mask, NULL);
 }
 
+/* A descriptor number from the environment variable name, or -1. */
+static inline int kace_progress_env_fd(const char *name)
+{
+    const char *s = getenv(name);
+    char *end = NULL;
+    long v = s ? strtol(s, &end, 10) : -1;
+    return (s && *s && end && *end == '\0' && v >= 0 && v < 1 << 20) ? (int)v : -1;
+}
+
+/* One answer on the control channel (errors ignored: kace may have gone). */
+static inline void kace_progress_answer(const char *line)
+{
+    if (kace_progress_control >= 0) {
+        ssize_t w = write(kace_progress_control, line, strlen(line));
+        (void)w;
+    }
+}
+
+/* kace's messages on the control channel: 'r' (run), 'p' (pause), 's' (stop;
+ * also when kace closed the channel), or 0 for none yet. Reads what has come
+ * (blocking: waits for the next message); a stop once read stays. */
+static inline char kace_progress_read_control(int blocking)
+{
+    static char line[16];
+    static size_t len;
+    static char stop;
+    char last = stop;
+    while (kace_progress_control >= 0 && !stop) {
+        struct pollfd pfd = {kace_progress_control, POLLIN, 0};
+        int ready = poll(&pfd, 1, blocking && !last ? -1 : 0);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready == 0)
+            break; /* nothing more now */
+        char c;
+        ssize_t n = ready > 0 ? read(kace_progress_control, &c, 1) : -1;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            stop = last = 's'; /* kace has gone or closed it: stop as asked */
+            break;
+        }
+        if (c != '\n') {
+            if (len + 1 < sizeof line)
+                line[len++] = c;
+            continue;
+        }
+        line[len] = '\0';
+        len = 0;
+        if (strcmp(line, "stop") == 0)
+            stop = last = 's';
+        else if (strcmp(line, "pause") == 0)
+            last = 'p';
+        else if (strcmp(line, "run") == 0)
+            last = 'r';
+        if (blocking && last)
+            break;
+    }
+    return stop ? stop : last;
+}
+
 /* The descriptor from $KACE_PROGRESS_FD, or -1. Looked up once; when it is
- * there, SIGTERM is caught if it was at its default. */
+ * there, the control channel says hello where there is one, and SIGTERM is
+ * caught if it was at its default where there is none. */
 static inline int kace_progress_fd(void)
 {
     static int fd = -2;
     if (fd == -2) {
-        const char *s = getenv("KACE_PROGRESS_FD");
-        char *end = NULL;
-        long v = s ? strtol(s, &end, 10) : -1;
-        fd = (s && *s && end && *end == '\0' && v >= 0 && v < 1 << 20) ? (int)v : -1;
+        fd = kace_progress_env_fd("KACE_PROGRESS_FD");
+        if (fd >= 0)
+            kace_progress_control = kace_progress_env_fd("KACE_CONTROL_FD");
+        if (kace_progress_control >= 0)
+            kace_progress_answer("hello 1\n");
         struct sigaction old;
-        if (fd >= 0 && sigaction(SIGTERM, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+        if (fd >= 0 && kace_progress_control < 0 && sigaction(SIGTERM, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
             old.sa_handler == SIG_DFL) {
             struct sigaction sa;
             memset(&sa, 0, sizeof sa);
@@ -121,6 +195,7 @@ static inline void kace_progress_report(unsigned long long samples_total)
      * at a report from an exit mid-step. A SIGTERM that arrives later is
      * acted on at the next report. */
     int stopping = kace_progress_stopping;
+    char msg = kace_progress_read_control(0);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     char line[96];
@@ -129,6 +204,16 @@ static inline void kace_progress_report(unsigned long long samples_total)
     if (n > 0 && (size_t)n < sizeof line) {
         ssize_t w = write(fd, line, (size_t)n);
         (void)w;
+    }
+    while (msg == 'p') { /* paused at this step boundary until run or stop */
+        kace_progress_answer("paused\n");
+        msg = kace_progress_read_control(1);
+        if (msg == 'r')
+            kace_progress_answer("running\n");
+    }
+    if (msg == 's') {
+        kace_progress_answer("stopping\n");
+        exit(0);
     }
     if (stopping)
         exit(0);

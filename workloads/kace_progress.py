@@ -8,7 +8,15 @@ descriptor named by $KACE_PROGRESS_FD; does nothing when the variable is
 absent (not run by kace). Time is time.monotonic_ns(), which is
 CLOCK_MONOTONIC on Linux, the clock kace reads.
 
-Stopping at a step boundary: run by kace, the first report catches SIGTERM
+Control channel: when kace also passes $KACE_CONTROL_FD (a socket), the
+first report says "hello 1" on it and every report reads kace's messages
+before it stamps its record: "stop" ends the process (status 0) after the
+record, "pause" waits there (answering "paused") until "run" ("running") or
+"stop" ("stopping"). No handler is put in then: a message waits in the
+socket until the next report, however late the program's own set-up, and
+SIGTERM stays kace's fallback that ends the process at once.
+
+Stopping at a step boundary without the channel: the first report catches SIGTERM
 (where it is at its default in the process itself, which Python alone
 cannot see once a CUDA injection library has put a C handler in; never
 under libkace_cupti.so, which keeps its own); kace's SIGTERM then ends the
@@ -19,6 +27,7 @@ its other clients in an undefined state. A process forked after that (a
 DataLoader worker) gets SIGTERM back at its default.
 """
 import os
+import select
 import signal
 import threading
 import time
@@ -26,6 +35,9 @@ import time
 _fd = None
 _looked_up = False
 _stopping = False
+_control = None  # $KACE_CONTROL_FD, or None
+_control_buf = b""
+_control_stop = False
 
 
 def _on_term(signum, frame):
@@ -92,6 +104,12 @@ def _progress_fd():
         _looked_up = True
         value = os.environ.get("KACE_PROGRESS_FD", "")
         _fd = int(value) if value.isdigit() else None
+        global _control
+        control = os.environ.get("KACE_CONTROL_FD", "")
+        if _fd is not None and control.isdigit():
+            _control = int(control)
+            _answer(b"hello 1\n")
+            return _fd  # kace stops it by message: no SIGTERM handler
         # Under libkace_cupti.so SIGTERM stays the injection library's (kace profile's counters
         # run has no MPS). Under another injection library (Nsight Compute's) the handler goes in
         # where SIGTERM really is at its default: a run bounded by SIGTERM then ends at a step
@@ -110,6 +128,48 @@ def _progress_fd():
     return _fd
 
 
+def _answer(line):
+    if _control is not None:
+        try:
+            os.write(_control, line)
+        except OSError:
+            pass  # kace has gone
+
+
+def _read_control(blocking):
+    """kace's latest message: "r" (run), "p" (pause), "s" (stop; also when kace closed the
+    channel) or None. Blocking: waits for the next message. A stop once read stays."""
+    global _control_buf, _control_stop
+    last = "s" if _control_stop else None
+    while _control is not None and not _control_stop:
+        try:
+            ready, _, _ = select.select([_control], [], [], None if blocking and last is None else 0)
+        except InterruptedError:
+            continue
+        if not ready:
+            break
+        try:
+            data = os.read(_control, 256)
+        except InterruptedError:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            _control_stop = True
+            return "s"
+        _control_buf += data
+        while b"\n" in _control_buf:
+            line, _control_buf = _control_buf.split(b"\n", 1)
+            if line == b"stop":
+                _control_stop = True
+                return "s"
+            if line in (b"pause", b"run"):
+                last = line[:1].decode()
+        if blocking and last is not None:
+            break
+    return last
+
+
 def report(samples_total):
     """Reports the total number of samples processed so far; after kace's
     SIGTERM, ends the process (status 0) once the record is written."""
@@ -120,11 +180,20 @@ def report(samples_total):
     # after kace's SIGTERM, which is how kace tells a stop at a report from an exit
     # mid-step. A SIGTERM that arrives later is acted on at the next report.
     stopping = _stopping
+    msg = _read_control(False)
     line = "done %d %d\n" % (int(samples_total), time.monotonic_ns())
     try:
         os.write(fd, line.encode("ascii"))
     except OSError:
         pass  # kace has gone: it will end this process anyway
+    while msg == "p":  # paused at this step boundary until run or stop
+        _answer(b"paused\n")
+        msg = _read_control(True)
+        if msg == "r":
+            _answer(b"running\n")
+    if msg == "s":
+        _answer(b"stopping\n")
+        raise SystemExit(0)
     if stopping:
         raise SystemExit(0)
 

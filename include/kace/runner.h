@@ -29,6 +29,20 @@ extern "C" {
 #define KACE_RUN_MAX_PROCS 16
 #define KACE_STDERR_TAIL 2048
 
+/* The control channel (docs/progress-protocol.md): the number of a socket
+ * in the workload on which kace sends one message a line and the workload
+ * answers at its step boundaries. */
+#define KACE_CONTROL_FD_ENV "KACE_CONTROL_FD"
+
+typedef enum kace_control_msg {
+    KACE_CONTROL_RUN,   /* "run": go on (after a pause) */
+    KACE_CONTROL_PAUSE, /* "pause": wait at the next step boundary for run or stop */
+    KACE_CONTROL_STOP   /* "stop": exit with status 0 at the next step boundary */
+} kace_control_msg;
+
+/* The message's word on the channel ("run", "pause", "stop"). */
+const char *kace_control_msg_name(kace_control_msg m);
+
 typedef struct kace_proc_spec {
     const char *name;               /* label for messages (NULL: argv[0]) */
     char *const *argv;              /* NULL-terminated; argv[0] searched in PATH */
@@ -65,7 +79,10 @@ typedef struct kace_proc_result {
     int term_signal;         /* signal that ended it, 0 when none */
     bool got_sigterm, got_sigkill; /* what kace had to send (SIGTERM: to the leader, at least) */
     bool leader_got_sigterm; /* the leader itself was sent SIGTERM while it ran (not only what it left) */
-    bool reported_after_sigterm; /* a progress record is stamped after the leader's first SIGTERM */
+    bool reported_after_sigterm; /* a progress record is stamped after the leader's first stop
+                                    request (its SIGTERM, or the stop message) */
+    bool speaks_control;     /* it answered "hello" on the control channel (kace_run_options.control) */
+    bool got_stop_message;   /* kace asked it to stop with a message, not SIGTERM */
     double term_grace_s;     /* the grace period it was given, from the first SIGTERM (0: none sent) */
     double runtime_s;        /* from start to the end of its group */
     kace_throughput throughput;    /* samples_per_s is NaN when not measured */
@@ -85,8 +102,8 @@ typedef struct kace_proc_result {
  * Returns buf. */
 const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n);
 
-/* The step-boundary stop: the leader got kace's SIGTERM, reported once more
- * and exited with status 0, no signal. */
+/* The step-boundary stop: the leader got kace's stop message or SIGTERM,
+ * reported once more and exited with status 0, no signal. */
 bool kace_proc_stopped_at_report(const kace_proc_result *r);
 
 /* Ended by a signal, or part of its group by SIGKILL, or exited after
@@ -115,6 +132,10 @@ typedef struct kace_run_options {
     double term_grace_max_s; /* ... but at most this (default 30; below term_grace_s: term_grace_s);
                                 a cancelled or failed run gives every workload term_grace_s */
     bool keep_going;      /* false (default): one failure stops the others */
+    bool control;         /* offer each workload the control channel ($KACE_CONTROL_FD): one that
+                             answers "hello" is stopped by a "stop" message that it reads at its
+                             next report, with SIGTERM only as the fallback (at 2/3 of the grace
+                             period); one that does not is stopped by SIGTERM (default false) */
     int stderr_fd;        /* workload stderr copied here (-1: only the tail is kept) */
     volatile sig_atomic_t *cancel; /* when it becomes non-zero the run stops (NULL: never) */
     double tick_s;        /* tick callback period (default 0.1) */

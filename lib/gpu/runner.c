@@ -17,13 +17,26 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include <sys/socket.h>
 
 #include "kace/runner.h"
 
 extern char **environ;
 
-/* The progress descriptor number inside every workload. */
+/* The progress descriptor number inside every workload, and the control
+ * channel's (kace_run_options.control). */
 #define CHILD_PROGRESS_FD 3
+#define CHILD_CONTROL_FD 4
+
+const char *kace_control_msg_name(kace_control_msg m)
+{
+    switch (m) {
+    case KACE_CONTROL_RUN: return "run";
+    case KACE_CONTROL_PAUSE: return "pause";
+    case KACE_CONTROL_STOP: return "stop";
+    }
+    return "unknown";
+}
 
 int64_t kace_monotonic_ns(void)
 {
@@ -52,7 +65,12 @@ const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
 {
     bool termed = r->leader_got_sigterm;
     int sig = r->term_signal;
-    if (r->status == KACE_PROC_SPAWN_FAILED)
+    if (r->got_stop_message && !sig && r->exit_code == 0 && r->reported_after_sigterm)
+        snprintf(buf, n, "stopped at its next report after kace's stop message");
+    else if (r->got_stop_message && !sig && !termed)
+        snprintf(buf, n, "exited with status %d after kace's stop message, %s its next report", r->exit_code,
+                 r->reported_after_sigterm ? "after" : "before");
+    else if (r->status == KACE_PROC_SPAWN_FAILED)
         snprintf(buf, n, "never started");
     else if (sig == SIGKILL && r->got_sigkill)
         snprintf(buf, n, "killed by SIGKILL after a grace of %.3g s", r->term_grace_s);
@@ -75,14 +93,15 @@ const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
 
 bool kace_proc_stopped_at_report(const kace_proc_result *r)
 {
-    return r->status != KACE_PROC_SPAWN_FAILED && r->leader_got_sigterm && r->term_signal == 0 &&
-           r->exit_code == 0 && r->reported_after_sigterm;
+    return r->status != KACE_PROC_SPAWN_FAILED && (r->leader_got_sigterm || r->got_stop_message) &&
+           r->term_signal == 0 && r->exit_code == 0 && r->reported_after_sigterm;
 }
 
 bool kace_proc_ended_mid_step(const kace_proc_result *r)
 {
     return r->status != KACE_PROC_SPAWN_FAILED &&
-           (r->term_signal != 0 || r->got_sigkill || (r->leader_got_sigterm && !r->reported_after_sigterm));
+           (r->term_signal != 0 || r->got_sigkill ||
+            ((r->leader_got_sigterm || r->got_stop_message) && !r->reported_after_sigterm));
 }
 
 void kace_run_options_init(kace_run_options *opt)
@@ -121,6 +140,9 @@ typedef struct proc {
     char **envp;
     pid_t pid;
     int progress_fd, stderr_fd; /* read ends, -1 when closed */
+    int control_fd;             /* kace's end of the control channel, -1 when none or closed */
+    char control_line[64];      /* a partial answer on it */
+    size_t control_len;
     kace_progress *progress;
     proc_phase phase;
     bool decided;         /* res->status is final */
@@ -160,20 +182,22 @@ static void free_env(char **envp)
 }
 
 /* The caller's environment with extra entries added or replacing (an entry
- * without '=' removes that variable), plus KACE_PROGRESS_FD. */
-static char **build_env(const char *const *extra)
+ * without '=' removes that variable), plus KACE_PROGRESS_FD, and
+ * KACE_CONTROL_FD with control (an inherited one is never passed on). */
+static char **build_env(const char *const *extra, bool control)
 {
     size_t n_env = 0, n_extra = 0;
     while (environ && environ[n_env])
         n_env++;
     while (extra && extra[n_extra])
         n_extra++;
-    char **envp = calloc(n_env + n_extra + 2, sizeof *envp);
+    char **envp = calloc(n_env + n_extra + 3, sizeof *envp);
     if (!envp)
         return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n_env; i++) {
-        bool replaced = env_name_eq(environ[i], KACE_PROGRESS_FD_ENV "=");
+        bool replaced = env_name_eq(environ[i], KACE_PROGRESS_FD_ENV "=") ||
+                        env_name_eq(environ[i], KACE_CONTROL_FD_ENV "=");
         for (size_t j = 0; j < n_extra && !replaced; j++)
             replaced = env_name_eq(environ[i], extra[j]);
         if (replaced)
@@ -191,6 +215,11 @@ static char **build_env(const char *const *extra)
     snprintf(fdvar, sizeof fdvar, "%s=%d", KACE_PROGRESS_FD_ENV, CHILD_PROGRESS_FD);
     if (!(envp[k++] = strdup(fdvar)))
         goto fail;
+    if (control) {
+        snprintf(fdvar, sizeof fdvar, "%s=%d", KACE_CONTROL_FD_ENV, CHILD_CONTROL_FD);
+        if (!(envp[k++] = strdup(fdvar)))
+            goto fail;
+    }
     return envp;
 fail:
     free_env(envp);
@@ -200,7 +229,7 @@ fail:
 /* ---- spawning -------------------------------------------------------------- */
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
-static void child_exec(const proc *p, int progress_w, int stderr_w, int err_w, int parent_pid)
+static void child_exec(const proc *p, int progress_w, int control_w, int stderr_w, int err_w, int parent_pid)
 {
     setpgid(0, 0);
 #ifdef __linux__
@@ -228,6 +257,9 @@ static void child_exec(const proc *p, int progress_w, int stderr_w, int err_w, i
         else
             e = dup2(progress_w, CHILD_PROGRESS_FD) < 0 ? errno : 0;
     }
+    /* control_w is above CHILD_CONTROL_FD (spawn), so the dup2s above left it alone. */
+    if (!e && control_w >= 0)
+        e = dup2(control_w, CHILD_CONTROL_FD) < 0 ? errno : 0;
     if (!e) {
         environ = p->envp;
         execvp(p->spec->argv[0], p->spec->argv);
@@ -247,15 +279,33 @@ static void close_fd(int *fd)
 
 /* Starts one workload. Failures to start are a status of the process, not an
  * error of the run (except when the runner itself lacks resources). */
-static kace_status spawn(kace_ctx *ctx, proc *p)
+static kace_status spawn(kace_ctx *ctx, proc *p, bool control)
 {
-    int prog[2] = {-1, -1}, errp[2] = {-1, -1}, errx[2] = {-1, -1};
+    int prog[2] = {-1, -1}, errp[2] = {-1, -1}, errx[2] = {-1, -1}, ctl[2] = {-1, -1};
     kace_status st = KACE_OK;
     if (pipe2(prog, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0 || pipe2(errx, O_CLOEXEC) != 0) {
         st = kace_fail(ctx, KACE_ERR_IO, "cannot create pipes for workload %s: %s", p->label, strerror(errno));
         goto done;
     }
-    p->envp = build_env(p->spec->extra_env);
+    if (control) {
+        /* A socket, so that the workload can answer on it; its end is moved above
+         * the descriptors the child sets up, so that none of them overwrites it. */
+        int pair[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+            st = kace_fail(ctx, KACE_ERR_IO, "cannot create the control channel of %s: %s", p->label,
+                           strerror(errno));
+            goto done;
+        }
+        ctl[0] = pair[0];
+        ctl[1] = fcntl(pair[1], F_DUPFD_CLOEXEC, CHILD_CONTROL_FD + 1);
+        close(pair[1]);
+        if (ctl[1] < 0) {
+            st = kace_fail(ctx, KACE_ERR_IO, "cannot create the control channel of %s: %s", p->label,
+                           strerror(errno));
+            goto done;
+        }
+    }
+    p->envp = build_env(p->spec->extra_env, control);
     if (!p->envp) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory building the environment of %s", p->label);
         goto done;
@@ -269,13 +319,14 @@ static kace_status spawn(kace_ctx *ctx, proc *p)
         goto done;
     }
     if (pid == 0)
-        child_exec(p, prog[1], errp[1], errx[1], parent);
+        child_exec(p, prog[1], ctl[1], errp[1], errx[1], parent);
     setpgid(pid, pid); /* also in the child: whichever runs first */
     p->pid = pid;
     p->res->pid = (int)pid;
     close_fd(&prog[1]);
     close_fd(&errp[1]);
     close_fd(&errx[1]);
+    close_fd(&ctl[1]);
     int child_errno = 0;
     ssize_t got;
     do
@@ -289,14 +340,18 @@ static kace_status spawn(kace_ctx *ctx, proc *p)
     }
     fcntl(prog[0], F_SETFL, O_NONBLOCK);
     fcntl(errp[0], F_SETFL, O_NONBLOCK);
+    if (ctl[0] >= 0)
+        fcntl(ctl[0], F_SETFL, O_NONBLOCK);
     p->progress_fd = prog[0];
     p->stderr_fd = errp[0];
-    prog[0] = errp[0] = -1;
+    p->control_fd = ctl[0];
+    prog[0] = errp[0] = ctl[0] = -1;
 done:
     for (int i = 0; i < 2; i++) {
         close_fd(&prog[i]);
         close_fd(&errp[i]);
         close_fd(&errx[i]);
+        close_fd(&ctl[i]);
     }
     return st;
 }
@@ -377,6 +432,49 @@ static void read_stderr(proc *p, int copy_fd)
             off += w;
         }
     }
+}
+
+/* Reads the workload's answers on the control channel: "hello 1" says that
+ * it reads kace's messages at its step boundaries. Other answers ("paused",
+ * "running", "stopping") need nothing here. */
+static void read_control(proc *p)
+{
+    char buf[256];
+    for (;;) {
+        ssize_t n = read(p->control_fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                close_fd(&p->control_fd);
+            return;
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] != '\n') {
+                if (p->control_len + 1 < sizeof p->control_line)
+                    p->control_line[p->control_len++] = buf[i];
+                continue;
+            }
+            p->control_line[p->control_len] = '\0';
+            if (strcmp(p->control_line, "hello 1") == 0)
+                p->res->speaks_control = true;
+            p->control_len = 0;
+        }
+    }
+}
+
+/* Sends a message; false when the workload can no longer read it. */
+static bool send_control(proc *p, kace_control_msg m)
+{
+    char line[16];
+    int n = snprintf(line, sizeof line, "%s\n", kace_control_msg_name(m));
+    if (p->control_fd < 0)
+        return false;
+    ssize_t w;
+    do
+        w = send(p->control_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (w < 0 && errno == EINTR);
+    return w == n;
 }
 
 /* ---- ending -------------------------------------------------------------- */
@@ -461,7 +559,7 @@ static bool workload_exists(const proc *p)
 /* Called just before the leader's SIGTERM. A record read after what the
  * pipe holds now, and stamped after now when it carries its own time, was
  * written after the signal (the step-boundary stop). */
-static void note_leader_sigterm(proc *p)
+static void note_leader_stop(proc *p)
 {
     if (!p->leader_term_ns) {
         if (p->progress_fd >= 0)
@@ -469,6 +567,11 @@ static void note_leader_sigterm(proc *p)
         kace_progress_records(p->progress, &p->records_at_term);
         p->leader_term_ns = kace_monotonic_ns();
     }
+}
+
+static void note_leader_sigterm(proc *p)
+{
+    note_leader_stop(p);
     p->res->leader_got_sigterm = true;
 }
 
@@ -493,7 +596,7 @@ static void terminate(proc *p, const kace_run_options *opt, int64_t now, bool hu
 {
     if (p->phase == P_TERMINATING && hurry && p->grace_s > opt->term_grace_s) {
         p->grace_s = opt->term_grace_s;
-        if (p->res->got_sigterm)
+        if (p->res->got_sigterm || p->res->got_stop_message)
             p->res->term_grace_s = p->grace_s;
     }
     if (p->phase != P_RUNNING)
@@ -504,7 +607,19 @@ static void terminate(proc *p, const kace_run_options *opt, int64_t now, bool hu
     int ws;
     if (p->pid > 0 && !p->leader_reaped && waitpid(p->pid, &ws, WNOHANG) == p->pid)
         leader_exited(p, ws, now); /* it exited on its own since the last reap: not kace's SIGTERM */
+    /* Whether it said hello: the answer came before its records, so reading the
+     * channel now sees it for any workload whose records ended its window. */
+    if (p->control_fd >= 0)
+        read_control(p);
     if (p->pid > 0 && workload_exists(p)) {
+        if (!p->leader_reaped && p->res->speaks_control) {
+            note_leader_stop(p);
+            if (send_control(p, KACE_CONTROL_STOP)) {
+                p->res->got_stop_message = true;
+                p->res->term_grace_s = p->grace_s;
+                return; /* SIGTERM only as the fallback, at 2/3 of the grace period (reap) */
+            }
+        }
         if (p->leader_reaped) {
             kill(-p->pid, SIGTERM);
             p->term_group = true;
@@ -661,13 +776,13 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
         ps[i].spec = &spec[i];
         ps[i].res = &results[i];
         ps[i].label = spec[i].name ? spec[i].name : spec[i].argv[0];
-        ps[i].progress_fd = ps[i].stderr_fd = -1;
+        ps[i].progress_fd = ps[i].stderr_fd = ps[i].control_fd = -1;
         if ((st = kace_progress_new(ctx, ps[i].label, &ps[i].progress)))
             goto cleanup;
     }
     /* A runner error after some workloads started still ends them all. */
     for (size_t i = 0; i < n; i++)
-        if ((st = spawn(ctx, &ps[i])))
+        if ((st = spawn(ctx, &ps[i], opt.control)))
             break;
 
     int64_t t0 = kace_monotonic_ns();
@@ -765,19 +880,23 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
         }
 
         /* Waits for output, at most 20 ms (children are checked by polling). */
-        struct pollfd fds[2 * KACE_RUN_MAX_PROCS];
+        struct pollfd fds[3 * KACE_RUN_MAX_PROCS];
         int nf = 0;
         for (size_t i = 0; i < n; i++) {
             if (ps[i].progress_fd >= 0)
                 fds[nf++] = (struct pollfd){.fd = ps[i].progress_fd, .events = POLLIN};
             if (ps[i].stderr_fd >= 0)
                 fds[nf++] = (struct pollfd){.fd = ps[i].stderr_fd, .events = POLLIN};
+            if (ps[i].control_fd >= 0)
+                fds[nf++] = (struct pollfd){.fd = ps[i].control_fd, .events = POLLIN};
         }
         if (nf > 0)
             poll(fds, (nfds_t)nf, 20);
         else
             nanosleep(&(struct timespec){0, 20000000}, NULL);
         for (size_t i = 0; i < n; i++) {
+            if (ps[i].control_fd >= 0)
+                read_control(&ps[i]);
             if (ps[i].progress_fd >= 0)
                 read_progress(scratch, &ps[i]);
             if (ps[i].stderr_fd >= 0)
@@ -808,6 +927,7 @@ cleanup:
     for (size_t i = 0; i < n; i++) {
         close_fd(&ps[i].progress_fd);
         close_fd(&ps[i].stderr_fd);
+        close_fd(&ps[i].control_fd);
         kace_progress_free(&ps[i].progress);
         free_env(ps[i].envp);
     }

@@ -568,7 +568,7 @@ def docs(dest, doc, check):
 ENDINGS = [("killed by SIGKILL", "killed by SIGKILL, themselves or part of their group, at the end of the grace"),
            ("before its next report", "ended after SIGTERM before their next report (mid-step: by the signal, "
             "or by a handler of their own)"),
-           ("stopped at its next report after SIGTERM", "stopped at their next report (the step-boundary stop)"),
+           ("stopped at its next report after", "stopped at their next report (the step-boundary stop)"),
            ("on its own", "ended on their own (a crash, an early exit)")]
 OTHER_ENDINGS = ("after SIGTERM", "never started")
 
