@@ -83,7 +83,7 @@ int cmd_campaign(int argc, char **argv)
     kace_store *store = NULL;
     kace_mps *mps = NULL;
     kace_gpu *gpu = NULL;
-    bool *done_before = NULL;
+    bool *done_before = NULL, *retry = NULL;
     int rc = EXIT_FAILURE_RUN;
     kace_status st = kace_plan_parse_file(ctx, plan_path, &plan);
     if (st) {
@@ -92,38 +92,57 @@ int cmd_campaign(int argc, char **argv)
     }
     if (!(store = cli_create_store(ctx, db, false)))
         goto done;
-    if (!(done_before = calloc(plan->n, sizeof *done_before))) {
+    if (!(done_before = calloc(plan->n, sizeof *done_before)) || !(retry = calloc(plan->n, sizeof *retry))) {
         fprintf(stderr, "kace: out of memory\n");
         goto done;
     }
     /* What is left, and whether every workload can be started. */
-    size_t todo = 0, todo_mps = 0;
+    /* A stored run is done unless it failed and its members' commands or code have
+     * changed since (kace_plan_should_measure): then it is measured again. */
+    size_t todo = 0, todo_mps = 0, retries = 0;
     for (size_t i = 0; i < plan->n; i++) {
-        kace_measured_run r = kace_plan_entry_run(&plan->entries[i]);
-        if ((st = kace_store_has_measured_run(ctx, store, &r, &done_before[i]))) {
-            rc = cli_error(ctx, st);
+        const kace_measure_spec *spec = &plan->entries[i].spec;
+        char **cmd[KACE_MAX_K] = {0};
+        const char *names[KACE_MAX_K];
+        char key[KACE_COMMAND_KEY_SIZE], run_key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 320];
+        kace_attempt_state state;
+        bool no_command = false;
+        for (int m = 0; m < spec->k && !st; m++) {
+            names[m] = spec->workload[m];
+            if ((st = kace_store_get_command(ctx, store, spec->workload[m], &cmd[m]))) {
+                fprintf(stderr, "kace: %s:%d: %s\n", plan_path, plan->entries[i].line, kace_errmsg(ctx));
+                no_command = true;
+            }
+        }
+        kace_plan_entry_key(&plan->entries[i], run_key, sizeof run_key);
+        if (!st && (st = kace_members_command_key(ctx, spec->k, names, (char *const *const *)cmd, key)) == KACE_OK)
+            st = kace_attempt_state_load(ctx, store, run_key, key, &state);
+        for (int m = 0; m < spec->k; m++)
+            free(cmd[m]);
+        if (st) {
+            if (!no_command)
+                rc = cli_error(ctx, st);
             goto done;
         }
+        done_before[i] = !kace_plan_should_measure(&state);
+        retry[i] = !done_before[i] && state.stored;
+        retries += retry[i];
         if (!done_before[i]) {
             todo++;
-            todo_mps += !plan->entries[i].spec.timeslice;
-        }
-        for (int m = 0; m < plan->entries[i].spec.k; m++) {
-            char **cmd = NULL;
-            if ((st = kace_store_get_command(ctx, store, plan->entries[i].spec.workload[m], &cmd))) {
-                fprintf(stderr, "kace: %s:%d: %s\n", plan_path, plan->entries[i].line, kace_errmsg(ctx));
-                goto done;
-            }
-            free(cmd);
+            todo_mps += !spec->timeslice;
         }
     }
-    printf("plan %s: %zu runs (%d workloads, up to %d repetitions); %zu stored already, %zu to measure\n", plan_path,
+    printf("plan %s: %zu runs (%d workloads, up to %d repetitions); %zu stored already, %zu to measure", plan_path,
            plan->n, plan->n_workloads, plan->max_repeat, plan->n - todo, todo);
+    if (retries)
+        printf(" (%zu of them failed before and are tried again: their commands or code changed)", retries);
+    printf("\n");
     if (dry_run) {
         for (size_t i = 0; i < plan->n; i++) {
             char what[1200];
             describe(&plan->entries[i].spec, what, sizeof what);
-            printf("  %-6s %-12s %s\n", done_before[i] ? "done" : "to do", plan->entries[i].spec.set, what);
+            printf("  %-6s %-12s %s\n", done_before[i] ? "done" : retry[i] ? "retry" : "to do",
+                   plan->entries[i].spec.set, what);
         }
         rc = EXIT_OK;
         goto done;
@@ -173,7 +192,7 @@ int cmd_campaign(int argc, char **argv)
         char what[1200], label[64];
         describe(&e->spec, what, sizeof what);
         snprintf(label, sizeof label, "[%zu/%zu]", index, todo);
-        kace_measure_options opt = {.mps = mps, .gpu_access = gpu, .gpu = mo.gpu};
+        kace_measure_options opt = {.mps = mps, .gpu_access = gpu, .gpu = mo.gpu, .retry_failed = retry[i]};
         measure_cli_run_options(&mo, &opt.run, label);
         kace_measure_result res;
         st = kace_measure(ctx, store, &e->spec, &opt, &res);
@@ -239,6 +258,7 @@ done:
     if (mo.log_fd >= 0)
         close(mo.log_fd);
     free(done_before);
+    free(retry);
     kace_plan_free(&plan);
     kace_store_close(&store);
     kace_ctx_free(&ctx);

@@ -381,6 +381,34 @@ out=$(KACE_DB="$scratch/grace.db" "$kace" measure slowsteps --no-mps --warmup 0.
 grep -q "killed by SIGKILL after a grace of 3.5 s" <<<"$out" || fail "--stop-grace-max 3.5: $out"
 no_strays "--stop-grace-max"
 
+# A failed campaign run is measured again once its workload's command or code changes, and
+# only then: its script crashes, the rerun leaves it, the fixed script is measured again.
+R=$scratch/retry.db
+printf '#!/bin/sh\nexec "%s" crash 1000 0.3\n' "$scratch/bin/worker" >"$scratch/bin/fixme.sh"
+chmod +x "$scratch/bin/fixme.sh"
+KACE_DB=$R "$kace" workload add fixme -- "$scratch/bin/fixme.sh" >/dev/null || fail "workload add fixme"
+KACE_DB=$R "$kace" workload add slow -- "$scratch/bin/worker" report 1000 >/dev/null || fail "workload add slow"
+printf 'workloads fixme slow\nset retry\nrun fixme slow\n' >"$scratch/retry-plan.txt"
+KACE_DB=$R "$kace" campaign "$scratch/retry-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+[ "$(KACE_DB=$R sql "SELECT status FROM runs WHERE set_name='retry'")" = failed ] ||
+    fail "retry: the crashing script's run: $(KACE_DB=$R sql "SELECT status FROM runs") $(cat "$scratch/err")"
+KACE_DB=$R "$kace" campaign "$scratch/retry-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err" ||
+    fail "retry: second call: $(cat "$scratch/err")"
+grep -q "; 1 stored already, 0 to measure$" "$scratch/out" || fail "retry: a failed run measured again unchanged: $(cat "$scratch/out")"
+printf '#!/bin/sh\nexec "%s" report 1000\n' "$scratch/bin/worker" >"$scratch/bin/fixme.sh" # the script fixed
+KACE_DB=$R "$kace" campaign --dry-run "$scratch/retry-plan.txt" >"$scratch/out" 2>&1
+grep -q "1 to measure (1 of them failed before and are tried again" "$scratch/out" && grep -q "^  retry  retry " "$scratch/out" ||
+    fail "retry: dry run after the fix: $(cat "$scratch/out")"
+KACE_DB=$R "$kace" campaign "$scratch/retry-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err" ||
+    fail "retry: the call after the fix: $(cat "$scratch/err")"
+[ "$(KACE_DB=$R sql "SELECT r.status || ':' || group_concat(m.status, ',') FROM runs r JOIN run_members m ON m.run_id = r.id
+      WHERE r.set_name='retry'")" = "ok:ok,ok" ] || fail "retry: after the fix: $(KACE_DB=$R sql "SELECT status FROM runs")"
+[ "$(KACE_DB=$R sql "SELECT group_concat(status, ',') FROM (SELECT status FROM campaign_attempts ORDER BY attempt)")" = "failed,ok" ] ||
+    fail "retry: attempts: $(KACE_DB=$R sql "SELECT * FROM campaign_attempts")"
+KACE_DB=$R "$kace" campaign "$scratch/retry-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+grep -q "; 1 stored already, 0 to measure$" "$scratch/out" || fail "retry: an ok run measured again: $(cat "$scratch/out")"
+no_strays "retry"
+
 if [ $failures -gt 0 ]; then
     echo "$failures failure(s)" >&2
     exit 1

@@ -1,5 +1,6 @@
 /* Campaign plans (lib/measure/campaign.c): expansion, order, duplicates, the n_occur
  * plan and every error's position. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,117 @@ static void test_errors_name_line_and_column(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* ---- retrying a failed run once its commands or code change ------------- */
+
+static void test_command_key_follows_command_and_code(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *dir = scratch_dir("campaign_key");
+    char script[1024];
+    snprintf(script, sizeof script, "%s", write_file(dir, "train.sh", "echo step\n"));
+    char *a[] = {"sh", script, NULL}, *b[] = {"sh", script, "--fixed", NULL}, *none[] = {"sh", "/nonexistent/x", NULL};
+    char k1[KACE_COMMAND_KEY_SIZE], k2[KACE_COMMAND_KEY_SIZE], k3[KACE_COMMAND_KEY_SIZE], k4[KACE_COMMAND_KEY_SIZE];
+    assert_kace_ok(ctx, kace_command_key(ctx, a, k1));
+    assert_int_equal(strlen(k1), 16);
+    assert_kace_ok(ctx, kace_command_key(ctx, a, k2));
+    assert_string_equal(k1, k2); /* the same command and code: the same key */
+    assert_kace_ok(ctx, kace_command_key(ctx, b, k2));
+    assert_string_not_equal(k1, k2); /* another command line */
+    write_file(dir, "train.sh", "echo fixed step\n");
+    assert_kace_ok(ctx, kace_command_key(ctx, a, k3));
+    assert_string_not_equal(k1, k3); /* the same command line, its script fixed */
+    assert_kace_ok(ctx, kace_command_key(ctx, none, k4)); /* a word that names no file counts as a word */
+    /* A colocation's key: its members in name order, whichever order they come in. */
+    const char *names_ab[] = {"a", "b"}, *names_ba[] = {"b", "a"};
+    char *const *argv_ab[] = {a, b}, *const *argv_ba[] = {b, a};
+    assert_kace_ok(ctx, kace_members_command_key(ctx, 2, names_ab, argv_ab, k1));
+    assert_kace_ok(ctx, kace_members_command_key(ctx, 2, names_ba, argv_ba, k2));
+    assert_string_equal(k1, k2);
+    char *const *argv_swapped[] = {b, a}; /* a runs b's command: another colocation's commands */
+    assert_kace_ok(ctx, kace_members_command_key(ctx, 2, names_ab, argv_swapped, k3));
+    assert_string_not_equal(k1, k3);
+    kace_ctx_free(&ctx);
+}
+
+static void test_retry_rule(void **state)
+{
+    (void)state;
+    struct {
+        kace_attempt_state s;
+        bool measure;
+    } cases[] = {
+        {{.stored = false}, true},                                                                   /* never measured */
+        {{.stored = true, .failed = false, .key_known = true, .failed_key = "x", .current_key = "y"}, false}, /* ok */
+        {{.stored = true, .failed = true, .key_known = true, .failed_key = "x", .current_key = "x"}, false},
+        {{.stored = true, .failed = true, .key_known = true, .failed_key = "x", .current_key = "y"}, true},
+        {{.stored = true, .failed = true, .key_known = false, .current_key = "y"}, true}, /* from before attempts */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (kace_plan_should_measure(&cases[i].s) != cases[i].measure)
+            fail_msg("case %zu: expected %s", i, cases[i].measure ? "measure" : "done");
+}
+
+static void test_attempts_in_the_store(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    char path[1100];
+    snprintf(path, sizeof path, "%s/attempts.db", scratch_dir("campaign_attempts"));
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    kace_measured_run r;
+    memset(&r, 0, sizeof r);
+    r.set = "pairs";
+    r.mode = "mps";
+    r.k = 2;
+    r.member[0] = (kace_measured_member){.workload = "a", .mps_pct = 100, .throughput = NAN, .cv = NAN,
+                                         .status = "crashed"};
+    r.member[1] = (kace_measured_member){.workload = "b", .mps_pct = 100, .throughput = NAN, .cv = NAN,
+                                         .status = "stopped"};
+    r.status = KACE_RUN_FAILED;
+    char key[2048];
+    kace_measured_run_key(&r, key, sizeof key);
+    kace_attempt_state st;
+    /* Nothing stored, no attempts table yet. */
+    assert_kace_ok(ctx, kace_attempt_state_load(ctx, s, key, "1111111111111111", &st));
+    assert_false(st.stored);
+    assert_true(kace_plan_should_measure(&st));
+    /* A failed run from before attempts were noted: one more try. */
+    assert_kace_ok(ctx, kace_store_add_measured_run(ctx, s, &r, NULL));
+    assert_kace_ok(ctx, kace_attempt_state_load(ctx, s, key, "1111111111111111", &st));
+    assert_true(st.stored && st.failed && !st.key_known);
+    assert_true(kace_plan_should_measure(&st));
+    /* Noted with its key: not again with the same commands, again with others. */
+    assert_kace_ok(ctx, kace_attempt_note(ctx, s, key, "1111111111111111", KACE_RUN_FAILED));
+    assert_kace_ok(ctx, kace_attempt_state_load(ctx, s, key, "1111111111111111", &st));
+    assert_true(st.key_known);
+    assert_false(kace_plan_should_measure(&st));
+    assert_kace_ok(ctx, kace_attempt_state_load(ctx, s, key, "2222222222222222", &st));
+    assert_true(kace_plan_should_measure(&st));
+    /* The retry replaces the failed run; both attempts stay noted, the last one counts. */
+    bool retired = false, has = true;
+    assert_kace_ok(ctx, kace_store_begin(ctx, s));
+    assert_kace_ok(ctx, kace_attempt_retire_failed(ctx, s, key, &retired));
+    assert_true(retired);
+    r.status = KACE_RUN_OK;
+    r.member[0] = (kace_measured_member){.workload = "a", .mps_pct = 100, .throughput = 10, .cv = 0.01, .status = "ok"};
+    r.member[1] = (kace_measured_member){.workload = "b", .mps_pct = 100, .throughput = 20, .cv = 0.01, .status = "ok"};
+    assert_kace_ok(ctx, kace_store_add_measured_run(ctx, s, &r, NULL));
+    assert_kace_ok(ctx, kace_attempt_note(ctx, s, key, "2222222222222222", KACE_RUN_OK));
+    assert_kace_ok(ctx, kace_store_commit(ctx, s));
+    assert_kace_ok(ctx, kace_attempt_state_load(ctx, s, key, "3333333333333333", &st));
+    assert_true(st.stored && !st.failed);
+    assert_false(kace_plan_should_measure(&st)); /* an ok run is never measured again */
+    assert_kace_ok(ctx, kace_store_has_measured_run(ctx, s, &r, &has));
+    assert_true(has);
+    /* An ok run is not retired. */
+    assert_kace_ok(ctx, kace_attempt_retire_failed(ctx, s, key, &retired));
+    assert_false(retired);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +331,9 @@ int main(void)
         cmocka_unit_test(test_repeat_order_duplicates_modes),
         cmocka_unit_test(test_occur_plan),
         cmocka_unit_test(test_errors_name_line_and_column),
+        cmocka_unit_test(test_command_key_follows_command_and_code),
+        cmocka_unit_test(test_retry_rule),
+        cmocka_unit_test(test_attempts_in_the_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -431,7 +431,7 @@ static void test_daemon_without_server_records_nothing(void **state)
 
     /* The same run under a daemon whose server runs is stored, with the
      * server that served it. */
-    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &(kace_measure_options){quick().run, mps, NULL, NULL}, &r));
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &(kace_measure_options){quick().run, mps, NULL, NULL, false}, &r));
     assert_true(r.stored);
     assert_true(r.mps_server_pid > 0);
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);

@@ -60,6 +60,8 @@ typedef struct kace_measure_options {
                                verifies the clients */
     const char *gpu;        /* GPU name recorded with the run (NULL: gpu_access's NVML name, if any).
                                A member profiled on another GPU is refused (KACE_ERR_INVALID) */
+    bool retry_failed;      /* a failed run stored under this identity is replaced by this one
+                               (kace campaign, once the members' commands or code changed) */
 } kace_measure_options;
 
 typedef struct kace_measure_result {
@@ -67,6 +69,7 @@ typedef struct kace_measure_result {
     kace_run_status status; /* ok, failed, oom or timeout */
     bool cancelled;         /* interrupted: nothing stored */
     bool stored;
+    bool retried;           /* it replaced a failed run of the same identity (retry_failed) */
     long long run_id;
     int mps_server_pid;     /* an MPS server seen while the clients ran (0: none, or time-sliced) */
     bool nvml_verified;     /* every client was in NVML's MPS client list */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kace/campaign.h"
 #include "kace/kernels.h"
 #include "kace/measure.h"
 
@@ -337,6 +338,14 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
         procs[i].argv = argv[i];
         procs[i].extra_env = env[i];
     }
+    /* What the run is measured with, noted with it: a failed run is tried again
+     * only once this changes (kace_plan_should_measure). */
+    const char *names[KACE_MAX_K];
+    for (int i = 0; i < k; i++)
+        names[i] = spec->workload[i];
+    char command_key[KACE_COMMAND_KEY_SIZE];
+    if ((st = kace_members_command_key(ctx, k, names, (char *const *const *)argv, command_key)))
+        goto done;
     if (!spec->timeslice && !kace_mps_alive(opt->mps)) {
         st = kace_fail(ctx, KACE_ERR_IO, "%s: the MPS daemon is not running (it died?); nothing measured",
                        kace_mps_pipe_dir(opt->mps));
@@ -425,17 +434,23 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
      * exclusive throughput at that share (profile value exclusive_mps<P>,
      * which the split advisor and the placer read), stored with the run. */
     bool solo_curve = k == 1 && !spec->timeslice && res->status == KACE_RUN_OK && spec->mps_pct[0] % 10 == 0;
-    if (solo_curve && (st = kace_store_savepoint(ctx, store, "kace_solo_curve")))
+    /* One savepoint: the failed run it replaces, the run, its curve value and its attempt. */
+    char run_key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 320];
+    kace_measured_run_key(&run, run_key, sizeof run_key);
+    bool retired = false;
+    if ((st = kace_store_savepoint(ctx, store, "kace_measured_attempt")))
         goto done;
-    if ((st = kace_store_add_measured_run(ctx, store, &run, &res->run_id)) ||
+    if ((opt->retry_failed && (st = kace_attempt_retire_failed(ctx, store, run_key, &retired))) ||
+        (st = kace_store_add_measured_run(ctx, store, &run, &res->run_id)) ||
         (solo_curve && (st = store_exclusive_at(ctx, store, &run, res->exclusive_metric,
                                                 sizeof res->exclusive_metric))) ||
-        (solo_curve && (st = kace_store_release(ctx, store, "kace_solo_curve")))) {
-        if (solo_curve)
-            kace_store_rollback_to(store, "kace_solo_curve");
+        (st = kace_attempt_note(ctx, store, run_key, command_key, res->status)) ||
+        (st = kace_store_release(ctx, store, "kace_measured_attempt"))) {
+        kace_store_rollback_to(store, "kace_measured_attempt");
         res->exclusive_metric[0] = '\0';
         goto done;
     }
+    res->retried = retired;
     res->stored = true;
 done:
     kace_ctx_free(&checks.scratch);

@@ -1,0 +1,215 @@
+/* Campaign attempts: which command and code each stored run was measured
+ * with, so that a failed run is measured again once its workloads' commands
+ * or code change, and only then (see include/kace/campaign.h).
+ *
+ * The table lives in the store beside the runs, made by the first attempt
+ * noted (older stores have none until then):
+ *   campaign_attempts(run_key, attempt, command_key, status, attempted_at)
+ * one row per measurement of a run identity, failed ones kept when a retry
+ * replaces their run. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "kace/campaign.h"
+#include "store/store_internal.h"
+
+/* FNV-1a, 64 bits: a fingerprint, not a defence against a chosen collision. */
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+#define FNV_START 14695981039346656037ULL
+/* Files larger than this are hashed by size and time of change, not read. */
+#define KEY_READ_MAX ((off_t)64 << 20)
+
+kace_status kace_command_key(kace_ctx *ctx, char *const *argv, char out[KACE_COMMAND_KEY_SIZE])
+{
+    uint64_t h = FNV_START;
+    char buf[65536];
+    for (size_t i = 0; argv && argv[i]; i++) {
+        h = fnv(h, argv[i], strlen(argv[i]) + 1); /* the NUL separates the words */
+        struct stat sb;
+        if (stat(argv[i], &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (sb.st_size > KEY_READ_MAX) {
+            long long meta[2] = {(long long)sb.st_size, (long long)sb.st_mtime};
+            h = fnv(h, meta, sizeof meta);
+            continue;
+        }
+        FILE *f = fopen(argv[i], "rb");
+        if (!f)
+            continue; /* unreadable here: its name alone counts */
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            h = fnv(h, buf, n);
+        bool bad = ferror(f);
+        fclose(f);
+        if (bad)
+            return kace_fail(ctx, KACE_ERR_IO, "%s: read error while fingerprinting the command", argv[i]);
+    }
+    snprintf(out, KACE_COMMAND_KEY_SIZE, "%016llx", (unsigned long long)h);
+    return KACE_OK;
+}
+
+kace_status kace_members_command_key(kace_ctx *ctx, int k, const char *const *names, char *const *const *argvs,
+                                     char out[KACE_COMMAND_KEY_SIZE])
+{
+    int order[KACE_MAX_K];
+    if (k < 1 || k > KACE_MAX_K)
+        return kace_fail(ctx, KACE_ERR_INVALID, "%d members (expected 1 to %d)", k, KACE_MAX_K);
+    for (int i = 0; i < k; i++) { /* insertion sort by name: k is at most 8 */
+        int j = i;
+        order[j] = i;
+        while (j > 0 && strcmp(names[order[j - 1]], names[order[j]]) > 0) {
+            int t = order[j - 1];
+            order[j - 1] = order[j];
+            order[j] = t;
+            j--;
+        }
+    }
+    uint64_t h = FNV_START;
+    for (int i = 0; i < k; i++) {
+        char key[KACE_COMMAND_KEY_SIZE];
+        kace_status st = kace_command_key(ctx, argvs[order[i]], key);
+        if (st)
+            return st;
+        h = fnv(h, names[order[i]], strlen(names[order[i]]) + 1);
+        h = fnv(h, key, strlen(key) + 1);
+    }
+    snprintf(out, KACE_COMMAND_KEY_SIZE, "%016llx", (unsigned long long)h);
+    return KACE_OK;
+}
+
+bool kace_plan_should_measure(const kace_attempt_state *s)
+{
+    if (!s->stored)
+        return true;
+    if (!s->failed)
+        return false;
+    /* A failed run: again only with other commands or code than it failed with.
+     * One stored before attempts were kept gets one more try (its key is then kept). */
+    return !s->key_known || strcmp(s->failed_key, s->current_key) != 0;
+}
+
+static kace_status attempts_table_exists(kace_ctx *ctx, kace_store *s, bool *exists)
+{
+    sqlite3_stmt *q = NULL;
+    kace_status st =
+        store_prepare(ctx, s, "SELECT 1 FROM sqlite_master WHERE type='table' AND name='campaign_attempts'", &q);
+    if (st)
+        return st;
+    int rc = sqlite3_step(q);
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_fail(ctx, s, "look for the campaign attempts");
+    *exists = rc == SQLITE_ROW;
+    return KACE_OK;
+}
+
+kace_status kace_attempt_state_load(kace_ctx *ctx, kace_store *s, const char *run_key, const char *current_key,
+                                    kace_attempt_state *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->current_key, sizeof out->current_key, "%s", current_key ? current_key : "");
+    sqlite3_stmt *q = NULL;
+    kace_status st = store_prepare(ctx, s, "SELECT status FROM runs WHERE run_key=?", &q);
+    if (st)
+        return st;
+    sqlite3_bind_text(q, 1, run_key, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        out->stored = true;
+        const char *status = (const char *)sqlite3_column_text(q, 0);
+        out->failed = status && strcmp(status, "ok") != 0;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_fail(ctx, s, "find run");
+    bool table = false;
+    if (!out->failed || (st = attempts_table_exists(ctx, s, &table)) || !table)
+        return st;
+    if ((st = store_prepare(ctx, s,
+                            "SELECT command_key FROM campaign_attempts WHERE run_key=? ORDER BY attempt DESC LIMIT 1",
+                            &q)))
+        return st;
+    sqlite3_bind_text(q, 1, run_key, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        out->key_known = true;
+        snprintf(out->failed_key, sizeof out->failed_key, "%s", (const char *)sqlite3_column_text(q, 0));
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_fail(ctx, s, "find the run's attempts");
+    return KACE_OK;
+}
+
+kace_status kace_attempt_note(kace_ctx *ctx, kace_store *s, const char *run_key, const char *command_key,
+                              kace_run_status status)
+{
+    kace_status st = store_exec(ctx, s,
+                                "CREATE TABLE IF NOT EXISTS campaign_attempts(run_key TEXT NOT NULL, "
+                                "attempt INTEGER NOT NULL, command_key TEXT NOT NULL, status TEXT NOT NULL, "
+                                "attempted_at TEXT NOT NULL, PRIMARY KEY(run_key, attempt));");
+    if (st)
+        return st;
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    sqlite3_stmt *q = NULL;
+    if ((st = store_prepare(ctx, s,
+                            "INSERT INTO campaign_attempts(run_key, attempt, command_key, status, attempted_at) "
+                            "VALUES(?1, (SELECT coalesce(max(attempt), 0) + 1 FROM campaign_attempts "
+                            "WHERE run_key=?1), ?2, ?3, ?4)",
+                            &q)))
+        return st;
+    sqlite3_bind_text(q, 1, run_key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(q, 2, command_key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(q, 3, store_run_status_name(status), -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, stamp, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(q);
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE ? KACE_OK : store_fail(ctx, s, "note the campaign attempt");
+}
+
+kace_status kace_attempt_retire_failed(kace_ctx *ctx, kace_store *s, const char *run_key, bool *retired)
+{
+    *retired = false;
+    sqlite3_stmt *q = NULL;
+    kace_status st = store_prepare(ctx, s, "SELECT id FROM runs WHERE run_key=? AND status != 'ok'", &q);
+    if (st)
+        return st;
+    sqlite3_bind_text(q, 1, run_key, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(q);
+    sqlite3_int64 id = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_fail(ctx, s, "find the failed run");
+    if (!id)
+        return KACE_OK;
+    const char *sql[] = {"DELETE FROM run_members WHERE run_id=?", "DELETE FROM runs WHERE id=?"};
+    for (size_t i = 0; i < 2; i++) {
+        if ((st = store_prepare(ctx, s, sql[i], &q)))
+            return st;
+        sqlite3_bind_int64(q, 1, id);
+        rc = sqlite3_step(q);
+        sqlite3_finalize(q);
+        if (rc != SQLITE_DONE)
+            return store_fail(ctx, s, "replace the failed run");
+    }
+    *retired = true;
+    return KACE_OK;
+}
