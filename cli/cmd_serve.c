@@ -83,6 +83,8 @@ typedef enum conn_phase {
 
 typedef struct conn_track {
     struct conn_track *prev, *next;
+    const void *via; /* its listener */
+    char peer[INET6_ADDRSTRLEN];
     int fd;
     conn_phase phase;
     struct timespec since;
@@ -357,6 +359,8 @@ static void set_phase(server *s, conn_track *t, conn_phase phase)
     pthread_mutex_unlock(&s->conn_lock);
 }
 
+static void peer_address(struct MHD_Connection *c, char *out, size_t size);
+
 /* libmicrohttpd's connection start and end. The socket is closed only after
  * CLOSED returns, so the reaper (which shuts sockets down under conn_lock)
  * never touches a descriptor that another connection reuses. */
@@ -370,6 +374,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (!info || !(t = calloc(1, sizeof *t)))
             return; /* untracked: only the idle timeout applies to it */
         t->fd = info->connect_fd;
+        t->via = cls;
+        peer_address(c, t->peer, sizeof t->peer);
         t->phase = PHASE_HEADERS;
         clock_gettime(CLOCK_MONOTONIC, &t->since);
         pthread_mutex_lock(&s->conn_lock);
@@ -389,6 +395,40 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         free(t);
         *socket_context = NULL;
     }
+}
+
+/* Before libmicrohttpd takes a connection: each listener has its own
+ * --max-connections and --max-per-client (so that the main listener's
+ * clients, loopback ones included, never use up kube-scheduler's), and
+ * every refusal is counted in /metrics (libmicrohttpd's own limits refuse
+ * silently). Connections are counted once started (on_connection), so a
+ * burst of accepts may pass a limit by the listener's thread count. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    const listener *l = cls;
+    server *s = l->s;
+    char peer[INET6_ADDRSTRLEN] = "";
+    if (addr->sa_family == AF_INET && addrlen >= sizeof(struct sockaddr_in))
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, peer, sizeof peer);
+    else if (addr->sa_family == AF_INET6 && addrlen >= sizeof(struct sockaddr_in6))
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, peer, sizeof peer);
+    size_t mine = 0, same = 0;
+    pthread_mutex_lock(&s->conn_lock);
+    for (conn_track *t = s->conns.next; t != &s->conns; t = t->next)
+        if (t->via == l) {
+            mine++;
+            same += strcmp(t->peer, peer) == 0;
+        }
+    pthread_mutex_unlock(&s->conn_lock);
+    if (mine >= s->max_connections) {
+        kace_serve_metrics_drop(s->metrics, KACE_DROP_CONNECTIONS);
+        return MHD_NO;
+    }
+    if (s->per_ip && same >= s->per_ip) {
+        kace_serve_metrics_drop(s->metrics, KACE_DROP_PER_CLIENT);
+        return MHD_NO;
+    }
+    return MHD_YES;
 }
 
 /* Every 100 ms: shuts down connections past their header or body deadline
@@ -962,11 +1002,14 @@ static struct MHD_Daemon *start_listener(server *s, listener *l, const struct so
     if (https)
         flags |= MHD_USE_TLS;
     /* The TLS options go last: an absent one ends the list early. */
-    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, l, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+    /* libmicrohttpd's own limits stay as a backstop, past kace's (on_accept) */
+    unsigned backstop = s->max_connections + threads + 1;
+    return MHD_start_daemon(flags, 0, on_accept, l, on_request, l, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
                             MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_CONNECTION_TIMEOUT,
-                            s->idle_timeout, MHD_OPTION_CONNECTION_LIMIT, s->max_connections,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->per_ip, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+                            s->idle_timeout, MHD_OPTION_CONNECTION_LIMIT, backstop,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->per_ip ? s->per_ip + threads + 1 : 0,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE,
                             (unsigned int)1024, https ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
                             https ? tls->cert : NULL, MHD_OPTION_HTTPS_MEM_KEY, https ? tls->key : NULL,
                             tls && tls->client_ca ? MHD_OPTION_HTTPS_MEM_TRUST : MHD_OPTION_END,

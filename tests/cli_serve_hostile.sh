@@ -17,7 +17,8 @@
 #   and Origin-less requests answered; with --token-file every route but
 #   /healthz needs the bearer token, and the extender's routes are served on
 #   their own listener (--extender-listen) only;
-# - --max-connections refuses connections past it;
+# - --max-connections refuses connections past it, and /metrics counts the
+#   refusals (past the per-client limit too);
 # - header and body deadlines close connections that trickle bytes (which
 #   keeps an idle timeout from ever firing);
 # - a model that cannot answer every endpoint is refused at start and on
@@ -114,7 +115,9 @@ echo "{\"job\": \"$B8\", \"gpus\": [{\"id\": \"g0\", \"running\": [\"$V2\"]}]}" 
 JSON=(-H 'Content-Type: application/json')
 
 # ==== defaults: connection limits, body memory, extender body, origins ===========
-start defaults --model-file "$SCRATCH/served.model"
+rm -f "$SCRATCH/ext.port"
+start defaults --model-file "$SCRATCH/served.model" --extender-listen 127.0.0.1:0 --extender-port-file "$SCRATCH/ext.port"
+EXT_PORT=$(cat "$SCRATCH/ext.port")
 N_SLOW=$((1100 / SCALE))
 idle=$("$SLOW" probe "$PORT" 31)
 idle_median=$(field median_us "$idle")
@@ -131,6 +134,18 @@ echo "/healthz with $N_SLOW slow connections from one address ($ready): $busy"
 # the server's count (the client may not have seen every refusal yet); +1: this request
 conns=$(metric kace_http_connections)
 [ "${conns:-999}" -le 65 ] || fail "one address kept more than its 64 connections: $conns open ($ready)"
+refused=$(metric 'kace_http_dropped_total{reason="per_client_limit"}')
+[ "${refused:-0}" -ge 1 ] || fail "/metrics counts no connection refused past the per-client limit ($ready)"
+# the same address's connections to the extender listener (kube-scheduler's) have their own limit
+"$SLOW" hold "$EXT_PORT" 10 1 headers 500 >"$SCRATCH/hold-ext.out" 2>&1 &
+EXT_HOLD=$!
+for _ in $(seq 1 300); do
+    grep -q '^ready' "$SCRATCH/hold-ext.out" 2>/dev/null && break
+    sleep 0.1
+done
+kill -TERM "$EXT_HOLD" && wait "$EXT_HOLD"
+[ "$(field open "$(head -1 "$SCRATCH/hold-ext.out")")" = 10 ] ||
+    fail "the extender listener refused an address the main listener had at its limit: $(head -1 "$SCRATCH/hold-ext.out")"
 unhold
 
 # ---- ... and from 20 addresses (55 each, under the per-client limit) -------------
@@ -216,7 +231,7 @@ args = {"Pod": {"metadata": {"name": "p", "labels": {"kace.io/workload": job}}},
 json.dump(args, open(path, "w"))
 EOF
 size=$(stat -c %s "$SCRATCH/filter.json")
-got=$(post /k8s/filter "$SCRATCH/filter.json" "${JSON[@]}")
+got=$(URL=http://127.0.0.1:$EXT_PORT post /k8s/filter "$SCRATCH/filter.json" "${JSON[@]}")
 echo "/k8s/filter with 5,000 Node objects ($size bytes): $got"
 [ "$size" -ge 20000000 ] || fail "the generated filter request is only $size bytes"
 [ "$got" = 200 ] || fail "/k8s/filter with $size bytes: status $got: $(head -c 300 "$SCRATCH/body")"
@@ -241,7 +256,7 @@ got=$(post /v1/predict "$SCRATCH/predict.json" "${JSON[@]}" -H 'Origin: http://e
 [ "$got" = 403 ] || fail "foreign Origin with a JSON body: status $got, want 403"
 got=$(post /v1/predict "$SCRATCH/predict.json" "${JSON[@]}" -H "Origin: http://127.0.0.1:$((PORT + 1))")
 [ "$got" = 403 ] || fail "Origin on another port: status $got, want 403"
-got=$(post /k8s/filter "$SCRATCH/predict.json" "${JSON[@]}" -H 'Origin: null')
+got=$(URL=http://127.0.0.1:$EXT_PORT post /k8s/filter "$SCRATCH/predict.json" "${JSON[@]}" -H 'Origin: null')
 [ "$got" = 403 ] || fail "Origin null: status $got, want 403"
 got=$(post /v1/predict "$SCRATCH/predict.json" -H 'Content-Type: text/plain')
 [ "$got" = 415 ] || fail "text/plain body without Origin: status $got, want 415"
@@ -307,7 +322,14 @@ for _ in $(seq 1 10); do
     sleep 0.1
 done
 unhold
-echo "80 slow connections against --max-connections 40: the server holds $sockets sockets"
+# the server sees the slow connections close in its own time: read /metrics once it answers again
+for _ in $(seq 1 300); do
+    refused=$(metric 'kace_http_dropped_total{reason="connection_limit"}')
+    [ -n "$refused" ] && break
+    sleep 0.1
+done
+echo "80 slow connections against --max-connections 40: the server holds $sockets sockets, refused $refused"
+[ "${refused:-0}" -ge 1 ] || fail "/metrics counts no connection refused past --max-connections"
 [ "$sockets" -le 41 ] && [ "$sockets" -ge 21 ] || fail "--max-connections 40: the server holds $sockets sockets"
 got=$(curl -s -o /dev/null -w '%{http_code}' "$URL/healthz")
 [ "$got" = 200 ] || fail "/healthz after the slow connections left: $got"

@@ -291,6 +291,8 @@ typedef enum kace_serve_drop {
     KACE_DROP_BODY_TIMEOUT,       /* body not complete within --body-timeout */
     KACE_DROP_BODY_MEMORY,        /* partly received bodies at --max-pending-bodies: 503 */
     KACE_DROP_OBSERVATION_RATE,   /* a sender past its --observation-rate: 429 */
+    KACE_DROP_PER_CLIENT,         /* a connection past --max-per-client from its address: refused */
+    KACE_DROP_CONNECTIONS,        /* a connection past --max-connections of its listener: refused */
     KACE_N_DROPS
 } kace_serve_drop;
 void kace_serve_metrics_drop(kace_serve_metrics *m, kace_serve_drop why);

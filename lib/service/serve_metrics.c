@@ -38,6 +38,8 @@ static const char *const drop_names[KACE_N_DROPS] = {
     [KACE_DROP_BODY_TIMEOUT] = "body_timeout",
     [KACE_DROP_BODY_MEMORY] = "body_memory",
     [KACE_DROP_OBSERVATION_RATE] = "observation_rate",
+    [KACE_DROP_PER_CLIENT] = "per_client_limit",
+    [KACE_DROP_CONNECTIONS] = "connection_limit",
 };
 
 typedef struct observed {
