@@ -23,7 +23,11 @@
 # (node and GPU: kace schedule's GPU g is node g/4's GPU g%4, nodes and GPUs
 # sorted by name), at that event, to that GPU, with the MPS share 100/k for
 # the k pods kace schedule has on it; every pod it queues stays pending; the
-# Binding reached the API server (spec.nodeName, kace.io/gpu). Run with
+# Binding reached the API server (spec.nodeName, kace.io/gpu). Then, as
+# kube-scheduler also calls it: pods offered one node only (filtered three
+# times) pass that node or none and are never decided elsewhere, and a pod
+# deleted between filter and bind gets the API server's error and leaves no
+# trace in kace's cache. Run with
 # nodeCacheCapable true and false, plus a run with --extender-policy gain (the
 # extender's former node scoring) that must NOT match: the comparison can fail.
 set -u
@@ -224,6 +228,52 @@ for i in range(n_arrivals):
         break
 sched.stdin.close()
 sched.wait()
+
+# kube-scheduler's own ways, after the comparison (names run): a candidate set
+# its filters restricted, a filter repeated, a bind the API server refuses
+# because the pod has vanished.
+if names_only:
+    def decided_nodes(f):
+        text = json.dumps({k: f.get(k) for k in ("failedNodes", "failedAndUnresolvableNodes")})
+        return set(f.get("nodenames") or []) | {n for n in nodes if '"kace\'s scheduler placed the pod on GPU' in text
+                                                and "of node '%s'" % n in text}
+    for i, only in enumerate(["node-03", "node-11", "node-15"]):
+        name = "extra-%d" % i
+        pods[name] = call(api, "POST", "/api/v1/namespaces/ml/pods",
+                          {"metadata": {"name": name, "labels": {"kace.io/workload": workloads[i]}},
+                           "spec": {"schedulerName": "kace-scheduler"}}, token)
+        args = {"Pod": pods[name], "Nodes": None, "NodeNames": [only]}
+        answers = [call(url, "POST", "/k8s/filter", args) for _ in range(3)]  # and retried
+        if any(a != answers[0] for a in answers):
+            mismatches.append("repeated filters of %s differ: %s" % (name, answers))
+        f = answers[0]
+        print("%s offered %s only: passes %s" % (name, only, f.get("nodenames")))
+        if decided_nodes(f) - {only}:
+            mismatches.append("offered %s only, %s was decided elsewhere: %s" % (only, name, f))
+        if not set(f.get("nodenames") or []) <= {only} or (set(f["failedNodes"]) | set(f["failedAndUnresolvableNodes"])) - {only}:
+            mismatches.append("offered %s only, the reply names other nodes: %s" % (only, f))
+        if f.get("nodenames"):
+            r = call(url, "POST", "/k8s/bind", {"PodName": name, "PodNamespace": "ml", "PodUID": pods[name]["metadata"]["uid"],
+                                                "Node": only})
+            if r.get("Error") or call(api, "GET", "/api/v1/namespaces/ml/pods/" + name, headers=token)["spec"].get("nodeName") != only:
+                mismatches.append("%s, offered %s only and passed there, was not bound there: %s" % (name, only, r))
+    # a pod that vanishes between filter and bind: the API server refuses the Binding, kace forgets it
+    name = "vanishing"
+    pods[name] = call(api, "POST", "/api/v1/namespaces/ml/pods",
+                      {"metadata": {"name": name, "labels": {"kace.io/workload": workloads[0]}},
+                       "spec": {"schedulerName": "kace-scheduler"}}, token)
+    f = call(url, "POST", "/k8s/filter", {"Pod": pods[name], "Nodes": None, "NodeNames": nodes})
+    call(api, "DELETE", "/api/v1/namespaces/ml/pods/" + name, headers=token)
+    if f.get("nodenames"):
+        r = call(url, "POST", "/k8s/bind", {"PodName": name, "PodNamespace": "ml", "PodUID": pods[name]["metadata"]["uid"],
+                                            "Node": f["nodenames"][0]})
+        if not r.get("Error"):
+            mismatches.append("the bind of a deleted pod reported no error: %s" % r)
+        st = call(url, "GET", "/k8s/state", headers=token)
+        if "ml/vanishing" in [m["pod"] for n in st["nodes"] for g in n["gpus"] for m in g["members"]]:
+            mismatches.append("a refused bind stayed in kace's node cache")
+    else:
+        mismatches.append("the vanishing pod passed no node: %s" % f)
 
 # the API server holds the bindings kace chose
 for name, (node, gpu, mps) in placed.items():
