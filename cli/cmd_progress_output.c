@@ -63,6 +63,16 @@ static void usage(FILE *f)
 
 typedef struct counting {
     int progress_fd; /* -1: not reporting (--check, kace went away, or SIGTERM came) */
+    /* The control channel ($KACE_CONTROL_FD; -1: none): kace's run / pause / stop,
+     * answered at COMMAND's next counted line, its step boundary. */
+    int control_fd;
+    pid_t command;
+    char control_line[32];
+    size_t control_len;
+    char want;   /* at the next counted line: 'p' pause, 's' stop, 0 nothing */
+    bool paused; /* COMMAND is stopped (SIGSTOP) until run or stop */
+    bool ended;  /* COMMAND ended while it was being paused: its status is end_status */
+    int end_status;
     FILE *records;   /* --check: the records are printed here */
     long errors;
     long counted;
@@ -93,6 +103,82 @@ static int64_t monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* One answer to kace on the control channel (errors ignored: kace may have gone). */
+static void control_answer(counting *c, const char *line)
+{
+    if (c->control_fd < 0)
+        return;
+    ssize_t w;
+    do
+        w = write(c->control_fd, line, strlen(line));
+    while (w < 0 && errno == EINTR);
+}
+
+/* Stop now: COMMAND gets SIGTERM (and SIGCONT, should it be paused); no record after it. */
+static void control_stop(counting *c)
+{
+    control_answer(c, "stopping\n");
+    c->progress_fd = -1;
+    c->want = 0;
+    if (c->command > 0) {
+        kill(c->command, SIGTERM);
+        if (c->paused)
+            kill(c->command, SIGCONT);
+    }
+    c->paused = false;
+}
+
+/* Reads kace's messages. A pause or stop waits for COMMAND's next counted line;
+ * run and stop act at once on a paused COMMAND. A closed channel is a stop. */
+static void control_read(counting *c)
+{
+    while (c->control_fd >= 0) {
+        char buf[64];
+        ssize_t n = read(c->control_fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n <= 0) {
+            close(c->control_fd);
+            c->control_fd = -1;
+            if (c->paused)
+                control_stop(c);
+            else
+                c->want = 's';
+            return;
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] != '\n') {
+                if (c->control_len + 1 < sizeof c->control_line)
+                    c->control_line[c->control_len++] = buf[i];
+                continue;
+            }
+            c->control_line[c->control_len] = '\0';
+            c->control_len = 0;
+            if (strcmp(c->control_line, "stop") == 0) {
+                if (c->paused)
+                    control_stop(c);
+                else
+                    c->want = 's';
+            } else if (strcmp(c->control_line, "pause") == 0) {
+                if (c->paused)
+                    control_answer(c, "paused\n");
+                else if (c->want != 's')
+                    c->want = 'p';
+            } else if (strcmp(c->control_line, "run") == 0) {
+                if (c->paused) {
+                    kill(c->command, SIGCONT);
+                    c->paused = false;
+                    control_answer(c, "running\n");
+                } else if (c->want == 'p') {
+                    c->want = 0;
+                }
+            }
+        }
+    }
+}
+
 static bool term_pending(void)
 {
     sigset_t pending;
@@ -117,6 +203,14 @@ static void on_line(void *arg, kace_ctx *ctx, kace_status st, double total)
     }
     if (c->progress_fd < 0)
         return;
+    /* What kace asked before this line: a stop ends COMMAND here, with no record after
+     * it, since COMMAND cannot stop at a step boundary by itself (kace then reads its
+     * ending as mid-step, as after a SIGTERM). */
+    control_read(c);
+    if (c->want == 's') {
+        control_stop(c);
+        return;
+    }
     /* Stamped first, then the signal looked at: a record is written only when
      * kace's SIGTERM came after its time (SIGTERM is blocked here, so it waits
      * as pending), as the progress protocol's stop rule asks. */
@@ -133,6 +227,23 @@ static void on_line(void *arg, kace_ctx *ctx, kace_status st, double total)
     while (w < 0 && errno == EINTR);
     if (w != n)
         c->progress_fd = -1; /* kace closed its end: nothing more to report */
+    /* At this step boundary COMMAND pauses (SIGSTOP) until run (SIGCONT) or stop;
+     * "paused" is said once it has stopped (waitpid sees it). */
+    if (c->want == 'p' && c->command > 0 && kill(c->command, SIGSTOP) == 0) {
+        c->want = 0;
+        int ws;
+        pid_t got;
+        do
+            got = waitpid(c->command, &ws, WUNTRACED);
+        while (got < 0 && errno == EINTR);
+        if (got == c->command && WIFSTOPPED(ws)) {
+            c->paused = true;
+            control_answer(c, "paused\n");
+        } else if (got == c->command) {
+            c->ended = true; /* it ended first: the run loop takes its status from here */
+            c->end_status = ws;
+        }
+    }
 }
 
 static int check_log(kace_ctx *ctx, kace_line_counter *counter, counting *c, const char *path)
@@ -273,9 +384,11 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
         }
     }
     fcntl(c->progress_fd, F_SETFD, FD_CLOEXEC); /* COMMAND does not inherit kace's pipe */
-    const char *control = getenv(KACE_CONTROL_FD_ENV);
-    if (control && progress_fd_of(control) >= 0) /* nor the control channel */
-        fcntl(progress_fd_of(control), F_SETFD, FD_CLOEXEC);
+    if (c->control_fd >= 0) { /* nor the control channel, which this process answers */
+        fcntl(c->control_fd, F_SETFD, FD_CLOEXEC);
+        fcntl(c->control_fd, F_SETFL, O_NONBLOCK);
+        control_answer(c, "hello 1\n");
+    }
     /* Kept to give COMMAND as they came. Here: SIGPIPE ignored (a reader that
      * went away is a write error, passed on below); SIGCHLD at its default, or
      * waitpid() would never see COMMAND end; SIGTERM counted; the group's
@@ -309,6 +422,7 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
     }
     if (pid == 0)
         exec_command(argv, out[1], err[1], parent, &child_mask, given);
+    c->command = pid;
     close(out[1]);
     close(err[1]);
     out[1] = err[1] = -1;
@@ -321,7 +435,9 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
     int64_t reaped_ns = 0;
     for (;;) {
         if (!reaped) {
-            pid_t w = waitpid(pid, &status, WNOHANG);
+            pid_t w = c->ended ? pid : waitpid(pid, &status, WNOHANG);
+            if (c->ended)
+                status = c->end_status;
             if (w == pid || (w < 0 && errno == ECHILD)) {
                 reaped = true;
                 status_known = w == pid;
@@ -336,12 +452,15 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
         if (term_signals > 0 && !passed_on) {
             /* The first SIGTERM only: later ones are kace's to the group, which reach COMMAND themselves. */
             c->progress_fd = -1;
-            if (!reaped)
+            if (!reaped) {
                 kill(pid, SIGTERM);
+                if (c->paused)
+                    kill(pid, SIGCONT);
+            }
             passed_on = true;
         }
         bool busy = false, open = false;
-        struct pollfd pfd[2];
+        struct pollfd pfd[3];
         for (int i = 0; i < 2; i++) {
             busy |= ps[i].len > 0 || ps[i].owed > 0;
             open |= ps[i].from >= 0;
@@ -352,8 +471,13 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
         }
         if (reaped && !busy && (!open || monotonic_ns() - reaped_ns > 5000000000LL))
             break; /* all passed on, or helpers of COMMAND's that keep writing to its output */
+        pfd[2] = (struct pollfd){.fd = reaped ? -1 : c->control_fd, .events = POLLIN};
         struct timespec tick = {0, 100000000L};
-        int ready = ppoll(pfd, 2, &tick, &waiting);
+        int ready = ppoll(pfd, 3, &tick, &waiting);
+        if (ready > 0 && pfd[2].revents) {
+            control_read(c); /* run or stop for a paused COMMAND; the rest waits for a line */
+            ready--;
+        }
         if (ready < 0 && errno != EINTR) {
             fprintf(stderr, "kace progress-from-output: ppoll: %s\n", strerror(errno));
             break;
@@ -402,6 +526,15 @@ static int run_counting(kace_ctx *ctx, kace_line_counter *counter, counting *c, 
     }
     sigprocmask(SIG_SETMASK, &waiting, NULL);
     while (!reaped) { /* the loop broke on an error: COMMAND still ends before we do */
+        if (c->ended) {
+            status = c->end_status;
+            reaped = status_known = true;
+            break;
+        }
+        if (c->paused) { /* no one is left to say run */
+            kill(pid, SIGCONT);
+            c->paused = false;
+        }
         if (term_signals > 0 && !passed_on) {
             kill(pid, SIGTERM);
             passed_on = true;
@@ -485,7 +618,7 @@ int cmd_progress_output(int argc, char **argv)
         kace_ctx_free(&ctx);
         return EXIT_USAGE;
     }
-    counting c = {.progress_fd = -1};
+    counting c = {.progress_fd = -1, .control_fd = -1};
     int rc;
     if (check) {
         c.records = stdout;
@@ -499,6 +632,8 @@ int cmd_progress_output(int argc, char **argv)
         return 127;
     } else {
         c.progress_fd = fd;
+        const char *control = getenv(KACE_CONTROL_FD_ENV);
+        c.control_fd = control ? progress_fd_of(control) : -1;
         rc = run_counting(ctx, counter, &c, argv + optind);
     }
     kace_line_counter_free(&counter);

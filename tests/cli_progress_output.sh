@@ -283,17 +283,18 @@ else
     check_eq "measure status" ok "${status:-}"
     # 400 samples/s over a window that crosses a new bar; 20% slack for a loaded machine.
     awk -v r="${rate:-0}" 'BEGIN { exit !(r > 320 && r < 440) }' || fail "measure: ${rate:-?} samples/s, expected 400: $out"
-    # The wrapper cannot stop COMMAND at a step boundary: the ending says so (a campaign then
-    # gives the next MPS run a fresh daemon).
-    grep -q "ended by SIGTERM before its next report" <<<"$row" || fail "measure: the ending reads: $row"
+    # The wrapper cannot stop COMMAND at a step boundary: asked on the control channel, it ends
+    # COMMAND with SIGTERM at its next line and reports nothing more; the ending says so (a
+    # campaign then gives the next MPS run a fresh daemon).
+    grep -q "killed by signal 15 after kace's stop message" <<<"$row" || fail "measure: the ending reads: $row"
 fi
 # A COMMAND that draws one more step at SIGTERM and exits 0 was still stopped mid-step: the
-# wrapper reports nothing after SIGTERM, so the ending cannot read as a step boundary.
+# wrapper reports nothing after kace's stop, so the ending cannot read as a step boundary.
 "$kace" workload add tidy_batch8-train -- "$kace" progress-from-output --match '([0-9]+)/100 \[' --samples 8 -- \
     python3 "$scratch/bar.py" 50 tidy >/dev/null 2>"$scratch/err" || fail "workload add: $(cat "$scratch/err")"
 out=$("$kace" measure --no-mps --quiet --warmup 0.3 --window 1 --run-dir "$run_dir" tidy_batch8-train 2>"$scratch/err")
 row=$(awk '$1 == "tidy_batch8-train"' <<<"$out")
-grep -q "exited with status 0 after SIGTERM, before its next report" <<<"$row" ||
+grep -q "exited with status 0 after kace's stop message, before its next report" <<<"$row" ||
     fail "measure: a COMMAND that exits 0 at SIGTERM after one more line reads: ${row:-$out $(cat "$scratch/err")}"
 
 # kace profile: the fake NVML, a stand-in CUDA program that writes the recording where the

@@ -250,7 +250,8 @@ static void start(session *s, char *const argv[])
     if (pid == 0) {
         /* Above 4 first, so that neither dup2 overwrites the other's source. */
         int p = fcntl(prog[1], F_DUPFD, 10), c = fcntl(ctl[1], F_DUPFD, 10);
-        if (p < 0 || c < 0 || dup2(p, 3) < 0 || dup2(c, 4) < 0)
+        int devnull = open("/dev/null", O_WRONLY); /* the wrapper's COMMAND prints its steps */
+        if (p < 0 || c < 0 || devnull < 0 || dup2(p, 3) < 0 || dup2(c, 4) < 0 || dup2(devnull, 1) < 0)
             _exit(126);
         setenv("KACE_PROGRESS_FD", "3", 1);
         setenv("KACE_CONTROL_FD", "4", 1);
@@ -402,6 +403,77 @@ static void test_python_helper_pause_run_stop(void **state)
     drive(argv);
 }
 
+/* The state letter of the first child of pid (/proc/N/stat), or 0. */
+static char child_state(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int child = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%d", &child) != 1)
+        child = 0;
+    fclose(f);
+    if (!child)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", child);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    char *close_paren = got ? strrchr(line, ')') : NULL;
+    return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+/* kace progress-from-output speaks the channel for a program that does not: it
+ * pauses COMMAND (SIGSTOP) at its next counted line, lets it run on (SIGCONT), and
+ * at stop ends it with SIGTERM at its next line, with no record after it. */
+static void test_wrapper_pause_run_stop(void **state)
+{
+    (void)state;
+    char *argv[] = {KACE_CLI, "progress-from-output", "--match", "^step", "--", "sh", "-c",
+                    "while :; do echo step; done", NULL};
+    session s;
+    start(&s, argv);
+    const char *a = answer(&s);
+    assert_non_null(a);
+    assert_string_equal(a, "hello 1");
+    say(&s, "pause\n");
+    a = answer(&s);
+    assert_non_null(a);
+    assert_string_equal(a, "paused");
+    assert_int_equal(child_state(s.pid), 'T'); /* COMMAND stopped */
+    say(&s, "run\n");
+    a = answer(&s);
+    assert_non_null(a);
+    assert_string_equal(a, "running");
+    assert_int_not_equal(child_state(s.pid), 'T');
+    size_t at_run = s.records;
+    say(&s, "stop\n");
+    a = answer(&s);
+    assert_non_null(a);
+    assert_string_equal(a, "stopping");
+    assert_null(answer(&s));
+    while (s.prog >= 0) {
+        char buf[4096];
+        ssize_t n = read(s.prog, buf, sizeof buf);
+        if (n > 0)
+            take_records(&s, buf, (size_t)n);
+        else if (n == 0 || errno != EINTR) {
+            close(s.prog);
+            s.prog = -1;
+        }
+    }
+    int ws;
+    assert_int_equal(waitpid(s.pid, &ws, 0), s.pid);
+    assert_true(WIFSIGNALED(ws)); /* it ends as COMMAND did: by the SIGTERM it passed on */
+    assert_int_equal(WTERMSIG(ws), SIGTERM);
+    kill(-s.pid, SIGKILL);
+    close(s.ctl);
+    assert_true(s.records >= at_run);
+}
+
 /* Closing the channel (kace has gone) stops a paused worker too. */
 static void test_closed_channel_stops_a_paused_worker(void **state)
 {
@@ -454,6 +526,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_c_helper_pause_run_stop, kill_started),
         cmocka_unit_test_teardown(test_python_helper_pause_run_stop, kill_started),
         cmocka_unit_test_teardown(test_closed_channel_stops_a_paused_worker, kill_started),
+        cmocka_unit_test_teardown(test_wrapper_pause_run_stop, kill_started),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,7 +77,8 @@ const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
     else if (sig == SIGTERM && termed)
         snprintf(buf, n, "ended by SIGTERM before its next report");
     else if (sig)
-        snprintf(buf, n, "killed by signal %d %s", sig, termed ? "after SIGTERM" : "on its own");
+        snprintf(buf, n, "killed by signal %d %s", sig,
+                 termed ? "after SIGTERM" : r->got_stop_message ? "after kace's stop message" : "on its own");
     else if (kace_proc_stopped_at_report(r))
         snprintf(buf, n, "stopped at its next report after SIGTERM");
     else if (termed) /* a SIGTERM handler of its own, say */
