@@ -10,6 +10,8 @@
  *  - raw MPS campaigns    workload1,workload2[,workload3],"(LS10, BE90)",...
  *  - published splits     n_occur,seed,set,workload1,workload2,paper_fit
  *  - Nsight Compute       ncu --csv --print-details all (raw per-kernel export)
+ *  - nvidia-smi / DCGM    utilization.gpu [%],... or DCGM_FI_DEV_GPU_UTIL,... samples
+ *                         of one workload alone (lib/data/nvml_csv.c): its system profile
  * Every error names the file, line and column and what was expected.
  */
 #ifndef KACE_IMPORT_H
@@ -35,7 +37,10 @@ typedef enum kace_file_kind {
     /* A device campaign's own records (scripts/device/store.py: runs.csv,
      * spread.csv): recognised and stored nowhere, since the colocation files
      * beside them hold the same runs' means. */
-    KACE_FILE_CAMPAIGN_RECORD
+    KACE_FILE_CAMPAIGN_RECORD,
+    /* nvidia-smi --query-gpu or DCGM samples of workloads run alone: their
+     * sm%, mem%, memcap (and NVML's PCIe), lib/data/nvml_csv.c. */
+    KACE_FILE_NVML_SAMPLES
 } kace_file_kind;
 
 const char *kace_file_kind_name(kace_file_kind kind);

@@ -8,6 +8,7 @@
 #include "base/csv.h"
 #include "batch.h"
 #include "kace/import.h"
+#include "nvml_csv.h"
 
 const char *kace_file_kind_name(kace_file_kind kind)
 {
@@ -19,6 +20,7 @@ const char *kace_file_kind_name(kace_file_kind kind)
     case KACE_FILE_RAW_CAMPAIGN: return "raw MPS campaign";
     case KACE_FILE_SPLITS: return "splits";
     case KACE_FILE_NCU: return "Nsight Compute export";
+    case KACE_FILE_NVML_SAMPLES: return "nvidia-smi/DCGM samples";
     case KACE_FILE_CAMPAIGN_RECORD: return "campaign record (not stored)";
     case KACE_FILE_UNKNOWN: break;
     }
@@ -31,7 +33,8 @@ int kace_file_kind_rank(kace_file_kind kind)
     case KACE_FILE_KERNEL_PROFILE:
     case KACE_FILE_NCU: return 0;
     case KACE_FILE_SYSTEM_PROFILE:
-    case KACE_FILE_EXCLUSIVE_BY_MPS: return 1;
+    case KACE_FILE_EXCLUSIVE_BY_MPS:
+    case KACE_FILE_NVML_SAMPLES: return 1;
     case KACE_FILE_COLOCATIONS: return 2;
     case KACE_FILE_RAW_CAMPAIGN: return 3;
     case KACE_FILE_SPLITS: return 4;
@@ -758,6 +761,8 @@ static kace_file_kind detect(const kace_csv *h)
         return KACE_FILE_SPLITS;
     if (header_find(h, "Type") >= 0 && header_find(h, "Exclusive100") >= 0)
         return KACE_FILE_SYSTEM_PROFILE;
+    if (kace_nvml_csv_detect(h))
+        return KACE_FILE_NVML_SAMPLES;
     if (header_find(h, "Type") >= 0 && header_find(h, "Threads") >= 0)
         return KACE_FILE_KERNEL_PROFILE;
     if (h->n_fields >= 2 && strcmp(h->fields[0], "workload") == 0 && is_mps_share(h->fields[1]))
@@ -879,6 +884,15 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
         else
             snprintf(workload, sizeof workload, "%.*s", KACE_NAME_MAX - 1, b->set);
         st = kace_ncu_parse_buffer(ctx, data, len, b->origin, workload, b);
+        break;
+    }
+    case KACE_FILE_NVML_SAMPLES: { /* the file's workload, as for ncu exports */
+        char workload[KACE_NAME_MAX];
+        if (opt && opt->workload)
+            snprintf(workload, sizeof workload, "%.*s", KACE_NAME_MAX - 1, opt->workload);
+        else
+            snprintf(workload, sizeof workload, "%.*s", KACE_NAME_MAX - 1, b->set);
+        st = kace_nvml_csv_parse_buffer(ctx, data, len, b->origin, workload, b);
         break;
     }
     case KACE_FILE_CAMPAIGN_RECORD: /* the rows' means are in the colocation files */
