@@ -1,12 +1,19 @@
 /* Importers of the reference measurement files (see include/kace/import.h). */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/csv.h"
 #include "batch.h"
+#include "data/import_reader.h"
 #include "kace/import.h"
 #include "nvml_csv.h"
 
@@ -418,8 +425,12 @@ static int count_members(const kace_csv *h)
     return k;
 }
 
-static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_csv *hdr, kace_import_batch *b)
+/* Reads up to max_rows rows (the header is checked each time, which is
+ * cheap); *more: rows may follow. */
+static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_csv *hdr, kace_import_batch *b,
+                                     size_t max_rows, bool *more)
 {
+    *more = false;
     int k = count_members(hdr);
     int name_col[KACE_MAX_K], thr_col[KACE_MAX_K], pct_col[KACE_MAX_K];
     for (int i = 0; i < k; i++) {
@@ -466,7 +477,9 @@ static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_cs
                              col);
     }
     bool has = false;
-    while ((st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
+    size_t rows = 0;
+    while (rows < max_rows && (st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
+        rows++;
         if ((st = check_width(ctx, csv, width)))
             return st;
         kace_import_run run;
@@ -504,6 +517,7 @@ static kace_status parse_colocations(kace_ctx *ctx, kace_csv *csv, const kace_cs
         if ((st = kace_batch_add_run(ctx, b, &run)))
             return st;
     }
+    *more = !st && rows == max_rows;
     return st;
 }
 
@@ -583,8 +597,11 @@ static int parse_split_header(const char *s, int *pct, int k)
     return (*p == ')' && p[1] == '\0') ? n : -1;
 }
 
-static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_csv *hdr, kace_import_batch *b)
+/* Reads up to max_rows rows, as parse_colocations. */
+static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_csv *hdr, kace_import_batch *b,
+                                      size_t max_rows, bool *more)
 {
+    *more = false;
     int k = count_members(hdr);
     size_t width = hdr->n_fields;
     int (*pcts)[KACE_MAX_K] = calloc(width, sizeof *pcts);
@@ -600,7 +617,9 @@ static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_c
             goto done;
         }
     bool has = false;
-    while ((st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
+    size_t rows = 0;
+    while (rows < max_rows && (st = kace_csv_next(ctx, csv, &has)) == KACE_OK && has) {
+        rows++;
         if ((st = check_width(ctx, csv, width)))
             goto done;
         kace_import_run run;
@@ -644,6 +663,7 @@ static kace_status parse_raw_campaign(kace_ctx *ctx, kace_csv *csv, const kace_c
                 goto done;
         }
     }
+    *more = !st && rows == max_rows;
 done:
     free(pcts);
     return st;
@@ -817,88 +837,117 @@ static size_t skip_ncu_preamble(const char *data, size_t len)
     return 0;
 }
 
-kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len, const char *origin,
-                                     const kace_import_options *opt, kace_import_batch **out)
-{
-    *out = NULL;
-    kace_import_batch *b = calloc(1, sizeof *b);
-    if (!b)
-        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    snprintf(b->origin, sizeof b->origin, "%s", origin ? origin : "<input>");
-    set_name_from_origin(b->origin, b->set, sizeof b->set);
+/* ---- reading a file in batches ------------------------------------------- */
 
+struct kace_import_reader {
+    const char *data; /* the file's bytes: mapped, or the caller's buffer */
+    size_t len;
+    bool mapped;
+    size_t dropped;   /* bytes of the map before this were handed back (madvise) */
     kace_csv hdr, csv;
-    kace_csv_init(&hdr, data, len, b->origin);
-    kace_csv_init(&csv, data, len, b->origin);
+    kace_import_batch head; /* kind, origin and set of every batch */
+    char file_workload[KACE_NAME_MAX]; /* a file of one workload (ncu export, nvidia-smi samples): whose */
+    bool started, done;
+    size_t n_rows;    /* values, runs and splits read so far */
+};
+
+/* Whether a kind's rows come in batches: the kinds whose files grow with
+ * the measurements (colocations, raw campaigns). The others are one row per
+ * workload or pair and come whole, with every check of a whole file. */
+static bool in_batches(kace_file_kind kind)
+{
+    return kind == KACE_FILE_COLOCATIONS || kind == KACE_FILE_RAW_CAMPAIGN;
+}
+
+static void batch_head(kace_import_batch *b, const kace_import_reader *r)
+{
+    b->kind = r->head.kind;
+    memcpy(b->origin, r->head.origin, sizeof b->origin);
+    memcpy(b->set, r->head.set, sizeof b->set);
+}
+
+/* Reads the header and what kind of file it is. */
+static kace_status reader_start(kace_ctx *ctx, kace_import_reader *r, const char *origin,
+                                const kace_import_options *opt)
+{
+    snprintf(r->head.origin, sizeof r->head.origin, "%s", origin ? origin : "<input>");
+    set_name_from_origin(r->head.origin, r->head.set, sizeof r->head.set);
+    if (opt && opt->workload)
+        snprintf(r->file_workload, sizeof r->file_workload, "%.*s", KACE_NAME_MAX - 1, opt->workload);
+    else
+        snprintf(r->file_workload, sizeof r->file_workload, "%.*s", KACE_NAME_MAX - 1, r->head.set);
+    kace_csv_init(&r->hdr, r->data, r->len, r->head.origin);
+    kace_csv_init(&r->csv, r->data, r->len, r->head.origin);
+    r->started = true;
     kace_status st;
     bool has = false;
-    size_t skip = skip_ncu_preamble(data, len);
+    if ((st = kace_csv_next(ctx, &r->hdr, &has)))
+        return st;
+    if (!has)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: empty file (expected a CSV header line)", r->head.origin);
+    r->head.kind = detect(&r->hdr);
+    /* Only a file whose first line is no header is searched for an ncu
+     * header further down (the search reads the whole file). */
+    size_t skip = r->head.kind == KACE_FILE_UNKNOWN ? skip_ncu_preamble(r->data, r->len) : 0;
     if (skip) {
-        hdr.pos = skip;
+        kace_csv_release(&r->hdr);
+        kace_csv_init(&r->hdr, r->data, r->len, r->head.origin);
+        r->hdr.pos = skip;
         for (size_t i = 0; i < skip; i++)
-            hdr.line += data[i] == '\n';
+            r->hdr.line += r->data[i] == '\n';
+        if ((st = kace_csv_next(ctx, &r->hdr, &has)))
+            return st;
+        r->head.kind = detect(&r->hdr);
     }
-    if ((st = kace_csv_next(ctx, &hdr, &has)))
-        goto fail;
-    if (!has) {
-        st = kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: empty file (expected a CSV header line)", b->origin);
-        goto fail;
-    }
-    b->kind = detect(&hdr);
-    if (b->kind == KACE_FILE_UNKNOWN) {
-        st = kace_csv_fail(ctx, &hdr, 0, KACE_ERR_PARSE,
-                           "unrecognized header starting '%.60s' (expected a kernel or system profile, exclusive_by_mps_pct, "
-                           "a colocation file with workload1..K and w1throughput.., a raw campaign, splits, a campaign's "
-                           "runs.csv, spread.csv or ncu comparison, or an ncu --csv export)",
-                           hdr.fields[0]);
-        goto fail;
-    }
-    if (b->kind != KACE_FILE_NCU && (st = check_header_unique(ctx, &hdr)))
-        goto fail;
+    if (r->head.kind == KACE_FILE_UNKNOWN)
+        return kace_csv_fail(ctx, &r->hdr, 0, KACE_ERR_PARSE,
+                             "unrecognized header starting '%.60s' (expected a kernel or system profile, "
+                             "exclusive_by_mps_pct, a colocation file with workload1..K and w1throughput.., a raw "
+                             "campaign, splits, a campaign's runs.csv, spread.csv or ncu comparison, or an ncu --csv "
+                             "export)",
+                             r->hdr.fields[0]);
+    if (r->head.kind != KACE_FILE_NCU && (st = check_header_unique(ctx, &r->hdr)))
+        return st;
     /* The data reader continues right after the header. */
-    csv.pos = hdr.pos;
-    csv.line = hdr.line;
-    switch (b->kind) {
+    r->csv.pos = r->hdr.pos;
+    r->csv.line = r->hdr.line;
+    return KACE_OK;
+}
+
+/* Parses the next rows into b: up to max_rows records of a kind read in
+ * batches, the whole file otherwise. Repeated rows are checked within b. */
+static kace_status reader_rows(kace_ctx *ctx, kace_import_reader *r, size_t max_rows, kace_import_batch *b)
+{
+    kace_status st = KACE_OK;
+    bool more = false;
+    switch (r->head.kind) {
     case KACE_FILE_KERNEL_PROFILE:
-        st = parse_profile_rows(ctx, &csv, &hdr, header_find(&hdr, "Type"), "", b);
-        break;
     case KACE_FILE_SYSTEM_PROFILE:
-        st = parse_profile_rows(ctx, &csv, &hdr, header_find(&hdr, "Type"), "", b);
+        st = parse_profile_rows(ctx, &r->csv, &r->hdr, header_find(&r->hdr, "Type"), "", b);
         break;
     case KACE_FILE_EXCLUSIVE_BY_MPS:
-        st = parse_exclusive_by_mps(ctx, &csv, &hdr, b);
+        st = parse_exclusive_by_mps(ctx, &r->csv, &r->hdr, b);
         break;
     case KACE_FILE_COLOCATIONS:
-        st = parse_colocations(ctx, &csv, &hdr, b);
+        st = parse_colocations(ctx, &r->csv, &r->hdr, b, max_rows, &more);
         break;
     case KACE_FILE_RAW_CAMPAIGN:
-        st = parse_raw_campaign(ctx, &csv, &hdr, b);
+        st = parse_raw_campaign(ctx, &r->csv, &r->hdr, b, max_rows, &more);
         break;
     case KACE_FILE_SPLITS:
-        st = parse_splits(ctx, &csv, &hdr, b);
+        st = parse_splits(ctx, &r->csv, &r->hdr, b);
         break;
-    case KACE_FILE_NCU: {
-        char workload[KACE_NAME_MAX];
-        if (opt && opt->workload)
-            snprintf(workload, sizeof workload, "%.*s", KACE_NAME_MAX - 1, opt->workload);
-        else
-            snprintf(workload, sizeof workload, "%.*s", KACE_NAME_MAX - 1, b->set);
-        st = kace_ncu_parse_buffer(ctx, data, len, b->origin, workload, b);
+    case KACE_FILE_NCU:
+        st = kace_ncu_parse_buffer(ctx, r->data, r->len, r->head.origin, r->file_workload, b);
         break;
-    }
-    case KACE_FILE_NVML_SAMPLES: { /* the file's workload, as for ncu exports */
-        char workload[KACE_NAME_MAX];
-        if (opt && opt->workload)
-            snprintf(workload, sizeof workload, "%.*s", KACE_NAME_MAX - 1, opt->workload);
-        else
-            snprintf(workload, sizeof workload, "%.*s", KACE_NAME_MAX - 1, b->set);
-        st = kace_nvml_csv_parse_buffer(ctx, data, len, b->origin, workload, b);
+    case KACE_FILE_NVML_SAMPLES:
+        st = kace_nvml_csv_parse_buffer(ctx, r->data, r->len, r->head.origin, r->file_workload, b);
         break;
-    }
     case KACE_FILE_CAMPAIGN_RECORD: /* the rows' means are in the colocation files */
     case KACE_FILE_UNKNOWN:
         break;
     }
+    r->done = !more;
     if (!st && b->kind != KACE_FILE_NCU)
         st = check_value_rows(ctx, b);
     if (!st)
@@ -906,33 +955,157 @@ kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len
     if (!st)
         st = check_split_rows(ctx, b);
     if (st)
-        goto fail;
-    if (b->n_values == 0 && b->n_runs == 0 && b->n_splits == 0 && b->kind != KACE_FILE_CAMPAIGN_RECORD) {
-        st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: no data rows after the header (expected at least one row)",
-                       b->origin, hdr.line);
+        return st;
+    r->n_rows += b->n_values + b->n_runs + b->n_splits;
+    if (r->done && r->n_rows == 0 && b->kind != KACE_FILE_CAMPAIGN_RECORD)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: no data rows after the header (expected at least one row)",
+                         b->origin, r->hdr.line);
+    /* The bytes read so far are not read again: hand their pages back, so
+     * that a large file does not stay in memory as it is read. */
+    if (r->mapped && !r->done) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        size_t upto = r->csv.pos / page * page;
+        if (upto > r->dropped) {
+            madvise((char *)r->data + r->dropped, upto - r->dropped, MADV_DONTNEED);
+            r->dropped = upto;
+        }
+    }
+    return KACE_OK;
+}
+
+kace_status kace_import_reader_open(kace_ctx *ctx, const char *path, const kace_import_options *opt,
+                                    kace_import_reader **out)
+{
+    *out = NULL;
+    kace_import_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = KACE_OK;
+    /* O_NONBLOCK: opening a FIFO nobody writes to would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         goto fail;
     }
-    kace_csv_release(&hdr);
-    kace_csv_release(&csv);
-    *out = b;
+    if (fstat(fd, &sb) != 0) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: not a regular file (%s): kace imports files it can read to their end",
+                       path,
+                       S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                       : S_ISDIR(sb.st_mode)  ? "a folder"
+                       : S_ISCHR(sb.st_mode)  ? "a character device"
+                       : S_ISBLK(sb.st_mode)  ? "a block device"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "not a plain file");
+        goto fail;
+    }
+    r->len = (size_t)sb.st_size;
+    r->data = "";
+    if (r->len) {
+        void *map = mmap(NULL, r->len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+            goto fail;
+        }
+        madvise(map, r->len, MADV_SEQUENTIAL);
+        r->data = map;
+        r->mapped = true;
+    }
+    close(fd);
+    fd = -1;
+    if ((st = reader_start(ctx, r, path, opt)))
+        goto fail;
+    *out = r;
     return KACE_OK;
 fail:
-    kace_csv_release(&hdr);
-    kace_csv_release(&csv);
-    kace_import_batch_free(&b);
+    if (fd >= 0)
+        close(fd);
+    kace_import_reader_close(&r);
     return st;
+}
+
+kace_file_kind kace_import_reader_kind(const kace_import_reader *r)
+{
+    return r->head.kind;
+}
+
+bool kace_import_reader_in_batches(const kace_import_reader *r)
+{
+    return in_batches(r->head.kind);
+}
+
+kace_status kace_import_reader_next(kace_ctx *ctx, kace_import_reader *r, size_t max_rows, kace_import_batch **out)
+{
+    *out = NULL;
+    if (r->done)
+        return KACE_OK;
+    kace_import_batch *b = calloc(1, sizeof *b);
+    if (!b)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    batch_head(b, r);
+    kace_status st = reader_rows(ctx, r, max_rows ? max_rows : 1, b);
+    if (st) {
+        r->done = true;
+        kace_import_batch_free(&b);
+        return st;
+    }
+    *out = b;
+    return KACE_OK;
+}
+
+void kace_import_reader_close(kace_import_reader **reader)
+{
+    if (!reader || !*reader)
+        return;
+    kace_import_reader *r = *reader;
+    if (r->started) {
+        kace_csv_release(&r->hdr);
+        kace_csv_release(&r->csv);
+    }
+    if (r->mapped)
+        munmap((void *)r->data, r->len);
+    free(r);
+    *reader = NULL;
+}
+
+kace_status kace_import_parse_buffer(kace_ctx *ctx, const char *data, size_t len, const char *origin,
+                                     const kace_import_options *opt, kace_import_batch **out)
+{
+    *out = NULL;
+    kace_import_reader r;
+    memset(&r, 0, sizeof r);
+    r.data = data;
+    r.len = len;
+    kace_import_batch *b = calloc(1, sizeof *b);
+    if (!b)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = reader_start(ctx, &r, origin, opt);
+    /* The whole file in one batch, so every repeat is found within it. */
+    batch_head(b, &r);
+    if (!st)
+        st = reader_rows(ctx, &r, SIZE_MAX, b);
+    kace_csv_release(&r.hdr);
+    kace_csv_release(&r.csv);
+    if (st) {
+        kace_import_batch_free(&b);
+        return st;
+    }
+    *out = b;
+    return KACE_OK;
 }
 
 kace_status kace_import_parse_file(kace_ctx *ctx, const char *path, const kace_import_options *opt,
                                    kace_import_batch **out)
 {
     *out = NULL;
-    char *data = NULL;
-    size_t len = 0;
-    kace_status st = kace_read_file(ctx, path, &data, &len);
-    if (st)
-        return st;
-    st = kace_import_parse_buffer(ctx, data, len, path, opt, out);
-    free(data);
+    kace_import_reader *r = NULL;
+    kace_status st = kace_import_reader_open(ctx, path, opt, &r);
+    if (!st)
+        st = kace_import_reader_next(ctx, r, SIZE_MAX, out);
+    kace_import_reader_close(&r);
     return st;
 }

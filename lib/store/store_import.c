@@ -11,6 +11,7 @@
 
 #include "kace/meter.h"
 #include "kace/predictor.h"
+#include "data/import_reader.h"
 #include "store/store_internal.h"
 
 /* ---- import ---------------------------------------------------------- */
@@ -88,9 +89,13 @@ typedef struct import_job {
     const char *retire_gpu; /* retire_other_gpu: the GPU whose profile this is */
     sqlite3_int64 source;
     char stamp[32]; /* when replaced values became history */
-    kace_import_stats *stats;
+    kace_import_stats stats;
     size_t n_conflicts;
     char conflicts[1200]; /* the first three, "; "-separated */
+    bool nested;          /* a savepoint inside the caller's transaction */
+    bool count_rows;      /* the meter counts rows (it counts bytes when a file is read in batches) */
+    sqlite3_stmt *seen;   /* a file read in batches: its runs so far (temp.kace_import_seen), or NULL */
+    sqlite3_stmt *seen_line;
 } import_job;
 
 static void add_conflict(import_job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -234,7 +239,7 @@ static kace_status retire_other_gpu_values(import_job *j)
         if (sqlite3_step(hist) != SQLITE_DONE || sqlite3_step(del) != SQLITE_DONE)
             st = store_fail(j->ctx, j->s, "move another GPU's profile to history");
         else
-            j->stats->values_retired += (size_t)sqlite3_changes(j->s->db);
+            j->stats.values_retired += (size_t)sqlite3_changes(j->s->db);
     }
 done:
     sqlite3_finalize(hist);
@@ -247,7 +252,8 @@ static kace_status import_values(import_job *j)
     stmt_set *q = j->q;
     kace_status st;
     for (size_t i = 0; i < j->b->n_values; i++) {
-        kace_meter_add(j->ctx, 1);
+        if (j->count_rows)
+            kace_meter_add(j->ctx, 1);
         const kace_profile_value *v = &j->b->values[i];
         char where[700], why[200];
         place(j, v->line, v->col, where, sizeof where);
@@ -277,7 +283,7 @@ static kace_status import_values(import_job *j)
          * stored (missing is "not measured here", not a contradiction); the
          * same value, unless a profile now confirms what only a copy said. */
         if (exists && (v->embedded || isnan(v->value) || (old == v->value && !old_embedded))) {
-            j->stats->values_unchanged++;
+            j->stats.values_unchanged++;
             continue;
         }
         /* Another value for one a profile gave: refused unless replacing.
@@ -308,11 +314,11 @@ static kace_status import_values(import_job *j)
         if (sqlite3_step(q->put_value) != SQLITE_DONE)
             return store_fail(j->ctx, j->s, "write profile");
         if (!exists)
-            j->stats->values_added++;
+            j->stats.values_added++;
         else if (old == v->value)
-            j->stats->values_unchanged++; /* confirmed by a profile: only its source changed */
+            j->stats.values_unchanged++; /* confirmed by a profile: only its source changed */
         else
-            j->stats->values_updated++;
+            j->stats.values_updated++;
     }
     return KACE_OK;
 }
@@ -355,7 +361,8 @@ static kace_status import_runs(import_job *j)
     const kace_import_batch *b = j->b;
     kace_status st;
     for (size_t i = 0; i < b->n_runs; i++) {
-        kace_meter_add(j->ctx, 1);
+        if (j->count_rows)
+            kace_meter_add(j->ctx, 1);
         const kace_import_run *r = &b->runs[i];
         char where[700];
         place(j, r->line, r->col[0], where, sizeof where);
@@ -382,7 +389,7 @@ static kace_status import_runs(import_job *j)
             if ((st = compare_run(j, run_id, old_status, r, &same, diff, sizeof diff, &slot)))
                 return st;
             if (same) {
-                j->stats->runs_unchanged++;
+                j->stats.runs_unchanged++;
                 continue;
             }
             if (!j->replace) {
@@ -410,7 +417,7 @@ static kace_status import_runs(import_job *j)
                 if (sqlite3_step(q->upd_member) != SQLITE_DONE)
                     return store_fail(j->ctx, j->s, "update run member");
             }
-            j->stats->runs_updated++;
+            j->stats.runs_updated++;
             continue;
         }
         if (rc != SQLITE_DONE)
@@ -441,7 +448,7 @@ static kace_status import_runs(import_job *j)
             if (sqlite3_step(q->ins_member) != SQLITE_DONE)
                 return store_fail(j->ctx, j->s, "insert run member");
         }
-        j->stats->runs_added++;
+        j->stats.runs_added++;
     }
     return KACE_OK;
 }
@@ -514,7 +521,8 @@ static kace_status import_splits(import_job *j)
     size_t n_keys = 0;
     kace_status st = load_pair_keys(j->ctx, j->s, q, &keys, &n_keys);
     for (size_t i = 0; st == KACE_OK && i < b->n_splits; i++) {
-        kace_meter_add(j->ctx, 1);
+        if (j->count_rows)
+            kace_meter_add(j->ctx, 1);
         const kace_import_split *sp = &b->splits[i];
         /* A split must name a measured pair: otherwise it is a typo. */
         char key[2 * KACE_NAME_MAX + 2];
@@ -532,7 +540,7 @@ static kace_status import_splits(import_job *j)
         if ((st = find_split(j, sp, &rowid, &train, &paper_fit)))
             break;
         if (rowid && train == sp->train && paper_fit == sp->paper_fit) {
-            j->stats->splits_unchanged++;
+            j->stats.splits_unchanged++;
             continue;
         }
         if (rowid && !j->replace) {
@@ -554,7 +562,7 @@ static kace_status import_splits(import_job *j)
                 st = store_fail(j->ctx, j->s, "replace split");
                 break;
             }
-            j->stats->splits_updated++;
+            j->stats.splits_updated++;
             continue;
         }
         sqlite3_reset(q->ins_split);
@@ -568,7 +576,7 @@ static kace_status import_splits(import_job *j)
             st = store_fail(j->ctx, j->s, "insert split");
             break;
         }
-        j->stats->splits_added++;
+        j->stats.splits_added++;
     }
     for (size_t i = 0; i < n_keys; i++)
         free(keys[i]);
@@ -576,45 +584,281 @@ static kace_status import_splits(import_job *j)
     return st;
 }
 
+/* The rows of a file read in batches (kace_import_reader_in_batches) are
+ * checked for repeats across its batches here, in a temporary table (in a
+ * temporary file, as SQLite keeps temporary tables, not in memory): a run's
+ * identity as the parser's check_run_rows sees it, with its line. */
+static kace_status seen_begin(import_job *j)
+{
+    kace_status st;
+    if ((st = store_exec(j->ctx, j->s,
+                         "CREATE TEMP TABLE IF NOT EXISTS kace_import_seen(key TEXT PRIMARY KEY, line INTEGER NOT NULL) "
+                         "WITHOUT ROWID; DELETE FROM temp.kace_import_seen;")) ||
+        (st = store_prepare(j->ctx, j->s, "INSERT OR IGNORE INTO temp.kace_import_seen(key, line) VALUES(?,?)",
+                            &j->seen)) ||
+        (st = store_prepare(j->ctx, j->s, "SELECT line FROM temp.kace_import_seen WHERE key=?", &j->seen_line)))
+        return st;
+    return KACE_OK;
+}
+
+static void seen_end(import_job *j)
+{
+    sqlite3_finalize(j->seen);
+    sqlite3_finalize(j->seen_line);
+    j->seen = j->seen_line = NULL;
+    store_exec(NULL, j->s, "DELETE FROM temp.kace_import_seen;");
+}
+
+/* Fails on a run that an earlier row of the file measured already: in a
+ * colocation file members are unordered (A+B is B+A), in a raw campaign
+ * the row's order is the split's roles. The message is check_run_rows'. */
+static kace_status seen_run(import_job *j, const kace_import_run *r)
+{
+    int order[KACE_MAX_K];
+    bool unordered = j->b->kind == KACE_FILE_COLOCATIONS;
+    for (int m = 0; m < r->k; m++) {
+        int i = m;
+        order[i] = m;
+        while (unordered && i > 0) {
+            int c = strcmp(r->workload[order[i - 1]], r->workload[order[i]]);
+            if (c < 0 || (c == 0 && r->mps_pct[order[i - 1]] <= r->mps_pct[order[i]]))
+                break;
+            int x = order[i - 1];
+            order[i - 1] = order[i];
+            order[i] = x;
+            i--;
+        }
+    }
+    char key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 16];
+    size_t at = (size_t)snprintf(key, sizeof key, "%d", r->k);
+    for (int m = 0; m < r->k && at < sizeof key; m++)
+        at += (size_t)snprintf(key + at, sizeof key - at, "|%s@%d", r->workload[order[m]], r->mps_pct[order[m]]);
+    sqlite3_reset(j->seen);
+    if (sqlite3_bind_text(j->seen, 1, key, -1, SQLITE_TRANSIENT) != SQLITE_OK)
+        return store_fail(j->ctx, j->s, "check repeated rows");
+    sqlite3_bind_int(j->seen, 2, r->line);
+    if (sqlite3_step(j->seen) != SQLITE_DONE)
+        return store_fail(j->ctx, j->s, "check repeated rows");
+    if (sqlite3_changes(j->s->db) == 1)
+        return KACE_OK;
+    sqlite3_reset(j->seen_line);
+    if (sqlite3_bind_text(j->seen_line, 1, key, -1, SQLITE_TRANSIENT) != SQLITE_OK ||
+        sqlite3_step(j->seen_line) != SQLITE_ROW)
+        return store_fail(j->ctx, j->s, "check repeated rows");
+    int first = sqlite3_column_int(j->seen_line, 0);
+    if (first == r->line)
+        return KACE_OK; /* a raw campaign's row: one run per split, told apart by the percentages */
+    char members[KACE_MAX_K * (KACE_NAME_MAX + 8)];
+    at = 0;
+    for (int m = 0; m < r->k && at < sizeof members; m++)
+        at += (size_t)snprintf(members + at, sizeof members - at, "%s%s@%d", m ? " + " : "", r->workload[m],
+                               r->mps_pct[m]);
+    return kace_fail(j->ctx, KACE_ERR_PARSE, "%s:%d:%d: colocation %s is measured again here (first at line %d)",
+                     j->b->origin, r->line, r->col[0], members, first);
+}
+
+static void job_cleanup(import_job *j)
+{
+    finalize_all(j->q);
+    sqlite3_finalize(j->seen);
+    sqlite3_finalize(j->seen_line);
+    j->seen = j->seen_line = NULL;
+}
+
+/* Starts storing one file (or batch): a savepoint, the statements, the
+ * source row (head->origin names the file). */
+static kace_status job_begin(import_job *j, kace_ctx *ctx, kace_store *s, stmt_set *q, const kace_import_batch *head,
+                             const kace_source *source, const kace_import_options *opt)
+{
+    memset(j, 0, sizeof *j);
+    memset(q, 0, sizeof *q);
+    j->ctx = ctx;
+    j->s = s;
+    j->q = q;
+    j->b = head;
+    j->count_rows = true;
+    j->replace = opt && opt->replace;
+    j->create_workloads = opt && opt->create_workloads;
+    j->retire_gpu = opt && opt->retire_other_gpu && source && source->gpu && *source->gpu ? source->gpu : NULL;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(j->stamp, sizeof j->stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    kace_status st;
+    /* Inside a caller's transaction (kace_store_begin) a savepoint makes this
+     * batch atomic on its own while the caller can still undo everything. */
+    j->nested = sqlite3_get_autocommit(s->db) == 0;
+    if ((st = store_exec(ctx, s, j->nested ? "SAVEPOINT kace_import;" : "BEGIN IMMEDIATE;")))
+        return st;
+    for (size_t i = 0; i < sizeof import_sql / sizeof *import_sql; i++)
+        if ((st = store_prepare(ctx, s, import_sql[i].sql, (sqlite3_stmt **)((char *)q + import_sql[i].at))))
+            goto fail;
+
+    const char *file = strrchr(head->origin, '/') ? strrchr(head->origin, '/') + 1 : head->origin;
+    store_bind_text_or_null(q->ins_source, 1, source ? source->gpu : NULL);
+    store_bind_text_or_null(q->ins_source, 2, source ? source->tool : NULL);
+    store_bind_text_or_null(q->ins_source, 3, source ? source->date : NULL);
+    sqlite3_bind_text(q->ins_source, 4, file, -1, SQLITE_STATIC);
+    if (sqlite3_step(q->ins_source) != SQLITE_DONE) {
+        st = store_fail(ctx, s, "insert source");
+        goto fail;
+    }
+    store_bind_text_or_null(q->get_source, 1, source ? source->gpu : NULL);
+    store_bind_text_or_null(q->get_source, 2, source ? source->tool : NULL);
+    store_bind_text_or_null(q->get_source, 3, source ? source->date : NULL);
+    sqlite3_bind_text(q->get_source, 4, file, -1, SQLITE_STATIC);
+    if (sqlite3_step(q->get_source) != SQLITE_ROW) {
+        st = store_fail(ctx, s, "find source");
+        goto fail;
+    }
+    j->source = sqlite3_column_int64(q->get_source, 0);
+    return KACE_OK;
+fail:
+    job_cleanup(j);
+    store_exec(NULL, s, j->nested ? "ROLLBACK TO kace_import; RELEASE kace_import;" : "ROLLBACK;");
+    return st;
+}
+
+/* Stores one batch of the job's file. */
+static kace_status job_batch(import_job *j, const kace_import_batch *b)
+{
+    j->b = b;
+    kace_status st;
+    if (j->seen)
+        for (size_t i = 0; i < b->n_runs; i++)
+            if ((st = seen_run(j, &b->runs[i])))
+                return st;
+    if ((st = check_run_workloads(j)) || (j->retire_gpu && (st = retire_other_gpu_values(j))) ||
+        (st = import_values(j)) || (st = import_runs(j)) || (st = import_splits(j)))
+        return st;
+    return KACE_OK;
+}
+
+/* Ends the job begun by job_begin, however st says it went: refuses the
+ * file when it conflicts with stored values, drops a source row left
+ * unused, and releases the savepoint, or rolls it back on a failure. */
+static kace_status job_end(import_job *j, kace_status st)
+{
+    kace_ctx *ctx = j->ctx;
+    kace_store *s = j->s;
+    if (!st && j->n_conflicts)
+        st = kace_fail(ctx, KACE_ERR_INVALID,
+                       "%s%s; %zu stored value(s) differ from this file's, and a re-import that changes stored data "
+                       "is refused (--replace stores the file's values and keeps the old ones as history)",
+                       j->conflicts, j->n_conflicts > 3 ? "; ..." : "", j->n_conflicts);
+    job_cleanup(j);
+    /* A source row that ended up unused (nothing new) is dropped again. */
+    if (!st)
+        st = store_exec(ctx, s,
+                        "DELETE FROM sources WHERE id NOT IN (SELECT source_id FROM profiles) AND id NOT IN "
+                        "(SELECT source_id FROM runs) AND id NOT IN (SELECT source_id FROM profile_history) AND id NOT "
+                        "IN (SELECT replaced_by FROM profile_history) AND id NOT IN (SELECT source_id FROM run_history) "
+                        "AND id NOT IN (SELECT replaced_by FROM run_history) AND id NOT IN (SELECT replaced_by FROM "
+                        "split_history);");
+    if (!st)
+        st = store_exec(ctx, s, j->nested ? "RELEASE kace_import;" : "COMMIT;");
+    if (st)
+        store_exec(NULL, s, j->nested ? "ROLLBACK TO kace_import; RELEASE kace_import;" : "ROLLBACK;");
+    return st;
+}
+
+/* Records per batch of a file read in batches: memory holds one batch
+ * (about 1.2 kB a run, and the values a colocation file copies), not the file. */
+enum { IMPORT_BATCH_ROWS = 4096 };
+
+/* Stores one file, batch by batch, in one savepoint. */
+static kace_status import_file(kace_ctx *ctx, kace_store *s, kace_import_reader *r, const char *path,
+                               const kace_source *source, const kace_import_options *opt, kace_import_report report,
+                               void *user)
+{
+    kace_import_batch *b = NULL;
+    kace_status st = kace_import_reader_next(ctx, r, IMPORT_BATCH_ROWS, &b);
+    if (st)
+        return st;
+    kace_import_batch head; /* the file's kind and names, and then its counts */
+    memset(&head, 0, sizeof head);
+    head.kind = b->kind;
+    memcpy(head.origin, b->origin, sizeof head.origin);
+    memcpy(head.set, b->set, sizeof head.set);
+    import_job j;
+    stmt_set q;
+    if ((st = job_begin(&j, ctx, s, &q, &head, source, opt))) {
+        kace_import_batch_free(&b);
+        return st;
+    }
+    j.count_rows = false; /* the reader meters the bytes it reads */
+    if (kace_import_reader_in_batches(r))
+        st = seen_begin(&j);
+    while (!st && b) {
+        head.n_values += b->n_values;
+        head.n_runs += b->n_runs;
+        head.n_splits += b->n_splits;
+        st = job_batch(&j, b);
+        kace_import_batch_free(&b);
+        if (!st)
+            st = kace_import_reader_next(ctx, r, IMPORT_BATCH_ROWS, &b);
+    }
+    kace_import_batch_free(&b);
+    if (j.seen)
+        seen_end(&j);
+    j.b = &head;
+    if ((st = job_end(&j, st)))
+        return st;
+    if (report)
+        report(user, path, &head, &j.stats);
+    return KACE_OK;
+}
+
 kace_status kace_store_import_files(kace_ctx *ctx, kace_store *s, const char *const *paths, size_t n,
                                     const kace_source *source, const kace_import_options *opt,
                                     kace_import_report report, void *user)
 {
-    kace_import_batch **batches = calloc(n ? n : 1, sizeof *batches);
-    if (!batches)
+    /* Every file is opened first and its kind read from its header, so that
+     * a file that cannot be read or is of no known kind fails before
+     * anything is stored. Then each is read and stored batch by batch, in
+     * the import order, in one transaction: a later failure undoes all. */
+    kace_import_reader **readers = calloc(n ? n : 1, sizeof *readers);
+    int *rank_of = calloc(n ? n : 1, sizeof *rank_of);
+    if (!readers || !rank_of) {
+        free(readers);
+        free(rank_of);
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
     kace_status st = KACE_OK;
-    double bytes = 0, rows = 0;
-    for (size_t i = 0; i < n; i++) {
+    double bytes = 0;
+    for (size_t i = 0; i < n && !st; i++) {
         struct stat sb;
+        if ((st = kace_import_reader_open(ctx, paths[i], opt, &readers[i])))
+            break;
+        rank_of[i] = kace_file_kind_rank(kace_import_reader_kind(readers[i]));
         if (stat(paths[i], &sb) == 0)
             bytes += (double)sb.st_size;
     }
-    kace_meter_begin(ctx, "reading", "bytes", bytes);
-    for (size_t i = 0; i < n && !st; i++)
-        st = kace_import_parse_file(ctx, paths[i], opt, &batches[i]);
-    kace_meter_end(ctx);
+    /* Pages are read into SQLite's cache, not through the store's memory
+     * map: an import touches most of a large store (its lookups, the check
+     * of unused sources), and mapped pages it touched would count as its
+     * memory up to the map's 256 MB. */
+    store_exec(NULL, s, "PRAGMA mmap_size=0;");
     if (!st)
         st = kace_store_begin(ctx, s);
     if (!st) {
-        for (size_t i = 0; i < n; i++)
-            rows += (double)(batches[i]->n_values + batches[i]->n_runs + batches[i]->n_splits);
-        kace_meter_begin(ctx, "storing", "rows", rows);
+        kace_meter_begin(ctx, "importing", "bytes", bytes);
         for (int rank = 0; rank <= 5 && !st; rank++)
             for (size_t i = 0; i < n && !st; i++) {
-                if (kace_file_kind_rank(batches[i]->kind) != rank)
+                if (rank_of[i] != rank)
                     continue;
-                kace_import_stats stats;
-                if (!(st = kace_store_import_with(ctx, s, batches[i], source, opt, &stats)) && report)
-                    report(user, paths[i], batches[i], &stats);
+                st = import_file(ctx, s, readers[i], paths[i], source, opt, report, user);
+                kace_import_reader_close(&readers[i]); /* its map goes once it is stored */
             }
         if (st || (st = kace_store_commit(ctx, s)))
             kace_store_rollback(s);
         kace_meter_end(ctx);
     }
+    store_exec(NULL, s, STORE_MMAP_PRAGMA);
     for (size_t i = 0; i < n; i++)
-        kace_import_batch_free(&batches[i]);
-    free(batches);
+        kace_import_reader_close(&readers[i]);
+    free(readers);
+    free(rank_of);
     return st;
 }
 
@@ -628,81 +872,14 @@ kace_status kace_store_import_with(kace_ctx *ctx, kace_store *s, const kace_impo
                                    const kace_source *source, const kace_import_options *opt,
                                    kace_import_stats *stats_out)
 {
-    kace_import_stats stats;
-    memset(&stats, 0, sizeof stats);
-    stmt_set q;
-    memset(&q, 0, sizeof q);
     import_job j;
-    memset(&j, 0, sizeof j);
-    j.ctx = ctx;
-    j.s = s;
-    j.q = &q;
-    j.b = b;
-    j.replace = opt && opt->replace;
-    j.create_workloads = opt && opt->create_workloads;
-    j.retire_gpu = opt && opt->retire_other_gpu && source && source->gpu && *source->gpu ? source->gpu : NULL;
-    j.stats = &stats;
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(j.stamp, sizeof j.stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    kace_status st;
-    /* Inside a caller's transaction (kace_store_begin) a savepoint makes this
-     * batch atomic on its own while the caller can still undo everything. */
-    bool nested = sqlite3_get_autocommit(s->db) == 0;
-    if ((st = store_exec(ctx, s, nested ? "SAVEPOINT kace_import;" : "BEGIN IMMEDIATE;")))
+    stmt_set q;
+    kace_status st = job_begin(&j, ctx, s, &q, b, source, opt);
+    if (st)
         return st;
-    for (size_t i = 0; i < sizeof import_sql / sizeof *import_sql; i++)
-        if ((st = store_prepare(ctx, s, import_sql[i].sql, (sqlite3_stmt **)((char *)&q + import_sql[i].at))))
-            goto fail;
-
-    const char *file = strrchr(b->origin, '/') ? strrchr(b->origin, '/') + 1 : b->origin;
-    store_bind_text_or_null(q.ins_source, 1, source ? source->gpu : NULL);
-    store_bind_text_or_null(q.ins_source, 2, source ? source->tool : NULL);
-    store_bind_text_or_null(q.ins_source, 3, source ? source->date : NULL);
-    sqlite3_bind_text(q.ins_source, 4, file, -1, SQLITE_STATIC);
-    if (sqlite3_step(q.ins_source) != SQLITE_DONE) {
-        st = store_fail(ctx, s, "insert source");
-        goto fail;
-    }
-    store_bind_text_or_null(q.get_source, 1, source ? source->gpu : NULL);
-    store_bind_text_or_null(q.get_source, 2, source ? source->tool : NULL);
-    store_bind_text_or_null(q.get_source, 3, source ? source->date : NULL);
-    sqlite3_bind_text(q.get_source, 4, file, -1, SQLITE_STATIC);
-    if (sqlite3_step(q.get_source) != SQLITE_ROW) {
-        st = store_fail(ctx, s, "find source");
-        goto fail;
-    }
-    j.source = sqlite3_column_int64(q.get_source, 0);
-
-    if ((st = check_run_workloads(&j)) || (j.retire_gpu && (st = retire_other_gpu_values(&j))) ||
-        (st = import_values(&j)) || (st = import_runs(&j)) ||
-        (st = import_splits(&j)))
-        goto fail;
-    if (j.n_conflicts) {
-        st = kace_fail(ctx, KACE_ERR_INVALID,
-                       "%s%s; %zu stored value(s) differ from this file's, and a re-import that changes stored data "
-                       "is refused (--replace stores the file's values and keeps the old ones as history)",
-                       j.conflicts, j.n_conflicts > 3 ? "; ..." : "", j.n_conflicts);
-        goto fail;
-    }
-    finalize_all(&q);
-    /* A source row that ended up unused (nothing new) is dropped again. */
-    if ((st = store_exec(ctx, s,
-                   "DELETE FROM sources WHERE id NOT IN (SELECT source_id FROM profiles) AND id NOT IN "
-                   "(SELECT source_id FROM runs) AND id NOT IN (SELECT source_id FROM profile_history) AND id NOT IN "
-                   "(SELECT replaced_by FROM profile_history) AND id NOT IN (SELECT source_id FROM run_history) AND "
-                   "id NOT IN (SELECT replaced_by FROM run_history) AND id NOT IN (SELECT replaced_by FROM "
-                   "split_history);")) ||
-        (st = store_exec(ctx, s, nested ? "RELEASE kace_import;" : "COMMIT;"))) {
-        store_exec(NULL, s, nested ? "ROLLBACK TO kace_import; RELEASE kace_import;" : "ROLLBACK;");
+    if ((st = job_end(&j, job_batch(&j, b))))
         return st;
-    }
     if (stats_out)
-        *stats_out = stats;
+        *stats_out = j.stats;
     return KACE_OK;
-fail:
-    finalize_all(&q);
-    store_exec(NULL, s, nested ? "ROLLBACK TO kace_import; RELEASE kace_import;" : "ROLLBACK;");
-    return st;
 }

@@ -14,6 +14,10 @@ struct kace_store {
     bool read_only; /* opened with KACE_STORE_READ_ONLY: no migration, no writes */
 };
 
+/* The store's pages are read through a memory map of this size (PRAGMA
+ * mmap_size), except during an import. */
+#define STORE_MMAP_PRAGMA "PRAGMA mmap_size=268435456;"
+
 /* Fails with KACE_ERR_STORE: "PATH: what: SQLite's message". */
 kace_status store_fail(kace_ctx *ctx, kace_store *s, const char *what);
 /* Runs SQL (several statements allowed); ctx NULL: failure unreported. */

@@ -356,7 +356,7 @@ kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flag
     /* Pages read through a memory map, not a read() and a copy each: kace eval
      * reads most of the store (~1000 pages) and spends ~0.5 ms less. Writes go
      * through SQLite's journal as before; a failure here only costs that time. */
-    store_exec(NULL, s, "PRAGMA mmap_size=268435456;");
+    store_exec(NULL, s, STORE_MMAP_PRAGMA);
     /* WAL: readers (predict, serve, eval) keep reading while an import or a
      * campaign writes. The mode stays with the file; switching needs a
      * moment without other connections, so a store in use switches later.
