@@ -221,7 +221,9 @@ static void test_command_key_follows_command_and_code(void **state)
     kace_ctx *ctx = kace_ctx_new();
     const char *dir = scratch_dir("campaign_key");
     char script[1024];
-    snprintf(script, sizeof script, "%s", write_file(dir, "train.sh", "echo step\n"));
+    char *written = write_file(dir, "train.sh", "echo step\n"); /* malloc'd */
+    snprintf(script, sizeof script, "%s", written);
+    free(written);
     char *a[] = {"sh", script, NULL}, *b[] = {"sh", script, "--fixed", NULL}, *none[] = {"sh", "/nonexistent/x", NULL};
     char k1[KACE_COMMAND_KEY_SIZE], k2[KACE_COMMAND_KEY_SIZE], k3[KACE_COMMAND_KEY_SIZE], k4[KACE_COMMAND_KEY_SIZE];
     assert_kace_ok(ctx, kace_command_key(ctx, a, k1));
@@ -230,7 +232,7 @@ static void test_command_key_follows_command_and_code(void **state)
     assert_string_equal(k1, k2); /* the same command and code: the same key */
     assert_kace_ok(ctx, kace_command_key(ctx, b, k2));
     assert_string_not_equal(k1, k2); /* another command line */
-    write_file(dir, "train.sh", "echo fixed step\n");
+    free(write_file(dir, "train.sh", "echo fixed step\n"));
     assert_kace_ok(ctx, kace_command_key(ctx, a, k3));
     assert_string_not_equal(k1, k3); /* the same command line, its script fixed */
     assert_kace_ok(ctx, kace_command_key(ctx, none, k4)); /* a word that names no file counts as a word */
