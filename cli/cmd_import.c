@@ -111,7 +111,7 @@ int cli_import_paths(kace_ctx *ctx, kace_store *store, char **paths, int n, cons
         rc = EXIT_FAILURE_RUN;
         goto done;
     }
-    /* The library parses everything first and imports in kind order. */
+    /* The library opens every file first, then stores them in kind order, batch by batch. */
     kace_status st = kace_store_import_files(ctx, store, (const char *const *)files.items, files.n, src, opt,
                                              report_file, &quiet);
     if (st) {

@@ -58,10 +58,13 @@ typedef struct kace_source {
 typedef void (*kace_import_report)(void *user, const char *path, const kace_import_batch *batch,
                                    const kace_import_stats *stats);
 
-/* The import recipe: parses every file of paths[0..n) (nothing is stored
- * when one fails to parse), then stores them in one transaction in the
- * order of kace_file_kind_rank (files of one rank in the order given);
- * when one fails nothing is stored. report may be NULL. */
+/* The import recipe: opens every file of paths[0..n) and reads its header
+ * (what is not a regular file, a FIFO say, is refused without waiting),
+ * then reads and stores the files in the order of kace_file_kind_rank
+ * (files of one rank in the order given), in one transaction: when one
+ * fails to parse or to store, nothing is stored. Colocation files and raw
+ * campaigns are read and stored in batches of rows, so memory holds a
+ * batch, not the file. report may be NULL. */
 kace_status kace_store_import_files(kace_ctx *ctx, kace_store *store, const char *const *paths, size_t n,
                                     const kace_source *source, const kace_import_options *opt,
                                     kace_import_report report, void *user);
