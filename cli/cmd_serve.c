@@ -679,6 +679,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
     kace_ctx_free(&ctx);
     enum MHD_Result ok = send_reply(c, s, r, reply.http_status, reply.body, "application/json");
     reply.body = NULL; /* owned by the response now */
+    kace_reply_clear(&reply); /* the Binding's path and body */
     return ok;
 }
 

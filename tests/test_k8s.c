@@ -529,7 +529,7 @@ static void test_scheduler_offered_nodes_only(void **state)
 
     /* a flood of made-up pods: queued, then forgotten when nobody asks again */
     for (int i = 0; i < 40; i++) {
-        char uid[16];
+        char uid[32];
         snprintf(uid, sizeof uid, "flood-%d", i);
         cJSON_Delete(ask(c, 201, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, uid, "\"gpu-node-0\", \"gpu-node-1\""), 200, NULL));
     }
