@@ -24,6 +24,7 @@
 
 #include "fuzz_common.h"
 #include "kace/import.h"
+#include "kace/workload_name.h"
 
 typedef struct config {
     const char *origin;   /* NULL: the library's "<input>" */
@@ -107,7 +108,9 @@ static void check_strict(const kace_import_batch *b)
     for (size_t i = 0; b->kind != KACE_FILE_NCU && i < b->n_values; i++) {
         const kace_profile_value *v = &b->values[i];
         FUZZ_CHECK(kace_metric_check(v->metric, v->value, why, sizeof why) == NULL, "value %zu: %s", i, why);
-        FUZZ_CHECK(v->line >= 2 && v->col >= 1, "value %zu: at %d:%d", i, v->line, v->col);
+        /* nvidia-smi/DCGM values reduce many samples: no one cell */
+        FUZZ_CHECK((v->line >= 2 && v->col >= 1) || b->kind == KACE_FILE_NVML_SAMPLES, "value %zu: at %d:%d", i,
+                   v->line, v->col);
         for (size_t j = 0; !v->embedded && j < i && b->n_values <= 4000; j++)
             FUZZ_CHECK(b->values[j].embedded || strcmp(b->values[j].workload, v->workload) != 0 ||
                            strcmp(b->values[j].metric, v->metric) != 0,
@@ -136,7 +139,8 @@ static void check_batch(const kace_import_batch *b, const config *c)
 {
     char origin[512], set[128], workload[KACE_NAME_MAX];
     expected_names(c, origin, set, workload);
-    FUZZ_CHECK(b->kind > KACE_FILE_UNKNOWN && b->kind <= KACE_FILE_NCU, "kind %d", (int)b->kind);
+    FUZZ_CHECK(b->kind > KACE_FILE_UNKNOWN && (b->kind <= KACE_FILE_NCU || b->kind == KACE_FILE_NVML_SAMPLES), "kind %d",
+               (int)b->kind);
     FUZZ_CHECK(strcmp(b->origin, origin) == 0, "origin '%s', expected '%s'", b->origin, origin);
     FUZZ_CHECK(strcmp(b->set, set) == 0, "set '%s', expected '%s'", b->set, set);
     FUZZ_CHECK(b->n_values + b->n_runs + b->n_splits > 0, "success without data");
@@ -144,7 +148,7 @@ static void check_batch(const kace_import_batch *b, const config *c)
                "count above capacity");
     bool values = b->kind == KACE_FILE_KERNEL_PROFILE || b->kind == KACE_FILE_SYSTEM_PROFILE ||
                   b->kind == KACE_FILE_EXCLUSIVE_BY_MPS || b->kind == KACE_FILE_COLOCATIONS ||
-                  b->kind == KACE_FILE_NCU;
+                  b->kind == KACE_FILE_NCU || b->kind == KACE_FILE_NVML_SAMPLES;
     bool runs = b->kind == KACE_FILE_COLOCATIONS || b->kind == KACE_FILE_RAW_CAMPAIGN;
     FUZZ_CHECK(values || b->n_values == 0, "%s file gave values", kace_file_kind_name(b->kind));
     FUZZ_CHECK(runs || b->n_runs == 0, "%s file gave runs", kace_file_kind_name(b->kind));
@@ -205,7 +209,7 @@ static bool same_double(double a, double b)
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
-/* The two parses may differ only in origin, set and (ncu) workload. */
+/* The two parses may differ only in origin, set and (ncu, nvidia-smi) workload. */
 static void check_same(const kace_import_batch *a, const kace_import_batch *b)
 {
     FUZZ_CHECK(a->kind == b->kind, "kind %d vs %d", (int)a->kind, (int)b->kind);
@@ -214,7 +218,8 @@ static void check_same(const kace_import_batch *a, const kace_import_batch *b)
                b->n_splits);
     for (size_t i = 0; i < a->n_values; i++) {
         const kace_profile_value *x = &a->values[i], *y = &b->values[i];
-        FUZZ_CHECK(a->kind == KACE_FILE_NCU || strcmp(x->workload, y->workload) == 0, "value %zu: workload", i);
+        FUZZ_CHECK(a->kind == KACE_FILE_NCU || a->kind == KACE_FILE_NVML_SAMPLES || strcmp(x->workload, y->workload) == 0,
+                   "value %zu: workload", i);
         FUZZ_CHECK(strcmp(x->metric, y->metric) == 0 && x->embedded == y->embedded && same_double(x->value, y->value),
                    "value %zu differs", i);
     }
@@ -275,8 +280,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         char origin[512], set[128], workload[KACE_NAME_MAX];
         expected_names(second, origin, set, workload);
-        if (a->kind == KACE_FILE_NCU && workload[0] == '\0') {
-            FUZZ_CHECK(sb == KACE_ERR_INVALID, "ncu export accepted with an empty workload name");
+        if ((a->kind == KACE_FILE_NCU || a->kind == KACE_FILE_NVML_SAMPLES) &&
+            !kace_workload_name_ok(workload, NULL, NULL, 0)) {
+            /* the file's name is no workload name: refused, unless nvidia-smi samples name theirs in a column */
+            FUZZ_CHECK(sb == KACE_ERR_INVALID || (sb == KACE_OK && a->kind == KACE_FILE_NVML_SAMPLES),
+                       "%s accepted with the workload name '%s'", kace_file_kind_name(a->kind), workload);
+            if (sb == KACE_OK)
+                check_same(a, b);
         } else {
             FUZZ_CHECK(sb == KACE_OK, "parses with 'fuzz/input.csv' but not with origin '%s'",
                        second->origin ? second->origin : "(null)");

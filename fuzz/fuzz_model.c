@@ -51,9 +51,10 @@ static bool same_double(double a, double b)
 static void check_model(const kace_model *m)
 {
     const kace_feature_set *fs = kace_model_features(m);
-    FUZZ_CHECK(fs == kace_feature_set_find("kace") || fs == kace_feature_set_find("xu") ||
-                   fs == kace_feature_set_find("xu-nvml"),
-               "feature set");
+    /* a known set (kace, xu, xu-nvml or one restricted to fewer metrics), within the model's metric set */
+    FUZZ_CHECK(fs && fs == kace_feature_set_find(fs->name), "feature set");
+    FUZZ_CHECK(kace_model_metrics(m) <= kace_feature_set_metrics(fs), "metric set %d for features %s",
+               (int)kace_model_metrics(m), fs->name);
     FUZZ_CHECK(m->n_features == fs->n && fs->n >= 1 && fs->n <= KACE_MAX_FEATURES, "n_features %d", m->n_features);
     double mean, std;
     kace_model_label_stats(m, &mean, &std);

@@ -124,6 +124,16 @@ static void test_bad_input(void **state)
     refused(ctx, text, "expected 5 fields");
     refused(ctx, head, "no samples");
     refused(ctx, "workload,utilization.gpu [%]\n../etc,40\n", "smi.csv:2:1");
+    /* No workload column: the file's name must be a workload's. */
+    static const char samples[] = "utilization.gpu [%]\n40\n";
+    kace_import_batch *b = NULL;
+    assert_int_equal(kace_import_parse_buffer(ctx, samples, strlen(samples), "runs/my job.csv", NULL, &b),
+                     KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "--workload"));
+    kace_import_options opt = {.workload = "my-job_batch1-inf"};
+    assert_kace_ok(ctx, kace_import_parse_buffer(ctx, samples, strlen(samples), "runs/my job.csv", &opt, &b));
+    assert_string_equal(b->values[0].workload, "my-job_batch1-inf");
+    kace_import_batch_free(&b);
     kace_ctx_free(&ctx);
 }
 

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "kace/workload_name.h"
 #include "nvml_csv.h"
 
 enum { MEAN, PEAK };
@@ -142,6 +143,14 @@ kace_status kace_nvml_csv_parse_buffer(kace_ctx *ctx, const char *data, size_t l
         col[s] = find_column(&hdr, sources[s].column);
     for (size_t g = 0; g < sizeof gpu_columns / sizeof *gpu_columns && gpu_col < 0; g++)
         gpu_col = find_column(&hdr, gpu_columns[g]);
+    char why[300];
+    if (workload_col < 0 && (!workload || !kace_workload_name_ok(workload, NULL, why, sizeof why))) {
+        st = kace_fail(ctx, KACE_ERR_INVALID,
+                       "%s: workload name %s for the samples (a workload name is %s; name the file after the "
+                       "workload, give --workload NAME or a workload column)",
+                       origin, workload ? why : "missing", KACE_WORKLOAD_NAME_RULE);
+        goto done;
+    }
     csv.pos = hdr.pos;
     csv.line = hdr.line;
     while ((st = kace_csv_next(ctx, &csv, &has)) == KACE_OK && has) {
@@ -190,10 +199,10 @@ kace_status kace_nvml_csv_parse_buffer(kace_ctx *ctx, const char *data, size_t l
             bool got;
             if (col[s] < 0 || (st = sample(ctx, &csv, (size_t)col[s], sources[s].column, &v, &got)) || !got)
                 continue;
-            char why[200];
-            if (kace_metric_check(sources[s].metric, v * sources[s].scale, why, sizeof why)) {
+            char out_of_range[200];
+            if (kace_metric_check(sources[s].metric, v * sources[s].scale, out_of_range, sizeof out_of_range)) {
                 st = kace_csv_fail(ctx, &csv, (size_t)col[s], KACE_ERR_INVALID, "column '%s' as %s: %s",
-                                   sources[s].column, sources[s].metric, why);
+                                   sources[s].column, sources[s].metric, out_of_range);
                 break;
             }
             a->sum[s] += v * sources[s].scale;
