@@ -19,9 +19,18 @@
  *    split appears twice;
  *  - the origin and options change nothing but the names: both parses agree
  *    on the status and on every record (except an ncu export whose workload
- *    would be empty, which must be refused). */
+ *    would be empty, which must be refused);
+ *  - read as kace import reads a file (lib/data/import_reader.h: from a
+ *    file, here a memfd, in batches of two records), the input gives the
+ *    same records in the same order whenever the whole parse accepts it
+ *    (the batches may accept more: a repeat across batches is the store's
+ *    to find). */
+#define _GNU_SOURCE
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include "data/import_reader.h"
 #include "fuzz_common.h"
 #include "kace/import.h"
 #include "kace/workload_name.h"
@@ -250,6 +259,65 @@ static kace_status parse(const char *data, size_t size, const config *c, kace_im
     return st;
 }
 
+static void check_batches(const char *data, size_t size, kace_status whole_st, const kace_import_batch *whole)
+{
+    int fd = memfd_create("fuzz-import", MFD_CLOEXEC);
+    if (fd < 0)
+        return;
+    for (size_t at = 0; at < size;) {
+        ssize_t n = write(fd, data + at, size - at);
+        if (n <= 0) {
+            close(fd);
+            return;
+        }
+        at += (size_t)n;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    kace_ctx *ctx = kace_ctx_new();
+    if (!ctx)
+        abort();
+    kace_import_options opt = {.workload = "input"}; /* what configs[0]'s origin names */
+    kace_import_reader *r = NULL;
+    kace_import_batch *b = NULL;
+    size_t nv = 0, nr = 0, ns = 0;
+    kace_status st = kace_import_reader_open(ctx, path, &opt, &r);
+    while (!st && !(st = kace_import_reader_next(ctx, r, 2, &b)) && b) {
+        if (whole_st == KACE_OK) {
+            FUZZ_CHECK(b->kind == whole->kind, "batch kind %d, whole %d", (int)b->kind, (int)whole->kind);
+            FUZZ_CHECK(nv + b->n_values <= whole->n_values && nr + b->n_runs <= whole->n_runs &&
+                           ns + b->n_splits <= whole->n_splits,
+                       "the batches hold more records than the whole file");
+            for (size_t i = 0; i < b->n_values; i++) {
+                const kace_profile_value *x = &b->values[i], *y = &whole->values[nv + i];
+                FUZZ_CHECK(strcmp(x->workload, y->workload) == 0 && strcmp(x->metric, y->metric) == 0 &&
+                               x->embedded == y->embedded && same_double(x->value, y->value) && x->line == y->line &&
+                               x->col == y->col,
+                           "batched value %zu differs", nv + i);
+            }
+            for (size_t i = 0; i < b->n_runs; i++)
+                FUZZ_CHECK(memcmp(&b->runs[i], &whole->runs[nr + i], sizeof b->runs[i]) == 0, "batched run %zu differs",
+                           nr + i);
+            for (size_t i = 0; i < b->n_splits; i++)
+                FUZZ_CHECK(memcmp(&b->splits[i], &whole->splits[ns + i], sizeof b->splits[i]) == 0,
+                           "batched split %zu differs", ns + i);
+        }
+        nv += b->n_values;
+        nr += b->n_runs;
+        ns += b->n_splits;
+        kace_import_batch_free(&b);
+    }
+    if (whole_st == KACE_OK) {
+        FUZZ_CHECK(st == KACE_OK, "the whole input parses, its batches fail: %s", kace_errmsg(ctx));
+        FUZZ_CHECK(nv == whole->n_values && nr == whole->n_runs && ns == whole->n_splits,
+                   "batches hold %zu/%zu/%zu records, the whole input %zu/%zu/%zu", nv, nr, ns, whole->n_values,
+                   whole->n_runs, whole->n_splits);
+    }
+    kace_import_reader_close(&r);
+    kace_ctx_free(&ctx);
+    close(fd);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -293,6 +361,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_same(a, b);
         }
     }
+    check_batches(copy, size, sa, a);
     kace_import_batch_free(&a);
     kace_import_batch_free(&b);
     free(copy);
