@@ -55,7 +55,7 @@ void cli_meter_clear(void);
  * a command never creates one at a mistyped path unless it adds data. */
 kace_store *cli_open_store(kace_ctx *ctx, const char *path);
 /* The same for commands that only read (info, predict, eval, model list,
- * simulate): the store is opened read-only, never migrated or written, so
+ * simulate, workload list): the store is opened read-only, never migrated or written, so
  * it can be read from a folder the user may not write. */
 kace_store *cli_read_store(kace_ctx *ctx, const char *path);
 /* Opens the store, creating the file when absent (commands that add data).

@@ -377,7 +377,7 @@ int cmd_workload(int argc, char **argv)
         return rc;
     }
     kace_ctx *ctx = cli_ctx_new();
-    kace_store *store = add ? cli_create_store(ctx, db, false) : cli_open_store(ctx, db);
+    kace_store *store = add ? cli_create_store(ctx, db, false) : cli_read_store(ctx, db);
     rc = EXIT_FAILURE_RUN;
     if (!store)
         goto done;

@@ -4,7 +4,7 @@
 #   bash cli_store_readonly.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 #
 #  - a user who may not write the store or its folder (nobody) reads it with
-#    kace info, kace model list and kace predict, whether no writer has it
+#    kace info, model list, predict and workload list, whether no writer has it
 #    open (no -wal, no -shm beside it) or a writer does (its -wal holds rows
 #    not yet in the store file, and they are read), and leaves no file;
 #  - reading writes nothing: a store in rollback-journal mode stays so, and
@@ -60,6 +60,8 @@ reads() { # CASE EXPECTED_WORKLOADS
         fail "$1: kace model list as nobody: $(cat "$SCRATCH/list.err")"
     as_nobody "$KACE_BIN" predict --db "$DB" --target "$T" --top 3 >"$SCRATCH/predict.out" 2>"$SCRATCH/predict.err" ||
         fail "$1: kace predict as nobody: $(cat "$SCRATCH/predict.err")"
+    as_nobody "$KACE_BIN" workload --db "$DB" list >"$SCRATCH/wl.out" 2>"$SCRATCH/wl.err" ||
+        fail "$1: kace workload list as nobody: $(cat "$SCRATCH/wl.err")"
 }
 
 # No writer: the store file alone (a WAL store closed cleanly).
