@@ -231,7 +231,10 @@ fi
 term_when() {
     local ready=$1
     shift
-    "$@" >"$scratch/term.out" &
+    # Emptied here, not by the background command's redirection: that runs in the child,
+    # after this loop may already have read the previous command's "ready".
+    : >"$scratch/term.out"
+    "$@" >>"$scratch/term.out" &
     local pid=$! ok=0
     for _ in $(seq 1 300); do
         eval "$ready" && { ok=1; break; }
