@@ -99,15 +99,18 @@ declare -A numeric=(
     ["schedule --cluster"]="0x4 4x0 4x65 4x 4x8x 4x8y"
     ["simulate --cluster"]="0x4 4x0 4x65 4x 4x8x 4x8y"
     ["serve --listen"]="127.0.0.1:70000 127.0.0.1:-1 127.0.0.1:"
+    ["serve --extender-listen"]="127.0.0.1:70000 127.0.0.1:-1 127.0.0.1:"
+    ["serve --observation-rate"]="-1 1e7 5/0 5/x 5/"
 )
 # How a bad number is written into a composite value.
 declare -A wrap=(["measure --mps-pct"]="50,%s" ["simulate --tune-gpus"]="16,%s" ["schedule --cluster"]="4x%s" ["simulate --cluster"]="4x%s"
-                 ["serve --listen"]="127.0.0.1:%s")
+                 ["serve --listen"]="127.0.0.1:%s" ["serve --extender-listen"]="127.0.0.1:%s")
 # Options that take text, not a number (paths, names, choices, dates).
 text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-set --kace-monotone --set --kind --features --name
  --target --among --model --model-file --norm --split-with --policy --policies --trace --nodes --import --reserve
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
- --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy --match --check ")
+ --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy --match --check
+ --extender-client-ca --extender-port-file --extender-tls-cert --extender-tls-key --kace-kind --metrics --objective ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.
