@@ -109,7 +109,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void fuzz_admission(const uint8_t *data, size_t size)
+/* flags: bit 0 the request came through the extender listener, bit 1 the
+ * extender has a listener of its own (so its routes are refused elsewhere). */
+static void fuzz_admission(unsigned flags, const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1); /* header values are strings */
     if (!text)
@@ -125,18 +127,26 @@ static void fuzz_admission(const uint8_t *data, size_t size)
         field[i] = *p ? p : NULL;
         p = nl ? nl + 1 : NULL;
     }
-    kace_serve_guard g = {.token = field[5]};
+    kace_serve_guard g = {.token = field[5], .extender_elsewhere = (flags & 2) != 0};
     kace_route route = json_routes[size % N_ROUTES];
-    kace_serve_head h = {field[0] ? field[0] : "POST", route, field[1], field[2], field[3], field[4]};
+    kace_serve_head h = {field[0] ? field[0] : "POST", route, field[1], field[2], field[3], field[4],
+                         .extender_listener = (flags & 1) != 0};
+    bool extender = kace_route_is_extender(route);
     char msg[600] = "";
     int got = kace_serve_admit(&g, &h, msg, sizeof msg);
-    FUZZ_CHECK(got == 0 || got == 401 || got == 403 || got == 415, "admission answered %d", got);
+    FUZZ_CHECK(got == 0 || got == 401 || got == 403 || got == 404 || got == 415, "admission answered %d", got);
     FUZZ_CHECK(got == 0 || strlen(msg) > 10, "refusal %d without a message", got);
     FUZZ_CHECK(got != 403 || (h.origin && strcmp(h.method, "GET") != 0), "403 without a foreign Origin");
     FUZZ_CHECK(got != 401 || g.token, "401 without a token");
-    FUZZ_CHECK(got != 0 || strcmp(h.method, "POST") != 0 || !g.token || kace_route_is_extender(route) ||
-                   (h.authorization && strstr(h.authorization, g.token)),
-               "a POST admitted without its token");
+    /* Only /healthz and preflights pass without the token, except on the
+     * extender listener, which is the credential itself. */
+    FUZZ_CHECK(got != 0 || !g.token || h.extender_listener || route == KACE_ROUTE_HEALTH ||
+                   strcmp(h.method, "OPTIONS") == 0 || (h.authorization && strstr(h.authorization, g.token)),
+               "a request admitted without its token");
+    FUZZ_CHECK(got != 0 || !h.extender_listener || extender || route == KACE_ROUTE_HEALTH,
+               "the extender listener admitted a route not the extender's");
+    FUZZ_CHECK(got != 0 || h.extender_listener || !extender || !g.extender_elsewhere,
+               "an extender route admitted outside the extender listener");
     if (g.token)
         FUZZ_CHECK(kace_serve_token_equal(g.token, g.token), "a token differs from itself");
     free(text);
@@ -147,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     if (data[0] >= 0xF0) {
-        fuzz_admission(data + 1, size - 1);
+        fuzz_admission(data[0] & 3u, data + 1, size - 1);
         return 0;
     }
     kace_route route = json_routes[data[0] % N_ROUTES];
