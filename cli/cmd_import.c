@@ -225,8 +225,13 @@ int cmd_info(int argc, char **argv)
         rc = cli_error(ctx, st);
         goto done;
     }
-    printf("store %s\n  workloads %zu\n  profile values %zu\n  runs %zu\n  split rows %zu\n  models %zu\n", db,
-           counts.workloads, counts.profile_values, counts.runs, counts.splits, counts.models);
+    printf("store %s\n", db);
+    if (kace_store_older_version(store))
+        printf("  schema version %d, older than this kace's: read through an upgraded copy in memory, the file "
+               "unchanged (kace info --upgrade upgrades it once)\n",
+               kace_store_older_version(store));
+    printf("  workloads %zu\n  profile values %zu\n  runs %zu\n  split rows %zu\n  models %zu\n", counts.workloads,
+           counts.profile_values, counts.runs, counts.splits, counts.models);
     for (size_t i = 0; i < n_sets; i++)
         printf("  set %-32s k=%d runs=%zu\n", sets[i].name, sets[i].k, sets[i].n_runs);
     rc = cli_print_models(ctx, store, "  ");

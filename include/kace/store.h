@@ -33,10 +33,14 @@ enum {
  * store is switched to WAL mode, so readers keep reading while another
  * process writes; a writer waits up to 5 s for another writer.
  * With KACE_STORE_READ_ONLY (commands that only read) nothing is written,
- * so a store in a folder the caller may not write can be read; an older
- * schema then fails with KACE_ERR_STORE naming the store, its version and
- * how to upgrade it, and any write through the store fails. */
+ * so a store in a folder the caller may not write can be read, and any
+ * write through the store fails; an older schema is then not migrated but
+ * read through an upgraded copy in memory (kace_store_older_version). */
 kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flags, kace_store **out);
+/* The schema version of an older store opened read-only (read through an
+ * upgraded copy in memory: it costs the store's size in memory at every
+ * open until the file is upgraded), else 0. */
+int kace_store_older_version(const kace_store *store);
 /* kace_store_open_flags with KACE_STORE_CREATE | KACE_STORE_CREATE_DIRS. */
 kace_status kace_store_open(kace_ctx *ctx, const char *path, kace_store **out);
 void kace_store_close(kace_store **store);

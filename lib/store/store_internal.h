@@ -12,6 +12,7 @@ struct kace_store {
     sqlite3 *db;
     char path[1024];
     bool read_only; /* opened with KACE_STORE_READ_ONLY: no migration, no writes */
+    int older_version; /* read only, an older schema: read through an upgraded copy in memory; else 0 */
 };
 
 /* The store's pages are read through a memory map of this size (PRAGMA

@@ -292,6 +292,43 @@ static bool reopen_immutable(kace_store *s)
     return sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) == SQLITE_OK;
 }
 
+/* A command that only reads an older store reads an upgraded copy of it in
+ * memory: the file is neither migrated nor written (its folder may not be
+ * writable, and the user did not ask for an upgrade), and every reader sees
+ * the current schema. The copy costs the store's size in memory, once per
+ * command, until someone upgrades the file (kace info --upgrade). */
+static kace_status read_upgraded_copy(kace_ctx *ctx, kace_store *s)
+{
+    sqlite3 *mem = NULL;
+    if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        sqlite3_close(mem);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "%s: cannot open a copy in memory", s->path);
+    }
+    sqlite3_backup *b = sqlite3_backup_init(mem, "main", s->db, "main");
+    int rc = b ? sqlite3_backup_step(b, -1) : sqlite3_errcode(mem);
+    if (b)
+        sqlite3_backup_finish(b);
+    if (rc != SQLITE_DONE) {
+        kace_status st = kace_fail(ctx, KACE_ERR_STORE, "%s: cannot copy the older store into memory: %s", s->path,
+                                   sqlite3_errstr(rc));
+        sqlite3_close(mem);
+        return st;
+    }
+    sqlite3_close(s->db);
+    s->db = mem;
+    kace_status st = store_exec(ctx, s, "PRAGMA foreign_keys=ON;");
+    if (!st)
+        st = upgrade(ctx, s);
+    if (!st)
+        st = store_exec(ctx, s, "PRAGMA query_only=1;");
+    return st;
+}
+
+int kace_store_older_version(const kace_store *s)
+{
+    return s->older_version;
+}
+
 static kace_status open_db(kace_ctx *ctx, kace_store *s, bool create)
 {
     int oflags = s->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
@@ -344,14 +381,10 @@ kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flag
         goto fail;
     }
     if (version < KACE_STORE_SCHEMA_VERSION && s->read_only) {
-        st = kace_fail(ctx, KACE_ERR_STORE,
-                       "%s: schema version %d is older than this kace's (%d), and a command that only reads does not "
-                       "upgrade a store: upgrade it once with 'kace info --upgrade --db %s' (as a user who may write "
-                       "to it and its folder)",
-                       path, version, KACE_STORE_SCHEMA_VERSION, path);
-        goto fail;
-    }
-    if (version < KACE_STORE_SCHEMA_VERSION && (st = upgrade(ctx, s)))
+        if ((st = read_upgraded_copy(ctx, s)))
+            goto fail;
+        s->older_version = version;
+    } else if (version < KACE_STORE_SCHEMA_VERSION && (st = upgrade(ctx, s)))
         goto fail;
     /* Pages read through a memory map, not a read() and a copy each: kace eval
      * reads most of the store (~1000 pages) and spends ~0.5 ms less. Writes go
