@@ -2,7 +2,8 @@
 # The library's layers (docs/architecture.md). A file's layer is its folder:
 # lib/<layer>/, with the layers ordered below (lowest first); a public header
 # include/kace/X.h is in the layer of the source that implements it,
-# lib/<layer>/X.c (kace.h, the error context, is base). Fails when
+# lib/<layer>/X.c, or lib/<layer>/X_<part>.c for a module split into files
+# (kace.h, the error context, is base). Fails when
 #   - an #include "..." in lib/ or include/kace/ points to a higher layer;
 #   - headers include each other in a cycle;
 #   - two modules include each other's internal headers, directly or through
@@ -31,10 +32,16 @@ public = ["include/kace/" + n for n in os.listdir(os.path.join(root, "include/ka
 sources = sorted(sources) + sorted(public)
 
 impl = {}  # stem -> layer of lib/<layer>/<stem>.c
+split = {}  # X -> layer of lib/<layer>/X_<part>.c: a module split into files
 for f in sources:
     parts = f.split("/")
     if parts[0] == "lib" and len(parts) == 3 and f.endswith(".c"):
-        impl[os.path.splitext(parts[2])[0]] = parts[1]
+        stem = os.path.splitext(parts[2])[0]
+        impl[stem] = parts[1]
+        if "_" in stem:
+            split.setdefault(stem.split("_")[0], parts[1])
+for stem, layer in split.items():
+    impl.setdefault(stem, layer)
 layer_of = {}
 for f in sources:
     parts = f.split("/")
