@@ -11,6 +11,8 @@ set -uo pipefail
 kace=$1
 scratch=$3
 build=$(dirname "$kace")
+# Runs the test in a process group of its own, killed whole at the end.
+source "$(dirname "$0")/lib_test.sh"
 rm -rf "$scratch" && mkdir -p "$scratch/bin" || exit 1
 # Copies under the scratch folder: every process of this test has it in its
 # command line, so pgrep -f finds strays of this test and of no other.
@@ -22,7 +24,7 @@ export KACE_MPS_CONTROL="$scratch/bin/mps-control"
 export KACE_TEST_MPS_MODE=normal
 run_dir=$(mktemp -d /tmp/kace-cli-measure-XXXXXX)
 # On exit, whatever of this test is still running (only after a failure) is ended by id.
-trap 'for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
+trap 'kill_pids; for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
 quick=(--warmup 0.2 --window 0.3 --run-dir "$run_dir")
 
 failures=0
@@ -160,7 +162,8 @@ for sig in INT TERM; do
     "$kace" measure fast stubborn --warmup 0.2 --window 30 --run-dir "$run_dir" >/dev/null 2>"$scratch/err" &
     pid=$!
     wait_for_workers
-    sleep 0.3
+    # Both members running (the event, not a pause): kace is midway through the run.
+    for _ in $(seq 300); do [ "$(pgrep -cf "${marker}worker")" -ge 2 ] && break; sleep 0.1; done
     kill -s $sig $pid
     wait $pid
     rc=$?

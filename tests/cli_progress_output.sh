@@ -184,7 +184,19 @@ mkfifo "$scratch/stuck" && exec 8<>"$scratch/stuck" # a reader that never reads
 KACE_PROGRESS_FD=7 "$kace" progress-from-output --match '^step' -- python3 "$scratch/chatty.py" "$scratch/termed" \
     >"$scratch/stuck" 7>/dev/null 8<&- &
 pid=$!
-sleep 1.5 # COMMAND has long filled both pipes
+# Both pipes full (the event, not a pause): COMMAND sleeps in a write to the wrapper
+# (its wchan; a kernel that does not show it: the stuck reader's pipe at least half full).
+pipes_full() {
+    local cmd wchan
+    cmd=$(pgrep -P "$pid" | head -1) && wchan=$(cat "/proc/$cmd/wchan" 2>/dev/null) || return 1
+    [ "${wchan:-0}" != 0 ] && { [[ "$wchan" == *pipe_write* ]]; return; }
+    python3 -c 'import fcntl, os, struct, sys, termios
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+unread = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+sys.exit(0 if unread >= fcntl.fcntl(fd, 1032) // 2 else 1)  # 1032: F_GETPIPE_SZ' "$scratch/stuck"
+}
+for _ in $(seq 1 300); do pipes_full && break; sleep 0.1; done
+pipes_full || fail "COMMAND never filled the pipes to a wrapper with a stuck reader"
 kill -TERM "$pid"
 for _ in $(seq 1 50); do [ -s "$scratch/termed" ] && break; sleep 0.1; done
 [ -s "$scratch/termed" ] || fail "SIGTERM did not reach COMMAND while the wrapper's reader was stuck"
@@ -193,11 +205,14 @@ wait "$pid"
 check_eq "exit after a stuck reader" 5 $?
 # COMMAND ended, our reader stuck: a SIGTERM ends the wait for it.
 exec 8<>"$scratch/stuck"
-KACE_PROGRESS_FD=7 "$kace" progress-from-output --match '^step' -- sh -c 'for i in $(seq 1 1200); do
-    echo "step $i ................................................................"; done; exit 4' \
+KACE_PROGRESS_FD=7 "$kace" progress-from-output --match '^step' -- sh -c 'echo $$ >"$1"; for i in $(seq 1 1200); do
+    echo "step $i ................................................................"; done; exit 4' sh "$scratch/cmd.pid" \
     >"$scratch/stuck" 7>/dev/null 8<&- &
 pid=$!
-sleep 1.5
+# COMMAND ended (the event, not a pause): its process gone or a zombie the wrapper has yet to reap.
+cmd_ended() { [ -s "$scratch/cmd.pid" ] && [[ "$(ps -o stat= -p "$(cat "$scratch/cmd.pid")")" =~ ^(Z|$) ]]; }
+for _ in $(seq 1 300); do cmd_ended && break; sleep 0.1; done
+cmd_ended || fail "COMMAND did not end while its wrapper's reader was stuck"
 kill -TERM "$pid"
 for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$pid" 2>/dev/null; then

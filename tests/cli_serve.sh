@@ -153,9 +153,18 @@ EOF
 # the slowdown model's ranking, now held in serve's reply cache (issue 24)
 expect 200 POST /v1/partners "{\"target\": \"$B8\", \"top\": 5}" 'j["model"] == "slowdown" and len(j["partners"]) == 5'
 cp "$SCRATCH/body" "$SCRATCH/partners.slowdown"
+partners_served() {
+    curl -s "$URL/metrics" | awk '/^kace_http_request_duration_seconds_bucket\{endpoint="partners",le="\+Inf"\}/ { print $2 }'
+}
+served_before=$(partners_served)
 wrk -t2 -c16 -d4s --timeout 5s -s "$SCRATCH/partners.lua" "$URL/v1/partners" >"$SCRATCH/wrk.out" 2>&1 &
 WRK_PID=$!
-sleep 1
+# wrk under way (the event, not a pause): serve has answered some of its requests.
+for _ in $(seq 1 300); do
+    [ "$(partners_served)" -gt "$((${served_before:-0} + 16))" ] 2>/dev/null && break
+    kill -0 "$WRK_PID" 2>/dev/null || break
+    sleep 0.1
+done
 # a new model in the store: the file watch reloads it
 "$KACE" train --db "$DB" --kind linear --promote >"$SCRATCH/train2.out" 2>&1 || fail "kace train --kind linear --promote failed"
 # Up to 30 s: a load also fits the MPS split model (seconds under ASan, under load, with wrk running).

@@ -161,7 +161,8 @@ unhold
 
 # ---- 400 partial 1 MB bodies: bounded memory, 503 past the cap ---------------------
 N_BODY=$((400 / SCALE))
-sleep 0.3
+# idle (the event, not a pause): the server has closed the slow connections; 1 is this request
+for _ in $(seq 1 300); do [ "$(metric kace_http_connections)" -le 1 ] 2>/dev/null && break; sleep 0.1; done
 rss0=$(rss_kb)
 hold "$N_BODY" 20 body 500 1000000 900000
 # the kernel buffers what was sent: wait until the server has taken every
@@ -239,8 +240,12 @@ python3 -c "import json,sys; j=json.load(open(sys.argv[1])); n=len(j['nodes']['i
     "$SCRATCH/body" 2>/dev/null || fail "/k8s/filter did not judge the 5,000 nodes: $(head -c 300 "$SCRATCH/body")"
 # the parse took ~11x the body; it is given back (not under ASan, whose quarantine keeps it)
 if ! ldd "$KACE" 2>/dev/null | grep -q libasan; then
-    sleep 0.5
-    rss2=$(rss_kb)
+    # given back once the server has freed it: RSS is watched until it is, up to 30 s
+    for _ in $(seq 1 300); do
+        rss2=$(rss_kb)
+        [ "$rss2" -le $((rss0 + 64 * 1024)) ] && break
+        sleep 0.1
+    done
     echo "RSS after the extender request: $rss2 kB (idle $rss0 kB)"
     [ "$rss2" -le $((rss0 + 64 * 1024)) ] || fail "RSS stays at $rss2 kB after the extender request (idle $rss0 kB)"
 fi
