@@ -13,13 +13,15 @@
 #     contradicting the stored measurements is not enough: cli_serve_poison).
 # Args: kace binary, shared data folder, scratch folder.
 set -euo pipefail
+# Runs the test in a process group of its own, killed whole at the end.
+source "$(dirname "$0")/lib_test.sh"
 KACE=$1 DATA=$2/kace-v100 DIR=$3
 rm -rf "$DIR" && mkdir -p "$DIR"
 export KACE_DB=$DIR/kace.db LC_ALL=C
 fail() { echo "FAIL: $*"; exit 1; }
 command -v curl >/dev/null || fail "curl is not installed (bash .ci/install-deps)"
 KACE_PID=""
-trap '[ -n "$KACE_PID" ] && kill "$KACE_PID" 2>/dev/null; wait 2>/dev/null || true' EXIT
+trap 'kill_pids; [ -n "$KACE_PID" ] && kill "$KACE_PID" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
 "$KACE" import "$DATA/profiles/system.csv" "$DATA/colocations/pairs.csv" >/dev/null
 "$KACE" train >/dev/null

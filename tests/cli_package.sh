@@ -24,6 +24,8 @@
 #
 #   bash cli_package.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 set -u
+# Runs the test in a process group of its own, killed whole at the end.
+source "$(dirname "$0")/lib_test.sh"
 KACE=${1:?usage: cli_package.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
 SHARED=${2:?missing SHARED_DATA_DIR}
 SCRATCH=${3:?missing SCRATCH_DIR}
@@ -186,7 +188,7 @@ grep -qx 'simulate' <<<"$(head -1 <<<"$completion")" || fail "completion of 'kac
 if [ "$(id -u)" -eq 0 ] && [ -f "$R$plugins/job_submit_kace.so" ] && source "$HERE/slurm_cluster.sh" &&
     ! missing=$(slurm_cluster_missing); then
     C=$(mktemp -d /tmp/kace-pkg.XXXXXX)
-    trap 'slurm_cluster_stop; rm -rf "$C"' EXIT
+    trap 'kill_pids; slurm_cluster_stop; rm -rf "$C"' EXIT
     if slurm_cluster_start "$C/cluster" "$R$plugins"; then
         slurm_wait 10 grep -q 'job_submit/kace loaded' "$C/cluster/log/slurmctld.log" ||
             fail "slurmctld did not load the installed job_submit/kace"
