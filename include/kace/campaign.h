@@ -64,8 +64,6 @@ void kace_plan_entry_key(const kace_plan_entry *e, char *out, size_t size);
 
 /* ---- attempts: retrying a failed run once its commands or code change ---- */
 
-#define KACE_COMMAND_KEY_SIZE 17 /* 16 hex digits and a NUL */
-
 /* A fingerprint of a command and its code: argv's words and the contents of
  * each word that names a readable regular file (a script, a binary; over 64
  * MiB: its size and time of change), as 16 hex digits. A fixed command line
@@ -77,32 +75,13 @@ kace_status kace_command_key(kace_ctx *ctx, char *const *argv, char out[KACE_COM
 kace_status kace_members_command_key(kace_ctx *ctx, int k, const char *const *names, char *const *const *argvs,
                                      char out[KACE_COMMAND_KEY_SIZE]);
 
-/* What the store says about one planned run, for the retry rule. */
-typedef struct kace_attempt_state {
-    bool stored;    /* a run of this identity is stored */
-    bool failed;    /* ... and it failed (failed, oom or timeout) */
-    bool key_known; /* the key it failed with is known (kept since attempts are noted) */
-    char failed_key[KACE_COMMAND_KEY_SIZE];  /* its members' command key then */
-    char current_key[KACE_COMMAND_KEY_SIZE]; /* its members' command key now */
-} kace_attempt_state;
-
 /* The retry rule: measure a planned run unless it is stored, and it either
  * succeeded or failed with the very commands and code it has now. A failed
  * run stored before attempts were noted (its key unknown) gets one more try. */
 bool kace_plan_should_measure(const kace_attempt_state *s);
 
-/* Fills *out for the run stored under run_key (kace_measured_run_key), with
- * current_key as its members' key now. */
-kace_status kace_attempt_state_load(kace_ctx *ctx, kace_store *store, const char *run_key, const char *current_key,
-                                    kace_attempt_state *out);
-/* Notes a measurement of run_key with command_key (the store's campaign_attempts
- * table, made by the first note) and its status. */
-kace_status kace_attempt_note(kace_ctx *ctx, kace_store *store, const char *run_key, const char *command_key,
-                              kace_run_status status);
-/* Removes the failed run stored under run_key, so that its retry can be
- * stored (its attempt stays noted); *retired says whether there was one.
- * Call it inside the transaction that stores the retry. */
-kace_status kace_attempt_retire_failed(kace_ctx *ctx, kace_store *store, const char *run_key, bool *retired);
+/* The attempts themselves are kept by the store (kace_attempt_state_load,
+ * kace_attempt_note, kace_attempt_retire_failed in kace/store.h). */
 
 #ifdef __cplusplus
 }

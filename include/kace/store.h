@@ -281,8 +281,36 @@ typedef struct kace_observed_list {
 kace_status kace_store_list_observations(kace_ctx *ctx, kace_store *store, double since, kace_observed_list **out);
 void kace_observed_list_free(kace_observed_list **list);
 
+/* ---- campaign attempts: retrying a failed run once its commands or code change ---- */
+
+#define KACE_COMMAND_KEY_SIZE 17 /* 16 hex digits and a NUL */
+
+/* What the store says about one planned run, for the retry rule
+ * (kace_plan_should_measure in kace/campaign.h). */
+typedef struct kace_attempt_state {
+    bool stored;    /* a run of this identity is stored */
+    bool failed;    /* ... and it failed (failed, oom or timeout) */
+    bool key_known; /* the key it failed with is known (kept since attempts are noted) */
+    char failed_key[KACE_COMMAND_KEY_SIZE];  /* its members' command key then */
+    char current_key[KACE_COMMAND_KEY_SIZE]; /* its members' command key now */
+} kace_attempt_state;
+
+/* Fills *out for the run stored under run_key (kace_measured_run_key), with
+ * current_key as its members' key now. */
+kace_status kace_attempt_state_load(kace_ctx *ctx, kace_store *store, const char *run_key, const char *current_key,
+                                    kace_attempt_state *out);
+/* Notes a measurement of run_key with command_key (the store's campaign_attempts
+ * table, made by the first note) and its status. */
+kace_status kace_attempt_note(kace_ctx *ctx, kace_store *store, const char *run_key, const char *command_key,
+                              kace_run_status status);
+/* Removes the failed run stored under run_key, so that its retry can be
+ * stored (its attempt stays noted); *retired says whether there was one.
+ * Call it inside the transaction that stores the retry. */
+kace_status kace_attempt_retire_failed(kace_ctx *ctx, kace_store *store, const char *run_key, bool *retired);
+
 #ifdef __cplusplus
 }
 #endif
+
 
 #endif
