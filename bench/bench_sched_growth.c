@@ -1,4 +1,4 @@
-/* Growth of the scheduler's time with the number of jobs (issue 24):
+/* Growth of the scheduler's time with the number of jobs:
  * one cluster of 100,000 GPUs (8-GPU nodes) and one synthetic stream of
  * 1,000,000 jobs (bench_sched.c's: offered load 1 at exclusive speed, mean
  * one hour, 40% LS, kace policy with the tuned defaults); the first 100,000

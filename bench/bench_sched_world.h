@@ -3,7 +3,7 @@
  * the scheduler predicts with, and the synthetic job stream. Header-only, like
  * bench_common.h; the including file defines BENCH_PROG (its name, for
  * messages). bench_sched_growth.sh also compiles it against the tree before
- * issue 24, so it uses only calls that tree has. */
+ * the speed work, so it uses only calls that tree has. */
 #ifndef KACE_BENCH_SCHED_WORLD_H
 #define KACE_BENCH_SCHED_WORLD_H
 

@@ -1,4 +1,4 @@
-/* The three model-speed goals of issue 24, measured the same way for any
+/* The three model-speed goals, measured the same way for any
  * build of the library (bench/bench_speed.sh compiles this file against the
  * library before that work and against this one, and prints the ratios):
  *  - predict: kace_slowdown_predict of one pair per call (sum and

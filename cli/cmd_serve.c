@@ -108,7 +108,7 @@ typedef struct server {
     kace_advisor_options options;
     bool allow_partial_model;
     bool quiet;
-    bool store_observations;       /* --store-observations (issue 22): POST /v1/observations also go to the store */
+    bool store_observations;       /* --store-observations: POST /v1/observations also go to the store */
     double obs_per_minute, obs_burst; /* --observation-rate N[/BURST] per sender; 0: no limit */
     pthread_mutex_t rate_lock;
     sender_rate *rates; /* RATE_SLOTS of them */
@@ -118,7 +118,7 @@ typedef struct server {
     unsigned max_connections, per_ip, idle_timeout;
     double header_timeout, body_timeout;
     kace_serve_guard guard;
-    /* Kubernetes (issue 23): the node cache, and the API server bind calls */
+    /* Kubernetes: the node cache, and the API server bind calls */
     kace_k8s_cluster *cluster;
     kube_api kube;
     bool has_kube;
@@ -286,7 +286,7 @@ static kace_status load(kace_ctx *ctx, server *s, const char **reason)
         kace_store_close(&store);
         return st;
     }
-    /* Drift's reference (issue 22): the cross-validated error of the model's
+    /* Drift's reference: the cross-validated error of the model's
      * kind on the set kace train fits by default (NaN when that set is empty). */
     double cv_error = NAN;
     kace_dataset *pairs = NULL;
@@ -566,7 +566,7 @@ static enum MHD_Result send_busy(struct MHD_Connection *c, server *s, request *r
     return send_error(c, s, r, 503, msg);
 }
 
-/* --store-observations (issue 22): the observation goes to the store (origin
+/* --store-observations: the observation goes to the store (origin
  * "serve", deduplicated on the request's id); when it cannot, the reply says so. */
 /* The store's origin of an observation: its sender, so that kace train
  * --from-observations can tell how many senders speak (an origin is a word of
@@ -617,7 +617,7 @@ static void store_observation(kace_ctx *ctx, server *s, const request *r, const 
     }
 }
 
-/* Bind (issue 23): creates the Binding kace's extender chose through the API
+/* Bind: creates the Binding kace's extender chose through the API
  * server; on failure the cache forgets the bind and the scheduler gets the
  * error in its ExtenderBindingResult (and tries the pod again). */
 static void create_binding(server *s, const request *r, kace_reply *reply)
@@ -1391,7 +1391,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "kace serve: %s\n", ctx ? kace_errmsg(ctx) : "out of memory");
         goto done;
     }
-    if (s.extender_policy >= 0) { /* the extender's scheduler: kace schedule's, built the same way (issue 23) */
+    if (s.extender_policy >= 0) { /* the extender's scheduler: kace schedule's, built the same way */
         kace_k8s_scheduler w = {.profiles = NULL};
         s.has_world = sim_world_load(ctx, s.db, NULL, SIM_WORLD_N_OCCUR, SIM_WORLD_SEED, &s.world) == EXIT_OK;
         if (s.has_world) {
@@ -1413,7 +1413,7 @@ int cmd_serve(int argc, char **argv)
             say(&s, "the Kubernetes extender scores nodes by predicted gain: kace schedule's scheduler cannot be built "
                     "from %s (above)", s.db);
     }
-    { /* GPU series' Hostname, as DCGM exporter's: the Kubernetes node name where set (issue 23) */
+    { /* GPU series' Hostname, as DCGM exporter's: the Kubernetes node name where set */
         char host[64] = "";
         const char *node = getenv("NODE_NAME");
         if (node && node[0])

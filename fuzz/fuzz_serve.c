@@ -168,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(body);
         return 0;
     }
-    /* Half the inputs run with a node cache (issue 23), fresh each time: a
+    /* Half the inputs run with a node cache, fresh each time: a
      * body is a report (POST /k8s/nodes) fed to it, then the route's request. */
     kace_k8s_cluster *cluster = NULL;
     if (size > 1 && (data[1] & 1) && kace_k8s_cluster_new(ctx, 60, &cluster) == KACE_OK) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Optional libraries loaded on first use (include/kace/dynlib.h, issue 24):
+# Optional libraries loaded on first use (include/kace/dynlib.h):
 #
 #   bash cli_dynlib.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kace agent and the scheduling loop on a simulated cluster (issue 23):
+# kace agent and the scheduling loop on a simulated cluster:
 #
 #   bash cli_k8s_agent.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 #

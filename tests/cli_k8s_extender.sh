@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scheduler extender's contract and its bind loop (issue 23):
+# The scheduler extender's contract and its bind loop:
 #
 #   bash cli_k8s_extender.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scheduler loop of issue 23: kube-scheduler driving kace serve's extender
+# The scheduler loop : kube-scheduler driving kace serve's extender
 # on a simulated 16-node, 64-GPU cluster places a stream of pods exactly where
 # `kace schedule` places the same stream.
 #

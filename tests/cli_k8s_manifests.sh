@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Kubernetes manifests of deploy/ (issue 23), checked without a cluster:
+# The Kubernetes manifests of deploy/, checked without a cluster:
 #
 #   bash cli_k8s_manifests.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kace's metrics, alert rules and dashboard against a real Prometheus
-# (issue 23):
+#:
 #
 #   bash cli_k8s_metrics.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kace top in a real terminal (tmux), fed by a running kace serve (issue 23):
+# kace top in a real terminal (tmux), fed by a running kace serve:
 #
 #   bash cli_k8s_top.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 #

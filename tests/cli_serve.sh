@@ -150,7 +150,7 @@ wrk.method = "POST"
 wrk.body = '{"target": "$B8", "top": 5}'
 wrk.headers["Content-Type"] = "application/json"
 EOF
-# the slowdown model's ranking, now held in serve's reply cache (issue 24)
+# the slowdown model's ranking, now held in serve's reply cache
 expect 200 POST /v1/partners "{\"target\": \"$B8\", \"top\": 5}" 'j["model"] == "slowdown" and len(j["partners"]) == 5'
 cp "$SCRATCH/body" "$SCRATCH/partners.slowdown"
 partners_served() {

@@ -1,4 +1,4 @@
-/* Generalization of kace's default model (issue 22) on ../shared/data/kace-v100,
+/* Generalization of kace's default model on ../shared/data/kace-v100,
  * clean mode (fit every training row, training statistics everywhere),
  * through the evaluation protocols of kace/protocol.h:
  *  - leave one batch size out on the pairs: fit on the pairs with no workload

@@ -791,7 +791,7 @@ static void test_k8s_extender(void **state)
     cJSON_Delete(j);
 }
 
-/* Drift (issue 22): the recent error over the latest observation of each
+/* Drift: the recent error over the latest observation of each
  * colocation, its prediction then, against the cross-validated error. */
 static void test_drift_metrics(void **state)
 {
@@ -835,7 +835,7 @@ static void test_observations_and_metrics(void **state)
     kace_serve_metrics_observe(m, &r.observation); /* the same colocation again: one series */
     double predicted = r.observation.predicted_sum;
     kace_reply_clear(&r);
-    /* issue 23: where it runs, as DCGM exporter labels it; and a bad one is refused */
+    /* where it runs, as DCGM exporter labels it; and a bad one is refused */
     snprintf(body, sizeof body,
              "{\"gpu\": \"GPU-abc\", \"workloads\": [\"%s\"], \"throughput\": [40], \"hostname\": \"node-1\", "
              "\"pod\": \"train-0\", \"namespace\": \"ml\"}",

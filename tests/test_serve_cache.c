@@ -1,4 +1,4 @@
-/* The reply cache of `kace serve` (kace_reply_cache, issue 24): a cached
+/* The reply cache of `kace serve` (kace_reply_cache): a cached
  * partner ranking is byte for byte the computed one, for every target and
  * many "top" values, when first built and when answered from the cache,
  * also with several threads asking at once; requests it does not hold

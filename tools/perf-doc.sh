@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the benchmark blocks of docs/performance.md: runs each speed
-# benchmark of issue 24 (each builds the binary before that work and runs
+# benchmark of the speed work (each builds the binary before that work and runs
 # both in the same run) and puts its summary lines between the markers
 #   <!-- perf-doc NAME begin --> ... <!-- perf-doc NAME end -->
 # with the date, the machine and the command. The full output of each run is

@@ -1,4 +1,4 @@
-/* kace agent (issue 23): what a GPU node runs, built from what the node's
+/* kace agent: what a GPU node runs, built from what the node's
  * kace agent reads: its GPUs (NVML, through the GPU backend table) and the
  * pods bound to it (the API server's PodList), whose kace.io/gpu,
  * kace.io/workload and kace.io/mps-percentage annotations kace's bind set.

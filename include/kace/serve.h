@@ -101,7 +101,7 @@ typedef struct kace_observation {
     double observed_sum, predicted_sum;
     char label[KACE_MAX_K * KACE_NAME_MAX]; /* "a+b", members in request order */
     char id[65];                  /* the reporter's id for it ("" when none): stored observations dedupe on it */
-    /* Optional, so its series join DCGM exporter's (issue 23); "" when not sent. */
+    /* Optional, so its series join DCGM exporter's; "" when not sent. */
     char hostname[64];            /* the node the GPU is in (DCGM's Hostname) */
     char pod[254], pod_namespace[64]; /* the Kubernetes pod running the colocation */
 } kace_observation;
@@ -233,7 +233,7 @@ kace_status kace_k8s_cluster_use_scheduler(kace_ctx *ctx, kace_k8s_cluster *c, c
 kace_status kace_advisor_handle_k8s(kace_ctx *ctx, const kace_advisor *a, kace_k8s_cluster *c, double now,
                                     kace_route route, const char *body, size_t len, kace_reply *reply);
 
-/* Replies kept for one advisor (issue 24): a partner ranking without
+/* Replies kept for one advisor: a partner ranking without
  * "among" is rendered once per target and then answered, for any "top", by
  * joining the rendered pieces, byte for byte what the computed reply would
  * be. Entries are built by the first request that needs them (thread-safe,
@@ -276,7 +276,7 @@ void kace_serve_metrics_observe(kace_serve_metrics *m, const kace_observation *o
 void kace_serve_metrics_set_hostname(kace_serve_metrics *m, const char *hostname);
 /* One model (re)load, successful or not, at unix time `when`. */
 void kace_serve_metrics_model_loaded(kace_serve_metrics *m, bool ok, double when, double model_mtime);
-/* Drift (issue 22): the served model's cross-validated error (%) of the
+/* Drift: the served model's cross-validated error (%) of the
  * predicted sum, set at load (NaN: unknown). Rendered with the recent error
  * over the kept observations and their ratio, kace_model_drift_ratio. */
 void kace_serve_metrics_model_cv_error(kace_serve_metrics *m, double cv_error_pct);

@@ -1113,7 +1113,7 @@ static kace_status handle_observe(kace_ctx *ctx, const kace_advisor *a, const cJ
                              sizeof obs->id - 1);
         snprintf(obs->id, sizeof obs->id, "%s", id->valuestring);
     }
-    /* Optional (issue 23): where it runs, so metrics join DCGM exporter's series. */
+    /* Optional: where it runs, so metrics join DCGM exporter's series. */
     const struct {
         const char *key;
         char *to;

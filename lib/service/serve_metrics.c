@@ -62,11 +62,11 @@ struct kace_serve_metrics {
     unsigned long long obs_seq;
     unsigned long long reloads_ok, reloads_failed;
     double loaded_at, model_mtime;
-    double cv_error; /* % (drift's reference, issue 22), NaN when unknown */
+    double cv_error; /* % (drift's reference), NaN when unknown */
     /* refused loads by reason, and the latest refusal (cleared by a load) */
     unsigned long long refused[N_REFUSALS + 1];
     char refusal_reason[32], refusal_message[512];
-    char hostname[64]; /* GPU series' Hostname label (issue 23) */
+    char hostname[64]; /* GPU series' Hostname label */
 };
 
 kace_status kace_serve_metrics_new(kace_ctx *ctx, kace_serve_metrics **out)
@@ -346,7 +346,7 @@ kace_status kace_serve_metrics_render(kace_ctx *ctx, kace_serve_metrics *m, cons
         put_label(f, m->refusal_message);
         fputs("} 1\n", f);
     }
-    /* Drift (issue 22): the latest observation of each colocation, its prediction then. */
+    /* Drift: the latest observation of each colocation, its prediction then. */
     double recent = 0;
     size_t n_recent = 0;
     for (size_t i = 0; i < m->n_obs; i++)
