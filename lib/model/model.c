@@ -47,6 +47,22 @@ void kace_model_set_kind(kace_model *m, kace_model_kind kind)
     m->predictor.self = m;
 }
 
+void kace_model_set_label_stats(kace_model *m, const kace_dataset *ds, const int *rows, size_t n)
+{
+    double ysum = 0, yss = 0;
+    for (size_t r = 0; r < n; r++) {
+        double label = kace_colocation_sum(&ds->colocations[rows[r]]);
+        ysum += label;
+        yss += label * label;
+    }
+    m->y_mean = ysum / (double)n;
+    m->y_std = n > 1 ? sqrt(fmax(yss / (double)n - m->y_mean * m->y_mean, 0) * (double)n / (double)(n - 1)) : 0;
+    if (!(m->y_std > 0))
+        m->y_std = 1;
+    for (int j = 0; j < m->n_features; j++)
+        m->x_std[j] = 1;
+}
+
 /* The kind's part of the model object (NULL: none, as for the linear model). */
 static const kace_model_ops *kind_ops(const kace_model *m)
 {

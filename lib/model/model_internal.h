@@ -87,6 +87,11 @@ typedef struct kace_model_ops {
  * from kace_model_kind_ops). */
 void kace_model_set_kind(kace_model *m, kace_model_kind kind);
 
+/* Mean and sample standard deviation (1 when 0) of the measured sums of
+ * rows, kept for the model file's header, and every x_std 1: for a model
+ * whose features are not standardized. */
+void kace_model_set_label_stats(kace_model *m, const kace_dataset *ds, const int *rows, size_t n);
+
 /* Z-scores row-major X (n x d) into Z with the given stats (std 0 -> 0). */
 void kace_zscore(const double *X, size_t n, int d, const double *mean, const double *std, double *Z);
 

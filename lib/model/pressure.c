@@ -891,18 +891,7 @@ kace_status kace_pressure_fit(kace_ctx *ctx, const kace_dataset *ds, const int *
     m->features = &kace_features_kace;
     m->n_features = kace_features_kace.n;
     m->n_fit = n;
-    double ysum = 0, yss = 0;
-    for (size_t r = 0; r < n; r++) {
-        double label = kace_colocation_sum(&ds->colocations[rows[r]]);
-        ysum += label;
-        yss += label * label;
-    }
-    m->y_mean = ysum / (double)n;
-    m->y_std = sqrt(fmax(yss / (double)n - m->y_mean * m->y_mean, 0) * (double)n / (double)(n - 1));
-    if (!(m->y_std > 0))
-        m->y_std = 1;
-    for (int j = 0; j < m->n_features; j++)
-        m->x_std[j] = 1;
+    kace_model_set_label_stats(m, ds, rows, n);
     m->state = state;
     state = NULL;
     *out = m;

@@ -660,19 +660,7 @@ kace_status kace_model_fit_slowdown(kace_ctx *ctx, const kace_dataset *ds, const
     m->n_member_features = N_MEMBER;
     m->n_fit = n;
     m->tree_weight = p.n_rounds > 0 ? p.tree_weight : 0;
-    /* Label statistics of the sums, kept for the model file's header. */
-    double ysum = 0, yss = 0;
-    for (size_t r = 0; r < n; r++) {
-        double label = kace_colocation_sum(&ds->colocations[rows[r]]);
-        ysum += label;
-        yss += label * label;
-    }
-    m->y_mean = ysum / (double)n;
-    m->y_std = sqrt(fmax(yss / (double)n - m->y_mean * m->y_mean, 0) * (double)n / (double)(n - 1));
-    if (!(m->y_std > 0))
-        m->y_std = 1;
-    for (int j = 0; j < m->n_features; j++)
-        m->x_std[j] = 1;
+    kace_model_set_label_stats(m, ds, rows, n);
     m->ridge_alpha = p.ridge_alpha;
     profile_range(ds, rows, n, m);
     if ((st = fit_ridge(ctx, m, s.X, s.logf, s.n, p.ridge_alpha)))
