@@ -579,6 +579,26 @@ static void test_every_prefix(void **state)
 /* A device campaign's runs.csv and spread.csv are recognised and store
  * nothing (their means are in the colocation files); a header that only
  * starts like one is still refused. */
+/* ncu's CSV may follow the program's own output and "==PROF==" lines when
+ * both go to one stream; a first line that is not CSV (quotes mid-field)
+ * does not hide the export's header further down. */
+static void test_ncu_preamble_with_quotes(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *text = "{\"step\": 1, \"loss\": 2.3}\n" /* the program's own output first */
+                       "==PROF== Profiling \"gemm\" - 0: 0%....50%....100% - 8 passes\n"
+                       "\"ID\",\"Kernel Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n"
+                       "\"0\",\"gemm\",\"gpu__time_duration.sum\",\"nsecond\",\"2,000\"\n"
+                       "\"0\",\"gemm\",\"launch__thread_count\",\"thread\",\"256\"\n";
+    kace_import_batch *b = parse_ok(ctx, text, "gemm_batch1-inf.csv", KACE_FILE_NCU);
+    assert_true(b->n_values > 0);
+    kace_import_batch_free(&b);
+    /* A first line that is not CSV and no ncu header after it: still refused where it breaks. */
+    BAD("==PROF== Profiling \"gemm\" - 0\nno,header\n", "x.csv", KACE_ERR_PARSE, 1, 20, "quote");
+    kace_ctx_free(&ctx);
+}
+
 static void test_campaign_records(void **state)
 {
     (void)state;
@@ -632,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_error_strict),
         cmocka_unit_test(test_every_prefix),
         cmocka_unit_test(test_campaign_records),
+        cmocka_unit_test(test_ncu_preamble_with_quotes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -881,14 +881,19 @@ static kace_status reader_start(kace_ctx *ctx, kace_import_reader *r, const char
     r->started = true;
     kace_status st;
     bool has = false;
-    if ((st = kace_csv_next(ctx, &r->hdr, &has)))
-        return st;
-    if (!has)
+    /* A first line that is not even CSV (ncu's '==PROF== Profiling "k" - 0:'
+     * lines quote mid-field) may still be the preamble of an ncu export. */
+    kace_status first = kace_csv_next(ctx, &r->hdr, &has);
+    size_t skip = first ? skip_ncu_preamble(r->data, r->len) : 0;
+    if (first && !skip)
+        return first;
+    if (!first && !has)
         return kace_fail(ctx, KACE_ERR_PARSE, "%s:1:1: empty file (expected a CSV header line)", r->head.origin);
-    r->head.kind = detect(&r->hdr);
+    r->head.kind = first ? KACE_FILE_UNKNOWN : detect(&r->hdr);
     /* Only a file whose first line is no header is searched for an ncu
      * header further down (the search reads the whole file). */
-    size_t skip = r->head.kind == KACE_FILE_UNKNOWN ? skip_ncu_preamble(r->data, r->len) : 0;
+    if (!first && r->head.kind == KACE_FILE_UNKNOWN)
+        skip = skip_ncu_preamble(r->data, r->len);
     if (skip) {
         kace_csv_release(&r->hdr);
         kace_csv_init(&r->hdr, r->data, r->len, r->head.origin);
