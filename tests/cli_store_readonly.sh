@@ -80,8 +80,19 @@ read -r line <&"${WRITER[0]}"
 check_eq "writer" stored "$line"
 [ -e "$DB-wal" ] && [ -e "$DB-shm" ] || fail "the writer has no -wal and -shm"
 reads writer-open $((N + 1))
+cp "$DB-wal" "$SCRATCH/left.wal"
 echo ".exit" >&"${WRITER[1]}"
 wait "$WRITER_PID"
+# A -wal left without its -shm (a writer killed, the -shm removed): the reader may not
+# make the -shm, cannot read the -wal's commits, and says so plainly.
+case_name=wal-without-shm
+cp "$SCRATCH/left.wal" "$DB-wal" && chmod 644 "$DB-wal"
+as_nobody "$KACE_BIN" info --db "$DB" >"$SCRATCH/info.out" 2>"$SCRATCH/info.err" &&
+    fail "wal-without-shm: kace info read a store whose -wal it cannot use"
+grep -qF "kace: $DB: cannot read the store here" "$SCRATCH/info.err" ||
+    fail "wal-without-shm: message: $(cat "$SCRATCH/info.err")"
+echo "wal-without-shm: $(cat "$SCRATCH/info.err")"
+rm -f "$DB-wal"
 WRITER_PID=
 
 # Reading writes nothing: a rollback-journal store stays one, unchanged.

@@ -224,6 +224,18 @@ static kace_status read_version(kace_ctx *ctx, kace_store *s, int *version, int 
     return KACE_OK;
 }
 
+/* read_version with its two looks (the version, else whether any table is
+ * there) in one read transaction: a process creating the store between
+ * them would otherwise make a new store look like another program's. */
+static kace_status read_version_once(kace_ctx *ctx, kace_store *s, int *version, int *sqlite_rc)
+{
+    if (store_exec(NULL, s, "BEGIN;"))
+        return read_version(ctx, s, version, sqlite_rc);
+    kace_status st = read_version(ctx, s, version, sqlite_rc);
+    store_exec(NULL, s, "COMMIT;");
+    return st;
+}
+
 static kace_status check_not_newer(kace_ctx *ctx, kace_store *s, int version)
 {
     if (version > KACE_STORE_SCHEMA_VERSION)
@@ -370,10 +382,16 @@ kace_status kace_store_open_flags(kace_ctx *ctx, const char *path, unsigned flag
     if ((st = open_db(ctx, s, !exists)))
         goto fail;
     int version = 0, rc = SQLITE_OK;
-    st = read_version(ctx, s, &version, &rc);
-    if (st && s->read_only && ((rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY) &&
-        reopen_immutable(s))
+    st = read_version_once(ctx, s, &version, &rc);
+    bool cannot_open = (rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY;
+    if (st && s->read_only && cannot_open && reopen_immutable(s))
         st = read_version(ctx, s, &version, &rc);
+    cannot_open = (rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY;
+    if (st && s->read_only && cannot_open)
+        st = kace_fail(ctx, KACE_ERR_STORE,
+                       "%s: cannot read the store here (%s): a writer has its -wal file but no -shm file beside "
+                       "it that this user may read, and this user may not make one in the store's folder",
+                       path, sqlite3_errstr(rc));
     if (st || (st = check_not_newer(ctx, s, version)))
         goto fail;
     if (version == 0 && !(flags & KACE_STORE_CREATE)) {
