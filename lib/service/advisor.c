@@ -34,6 +34,10 @@ kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, c
     kace_advisor *a = st ? NULL : calloc(1, sizeof *a);
     if (!st && !a)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (!st && (st = kace_measured_index_build(ctx, *ds, &a->measured))) {
+        free(a);
+        a = NULL;
+    }
     if (st) {
         kace_dataset_free(ds);
         kace_model_free(m);
@@ -54,6 +58,7 @@ void kace_advisor_free(kace_advisor **a)
         kace_dataset_free(&(*a)->ds);
         kace_model_free(&(*a)->m);
         kace_split_model_free(&(*a)->split);
+        kace_measured_index_free(&(*a)->measured);
         free(*a);
         *a = NULL;
     }
@@ -92,6 +97,28 @@ const kace_predictor *kace_advisor_predictor(const kace_advisor *a)
 const char *kace_advisor_policy(const kace_advisor *a)
 {
     return kace_predictor_policy(kace_advisor_predictor(a));
+}
+
+double kace_advisor_measured_group(const kace_advisor *a, const int *group, int k)
+{
+    return kace_measured_index_group(a->measured, group, k);
+}
+
+kace_status kace_advisor_rank_partners(kace_ctx *ctx, const kace_advisor *a, int target, const int *among,
+                                       size_t n_among, kace_partner *out, size_t *n_out)
+{
+    /* The ranking reads the colocations only for the measured sums, which
+     * the index holds: it is given the dataset without them (a view that
+     * shares everything else) and the sums are filled in after.
+     * tests/test_advisor_index.c holds it to the ranking on the full dataset. */
+    kace_dataset view = *a->ds;
+    view.colocations = NULL;
+    view.n_colocations = 0;
+    kace_status st = kace_rank_partners(ctx, &view, kace_advisor_predictor(a), KACE_NORM_TRAIN, target, among,
+                                        n_among, out, n_out);
+    for (size_t i = 0; !st && i < *n_out; i++)
+        out[i].measured = kace_measured_index_pair(a->measured, target, out[i].workload);
+    return st;
 }
 
 kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, int job, const int *resident, int n_resident,

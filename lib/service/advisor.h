@@ -6,7 +6,9 @@
 
 #include <stdbool.h>
 
+#include "kace/policy.h"
 #include "kace/serve.h"
+#include "measured_index.h"
 
 struct kace_advisor {
     kace_dataset *ds;
@@ -14,7 +16,18 @@ struct kace_advisor {
     kace_advisor_options opt;
     kace_split_model *split; /* NULL: /v1/mps-split uses the profile rule */
     size_t split_grids;      /* grids the split model was fitted on */
+    kace_measured_index *measured; /* ds's measured sums by group, built with the advisor */
 };
+
+/* The mean measured sum of the successful all-100% runs of exactly this
+ * group, NaN when there is none: an index lookup, whatever the store's size. */
+double kace_advisor_measured_group(const kace_advisor *a, const int *group, int k);
+
+/* kace_rank_partners (norm train, the raw objective) on the advisor's
+ * dataset and model, each partner's measured sum looked up in the index
+ * rather than found by a pass over every colocation: the same ranking. */
+kace_status kace_advisor_rank_partners(kace_ctx *ctx, const kace_advisor *a, int target, const int *among,
+                                       size_t n_among, kace_partner *out, size_t *n_out);
 
 /* What placing a job on one GPU would do. Throughputs are normalized: each
  * workload's as a fraction of its exclusive throughput, summed. */

@@ -455,32 +455,6 @@ static kace_status need_members(kace_ctx *ctx, const kace_advisor *a, const char
     return KACE_OK;
 }
 
-/* Mean measured sum of the successful all-100% runs of exactly this group. */
-static double measured_group(const kace_dataset *ds, const int *group, int k)
-{
-    double s = 0;
-    int n = 0;
-    for (size_t c = 0; c < ds->n_colocations; c++) {
-        const kace_colocation *col = &ds->colocations[c];
-        if (col->k != k || col->status != KACE_RUN_OK)
-            continue;
-        bool used[KACE_MAX_K] = {false}, same = true;
-        for (int i = 0; i < k && same; i++) {
-            same = col->mps_pct[i] == 100;
-            bool found = false;
-            for (int j = 0; j < k && !found && same; j++)
-                if (!used[j] && col->workload[j] == group[i])
-                    used[j] = found = true;
-            same = same && found;
-        }
-        if (same) {
-            s += kace_colocation_sum(col);
-            n++;
-        }
-    }
-    return n ? s / n : NAN;
-}
-
 static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out)
 {
     static const char *const known[] = {"workloads", NULL};
@@ -503,7 +477,7 @@ static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJ
     add_names(out, "workloads", a->ds, group, k);
     cJSON_AddStringToObject(out, "model", model_kind_name(a));
     kace_serve_add_number(out, "predicted_sum", sum);
-    kace_serve_add_number(out, "measured_sum", measured_group(a->ds, group, k));
+    kace_serve_add_number(out, "measured_sum", kace_advisor_measured_group(a, group, k));
     kace_serve_add_number(out, "exclusive_sum", exclusive);
     kace_serve_add_number(out, "normalized", normalized);
     kace_serve_add_number(out, "confidence", conf);
@@ -571,8 +545,7 @@ static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const c
     if (with_among && (st = kace_serve_workload_list(ctx, a, among_item, "among", MAX_LIST, among, &n_among)))
         goto done;
     size_t n = 0;
-    if ((st = kace_rank_partners(ctx, a->ds, kace_advisor_predictor(a), KACE_NORM_TRAIN, target, with_among ? among : NULL,
-                                 (size_t)n_among, ranked, &n)))
+    if ((st = kace_advisor_rank_partners(ctx, a, target, with_among ? among : NULL, (size_t)n_among, ranked, &n)))
         goto done;
     cJSON_AddStringToObject(out, "target", a->ds->workloads[target].name);
     cJSON_AddStringToObject(out, "model", model_kind_name(a));
@@ -677,7 +650,7 @@ static kace_status ranked_reply_build(kace_ctx *ctx, const kace_advisor *a, int 
     cJSON *head = cJSON_CreateObject(), *one = cJSON_CreateArray();
     kace_status st = ranked && r && head && one ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     if (!st)
-        st = kace_rank_partners(ctx, a->ds, kace_advisor_predictor(a), KACE_NORM_TRAIN, target, NULL, 0, ranked, &n);
+        st = kace_advisor_rank_partners(ctx, a, target, NULL, 0, ranked, &n);
     if (!st && (!(r->item = calloc(n ? n : 1, sizeof *r->item)) || !(r->item_len = calloc(n ? n : 1, sizeof *r->item_len))))
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     if (!st) { /* the head: the reply with no partners, "]}" cut off */
