@@ -73,7 +73,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: kace profile --name W [--db PATH] [--warmup S] [--window S] [--counters-warmup S]\n"
                "                    [--counters-window S] [--timeout S] [--budget S] [--device N] [--cupti LIB]\n"
-               "                    [--keep-recording FILE] [--stop-grace-max S] -- COMMAND [ARG...]\n"
+               "                    [--keep-recording FILE] [--stop-grace-max S] [--no-counters] -- COMMAND [ARG...]\n"
                "Runs COMMAND alone on the GPU twice and stores workload W's profile, and COMMAND as W's command\n"
                "for kace measure:\n"
                "  1. clean run, without the CUPTI library: exclusive throughput (samples/s, from the progress\n"
@@ -85,6 +85,9 @@ static void usage(FILE *f)
                "Nothing is stored unless both runs succeed. --timeout S bounds each run (default its\n"
                "warm-up + window + 120). --budget S bounds both together: the counters run gets what the\n"
                "clean run left of S (its kernel replay makes it the longer, by an amount unknown in advance).\n"
+               "--no-counters: one run, no kernel replay: the clean run with libkace_cupti.so recording kernel\n"
+               "launches only (grid, block, registers, shared memory) beside its throughput and NVML values.\n"
+               "The counter metrics are stored as missing, so models use the no-counters metric set.\n"
                "--device N: the NVML index of the GPU (default 0).\n"
                "--stop-grace-max S: the longest wait from kace's SIGTERM to SIGKILL (default 30): the wait is\n"
                "3 x the workload's longest step, at least 3 s, so that it stops at its next report.\n");
@@ -131,9 +134,15 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
     printer *p = user;
     switch (step) {
     case KACE_PROFILE_CLEAN_START:
-        fprintf(stderr,
-                "kace profile: 1/2 clean run of %s on %s, without the CUPTI library (warm-up %g s, window %g s)\n",
-                p->name, p->gpu, p->opt->clean.warmup_s, p->opt->clean.window_s);
+        if (p->opt->no_counters)
+            fprintf(stderr,
+                    "kace profile: 1/1 clean run of %s on %s, %s recording launches only, no counters (warm-up %g s, "
+                    "window %g s)\n",
+                    p->name, p->gpu, p->cupti, p->opt->clean.warmup_s, p->opt->clean.window_s);
+        else
+            fprintf(stderr,
+                    "kace profile: 1/2 clean run of %s on %s, without the CUPTI library (warm-up %g s, window %g s)\n",
+                    p->name, p->gpu, p->opt->clean.warmup_s, p->opt->clean.window_s);
         break;
     case KACE_PROFILE_CLEAN_DONE:
         fmt1(kace_gpu_stats_mean(&r->steady, KACE_GPU_SM_PCT), p->sm_text, sizeof p->sm_text);
@@ -142,9 +151,9 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
         if (r->host.mem_of_bytes > 0 && r->host.mem_of_bytes == r->host.mem_limit_bytes)
             snprintf(of, sizeof of, " (of the cgroup's memory limit, %.3g GiB)", r->host.mem_of_bytes / 1073741824.0);
         fprintf(stderr,
-                "kace profile: 1/2 done: %.4g samples/s (sd %.3g, %.1f s window), sm%% %s, mem%% %s, host CPU%% "
+                "kace profile: %s done: %.4g samples/s (sd %.3g, %.1f s window), sm%% %s, mem%% %s, host CPU%% "
                 "%.1f, MainMem%% %.2f%s\n",
-                r->clean.throughput.samples_per_s, r->clean.throughput.sd, r->clean.throughput.window_s,
+                p->opt->no_counters ? "1/1" : "1/2", r->clean.throughput.samples_per_s, r->clean.throughput.sd, r->clean.throughput.window_s,
                 p->sm_text, p->mem_text, kace_host_stats_cpu_pct(&r->host), kace_host_stats_mem_pct(&r->host), of);
         if (r->host_note[0])
             fprintf(stderr, "kace profile: W: %s\n", r->host_note);
@@ -157,6 +166,15 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
     case KACE_PROFILE_COUNTERS_START:
         fprintf(stderr, "kace profile: 2/2 counters run of %s with %s (warm-up %g s, window %g s)\n", p->name,
                 p->cupti, p->opt->counters.warmup_s, p->opt->counters.window_s);
+        break;
+    case KACE_PROFILE_LAUNCHES_DONE:
+        if (r->info.n_errors)
+            fprintf(stderr, "kace profile: warning: the CUPTI library reported %zu error(s), the first: %s\n",
+                    r->info.n_errors, r->info.first_error);
+        fprintf(stderr,
+                "kace profile: 1/1 launches: %zu kernels in its window; metric set no-counters (SM/DRAM/memory "
+                "throughput stored as missing)\n",
+                r->kernels.n_kernels);
         break;
     case KACE_PROFILE_COUNTERS_DONE: {
         const kace_kernel_info *info = &r->info;
@@ -189,7 +207,8 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
 /* Prints why the recipe failed; returns the exit status for kace profile. */
 static int print_failure(kace_ctx *ctx, kace_status st, const char *name, const kace_profile_result *r)
 {
-    const char *phase = r->failed_run == 1 ? "clean run (1/2)" : "counters run (2/2)";
+    const char *phase = r->failed_run == 1 ? (r->no_counters ? "clean run (1/1)" : "clean run (1/2)")
+                                           : "counters run (2/2)";
     switch (r->failure) {
     case KACE_PROFILE_FAIL_RUN: {
         const kace_proc_result *res = r->failed_run == 1 ? &r->clean : &r->counters;
@@ -246,6 +265,7 @@ int cmd_profile(int argc, char **argv)
         {"cupti", required_argument, 0, 'c'},   {"keep-recording", required_argument, 0, 'k'},
         {"counters-warmup", required_argument, 0, 'u'}, {"counters-window", required_argument, 0, 'U'},
         {"stop-grace-max", required_argument, 0, 'G'}, {"budget", required_argument, 0, 'B'},
+        {"no-counters", no_argument, 0, 'N'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     optind = 1;
@@ -277,6 +297,7 @@ int cmd_profile(int argc, char **argv)
             break;
         }
         case 'c': cupti = optarg; break;
+        case 'N': po.no_counters = true; break;
         case 'k': keep = optarg; break;
         case 'h': usage(stdout); return EXIT_OK;
         default: return cli_usage("profile", "unknown option");
@@ -370,11 +391,18 @@ int cmd_profile(int argc, char **argv)
     }
     const kace_throughput *t = &res.clean.throughput;
     const kace_kernel_summary *ks = &res.kernels;
-    printf("%s: %.4g samples/s (sd %.3g, %.1f s window, clean run), sm%% %s, mem%% %s, memcap %.2f GB; %zu "
-           "kernels (%zu with counters, %.0f%% of kernel time; counters run) after %zu earlier kernels; stored with its "
-           "command in %s\n",
-           name, t->samples_per_s, t->sd, t->window_s, pr.sm_text, pr.mem_text, res.all.peak_mem_mib / 1024.0,
-           ks->n_kernels, ks->n_with_counters, 100 * ks->counter_time_share, ks->n_before, db);
+    if (res.no_counters)
+        printf("%s: %.4g samples/s (sd %.3g, %.1f s window, clean run), sm%% %s, mem%% %s, memcap %.2f GB; %zu "
+               "kernels (launch records, no counters) after %zu earlier kernels; metric set no-counters; stored with "
+               "its command in %s\n",
+               name, t->samples_per_s, t->sd, t->window_s, pr.sm_text, pr.mem_text, res.all.peak_mem_mib / 1024.0,
+               ks->n_kernels, ks->n_before, db);
+    else
+        printf("%s: %.4g samples/s (sd %.3g, %.1f s window, clean run), sm%% %s, mem%% %s, memcap %.2f GB; %zu "
+               "kernels (%zu with counters, %.0f%% of kernel time; counters run) after %zu earlier kernels; stored "
+               "with its command in %s\n",
+               name, t->samples_per_s, t->sd, t->window_s, pr.sm_text, pr.mem_text, res.all.peak_mem_mib / 1024.0,
+               ks->n_kernels, ks->n_with_counters, 100 * ks->counter_time_share, ks->n_before, db);
     if (stats.values_retired)
         printf("%s: %zu stored profile values measured on '%s' moved to history (a profile is one GPU's)\n", name,
                stats.values_retired, other_gpu);

@@ -85,6 +85,12 @@ sed 's/^clock monotonic/clock realtime/' "$SRC/data/cupti/small.txt" >"$SCRATCH/
 cat >"$SCRATCH/fake-cuda.sh" <<EOS
 #!/bin/sh
 # \$1: which run crashes (clean, counters or none).
+if [ -n "\${CUDA_INJECTION64_PATH:-}" ] && [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ]; then
+    # The injection library recording launches only: no replay, no counter records.
+    echo "launches run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"
+    sed '/^counters /d' "$SCRATCH/recording.txt" >"\$KACE_CUPTI_OUTPUT" || exit 3 # keeps the cut last line
+    exec "$WORKER" report 1000
+fi
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
     echo "counters run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"
     [ "\$1" = counters ] && exec "$WORKER" crash 250 0.1
@@ -222,6 +228,37 @@ else
     fail "child: exit $? with --keep-recording: $(cat "$SCRATCH/child2.err")"
 fi
 before=$(fingerprint)
+
+# 5f. --no-counters: one run, the clean run with the injection library
+#     recording launches only (KACE_CUPTI_COUNTERS=0): the throughput is
+#     that run's (1000, not a replaying run's 250), the launch metrics
+#     (Threads, Registers) are stored, the counter metrics are stored as
+#     missing (so models trained on the store use the no-counters set).
+rm -f "$SCRATCH/runs.log"
+if "$KACE" "${P[@]}" --no-counters --name nc_batch4-train -- "$SCRATCH/fake-cuda.sh" none \
+    >"$SCRATCH/nc.out" 2>"$SCRATCH/nc.err"; then
+    printf '%s\n' "launches run: $KACE_CUPTI_LIBRARY" >"$SCRATCH/runs.want"
+    cmp -s "$SCRATCH/runs.log" "$SCRATCH/runs.want" || fail "no-counters: the runs were: $(cat "$SCRATCH/runs.log")"
+    grep -q "metric set no-counters" "$SCRATCH/nc.out" || fail "no-counters: $(cat "$SCRATCH/nc.out")"
+    grep -q "2/2" "$SCRATCH/nc.err" && fail "no-counters: a counters run: $(cat "$SCRATCH/nc.err")"
+    q() { sqlite3 "$DB" "SELECT $1 FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         WHERE w.name='nc_batch4-train' AND $2"; }
+    thr=$(q value "p.metric='exclusive_throughput'")
+    awk -v t="$thr" 'BEGIN { exit !(t > 900 && t < 1100) }' || fail "no-counters: exclusive throughput '$thr'"
+    [ "$(q count\(\*\) "p.metric IN ('Threads', 'Registers', 'Static Shared Memory') AND p.value >= 0")" = 3 ] ||
+        fail "no-counters: launch metrics missing: $(q "p.metric || '=' || coalesce(p.value, 'null')" 1)"
+    [ "$(q "group_concat(p.metric || '=' || coalesce(p.value, 'null'), ' ')" \
+        "p.metric IN ('Compute (SM) Throughput', 'DRAM Throughput', 'Memory Throughput') ORDER BY p.metric")" = \
+        "Compute (SM) Throughput=null DRAM Throughput=null Memory Throughput=null" ] ||
+        fail "no-counters: counter metrics not stored as missing: $(q "p.metric || '=' || coalesce(p.value, 'null')" 1)"
+else
+    fail "no-counters: exit $?: $(cat "$SCRATCH/nc.err")"
+fi
+before=$(fingerprint)
+expect nc-crash nonzero "clean run (1/1): workload w crashed" -- "$KACE" "${P[@]}" --no-counters --name w -- \
+    "$WORKER" crash 1000 0.2
+expect nc-non-cuda nonzero "never initialised CUDA" -- "$KACE" "${P[@]}" --no-counters --name w -- \
+    "$WORKER" report 1000
 
 # 6. kace import-cupti: a recording made outside kace profile (Slurm's
 #    --kace-profile): a broken one names its line and stores nothing; a good

@@ -7,6 +7,12 @@
  *      recording's kernels in that run's steady window. The library replays
  *      profiled kernels for their counters, so this run's throughput and
  *      NVML values are not the workload's own and are not used.
+ * Without counters (no_counters), one run: the clean run with the injection
+ * library recording kernel launches only (no replay), so that its
+ * throughput and NVML values stay the workload's own and its launch records
+ * give the launch metrics (threads, registers, static shared memory); the
+ * counter metrics are stored as missing, so models train on the
+ * "no-counters" metric set.
  * The library prints nothing: progress goes to a callback, a failure is a
  * status, a kace_profile_failure saying which check failed, and the message
  * on the context. */
@@ -28,6 +34,8 @@ typedef enum kace_profile_step {
     KACE_PROFILE_CLEAN_DONE,     /* it succeeded: clean, all, steady, mps_client are set */
     KACE_PROFILE_COUNTERS_START, /* the counters run starts */
     KACE_PROFILE_COUNTERS_DONE,  /* it succeeded: counters, info, kernels are set */
+    KACE_PROFILE_LAUNCHES_DONE,  /* no_counters: the clean run's launch records are reduced:
+                                    info, kernels are set */
 } kace_profile_step;
 
 /* Which check failed (kace_profile_result.failure). */
@@ -48,6 +56,7 @@ typedef enum kace_profile_failure {
 typedef struct kace_profile_result {
     kace_profile_failure failure;
     int failed_run;                 /* 1 (clean) or 2 (counters): the run a failure belongs to */
+    bool no_counters;               /* one clean run with launch records only; counters unused */
     kace_proc_result clean, counters;
     kace_gpu_stats all, steady;     /* NVML over the clean run, and over its steady window */
     bool mps_client;                /* the workload ran as an MPS client (device-wide values dropped) */
@@ -56,16 +65,22 @@ typedef struct kace_profile_result {
     bool host_failed;               /* a /proc read failed: CPU% and MainMem% are stored as missing */
     bool host_mem_failed;           /* the cgroup memory limit could not be read: MainMem% is missing */
     char host_note[320];            /* why a host value is stored as missing ("" when none is) */
-    kace_kernel_recording *recording; /* the counters run's recording (owned: kace_profile_result_release) */
+    kace_kernel_recording *recording; /* the counters run's recording, or the clean run's without
+                                         counters (owned: kace_profile_result_release) */
     kace_kernel_info info;          /* about it (its strings live as long as the recording) */
-    kace_kernel_summary kernels;    /* its kernels in the counters run's steady window */
+    kace_kernel_summary kernels;    /* its kernels in that run's steady window */
 } kace_profile_result;
 
 typedef struct kace_profile_options {
     const char *name;               /* the workload */
     char *const *argv;              /* its command, NULL-terminated */
     const char *cupti;              /* the injection library (libkace_cupti.so) */
-    const char *recording;          /* the file the counters run records into */
+    const char *recording;          /* the file the counters run (or the clean run, without
+                                       counters) records into */
+    /* Profile without kernel replay: one clean run recording launches only
+     * (counters, counters_steady_share unused). Cheap enough for a running
+     * job's workload; models then use the "no-counters" metric set. */
+    bool no_counters;
     /* warmup_s, window_s, timeout_s of each run (kace_run_options_init, then
      * set; the recipe sets stderr_fd, cancel and the NVML tick itself). */
     kace_run_options clean, counters;
@@ -108,7 +123,8 @@ void kace_profile_result_release(kace_profile_result *r);
 
 /* The profile of a successful kace_profile_run as one batch (origin
  * "kace-profile"): the clean run's exclusive throughput, its sd and NVML
- * values, the counters run's kernel metrics. The caller frees *out
+ * values, the counters run's kernel metrics (without counters: the clean
+ * run's launch metrics, and the counter metrics as missing). The caller frees *out
  * (kace_import_batch_free). */
 kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profile_result *r,
                                kace_import_batch **out);

@@ -90,6 +90,34 @@ static kace_status run_one(kace_ctx *ctx, int which, const kace_proc_spec *spec,
     return st;
 }
 
+/* The kernel metrics of run `which` (res): its recording, reduced over its
+ * steady window. */
+static kace_status reduce_recording(kace_ctx *ctx, const kace_profile_options *opt, int which,
+                                    const kace_proc_result *res, kace_profile_result *out)
+{
+    out->failed_run = which;
+    struct stat sb;
+    if (stat(opt->recording, &sb) != 0 || sb.st_size == 0) {
+        out->failure = KACE_PROFILE_FAIL_NO_RECORDING;
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s never initialised CUDA (no kernel recording from %s)",
+                         opt->name, opt->cupti);
+    }
+    kace_status st = kace_kernels_parse_file(ctx, opt->recording, &out->recording);
+    if (st) {
+        out->failure = KACE_PROFILE_FAIL_ERROR;
+        return st;
+    }
+    kace_kernels_info(out->recording, &out->info);
+    int64_t from = out->info.monotonic_clock ? res->throughput.start_ns : 0;
+    int64_t to = out->info.monotonic_clock ? res->throughput.end_ns : 0;
+    if ((st = kace_kernels_reduce(ctx, out->recording, from, to, &out->kernels))) {
+        out->failure = KACE_PROFILE_FAIL_KERNELS;
+        return st;
+    }
+    out->failed_run = 0;
+    return KACE_OK;
+}
+
 kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_options *opt,
                              kace_profile_result *out)
 {
@@ -117,9 +145,17 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
 
     /* 1. The clean run: no injection library, so no kernel replay; its
      *    throughput and NVML values are the workload's own. Entries without
-     *    '=' remove inherited variables. */
+     *    '=' remove inherited variables. Without counters the library only
+     *    records launches (activity records cost no replay), so this run
+     *    gives the launch metrics too. */
+    char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
+    snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", opt->cupti);
+    snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, opt->recording);
     const char *clean_env[] = {"CUDA_INJECTION64_PATH", KACE_CUPTI_OUTPUT_ENV, NULL};
-    kace_proc_spec clean = {.name = opt->name, .argv = opt->argv, .extra_env = clean_env};
+    const char *launches_env[] = {inject_env, output_env, "KACE_CUPTI_COUNTERS=0", NULL};
+    out->no_counters = opt->no_counters;
+    kace_proc_spec clean = {.name = opt->name, .argv = opt->argv,
+                            .extra_env = opt->no_counters ? launches_env : clean_env};
     kace_run_options ro = opt->clean;
     ro.stderr_fd = -1;
     ro.cancel = opt->cancel;
@@ -128,7 +164,8 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     ro.tick_s = 0.1;
     /* A budget: the clean run may use what the counters run's warm-up and window leave. */
     if (opt->budget_s > 0) {
-        double counters_min = opt->counters.warmup_s + opt->counters.window_s, clean_max = opt->budget_s - counters_min;
+        double counters_min = opt->no_counters ? 0 : opt->counters.warmup_s + opt->counters.window_s;
+        double clean_max = opt->budget_s - counters_min;
         if (!(clean_max > 0)) {
             out->failure = KACE_PROFILE_FAIL_ERROR;
             out->failed_run = 1;
@@ -155,12 +192,15 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
                  "MainMem%% %.1f is above 100 (resident memory counted per process, without Pss): stored as missing",
                  mem_pct);
     progress(opt, KACE_PROFILE_CLEAN_DONE, out);
+    if (opt->no_counters) {
+        if ((st = reduce_recording(ctx, opt, 1, &out->clean, out)))
+            return st;
+        progress(opt, KACE_PROFILE_LAUNCHES_DONE, out);
+        return KACE_OK;
+    }
 
     /* 2. The counters run: the injection library records every kernel and
      *    replays the first launch of each signature for its counters. */
-    char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
-    snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", opt->cupti);
-    snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, opt->recording);
     const char *counters_env[] = {inject_env, output_env, NULL};
     kace_proc_spec counters = {.name = opt->name, .argv = opt->argv, .extra_env = counters_env};
     double clean_rate = out->clean.throughput.samples_per_s;
@@ -187,25 +227,8 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
         return st;
 
     /* 3. Kernel metrics of the counters run's steady window. */
-    out->failed_run = 2;
-    struct stat sb;
-    if (stat(opt->recording, &sb) != 0 || sb.st_size == 0) {
-        out->failure = KACE_PROFILE_FAIL_NO_RECORDING;
-        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s never initialised CUDA (no kernel recording from %s)",
-                         opt->name, opt->cupti);
-    }
-    if ((st = kace_kernels_parse_file(ctx, opt->recording, &out->recording))) {
-        out->failure = KACE_PROFILE_FAIL_ERROR;
+    if ((st = reduce_recording(ctx, opt, 2, &out->counters, out)))
         return st;
-    }
-    kace_kernels_info(out->recording, &out->info);
-    int64_t from = out->info.monotonic_clock ? out->counters.throughput.start_ns : 0;
-    int64_t to = out->info.monotonic_clock ? out->counters.throughput.end_ns : 0;
-    if ((st = kace_kernels_reduce(ctx, out->recording, from, to, &out->kernels))) {
-        out->failure = KACE_PROFILE_FAIL_KERNELS;
-        return st;
-    }
-    out->failed_run = 0;
     progress(opt, KACE_PROFILE_COUNTERS_DONE, out);
     return KACE_OK;
 }
@@ -236,8 +259,18 @@ kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profi
      * NVML listed it (the first ticks of a run). */
     bool mps = r->mps_client;
     kace_status st;
-    if ((st = kace_profile_batch_new(ctx, "kace-profile", &batch)) ||
-        (st = kace_profile_batch_add_kernels(ctx, batch, name, &r->kernels)) ||
+    if ((st = kace_profile_batch_new(ctx, "kace-profile", &batch)))
+        return st;
+    /* Without counters the store says so: the counter metrics as missing
+     * (a new workload's profile then has the "no-counters" metric set). */
+    static const kace_metric counter_metrics[] = {KACE_M_SM_THROUGHPUT, KACE_M_DRAM_THROUGHPUT,
+                                                  KACE_M_MEM_THROUGHPUT};
+    for (size_t i = 0; r->no_counters && i < sizeof counter_metrics / sizeof *counter_metrics; i++)
+        if ((st = kace_profile_batch_add(ctx, batch, name, kace_metric_name(counter_metrics[i]), NAN))) {
+            kace_import_batch_free(&batch);
+            return st;
+        }
+    if ((st = kace_profile_batch_add_kernels(ctx, batch, name, &r->kernels)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput", t->samples_per_s)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "exclusive_throughput_sd", isnan(t->sd) ? NAN : t->sd)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "sm%", mps ? NAN : kace_gpu_stats_mean(s, KACE_GPU_SM_PCT))) ||
