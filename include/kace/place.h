@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "kace/dataset.h"
+#include "kace/policy.h"
 #include "kace/predictor.h"
 
 #ifdef __cplusplus
@@ -47,17 +48,20 @@ typedef struct kace_place_options {
     int default_share;     /* share when the workload has no exclusive-by-MPS profile */
     int min_share;         /* no GPU with less than this free is a choice */
     double min_confidence; /* shared placements predicted with less confidence are skipped */
+    kace_objective objective; /* what a GPU's jobs are worth (kace_place_value); the gain is
+                                 its change, under fair the smallest share left minus 1 */
 } kace_place_options;
 
-/* knee 0.9, default_share 50, min_share 10, min_confidence 0. */
+/* knee 0.9, default_share 50, min_share 10, min_confidence 0, objective
+ * normalized (the summed shares this placer has always used). */
 void kace_place_options_default(kace_place_options *opt);
 
 /* The decision for one job. */
 typedef struct kace_placement {
     int gpu;           /* index into the gpus given, -1 when none fits */
     int share;         /* MPS percentage for the job, a multiple of 10 */
-    double gain;       /* predicted gain in normalized throughput */
-    double score;      /* predicted normalized throughput of the GPU with the job */
+    double gain;       /* predicted gain under the options' objective (normalized throughput) */
+    double score;      /* predicted objective of the GPU with the job */
     double confidence; /* of that prediction, 0..1 */
     int n_considered;  /* GPUs that could be predicted and had room */
 } kace_placement;
@@ -90,6 +94,20 @@ void kace_gain_of(const double *before, int n_before, const double *after, int n
  * Fails when job has no positive exclusive throughput or a prediction fails. */
 kace_status kace_place_gain(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *resident,
                             int n_resident, int job, const double *known_before, kace_gain *out);
+
+/* What members group[0..k) running at fraction[0..k) of their exclusive
+ * throughputs are worth under o: raw = the throughput sum (samples/s),
+ * normalized = the summed fractions, fair = the smallest fraction (1 when
+ * k = 0: nobody has lost anything). */
+double kace_place_value(kace_objective o, const kace_dataset *ds, const int *group, int k, const double *fraction);
+
+/* kace_place_gain under objective o: before and after are
+ * kace_place_value of the residents and of the residents with the job; the
+ * gain is after - before, and under fair after - 1 (max-min fairness
+ * prefers the GPU that leaves the highest smallest share, whatever the
+ * residents had before). job_fraction and confidence as kace_place_gain. */
+kace_status kace_place_gain_by(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *resident,
+                               int n_resident, int job, kace_objective o, kace_gain *out);
 
 /* Predicted normalized throughput (sum of each member's fraction of its
  * exclusive throughput) of a group of k workloads; 0 for k = 0 and 1 for a

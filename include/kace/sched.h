@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "kace/dataset.h"
+#include "kace/policy.h"
 #include "kace/predictor.h"
 
 #ifdef __cplusplus
@@ -100,11 +101,15 @@ typedef struct kace_sched_config {
     uint64_t seed;          /* RANDOM */
     bool scan_all;          /* find the same kind of GPU by looking at every GPU per
                                decision: the naive peer the benchmark compares with */
+    kace_objective objective; /* KACE/ORACLE: which of the GPUs past the gates is best: the
+                               change in summed shares (normalized), in samples/s (raw), or
+                               the smallest share left (fair); the gates stay in shares.
+                               Raw needs every pool workload's exclusive throughput */
 } kace_sched_config;
 
 /* max_group 3, 32 GB, ls_target 0.5 (the LS guarantee), and the thresholds
  * `kace simulate --tune` chose on held-out pod lists (README "Cluster scale"):
- * KACE_SCHED_TUNED_*; overload_min_rate 1. */
+ * KACE_SCHED_TUNED_*; overload_min_rate 1; objective normalized. */
 void kace_sched_config_default(kace_sched_config *c, kace_sched_policy policy);
 
 typedef struct kace_sched_job {

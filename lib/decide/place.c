@@ -9,6 +9,7 @@
 
 #include "kace/model.h"
 #include "kace/place.h"
+#include "kace/policy.h"
 
 void kace_place_options_default(kace_place_options *opt)
 {
@@ -16,6 +17,9 @@ void kace_place_options_default(kace_place_options *opt)
     opt->default_share = 50;
     opt->min_share = 10;
     opt->min_confidence = 0;
+    /* kace's placer has always summed shares: raw samples/s would place
+     * every job next to the slowest residents. */
+    opt->objective = KACE_OBJ_NORMALIZED;
 }
 
 int kace_place_share(const kace_dataset *ds, int w, const kace_place_options *opt)
@@ -107,6 +111,52 @@ kace_status kace_place_gain(kace_ctx *ctx, const kace_predictor *p, const kace_d
         out->before = *known_before;
         out->gain = out->after - out->before;
     }
+    out->job_fraction = after[n_resident];
+    out->confidence = confidence;
+    return KACE_OK;
+}
+
+double kace_place_value(kace_objective o, const kace_dataset *ds, const int *group, int k, const double *fraction)
+{
+    if (o == KACE_OBJ_FAIR) {
+        double least = 1; /* nobody on an idle GPU has lost anything */
+        for (int i = 0; i < k; i++)
+            least = fmin(least, fraction[i]);
+        return least;
+    }
+    double v = 0;
+    for (int i = 0; i < k; i++) {
+        double excl = ds->workloads[group[i]].metric[KACE_M_EXCLUSIVE];
+        v += o == KACE_OBJ_RAW ? (excl > 0 ? fraction[i] * excl : 0) : fraction[i];
+    }
+    return v;
+}
+
+kace_status kace_place_gain_by(kace_ctx *ctx, const kace_predictor *p, const kace_dataset *ds, const int *resident,
+                               int n_resident, int job, kace_objective o, kace_gain *out)
+{
+    *out = (kace_gain){NAN, NAN, NAN, NAN, NAN};
+    if ((int)o < 0 || o >= KACE_N_OBJECTIVES)
+        return kace_fail(ctx, KACE_ERR_INVALID, "placement: unknown objective %d", (int)o);
+    if (n_resident < 0 || n_resident + 1 > KACE_MAX_K)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a GPU holds at most %d workloads", KACE_MAX_K);
+    if (!(ds->workloads[job].metric[KACE_M_EXCLUSIVE] > 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput",
+                         ds->workloads[job].name);
+    int group[KACE_MAX_K];
+    double before[KACE_MAX_K], after[KACE_MAX_K], confidence;
+    if (n_resident > 0) /* resident may be NULL for an idle GPU */
+        memcpy(group, resident, (size_t)n_resident * sizeof *group);
+    group[n_resident] = job;
+    kace_status st;
+    if ((st = kace_place_fractions(ctx, p, ds, group, n_resident, before, NULL)) ||
+        (st = kace_place_fractions(ctx, p, ds, group, n_resident + 1, after, &confidence)))
+        return st;
+    out->before = kace_place_value(o, ds, group, n_resident, before);
+    out->after = kace_place_value(o, ds, group, n_resident + 1, after);
+    /* Max-min fairness ranks GPUs by the smallest share they would leave:
+     * what the residents had before does not make a lower one better. */
+    out->gain = o == KACE_OBJ_FAIR ? out->after - 1 : out->after - out->before;
     out->job_fraction = after[n_resident];
     out->confidence = confidence;
     return KACE_OK;
@@ -377,8 +427,15 @@ kace_status kace_place_job(kace_ctx *ctx, const kace_predictor *p, const kace_da
             continue;
         }
         kace_gain gain;
-        const kace_place_row *row = row_for(g, p, ds);
-        if (row) {
+        /* The cache and base_score hold summed shares: another objective
+         * predicts the GPU's residents and the job afresh. */
+        const kace_place_row *row = opt->objective == KACE_OBJ_NORMALIZED ? row_for(g, p, ds) : NULL;
+        if (opt->objective != KACE_OBJ_NORMALIZED) {
+            if (kace_place_gain_by(ctx, p, ds, g->resident, g->n_residents, w, opt->objective, &gain)) {
+                skipped_unknown++;
+                continue;
+            }
+        } else if (row) {
             const place_cell *cell = &row->cell[w];
             if (!cell->ok) {
                 skipped_unknown++;
@@ -566,10 +623,16 @@ static kace_status config_line(kace_ctx *ctx, const char *origin, int line, char
     } else if (strcmp(key, "min_confidence") == 0) {
         if (!(st = parse_number(ctx, origin, line, col, key, value, 0, 1, false, &v)))
             cfg->options.min_confidence = v;
+    } else if (strcmp(key, "objective") == 0) {
+        int o = kace_objective_from_name(value);
+        if (o < 0)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:%d: objective must be raw, normalized or fair, not '%s'",
+                             origin, line, col, value);
+        cfg->options.objective = (kace_objective)o;
     } else {
         return kace_fail(ctx, KACE_ERR_PARSE,
                          "%s:%d:%d: unknown key '%s' (expected store, model_file, model, gres, refresh_seconds, "
-                         "knee, default_share, min_share or min_confidence)",
+                         "knee, default_share, min_share, min_confidence or objective)",
                          origin, line, (int)(key - text) + 1, key);
     }
     return st;

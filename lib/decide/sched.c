@@ -66,6 +66,7 @@ void kace_sched_config_default(kace_sched_config *c, kace_sched_policy policy)
     c->overload_min_rate = 1.0;
     c->reserve = KACE_SCHED_TUNED_RESERVE;
     c->seed = 1;
+    c->objective = KACE_OBJ_NORMALIZED;
 }
 
 /* ---- rate source backed by a model ---- */
@@ -290,6 +291,7 @@ struct kace_sched {
     void *user;
 
     int n_pool;              /* W local workloads */
+    double exclusive[KACE_SCHED_MAX_WORKLOADS]; /* each one's exclusive throughput (raw objective) */
     int *local_of;           /* dataset index -> local id or -1 */
     int n_dataset;
     int n_classes;           /* 2W */
@@ -427,6 +429,27 @@ static const group_info *group_of_classes(const kace_sched *s, const int *cls, i
     return &s->groups[group_index(s->n_pool, w, k)];
 }
 
+/* The gain by the configured objective of classes before[0..k) becoming
+ * after[0..n) (fractions kept); normalized is the summed shares' gain. */
+static double objective_gain(const kace_sched *s, const int *before, int k, const double *frac_before,
+                             const int *after, int n, const double *frac_after, double normalized)
+{
+    if (s->cfg.objective == KACE_OBJ_FAIR) {
+        double least = 1;
+        for (int i = 0; i < n; i++)
+            least = fmin(least, frac_after[i]);
+        return least - 1; /* the smallest share left; what was there before does not matter */
+    }
+    if (s->cfg.objective != KACE_OBJ_RAW)
+        return normalized;
+    double gain = 0;
+    for (int i = 0; i < n; i++)
+        gain += frac_after[i] * s->exclusive[after[i] / 2];
+    for (int i = 0; i < k; i++)
+        gain -= frac_before[i] * s->exclusive[before[i] / 2];
+    return gain;
+}
+
 /* The policy's score for class c joining a GPU of signature classes
  * sig[0..k); false when it may not join at all. Higher is better. *overload
  * is set when KACE/ORACLE allow it only while overloaded. */
@@ -471,7 +494,7 @@ static bool join_score(const kace_sched *s, const int *sig, int k, int c, double
         kace_gain gain;
         kace_gain_of(frac_before, k, frac_after, n, &gain);
         double rate = gain.after;
-        *score = gain.gain;
+        *score = objective_gain(s, sig, k, frac_before, g, n, frac_after, gain.gain);
         if (after->confidence >= s->cfg.min_confidence && gain.gain >= s->cfg.min_gain)
             return true;
         /* Overloaded, a job that would wait delivers nothing: any group
@@ -568,6 +591,8 @@ kace_status kace_sched_new(kace_ctx *ctx, const kace_sched_config *cfg, const ka
     if (!(cfg->gpu_mem_gb > 0) || !(cfg->ls_target >= 0 && cfg->ls_target <= 1) || isnan(cfg->min_gain) ||
         isnan(cfg->min_confidence) || isnan(cfg->overload_queue) || isnan(cfg->overload_min_rate))
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: GPU memory must be > 0 and the LS target in 0..1");
+    if ((unsigned)cfg->objective >= KACE_N_OBJECTIVES)
+        return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: unknown objective %d", (int)cfg->objective);
     if (n_pool < 1 || n_pool > KACE_SCHED_MAX_WORKLOADS)
         return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: %d workloads (expected 1..%d)", n_pool,
                          KACE_SCHED_MAX_WORKLOADS);
@@ -586,6 +611,9 @@ kace_status kace_sched_new(kace_ctx *ctx, const kace_sched_config *cfg, const ka
             if (!isfinite(w->metric[needed[m]]))
                 return kace_fail(ctx, KACE_ERR_INVALID, "scheduler: workload %s has no %s in its profile", w->name,
                                  kace_metric_name(needed[m]));
+        if (predicted && cfg->objective == KACE_OBJ_RAW && !(w->metric[KACE_M_EXCLUSIVE] > 0))
+            return kace_fail(ctx, KACE_ERR_INVALID,
+                             "scheduler: the raw objective needs workload %s's exclusive throughput", w->name);
     }
 
     kace_sched *s = calloc(1, sizeof *s);
@@ -598,6 +626,8 @@ kace_status kace_sched_new(kace_ctx *ctx, const kace_sched_config *cfg, const ka
     s->rng = cfg->seed;
     s->reserved_gpu = s->reserved_job = -1;
     s->n_pool = n_pool;
+    for (int i = 0; i < n_pool; i++)
+        s->exclusive[i] = profiles->workloads[pool[i]].metric[KACE_M_EXCLUSIVE];
     s->n_dataset = (int)profiles->n_workloads;
     s->n_classes = 2 * n_pool;
     int W = n_pool, C = s->n_classes;
