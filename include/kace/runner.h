@@ -83,6 +83,8 @@ typedef struct kace_proc_result {
                                     request (its SIGTERM, or the stop message) */
     bool speaks_control;     /* it answered "hello" on the control channel (kace_run_options.control) */
     bool got_stop_message;   /* kace asked it to stop with a message, not SIGTERM */
+    bool paused_at_stop;     /* the stop message found it paused at a step boundary (a long-lived
+                                workload, kace_live): it answered "paused" and was sent nothing since */
     double term_grace_s;     /* the grace period it was given, from the first SIGTERM (0: none sent) */
     double runtime_s;        /* from start to the end of its group */
     kace_throughput throughput;    /* samples_per_s is NaN when not measured */
@@ -103,7 +105,8 @@ typedef struct kace_proc_result {
 const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n);
 
 /* The step-boundary stop: the leader got kace's stop message or SIGTERM,
- * reported once more and exited with status 0, no signal. */
+ * reported once more and exited with status 0, no signal; or the stop
+ * message found it paused at a step boundary and it exited with status 0. */
 bool kace_proc_stopped_at_report(const kace_proc_result *r);
 
 /* Ended by a signal, or part of its group by SIGKILL, or exited after
@@ -155,6 +158,63 @@ void kace_run_options_init(kace_run_options *opt);
  * the runner itself could not work (pipes, fork). */
 kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const kace_run_options *opt,
                      kace_proc_result *results);
+
+/* ---- long-lived workloads ------------------------------------------------------
+ *
+ * A workload started once and driven by messages on its control channel for
+ * as long as the caller likes (the warm pool, include/kace/pool.h): run,
+ * pause at the next step boundary, and at the end stop, with the same
+ * fallbacks as kace_run (SIGTERM at 2/3 of the grace period, SIGKILL at its
+ * end). A workload that does not speak the channel is paused with SIGSTOP to
+ * its group and continued with SIGCONT: not at a step boundary, but it does
+ * not run while others are measured. The caller polls (kace_live_wait);
+ * nothing runs in the background. */
+
+typedef struct kace_live kace_live;
+
+/* What a workload has answered on the control channel so far. */
+typedef struct kace_control_answers {
+    size_t paused, running, stopping;
+} kace_control_answers;
+
+/* Starts spec (which, with everything it points to, must outlive the
+ * workload) with the control channel. opt gives the grace periods and the
+ * stderr copy (opt->stderr_fd); a failure to start is the workload's state
+ * (kace_live_result: KACE_PROC_SPAWN_FAILED), not an error, as in kace_run. */
+kace_status kace_live_start(kace_ctx *ctx, const kace_proc_spec *spec, const kace_run_options *opt,
+                            kace_live **out);
+
+/* Waits until something arrives from one of the n workloads (a record, an
+ * answer, stderr, an exit) or until deadline_ns (CLOCK_MONOTONIC), and reads
+ * everything that has come. Ended workloads are skipped. */
+void kace_live_wait(kace_live *const *live, size_t n, int64_t deadline_ns);
+
+/* Sends run, pause or stop. To a workload that did not say hello by its
+ * first record: run and pause are SIGCONT and SIGSTOP to its group, stop is
+ * kace_live_stop's ending. False when it could not be sent (it has ended). */
+bool kace_live_send(kace_live *l, kace_control_msg m);
+
+/* Ends the n workloads as kace_run ends its own: the stop message to those
+ * that speak the channel (SIGTERM to the others), the group's SIGTERM at 2/3
+ * of the grace period, SIGKILL at its end, and waits until every group is
+ * gone. After deadline_ns every grace period is the plain term_grace_s. */
+void kace_live_stop(kace_live *const *live, size_t n, int64_t deadline_ns);
+
+/* Its progress records so far (valid until the next wait), its answers, and
+ * whether it has said hello (it answers at its first report, before its
+ * first record). */
+const kace_progress_record *kace_live_records(const kace_live *l, size_t *n);
+kace_control_answers kace_live_answers(const kace_live *l);
+/* Ended: its leader has exited (or never started). */
+bool kace_live_ended(const kace_live *l);
+/* How it stands or ended: pid, speaks_control, exit code, signal, detail,
+ * stderr tail. status and detail are set once it ended (KACE_PROC_CRASHED,
+ * KACE_PROC_OOM, KACE_PROC_EXITED_EARLY, KACE_PROC_BAD_PROGRESS, ...), or
+ * KACE_PROC_OK with kace_live_stop's ending. */
+const kace_proc_result *kace_live_result(const kace_live *l);
+
+/* Kills what is left of it (SIGKILL to its group) and frees it. */
+void kace_live_free(kace_live **l);
 
 /* CLOCK_MONOTONIC in nanoseconds (the progress records' clock). */
 int64_t kace_monotonic_ns(void);

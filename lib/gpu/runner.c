@@ -67,6 +67,8 @@ const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
     int sig = r->term_signal;
     if (r->got_stop_message && !sig && r->exit_code == 0 && r->reported_after_sigterm)
         snprintf(buf, n, "stopped at its next report after kace's stop message");
+    else if (r->got_stop_message && !sig && r->exit_code == 0 && r->paused_at_stop)
+        snprintf(buf, n, "stopped where it was paused, at a step boundary, after kace's stop message");
     else if (r->got_stop_message && !sig && !termed)
         snprintf(buf, n, "exited with status %d after kace's stop message, %s its next report", r->exit_code,
                  r->reported_after_sigterm ? "after" : "before");
@@ -95,14 +97,16 @@ const char *kace_proc_ending(const kace_proc_result *r, char *buf, size_t n)
 bool kace_proc_stopped_at_report(const kace_proc_result *r)
 {
     return r->status != KACE_PROC_SPAWN_FAILED && (r->leader_got_sigterm || r->got_stop_message) &&
-           r->term_signal == 0 && r->exit_code == 0 && r->reported_after_sigterm;
+           r->term_signal == 0 && r->exit_code == 0 &&
+           (r->reported_after_sigterm || (r->got_stop_message && r->paused_at_stop && !r->leader_got_sigterm));
 }
 
 bool kace_proc_ended_mid_step(const kace_proc_result *r)
 {
     return r->status != KACE_PROC_SPAWN_FAILED &&
            (r->term_signal != 0 || r->got_sigkill ||
-            ((r->leader_got_sigterm || r->got_stop_message) && !r->reported_after_sigterm));
+            ((r->leader_got_sigterm || r->got_stop_message) && !r->reported_after_sigterm &&
+             !(r->got_stop_message && r->paused_at_stop && !r->leader_got_sigterm)));
 }
 
 void kace_run_options_init(kace_run_options *opt)
@@ -144,6 +148,8 @@ typedef struct proc {
     int control_fd;             /* kace's end of the control channel, -1 when none or closed */
     char control_line[64];      /* a partial answer on it */
     size_t control_len;
+    kace_control_answers answers; /* what it has answered so far */
+    bool sigstopped;            /* paused by SIGSTOP (a workload that does not speak the channel) */
     kace_progress *progress;
     proc_phase phase;
     bool decided;         /* res->status is final */
@@ -436,8 +442,8 @@ static void read_stderr(proc *p, int copy_fd)
 }
 
 /* Reads the workload's answers on the control channel: "hello 1" says that
- * it reads kace's messages at its step boundaries. Other answers ("paused",
- * "running", "stopping") need nothing here. */
+ * it reads kace's messages at its step boundaries; "paused", "running" and
+ * "stopping" are counted for a long-lived workload's caller (kace_live). */
 static void read_control(proc *p)
 {
     char buf[256];
@@ -459,6 +465,12 @@ static void read_control(proc *p)
             p->control_line[p->control_len] = '\0';
             if (strcmp(p->control_line, "hello 1") == 0)
                 p->res->speaks_control = true;
+            else if (strcmp(p->control_line, "paused") == 0)
+                p->answers.paused++;
+            else if (strcmp(p->control_line, "running") == 0)
+                p->answers.running++;
+            else if (strcmp(p->control_line, "stopping") == 0)
+                p->answers.stopping++;
             p->control_len = 0;
         }
     }
@@ -750,6 +762,18 @@ static int64_t window_start(proc *ps, size_t n, double warmup_s, bool final)
     return start;
 }
 
+/* The result's record counts and run time, once p's group is gone. */
+static void count_records(proc *p)
+{
+    size_t nr;
+    const kace_progress_record *r = kace_progress_records(p->progress, &nr);
+    p->res->n_records = nr;
+    p->res->first_record_ns = nr ? r[0].t_ns : 0;
+    p->res->reported_after_sigterm = p->leader_term_ns && nr > p->records_at_term &&
+                                     (!r[nr - 1].stamped || r[nr - 1].t_ns >= p->leader_term_ns);
+    p->res->runtime_s = (double)(p->end_ns - p->start_ns) / 1e9;
+}
+
 kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const kace_run_options *opt_in,
                      kace_proc_result *results)
 {
@@ -915,11 +939,7 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
             read_stderr(p, opt.stderr_fd);
         size_t nr;
         const kace_progress_record *r = kace_progress_records(p->progress, &nr);
-        p->res->n_records = nr;
-        p->res->first_record_ns = nr ? r[0].t_ns : 0;
-        p->res->reported_after_sigterm = p->leader_term_ns && nr > p->records_at_term &&
-                                         (!r[nr - 1].stamped || r[nr - 1].t_ns >= p->leader_term_ns);
-        p->res->runtime_s = (double)(p->end_ns - p->start_ns) / 1e9;
+        count_records(p);
         if (wstart > 0 && nr >= 2 && p->res->status != KACE_PROC_BAD_PROGRESS)
             kace_progress_throughput(scratch, r, nr, wstart, opt.window_s, 1, &p->res->throughput);
     }
@@ -933,4 +953,203 @@ cleanup:
         free_env(ps[i].envp);
     }
     return st;
+}
+
+/* ---- long-lived workloads ------------------------------------------------ */
+
+struct kace_live {
+    proc p;
+    kace_proc_result res;
+    kace_run_options opt;
+    bool last_was_pause;     /* the last message sent was pause ... */
+    size_t paused_before;    /* ... and it had answered "paused" this often before it */
+};
+
+kace_status kace_live_start(kace_ctx *ctx, const kace_proc_spec *spec, const kace_run_options *opt,
+                            kace_live **out)
+{
+    *out = NULL;
+    if (!spec->argv || !spec->argv[0] || !spec->argv[0][0])
+        return kace_fail(ctx, KACE_ERR_INVALID, "a long-lived workload without a command");
+    kace_live *l = calloc(1, sizeof *l);
+    if (!l)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting a workload");
+    l->opt = *opt;
+    fill_defaults(&l->opt);
+    l->res.exit_code = -1;
+    l->res.throughput.samples_per_s = NAN;
+    proc *p = &l->p;
+    p->spec = spec;
+    p->res = &l->res;
+    p->label = spec->name ? spec->name : spec->argv[0];
+    p->progress_fd = p->stderr_fd = p->control_fd = -1;
+    kace_status st = kace_progress_new(ctx, p->label, &p->progress);
+    if (!st && !(p->scratch = kace_ctx_new()))
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting workload %s", p->label);
+#ifdef __linux__
+    prctl(PR_SET_CHILD_SUBREAPER, 1); /* reap what workloads leave behind */
+#endif
+    if (!st)
+        st = spawn(ctx, p, true);
+    if (st) {
+        kace_live_free(&l);
+        return st;
+    }
+    *out = l;
+    return KACE_OK;
+}
+
+static void live_read(kace_live *l)
+{
+    proc *p = &l->p;
+    if (p->control_fd >= 0)
+        read_control(p);
+    if (p->progress_fd >= 0)
+        read_progress(p->scratch, p);
+    if (p->stderr_fd >= 0)
+        read_stderr(p, l->opt.stderr_fd);
+}
+
+void kace_live_wait(kace_live *const *live, size_t n, int64_t deadline_ns)
+{
+    struct pollfd fds[3 * KACE_RUN_MAX_PROCS];
+    nfds_t nf = 0;
+    for (size_t i = 0; i < n && nf + 3 <= sizeof fds / sizeof *fds; i++) {
+        const proc *p = &live[i]->p;
+        if (p->phase == P_DONE)
+            continue;
+        if (p->progress_fd >= 0)
+            fds[nf++] = (struct pollfd){.fd = p->progress_fd, .events = POLLIN};
+        if (p->stderr_fd >= 0)
+            fds[nf++] = (struct pollfd){.fd = p->stderr_fd, .events = POLLIN};
+        if (p->control_fd >= 0)
+            fds[nf++] = (struct pollfd){.fd = p->control_fd, .events = POLLIN};
+    }
+    /* At most 20 ms: exits are seen by polling waitpid, as in kace_run. */
+    int64_t left_ms = (deadline_ns - kace_monotonic_ns()) / 1000000;
+    int wait_ms = left_ms < 0 ? 0 : left_ms > 20 ? 20 : (int)left_ms;
+    if (nf > 0)
+        poll(fds, nf, wait_ms);
+    else if (wait_ms > 0)
+        nanosleep(&(struct timespec){0, (long)wait_ms * 1000000L}, NULL);
+    int64_t now = kace_monotonic_ns();
+    for (size_t i = 0; i < n; i++) {
+        if (live[i]->p.phase == P_DONE)
+            continue;
+        live_read(live[i]);
+        reap(&live[i]->p, &live[i]->opt, now);
+    }
+}
+
+bool kace_live_send(kace_live *l, kace_control_msg m)
+{
+    proc *p = &l->p;
+    if (p->phase != P_RUNNING || p->leader_reaped || p->pid <= 0)
+        return false;
+    if (m == KACE_CONTROL_STOP) {
+        kace_live_stop(&l, 1, kace_monotonic_ns() + (int64_t)(l->opt.term_grace_max_s * 1e9));
+        return true;
+    }
+    live_read(l);
+    size_t nr;
+    kace_progress_records(p->progress, &nr);
+    if (!l->res.speaks_control && nr > 0) {
+        /* It reported without saying hello: it does not read the channel. */
+        if (kill(-p->pid, m == KACE_CONTROL_PAUSE ? SIGSTOP : SIGCONT) != 0)
+            return false;
+        p->sigstopped = m == KACE_CONTROL_PAUSE;
+        return true;
+    }
+    /* A speaker, or one that has not reached its first report: the message
+     * waits in the socket until it does. */
+    l->last_was_pause = m == KACE_CONTROL_PAUSE;
+    l->paused_before = p->answers.paused;
+    return send_control(p, m);
+}
+
+void kace_live_stop(kace_live *const *live, size_t n, int64_t deadline_ns)
+{
+    int64_t now = kace_monotonic_ns();
+    for (size_t i = 0; i < n; i++) {
+        kace_live *l = live[i];
+        proc *p = &l->p;
+        if (p->phase != P_RUNNING)
+            continue;
+        live_read(l);
+        reap(p, &l->opt, now);
+        if (p->phase != P_RUNNING)
+            continue; /* it had ended on its own */
+        l->res.paused_at_stop = l->res.speaks_control && l->last_was_pause && p->answers.paused > l->paused_before;
+        decide(p, KACE_PROC_OK, "stopped by kace");
+        terminate(p, &l->opt, now, now >= deadline_ns);
+        if (p->sigstopped) { /* a stopped group takes its SIGTERM once continued */
+            kill(-p->pid, SIGCONT);
+            p->sigstopped = false;
+        }
+    }
+    bool hurried = false;
+    for (;;) {
+        bool all_done = true;
+        for (size_t i = 0; i < n; i++)
+            if (live[i]->p.phase != P_DONE)
+                all_done = false;
+        if (all_done)
+            break;
+        kace_live_wait(live, n, kace_monotonic_ns() + 20000000LL);
+        now = kace_monotonic_ns();
+        if (!hurried && now >= deadline_ns) {
+            hurried = true;
+            for (size_t i = 0; i < n; i++)
+                terminate(&live[i]->p, &live[i]->opt, now, true);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        live_read(live[i]);
+        count_records(&live[i]->p);
+    }
+}
+
+const kace_progress_record *kace_live_records(const kace_live *l, size_t *n)
+{
+    return kace_progress_records(l->p.progress, n);
+}
+
+kace_control_answers kace_live_answers(const kace_live *l)
+{
+    return l->p.answers;
+}
+
+bool kace_live_ended(const kace_live *l)
+{
+    return l->p.leader_reaped || l->p.pid <= 0 || l->p.phase == P_DONE;
+}
+
+const kace_proc_result *kace_live_result(const kace_live *l)
+{
+    return &l->res;
+}
+
+void kace_live_free(kace_live **lp)
+{
+    kace_live *l = *lp;
+    if (!l)
+        return;
+    proc *p = &l->p;
+    if (p->pid > 0 && p->phase != P_DONE) {
+        kill(-p->pid, SIGKILL);
+        if (!p->leader_reaped)
+            kill(p->pid, SIGKILL);
+        while (waitpid(-p->pid, NULL, 0) > 0 || (errno == EINTR))
+            ;
+        if (!p->leader_reaped)
+            waitpid(p->pid, NULL, 0);
+    }
+    close_fd(&p->progress_fd);
+    close_fd(&p->stderr_fd);
+    close_fd(&p->control_fd);
+    kace_progress_free(&p->progress);
+    free_env(p->envp);
+    kace_ctx_free(&p->scratch);
+    free(l);
+    *lp = NULL;
 }
