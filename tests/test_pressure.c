@@ -1,7 +1,8 @@
 /* The pressure model (lib/model/pressure.c): it recovers a known
  * sensitivity x pressure law, a member only loses as its partners' pressure
- * grows, one fit predicts any k, the model file round-trips, and no row
- * outside the fitting rows reaches a fit.
+ * grows, one fit predicts any k, the group search's bound is never below
+ * the prediction and the search finds what enumeration finds, the model
+ * file round-trips, and no row outside the fitting rows reaches a fit.
  *
  * `test_pressure figures [SEEDS]` instead prints its scores on the V100
  * data, clean mode, beside the slowdown model's (kace's default) and the
@@ -9,16 +10,20 @@
  * library's evaluation protocols (the folds of kace eval): the published
  * splits at n_occur 2 and 3, per-member error at n_occur 3, unseen
  * families, triples, leave one batch size out, and a pairs-only model
- * choosing among the triples (docs/pressure-model.md). */
+ * choosing among the triples (docs/pressure-model.md).
+ * `test_pressure search` prints what the group search's bounds save. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kace/eval.h"
+#include "kace/group.h"
 #include "kace/predictor.h"
 #include "kace/protocol.h"
 #include "kace/store.h"
+#include "model/bounds.h"
 #include "model/pressure.h"
 #include "testutil.h"
 
@@ -287,6 +292,123 @@ static void test_k_way_prediction(void **state)
     double eight_member[8];
     double eight_sum = predict(m, pairs, eight, 8, eight_member);
     assert_true(eight_sum > 0 && isfinite(eight_sum));
+    kace_model_free(&m);
+}
+
+/* Every workload of the V100 pairs that the model can predict (a complete
+ * profile). */
+static int predictable(const kace_predictor *p, int *w, int max)
+{
+    int n = 0;
+    for (size_t v = 0; v < pairs->n_workloads && n < max; v++) {
+        kace_pressure_member pm;
+        if (p->ops->bounds->pressure_member(ctx, p, &pairs->workloads[v], &pm) == KACE_OK)
+            w[n++] = (int)v;
+    }
+    return n;
+}
+
+/* The group search's bound: a member's prediction from the smallest
+ * partner weight sums its partners can reach (model/bounds.h) is never
+ * below its prediction, for every member of every pair and triple of V100
+ * workloads and every subset of its partners taken as the known ones, and
+ * with all of them known it is the prediction. Four workloads are left
+ * out of the fit, so the offsets they inherit from the prior are bounded
+ * too. */
+static void test_bound_never_below_prediction(void **state)
+{
+    (void)state;
+    int *rows = malloc(pairs->n_colocations * sizeof *rows);
+    assert_non_null(rows);
+    size_t n = 0;
+    for (size_t r = 0; r < pairs->n_colocations; r++) {
+        bool unseen = false;
+        for (int u = 0; u < 4; u++)
+            unseen |= kace_colocation_has(&pairs->colocations[r], used[u]);
+        if (!unseen)
+            rows[n++] = (int)r;
+    }
+    kace_model *m = fit(pairs, rows, n);
+    free(rows);
+    const kace_predictor *p = kace_model_predictor(m);
+    assert_true(kace_predictor_can(p, KACE_PRED_BOUNDS));
+    int every[128], n_every = predictable(p, every, 128);
+    kace_pressure_member *pm = calloc((size_t)n_every, sizeof *pm);
+    assert_non_null(pm);
+    for (int a = 0; a < n_every; a++)
+        assert_kace_ok(ctx, p->ops->bounds->pressure_member(ctx, p, &pairs->workloads[every[a]], &pm[a]));
+    long checked = 0;
+    double worst_gap = 0; /* the largest relative distance of a full bound from the prediction */
+    for (int a = 0; a < n_every; a++)
+        for (int b = a + 1; b < n_every; b++)
+            for (int c = b; c < n_every; c++) {
+                int idx[3] = {a, b, c}, k = c == b ? 2 : 3, g[3];
+                for (int i = 0; i < k; i++)
+                    g[i] = every[idx[i]];
+                double member[3];
+                predict(m, pairs, g, k, member);
+                for (int i = 0; i < k; i++)
+                    for (unsigned known = 0; known < 1u << (k - 1); known++) {
+                        double x[2] = {0, 0};
+                        for (int j = 0, bit = 0; j < k; j++) {
+                            if (j == i)
+                                continue;
+                            if (known & 1u << bit++)
+                                for (int q = 0; q < pm[idx[i]].n_parts; q++)
+                                    x[q] += pm[idx[j]].weight[q];
+                        }
+                        double upper = kace_pressure_member_upper(&pm[idx[i]], x);
+                        assert_true(upper >= member[i] * (1 - 1e-12));
+                        if (known == (1u << (k - 1)) - 1)
+                            worst_gap = fmax(worst_gap, fabs(upper - member[i]) / member[i]);
+                        checked++;
+                    }
+            }
+    printf("  %d workloads, %ld member bounds checked; all partners known: within %.1e of the prediction\n",
+           n_every, checked, worst_gap);
+    assert_true(n_every >= n_used && checked > 10000);
+    assert_true(worst_gap < 1e-12);
+    free(pm);
+    kace_model_free(&m);
+}
+
+/* The branch and bound returns the group enumeration returns (same
+ * partners, same prediction) for every V100 workload as the target, the
+ * rest as the pool, at k = 3, and for every fourth at k = 4, with the
+ * default memory and with 20 GB (memory cuts), and scores far fewer groups. */
+static void test_group_best_matches_enumeration(void **state)
+{
+    (void)state;
+    kace_model *m = fit(pairs, NULL, 0);
+    const kace_predictor *p = kace_model_predictor(m);
+    int every[128], n_every = predictable(p, every, 128), pool[128];
+    uint64_t scored_best = 0, scored_all = 0;
+    int searches = 0;
+    for (int k = 3; k <= 4; k++)
+        for (int t = 0; t < n_every; t += k == 3 ? 1 : 4)
+            for (int memory = 0; memory < 2; memory++) {
+                size_t n = 0;
+                for (int a = 0; a < n_every; a++)
+                    if (a != t)
+                        pool[n++] = every[a];
+                kace_group_query q = {.target = every[t], .k = k, .pool = pool, .n_pool = n,
+                                      .gpu_memory_gb = memory ? 20 : 0};
+                kace_group_result best, all;
+                assert_kace_ok(ctx, kace_group_best(ctx, pairs, p, &q, &best));
+                assert_kace_ok(ctx, kace_group_enumerate(ctx, pairs, p, &q, &all));
+                assert_int_equal(best.found, all.found);
+                if (all.found) {
+                    assert_true(best.predicted == all.predicted);
+                    for (int i = 0; i < k; i++)
+                        assert_int_equal(best.workload[i], all.workload[i]);
+                }
+                scored_best += best.groups_scored;
+                scored_all += all.groups_scored;
+                searches++;
+            }
+    printf("  %d searches: %llu groups scored by branch and bound, %llu by enumeration\n", searches,
+           (unsigned long long)scored_best, (unsigned long long)scored_all);
+    assert_true(scored_best * 10 < scored_all);
     kace_model_free(&m);
 }
 
@@ -562,6 +684,70 @@ static int print_figures(int seeds)
     return st ? 1 : 0;
 }
 
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* `test_pressure search`: what the bounds save. A model fitted on the V100
+ * pairs searches k-way groups around every one of 10 targets in the V100
+ * pool and in pools of synthetic workloads (kace_group_synthesize, spread
+ * 0.4), by branch and bound and by enumeration (no bound): groups scored
+ * and wall time of each. */
+static int print_search(void)
+{
+    kace_model *m = NULL;
+    kace_fit_spec spec = {.kind = KACE_MODEL_PRESSURE};
+    if (kace_model_fit_rows(ctx, pairs, NULL, 0, &spec, &m))
+        return 1;
+    const kace_predictor *p = kace_model_predictor(m);
+    size_t n_real = pairs->n_workloads;
+    if (kace_group_synthesize(ctx, pairs, 400, 0.4, 1))
+        return 1;
+    int *pool = malloc(pairs->n_workloads * sizeof *pool);
+    static const struct {
+        int k;
+        size_t synth;
+    } runs[] = {{3, 0}, {4, 0}, {3, 100}, {4, 100}, {3, 400}};
+    printf("%2s %6s %14s %14s %10s %10s %8s\n", "k", "pool", "scored (b&b)", "scored (all)", "b&b ms", "all ms",
+           "pruned");
+    int rc = 0;
+    for (size_t r = 0; r < sizeof runs / sizeof *runs && !rc; r++) {
+        uint64_t sb = 0, sa = 0;
+        double tb = 0, ta = 0;
+        size_t n = 0;
+        for (int t = 0; t < 10 && !rc; t++) {
+            n = 0;
+            for (int a = 0; a < n_used; a++)
+                if (a != t)
+                    pool[n++] = used[a];
+            for (size_t w = n_real; w < n_real + runs[r].synth; w++)
+                pool[n++] = (int)w;
+            kace_group_query q = {.target = used[t], .k = runs[r].k, .pool = pool, .n_pool = n};
+            kace_group_result best, all;
+            double t0 = seconds();
+            rc |= kace_group_best(ctx, pairs, p, &q, &best) != KACE_OK;
+            double t1 = seconds();
+            rc |= kace_group_enumerate(ctx, pairs, p, &q, &all) != KACE_OK;
+            double t2 = seconds();
+            rc |= !rc && (best.predicted != all.predicted);
+            tb += t1 - t0;
+            ta += t2 - t1;
+            sb += best.groups_scored;
+            sa += all.groups_scored;
+        }
+        printf("%2d %6zu %14llu %14llu %10.1f %10.1f %7.2f%%\n", runs[r].k, n, (unsigned long long)sb,
+               (unsigned long long)sa, tb * 1e3, ta * 1e3, 100.0 * (1 - (double)sb / (double)sa));
+    }
+    if (rc)
+        fprintf(stderr, "test_pressure search: %s\n", kace_errmsg(ctx));
+    free(pool);
+    kace_model_free(&m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "figures") == 0) {
@@ -574,10 +760,19 @@ int main(int argc, char **argv)
         teardown(NULL);
         return rc;
     }
+    if (argc > 1 && strcmp(argv[1], "search") == 0) {
+        if (setup(NULL) != 0)
+            return 2;
+        int rc = print_search();
+        teardown(NULL);
+        return rc;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recovers_a_known_law),
         cmocka_unit_test(test_monotone_in_partner_pressure),
         cmocka_unit_test(test_k_way_prediction),
+        cmocka_unit_test(test_bound_never_below_prediction),
+        cmocka_unit_test(test_group_best_matches_enumeration),
         cmocka_unit_test(test_model_file_round_trip),
         cmocka_unit_test(test_other_rows_never_reach_the_fit),
         cmocka_unit_test(test_missing_metric_is_named),

@@ -46,7 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kace/group.h"
+#include "group_internal.h"
 #include "model/bounds.h"
 
 #define CHUNK 16
@@ -147,9 +147,9 @@ static bool positions_before(const int *a, const int *b, int n)
  * keeps it when it beats the best: higher prediction, or equal prediction
  * and partners earlier in the pool. Both searches score a group in the same
  * member order, so they compute the same number. */
-static kace_status consider(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, const kace_group_query *q,
-                            const int *pool, int *pos, int k, double capacity, kace_group_result *best,
-                            int *best_pos)
+kace_status kace_group_consider(kace_ctx *ctx, const kace_dataset *ds, const kace_predictor *p, const kace_group_query *q,
+                                const int *pool, int *pos, int k, double capacity, kace_group_result *best,
+                                int *best_pos)
 {
     qsort(pos, (size_t)(k - 1), sizeof *pos, by_position);
     int group[KACE_GROUP_MAX_K];
@@ -268,7 +268,7 @@ kace_status kace_group_enumerate(kace_ctx *ctx, const kace_dataset *ds, const ka
             idx[i] = i;
         for (;;) { /* combinations in lexicographic order */
             memcpy(pos, idx, sizeof idx);
-            if ((st = consider(ctx, ds, p, q, pool, pos, q->k, capacity, out, best_pos)))
+            if ((st = kace_group_consider(ctx, ds, p, q, pool, pos, q->k, capacity, out, best_pos)))
                 break;
             int i = r - 1;
             while (i >= 0 && idx[i] == (int)n - r + i)
@@ -340,7 +340,7 @@ static bool cut(const search *s, double bound)
 /* Scores a complete group of the search (consider) and keeps s->bar. */
 static void score(search *s, int *pos)
 {
-    s->st = consider(s->ctx, s->ds, s->p, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
+    s->st = kace_group_consider(s->ctx, s->ds, s->p, s->q, s->q->pool, pos, s->k, s->capacity, s->best, s->best_pos);
     if (s->best->found)
         s->bar = s->best->predicted;
 }
@@ -898,6 +898,14 @@ kace_status kace_group_best(kace_ctx *ctx, const kace_dataset *ds, const kace_pr
     if (q->k == 2 || q->objective != KACE_OBJ_RAW) { /* scoring every pair costs less than bounding them */
         free(own);
         return kace_group_enumerate(ctx, ds, p, q, out);
+    }
+    if (s.b->pressure_member) { /* the pressure model: bounds on its partners' pressure sums */
+        kace_group_query local = *q;
+        local.pool = pool;
+        local.n_pool = n;
+        st = kace_group_best_pressure(ctx, ds, p, &local, capacity, out);
+        free(own);
+        return st;
     }
     s.metric = kace_profile_metrics(&s.n_metric);
     kace_group_query local = *q;

@@ -9,6 +9,8 @@
 
 #include "kace/predictor.h"
 
+struct kace_pressure_member;
+
 /* A workload's bound, prepared once for many boxes: the ridge terms of its
  * own metrics, and the trees specialized to its own features (their splits
  * on its own metrics resolved). */
@@ -69,6 +71,33 @@ typedef struct kace_bound_ops {
     /* blend(ridge(box), trees) in one call (the search's inner loops). */
     double (*ridge_blend)(const kace_predictor *p, const kace_member_bound *mb, const double *lo, const double *hi,
                           double trees);
+    /* Set instead of the above by a model whose member depends on its
+     * partners only through per-part sums of one weight per workload (the
+     * pressure model): the group search then bounds with those sums
+     * (lib/decide/group_pressure.c). */
+    kace_status (*pressure_member)(kace_ctx *ctx, const kace_predictor *p, const kace_workload *w,
+                                   struct kace_pressure_member *out);
 } kace_bound_ops;
+
+/* A member of the pressure model as the group search sees it: with its
+ * partners' weights summing to x[q] in part q, it predicts
+ *     sum over parts q of gain[q] / (1 + sens[q] * x[q]),
+ * which never grows with any x[q]. */
+typedef struct kace_pressure_member {
+    int n_parts;
+    double gain[2];   /* exclusive throughput x exp(a) / parts */
+    double sens[2];   /* exp(s) */
+    double weight[2]; /* exp(p): what it adds to each partner's sum */
+} kace_pressure_member;
+
+/* Upper bound on the member's prediction when its partners' weight sums
+ * are at least x_lo[q]: the prediction there (it falls as they grow). */
+static inline double kace_pressure_member_upper(const kace_pressure_member *m, const double *x_lo)
+{
+    double b = 0;
+    for (int q = 0; q < m->n_parts; q++)
+        b += m->gain[q] / (1 + m->sens[q] * x_lo[q]);
+    return b;
+}
 
 #endif

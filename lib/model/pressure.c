@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "base/text_buf.h"
+#include "bounds.h"
 #include "pressure.h"
 
 #define NF 6 /* raw features: lw, ld, lm, smt, dram, memt */
@@ -904,36 +905,40 @@ done:
 
 /* ---- prediction ---------------------------------------------------------- */
 
+/* exp(a), exp(s), exp(p) of a workload under each part of the model: the
+ * parts list the same workloads in the same order (one lookup), and a
+ * training workload with the metrics it was fitted with has them ready. */
+static void member_exps(const pr_model *pm, const kace_workload *w, double (*e)[3])
+{
+    double lw = log(fmax(w->metric[KACE_M_THREADS], 1));
+    int known = find_name(pm->part[0], w->name);
+    for (int q = 0; q < pm->n_parts; q++) {
+        const pr_state *st = pm->part[q];
+        if (known >= 0 && st->w[known].lw == lw) {
+            memcpy(e[q], st->w[known].e, sizeof e[q]);
+            continue;
+        }
+        double lat[3];
+        latents(st, w, lat);
+        for (int t = 0; t < 3; t++)
+            e[q][t] = exp(lat[t]);
+    }
+}
+
 /* Each member's fraction: the mean over the model's parts. */
 static void predict_fractions(const pr_model *pm, const kace_workload *const *w, int k, double *f)
 {
-    double e[2][KACE_MAX_K][3];
-    for (int i = 0; i < k; i++) {
-        /* The parts list the same workloads in the same order (one lookup);
-         * a training workload with the metrics it was fitted with has its
-         * exps ready. */
-        double lw = log(fmax(w[i]->metric[KACE_M_THREADS], 1));
-        int known = find_name(pm->part[0], w[i]->name);
-        for (int q = 0; q < pm->n_parts; q++) {
-            const pr_state *st = pm->part[q];
-            if (known >= 0 && st->w[known].lw == lw) {
-                memcpy(e[q][i], st->w[known].e, sizeof e[q][i]);
-                continue;
-            }
-            double lat[3];
-            latents(st, w[i], lat);
-            for (int t = 0; t < 3; t++)
-                e[q][i][t] = exp(lat[t]);
-        }
-    }
+    double e[KACE_MAX_K][2][3];
+    for (int i = 0; i < k; i++)
+        member_exps(pm, w[i], e[i]);
     for (int i = 0; i < k; i++)
         f[i] = k == 1 ? 1 : 0;
     for (int q = 0; q < pm->n_parts && k > 1; q++) {
         double total = 0;
         for (int j = 0; j < k; j++)
-            total += e[q][j][2];
+            total += e[j][q][2];
         for (int i = 0; i < k; i++)
-            f[i] += e[q][i][0] / (1 + e[q][i][1] * fmax(total - e[q][i][2], 0)) / pm->n_parts;
+            f[i] += e[i][q][0] / (1 + e[i][q][1] * fmax(total - e[i][q][2], 0)) / pm->n_parts;
     }
 }
 
@@ -987,6 +992,29 @@ static kace_status predict_op(kace_ctx *ctx, const kace_predictor *p, const kace
     *sum = total;
     return KACE_OK;
 }
+
+/* The group search's view of a member (model/bounds.h): its prediction as
+ * a function of its partners' summed weights, one sum per part. */
+static kace_status pressure_member_op(kace_ctx *ctx, const kace_predictor *p, const kace_workload *w,
+                                      kace_pressure_member *out)
+{
+    const kace_model *m = p->self;
+    const pr_model *pm = m->state;
+    kace_status st = check_workload(ctx, w);
+    if (st)
+        return st;
+    double e[2][3];
+    member_exps(pm, w, e);
+    out->n_parts = pm->n_parts;
+    for (int q = 0; q < pm->n_parts; q++) {
+        out->gain[q] = w->metric[KACE_M_EXCLUSIVE] * e[q][0] / pm->n_parts;
+        out->sens[q] = e[q][1];
+        out->weight[q] = e[q][2];
+    }
+    return KACE_OK;
+}
+
+static const kace_bound_ops bounds = {.pressure_member = pressure_member_op};
 
 static kace_status fit_rows(kace_ctx *ctx, const kace_dataset *ds, const int *rows, size_t n,
                             const kace_fit_spec *spec, kace_model **out)
@@ -1224,10 +1252,11 @@ static const kace_model_ops model_ops = {
 const kace_predictor_ops kace_pressure_ops = {
     .name = "pressure",
     .policy = "kace",
-    .caps = KACE_PRED_MEMBERS,
+    .caps = KACE_PRED_MEMBERS | KACE_PRED_BOUNDS,
     .max_k = KACE_MAX_K,
     .predict = predict_op,
     .features = features_op,
     .fit = fit_rows,
     .model = &model_ops,
+    .bounds = &bounds,
 };
