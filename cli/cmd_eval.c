@@ -607,13 +607,44 @@ done:
     return rc;
 }
 
+/* Runs in set name, 0 when it has none. */
+static size_t set_runs(const kace_set_info *sets, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(sets[i].name, name) == 0)
+            return sets[i].n_runs;
+    return 0;
+}
+
+/* The sets evaluated when none was named: MPS's ("pairs", "triples"), or,
+ * in a store that measured its colocations time-sliced only (kace measure
+ * without MPS names their sets "timeslice-..."), those. Said on stderr. */
+static kace_status default_sets(kace_ctx *ctx, kace_store *store, eval_request *req, bool pairs_given,
+                                bool triples_given)
+{
+    kace_set_info *sets = NULL;
+    size_t n = 0;
+    kace_status st = kace_store_list_sets(ctx, store, &sets, &n);
+    if (st)
+        return st;
+    if (!pairs_given && !set_runs(sets, n, "pairs") && set_runs(sets, n, "timeslice-pairs")) {
+        req->pairs_set = "timeslice-pairs";
+        if (!triples_given)
+            req->triples_set = "timeslice-triples";
+        fprintf(stderr, "kace eval: the store's pairs are time-sliced: evaluating set 'timeslice-pairs'%s\n",
+                triples_given ? "" : " (and 'timeslice-triples')");
+    }
+    free(sets);
+    return KACE_OK;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     const char *db = cli_default_db(), *mode = "both";
     eval_request req = {.out_dir = "kace-eval", .pairs_set = "pairs", .triples_set = "triples", .with_xu = true,
                         .xu_iter = 10, .figures = true, .kace_seeds = 1, .protocol = -1, .folds = 5,
                         .metrics = -1};
-    bool mode_given = false, curve = false;
+    bool mode_given = false, curve = false, pairs_given = false, triples_given = false;
     int every = 0;
     static const struct option longopts[] = {
         {"db", required_argument, 0, 'd'},     {"mode", required_argument, 0, 'm'},
@@ -678,8 +709,8 @@ int cmd_eval(int argc, char **argv)
         case 'X': req.with_xu = false; break;
         case 'i': if (!cli_int("eval", "xu-iter", optarg, 1, 10000, &req.xu_iter)) return EXIT_USAGE; break;
         case 'T': if (!cli_number("eval", "xu-trees", optarg, 0, 1, &req.xu_tree_scale)) return EXIT_USAGE; break;
-        case 'p': req.pairs_set = optarg; break;
-        case 't': req.triples_set = optarg; break;
+        case 'p': req.pairs_set = optarg; pairs_given = true; break;
+        case 't': req.triples_set = optarg; triples_given = true; break;
         case 'F': req.figures = false; break;
         case 'K': req.without_slowdown = true; break;
         case 'G': req.groups = true; break;
@@ -754,6 +785,8 @@ int cmd_eval(int argc, char **argv)
                    "  system: NVML/DCGM and the exclusive throughput. auto (default): the richest the store holds.\n"
                    "--objective raw|normalized|fair: what a choice is scored by: the throughput sum (default), the\n"
                    "  sum of each member's share of its solo throughput, or the smallest share.\n"
+                   "Sets: MPS's pairs and triples unless named; a store whose colocations were measured\n"
+                   "  time-sliced only (kace measure without MPS: timeslice-pairs, timeslice-triples) evaluates those.\n"
                    "--ablation [--set S] [--triples-set T] [--csv]: what each metric set the store holds achieves\n"
                    "  under every protocol, for kace's model and the paper's (clean mode unless --mode).\n");
             return EXIT_OK;
@@ -791,7 +824,9 @@ int cmd_eval(int argc, char **argv)
     kace_ctx *ctx = cli_ctx_new();
     cli_meter_attach(ctx, "eval", quiet);
     kace_store *store = cli_read_store(ctx, db);
+    kace_status st = store ? default_sets(ctx, store, &req, pairs_given, triples_given) : KACE_OK;
     int rc = !store ? EXIT_FAILURE_RUN
+             : st                       ? cli_error(ctx, st)
              : req.ablation             ? cli_eval_ablation(ctx, store, &req)
              : req.groups || req.splits ? cli_eval_beyond(ctx, store, &req)
              : req.learning_curve > 0   ? cli_learning_curve(ctx, store, req.pairs_set, req.out_dir, req.figures,
