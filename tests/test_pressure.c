@@ -10,7 +10,8 @@
  * library's evaluation protocols (the folds of kace eval): the published
  * splits at n_occur 2 and 3, per-member error at n_occur 3, unseen
  * families, triples, leave one batch size out, and a pairs-only model
- * choosing among the triples (docs/pressure-model.md).
+ * choosing among the triples (docs/pressure-model.md). `figures SEEDS SET`
+ * has both models read only the metrics of SET (no-counters, system).
  * `test_pressure search` prints what the group search's bounds save. */
 #include <math.h>
 #include <stdio.h>
@@ -412,6 +413,75 @@ static void test_group_best_matches_enumeration(void **state)
     kace_model_free(&m);
 }
 
+/* The stored pairs with every metric outside set removed (NaN), so that
+ * reading one would show. */
+static kace_dataset *pairs_with(kace_metric_set set)
+{
+    kace_dataset *ds = NULL;
+    assert_kace_ok(ctx, kace_store_load_dataset(ctx, store, "pairs", false, &ds));
+    for (size_t w = 0; w < ds->n_workloads; w++)
+        for (int m = 0; m < KACE_N_METRICS; m++)
+            if (!kace_metric_set_has(set, (kace_metric)m))
+                ds->workloads[w].metric[m] = NAN;
+    return ds;
+}
+
+/* On a store holding only a set's metrics (full, no counters, system),
+ * the set is chosen from what is stored, the model trains and predicts
+ * every row, records its set in the model file and predicts the same after
+ * a round trip, and its group search matches enumeration. A model on the
+ * full set refuses the system-only store, naming what to import. */
+static void test_metric_sets(void **state)
+{
+    (void)state;
+    for (int set = 0; set < KACE_N_METRIC_SETS; set++) {
+        kace_dataset *ds = pairs_with((kace_metric_set)set);
+        kace_fit_spec spec = {.kind = KACE_MODEL_PRESSURE};
+        kace_fit_spec_restrict(&spec, kace_metric_set_choose(ds, NULL, 0, &spec));
+        kace_model *m = NULL, *back = NULL;
+        assert_kace_ok(ctx, kace_model_fit_rows(ctx, ds, NULL, 0, &spec, &m));
+        assert_int_equal(kace_model_metrics(m), set);
+        assert_true((int)kace_feature_set_metrics(kace_predictor_features(kace_model_predictor(m))) <= set);
+        char *text = NULL;
+        assert_kace_ok(ctx, kace_model_to_text(ctx, m, &text));
+        char line[64];
+        snprintf(line, sizeof line, "\nmetrics %s\n", kace_metric_set_name((kace_metric_set)set));
+        assert_true((strstr(text, line) != NULL) == (set != KACE_METRICS_FULL));
+        assert_kace_ok(ctx, kace_model_from_text(ctx, text, strlen(text), "round trip", &back));
+        assert_int_equal(kace_model_metrics(back), set);
+        double err = 0;
+        for (size_t r = 0; r < ds->n_colocations; r++) {
+            const kace_colocation *c = &ds->colocations[r];
+            double sum = predict(m, ds, c->workload, c->k, NULL), again = predict(back, ds, c->workload, c->k, NULL);
+            assert_true(isfinite(sum) && sum > 0);
+            assert_true(again == sum);
+            err += fabs(sum - kace_colocation_sum(c)) / kace_colocation_sum(c) / (double)ds->n_colocations;
+        }
+        printf("  %s metrics: mean relative error of the sum in sample %.3f\n",
+               kace_metric_set_name((kace_metric_set)set), err);
+        assert_true(err < 0.1);
+        kace_group_query q = {.target = ds->colocations[0].workload[0], .k = 3};
+        kace_group_result best, all;
+        assert_kace_ok(ctx, kace_group_best(ctx, ds, kace_model_predictor(back), &q, &best));
+        assert_kace_ok(ctx, kace_group_enumerate(ctx, ds, kace_model_predictor(back), &q, &all));
+        assert_true(best.found && best.predicted == all.predicted);
+        free(text);
+        kace_model_free(&m);
+        kace_model_free(&back);
+        kace_dataset_free(&ds);
+    }
+    kace_dataset *sys = pairs_with(KACE_METRICS_SYSTEM);
+    kace_fit_spec full = {.kind = KACE_MODEL_PRESSURE};
+    kace_model *m = NULL;
+    assert_int_equal(kace_model_fit_rows(ctx, sys, NULL, 0, &full, &m), KACE_ERR_INVALID);
+    assert_null(m);
+    const char *msg = kace_errmsg(ctx);
+    assert_non_null(strstr(msg, "no value for metric"));
+    assert_non_null(strstr(msg, "import"));
+    assert_non_null(strstr(msg, "--metrics"));
+    kace_dataset_free(&sys);
+}
+
 static void test_model_file_round_trip(void **state)
 {
     (void)state;
@@ -545,6 +615,9 @@ static double mean_kace(const kace_target_score *t, size_t n)
     return k ? s / (double)k : NAN;
 }
 
+/* The metrics both models read in `figures` (its optional third argument). */
+static kace_metric_set fig_metrics = KACE_METRICS_FULL;
+
 static kace_status figures_of(kace_model_kind kind, uint64_t seed, kace_dataset *triples, kace_splits *splits,
                               kace_folds *batch, kace_dataset *both, kace_folds *pt, double *fig)
 {
@@ -555,6 +628,7 @@ static kace_status figures_of(kace_model_kind kind, uint64_t seed, kace_dataset 
     opt.with_xu = false;
     opt.kace_kind = kind;
     opt.slowdown.seed = seed;
+    opt.metrics = fig_metrics;
     kace_split_results *r = NULL;
     kace_status st = kace_eval_splits(ctx, pairs, splits, &opt, &r);
     if (st)
@@ -658,7 +732,8 @@ static int print_figures(int seeds)
                     fig[k][f] += one[f] / seeds;
         }
     if (!st) {
-        printf("V100 data, clean mode, mean over kace seeds 0..%d\n", seeds - 1);
+        printf("V100 data, clean mode, %s metrics, mean over kace seeds 0..%d\n", kace_metric_set_name(fig_metrics),
+               seeds - 1);
         printf("%-36s %9s %9s %9s  %s\n", "figure", "pressure", "slowdown", "goal", "pressure vs slowdown");
         for (int f = 0; f < N_FIG; f++) {
             bool lower = figure[f].lower_is_better;
@@ -751,11 +826,13 @@ static int print_search(void)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "figures") == 0) {
-        int seeds = argc > 2 ? atoi(argv[2]) : 4;
-        if (seeds < 1 || seeds > 100 || setup(NULL) != 0) {
-            fprintf(stderr, "usage: test_pressure figures [SEEDS 1..100] (needs ../shared/data/kace-v100)\n");
+        int seeds = argc > 2 ? atoi(argv[2]) : 4, set = argc > 3 ? kace_metric_set_from_name(argv[3]) : 0;
+        if (seeds < 1 || seeds > 100 || set < 0 || setup(NULL) != 0) {
+            fprintf(stderr, "usage: test_pressure figures [SEEDS 1..100 [full|no-counters|system]] (needs "
+                            "../shared/data/kace-v100)\n");
             return 2;
         }
+        fig_metrics = (kace_metric_set)set;
         int rc = print_figures(seeds);
         teardown(NULL);
         return rc;
@@ -773,6 +850,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_k_way_prediction),
         cmocka_unit_test(test_bound_never_below_prediction),
         cmocka_unit_test(test_group_best_matches_enumeration),
+        cmocka_unit_test(test_metric_sets),
         cmocka_unit_test(test_model_file_round_trip),
         cmocka_unit_test(test_other_rows_never_reach_the_fit),
         cmocka_unit_test(test_missing_metric_is_named),

@@ -30,8 +30,13 @@
  * cross-validation inside the fitting rows (colocations dealt into folds by
  * a seeded shuffle, a colocation's members in one fold, criterion the sum
  * of absolute member errors of the fraction), warm-started along the mu
- * path. The design: ../shared/docs/model-pressure.md; figures and what was
- * tried: docs/pressure-model.md. */
+ * path.
+ *
+ * Metric sets: without kernel counters the throughput features are
+ * constant (they drop out of the prior); with system metrics only, log sm%
+ * stands in for log threads as the slopes' feature. The set is the model
+ * file's (common header). The design: ../shared/docs/model-pressure.md;
+ * figures and what was tried: docs/pressure-model.md. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,6 +71,7 @@ void kace_pressure_params_default(kace_pressure_params *p)
     p->seed = 0;
     p->independent = false;
     p->blend = true;
+    p->metrics = KACE_METRICS_FULL;
 }
 
 /* ---- a fitted model's state ------------------------------------------- */
@@ -148,29 +154,43 @@ static int find_name(const pr_state *st, const char *name)
 
 /* ---- features ----------------------------------------------------------- */
 
-static kace_status check_workload(kace_ctx *ctx, const kace_workload *w)
+static kace_status check_workload(kace_ctx *ctx, kace_metric_set set, const kace_workload *w)
 {
     for (size_t i = 0; i < sizeof needed / sizeof *needed; i++)
-        if (isnan(w->metric[needed[i]]))
+        if (kace_metric_set_has(set, needed[i]) && isnan(w->metric[needed[i]]))
             return kace_fail(ctx, KACE_ERR_INVALID,
-                             "workload '%s' has no value for metric '%s' (needed by the pressure model; import its "
-                             "profile)",
-                             w->name, kace_metric_name(needed[i]));
+                             "workload '%s' has no value for metric '%s' (needed by the pressure model on the %s "
+                             "metrics; import %s)",
+                             w->name, kace_metric_name(needed[i]), kace_metric_set_name(set),
+                             kace_metric_source(needed[i]));
     if (!(w->metric[KACE_M_EXCLUSIVE] > 0))
         return kace_fail(ctx, KACE_ERR_INVALID, "workload '%s' has no positive exclusive throughput", w->name);
     return KACE_OK;
 }
 
-static void raw_features(const kace_workload *w, double *x)
+/* The feature the slopes s1 and p1 read: log threads per kernel; without
+ * launch records (system metrics only), log sm%, the share of the SMs the
+ * workload keeps busy, which also grows with its kernels' size. */
+static double size_feature(kace_metric_set set, const kace_workload *w)
+{
+    if (kace_metric_set_has(set, KACE_M_THREADS))
+        return log(fmax(w->metric[KACE_M_THREADS], 1));
+    return log(fmax(w->metric[KACE_M_SM_PCT] / 100, 0.01));
+}
+
+/* The raw features of a workload; those the metric set lacks are 0
+ * (constant: z-scoring leaves them 0, so they weigh nothing). */
+static void raw_features(kace_metric_set set, const kace_workload *w, double *x)
 {
     const double *m = w->metric;
     /* Threads per SM wave would only shift log threads: z-scoring removes it. */
-    x[0] = log(fmax(m[KACE_M_THREADS], 1));
+    x[0] = size_feature(set, w);
     x[1] = log(fmax(m[KACE_M_SM_PCT] / 100, 0.01));
     x[2] = log(fmax(m[KACE_M_MEM_PCT] / 100, 0.01));
-    x[3] = m[KACE_M_SM_THROUGHPUT] / 100;
-    x[4] = m[KACE_M_DRAM_THROUGHPUT] / 100;
-    x[5] = m[KACE_M_MEM_THROUGHPUT] / 100;
+    bool counters = kace_metric_set_has(set, KACE_M_SM_THROUGHPUT);
+    x[3] = counters ? m[KACE_M_SM_THROUGHPUT] / 100 : 0;
+    x[4] = counters ? m[KACE_M_DRAM_THROUGHPUT] / 100 : 0;
+    x[5] = counters ? m[KACE_M_MEM_THROUGHPUT] / 100 : 0;
 }
 
 static double zscore(const pr_state *st, int j, double v)
@@ -183,7 +203,9 @@ static void mix_features(const pr_state *st, const double *x, double *g)
 {
     for (int j = 0; j < NF - 1; j++)
         g[j] = zscore(st, j + 1, x[j + 1]);
-    g[NF - 1] = st->params.prior_lw ? zscore(st, 0, x[0]) : 0;
+    /* Without threads the size feature is log sm%, already there. */
+    bool lw = st->params.prior_lw && kace_metric_set_has(st->params.metrics, KACE_M_THREADS);
+    g[NF - 1] = lw ? zscore(st, 0, x[0]) : 0;
 }
 
 static double kernel(const pr_state *st, const double *g, const double *h)
@@ -200,7 +222,7 @@ static double kernel(const pr_state *st, const double *g, const double *h)
 static void latents(const pr_state *st, const kace_workload *w, double *lat)
 {
     double x[NF];
-    raw_features(w, x);
+    raw_features(st->params.metrics, w, x);
     double zl = zscore(st, 0, x[0]);
     double off[3] = {0, 0, 0};
     int known = find_name(st, w->name);
@@ -542,7 +564,7 @@ static kace_status problem_of(kace_ctx *ctx, const kace_dataset *ds, const int *
         }
         for (int i = 0; i < c->k; i++) {
             int w = c->workload[i];
-            if ((st = check_workload(ctx, &ds->workloads[w])))
+            if ((st = check_workload(ctx, prm->metrics, &ds->workloads[w])))
                 goto done;
             if (local[w] < 0) {
                 local[w] = pb->n;
@@ -572,7 +594,7 @@ static kace_status problem_of(kace_ctx *ctx, const kace_dataset *ds, const int *
         goto done;
     }
     for (int v = 0; v < pb->n; v++)
-        raw_features(&ds->workloads[pb->ds_of[v]], raw + (size_t)v * NF);
+        raw_features(prm->metrics, &ds->workloads[pb->ds_of[v]], raw + (size_t)v * NF);
     /* Samples, and the feature statistics over them (each member of each
      * colocation counts once). */
     double sum[NF] = {0}, ss[NF] = {0};
@@ -697,7 +719,7 @@ static kace_status state_of(kace_ctx *ctx, const problem *pb, const kace_dataset
         pr_workload *w = &st->w[v];
         snprintf(w->name, sizeof w->name, "%s", ds->workloads[pb->ds_of[v]].name);
         double x[NF];
-        raw_features(&ds->workloads[pb->ds_of[v]], x);
+        raw_features(pb->st.params.metrics, &ds->workloads[pb->ds_of[v]], x);
         w->lw = x[0];
         memcpy(w->g, pb->g + (size_t)v * NG, sizeof w->g);
         for (int t = 0; t < 3; t++) {
@@ -866,7 +888,7 @@ kace_status kace_pressure_fit(kace_ctx *ctx, const kace_dataset *ds, const int *
     else
         kace_pressure_params_default(&prm);
     if (!(prm.lambda >= 0) || !(prm.mu >= 0) || !(prm.tau >= 0) || !(prm.length > 0) || prm.folds < 0 ||
-        prm.folds > 20)
+        prm.folds > 20 || (int)prm.metrics < 0 || prm.metrics >= KACE_N_METRIC_SETS)
         return kace_fail(ctx, KACE_ERR_INVALID, "pressure model: parameters out of range");
     if (n < 2)
         return kace_fail(ctx, KACE_ERR_MODEL, "cannot fit a model on %zu colocation(s) (need at least 2)", n);
@@ -889,8 +911,9 @@ kace_status kace_pressure_fit(kace_ctx *ctx, const kace_dataset *ds, const int *
         goto done;
     }
     kace_model_set_kind(m, KACE_MODEL_PRESSURE);
-    m->features = &kace_features_kace;
-    m->n_features = kace_features_kace.n;
+    m->metrics = prm.metrics;
+    m->features = kace_feature_set_restrict(&kace_features_kace, prm.metrics);
+    m->n_features = m->features->n;
     m->n_fit = n;
     kace_model_set_label_stats(m, ds, rows, n);
     m->state = state;
@@ -910,7 +933,7 @@ done:
  * training workload with the metrics it was fitted with has them ready. */
 static void member_exps(const pr_model *pm, const kace_workload *w, double (*e)[3])
 {
-    double lw = log(fmax(w->metric[KACE_M_THREADS], 1));
+    double lw = size_feature(pm->part[0]->params.metrics, w);
     int known = find_name(pm->part[0], w->name);
     for (int q = 0; q < pm->n_parts; q++) {
         const pr_state *st = pm->part[q];
@@ -947,7 +970,7 @@ kace_status kace_pressure_latents(kace_ctx *ctx, const kace_model *m, int part, 
     const pr_model *pm = m->state;
     if (part < 0 || part >= pm->n_parts)
         return kace_fail(ctx, KACE_ERR_INVALID, "the pressure model has %d part(s), not %d", pm->n_parts, part + 1);
-    kace_status st = check_workload(ctx, w);
+    kace_status st = check_workload(ctx, pm->part[0]->params.metrics, w);
     if (!st)
         latents(pm->part[part], w, lat);
     return st;
@@ -977,7 +1000,7 @@ static kace_status predict_op(kace_ctx *ctx, const kace_predictor *p, const kace
         if (group[i] < 0 || (size_t)group[i] >= ds->n_workloads)
             return kace_fail(ctx, KACE_ERR_INVALID, "workload index %d out of range", group[i]);
         w[i] = &ds->workloads[group[i]];
-        kace_status st = check_workload(ctx, w[i]);
+        kace_status st = check_workload(ctx, ((const pr_model *)m->state)->part[0]->params.metrics, w[i]);
         if (st)
             return st;
     }
@@ -1000,7 +1023,7 @@ static kace_status pressure_member_op(kace_ctx *ctx, const kace_predictor *p, co
 {
     const kace_model *m = p->self;
     const pr_model *pm = m->state;
-    kace_status st = check_workload(ctx, w);
+    kace_status st = check_workload(ctx, pm->part[0]->params.metrics, w);
     if (st)
         return st;
     double e[2][3];
@@ -1022,6 +1045,7 @@ static kace_status fit_rows(kace_ctx *ctx, const kace_dataset *ds, const int *ro
     kace_pressure_params prm;
     kace_pressure_params_default(&prm);
     prm.seed = spec->slowdown.seed;
+    prm.metrics = spec->slowdown.metrics;
     if (rows)
         return kace_pressure_fit(ctx, ds, rows, n, &prm, out);
     int *all = malloc((ds->n_colocations ? ds->n_colocations : 1) * sizeof *all);
@@ -1036,8 +1060,8 @@ static kace_status fit_rows(kace_ctx *ctx, const kace_dataset *ds, const int *ro
 
 static const kace_feature_set *features_op(const kace_predictor *p)
 {
-    (void)p;
-    return &kace_features_kace;
+    const kace_model *m = p->self;
+    return m->features;
 }
 
 /* ---- the model file ----------------------------------------------------------
@@ -1233,6 +1257,8 @@ static kace_status read_op(kace_ctx *ctx, kace_model *m, const char **p, const c
         model_state_free(pm);
         return st;
     }
+    for (int q = 0; q < pm->n_parts; q++) /* the common header's metric set */
+        pm->part[q]->params.metrics = m->metrics;
     m->state = pm;
     return KACE_OK;
 }

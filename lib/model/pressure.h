@@ -22,6 +22,10 @@ typedef struct kace_pressure_params {
     uint64_t seed;
     bool independent; /* offsets with prior K = I (an unseen workload gets none) */
     bool blend;       /* the mean of the fractions of a smooth-prior fit and an independent one */
+    /* The metrics it reads (KACE_METRICS_FULL = 0, the default): without
+     * counters the throughput features drop out; with system metrics only,
+     * log sm% stands in for log threads. */
+    kace_metric_set metrics;
 } kace_pressure_params;
 
 void kace_pressure_params_default(kace_pressure_params *p);
