@@ -145,7 +145,7 @@ static kace_sched_config config_for(const sched_options *o, kace_sched_policy po
 
 enum { O_GPUS = 256, O_NODES, O_POLICIES, O_MAX_GROUP, O_GPU_MEM, O_LS, O_CONF, O_GAIN, O_NOCCUR, O_SEED, O_IMPORT,
        O_NOFIG, O_CLUSTER, O_OVER_QUEUE, O_OVER_RATE, O_TUNE, O_TUNE_TRACES, O_TUNE_GPUS, O_RESERVE, O_SACCT,
-       O_SACCT_MAP, O_SHARDS, O_QUIET };
+       O_SACCT_MAP, O_SHARDS, O_QUIET, O_OBJECTIVE };
 
 /* The threshold options both commands share; 0 when opt is not one of them,
  * -1 after a usage message. */
@@ -156,6 +156,15 @@ static int threshold_option(const char *cmd, int opt, const char *arg, sched_opt
         return cli_number(cmd, "overload-queue", arg, -1, 1e6, &so->sched.overload_queue) ? 1 : -1;
     case O_OVER_RATE:
         return cli_number(cmd, "overload-min-rate", arg, 0, 3, &so->sched.overload_min_rate) ? 1 : -1;
+    case O_OBJECTIVE: {
+        int o = kace_objective_from_name(arg);
+        if (o < 0) {
+            cli_usage(cmd, "--objective must be raw, normalized or fair, not '%s'", arg);
+            return -1;
+        }
+        so->sched.objective = (kace_objective)o;
+        return 1;
+    }
     case O_RESERVE:
         if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0) {
             cli_usage(cmd, "--reserve: '%s' is not on or off", arg);
@@ -182,6 +191,8 @@ static const char *const simulate_help =
     "openb_pod_list_gpushare{20,60,80}.csv beside --trace) over cluster sizes (default 16,24,32,48,64): the grid\n"
     "point with the lowest geometric mean of kace's mean JCT over every list x size (first wins ties); it writes\n"
     "DIR/tune.csv and then reports on --trace with the chosen values (refused if --trace is a tuning list).\n"
+    "--objective raw|normalized|fair: how kace and the Oracle rank the GPUs a job may join (default normalized,\n"
+    "the change in summed shares; raw: in samples/s; fair: the smallest share left). The gates stay in shares.\n"
     "\n"
     "       kace simulate --sacct FILE [--sacct-map FILE] [--cluster NxG] [--shards S] [--out DIR] [--db PATH] ...\n"
     "What-if on a site's own history: replays the GPU jobs of `sacct -a -X --parsable2` output (fields: docs/slurm.md)\n"
@@ -696,6 +707,7 @@ int cmd_simulate(int argc, char **argv)
         {"quiet", no_argument, 0, O_QUIET},
         {"overload-queue", required_argument, 0, O_OVER_QUEUE},
         {"overload-min-rate", required_argument, 0, O_OVER_RATE}, {"reserve", required_argument, 0, O_RESERVE},
+        {"objective", required_argument, 0, O_OBJECTIVE},
         {"tune", no_argument, 0, O_TUNE},            {"tune-traces", required_argument, 0, O_TUNE_TRACES},
         {"tune-gpus", required_argument, 0, O_TUNE_GPUS},
         {"sacct", required_argument, 0, O_SACCT},    {"sacct-map", required_argument, 0, O_SACCT_MAP},
@@ -966,6 +978,7 @@ static const char *const schedule_help =
     "usage: kace schedule [--db PATH] [--cluster NxG | --nodes FILE --gpus N] [--policy P] [--max-group K]\n"
     "                     [--gpu-mem GB] [--ls-target F] [--min-confidence C] [--min-gain G]\n"
     "                     [--overload-queue Q] [--overload-min-rate R] [--reserve on|off]\n"
+    "                     [--objective raw|normalized|fair]\n"
     "The online scheduler. Reads commands from stdin, one per line, and answers on stdout:\n"
     "  submit ID WORKLOAD [LS|BE] [GPU_MILLI] [NUM_GPU]   ->  'start ID gpu G[,G...]' or 'queued ID'\n"
     "  finish ID                                          ->  'start ...' for queued jobs that now run, then 'ok'\n"
@@ -987,6 +1000,7 @@ int cmd_schedule(int argc, char **argv)
         {"min-confidence", required_argument, 0, O_CONF}, {"min-gain", required_argument, 0, O_GAIN},
         {"help", no_argument, 0, 'h'},               {"overload-queue", required_argument, 0, O_OVER_QUEUE},
         {"overload-min-rate", required_argument, 0, O_OVER_RATE}, {"reserve", required_argument, 0, O_RESERVE},
+        {"objective", required_argument, 0, O_OBJECTIVE},
         {0, 0, 0, 0}};
     int c;
     optind = 1;
