@@ -15,12 +15,11 @@
 
 void sim_world_free(sim_world *w)
 {
+    kace_sched_world_free(&w->world); /* before the model it predicts with */
     kace_dataset_free(&w->pairs);
     kace_dataset_free(&w->triples);
-    kace_dataset_free(&w->profiles);
     kace_splits_free(&w->splits);
     kace_model_free(&w->model);
-    kace_truth_free(&w->truth);
 }
 
 static bool is_dir(const char *p)
@@ -91,21 +90,14 @@ int sim_world_load(kace_ctx *ctx, const char *db, const char *import_dir, int n_
     st = kace_model_fit_rows(ctx, w->pairs, rows, n, &spec, &w->model);
     free(rows);
     w->n_train = n;
-    const kace_dataset *sets[2] = {w->pairs, w->triples};
-    if (st || (st = kace_truth_build(ctx, sets, 2, &w->truth)) ||
-        (st = kace_dataset_profiles_only(ctx, w->pairs, &w->profiles)) ||
-        (st = kace_rate_source_model(ctx, &w->holder, kace_model_predictor(w->model), w->profiles, &w->rates))) {
+    if (st || (st = kace_sched_world_from_sets(ctx, w->pairs, w->triples, kace_model_predictor(w->model), &w->world))) {
         rc = cli_error(ctx, st);
         goto done;
     }
-    /* The pool: every workload of a measured pair, in store order. */
-    for (size_t i = 0; i < w->pairs->n_workloads && w->n_pool < KACE_SCHED_MAX_WORKLOADS; i++) {
-        bool used = false;
-        for (size_t c = 0; c < w->pairs->n_colocations && !used; c++)
-            used = kace_colocation_has(&w->pairs->colocations[c], (int)i);
-        if (used)
-            w->pool[w->n_pool++] = (int)i;
-    }
+    w->profiles = kace_sched_world_profiles_edit(w->world);
+    w->truth = kace_sched_world_truth(w->world);
+    w->rates = *kace_sched_world_rates(w->world);
+    w->pool = kace_sched_world_pool(w->world, &w->n_pool);
     rc = EXIT_OK;
 done:
     kace_store_close(&store);

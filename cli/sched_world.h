@@ -1,23 +1,27 @@
-/* What `kace schedule`, `kace simulate` and kace serve's Kubernetes
- * extender build their scheduler from (cli/cmd_simulate.c): the store's
- * measured sets (the truth and the groups that may share), a slowdown model
- * fitted on one published training split, the profiles a policy may see,
- * and the pool of workloads jobs may have. */
+/* What `kace schedule` and `kace simulate` build their scheduler from
+ * (cli/cmd_simulate.c): the library's scheduler world (kace/sched_world.h:
+ * the truth and the groups that may share, the profiles a policy may see,
+ * the pool of workloads jobs may have) with a slowdown model fitted on one
+ * published training split. kace serve's extender builds the same world from
+ * the model it serves instead (lib/service/service.c). */
 #ifndef KACE_CLI_SCHED_WORLD_H
 #define KACE_CLI_SCHED_WORLD_H
 
 #include "kace/sched.h"
+#include "kace/sched_world.h"
 #include "kace/sim.h"
 #include "kace/store.h"
 
 typedef struct sim_world {
-    kace_dataset *pairs, *triples, *profiles;
+    kace_dataset *pairs, *triples;
     kace_splits *splits;
     kace_model *model;
-    kace_truth *truth;
-    kace_model_rates holder;
+    kace_sched_world *world; /* predicts with model */
+    /* the world's parts, for short: owned by world */
+    kace_dataset *profiles; /* kace simulate --sacct adds a stand-in workload */
+    const kace_truth *truth;
     kace_rate_source rates;
-    int pool[KACE_SCHED_MAX_WORKLOADS];
+    const int *pool;
     int n_pool;
     size_t n_train;
 } sim_world;
