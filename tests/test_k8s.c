@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "kace/import.h"
+#include "kace/sched_world.h"
 #include "kace/serve.h"
 #include "kace/sim.h"
 #include "kace/store.h"
@@ -196,13 +197,14 @@ static void test_cache_bind_assume_report(void **state)
     assert_null(c);
 }
 
-/* What kace schedule builds its scheduler from (cli/sched_world.h), in library terms. */
+/* The extender's scheduler world, on the served model (kace/sched_world.h),
+ * with its parts at hand. */
 typedef struct world {
-    kace_dataset *pairs, *triples, *profiles;
-    kace_truth *truth;
-    kace_model_rates holder;
+    kace_sched_world *sw;
+    const kace_dataset *profiles;
+    const kace_truth *truth;
     kace_rate_source rates;
-    int pool[KACE_SCHED_MAX_WORKLOADS];
+    const int *pool;
     int n_pool;
 } world;
 
@@ -211,28 +213,19 @@ static void world_open(world *w)
     memset(w, 0, sizeof *w);
     kace_store *store = NULL;
     assert_kace_ok(ctx, kace_store_open(ctx, db_path, &store));
-    assert_kace_ok(ctx, kace_store_load_dataset(ctx, store, "pairs", false, &w->pairs));
-    assert_kace_ok(ctx, kace_store_load_dataset(ctx, store, "triples", false, &w->triples));
+    assert_kace_ok(ctx, kace_sched_world_new(ctx, store, kace_advisor_predictor(adv), &w->sw));
     kace_store_close(&store);
-    const kace_dataset *sets[2] = {w->pairs, w->triples};
-    assert_kace_ok(ctx, kace_truth_build(ctx, sets, 2, &w->truth));
-    assert_kace_ok(ctx, kace_dataset_profiles_only(ctx, w->pairs, &w->profiles));
-    assert_kace_ok(ctx, kace_rate_source_model(ctx, &w->holder, kace_advisor_predictor(adv), w->profiles, &w->rates));
-    for (size_t i = 0; i < w->pairs->n_workloads && w->n_pool < KACE_SCHED_MAX_WORKLOADS; i++) {
-        bool used = false;
-        for (size_t c = 0; c < w->pairs->n_colocations && !used; c++)
-            used = kace_colocation_has(&w->pairs->colocations[c], (int)i);
-        if (used)
-            w->pool[w->n_pool++] = (int)i;
-    }
+    w->profiles = kace_sched_world_profiles(w->sw);
+    w->truth = kace_sched_world_truth(w->sw);
+    w->rates = *kace_sched_world_rates(w->sw);
+    w->pool = kace_sched_world_pool(w->sw, &w->n_pool);
+    assert_true(w->n_pool > 0);
 }
 
 static void world_close(world *w)
 {
-    kace_truth_free(&w->truth);
-    kace_dataset_free(&w->profiles);
-    kace_dataset_free(&w->pairs);
-    kace_dataset_free(&w->triples);
+    kace_sched_world_free(&w->sw);
+    assert_null(w->sw);
 }
 
 static int n_started;
@@ -544,12 +537,69 @@ static void test_scheduler_offered_nodes_only(void **state)
     world_close(&w);
 }
 
+/* A reload gives the extender a new world (the newly served model): the
+ * scheduler is rebuilt on it at once, with the pods where they are, and the
+ * previous world may go; without a world the extender scores by gain. */
+static void test_scheduler_new_world(void **state)
+{
+    (void)state;
+    world w1, w2;
+    world_open(&w1);
+    world_open(&w2);
+    kace_k8s_cluster *c = NULL;
+    assert_kace_ok(ctx, kace_k8s_cluster_new(ctx, 100, &c));
+    kace_k8s_scheduler ks = {.profiles = w1.profiles, .pool = w1.pool, .n_pool = w1.n_pool,
+                             .runnable = kace_truth_runnable(w1.truth), .rates = &w1.rates};
+    kace_sched_config_default(&ks.config, KACE_SCHED_EXCLUSIVE);
+    assert_kace_ok(ctx, kace_k8s_cluster_use_scheduler(ctx, c, &ks));
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, "{\"node\": \"n1\", \"gpus\": {\"g1\": []}}", 200, NULL));
+    cJSON_Delete(ask(c, 0, KACE_ROUTE_K8S_NODES, "{\"node\": \"n2\", \"gpus\": {\"g2\": []}}", 200, NULL));
+    cJSON *j = ask(c, 1, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u1", "\"n1\", \"n2\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 1);
+    char first[8], other[8]; /* u1's node, and the other one */
+    snprintf(first, sizeof first, "%s", cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring);
+    snprintf(other, sizeof other, "%s", strcmp(first, "n1") == 0 ? "n2" : "n1");
+    cJSON_Delete(j);
+
+    /* the new world; the old one is freed at once (ASan sees any use of it) */
+    ks = (kace_k8s_scheduler){.profiles = w2.profiles, .pool = w2.pool, .n_pool = w2.n_pool,
+                              .runnable = kace_truth_runnable(w2.truth), .rates = &w2.rates};
+    kace_sched_config_default(&ks.config, KACE_SCHED_EXCLUSIVE);
+    assert_kace_ok(ctx, kace_k8s_cluster_use_scheduler(ctx, c, &ks));
+    world_close(&w1);
+    j = ask(c, 2, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_true(sched_state(j, "chosen")->valuedouble == 1); /* u1 kept its GPU */
+    assert_true(sched_state(j, "gpus")->valuedouble == 2);
+    cJSON_Delete(j);
+    j = ask(c, 2, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u1", "\"n1\", \"n2\""), 200, NULL);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring, first);
+    cJSON_Delete(j);
+    j = ask(c, 2, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u2", "\"n1\", \"n2\""), 200, NULL);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "nodenames"), 0)->valuestring, other);
+    cJSON_Delete(j);
+    j = ask(c, 2, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u3", "\"n1\", \"n2\""), 200, NULL);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")), 0); /* exclusive: queued */
+    cJSON_Delete(j);
+
+    /* no world: back to scoring by predicted gain, nothing held */
+    assert_kace_ok(ctx, kace_k8s_cluster_use_scheduler(ctx, c, NULL));
+    world_close(&w2);
+    j = ask(c, 3, KACE_ROUTE_K8S_STATE, NULL, 200, NULL);
+    assert_null(cJSON_GetObjectItem(j, "scheduler"));
+    cJSON_Delete(j);
+    j = ask(c, 3, KACE_ROUTE_K8S_FILTER, pod_args(BERT8, "u4", "\"n1\", \"n2\""), 200, NULL);
+    assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(j, "nodenames")) >= 1);
+    cJSON_Delete(j);
+    kace_k8s_cluster_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_cache_bind_assume_report),
                                        cmocka_unit_test(test_sched_start_on_withdraw),
                                        cmocka_unit_test(test_extender_with_scheduler),
                                        cmocka_unit_test(test_scheduler_async_binds_and_retries),
-                                       cmocka_unit_test(test_scheduler_offered_nodes_only)};
+                                       cmocka_unit_test(test_scheduler_offered_nodes_only),
+                                       cmocka_unit_test(test_scheduler_new_world)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -217,7 +217,11 @@ void kace_k8s_cluster_unbind(kace_k8s_cluster *c, const char *node, const char *
  * (kace_sched_finish, so queued pods may start); pods an agent lists that
  * kace did not place are started where they run (kace_sched_start_on).
  * config, profiles, pool, runnable and rates are kace_sched_new's and must
- * outlive c. Without this call the extender scores nodes by predicted gain. */
+ * outlive c, or the next call. Without this call the extender scores nodes
+ * by predicted gain. Called again (a reload: the served model changed), the
+ * scheduler is rebuilt at once on the new world with the pods it holds
+ * (by workload name; those of workloads the new pool lacks are forgotten);
+ * w NULL goes back to scoring by predicted gain. */
 typedef struct kace_k8s_scheduler {
     kace_sched_config config;
     const kace_dataset *profiles;

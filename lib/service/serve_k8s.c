@@ -184,6 +184,7 @@ struct kace_k8s_cluster {
     bool has_sched;
     kace_k8s_scheduler world;
     kace_sched *sched; /* NULL until a pod needs it and some node has GPUs */
+    bool stale;        /* sched was built on a previous world: rebuild it */
     topo_gpu *topo;
     int n_topo;
     sched_pod *pods; /* in arrival order */
@@ -391,21 +392,66 @@ static void remember_pod(kace_k8s_cluster *c, const char *uid, const char *pod, 
 
 /* ---- the scheduler: `kace schedule`'s policy over the cached nodes ------------ */
 
+static void forget_pod(kace_k8s_cluster *c, sched_pod *p);
+static kace_status ensure_sched(kace_ctx *ctx, kace_k8s_cluster *c, double now);
+
+/* The pods kace knows keep their workloads by name in a new world: a pod
+ * whose workload the new pool lacks is forgotten (kube-scheduler asks again,
+ * and the pod is judged anew). */
+static void rename_workloads(kace_k8s_cluster *c, const kace_k8s_scheduler *w)
+{
+    for (size_t i = 0; i < c->n_pods;) {
+        sched_pod *p = &c->pods[i];
+        int to = kace_dataset_find(w->profiles, c->world.profiles->workloads[p->workload].name);
+        bool in_pool = false;
+        for (int k = 0; to >= 0 && k < w->n_pool && !in_pool; k++)
+            in_pool = w->pool[k] == to;
+        if (in_pool) {
+            p->workload = to;
+            i++;
+        } else {
+            forget_pod(c, p);
+        }
+    }
+}
+
 kace_status kace_k8s_cluster_use_scheduler(kace_ctx *ctx, kace_k8s_cluster *c, const kace_k8s_scheduler *w)
 {
+    kace_status st = KACE_OK;
+    if (!w) { /* back to scoring by predicted gain: the scheduler and what it held go */
+        pthread_mutex_lock(&c->lock);
+        kace_sched_free(&c->sched);
+        free(c->topo);
+        c->topo = NULL;
+        c->n_topo = 0;
+        c->n_pods = 0;
+        c->has_sched = false;
+        memset(&c->world, 0, sizeof c->world);
+        pthread_mutex_unlock(&c->lock);
+        return KACE_OK;
+    }
     /* A one-GPU trial checks the configuration now rather than at the first pod. */
     int one = 1;
     kace_sched *trial = NULL;
-    kace_status st = kace_sched_new(ctx, &w->config, w->profiles, w->pool, w->n_pool, w->runnable, w->rates, &one, 1,
-                                    NULL, NULL, &trial);
+    st = kace_sched_new(ctx, &w->config, w->profiles, w->pool, w->n_pool, w->runnable, w->rates, &one, 1, NULL, NULL,
+                        &trial);
     kace_sched_free(&trial);
     if (st)
         return st;
     pthread_mutex_lock(&c->lock);
+    if (c->has_sched)
+        rename_workloads(c, w);
     c->world = *w;
     c->has_sched = true;
+    /* A scheduler built on the previous world (its rates are read once, at
+     * creation) is rebuilt now on this one, with the pods where they are:
+     * the caller may free the previous world as soon as this returns. */
+    if (c->sched) {
+        c->stale = true;
+        st = ensure_sched(ctx, c, c->now);
+    }
     pthread_mutex_unlock(&c->lock);
-    return KACE_OK;
+    return st;
 }
 
 static sched_pod *pod_of_job(kace_k8s_cluster *c, int job)
@@ -588,7 +634,7 @@ static kace_status ensure_sched(kace_ctx *ctx, kace_k8s_cluster *c, double now)
         n += c->nodes[i].n_gpus;
     if (n == 0)
         return KACE_OK;
-    bool same = c->sched && n == c->n_topo;
+    bool same = c->sched && !c->stale && n == c->n_topo;
     topo_gpu *t = malloc((size_t)n * sizeof *t);
     int *node_gpus = calloc(c->n_nodes, sizeof *node_gpus);
     if (!t || !node_gpus) {
@@ -623,6 +669,7 @@ static kace_status ensure_sched(kace_ctx *ctx, kace_k8s_cluster *c, double now)
     topo_gpu *old_topo = c->topo;
     kace_sched *old = c->sched;
     c->sched = fresh;
+    c->stale = false;
     c->topo = t;
     c->n_topo = n;
     kace_ctx *scratch = kace_ctx_new();
