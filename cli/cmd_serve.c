@@ -3,10 +3,11 @@
  * Requests are answered by the library's pure handlers (kace/serve.h) on a
  * pool of libmicrohttpd threads, each polling its share of the connections
  * with epoll, so that idle or slow connections cost a file descriptor and a
- * little memory, never a thread. The advisor (dataset + model) they use is
- * held by reference count: a reload builds a new advisor, swaps the pointer
- * under a short lock and drops the old one when its last request is done,
- * so no request ever waits for a reload or sees half of one. Signals are
+ * little memory, never a thread. What they answer with (the advisor, its
+ * reply cache and the extender's scheduler, all on the one served model) is
+ * the library's (kace/service.h): a reload builds them anew and swaps them
+ * in whole, so no request ever waits for a reload or sees half of one. This
+ * file keeps the HTTP, the options and the signals. Signals are
  * blocked in every thread and taken by the main thread with sigtimedwait:
  * SIGHUP reloads, SIGTERM/SIGINT stop taking connections, wait for the
  * requests in progress (up to 10 s) and exit.
@@ -47,32 +48,17 @@
 #include <cjson/cJSON.h>
 
 #include "kube_api.h"
-#include "sched_world.h"
 
 #include <microhttpd.h>
 
 #include "cli.h"
-#include "kace/learn.h"
 #include "kace/serve.h"
+#include "kace/service.h"
 
 #define MAX_GPUS 64
 #define MAX_ORIGINS 16
 #define MAX_TOKEN 4096
 #define TRIM_AFTER (1u << 20) /* bodies larger than this give their memory back to the system */
-
-typedef struct held_advisor {
-    kace_advisor *advisor;
-    kace_reply_cache *cache; /* this advisor's replies: a reload starts a new one */
-    atomic_int refs;
-} held_advisor;
-
-typedef struct file_stamp {
-    bool exists;
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-} file_stamp;
 
 /* Where a connection is, for the reaper's deadlines. */
 typedef enum conn_phase {
@@ -102,11 +88,9 @@ typedef struct sender_rate {
 } sender_rate;
 
 typedef struct server {
-    /* what to load */
-    const char *db, *model_name, *model_file;
-    const char *split_train_db; /* --split-train-db: the split model's grids are another store's */
-    kace_advisor_options options;
-    bool allow_partial_model;
+    /* what to load, and what is loaded */
+    kace_service_config cfg;
+    kace_service *service;
     bool quiet;
     bool store_observations;       /* --store-observations: POST /v1/observations also go to the store */
     double obs_per_minute, obs_burst; /* --observation-rate N[/BURST] per sender; 0: no limit */
@@ -122,13 +106,6 @@ typedef struct server {
     kace_k8s_cluster *cluster;
     kube_api kube;
     bool has_kube;
-    int extender_policy; /* a kace_sched_policy, or -1: score nodes by predicted gain */
-    sim_world world;     /* what the extender's scheduler is built from, as kace schedule's */
-    bool has_world;
-    /* the advisor in use */
-    pthread_mutex_t swap_lock;
-    held_advisor *current;
-    file_stamp db_stamp, model_stamp, split_stamp; /* split: --split-train-db's store */
     /* metrics and GPUs */
     kace_serve_metrics *metrics;
     const kace_serve_gpu_source *gpu_source;
@@ -176,26 +153,6 @@ static double unix_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static file_stamp stamp_of(const char *path)
-{
-    file_stamp s = {0};
-    struct stat st;
-    if (path && stat(path, &st) == 0) {
-        s.exists = true;
-        s.dev = st.st_dev;
-        s.ino = st.st_ino;
-        s.size = st.st_size;
-        s.mtime = st.st_mtim;
-    }
-    return s;
-}
-
-static bool same_stamp(const file_stamp *a, const file_stamp *b)
-{
-    return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
-}
-
 static void say(const server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const server *s, const char *fmt, ...)
 {
@@ -209,140 +166,26 @@ static void say(const server *s, const char *fmt, ...)
     va_end(ap);
 }
 
-/* ---- the advisor, reference-counted ------------------------------------- */
-
-static held_advisor *acquire(server *s)
-{
-    pthread_mutex_lock(&s->swap_lock);
-    held_advisor *h = s->current;
-    atomic_fetch_add(&h->refs, 1);
-    pthread_mutex_unlock(&s->swap_lock);
-    return h;
-}
-
-static void release(held_advisor *h)
-{
-    if (h && atomic_fetch_sub(&h->refs, 1) == 1) {
-        kace_reply_cache_free(&h->cache);
-        kace_advisor_free(&h->advisor);
-        free(h);
-    }
-}
-
-/* The MPS split model of /v1/mps-split, fitted once per load on the store's
- * split grids (partitions_* campaigns, a device dataset's mps-splits), or
- * on another store's (--split-train-db: another GPU's, for a store whose few
- * grids cannot fit one). Too few measured cells with complete profiles is
- * not an error: the endpoint then uses its profile rule, and note says
- * which it is. */
-static kace_status fit_split_model(kace_ctx *ctx, kace_store *store, const kace_dataset *ds, const char *train_db,
-                                   kace_split_model **out, size_t *n_grids, char *note, size_t note_size)
-{
-    kace_store *other = NULL;
-    kace_status st = train_db ? kace_store_open_flags(ctx, train_db, 0, &other) : KACE_OK;
-    if (!st)
-        st = kace_split_fit_store(ctx, other ? other : store, other ? NULL : ds, out, n_grids);
-    kace_store_close(&other);
-    if (st == KACE_ERR_MODEL) { /* no grids, or too few usable cells */
-        snprintf(note, note_size, "mps-split: advising by the profile rule (%s%s%s)", train_db ? train_db : "",
-                 train_db ? ": " : "", kace_errmsg(ctx));
-        *n_grids = 0;
-        st = KACE_OK;
-    } else if (!st) {
-        snprintf(note, note_size, "mps-split: split model fitted on %zu measured grids%s%s (ridge alpha %g by "
-                 "cross-validation)", *n_grids, train_db ? " of " : "", train_db ? train_db : "",
-                 kace_split_model_alpha(*out, NULL));
-    }
-    return st;
-}
-
-/* Loads dataset and model; on success swaps them in. Requests in progress
- * keep the advisor they started with. A model that cannot answer every
- * endpoint is refused (unless --allow-partial-model): *reason says whether
- * that ("cannot_answer") or reading failed ("load_error"). */
-static kace_status load(kace_ctx *ctx, server *s, const char **reason)
-{
-    *reason = "load_error";
-    file_stamp db_stamp = stamp_of(s->db), model_stamp = stamp_of(s->model_file),
-               split_stamp = stamp_of(s->split_train_db);
-    kace_store *store = NULL;
-    kace_dataset *ds = NULL;
-    kace_model *m = NULL;
-    kace_advisor *adv = NULL;
-    kace_status st;
-    if (!db_stamp.exists)
-        return kace_fail(ctx, KACE_ERR_IO, "%s: no such store (kace import first)", s->db);
-    kace_split_model *split = NULL;
-    size_t n_grids = 0;
-    char split_note[256] = "";
-    if ((st = kace_store_open_flags(ctx, s->db, 0, &store)) || (st = kace_store_load_dataset(ctx, store, NULL, false, &ds)) ||
-        (st = s->model_file ? kace_model_load(ctx, s->model_file, &m)
-                            : kace_store_load_model(ctx, store, s->model_name, &m)) ||
-        (st = fit_split_model(ctx, store, ds, s->split_train_db, &split, &n_grids, split_note, sizeof split_note)) ||
-        (st = kace_advisor_new(ctx, &ds, &m, &s->options, &adv))) {
-        kace_dataset_free(&ds);
-        kace_model_free(&m);
-        kace_split_model_free(&split);
-        kace_store_close(&store);
-        return st;
-    }
-    /* Drift's reference: the cross-validated error of the model's
-     * kind on the set kace train fits by default (NaN when that set is empty). */
-    double cv_error = NAN;
-    kace_dataset *pairs = NULL;
-    if (!kace_store_load_dataset(ctx, store, "pairs", false, &pairs) && pairs->n_colocations >= 10) {
-        kace_fit_spec spec;
-        kace_learn_spec_like(kace_advisor_model(adv), &spec);
-        if (kace_learn_cv_error(ctx, pairs, NULL, 0, &spec, 5, &cv_error))
-            cv_error = NAN;
-    }
-    kace_dataset_free(&pairs);
-    kace_serve_metrics_model_cv_error(s->metrics, cv_error);
-    kace_store_close(&store);
-    if (!s->allow_partial_model && (st = kace_advisor_check_endpoints(ctx, adv))) {
-        *reason = "cannot_answer";
-        kace_split_model_free(&split);
-        kace_advisor_free(&adv);
-        return st;
-    }
-    kace_advisor_set_split_model(adv, &split, n_grids);
-    say(s, "%s", split_note);
-    held_advisor *h = calloc(1, sizeof *h);
-    if (!h || (st = kace_reply_cache_new(ctx, adv, &h->cache))) {
-        free(h);
-        kace_advisor_free(&adv);
-        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    }
-    h->advisor = adv;
-    atomic_init(&h->refs, 1); /* the server's own reference */
-    pthread_mutex_lock(&s->swap_lock);
-    held_advisor *old = s->current;
-    s->current = h;
-    pthread_mutex_unlock(&s->swap_lock);
-    release(old);
-    s->db_stamp = db_stamp;
-    s->model_stamp = model_stamp;
-    s->split_stamp = split_stamp;
-    const file_stamp *age = s->model_file ? &model_stamp : &db_stamp;
-    kace_serve_metrics_model_loaded(s->metrics, true, unix_now(),
-                                    (double)age->mtime.tv_sec + (double)age->mtime.tv_nsec * 1e-9);
-    return KACE_OK;
-}
+/* ---- loading: the library's (kace/service.h) ---------------------------- */
 
 static void reload(server *s, const char *why)
 {
     kace_ctx *ctx = kace_ctx_new();
-    const char *reason = "load_error";
-    kace_status st = ctx ? load(ctx, s, &reason) : KACE_ERR_NOMEM;
+    kace_service_notes notes = {.refused = "load_error"};
+    kace_status st = ctx ? kace_service_load(ctx, s->service, &notes) : KACE_ERR_NOMEM;
     if (st) {
         const char *msg = ctx ? kace_errmsg(ctx) : "out of memory";
-        kace_serve_metrics_model_refused(s->metrics, reason, msg);
+        if (!ctx)
+            kace_serve_metrics_model_refused(s->metrics, notes.refused, msg);
         fprintf(stderr, "kace serve: reload (%s) refused, still serving the previous model: %s\n", why, msg);
     } else {
-        held_advisor *h = acquire(s);
-        say(s, "reloaded (%s): %zu workloads, policy %s", why, kace_advisor_dataset(h->advisor)->n_workloads,
-            kace_advisor_policy(h->advisor));
-        release(h);
+        say(s, "%s", notes.split);
+        kace_served *h = kace_service_acquire(s->service);
+        say(s, "reloaded (%s): %zu workloads, policy %s", why, kace_advisor_dataset(kace_served_advisor(h))->n_workloads,
+            kace_advisor_policy(kace_served_advisor(h)));
+        kace_served_release(&h);
+        if (notes.extender[0])
+            say(s, "%s", notes.extender);
     }
     kace_ctx_free(&ctx);
 }
@@ -588,21 +431,21 @@ static void sender_origin(const char *peer, char out[33])
     }
 }
 
-static void store_observation(kace_ctx *ctx, server *s, const request *r, const held_advisor *h, kace_reply *reply)
+static void store_observation(kace_ctx *ctx, server *s, const request *r, const kace_served *h, kace_reply *reply)
 {
     char origin[33];
     sender_origin(r->peer, origin);
     const kace_observation *o = &reply->observation;
-    const kace_dataset *ds = kace_advisor_dataset(h->advisor);
+    const kace_dataset *ds = kace_advisor_dataset(kace_served_advisor(h));
     kace_observed_member members[KACE_MAX_K];
     for (int i = 0; i < o->k; i++)
         members[i] = (kace_observed_member){ds->workloads[o->workload[i]].name, 100, o->observed[i], o->predicted[i]};
     kace_observed_colocation oc = {.origin = origin, .origin_id = o->id[0] ? o->id : NULL, .observed_at = unix_now(),
-                                   .gpu = o->gpu, .model = s->model_file ? s->model_file : s->model_name,
+                                   .gpu = o->gpu, .model = s->cfg.model_file ? s->cfg.model_file : s->cfg.model_name,
                                    .n_members = (size_t)o->k, .members = members};
     kace_store *store = NULL;
     pthread_mutex_lock(&s->store_lock);
-    kace_status st = kace_store_open_flags(ctx, s->db, 0, &store);
+    kace_status st = kace_store_open_flags(ctx, s->cfg.db, 0, &store);
     if (!st)
         st = kace_store_add_observation(ctx, store, &oc, NULL);
     kace_store_close(&store);
@@ -664,9 +507,10 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
     kace_ctx *ctx = kace_ctx_new();
     if (!ctx)
         return send_reply(c, s, r, 500, NULL, "application/json");
-    held_advisor *h = acquire(s);
+    kace_served *h = kace_service_acquire(s->service);
     kace_reply reply;
-    kace_advisor_handle_cached(ctx, h->advisor, h->cache, s->cluster, unix_now(), r->route, r->body, r->len, &reply);
+    kace_advisor_handle_cached(ctx, kace_served_advisor(h), kace_served_cache(h), s->cluster, unix_now(), r->route,
+                               r->body, r->len, &reply);
     if (reply.api_path)
         create_binding(s, r, &reply);
     if (reply.decision)
@@ -675,7 +519,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
         kace_serve_metrics_observe(s->metrics, &reply.observation);
     if (reply.has_observation && s->store_observations)
         store_observation(ctx, s, r, h, &reply);
-    release(h);
+    kace_served_release(&h);
     kace_ctx_free(&ctx);
     enum MHD_Result ok = send_reply(c, s, r, reply.http_status, reply.body, "application/json");
     reply.body = NULL; /* owned by the response now */
@@ -1060,8 +904,8 @@ static void usage(void)
            "POST /k8s/nodes takes kace agent reports, GET /k8s/state shows the node cache; a bind stays\n"
            "assumed for --assume-seconds (default 120) or until the node's agent reports the pod.\n"
            "--extender-policy P: the extender places pods with kace schedule's scheduler under policy P\n"
-           "(default kace; exclusive, packing, random, MEMCAP, SM%%, MEM%%), built as kace schedule builds it\n"
-           "from the store; 'gain' scores each node by its best GPU's predicted gain instead.\n"
+           "(default kace; exclusive, packing, random, MEMCAP, SM%%, MEM%%), predicting with the served model\n"
+           "(rebuilt on every reload); 'gain' scores each node by its best GPU's predicted gain instead.\n"
            "--split-train-db OTHER: /v1/mps-split's model is fitted on OTHER's split grids (another GPU's) and\n"
            "reads this store's profiles and curves; a change of OTHER reloads, as one of the store does.\n");
 }
@@ -1121,8 +965,7 @@ static rlim_t raise_nofile(void)
 
 int cmd_serve(int argc, char **argv)
 {
-    server s = {.db = cli_default_db(),
-                .model_name = "default",
+    server s = {.cfg = {.db = cli_default_db(), .model_name = "default", .extender_policy = KACE_SCHED_KACE},
                 .max_body = KACE_SERVE_MAX_BODY_DEFAULT,
                 .max_extender_body = KACE_SERVE_MAX_EXTENDER_BODY_DEFAULT,
                 .max_pending = 40u << 20,
@@ -1132,8 +975,7 @@ int cmd_serve(int argc, char **argv)
                 .body_timeout = 30,
                 .obs_per_minute = 120,
                 .obs_burst = 120};
-    kace_advisor_options_default(&s.options);
-    s.extender_policy = KACE_SCHED_KACE;
+    kace_advisor_options_default(&s.cfg.options);
     const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL, *kube_token = NULL;
     const char *ext_listen = NULL, *ext_port_file = NULL, *tls_cert = NULL, *tls_key = NULL, *client_ca = NULL;
     bool no_token_ok = false;
@@ -1141,7 +983,7 @@ int cmd_serve(int argc, char **argv)
     const char *origins[MAX_ORIGINS];
     size_t n_origins = 0;
     double threads = 0, watch = 1, max_body = (double)s.max_body, max_ext = (double)s.max_extender_body,
-           max_pending = (double)s.max_pending, max_k = s.options.max_colocation, max_conns = 0,
+           max_pending = (double)s.max_pending, max_k = s.cfg.options.max_colocation, max_conns = 0,
            per_ip = s.per_ip, idle = s.idle_timeout;
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
@@ -1178,10 +1020,10 @@ int cmd_serve(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "l:d:m:M:t:b:c:k:f:w:Np:qh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'l': listen = optarg; break;
-        case 'd': s.db = optarg; break;
-        case 'm': s.model_name = optarg; break;
-        case 'M': s.model_file = optarg; break;
-        case O_SPLIT_TRAIN_DB: s.split_train_db = optarg; break;
+        case 'd': s.cfg.db = optarg; break;
+        case 'm': s.cfg.model_name = optarg; break;
+        case 'M': s.cfg.model_file = optarg; break;
+        case O_SPLIT_TRAIN_DB: s.cfg.split_train_db = optarg; break;
         case 't':
             if (!cli_parse_number(optarg, 1, 256, true, &threads))
                 return cli_usage("serve", "--threads must be an integer 1..256");
@@ -1191,7 +1033,7 @@ int cmd_serve(int argc, char **argv)
                 return cli_usage("serve", "--max-body must be 1..%u bytes", KACE_SERVE_MAX_BODY_DEFAULT);
             break;
         case 'c':
-            if (!cli_parse_number(optarg, 0, 1, false, &s.options.min_confidence))
+            if (!cli_parse_number(optarg, 0, 1, false, &s.cfg.options.min_confidence))
                 return cli_usage("serve", "--min-confidence must be a number in [0, 1]");
             break;
         case 'k':
@@ -1199,7 +1041,7 @@ int cmd_serve(int argc, char **argv)
                 return cli_usage("serve", "--max-colocation must be an integer 2..%d", KACE_MAX_K);
             break;
         case 'f':
-            if (!cli_parse_number(optarg, 0, 1, false, &s.options.min_fraction))
+            if (!cli_parse_number(optarg, 0, 1, false, &s.cfg.options.min_fraction))
                 return cli_usage("serve", "--min-fraction must be a number in [0, 1]");
             break;
         case 'w':
@@ -1218,8 +1060,8 @@ int cmd_serve(int argc, char **argv)
                 return cli_usage("serve", "--assume-seconds must be 0..86400");
             break;
         case O_EXT_POLICY:
-            s.extender_policy = strcmp(optarg, "gain") == 0 ? -1 : kace_sched_policy_from_name(optarg);
-            if (strcmp(optarg, "gain") != 0 && (s.extender_policy < 0 || s.extender_policy == KACE_SCHED_ORACLE))
+            s.cfg.extender_policy = strcmp(optarg, "gain") == 0 ? -1 : kace_sched_policy_from_name(optarg);
+            if (strcmp(optarg, "gain") != 0 && (s.cfg.extender_policy < 0 || s.cfg.extender_policy == KACE_SCHED_ORACLE))
                 return cli_usage("serve", "--extender-policy: '%s' is not gain or an online policy (exclusive, packing, "
                                           "random, MEMCAP, SM%%, MEM%%, kace)", optarg);
             break;
@@ -1258,7 +1100,7 @@ int cmd_serve(int argc, char **argv)
             if (!cli_parse_number(optarg, 0.1, 86400, false, &s.body_timeout))
                 return cli_usage("serve", "--body-timeout must be 0.1..86400 seconds");
             break;
-        case O_PARTIAL: s.allow_partial_model = true; break;
+        case O_PARTIAL: s.cfg.allow_partial_model = true; break;
         case O_EXT_LISTEN: ext_listen = optarg; break;
         case O_EXT_PORT_FILE: ext_port_file = optarg; break;
         case O_TLS_CERT: tls_cert = optarg; break;
@@ -1285,7 +1127,7 @@ int cmd_serve(int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage("serve", "unexpected argument '%s'", argv[optind]);
-    s.options.max_colocation = (int)max_k;
+    s.cfg.options.max_colocation = (int)max_k;
     s.max_body = (size_t)max_body;
     s.max_extender_body = (size_t)max_ext;
     s.max_pending = (size_t)max_pending;
@@ -1372,7 +1214,6 @@ int cmd_serve(int argc, char **argv)
     listener main_listener = {.s = &s}, ext_listener = {.s = &s, .extender = true, .verify_client = client_ca != NULL};
     bool wrote_port = false, wrote_ext_port = false;
     kace_ctx *ctx = cli_ctx_new();
-    pthread_mutex_init(&s.swap_lock, NULL);
     pthread_mutex_init(&s.gpu_lock, NULL);
     pthread_mutex_init(&s.store_lock, NULL);
     pthread_mutex_init(&s.conn_lock, NULL);
@@ -1385,34 +1226,17 @@ int cmd_serve(int argc, char **argv)
     pthread_t reaper_thread;
     bool reaper_started = false;
     kace_status st;
-    const char *reason = NULL;
+    kace_service_notes notes;
     if (!ctx || (st = kace_serve_metrics_new(ctx, &s.metrics)) ||
-        (st = kace_k8s_cluster_new(ctx, assume, &s.cluster)) || (st = load(ctx, &s, &reason))) {
+        (st = kace_k8s_cluster_new(ctx, assume, &s.cluster)) ||
+        (st = kace_service_new(ctx, &s.cfg, s.metrics, s.cluster, &s.service)) ||
+        (st = kace_service_load(ctx, s.service, &notes))) {
         fprintf(stderr, "kace serve: %s\n", ctx ? kace_errmsg(ctx) : "out of memory");
         goto done;
     }
-    if (s.extender_policy >= 0) { /* the extender's scheduler: kace schedule's, built the same way */
-        kace_k8s_scheduler w = {.profiles = NULL};
-        s.has_world = sim_world_load(ctx, s.db, NULL, SIM_WORLD_N_OCCUR, SIM_WORLD_SEED, &s.world) == EXIT_OK;
-        if (s.has_world) {
-            kace_sched_config_default(&w.config, (kace_sched_policy)s.extender_policy);
-            w.profiles = s.world.profiles;
-            w.pool = s.world.pool;
-            w.n_pool = s.world.n_pool;
-            w.runnable = kace_truth_runnable(s.world.truth);
-            w.rates = &s.world.rates;
-        }
-        if (s.has_world && (st = kace_k8s_cluster_use_scheduler(ctx, s.cluster, &w))) {
-            fprintf(stderr, "kace serve: %s\n", kace_errmsg(ctx));
-            goto done;
-        }
-        if (s.has_world)
-            say(&s, "the Kubernetes extender places pods with kace schedule's scheduler (policy %s, %d workloads)",
-                kace_sched_policy_name(w.config.policy), w.n_pool);
-        else
-            say(&s, "the Kubernetes extender scores nodes by predicted gain: kace schedule's scheduler cannot be built "
-                    "from %s (above)", s.db);
-    }
+    say(&s, "%s", notes.split);
+    if (notes.extender[0])
+        say(&s, "%s", notes.extender);
     { /* GPU series' Hostname, as DCGM exporter's: the Kubernetes node name where set */
         char host[64] = "";
         const char *node = getenv("NODE_NAME");
@@ -1460,11 +1284,11 @@ int cmd_serve(int argc, char **argv)
                 "main listener refuses them", ext_listen, ext_port,
             client_ca ? "HTTPS, client certificates signed by --extender-client-ca" : tls.cert ? "HTTPS" : "HTTP");
     {
-        held_advisor *h = acquire(&s);
+        kace_served *h = kace_service_acquire(s.service);
         say(&s, "listening on %s (port %u, %d threads): %zu workloads, model %s, policy %s", listen, port,
-            (int)threads, kace_advisor_dataset(h->advisor)->n_workloads,
-            s.model_file ? s.model_file : s.model_name, kace_advisor_policy(h->advisor));
-        release(h);
+            (int)threads, kace_advisor_dataset(kace_served_advisor(h))->n_workloads,
+            s.cfg.model_file ? s.cfg.model_file : s.cfg.model_name, kace_advisor_policy(kace_served_advisor(h)));
+        kace_served_release(&h);
         say(&s,
             "limits: %u connections (%u per client), idle %u s, headers %g s, body %g s; bodies %zu B (extender %zu B), "
             "%zu B pending in all; %s",
@@ -1481,18 +1305,10 @@ int cmd_serve(int argc, char **argv)
             break;
         if (sig == SIGHUP) {
             reload(&s, "SIGHUP");
-        } else if (watch > 0) {
-            file_stamp db_now = stamp_of(s.db), model_now = stamp_of(s.model_file),
-                       split_now = stamp_of(s.split_train_db);
-            if (!same_stamp(&db_now, &s.db_stamp) || !same_stamp(&model_now, &s.model_stamp) ||
-                !same_stamp(&split_now, &s.split_stamp)) {
-                /* let a writer finish (a model is renamed into place whole;
-                 * an import is one transaction) */
-                reload(&s, "file changed");
-                s.db_stamp = db_now; /* a failed reload is not retried until the next change */
-                s.model_stamp = model_now;
-                s.split_stamp = split_now;
-            }
+        } else if (watch > 0 && kace_service_changed(s.service)) {
+            /* let a writer finish (a model is renamed into place whole; an
+             * import or a promotion is one transaction) */
+            reload(&s, "file changed");
         }
     }
     say(&s, "stopping: no new connections; waiting for %d request(s) in progress", atomic_load(&s.in_flight));
@@ -1527,13 +1343,10 @@ done:
     free(tls.client_ca);
     if (s.gpu_state)
         s.gpu_source->close(&s.gpu_state);
-    release(s.current);
+    kace_service_free(&s.service); /* before the cluster and metrics it uses */
     kace_serve_metrics_free(&s.metrics);
     kace_k8s_cluster_free(&s.cluster);
-    if (s.has_world)
-        sim_world_free(&s.world);
     kube_api_cleanup(&s.kube);
-    pthread_mutex_destroy(&s.swap_lock);
     pthread_mutex_destroy(&s.gpu_lock);
     pthread_mutex_destroy(&s.store_lock);
     pthread_mutex_destroy(&s.conn_lock);
@@ -1541,7 +1354,6 @@ done:
     free(s.rates);
     kace_ctx_free(&ctx);
     free(token);
-    (void)reason;
     if (rc == EXIT_OK)
         say(&s, "stopped");
     return rc;
