@@ -185,8 +185,10 @@ kace_status kace_live_start(kace_ctx *ctx, const kace_proc_spec *spec, const kac
                             kace_live **out);
 
 /* Waits until something arrives from one of the n workloads (a record, an
- * answer, stderr, an exit) or until deadline_ns (CLOCK_MONOTONIC), and reads
- * everything that has come. Ended workloads are skipped. */
+ * answer, stderr, an exit) or until deadline_ns (CLOCK_MONOTONIC), at most
+ * 20 ms, and reads everything that has come. Ended workloads are skipped;
+ * past the first KACE_LIVE_WAIT_MAX, workloads are read but not waited for. */
+#define KACE_LIVE_WAIT_MAX 64
 void kace_live_wait(kace_live *const *live, size_t n, int64_t deadline_ns);
 
 /* Sends run, pause or stop. To a workload that did not say hello by its

@@ -1012,7 +1012,7 @@ static void live_read(kace_live *l)
 
 void kace_live_wait(kace_live *const *live, size_t n, int64_t deadline_ns)
 {
-    struct pollfd fds[3 * KACE_RUN_MAX_PROCS];
+    struct pollfd fds[3 * KACE_LIVE_WAIT_MAX];
     nfds_t nf = 0;
     for (size_t i = 0; i < n && nf + 3 <= sizeof fds / sizeof *fds; i++) {
         const proc *p = &live[i]->p;
