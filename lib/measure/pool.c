@@ -1,0 +1,321 @@
+/* The warm pool (include/kace/pool.h): long-lived workloads driven through
+ * the runner's kace_live, measured run after run without a cold start. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/pool.h"
+
+struct kace_pool {
+    size_t n;
+    const kace_proc_spec *specs;
+    kace_run_options opt;
+    kace_live *live[KACE_POOL_MAX_MEMBERS];
+    unsigned starts[KACE_POOL_MAX_MEMBERS];
+    bool stopped;
+};
+
+static const char *label(const kace_pool *pool, size_t i)
+{
+    const kace_proc_spec *s = &pool->specs[i];
+    return s->name ? s->name : s->argv[0];
+}
+
+static int64_t deadline_after(double s)
+{
+    return kace_monotonic_ns() + (int64_t)(s * 1e9);
+}
+
+static void set_result(kace_pool_result *r, kace_proc_status st, int pid, const char *detail)
+{
+    memset(r, 0, sizeof *r);
+    r->status = st;
+    r->pid = pid;
+    r->throughput.samples_per_s = NAN;
+    snprintf(r->detail, sizeof r->detail, "%.*s", (int)sizeof r->detail - 1, detail);
+}
+
+/* A member whose process has ended: how, from the runner's result. */
+static void ended_result(const kace_pool *pool, size_t i, kace_pool_result *r)
+{
+    const kace_proc_result *pr = kace_live_result(pool->live[i]);
+    char ending[256], detail[2 * sizeof r->detail];
+    kace_proc_ending(pr, ending, sizeof ending);
+    snprintf(detail, sizeof detail, "%s: %s (%s)", label(pool, i), pr->detail[0] ? pr->detail : "ended", ending);
+    set_result(r, pr->status == KACE_PROC_OK ? KACE_PROC_CRASHED : pr->status, pr->pid, detail);
+}
+
+/* Whether member i is paused at a step boundary: it answered "paused" since
+ * `before`, or it does not speak the channel and has been sent SIGSTOP. */
+static bool paused_since(const kace_pool *pool, size_t i, size_t before)
+{
+    const kace_live *l = pool->live[i];
+    return !kace_live_result(l)->speaks_control || kace_live_answers(l).paused > before;
+}
+
+kace_status kace_pool_start(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                            double timeout_s, kace_pool **out, kace_pool_result *started)
+{
+    *out = NULL;
+    if (n < 1 || n > KACE_POOL_MAX_MEMBERS)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a pool of %zu workloads (expected 1 to %d)", n,
+                         KACE_POOL_MAX_MEMBERS);
+    if (!(timeout_s >= 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "pool start timeout %g s (expected >= 0)", timeout_s);
+    kace_pool *pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting a pool");
+    pool->n = n;
+    pool->specs = specs;
+    pool->opt = *opt;
+    if (!(timeout_s > 0))
+        timeout_s = opt->timeout_s > 0 ? opt->timeout_s : 120;
+    int64_t deadline = deadline_after(timeout_s);
+    for (size_t i = 0; i < n; i++) {
+        kace_status st = kace_live_start(ctx, &specs[i], &pool->opt, &pool->live[i]);
+        if (st) {
+            kace_pool_free(&pool);
+            return st;
+        }
+        pool->starts[i]++;
+        /* Waits in the socket until its first report, which then pauses there. */
+        kace_live_send(pool->live[i], KACE_CONTROL_PAUSE);
+    }
+    bool ready[KACE_POOL_MAX_MEMBERS] = {false};
+    for (;;) {
+        bool all = true;
+        for (size_t i = 0; i < n; i++) {
+            kace_live *l = pool->live[i];
+            if (ready[i] || kace_live_ended(l))
+                continue;
+            size_t nr;
+            kace_live_records(l, &nr);
+            const kace_proc_result *pr = kace_live_result(l);
+            if (pr->speaks_control && kace_live_answers(l).paused > 0)
+                ready[i] = true;
+            else if (!pr->speaks_control && nr > 0) /* reported without hello: SIGSTOP instead */
+                ready[i] = kace_live_send(l, KACE_CONTROL_PAUSE);
+            if (!ready[i])
+                all = false;
+        }
+        if (all || kace_monotonic_ns() >= deadline || (opt->cancel && *opt->cancel))
+            break;
+        kace_live_wait(pool->live, n, deadline);
+    }
+    for (size_t i = 0; i < n; i++) {
+        kace_pool_result r;
+        const kace_proc_result *pr = kace_live_result(pool->live[i]);
+        if (ready[i]) {
+            set_result(&r, KACE_PROC_OK, pr->pid, "paused at its first report");
+        } else if (kace_live_ended(pool->live[i])) {
+            ended_result(pool, i, &r);
+        } else {
+            kace_live_stop(&pool->live[i], 1, deadline_after(pool->opt.term_grace_s));
+            char detail[sizeof r.detail];
+            snprintf(detail, sizeof detail, "%s: %s within the %g s start timeout; stopped", label(pool, i),
+                     pr->speaks_control ? "not paused at its first report" : "no progress record", timeout_s);
+            set_result(&r, (opt->cancel && *opt->cancel) ? KACE_PROC_CANCELLED : KACE_PROC_TIMEOUT, pr->pid,
+                       detail);
+        }
+        size_t nr;
+        kace_live_records(pool->live[i], &nr);
+        r.n_records = nr;
+        if (started)
+            started[i] = r;
+    }
+    *out = pool;
+    return KACE_OK;
+}
+
+/* The common window's start: the last member's first record after it
+ * resumed (from[i] on), plus the warm-up; 0 while a member has none. */
+static int64_t window_start(const kace_pool *pool, const size_t *m, size_t k, const size_t *from, int64_t resumed)
+{
+    int64_t start = 0;
+    for (size_t j = 0; j < k; j++) {
+        size_t nr;
+        const kace_progress_record *r = kace_live_records(pool->live[m[j]], &nr);
+        size_t i = from[j];
+        while (i < nr && r[i].stamped && r[i].t_ns < resumed)
+            i++;
+        if (i >= nr)
+            return 0;
+        int64_t end = r[i].t_ns + (int64_t)(pool->opt.warmup_s * 1e9);
+        if (end > start)
+            start = end;
+    }
+    return start;
+}
+
+kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_t k, double timeout_s,
+                          kace_pool_result *res)
+{
+    if (k < 1 || k > KACE_RUN_MAX_PROCS)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a pool run of %zu workloads (expected 1 to %d)", k,
+                         KACE_RUN_MAX_PROCS);
+    for (size_t j = 0; j < k; j++) {
+        if (m[j] >= pool->n)
+            return kace_fail(ctx, KACE_ERR_INVALID, "pool member %zu of a pool of %zu", m[j] + 1, pool->n);
+        for (size_t i = 0; i < j; i++)
+            if (m[i] == m[j])
+                return kace_fail(ctx, KACE_ERR_INVALID, "pool member %zu named twice in one run", m[j] + 1);
+    }
+    if (!(timeout_s >= 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "pool run timeout %g s (expected >= 0)", timeout_s);
+    const kace_run_options *opt = &pool->opt;
+    double window_s = opt->window_s > 0 ? opt->window_s : 30;
+    if (!(timeout_s > 0))
+        timeout_s = opt->timeout_s > 0 ? opt->timeout_s : opt->warmup_s + window_s + 120;
+
+    kace_live *live[KACE_RUN_MAX_PROCS];
+    for (size_t j = 0; j < k; j++) {
+        live[j] = pool->live[m[j]];
+        set_result(&res[j], KACE_PROC_OK, kace_live_result(live[j])->pid, "");
+    }
+    /* A member that has ended fails the run before it starts. */
+    kace_live_wait(live, k, 0);
+    size_t dead = k;
+    for (size_t j = 0; j < k && dead == k; j++)
+        if (pool->stopped || kace_live_ended(live[j]))
+            dead = j;
+    if (dead < k) {
+        char detail[sizeof res->detail];
+        snprintf(detail, sizeof detail, "not run: %s has ended", label(pool, m[dead]));
+        for (size_t j = 0; j < k; j++) {
+            if (!pool->stopped && kace_live_ended(live[j]))
+                ended_result(pool, m[j], &res[j]);
+            else
+                set_result(&res[j], KACE_PROC_STOPPED, res[j].pid, detail);
+        }
+        return KACE_OK;
+    }
+
+    size_t from[KACE_RUN_MAX_PROCS];
+    for (size_t j = 0; j < k; j++)
+        kace_live_records(live[j], &from[j]);
+    int64_t resumed = kace_monotonic_ns();
+    int64_t deadline = deadline_after(timeout_s);
+    for (size_t j = 0; j < k; j++)
+        kace_live_send(live[j], KACE_CONTROL_RUN);
+
+    /* Until every member's records cover the window, one fails, or the deadline. */
+    int64_t wstart = 0;
+    size_t failed = k;
+    bool complete = false, cancelled = false;
+    for (;;) {
+        kace_live_wait(live, k, deadline);
+        for (size_t j = 0; j < k && failed == k; j++)
+            if (kace_live_ended(live[j]))
+                failed = j;
+        if (failed < k)
+            break;
+        wstart = window_start(pool, m, k, from, resumed);
+        complete = wstart > 0;
+        for (size_t j = 0; j < k && complete; j++) {
+            size_t nr;
+            const kace_progress_record *r = kace_live_records(live[j], &nr);
+            kace_throughput tp;
+            complete = nr - from[j] >= 2 &&
+                       kace_progress_throughput(NULL, r + from[j], nr - from[j], wstart, window_s, 0, &tp) == KACE_OK;
+        }
+        if (complete)
+            break;
+        if ((cancelled = opt->cancel && *opt->cancel) || kace_monotonic_ns() >= deadline)
+            break;
+    }
+
+    /* Pause the live members at their next step boundary (the grace period
+     * past the deadline, as kace_run's ending); one that does not pause is
+     * stopped, since it would run through later runs. */
+    size_t before[KACE_RUN_MAX_PROCS];
+    for (size_t j = 0; j < k; j++) {
+        before[j] = kace_live_answers(live[j]).paused;
+        if (!kace_live_ended(live[j]))
+            kace_live_send(live[j], KACE_CONTROL_PAUSE);
+    }
+    int64_t pause_deadline = deadline_after(opt->term_grace_max_s > 0 ? opt->term_grace_max_s : 30);
+    for (;;) {
+        bool all = true;
+        for (size_t j = 0; j < k; j++)
+            if (!kace_live_ended(live[j]) && !paused_since(pool, m[j], before[j]))
+                all = false;
+        if (all || kace_monotonic_ns() >= pause_deadline)
+            break;
+        kace_live_wait(live, k, pause_deadline);
+    }
+    kace_live_wait(live, k, 0); /* the records written before "paused" */
+
+    for (size_t j = 0; j < k; j++) {
+        kace_pool_result *r = &res[j];
+        size_t nr;
+        const kace_progress_record *rec = kace_live_records(live[j], &nr);
+        r->n_records = nr - from[j];
+        bool not_paused = !kace_live_ended(live[j]) && !paused_since(pool, m[j], before[j]);
+        if (kace_live_ended(live[j])) {
+            ended_result(pool, m[j], r);
+            r->n_records = nr - from[j];
+        } else if (failed < k) {
+            char detail[sizeof r->detail];
+            snprintf(detail, sizeof detail, "paused: %s of the run failed", label(pool, m[failed]));
+            set_result(r, KACE_PROC_STOPPED, r->pid, detail);
+            r->n_records = nr - from[j];
+        } else if (cancelled) {
+            set_result(r, KACE_PROC_CANCELLED, r->pid, "cancelled (kace was interrupted)");
+        } else if (!complete) {
+            char detail[sizeof r->detail];
+            snprintf(detail, sizeof detail, "timeout after %g s: %zu progress record%s in this run, the steady window "
+                     "was not complete (hung or too slow?)", timeout_s, nr - from[j], nr - from[j] == 1 ? "" : "s");
+            set_result(r, KACE_PROC_TIMEOUT, r->pid, detail);
+            r->n_records = nr - from[j];
+        } else if (kace_progress_throughput(ctx, rec + from[j], nr - from[j], wstart, window_s, 1, &r->throughput)) {
+            set_result(r, KACE_PROC_BAD_PROGRESS, r->pid, kace_errmsg(ctx));
+        }
+        if (not_paused) {
+            kace_live_stop(&live[j], 1, deadline_after(opt->term_grace_s));
+            size_t len = strlen(r->detail);
+            snprintf(r->detail + len, sizeof r->detail - len, "%snot paused within %g s; stopped",
+                     len ? "; " : "", opt->term_grace_max_s);
+        }
+    }
+    return KACE_OK;
+}
+
+size_t kace_pool_size(const kace_pool *pool)
+{
+    return pool->n;
+}
+
+const kace_proc_result *kace_pool_member(const kace_pool *pool, size_t i)
+{
+    return kace_live_result(pool->live[i]);
+}
+
+bool kace_pool_alive(const kace_pool *pool, size_t i)
+{
+    return !pool->stopped && !kace_live_ended(pool->live[i]);
+}
+
+unsigned kace_pool_starts(const kace_pool *pool, size_t i)
+{
+    return pool->starts[i];
+}
+
+void kace_pool_stop(kace_pool *pool, double timeout_s)
+{
+    if (!(timeout_s > 0))
+        timeout_s = pool->opt.term_grace_max_s > 0 ? pool->opt.term_grace_max_s : 30;
+    kace_live_stop(pool->live, pool->n, deadline_after(timeout_s));
+    pool->stopped = true;
+}
+
+void kace_pool_free(kace_pool **pp)
+{
+    kace_pool *pool = *pp;
+    if (!pool)
+        return;
+    for (size_t i = 0; i < pool->n; i++)
+        kace_live_free(&pool->live[i]);
+    free(pool);
+    *pp = NULL;
+}

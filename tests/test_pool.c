@@ -1,0 +1,471 @@
+/* The warm pool (include/kace/pool.h): members started once and measured
+ * run after run through their control channel.
+ *
+ * The stand-in workloads are this test program itself (argv[1] ==
+ * "--worker"). A coupled worker speaks the control channel and reports
+ * samples at STANDIN_RATE per second divided by the number of members
+ * running at that moment (a file per running member in STANDIN_DIR), each
+ * step's samples computed from the step's own length: its throughput over a
+ * window is exactly rate / members, however long the machine makes its
+ * steps, so pairs and triples differ from solos by known factors. Every
+ * check counts events (records, answers, starts, endings); no test waits
+ * for time. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kace/pool.h"
+#include "testutil.h"
+
+static char self[4096];
+
+/* ---- the stand-in workers --------------------------------------------------- */
+
+/* A scratch folder of this test process's own: the running members are
+ * counted by the files in it. */
+static char current_dir[4096]; /* removed by the teardown */
+
+static const char *own_dir(const char *name)
+{
+    char unique[256];
+    snprintf(unique, sizeof unique, "%s.%d", name, (int)getpid());
+    snprintf(current_dir, sizeof current_dir, "%s", scratch_dir(unique));
+    return current_dir;
+}
+
+static int count_running(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int k = 0;
+    if (!d)
+        return 1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strncmp(e->d_name, "running.", 8) == 0)
+            k++;
+    closedir(d);
+    return k > 0 ? k : 1;
+}
+
+static void mark_running(const char *dir, bool on)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/running.%d", dir, (int)getpid());
+    if (on)
+        close(open(path, O_WRONLY | O_CREAT, 0644));
+    else
+        unlink(path);
+}
+
+static void say(int fd, const char *line)
+{
+    ssize_t w = write(fd, line, strlen(line));
+    (void)w;
+}
+
+/* The next message ('r', 'p', 's'; 's' also when kace closed the channel),
+ * or 0 when none has come and block is false. */
+static char next_message(int fd, bool block)
+{
+    static char line[32];
+    static size_t len;
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        int ready = poll(&p, 1, block ? -1 : 0);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready == 0)
+            return 0;
+        char c;
+        ssize_t n = read(fd, &c, 1);
+        if (n <= 0)
+            return 's';
+        if (c != '\n') {
+            if (len + 1 < sizeof line)
+                line[len++] = c;
+            continue;
+        }
+        line[len] = '\0';
+        len = 0;
+        if (strcmp(line, "run") == 0)
+            return 'r';
+        if (strcmp(line, "pause") == 0)
+            return 'p';
+        if (strcmp(line, "stop") == 0)
+            return 's';
+    }
+}
+
+static long long now_ns(void)
+{
+    return (long long)kace_monotonic_ns();
+}
+
+static void step(void)
+{
+    nanosleep(&(struct timespec){0, 2000000}, NULL); /* the stand-in's work */
+}
+
+/* Speaks the protocol by hand, so that it knows when it runs. */
+static int coupled_worker(void)
+{
+    const char *dir = getenv("STANDIN_DIR");
+    double rate = atof(getenv("STANDIN_RATE"));
+    int die_at_run = getenv("STANDIN_DIE_AT_RUN") ? atoi(getenv("STANDIN_DIE_AT_RUN")) : 0;
+    int prog = atoi(getenv("KACE_PROGRESS_FD")), ctl = atoi(getenv("KACE_CONTROL_FD"));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/starts", dir);
+    int starts = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    char line[128];
+    snprintf(line, sizeof line, "%d\n", (int)getpid());
+    say(starts, line);
+    close(starts);
+    say(ctl, "hello 1\n");
+    mark_running(dir, true);
+    double samples = 0;
+    long long last = now_ns();
+    int runs = 0;
+    for (;;) {
+        step();
+        char msg = next_message(ctl, false); /* read before the record is stamped */
+        long long t = now_ns();
+        samples += (double)(t - last) / 1e9 * rate / count_running(dir);
+        last = t;
+        snprintf(line, sizeof line, "done %.6f %lld\n", samples, t);
+        say(prog, line);
+        if (die_at_run && runs == die_at_run) {
+            mark_running(dir, false); /* a stand-in's courtesy: the others' count stays right */
+            return 3;
+        }
+        while (msg == 'p') {
+            mark_running(dir, false);
+            say(ctl, "paused\n");
+            msg = next_message(ctl, true);
+            if (msg == 'r') {
+                mark_running(dir, true);
+                say(ctl, "running\n");
+                runs++;
+                last = now_ns();
+                msg = 0;
+            }
+        }
+        if (msg == 's') {
+            mark_running(dir, false);
+            say(ctl, "stopping\n");
+            return 0;
+        }
+    }
+}
+
+/* Knows nothing of the control channel; SIGTERM at its default ends it. */
+static int raw_worker(void)
+{
+    int prog = atoi(getenv("KACE_PROGRESS_FD"));
+    for (long long i = 0;; i++) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "done %lld %lld\n", i, now_ns());
+        if (write(prog, line, (size_t)n) != n)
+            return 1;
+        step();
+    }
+}
+
+/* ---- the tests ------------------------------------------------------------- */
+
+static kace_pool *pool; /* freed (its members killed) on every exit path */
+
+static int free_pool(void **state)
+{
+    (void)state;
+    kace_pool_free(&pool);
+    if (current_dir[0]) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", current_dir);
+        if (system(cmd) != 0)
+            return -1;
+        current_dir[0] = '\0';
+    }
+    return 0;
+}
+
+typedef struct member {
+    char *argv[4];
+    char env[3][4200];
+    const char *envp[4];
+} member;
+
+static void coupled(member *m, kace_proc_spec *spec, const char *name, const char *dir, double rate, int die_at_run)
+{
+    m->argv[0] = self;
+    m->argv[1] = "--worker";
+    m->argv[2] = "coupled";
+    m->argv[3] = NULL;
+    snprintf(m->env[0], sizeof m->env[0], "STANDIN_DIR=%s", dir);
+    snprintf(m->env[1], sizeof m->env[1], "STANDIN_RATE=%g", rate);
+    snprintf(m->env[2], sizeof m->env[2], "STANDIN_DIE_AT_RUN=%d", die_at_run);
+    for (int i = 0; i < 3; i++)
+        m->envp[i] = m->env[i];
+    m->envp[3] = NULL;
+    *spec = (kace_proc_spec){.name = name, .argv = m->argv, .extra_env = m->envp};
+}
+
+static void options(kace_run_options *opt)
+{
+    kace_run_options_init(opt);
+    opt->warmup_s = 0.02;
+    opt->window_s = 0.1;
+    opt->timeout_s = 120; /* only if something hangs */
+}
+
+static size_t count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t n = 0;
+    if (!f)
+        return 0;
+    for (int c; (c = fgetc(f)) != EOF;)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+static void start_pool(kace_proc_spec *specs, size_t n, const kace_run_options *opt, int *pids)
+{
+    kace_ctx *ctx = kace_ctx_new();
+    kace_pool_result started[8];
+    assert_kace_ok(ctx, kace_pool_start(ctx, specs, n, opt, 0, &pool, started));
+    kace_ctx_free(&ctx);
+    for (size_t i = 0; i < n; i++) {
+        if (started[i].status != KACE_PROC_OK)
+            fail_msg("member %zu: %s", i, started[i].detail);
+        assert_true(started[i].pid > 0);
+        assert_true(started[i].n_records >= 1); /* paused at a report */
+        pids[i] = started[i].pid;
+    }
+}
+
+static void run(const size_t *members, size_t k, kace_pool_result *res)
+{
+    kace_ctx *ctx = kace_ctx_new();
+    assert_kace_ok(ctx, kace_pool_run(ctx, pool, members, k, 0, res));
+    kace_ctx_free(&ctx);
+}
+
+/* Each measured member's throughput is its rate over the members running. */
+static void assert_measured(const size_t *members, size_t k, const kace_pool_result *res, const double *rates,
+                            const int *pids)
+{
+    for (size_t j = 0; j < k; j++) {
+        if (res[j].status != KACE_PROC_OK)
+            fail_msg("member %zu of a run of %zu: %s", members[j], k, res[j].detail);
+        assert_int_equal(res[j].pid, pids[members[j]]);
+        double want = rates[members[j]] / (double)k;
+        if (!(fabs(res[j].throughput.samples_per_s - want) <= 0.01 * want))
+            fail_msg("member %zu of a run of %zu: %g samples/s, expected %g", members[j], k,
+                     res[j].throughput.samples_per_s, want);
+        assert_true(res[j].n_records >= 2);
+    }
+}
+
+/* Solos, the 3 pairs and the triple from one start of each member. */
+static void test_solos_pairs_and_triple_from_one_start(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("test_pool_solos");
+    member m[3];
+    kace_proc_spec specs[3];
+    const double rates[3] = {1000, 2000, 3000};
+    coupled(&m[0], &specs[0], "a", dir, rates[0], 0);
+    coupled(&m[1], &specs[1], "b", dir, rates[1], 0);
+    coupled(&m[2], &specs[2], "c", dir, rates[2], 0);
+    kace_run_options opt;
+    options(&opt);
+    int pids[3];
+    start_pool(specs, 3, &opt, pids);
+
+    static const size_t solos[3][1] = {{0}, {1}, {2}};
+    static const size_t pairs[3][2] = {{0, 1}, {0, 2}, {1, 2}};
+    static const size_t triple[3] = {2, 0, 1};
+    kace_pool_result res[3];
+    for (int i = 0; i < 3; i++) {
+        run(solos[i], 1, res);
+        assert_measured(solos[i], 1, res, rates, pids);
+    }
+    for (int i = 0; i < 3; i++) {
+        run(pairs[i], 2, res);
+        assert_measured(pairs[i], 2, res, rates, pids);
+    }
+    run(triple, 3, res);
+    assert_measured(triple, 3, res, rates, pids);
+    run(solos[0], 1, res); /* and alone again, as fast as before */
+    assert_measured(solos[0], 1, res, rates, pids);
+
+    char starts[4200];
+    snprintf(starts, sizeof starts, "%s/starts", dir);
+    assert_int_equal(count_lines(starts), 3); /* each process started once */
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(kace_pool_starts(pool, i), 1);
+        assert_true(kace_pool_alive(pool, i));
+        assert_int_equal(kace_pool_member(pool, i)->pid, pids[i]);
+        assert_true(kace_pool_member(pool, i)->speaks_control);
+    }
+
+    kace_pool_stop(pool, 0);
+    for (size_t i = 0; i < 3; i++) {
+        const kace_proc_result *r = kace_pool_member(pool, i);
+        char ending[256];
+        assert_false(kace_pool_alive(pool, i));
+        assert_true(r->got_stop_message);
+        assert_true(r->paused_at_stop);
+        assert_false(r->got_sigterm);
+        assert_int_equal(r->exit_code, 0);
+        assert_true(kace_proc_stopped_at_report(r));
+        assert_false(kace_proc_ended_mid_step(r));
+        assert_string_equal(kace_proc_ending(r, ending, sizeof ending),
+                            "stopped where it was paused, at a step boundary, after kace's stop message");
+    }
+    kace_pool_free(&pool);
+}
+
+/* A member that dies mid-run fails that run; the others stay paused and warm. */
+static void test_a_member_dying_mid_run(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("test_pool_dying");
+    member m[3];
+    kace_proc_spec specs[3];
+    const double rates[3] = {1000, 2000, 3000};
+    coupled(&m[0], &specs[0], "a", dir, rates[0], 0);
+    coupled(&m[1], &specs[1], "b", dir, rates[1], 0);
+    coupled(&m[2], &specs[2], "dies", dir, rates[2], 2); /* after its first step of its second run */
+    kace_run_options opt;
+    options(&opt);
+    int pids[3];
+    start_pool(specs, 3, &opt, pids);
+    kace_pool_result res[3];
+
+    const size_t solo[1] = {2};
+    run(solo, 1, res);
+    assert_measured(solo, 1, res, rates, pids);
+
+    const size_t with_dying[2] = {0, 2};
+    run(with_dying, 2, res);
+    assert_int_equal(res[1].status, KACE_PROC_CRASHED);
+    assert_non_null(strstr(res[1].detail, "exited with status 3"));
+    assert_int_equal(res[1].n_records, 1);
+    assert_int_equal(res[0].status, KACE_PROC_STOPPED);
+    assert_non_null(strstr(res[0].detail, "dies of the run failed"));
+    assert_true(isnan(res[0].throughput.samples_per_s));
+    assert_false(kace_pool_alive(pool, 2));
+    assert_true(kace_pool_alive(pool, 0));
+
+    const size_t survivors[2] = {1, 0};
+    run(survivors, 2, res); /* the same processes, measured as a pair */
+    assert_measured(survivors, 2, res, rates, pids);
+
+    const size_t again[2] = {1, 2};
+    run(again, 2, res); /* fails at once: nothing is started again */
+    assert_int_equal(res[1].status, KACE_PROC_CRASHED);
+    assert_int_equal(res[0].status, KACE_PROC_STOPPED);
+    assert_non_null(strstr(res[0].detail, "not run: dies has ended"));
+
+    char starts[4200];
+    snprintf(starts, sizeof starts, "%s/starts", dir);
+    assert_int_equal(count_lines(starts), 3);
+    kace_pool_stop(pool, 0);
+    assert_true(kace_proc_stopped_at_report(kace_pool_member(pool, 0)));
+    assert_true(kace_proc_stopped_at_report(kace_pool_member(pool, 1)));
+    assert_int_equal(kace_pool_member(pool, 2)->exit_code, 3);
+    kace_pool_free(&pool);
+}
+
+/* A program that does not speak the channel is paused with SIGSTOP, measured
+ * when continued, and stopped by the SIGTERM fallback. */
+static void test_a_member_without_the_protocol(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("test_pool_raw");
+    member m[1];
+    kace_proc_spec specs[2];
+    coupled(&m[0], &specs[0], "speaks", dir, 1000, 0);
+    char *raw_argv[] = {self, "--worker", "raw", NULL};
+    specs[1] = (kace_proc_spec){.name = "raw", .argv = raw_argv};
+    kace_run_options opt;
+    options(&opt);
+    int pids[2];
+    start_pool(specs, 2, &opt, pids);
+    assert_false(kace_pool_member(pool, 1)->speaks_control);
+
+    kace_pool_result res[2];
+    const size_t raw_solo[1] = {1};
+    run(raw_solo, 1, res);
+    if (res[0].status != KACE_PROC_OK)
+        fail_msg("%s", res[0].detail);
+    assert_true(res[0].throughput.samples_per_s > 0);
+    const size_t both[2] = {0, 1};
+    run(both, 2, res);
+    assert_int_equal(res[0].status, KACE_PROC_OK);
+    assert_int_equal(res[1].status, KACE_PROC_OK);
+    assert_int_equal(res[1].pid, pids[1]);
+
+    kace_pool_stop(pool, 0);
+    const kace_proc_result *raw = kace_pool_member(pool, 1);
+    assert_false(raw->got_stop_message);
+    assert_true(raw->leader_got_sigterm);
+    assert_int_equal(raw->term_signal, SIGTERM);
+    assert_false(kace_proc_stopped_at_report(raw));
+    const kace_proc_result *speaks = kace_pool_member(pool, 0);
+    assert_true(speaks->got_stop_message);
+    assert_false(speaks->got_sigterm);
+    assert_true(kace_proc_stopped_at_report(speaks));
+    kace_pool_free(&pool);
+}
+
+/* Bad arguments are errors that say what was expected. */
+static void test_bad_runs(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("test_pool_bad");
+    member m[1];
+    kace_proc_spec specs[1];
+    coupled(&m[0], &specs[0], "a", dir, 1000, 0);
+    kace_run_options opt;
+    options(&opt);
+    int pids[1];
+    start_pool(specs, 1, &opt, pids);
+    kace_ctx *ctx = kace_ctx_new();
+    kace_pool_result res[2];
+    const size_t twice[2] = {0, 0}, outside[1] = {1};
+    assert_int_equal(kace_pool_run(ctx, pool, twice, 2, 0, res), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "named twice"));
+    assert_int_equal(kace_pool_run(ctx, pool, outside, 1, 0, res), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "pool member 2 of a pool of 1"));
+    kace_ctx_free(&ctx);
+    kace_pool_free(&pool); /* kills the paused member */
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--worker") == 0)
+        return strcmp(argv[2], "raw") == 0 ? raw_worker() : coupled_worker();
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 1;
+    self[n] = '\0';
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_solos_pairs_and_triple_from_one_start, free_pool),
+        cmocka_unit_test_teardown(test_a_member_dying_mid_run, free_pool),
+        cmocka_unit_test_teardown(test_a_member_without_the_protocol, free_pool),
+        cmocka_unit_test_teardown(test_bad_runs, free_pool),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
