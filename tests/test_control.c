@@ -88,8 +88,27 @@ static void step_until_stop_request(void)
     sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
+/* A program's own SIGTERM handler that ends it at once (a framework's
+ * "graceful" exit that does not wait for the step). */
+static void exit_at_once(int sig)
+{
+    (void)sig;
+    _exit(0);
+}
+
 static int worker(const char *mode)
 {
+    if (strcmp(mode, "own-handler-after-first-step") == 0) {
+        /* The handshake's order broken the other way: the program puts its
+         * own handler in once its first step has started, after the helper's
+         * (a training loop that sets up signal handling when training starts). */
+        kace_progress_report(0);
+        signal(SIGTERM, exit_at_once);
+        kace_progress_report(1); /* its window is complete: kace's stop request comes in the next step */
+        step_until_stop_request();
+        for (unsigned long long i = 2;; i++)
+            kace_progress_report(i);
+    }
     if (strcmp(mode, "library-after-first-report") == 0) {
         /* kace_progress.h puts its SIGTERM handler in at the first report; then a
          * library loaded later (a CUDA injection library at the first CUDA call,
@@ -189,6 +208,45 @@ static void test_control_stops_at_the_next_report(void **state)
     assert_int_equal(r.term_signal, 0);
     assert_int_equal(r.exit_code, 0);
     assert_true(r.reported_after_sigterm);
+    assert_true(kace_proc_stopped_at_report(&r));
+    assert_false(kace_proc_ended_mid_step(&r));
+    assert_string_equal(ending(&r), "stopped at its next report after kace's stop message");
+}
+
+/* The same with the program's own handler put in after the first step
+ * started: it replaces the helper's, and kace's SIGTERM ends the worker at
+ * once, mid-step, with status 0. */
+static void test_sigterm_fails_with_a_handler_of_its_own_put_in_later(void **state)
+{
+    (void)state;
+    kace_proc_result r;
+    run_worker("own-handler-after-first-step", false, &r);
+    assert_int_equal(r.status, KACE_PROC_OK);
+    assert_true(r.leader_got_sigterm);
+    assert_int_equal(r.term_signal, 0);
+    assert_int_equal(r.exit_code, 0);
+    assert_false(r.reported_after_sigterm);
+    assert_int_equal(r.n_records, 2);
+    assert_true(kace_proc_ended_mid_step(&r));
+    assert_false(kace_proc_stopped_at_report(&r));
+    assert_string_equal(ending(&r), "exited with status 0 after SIGTERM, before its next report");
+}
+
+/* The control channel does not depend on that order: the message waits for
+ * the next report, whatever handler is in. */
+static void test_control_stops_at_the_next_report_whatever_handler_is_in(void **state)
+{
+    (void)state;
+    kace_proc_result r;
+    run_worker("own-handler-after-first-step", true, &r);
+    assert_int_equal(r.status, KACE_PROC_OK);
+    assert_true(r.speaks_control);
+    assert_true(r.got_stop_message);
+    assert_false(r.got_sigterm);
+    assert_int_equal(r.term_signal, 0);
+    assert_int_equal(r.exit_code, 0);
+    assert_true(r.reported_after_sigterm);
+    assert_int_equal(r.n_records, 3); /* the one it stopped after is the third */
     assert_true(kace_proc_stopped_at_report(&r));
     assert_false(kace_proc_ended_mid_step(&r));
     assert_string_equal(ending(&r), "stopped at its next report after kace's stop message");
@@ -521,6 +579,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_message_names),
         cmocka_unit_test(test_sigterm_fails_with_a_handler_put_in_later),
         cmocka_unit_test(test_control_stops_at_the_next_report),
+        cmocka_unit_test(test_sigterm_fails_with_a_handler_of_its_own_put_in_later),
+        cmocka_unit_test(test_control_stops_at_the_next_report_whatever_handler_is_in),
         cmocka_unit_test(test_sigterm_stays_the_fallback),
         cmocka_unit_test(test_control_fd_only_when_offered),
         cmocka_unit_test_teardown(test_c_helper_pause_run_stop, kill_started),
