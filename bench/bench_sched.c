@@ -153,11 +153,7 @@ int main(int argc, char **argv)
     }
     printf("(wall_s: the whole replay, events and rates included; p50/p99: one arrival's decision, submit call;\n"
            " ratio: mean decision time scanning every GPU / indexed, same jobs, same run)\n");
-    kace_truth_free(&w.truth);
-    kace_model_free(&w.model);
-    kace_dataset_free(&w.profiles);
-    kace_dataset_free(&w.pairs);
-    kace_dataset_free(&w.triples);
+    free_world(&w);
     kace_ctx_free(&ctx);
     return 0;
 }

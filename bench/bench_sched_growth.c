@@ -308,11 +308,7 @@ int main(int argc, char **argv)
     printf("rss_max_kb %ld\n", ru.ru_maxrss);
     free(jobs);
     free(ng);
-    kace_truth_free(&w.truth);
-    kace_model_free(&w.model);
-    kace_dataset_free(&w.profiles);
-    kace_dataset_free(&w.pairs);
-    kace_dataset_free(&w.triples);
+    free_world(&w);
     kace_ctx_free(&ctx);
     return 0;
 }

@@ -1,9 +1,12 @@
 /* The scheduler benchmarks' shared set-up (kace-bench-sched and
  * kace-bench-sched-growth): the reference data in a scratch store, the model
- * the scheduler predicts with, and the synthetic job stream. Header-only, like
- * bench_common.h; the including file defines BENCH_PROG (its name, for
- * messages). bench_sched_growth.sh also compiles it against the tree before
- * the speed work, so it uses only calls that tree has. */
+ * the scheduler predicts with, the scheduler's world built from it by the
+ * library (kace/sched_world.h, as kace schedule and kace serve build it),
+ * and the synthetic job stream. Header-only, like bench_common.h; the
+ * including file defines BENCH_PROG (its name, for messages).
+ * bench_sched_growth.sh also compiles it against the tree before the speed
+ * work, which has no kace/sched_world.h: for that tree only, the world is
+ * built by hand, as that tree's kace schedule built it. */
 #ifndef KACE_BENCH_SCHED_WORLD_H
 #define KACE_BENCH_SCHED_WORLD_H
 
@@ -17,6 +20,12 @@
 
 #include "kace/sim.h"
 #include "kace/store.h"
+#if defined(__has_include)
+#if __has_include("kace/sched_world.h")
+#include "kace/sched_world.h"
+#define BENCH_LIBRARY_WORLD 1
+#endif
+#endif
 
 #include "bench_common.h"
 
@@ -38,13 +47,35 @@ static double uniform01(void)
 }
 
 typedef struct world {
-    kace_dataset *pairs, *triples, *profiles;
+    kace_dataset *pairs, *triples;
     kace_model *model;
+#ifdef BENCH_LIBRARY_WORLD
+    kace_sched_world *sw; /* predicts with model; the fields below are its parts */
+    const kace_dataset *profiles;
+    const kace_truth *truth;
+    const int *pool;
+#else
+    kace_dataset *profiles;
     kace_model_rates holder;
-    kace_rate_source rates;
     kace_truth *truth;
-    int pool[KACE_SCHED_MAX_WORKLOADS], n_pool;
+    int pool[KACE_SCHED_MAX_WORKLOADS];
+#endif
+    kace_rate_source rates;
+    int n_pool;
 } world;
+
+static void free_world(world *w)
+{
+#ifdef BENCH_LIBRARY_WORLD
+    kace_sched_world_free(&w->sw);
+#else
+    kace_truth_free(&w->truth);
+    kace_dataset_free(&w->profiles);
+#endif
+    kace_model_free(&w->model);
+    kace_dataset_free(&w->pairs);
+    kace_dataset_free(&w->triples);
+}
 
 static int load_world(kace_ctx *ctx, const char *data, world *w)
 {
@@ -77,9 +108,18 @@ static int load_world(kace_ctx *ctx, const char *data, world *w)
     kace_splits_free(&splits);
     kace_fit_spec spec = {.kind = KACE_MODEL_SLOWDOWN};
     kace_slowdown_params_default(&spec.slowdown);
+    if (kace_model_fit_rows(ctx, w->pairs, rows, n, &spec, &w->model))
+        return die(ctx, "model");
+#ifdef BENCH_LIBRARY_WORLD
+    if (kace_sched_world_from_sets(ctx, w->pairs, w->triples, kace_model_predictor(w->model), &w->sw))
+        return die(ctx, "world");
+    w->profiles = kace_sched_world_profiles(w->sw);
+    w->truth = kace_sched_world_truth(w->sw);
+    w->rates = *kace_sched_world_rates(w->sw);
+    w->pool = kace_sched_world_pool(w->sw, &w->n_pool);
+#else
     const kace_dataset *sets[2] = {w->pairs, w->triples};
-    if (kace_model_fit_rows(ctx, w->pairs, rows, n, &spec, &w->model) || kace_truth_build(ctx, sets, 2, &w->truth) ||
-        kace_dataset_profiles_only(ctx, w->pairs, &w->profiles) ||
+    if (kace_truth_build(ctx, sets, 2, &w->truth) || kace_dataset_profiles_only(ctx, w->pairs, &w->profiles) ||
         kace_rate_source_model(ctx, &w->holder, kace_model_predictor(w->model), w->profiles, &w->rates))
         return die(ctx, "model");
     for (size_t i = 0; i < w->pairs->n_workloads; i++)
@@ -88,6 +128,7 @@ static int load_world(kace_ctx *ctx, const char *data, world *w)
                 w->pool[w->n_pool++] = (int)i;
                 break;
             }
+#endif
     return 0;
 }
 
