@@ -24,8 +24,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../workloads/kace_progress.h"
 #include "kace/pool.h"
 #include "testutil.h"
+
+#define WORKLOADS_DIR KACE_TEST_DATA "/../../workloads"
 
 static char self[4096];
 
@@ -177,6 +180,16 @@ static int raw_worker(void)
             return 1;
         step();
     }
+}
+
+/* Reports through workloads/kace_progress.h, which answers the channel. */
+static int helper_worker(void)
+{
+    for (unsigned long long i = 0; kace_progress_fd() >= 0; i++) {
+        kace_progress_report(i);
+        step();
+    }
+    return 1; /* not run by kace */
 }
 
 /* ---- the tests ------------------------------------------------------------- */
@@ -430,6 +443,84 @@ static void test_a_member_without_the_protocol(void **state)
     kace_pool_free(&pool);
 }
 
+/* What the tick callback saw: the run's members, in the run's order. */
+typedef struct ticks {
+    size_t n, wrong;
+    const int *want;
+    size_t k;
+} ticks;
+
+static void count_tick(void *user, const kace_run_view *v)
+{
+    ticks *t = user;
+    t->n++;
+    if (v->n != t->k)
+        t->wrong++;
+    for (size_t j = 0; j < v->n && j < t->k; j++)
+        if (v->pgids[j] != t->want[j])
+            t->wrong++;
+}
+
+/* The C and the Python helper in one pool: paused at their first report,
+ * run, paused, and stopped where they are paused; the caller's tick sees
+ * each run's members. */
+static void test_the_helpers_in_a_pool(void **state)
+{
+    (void)state;
+    char *c_argv[] = {self, "--worker", "helper", NULL};
+    char *py_argv[] = {"python3", "-c",
+                       "import time\n"
+                       "from kace_progress import report\n"
+                       "i = 0\n"
+                       "while True:\n"
+                       "    report(i)\n"
+                       "    i += 1\n"
+                       "    time.sleep(0.002)\n",
+                       NULL};
+    const char *py_env[] = {"PYTHONPATH=" WORKLOADS_DIR, NULL};
+    kace_proc_spec specs[2] = {{.name = "c", .argv = c_argv}, {.name = "python", .argv = py_argv, .extra_env = py_env}};
+    kace_run_options opt;
+    options(&opt);
+    ticks t = {0};
+    opt.tick = count_tick;
+    opt.tick_user = &t;
+    int pids[2];
+    start_pool(specs, 2, &opt, pids);
+    for (size_t i = 0; i < 2; i++)
+        assert_true(kace_pool_member(pool, i)->speaks_control);
+
+    kace_pool_result res[2];
+    const size_t order[2] = {1, 0};
+    const int want[2] = {pids[1], pids[0]};
+    t.want = want;
+    t.k = 2;
+    run(order, 2, res);
+    for (size_t j = 0; j < 2; j++) {
+        if (res[j].status != KACE_PROC_OK)
+            fail_msg("%s", res[j].detail);
+        assert_true(res[j].throughput.samples_per_s > 0);
+    }
+    assert_true(t.n >= 1);
+    assert_int_equal(t.wrong, 0);
+    const size_t python[1] = {1};
+    t.want = &pids[1];
+    t.k = 1;
+    size_t before = t.n;
+    run(python, 1, res);
+    assert_int_equal(res[0].status, KACE_PROC_OK);
+    assert_true(t.n > before);
+    assert_int_equal(t.wrong, 0);
+
+    kace_pool_stop(pool, 0);
+    for (size_t i = 0; i < 2; i++) {
+        const kace_proc_result *r = kace_pool_member(pool, i);
+        assert_true(r->paused_at_stop);
+        assert_false(r->got_sigterm);
+        assert_true(kace_proc_stopped_at_report(r));
+    }
+    kace_pool_free(&pool);
+}
+
 /* Bad arguments are errors that say what was expected. */
 static void test_bad_runs(void **state)
 {
@@ -456,7 +547,8 @@ static void test_bad_runs(void **state)
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--worker") == 0)
-        return strcmp(argv[2], "raw") == 0 ? raw_worker() : coupled_worker();
+        return strcmp(argv[2], "raw") == 0 ? raw_worker()
+               : strcmp(argv[2], "helper") == 0 ? helper_worker() : coupled_worker();
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
         return 1;
@@ -465,6 +557,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_solos_pairs_and_triple_from_one_start, free_pool),
         cmocka_unit_test_teardown(test_a_member_dying_mid_run, free_pool),
         cmocka_unit_test_teardown(test_a_member_without_the_protocol, free_pool),
+        cmocka_unit_test_teardown(test_the_helpers_in_a_pool, free_pool),
         cmocka_unit_test_teardown(test_bad_runs, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

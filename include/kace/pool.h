@@ -11,6 +11,10 @@
  * that does not speak the channel is paused with SIGSTOP and stopped with
  * SIGTERM (kace_live, include/kace/runner.h).
  *
+ * The options' tick callback is called while a run's members run, as
+ * kace_run calls it (kace_measure's MPS client checks): pgids are the run's
+ * members, in the run's order.
+ *
  * Every call has one deadline (its timeout_s, or the options' timeout_s),
  * and pausing or stopping after it gets the options' grace periods, as
  * kace_run's ending does. The pool never prints: the members' stderr goes

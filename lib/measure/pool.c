@@ -200,11 +200,21 @@ kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_
         kace_live_send(live[j], KACE_CONTROL_RUN);
 
     /* Until every member's records cover the window, one fails, or the deadline. */
-    int64_t wstart = 0;
+    int64_t wstart = 0, next_tick = resumed;
     size_t failed = k;
     bool complete = false, cancelled = false;
     for (;;) {
         kace_live_wait(live, k, deadline);
+        int64_t now = kace_monotonic_ns();
+        if (opt->tick && now >= next_tick) { /* the caller's checks while the members run (MPS clients) */
+            int pg[KACE_RUN_MAX_PROCS];
+            for (size_t j = 0; j < k; j++)
+                pg[j] = kace_live_ended(live[j]) ? 0 : kace_live_result(live[j])->pid;
+            kace_run_view v = {.n = k, .pgids = pg, .now_ns = now, .window_start_ns = wstart,
+                               .steady = wstart > 0 && now >= wstart};
+            opt->tick(opt->tick_user, &v);
+            next_tick = now + (int64_t)((opt->tick_s > 0 ? opt->tick_s : 0.1) * 1e9);
+        }
         for (size_t j = 0; j < k && failed == k; j++)
             if (kace_live_ended(live[j]))
                 failed = j;
