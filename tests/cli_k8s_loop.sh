@@ -19,7 +19,11 @@
 # by its deletion in the API server and its node's agent round.
 #
 # The same stream goes to `kace schedule --cluster 16x4` on stdin, line by
-# line. Asserted, event by event: every pod kace schedule starts is bound
+# line. kace serve's scheduler predicts with the served model (kace train's,
+# fitted on every pair) and kace schedule's with the model of the published
+# training split: both judge the groups of these five workloads alike, so the
+# placements match; tests/cli_k8s_model.sh shows the extender following its
+# own model where two models differ. Asserted, event by event: every pod kace schedule starts is bound
 # (node and GPU: kace schedule's GPU g is node g/4's GPU g%4, nodes and GPUs
 # sorted by name), at that event, to that GPU, with the MPS share 100/k for
 # the k pods kace schedule has on it; every pod it queues stays pending; the
