@@ -86,6 +86,7 @@ bench: build
 	bash bench/bench_startup.sh $(BUILD)
 	bash bench/bench_sched_growth.sh $(BUILD)
 	bash bench/bench_serve.sh $(BUILD)/kace
+	bash bench/bench_serve_scale.sh $(BUILD)/kace ../shared/data/kace-v100 10000 1000000 3 3 2
 	bash bench/bench_slurm.sh $(BUILD)/kace
 
 # kace predict on a synthetic store of 100k workloads and 1M colocations against the V100 store
