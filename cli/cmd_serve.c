@@ -963,6 +963,56 @@ static rlim_t raise_nofile(void)
     return rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : rl.rlim_cur;
 }
 
+/* GPU series' Hostname, as DCGM exporter's: the Kubernetes node name where set. */
+static void set_gpu_hostname(server *s)
+{
+    char host[64] = "";
+    const char *node = getenv("NODE_NAME");
+    if (node && node[0])
+        snprintf(host, sizeof host, "%s", node);
+    else if (gethostname(host, sizeof host) != 0)
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    kace_serve_metrics_set_hostname(s->metrics, host);
+}
+
+/* Until SIGTERM or SIGINT: SIGHUP reloads, and so does a change of the
+ * watched files (checked every watch seconds; 0: never). */
+static void take_signals(server *s, const sigset_t *signals, double watch)
+{
+    for (;;) {
+        struct timespec wait = {.tv_sec = watch > 0 ? (time_t)watch : 3600,
+                                .tv_nsec = watch > 0 ? (long)((watch - floor(watch)) * 1e9) : 0};
+        int sig = sigtimedwait(signals, NULL, &wait);
+        if (sig == SIGTERM || sig == SIGINT)
+            return;
+        if (sig == SIGHUP) {
+            reload(s, "SIGHUP");
+        } else if (watch > 0 && kace_service_changed(s->service)) {
+            /* let a writer finish (a model is renamed into place whole; an
+             * import or a promotion is one transaction) */
+            reload(s, "file changed");
+        }
+    }
+}
+
+/* Stops taking connections and waits (up to 10 s) for the requests in progress. */
+static void quiesce(server *s, struct MHD_Daemon *d, struct MHD_Daemon *ext_d)
+{
+    say(s, "stopping: no new connections; waiting for %d request(s) in progress", atomic_load(&s->in_flight));
+    MHD_socket listening = MHD_quiesce_daemon(d);
+    if (listening != MHD_INVALID_SOCKET)
+        close(listening);
+    if (ext_d && (listening = MHD_quiesce_daemon(ext_d)) != MHD_INVALID_SOCKET)
+        close(listening);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&s->in_flight) > 0 && seconds_since(&t0) < 10) {
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
 int cmd_serve(int argc, char **argv)
 {
     server s = {.cfg = {.db = cli_default_db(), .model_name = "default", .extender_policy = KACE_SCHED_KACE},
@@ -1237,16 +1287,7 @@ int cmd_serve(int argc, char **argv)
     say(&s, "%s", notes.split);
     if (notes.extender[0])
         say(&s, "%s", notes.extender);
-    { /* GPU series' Hostname, as DCGM exporter's: the Kubernetes node name where set */
-        char host[64] = "";
-        const char *node = getenv("NODE_NAME");
-        if (node && node[0])
-            snprintf(host, sizeof host, "%s", node);
-        else if (gethostname(host, sizeof host) != 0)
-            host[0] = '\0';
-        host[sizeof host - 1] = '\0';
-        kace_serve_metrics_set_hostname(s.metrics, host);
-    }
+    set_gpu_hostname(&s);
     if (use_nvml) {
         s.gpu_source = &kace_serve_gpu_nvml;
         if (s.gpu_source->open(ctx, &s.gpu_state)) {
@@ -1297,32 +1338,8 @@ int cmd_serve(int argc, char **argv)
             token ? "every route but /healthz needs the bearer token" : "no token: anyone who connects may act");
     }
 
-    for (;;) {
-        struct timespec wait = {.tv_sec = watch > 0 ? (time_t)watch : 3600,
-                                .tv_nsec = watch > 0 ? (long)((watch - floor(watch)) * 1e9) : 0};
-        int sig = sigtimedwait(&signals, NULL, &wait);
-        if (sig == SIGTERM || sig == SIGINT)
-            break;
-        if (sig == SIGHUP) {
-            reload(&s, "SIGHUP");
-        } else if (watch > 0 && kace_service_changed(s.service)) {
-            /* let a writer finish (a model is renamed into place whole; an
-             * import or a promotion is one transaction) */
-            reload(&s, "file changed");
-        }
-    }
-    say(&s, "stopping: no new connections; waiting for %d request(s) in progress", atomic_load(&s.in_flight));
-    MHD_socket listening = MHD_quiesce_daemon(d);
-    if (listening != MHD_INVALID_SOCKET)
-        close(listening);
-    if (ext_d && (listening = MHD_quiesce_daemon(ext_d)) != MHD_INVALID_SOCKET)
-        close(listening);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&s.in_flight) > 0 && seconds_since(&t0) < 10) {
-        struct timespec nap = {0, 10 * 1000 * 1000};
-        nanosleep(&nap, NULL);
-    }
+    take_signals(&s, &signals, watch);
+    quiesce(&s, d, ext_d);
     rc = EXIT_OK;
 done:
     if (reaper_started) { /* before the daemon: it shuts down descriptors the daemon owns */
