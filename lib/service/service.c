@@ -229,6 +229,7 @@ static void use_world(kace_service *s, kace_served *h, const char *why_not, char
         w.rates = kace_sched_world_rates(h->world);
         if (!ctx || kace_k8s_cluster_use_scheduler(ctx, s->cluster, &w)) {
             snprintf(why, sizeof why, "%s", ctx ? kace_errmsg(ctx) : "out of memory");
+            kace_k8s_cluster_use_scheduler(ctx, s->cluster, NULL); /* first: it may point into the world */
             kace_sched_world_free(&h->world);
         }
     }
