@@ -18,6 +18,7 @@
 #include "kace/gpu.h"
 #include "kace/kernels.h"
 #include "kace/nvml.h"
+#include "kace/pool.h"
 #include "testutil.h"
 
 static kace_ctx *ctx;
@@ -717,6 +718,93 @@ static void test_schema_1_is_migrated(void **state)
     assert_int_equal(query_int("SELECT count(*) FROM workload_commands"), 1);
 }
 
+/* The caller's tick kills the run's second member once the steady window
+ * has begun (its MPS client checks ran at the run's first tick). */
+static void kill_second_when_steady(void *user, const kace_run_view *v)
+{
+    int *killed = user;
+    if (v->steady && v->n == 2 && v->pgids[1] > 0 && !*killed) {
+        kill(-v->pgids[1], SIGKILL);
+        *killed = v->pgids[1];
+    }
+}
+
+/* The warm pool: MPS runs measured from one start of each (workload, share),
+ * verified and stored as kace_measure stores them; a member killed mid-run
+ * fails its run and leaves the others warm; a run naming it measures nothing. */
+static void test_pool_runs_are_stored_like_cold_ones(void **state)
+{
+    (void)state;
+    char *victim[] = {KACE_TEST_WORKER, "report", "1000", NULL};
+    assert_kace_ok(ctx, kace_store_set_command(ctx, store, "victim", victim));
+    kace_measure_spec specs[4];
+    specs[0] = pair("fast", "slow", 100, 100);
+    specs[1] = pair("fast", "slow", 100, 100);
+    specs[1].k = 1;                               /* fast alone at 100% */
+    specs[2] = pair("slow", "victim", 100, 100);
+    specs[3] = pair("fast", "slow", 100, 100);
+    specs[3].timeslice = true;                    /* left out of the pool */
+    for (int i = 0; i < 4; i++) {
+        snprintf(specs[i].set, sizeof specs[i].set, "pool-test");
+        specs[i].repetition = 7;
+    }
+    kace_measure_options o = quick();
+    kace_measure_pool *mp = NULL;
+    assert_kace_ok(ctx, kace_measure_pool_start(ctx, store, specs, 4, &o, 30, &mp));
+    const kace_pool *pool = kace_measure_pool_members(mp);
+    assert_int_equal(kace_pool_size(pool), 3); /* fast@100, slow@100, victim@100 */
+    int pids[3];
+    for (size_t i = 0; i < 3; i++)
+        pids[i] = kace_pool_member(pool, i)->pid;
+
+    kace_measure_result r;
+    assert_kace_ok(ctx, kace_measure_in_pool(ctx, store, mp, &specs[0], &o, &r));
+    expect(&r, 0, KACE_PROC_OK);
+    expect(&r, 1, KACE_PROC_OK);
+    assert_true(r.stored);
+    assert_true(r.clients_verified);
+    assert_int_equal(r.proc[0].pid, pids[0]);
+    assert_int_equal(r.proc[1].pid, pids[1]);
+    assert_true(fabs(r.proc[0].throughput.samples_per_s / 4000 - 1) < 0.1);
+    assert_true(fabs(r.proc[1].throughput.samples_per_s / 1000 - 1) < 0.1);
+
+    assert_kace_ok(ctx, kace_measure_in_pool(ctx, store, mp, &specs[1], &o, &r));
+    expect(&r, 0, KACE_PROC_OK);
+    assert_int_equal(r.proc[0].pid, pids[0]);
+    assert_string_equal(r.exclusive_metric, "exclusive_mps100");
+
+    int killed = 0;
+    kace_measure_options kill_opt = o;
+    kill_opt.run.tick = kill_second_when_steady;
+    kill_opt.run.tick_user = &killed;
+    assert_kace_ok(ctx, kace_measure_in_pool(ctx, store, mp, &specs[2], &kill_opt, &r));
+    assert_int_equal(killed, pids[2]);
+    assert_true(r.stored);
+    assert_int_equal(r.status, KACE_RUN_FAILED);
+    expect(&r, 0, KACE_PROC_STOPPED);
+    expect(&r, 1, KACE_PROC_CRASHED);
+    assert_true(kace_pool_alive(pool, 1));
+    assert_false(kace_pool_alive(pool, 2));
+
+    long long runs = query_int("SELECT count(*) FROM runs WHERE set_name='pool-test'");
+    assert_int_equal(runs, 3);
+    assert_int_equal(kace_measure_in_pool(ctx, store, mp, &specs[2], &o, &r), KACE_ERR_IO);
+    assert_non_null(strstr(kace_errmsg(ctx), "victim at 100% has ended in the pool"));
+    assert_int_equal(kace_measure_in_pool(ctx, store, mp, &specs[3], &o, &r), KACE_ERR_INVALID);
+    assert_int_equal(query_int("SELECT count(*) FROM runs WHERE set_name='pool-test'"), runs);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(kace_pool_starts(pool, i), 1);
+
+    kace_measure_pool_stop(&mp);
+    assert_null(mp);
+    for (size_t i = 0; i < 3; i++) {
+        errno = 0;
+        assert_true(kill(-pids[i], 0) != 0 && errno == ESRCH);
+    }
+    assert_true(kace_mps_alive(mps));
+    assert_no_half_runs();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -734,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_timeslice_needs_the_daemon_quit),
         cmocka_unit_test(test_commands_round_trip),
         cmocka_unit_test(test_profile_from_another_gpu_is_refused),
+        cmocka_unit_test(test_pool_runs_are_stored_like_cold_ones),
         cmocka_unit_test(test_schema_1_is_migrated), /* last: it moves db_path */
     };
     return cmocka_run_group_tests(tests, setup, teardown);

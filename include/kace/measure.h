@@ -86,6 +86,35 @@ typedef struct kace_measure_result {
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *result);
 
+/* ---- measuring in a warm pool (include/kace/pool.h) ---------------------------
+ *
+ * The MPS runs of a campaign with each (workload, MPS share) started once:
+ * kace_measure_pool_start starts one member per distinct (workload, share)
+ * of the given MPS specs (time-sliced ones are left out) as clients of
+ * opt->mps, with opt->run's warm-up, window, timeouts and grace periods for
+ * every run. kace_measure_in_pool then measures a spec whose members are all
+ * in the pool as kace_measure does (MPS verified, the same store, the same
+ * statuses), except that nothing is started: a member that crashed mid-run
+ * fails that run (stored, as kace_measure stores a crash), and a run naming
+ * a member that has ended is an error (KACE_ERR_IO, nothing measured): start
+ * a fresh pool (and, after a crash under MPS, a fresh daemon). */
+typedef struct kace_measure_pool kace_measure_pool;
+
+kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
+                                    const kace_measure_options *opt, double timeout_s, kace_measure_pool **out);
+
+/* opt gives the MPS daemon (the pool's), the GPU, retry_failed and the
+ * caller's tick; the windows and timeouts are the pool's. */
+kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_pool *pool,
+                                 const kace_measure_spec *spec, const kace_measure_options *opt,
+                                 kace_measure_result *result);
+
+/* Members, and the pool's own view of each (pid, starts, how it ended). */
+const struct kace_pool *kace_measure_pool_members(const kace_measure_pool *pool);
+
+/* Stops every member at its step boundary (kace_pool_stop), then frees. */
+void kace_measure_pool_stop(kace_measure_pool **pool);
+
 /* The env entry time-sliced clients get, so that they never join an MPS
  * daemon that happens to run on the machine. */
 #define KACE_NO_MPS_PIPE_ENV "CUDA_MPS_PIPE_DIRECTORY=/nonexistent/kace-no-mps"

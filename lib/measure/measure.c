@@ -8,6 +8,7 @@
 #include "kace/campaign.h"
 #include "kace/kernels.h"
 #include "kace/measure.h"
+#include "kace/pool.h"
 
 void kace_measure_default_set(const kace_measure_spec *spec, char *out, size_t size)
 {
@@ -293,6 +294,31 @@ static kace_status store_exclusive_at(kace_ctx *ctx, kace_store *store, const ka
     return st;
 }
 
+/* A member's environment (env: 5 entries): a time-sliced one (mps NULL)
+ * never joins an MPS daemon; an MPS client joins mps's at pct percent. */
+static void member_env(kace_mps *mps, int pct, char *pct_env, size_t pct_size, const char *env[5])
+{
+    if (!mps) {
+        env[0] = KACE_NO_MPS_PIPE_ENV;
+        env[1] = NULL;
+        return;
+    }
+    const char *const *client = kace_mps_client_env(mps);
+    snprintf(pct_env, pct_size, "%s=%d", KACE_MPS_PCT_ENV, pct);
+    env[0] = client[0];
+    env[1] = client[1];
+    env[2] = pct_env;
+    /* The daemon has kace's CUDA_VISIBLE_DEVICES and MPS renumbers
+     * its devices from 0: a client that kept "2" would ask for a
+     * device the server does not have (NVIDIA's MPS docs). */
+    env[3] = "CUDA_VISIBLE_DEVICES";
+    env[4] = NULL;
+}
+
+static kace_status store_run(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                             const kace_measure_options *opt, double window_s, const char *gpu_name,
+                             const char *command_key, kace_measure_result *res);
+
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *res)
 {
@@ -319,21 +345,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     for (int i = 0; i < k; i++) {
         if ((st = kace_store_get_command(ctx, store, spec->workload[i], &argv[i])))
             goto done;
-        if (spec->timeslice) {
-            env[i][0] = KACE_NO_MPS_PIPE_ENV;
-            env[i][1] = NULL;
-        } else {
-            const char *const *client = kace_mps_client_env(opt->mps);
-            snprintf(pct_env[i], sizeof pct_env[i], "%s=%d", KACE_MPS_PCT_ENV, spec->mps_pct[i]);
-            env[i][0] = client[0];
-            env[i][1] = client[1];
-            env[i][2] = pct_env[i];
-            /* The daemon has kace's CUDA_VISIBLE_DEVICES and MPS renumbers
-             * its devices from 0: a client that kept "2" would ask for a
-             * device the server does not have (NVIDIA's MPS docs). */
-            env[i][3] = "CUDA_VISIBLE_DEVICES";
-            env[i][4] = NULL;
-        }
+        member_env(spec->timeslice ? NULL : opt->mps, spec->mps_pct[i], pct_env[i], sizeof pct_env[i], env[i]);
         procs[i].name = spec->workload[i];
         procs[i].argv = argv[i];
         procs[i].extra_env = env[i];
@@ -398,6 +410,22 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
         goto done;
     }
 
+    st = store_run(ctx, store, spec, opt, opt->run.window_s, gpu_name, command_key, res);
+done:
+    kace_ctx_free(&checks.scratch);
+    for (int i = 0; i < k; i++)
+        free(argv[i]);
+    return st;
+}
+
+/* Stores a run that took place (MPS verified): the run, a solo's curve
+ * value and its attempt, in one savepoint. */
+static kace_status store_run(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                             const kace_measure_options *opt, double window_s, const char *gpu_name,
+                             const char *command_key, kace_measure_result *res)
+{
+    kace_status st;
+    int k = spec->k;
     res->status = run_status_of(res->proc, k);
     kace_measured_run run;
     memset(&run, 0, sizeof run);
@@ -406,7 +434,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     run.repetition = spec->repetition;
     run.k = k;
     run.status = res->status;
-    run.window_s = opt->run.window_s;
+    run.window_s = window_s;
     run.gpu = gpu_name;
     /* How each process ended goes with the run: whether MPS clients stopped
      * at a step boundary or were killed mid-step is what keeps a server
@@ -439,7 +467,7 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     kace_measured_run_key(&run, run_key, sizeof run_key);
     bool retired = false;
     if ((st = kace_store_savepoint(ctx, store, "kace_measured_attempt")))
-        goto done;
+        return st;
     if ((opt->retry_failed && (st = kace_attempt_retire_failed(ctx, store, run_key, &retired))) ||
         (st = kace_store_add_measured_run(ctx, store, &run, &res->run_id)) ||
         (solo_curve && (st = store_exclusive_at(ctx, store, &run, res->exclusive_metric,
@@ -448,13 +476,190 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
         (st = kace_store_release(ctx, store, "kace_measured_attempt"))) {
         kace_store_rollback_to(store, "kace_measured_attempt");
         res->exclusive_metric[0] = '\0';
-        goto done;
+        return st;
     }
     res->retried = retired;
     res->stored = true;
-done:
+    return KACE_OK;
+}
+
+/* ---- measuring in a warm pool ------------------------------------------------ */
+
+struct kace_measure_pool {
+    kace_pool *pool;
+    size_t n;
+    char workload[KACE_POOL_MAX_MEMBERS][KACE_NAME_MAX];
+    int pct[KACE_POOL_MAX_MEMBERS];
+    char **argv[KACE_POOL_MAX_MEMBERS];
+    char pct_env[KACE_POOL_MAX_MEMBERS][64];
+    const char *env[KACE_POOL_MAX_MEMBERS][5];
+    kace_proc_spec specs[KACE_POOL_MAX_MEMBERS];
+    double window_s;
+    run_checks *checks; /* the run being measured, NULL between runs */
+};
+
+/* The pool's tick goes to the run being measured. */
+static void pool_tick(void *user, const kace_run_view *v)
+{
+    kace_measure_pool *mp = user;
+    if (mp->checks)
+        on_tick(mp->checks, v);
+}
+
+static size_t pool_index(const kace_measure_pool *mp, const char *workload, int pct)
+{
+    for (size_t i = 0; i < mp->n; i++)
+        if (mp->pct[i] == pct && strcmp(mp->workload[i], workload) == 0)
+            return i;
+    return mp->n;
+}
+
+static void free_measure_pool(kace_measure_pool **mpp)
+{
+    kace_measure_pool *mp = *mpp;
+    if (!mp)
+        return;
+    kace_pool_free(&mp->pool);
+    for (size_t i = 0; i < mp->n; i++)
+        free(mp->argv[i]);
+    free(mp);
+    *mpp = NULL;
+}
+
+kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
+                                    const kace_measure_options *opt, double timeout_s, kace_measure_pool **out)
+{
+    *out = NULL;
+    if (!opt->mps || !kace_mps_alive(opt->mps))
+        return kace_fail(ctx, KACE_ERR_INVALID, "measure: a pool's members are MPS clients: start the MPS daemon first");
+    kace_measure_pool *mp = calloc(1, sizeof *mp);
+    if (!mp)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting a pool");
+    kace_status st = KACE_OK;
+    for (size_t s = 0; s < n && !st; s++) {
+        if (specs[s].timeslice)
+            continue;
+        if ((st = check_spec(ctx, &specs[s], opt)))
+            break;
+        for (int i = 0; i < specs[s].k && !st; i++) {
+            if (pool_index(mp, specs[s].workload[i], specs[s].mps_pct[i]) < mp->n)
+                continue;
+            if (mp->n == KACE_POOL_MAX_MEMBERS) {
+                st = kace_fail(ctx, KACE_ERR_INVALID, "measure: more than %d (workload, MPS share) members for one pool",
+                               KACE_POOL_MAX_MEMBERS);
+                break;
+            }
+            size_t m = mp->n;
+            snprintf(mp->workload[m], sizeof mp->workload[m], "%s", specs[s].workload[i]);
+            mp->pct[m] = specs[s].mps_pct[i];
+            if ((st = kace_store_get_command(ctx, store, mp->workload[m], &mp->argv[m])))
+                break;
+            member_env(opt->mps, mp->pct[m], mp->pct_env[m], sizeof mp->pct_env[m], mp->env[m]);
+            mp->specs[m] = (kace_proc_spec){.name = mp->workload[m], .argv = mp->argv[m], .extra_env = mp->env[m]};
+            mp->n++;
+        }
+    }
+    if (!st && mp->n == 0)
+        st = kace_fail(ctx, KACE_ERR_INVALID, "measure: no MPS run to start a pool for");
+    kace_run_options ro = opt->run;
+    ro.tick = pool_tick;
+    ro.tick_user = mp;
+    mp->window_s = ro.window_s;
+    kace_pool_result started[KACE_POOL_MAX_MEMBERS];
+    if (!st)
+        st = kace_pool_start(ctx, mp->specs, mp->n, &ro, timeout_s, &mp->pool, started);
+    for (size_t m = 0; m < mp->n && !st; m++)
+        if (started[m].status == KACE_PROC_SPAWN_FAILED)
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: could not start its command '%s': %s; nothing measured",
+                           mp->workload[m], mp->argv[m][0], started[m].detail);
+    if (st) {
+        free_measure_pool(&mp);
+        return st;
+    }
+    *out = mp;
+    return KACE_OK;
+}
+
+kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_pool *mp,
+                                 const kace_measure_spec *spec, const kace_measure_options *opt,
+                                 kace_measure_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->run_id = -1;
+    const char *gpu_name = run_gpu_name(opt);
+    if (spec->timeslice)
+        return kace_fail(ctx, KACE_ERR_INVALID, "measure: a time-sliced run cannot run in the pool (its members are "
+                         "MPS clients)");
+    kace_status st = check_spec(ctx, spec, opt); /* opt->mps: the pool's daemon, checked around the run */
+    if (!st)
+        st = check_profiles_gpu(ctx, store, spec, gpu_name);
+    if (st)
+        return st;
+    if (spec->set[0])
+        snprintf(res->set, sizeof res->set, "%s", spec->set);
+    else
+        kace_measure_default_set(spec, res->set, sizeof res->set);
+    int k = spec->k;
+    size_t idx[KACE_MAX_K];
+    const char *names[KACE_MAX_K];
+    char **argvs[KACE_MAX_K];
+    for (int i = 0; i < k; i++) {
+        idx[i] = pool_index(mp, spec->workload[i], spec->mps_pct[i]);
+        if (idx[i] == mp->n)
+            return kace_fail(ctx, KACE_ERR_INVALID, "measure: %s at %d%% is not in the pool", spec->workload[i],
+                             spec->mps_pct[i]);
+        if (!kace_pool_alive(mp->pool, idx[i]))
+            return kace_fail(ctx, KACE_ERR_IO, "measure: %s at %d%% has ended in the pool (%s); start a fresh pool; "
+                             "nothing measured", spec->workload[i], spec->mps_pct[i],
+                             kace_pool_member(mp->pool, idx[i])->detail);
+        names[i] = spec->workload[i];
+        argvs[i] = mp->argv[idx[i]];
+    }
+    kace_mps *mps = opt->mps;
+    char command_key[KACE_COMMAND_KEY_SIZE];
+    if ((st = kace_members_command_key(ctx, k, names, (char *const *const *)argvs, command_key)))
+        return st;
+    if (!kace_mps_alive(mps))
+        return kace_fail(ctx, KACE_ERR_IO, "%s: the MPS daemon is not running (it died?); nothing measured",
+                         kace_mps_pipe_dir(mps));
+    run_checks checks = {.caller = &opt->run, .mps = mps, .gpu = opt->gpu_access, .k = k,
+                         .use_nvml = kace_gpu_has(opt->gpu_access, KACE_GPU_CAP_MPS_LIST)};
+    if (!(checks.scratch = kace_ctx_new()))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_pool_result pr[KACE_MAX_K];
+    mp->checks = &checks;
+    st = kace_pool_run(ctx, mp->pool, idx, (size_t)k, 0, pr);
+    mp->checks = NULL;
+    for (int i = 0; i < k && !st; i++) {
+        kace_proc_result *p = &res->proc[i];
+        *p = *kace_pool_member(mp->pool, idx[i]);
+        p->status = pr[i].status;
+        p->throughput = pr[i].throughput;
+        p->n_records = pr[i].n_records;
+        snprintf(p->detail, sizeof p->detail, "%s",
+                 pr[i].status == KACE_PROC_OK ? "reported through its steady window; paused in the pool" : pr[i].detail);
+        if (pr[i].status == KACE_PROC_CANCELLED)
+            res->cancelled = true;
+    }
+    if (!st && !res->cancelled && !kace_mps_alive(mps))
+        st = kace_fail(ctx, KACE_ERR_IO, "%s: the MPS daemon died during the run; nothing recorded",
+                       kace_mps_pipe_dir(mps));
+    if (!st && !res->cancelled)
+        st = verify_mps(ctx, &checks, spec, res);
+    if (!st && !res->cancelled)
+        st = store_run(ctx, store, spec, opt, mp->window_s, gpu_name, command_key, res);
     kace_ctx_free(&checks.scratch);
-    for (int i = 0; i < k; i++)
-        free(argv[i]);
     return st;
+}
+
+const struct kace_pool *kace_measure_pool_members(const kace_measure_pool *mp)
+{
+    return mp->pool;
+}
+
+void kace_measure_pool_stop(kace_measure_pool **mpp)
+{
+    if (*mpp && (*mpp)->pool)
+        kace_pool_stop((*mpp)->pool, 0);
+    free_measure_pool(mpp);
 }
