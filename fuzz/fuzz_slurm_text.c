@@ -9,6 +9,8 @@
  *    time in [0, 1e12), and formatting it again parses to the same values;
  *  - pick: a parsed word has a node and token without spaces, and
  *    formatting it again parses to the same;
+ *  - gpu word: -1 or an index that formats and parses back the same; gres
+ *    detail indices: no crash;
  *  - constraint: the answer is -1, 0 or 1; a node with no features never
  *    satisfies an expression kace can evaluate unless it is empty. */
 #include "fuzz_common.h"
@@ -58,6 +60,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            strcmp(pick, pick2) == 0,
                        "round trip '%s'", word);
         }
+        int gpu = kace_slurm_gpu_parse(str);
+        FUZZ_CHECK(gpu >= -1 && gpu < 10000, "gpu %d", gpu);
+        if (gpu >= 0) {
+            char gpu_word[32];
+            FUZZ_CHECK(kace_slurm_gpu_format(gpu_word, sizeof gpu_word, gpu) && kace_slurm_gpu_parse(gpu_word) == gpu,
+                       "gpu round trip %d", gpu);
+        }
+        /* Any mask is an answer; this must only not crash or loop. */
+        (void)kace_slurm_gres_indices(str, "shard");
+        (void)kace_slurm_gres_indices(str, "gpu");
         int m = kace_slurm_constraint_matches(str, "a,b,kace_n1");
         FUZZ_CHECK(m >= -1 && m <= 1, "answer %d", m);
         int none = kace_slurm_constraint_matches(str, NULL);

@@ -176,6 +176,76 @@ bool kace_slurm_pick_parse(const char *text, char node[KACE_NAME_MAX], char pick
     return true;
 }
 
+static const char gpu_prefix[] = "kace:gpu=";
+
+bool kace_slurm_gpu_format(char *buf, size_t size, int gpu)
+{
+    int n = snprintf(buf, size, "%s%d", gpu_prefix, gpu);
+    return gpu >= 0 && n > 0 && (size_t)n < size;
+}
+
+int kace_slurm_gpu_parse(const char *text)
+{
+    const char *p = text ? strstr(text, gpu_prefix) : NULL;
+    if (!p)
+        return -1;
+    p += sizeof gpu_prefix - 1;
+    int gpu = 0, digits = 0;
+    for (; isdigit((unsigned char)*p) && digits < 4; p++, digits++)
+        gpu = gpu * 10 + (*p - '0');
+    if (digits == 0 || digits == 4 || (*p && !isspace((unsigned char)*p) && *p != ';'))
+        return -1;
+    return gpu;
+}
+
+/* Parses "0-1,3" up to ')' (or the end) into a mask; 0 when malformed. */
+static uint64_t index_list(const char *p)
+{
+    uint64_t mask = 0;
+    while (*p && *p != ')') {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p || errno || a < 0)
+            return 0;
+        p = end;
+        if (*p == '-') {
+            b = strtol(p + 1, &end, 10);
+            if (end == p + 1 || errno || b < a)
+                return 0;
+            p = end;
+        }
+        for (long i = a; i <= b && i < 64; i++)
+            mask |= (uint64_t)1 << i;
+        if (*p == ',')
+            p++;
+        else if (*p && *p != ')')
+            return 0;
+    }
+    return mask;
+}
+
+uint64_t kace_slurm_gres_indices(const char *detail, const char *name)
+{
+    size_t name_len = strlen(name);
+    uint64_t mask = 0;
+    for (const char *p = detail; p && *p;) {
+        /* One item: up to a ',' outside parentheses. */
+        const char *q = p;
+        int depth = 0;
+        for (; *q && (depth > 0 || *q != ','); q++)
+            depth += *q == '(' ? 1 : *q == ')' ? -1 : 0;
+        if ((size_t)(q - p) > name_len && strncmp(p, name, name_len) == 0 &&
+            (p[name_len] == ':' || p[name_len] == '(')) {
+            const char *idx = strstr(p, "(IDX:");
+            if (idx && idx < q)
+                mask |= index_list(idx + 5);
+        }
+        p = *q ? q + 1 : q;
+    }
+    return mask;
+}
+
 int kace_slurm_constraint_matches(const char *expr, const char *features)
 {
     if (!expr || !*expr)

@@ -50,6 +50,19 @@ bool kace_slurm_pick_format(char *buf, size_t size, const char *node, const char
 /* Finds that word in text; node and pick receive its fields. */
 bool kace_slurm_pick_parse(const char *text, char node[KACE_NAME_MAX], char pick[KACE_SLURM_PICK_MAX]);
 
+/* The third word kace writes into the admin comment of a job it placed on
+ * a node with several GPUs: "kace:gpu=N", the index of the node's GPU it
+ * chose. Formats into buf (false when it does not fit); the parser
+ * answers N, or -1 when text has no such word. */
+bool kace_slurm_gpu_format(char *buf, size_t size, int gpu);
+int kace_slurm_gpu_parse(const char *text);
+
+/* The GPU indices a running job holds of generic resource name, from its
+ * Slurm gres detail ("gpu:2(IDX:0-1)", "shard:g1:2(IDX:1)", items joined
+ * by ','): bit i set for GPU i (indices 0..63); 0 when name is absent or
+ * carries no index. */
+uint64_t kace_slurm_gres_indices(const char *detail, const char *name);
+
 /* Whether item (len bytes) is one of a comma-separated list's items. */
 bool kace_slurm_in_list(const char *list, const char *item, size_t len);
 
