@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
-# The Debian package an admin installs (packaging/build-deb.sh), built from
-# this build folder and installed with dpkg into a private root (dpkg --root:
-# installing it into / would change the machine the other tests run on):
+# The Debian packages an admin installs (packaging/build-deb.sh: kace,
+# kace-slurm, libkace-dev), built with Debian's hardening flags in the
+# build folder's package-build/, and installed with dpkg into a private root
+# (dpkg --root: installing them into / would change the machine the other
+# tests run on):
 #
-# - the .deb's control: package kace, the binary's version, Depends found
-#   (every one installed here, so dpkg -i would accept it), the conffile;
-# - every promised file is in it: the binary, libkace.a, headers, kace.pc, the
-#   Slurm plugins in Slurm's plugin folder, kace(1) and a page per command,
-#   bash completion, the systemd unit, /etc/kace/kace.conf, docs, examples;
-# - dpkg installs it (status "install ok installed", postinst ran), and the
-#   installed kace runs: --version, import + train + predict on the reference
-#   data; at the end dpkg -r removes it but keeps /etc/kace/kace.conf, dpkg -P
-#   removes that too;
+# - lintian reports no error on any of them (skipped, exit 77 at the end, only
+#   where lintian is not installed);
+# - each .deb's control: package, version (the binary's, with a Debian
+#   revision), a real maintainer, Depends found (every one installed here, so
+#   dpkg -i would accept it; libkace-dev's give pkg-config what kace.pc
+#   requires), gnuplot-nox suggested, not recommended; the conffiles;
+# - every promised file is in the package it belongs to; man pages are
+#   compressed; each package has its copyright and changelog.Debian.gz;
+# - the binary and the plugins are stripped and hardened: RELRO, BIND_NOW,
+#   PIE, stack protector, fortified functions;
+# - dpkg installs all three (postinst made the user kace and its
+#   /var/lib/kace), and the installed kace runs: --version, import + train +
+#   predict on the reference data; at the end dpkg -r removes them but keeps
+#   the conffiles, dpkg -P removes those too;
 # - man pages pass mandoc -Tlint (warnings and worse) and man -l renders them;
 # - pkg-config finds the installed libkace and a program built with it runs;
-# - the unit's ExecStart, with /etc/kace/kace.conf's keys, starts kace serve
-#   (answers /healthz); systemd-analyze verify accepts the unit;
+# - the unit runs as the user kace, `systemd-analyze security --offline=true`
+#   scores it 5 or less, systemd-analyze verify accepts it, and its
+#   ExecStart, with /etc/kace/kace.conf's keys, starts kace serve (answers
+#   /healthz);
 # - bash completion completes commands and a command's options;
 # - as root with the Slurm packages: slurmctld loads the installed
 #   job_submit/kace, sbatch takes --kace-workload from the installed SPANK
 #   plugin (otherwise that part is skipped and says so). cli_slurm runs the
-#   whole Slurm test on the build's plugins once; it is not repeated here.
+#   whole Slurm test on the build's plugins once; it is not repeated here;
+# - as root with debootstrap and a reachable Debian mirror: the three install
+#   with apt into a clean Debian 12 root (cached as a tarball in the package
+#   build folder) and `pkg-config --libs kace` works there.
 #
 #   bash cli_package.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 set -u
@@ -31,65 +43,127 @@ SHARED=${2:?missing SHARED_DATA_DIR}
 SCRATCH=${3:?missing SCRATCH_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "$(dirname "$KACE")" && pwd)
+PKGBUILD=$BUILD/package-build
 export LC_ALL=C
+# A run killed half-way may have left the clean root's /proc mounted: never remove through it.
+umount "$SCRATCH/debian12/proc" 2>/dev/null
 rm -rf "$SCRATCH" && mkdir -p "$SCRATCH"
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-for tool in dpkg-deb dpkg-shlibdeps; do
-    command -v $tool >/dev/null 2>&1 || { echo "SKIP: $tool not installed (dpkg-dev)"; exit 77; }
+for tool in dpkg-deb dpkg-shlibdeps dpkg-buildflags readelf; do
+    command -v $tool >/dev/null 2>&1 || { echo "SKIP: $tool not installed (dpkg-dev, binutils)"; exit 77; }
 done
 
-deb=$(bash "$HERE/../packaging/build-deb.sh" "$BUILD" "$SCRATCH/deb") || { echo "FAIL: build-deb.sh"; exit 1; }
-[ -f "$deb" ] || { echo "FAIL: no package at '$deb'"; exit 1; }
-echo "package: $deb ($(du -k "$deb" | cut -f1) KiB)"
+bash "$HERE/../packaging/build-deb.sh" "$BUILD" "$SCRATCH/deb" >"$SCRATCH/debs.txt" || { echo "FAIL: build-deb.sh"; exit 1; }
+deb_of() { grep "/${1}_[^/]*\.deb$" "$SCRATCH/debs.txt"; }
+debs=()
+for p in kace kace-slurm libkace-dev; do
+    d=$(deb_of $p)
+    [ -f "$d" ] || { echo "FAIL: no package $p in: $(cat "$SCRATCH/debs.txt")"; exit 1; }
+    debs+=("$d")
+    echo "package: $d ($(du -k "$d" | cut -f1) KiB)"
+done
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 version=$("$KACE" --version | awk '{ print $2 }')
 
-# --- control ---
-field() { dpkg-deb -f "$deb" "$1"; }
-[ "$(field Package)" = kace ] || fail "Package is '$(field Package)'"
-[ "$(field Version)" = "$version" ] || fail "Version '$(field Version)', the binary says '$version'"
-[ "$(field Architecture)" = "$arch" ] || fail "Architecture '$(field Architecture)'"
-depends=$(field Depends)
-echo "Depends: $depends"
-for lib in libsqlite3 libcjson libmicrohttpd libc6; do
-    grep -q "$lib" <<<"$depends" || fail "Depends lacks $lib"
-done
-# dpkg -i would accept it here: every dependency (first of each alternative) is installed.
-for dep in $(tr ',' '\n' <<<"$depends" | sed 's/|.*//; s/(.*//; s/ //g'); do
-    dpkg-query -W -f='${Status}' "$dep" 2>/dev/null | grep -q 'install ok installed' || fail "dependency $dep is not installed"
-done
-for c in /etc/kace/kace.conf /etc/kace/mps.conf; do
-    dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles | grep -qx $c || fail "$c is no conffile"
-done
+# --- lintian: no error tags ---
+have_lintian=0
+if command -v lintian >/dev/null 2>&1; then
+    have_lintian=1
+    lintian --display-info "${debs[@]}" >"$SCRATCH/lintian.txt" 2>&1
+    echo "lintian: $(grep -c '^E:' "$SCRATCH/lintian.txt") errors, $(grep -c '^W:' "$SCRATCH/lintian.txt") warnings," \
+        "$(grep -c '^I:' "$SCRATCH/lintian.txt") infos"
+    grep '^[EW]:' "$SCRATCH/lintian.txt"
+    grep -q '^E:' "$SCRATCH/lintian.txt" && fail "lintian reports errors"
+fi
 
-# --- files ---
-dpkg-deb -c "$deb" | awk '{ print $NF }' | sed 's|^\./|/|' >"$SCRATCH/files"
-plugins=$(sed -n "s|^\(/usr/lib/$multiarch/slurm[^/]*\)/job_submit_kace.so$|\1|p" "$SCRATCH/files")
-for f in /usr/bin/kace "/usr/lib/$multiarch/libkace.a" "/usr/lib/$multiarch/pkgconfig/kace.pc" /usr/include/kace/kace.h \
-    /usr/include/kace/sacct.h /usr/share/man/man1/kace.1 /usr/share/man/man1/kace-simulate.1 /usr/share/man/man1/kace-serve.1 \
-    /usr/share/bash-completion/completions/kace /usr/lib/systemd/system/kace-serve.service /etc/kace/kace.conf \
-    /usr/share/doc/kace/README.md /usr/share/doc/kace/docs/slurm.md /usr/share/doc/kace/examples/slurm.conf \
-    /usr/share/doc/kace/examples/plugstack.conf /usr/share/doc/kace/examples/kace.conf /etc/kace/mps.conf \
-    /usr/lib/kace/slurm/kace-mps-prolog /usr/lib/kace/slurm/kace-mps-epilog /usr/lib/kace/slurm/kace-mps-taskprolog \
-    /usr/lib/kace/slurm/kace-mps-common.sh; do
-    grep -qx "$f" "$SCRATCH/files" || fail "the package has no $f"
+# --- control ---
+field() { dpkg-deb -f "$(deb_of "$1")" "$2"; }
+for p in kace kace-slurm libkace-dev; do
+    [ "$(field $p Package)" = $p ] || fail "$p: Package is '$(field $p Package)'"
+    [ "$(field $p Version | sed 's/-[^-]*$//')" = "$version" ] || fail "$p: Version '$(field $p Version)', the binary says '$version'"
+    [[ $(field $p Version) == *-* ]] || fail "$p: Version '$(field $p Version)' has no Debian revision"
+    [ "$(field $p Architecture)" = "$arch" ] || fail "$p: Architecture '$(field $p Architecture)'"
+    m=$(field $p Maintainer)
+    [[ $m =~ ^[^\<]+\ \<[^@\>]+@[^\>]+\.[a-z]+\>$ && $m != *localhost* ]] || fail "$p: Maintainer '$m'"
+    # dpkg -i would accept it here: every dependency (first of each alternative) is installed.
+    for dep in $(field $p Depends | tr ',' '\n' | sed 's/|.*//; s/(.*//; s/ //g'); do
+        dpkg-query -W -f='${Status}' "$dep" 2>/dev/null | grep -q 'install ok installed' || fail "$p: dependency $dep is not installed"
+    done
 done
-[ -n "$plugins" ] && grep -qx "$plugins/spank_kace.so" "$SCRATCH/files" || fail "Slurm plugins not in Slurm's plugin folder"
+echo "kace Depends: $(field kace Depends)"
+for lib in libsqlite3 libcjson libmicrohttpd libc6 adduser; do
+    grep -q "$lib" <<<"$(field kace Depends)" || fail "kace: Depends lacks $lib"
+done
+grep -q libslurm <<<"$(field kace Depends)" && fail "kace depends on libslurm (kace-slurm's)"
+grep -q gnuplot <<<"$(field kace Depends) $(field kace Recommends)" && fail "kace depends on or recommends gnuplot"
+grep -q gnuplot-nox <<<"$(field kace Suggests)" || fail "kace does not suggest gnuplot-nox"
+for dep in libsqlite3-dev libcjson-dev; do
+    grep -q "$dep" <<<"$(field libkace-dev Depends)" || fail "libkace-dev: Depends lacks $dep (kace.pc requires it)"
+done
+grep -q slurm-wlm-basic-plugins <<<"$(field kace-slurm Depends)" || fail "kace-slurm: Depends lacks Slurm's plugin package"
+conffiles() { dpkg-deb --ctrl-tarfile "$(deb_of "$1")" | tar -xO ./conffiles 2>/dev/null; }
+grep -qx /etc/kace/kace.conf <<<"$(conffiles kace)" || fail "/etc/kace/kace.conf is no conffile of kace"
+grep -qx /etc/kace/mps.conf <<<"$(conffiles kace-slurm)" || fail "/etc/kace/mps.conf is no conffile of kace-slurm"
+
+# --- files, each in its package ---
+for p in kace kace-slurm libkace-dev; do
+    dpkg-deb -c "$(deb_of $p)" | awk '{ print $NF }' | sed 's|^\./|/|' >"$SCRATCH/files-$p"
+    for f in "/usr/share/doc/$p/copyright" "/usr/share/doc/$p/changelog.Debian.gz"; do
+        grep -qx "$f" "$SCRATCH/files-$p" || fail "$p has no $f"
+    done
+    while read -r page; do
+        fail "$p: man page not compressed: $page"
+    done < <(grep '^/usr/share/man/.*[^/]$' "$SCRATCH/files-$p" | grep -v '\.gz$')
+done
+has() { # PACKAGE FILE...
+    local p=$1 f; shift
+    for f in "$@"; do grep -qx "$f" "$SCRATCH/files-$p" || fail "$p has no $f"; done
+}
+plugins=$(sed -n "s|^\(/usr/lib/$multiarch/slurm[^/]*\)/job_submit_kace.so$|\1|p" "$SCRATCH/files-kace-slurm")
+has kace /usr/bin/kace /usr/share/man/man1/kace.1.gz /usr/share/man/man1/kace-simulate.1.gz \
+    /usr/share/man/man1/kace-serve.1.gz /usr/share/man/man5/kace.conf.5.gz /usr/share/bash-completion/completions/kace \
+    /lib/systemd/system/kace-serve.service /usr/lib/sysusers.d/kace.conf /etc/kace/kace.conf \
+    /usr/share/doc/kace/README.md /usr/share/doc/kace/docs/slurm.md /usr/share/doc/kace/examples/kace.conf
+has kace-slurm /etc/kace/mps.conf /usr/lib/kace/slurm/kace-mps-prolog /usr/lib/kace/slurm/kace-mps-epilog \
+    /usr/lib/kace/slurm/kace-mps-taskprolog /usr/lib/kace/slurm/kace-mps-common.sh \
+    /usr/share/man/man8/job_submit_kace.8.gz /usr/share/man/man8/spank_kace.8.gz \
+    /usr/share/doc/kace-slurm/examples/slurm.conf /usr/share/doc/kace-slurm/examples/plugstack.conf
+[ -n "$plugins" ] && grep -qx "$plugins/spank_kace.so" "$SCRATCH/files-kace-slurm" || fail "Slurm plugins not in Slurm's plugin folder"
+has libkace-dev "/usr/lib/$multiarch/libkace.a" "/usr/lib/$multiarch/pkgconfig/kace.pc" /usr/include/kace/kace.h \
+    /usr/include/kace/sacct.h
+grep -e '^/usr/include/' -e '\.a$' -e '\.so$' -e '^/usr/lib/kace/slurm/' "$SCRATCH/files-kace" &&
+    fail "kace holds headers, a library, a plugin or Slurm's node scripts"
 commands=$("$KACE" --help | awk '/^commands:/ { on = 1; next } on && /^  [a-z]/ { print $1 }')
 for c in $commands; do
-    grep -qx "/usr/share/man/man1/kace-$c.1" "$SCRATCH/files" || fail "no man page for kace $c"
+    grep -qx "/usr/share/man/man1/kace-$c.1.gz" "$SCRATCH/files-kace" || fail "no man page for kace $c"
 done
+
+# --- stripped and hardened ---
+X=$SCRATCH/extract
+for d in "${debs[@]}"; do dpkg-deb -x "$d" "$X"; done
+for elf in "$X/usr/bin/kace" "$X$plugins/job_submit_kace.so" "$X$plugins/spank_kace.so"; do
+    name=${elf#$X}
+    readelf -S "$elf" | grep -q -e '\.symtab' -e '\.debug_' && fail "$name is not stripped"
+    readelf -lW "$elf" | grep -q GNU_RELRO || fail "$name has no RELRO"
+    readelf -dW "$elf" | grep -q -e 'BIND_NOW' -e 'FLAGS.*NOW' || fail "$name is not linked with -z now"
+    readelf -dW --dyn-syms "$elf" | grep -q '__stack_chk_fail' || fail "$name has no stack protector"
+done
+readelf -hW "$X/usr/bin/kace" | grep -q 'DYN' && readelf -dW "$X/usr/bin/kace" | grep -q 'FLAGS_1.*PIE' || fail "kace is no PIE"
+readelf -W --dyn-syms "$X/usr/bin/kace" | grep -q '__[a-z]*_chk@' || fail "kace calls no fortified function (-D_FORTIFY_SOURCE)"
 
 # --- installed by dpkg into a private root (its own package database; the
 # machine's libraries stand in for the dependencies checked above) ---
 R=$SCRATCH/root
-mkdir -p "$R/var/lib/dpkg/info" "$R/var/lib/dpkg/updates" && : >"$R/var/lib/dpkg/status"
+mkdir -p "$R/var/lib/dpkg/info" "$R/var/lib/dpkg/updates" "$R/etc" && : >"$R/var/lib/dpkg/status"
 dpkgr() { dpkg --root="$R" --force-script-chrootless --log=/dev/null "$@"; }
-dpkgr --force-depends -i "$deb" >"$SCRATCH/dpkg-i.txt" 2>&1 || { fail "dpkg -i"; cat "$SCRATCH/dpkg-i.txt"; }
-dpkgr -s kace 2>/dev/null | grep -qx 'Status: install ok installed' || fail "dpkg does not list kace as installed"
-[ -d "$R/var/lib/kace" ] || fail "postinst made no /var/lib/kace"
+dpkgr --force-depends -i "${debs[@]}" >"$SCRATCH/dpkg-i.txt" 2>&1 || { fail "dpkg -i"; cat "$SCRATCH/dpkg-i.txt"; }
+for p in kace kace-slurm libkace-dev; do
+    dpkgr -s $p 2>/dev/null | grep -qx 'Status: install ok installed' || fail "dpkg does not list $p as installed"
+done
+kace_ids=$(awk -F: '$1 == "kace" { print $3 ":" $4 }' "$R/etc/passwd" 2>/dev/null)
+[ -n "$kace_ids" ] || fail "postinst made no user kace"
+[ -d "$R/var/lib/kace" ] && [ "$(stat -c %u:%g "$R/var/lib/kace")" = "$kace_ids" ] ||
+    fail "postinst made no /var/lib/kace owned by kace ($kace_ids)"
 for s in prolog epilog taskprolog; do
     [ -x "$R/usr/lib/kace/slurm/kace-mps-$s" ] || fail "kace-mps-$s is not installed executable"
 done
@@ -101,18 +175,26 @@ db=$SCRATCH/kace.db
     fail "installed kace: import, train, predict"
 grep -q 'bert-base-cased_batch8-train' "$SCRATCH/predict.txt" || fail "installed kace predict printed no ranking"
 
-# --- man pages ---
+# --- man pages (mandoc and man read them compressed) ---
 if command -v mandoc >/dev/null 2>&1; then
-    mandoc -Tlint -W warning "$R"/usr/share/man/man1/*.1 || fail "mandoc -Tlint found warnings"
+    mkdir -p "$SCRATCH/man"
+    for page in "$R"/usr/share/man/man[158]/*.gz; do
+        f=${page##*/}
+        gzip -dc "$page" >"$SCRATCH/man/${f%.gz}"
+    done
+    mandoc -Tlint -W warning "$SCRATCH"/man/* || fail "mandoc -Tlint found warnings"
 else
     echo "note: mandoc not installed, lint skipped"
 fi
 if command -v man >/dev/null 2>&1; then
-    man -l "$R/usr/share/man/man1/kace.1" 2>/dev/null | grep -q 'kernel-aware GPU colocation' || fail "man -l kace.1"
-    man -l "$R/usr/share/man/man1/kace-simulate.1" 2>/dev/null | grep -q -- '--sacct' || fail "man -l kace-simulate.1"
+    man -l "$R/usr/share/man/man1/kace.1.gz" 2>/dev/null | grep -q 'kernel-aware GPU colocation' || fail "man -l kace.1"
+    man -l "$R/usr/share/man/man1/kace-simulate.1.gz" 2>/dev/null | grep -q -- '--sacct' || fail "man -l kace-simulate.1"
+    man -l "$R/usr/share/man/man5/kace.conf.5.gz" 2>/dev/null | grep -q 'KACE_SERVE_LISTEN' || fail "man -l kace.conf.5"
+    man -l "$R/usr/share/man/man8/job_submit_kace.8.gz" 2>/dev/null | grep -q 'JobSubmitPlugins' || fail "man -l job_submit_kace.8"
+    man -l "$R/usr/share/man/man8/spank_kace.8.gz" 2>/dev/null | grep -q -- '--kace-workload' || fail "man -l spank_kace.8"
 fi
 
-# --- pkg-config and the library ---
+# --- pkg-config and the library (static: --static adds kace.pc's private libraries) ---
 cat >"$SCRATCH/use.c" <<'EOF'
 #include <stdio.h>
 #include <string.h>
@@ -131,16 +213,22 @@ int main(void)
     return ok ? 0 : 1;
 }
 EOF
-flags=$(PKG_CONFIG_SYSROOT_DIR=$R PKG_CONFIG_PATH=$R/usr/lib/$multiarch/pkgconfig pkg-config --cflags --libs kace) ||
-    fail "pkg-config kace"
-# A sanitized build's libkace.a needs the sanitizer runtimes at link time.
-san=$(grep -q '^KACE_SANITIZE:BOOL=ON' "$BUILD/CMakeCache.txt" && echo "-fsanitize=address,undefined")
-cc -std=c11 $san -o "$SCRATCH/use" "$SCRATCH/use.c" $flags && [ "$("$SCRATCH/use")" = "$version ok" ] ||
+pc() { PKG_CONFIG_SYSROOT_DIR=$R PKG_CONFIG_PATH=$R/usr/lib/$multiarch/pkgconfig pkg-config "$@"; }
+libs=$(pc --libs kace) && [[ $libs == *-lkace* ]] || fail "pkg-config --libs kace: '$libs'"
+flags=$(pc --static --cflags --libs kace) || fail "pkg-config --static kace"
+[[ $flags == *-lsqlite3* && $flags == *-lcjson* ]] || fail "pkg-config --static --libs kace lacks sqlite3 or cjson: $flags"
+cc -std=c11 -o "$SCRATCH/use" "$SCRATCH/use.c" $flags && [ "$("$SCRATCH/use")" = "$version ok" ] ||
     fail "a program built with pkg-config's flags ($flags)"
 
-# --- the systemd unit with /etc/kace/kace.conf ---
-unit=$R/usr/lib/systemd/system/kace-serve.service
+# --- the systemd unit: its user, its sandbox, /etc/kace/kace.conf ---
+unit=$R/lib/systemd/system/kace-serve.service
+grep -qx 'User=kace' "$unit" || fail "the unit does not run as the user kace"
 if command -v systemd-analyze >/dev/null 2>&1; then
+    systemd-analyze security --offline=true "$unit" >"$SCRATCH/security.txt" 2>&1
+    score=$(sed -n 's/.*Overall exposure level for kace-serve.service: \([0-9.]*\).*/\1/p' "$SCRATCH/security.txt")
+    echo "systemd-analyze security --offline=true: ${score:-none}"
+    [ -n "$score" ] && awk -v s="$score" 'BEGIN { exit !(s <= 5) }' ||
+        { fail "the unit's exposure is '${score:-?}' (at most 5)"; tail -n 40 "$SCRATCH/security.txt"; }
     # verify resolves ExecStart: give it the installed binary's path.
     sed "s|/usr/bin/kace|$K|; s|EnvironmentFile=/etc/kace/kace.conf|EnvironmentFile=$R/etc/kace/kace.conf|" "$unit" \
         >"$SCRATCH/kace-serve.service"
@@ -166,16 +254,14 @@ done
     cmd=$(sed -E 's/\$\{([A-Z_]+)\}/"$\1"/g' <<<"$cmd")
     eval "exec $cmd"
 ) >"$SCRATCH/serve.log" 2>&1 &
-serve_pid=$!
-for _ in $(seq 1 100); do [ -s "$SCRATCH/port" ] && break; sleep 0.1; done
-port=$(cat "$SCRATCH/port" 2>/dev/null)
-if [ -n "$port" ] && curl -fsS "http://127.0.0.1:$port/healthz" >"$SCRATCH/health.txt" 2>&1; then
+started "$SCRATCH/port" "kace serve from the unit's ExecStart" "$SCRATCH/serve.log"
+port=$(cat "$SCRATCH/port")
+if curl -fsS "http://127.0.0.1:$port/healthz" >"$SCRATCH/health.txt" 2>&1; then
     echo "kace serve from the unit's ExecStart answers on port $port: $(head -c 80 "$SCRATCH/health.txt")"
 else
     fail "kace serve from the unit's ExecStart did not answer"; cat "$SCRATCH/serve.log"
 fi
-kill "$serve_pid" 2>/dev/null
-wait "$serve_pid" 2>/dev/null
+kill_pids
 
 # --- bash completion ---
 completion=$(bash -c "source '$R/usr/share/bash-completion/completions/kace'
@@ -207,12 +293,63 @@ else
     echo "note: Slurm part skipped (needs root, the Slurm packages and the plugins in the package)"
 fi
 
-# --- remove keeps the conffile, purge removes it ---
-dpkgr -r kace >/dev/null 2>&1 || fail "dpkg -r"
-[ ! -e "$R/usr/bin/kace" ] && [ ! -e "$R$plugins/job_submit_kace.so" ] || fail "dpkg -r left the binary or a plugin"
-[ -f "$R/etc/kace/kace.conf" ] || fail "dpkg -r removed the conffile"
-dpkgr -P kace >/dev/null 2>&1 || fail "dpkg -P"
-[ ! -e "$R/etc/kace/kace.conf" ] || fail "dpkg -P kept the conffile"
+# --- remove keeps the conffiles, purge removes them ---
+dpkgr -r kace kace-slurm libkace-dev >/dev/null 2>&1 || fail "dpkg -r"
+[ ! -e "$R/usr/bin/kace" ] && [ ! -e "$R$plugins/job_submit_kace.so" ] && [ ! -e "$R/usr/include/kace/kace.h" ] ||
+    fail "dpkg -r left the binary, a plugin or a header"
+[ -f "$R/etc/kace/kace.conf" ] && [ -f "$R/etc/kace/mps.conf" ] || fail "dpkg -r removed a conffile"
+dpkgr -P kace kace-slurm libkace-dev >/dev/null 2>&1 || fail "dpkg -P"
+[ ! -e "$R/etc/kace/kace.conf" ] && [ ! -e "$R/etc/kace/mps.conf" ] || fail "dpkg -P kept a conffile"
 
+# --- a clean Debian 12 root: apt installs the three, pkg-config --libs kace works there ---
+mirror=${KACE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+cache=$PKGBUILD/debian12-minbase.tar
+if [ "$(id -u)" -ne 0 ] || ! command -v debootstrap >/dev/null 2>&1 || ! command -v chroot >/dev/null 2>&1; then
+    echo "note: clean-root part skipped (needs root, debootstrap and chroot)"
+elif [ ! -f "$cache" ] && ! curl -fsS --max-time 20 -o /dev/null "$mirror/dists/bookworm/Release"; then
+    echo "note: clean-root part skipped (no Debian mirror at $mirror; set KACE_DEBIAN_MIRROR)"
+else
+    D=$SCRATCH/debian12
+    mkdir -p "$D"
+    if [ -f "$cache" ]; then
+        tar -xf "$cache" -C "$D"
+    elif debootstrap --variant=minbase bookworm "$D" "$mirror" >"$SCRATCH/debootstrap.log" 2>&1; then
+        tar -cf "$cache.tmp" -C "$D" . && mv "$cache.tmp" "$cache"
+    else
+        fail "debootstrap bookworm"; tail -n 20 "$SCRATCH/debootstrap.log"
+    fi
+    if [ -x "$D/usr/bin/apt-get" ]; then
+        trap 'kill_pids; umount "$D/proc" 2>/dev/null' EXIT
+        mount -t proc proc "$D/proc"
+        cp /etc/resolv.conf "$D/etc/resolv.conf"
+        cp "${debs[@]}" "$D/tmp/"
+        in_root() { chroot "$D" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LC_ALL=C "$@"; }
+        if in_root apt-get update -qq >"$SCRATCH/apt.log" 2>&1 &&
+            in_root apt-get install -y -qq --no-install-recommends pkg-config $(printf '/tmp/%s ' "${debs[@]##*/}") \
+                >>"$SCRATCH/apt.log" 2>&1; then
+            libs=$(in_root pkg-config --libs kace 2>&1)
+            echo "Debian 12 root: pkg-config --libs kace: $libs"
+            [[ $libs == *-lkace* ]] || fail "pkg-config --libs kace in a clean Debian 12 root: $libs"
+            slibs=$(in_root pkg-config --static --libs kace 2>&1)
+            [[ $slibs == *-lsqlite3* && $slibs == *-lcjson* ]] || fail "pkg-config --static --libs kace there: $slibs"
+            [ "$(in_root kace --version)" = "kace $version" ] || fail "kace --version in the clean root"
+            in_root getent passwd kace >/dev/null || fail "no user kace in the clean root"
+            [ "$(in_root stat -c %U /var/lib/kace)" = kace ] || fail "/var/lib/kace is not kace's in the clean root"
+            in_root dpkg-query -W -f='${Status}' gnuplot-nox 2>/dev/null | grep -q 'ok installed' &&
+                fail "installing kace pulled gnuplot-nox"
+            echo "Debian 12 root: $(in_root dpkg-query -W -f='${Status}\n' | grep -c 'ok installed') packages installed"
+        else
+            fail "apt-get install of the three packages in a clean Debian 12 root"; tail -n 30 "$SCRATCH/apt.log"
+        fi
+        umount "$D/proc"
+    fi
+    rm -rf "$D"
+fi
+
+if [ "$have_lintian" -eq 0 ] && [ "$failures" -eq 0 ]; then
+    echo "SKIP: lintian not installed (bash .ci/install-deps); every other check passed"
+    exit 77
+fi
+[ "$have_lintian" -eq 0 ] && echo "note: lintian not installed, its check skipped"
 [ $failures -eq 0 ] && echo "cli_package: all passed"
 exit $((failures > 0))
