@@ -27,6 +27,7 @@
 
 #ifdef KACE_HAVE_SLURM
 #include "cluster.h"
+#include "files.h"
 #include "text.h"
 
 /* Where jobs' reports go: --reports, else $KACE_REPORT_DIR (the SPANK
@@ -231,7 +232,8 @@ static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const cha
             config = path;
         }
     }
-    if (config && (st = kace_place_config_load(ctx, config, &v->cfg)))
+    bool refused;
+    if (config && (st = kace_slurm_config_load(ctx, config, &v->cfg, &refused)))
         return cli_error(ctx, st);
     if (db)
         snprintf(v->cfg.store, sizeof v->cfg.store, "%s", db);
@@ -256,8 +258,9 @@ static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const cha
         fprintf(stderr, "kace: %s\n", why);
         return EXIT_FAILURE_RUN;
     }
-    if ((st = kace_slurm_cluster_load(ctx, v->ds, v->cfg.gres, &v->cluster)))
+    if ((st = kace_slurm_cluster_load(ctx, v->cfg.gres, &v->cluster)))
         return cli_error(ctx, st);
+    kace_slurm_cluster_resolve(v->cluster, v->ds);
     for (size_t j = 0; j < v->cluster->n_jobs; j++) {
         kace_slurm_job *job = &v->cluster->jobs[j];
         kace_slurm_report r;
@@ -274,12 +277,12 @@ static int view_load(kace_ctx *ctx, slurm_view *v, const char *config, const cha
  * only when every job there was placed by kace, is known to the store and
  * reported. Its key (node, jobs, time of the latest report) makes running
  * status again harmless. */
-static void store_gpu(kace_ctx *ctx, slurm_view *v, const kace_place_gpu *gpu, const kace_slurm_job **jobs, int k,
+static void store_gpu(kace_ctx *ctx, slurm_view *v, size_t g, const kace_slurm_job **jobs, int k,
                       const double *member)
 {
     kace_observed_member m[KACE_MAX_K];
-    char key[512];
-    int used = snprintf(key, sizeof key, "%s:", gpu->node);
+    char key[512], name[KACE_NAME_MAX + 16];
+    int used = snprintf(key, sizeof key, "%s:", kace_slurm_gpu_name(v->cluster, g, name, sizeof name));
     double latest = 0;
     for (int i = 0; i < k; i++) {
         m[i] = (kace_observed_member){.workload = jobs[i]->workload, .mps_pct = jobs[i]->share,
@@ -316,7 +319,7 @@ static void print_gpu(kace_ctx *ctx, slurm_view *v, size_t g)
     int n_observed = 0, n_jobs = 0;
     for (size_t j = 0; j < v->cluster->n_jobs; j++) {
         const kace_slurm_job *job = &v->cluster->jobs[j];
-        if (strcmp(job->node, gpu->node) != 0)
+        if (job->entry != g)
             continue;
         n_jobs++;
         int w = job->workload[0] ? kace_dataset_find(v->ds, job->workload) : -1;
@@ -346,12 +349,14 @@ static void print_gpu(kace_ctx *ctx, slurm_view *v, size_t g)
         if (predictable && sum > 0)
             snprintf(ratio, sizeof ratio, "%.3f", observed / sum);
     }
-    printf("%-12s %-6s %5d %4d%% %12s %10s %12s %9s\n", gpu->node, gpu->usable ? "up" : "down", n_jobs,
+    char name[KACE_NAME_MAX + 16];
+    printf("%-12s %-6s %5d %4d%% %12s %10s %12s %9s\n", kace_slurm_gpu_name(v->cluster, g, name, sizeof name),
+           gpu->usable ? "up" : "down", n_jobs,
            100 - gpu->share_free, pred, norm, obs, ratio);
     int m = 0;
     for (size_t j = 0; j < v->cluster->n_jobs; j++) {
         const kace_slurm_job *job = &v->cluster->jobs[j];
-        if (strcmp(job->node, gpu->node) != 0)
+        if (job->entry != g)
             continue;
         char mine[32] = "-", seen[32] = "-";
         int w = job->workload[0] ? kace_dataset_find(v->ds, job->workload) : -1;
@@ -366,7 +371,7 @@ static void print_gpu(kace_ctx *ctx, slurm_view *v, size_t g)
     if (n_jobs == 0 || !v->store_observations)
         return;
     if (storable && k == n_jobs)
-        store_gpu(ctx, v, gpu, members, k, predictable ? member : NULL);
+        store_gpu(ctx, v, g, members, k, predictable ? member : NULL);
     else
         v->n_partial++;
 }
@@ -399,8 +404,9 @@ static int slurm_place(kace_ctx *ctx, slurm_view *v, const char *workload)
                                     &v->cfg.options, &p);
     if (st)
         return cli_error(ctx, st);
-    printf("node=%s share=%d gain=%.3f score=%.3f confidence=%.2f considered=%d\n", v->cluster->gpus[p.gpu].node,
-           p.share, p.gain, p.score, p.confidence, p.n_considered);
+    printf("node=%s gpu=%d share=%d gain=%.3f score=%.3f confidence=%.2f considered=%d\n",
+           v->cluster->gpus[p.gpu].node, v->cluster->nodes[p.gpu].gpu, p.share, p.gain, p.score, p.confidence,
+           p.n_considered);
     return EXIT_OK;
 }
 #endif

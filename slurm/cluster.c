@@ -32,12 +32,51 @@ static bool uses_gpu(const slurm_job_info_t *j)
            mentions_gpu(j->tres_per_socket);
 }
 
-static int find_gpu(const kace_slurm_cluster *c, const char *node)
+/* The entry of GPU gpu of node (its first GPU when gpu < 0), -1 when none. */
+static int find_gpu(const kace_slurm_cluster *c, const char *node, int gpu)
 {
     for (size_t i = 0; i < c->n_gpus; i++)
-        if (strcmp(c->gpus[i].node, node) == 0)
+        if (strcmp(c->gpus[i].node, node) == 0 && (gpu < 0 || c->nodes[i].gpu == gpu))
             return (int)i;
     return -1;
+}
+
+const char *kace_slurm_gpu_name(const kace_slurm_cluster *c, size_t g, char *buf, size_t size)
+{
+    if (c->nodes[g].n_gpus > 1)
+        snprintf(buf, size, "%s/gpu%d", c->gpus[g].node, c->nodes[g].gpu);
+    else
+        snprintf(buf, size, "%s", c->gpus[g].node);
+    return buf;
+}
+
+/* The type of the i-th item of generic resource name in a node's gres
+ * string ("gpu:g0:1,gpu:g1:1,shard:g0:4,shard:g1:4": shard 1 is "g1"),
+ * "" when that item is untyped or absent. Slurm lists a node's typed
+ * items in the order of its gres.conf, which is its devices' order. */
+static void gres_type(const char *gres, const char *name, int i, char *out, size_t size)
+{
+    out[0] = '\0';
+    size_t name_len = strlen(name);
+    int seen = 0;
+    for (const char *p = gres; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > name_len + 1 && strncmp(p, name, name_len) == 0 && p[name_len] == ':') {
+            const char *type = p + name_len + 1;
+            const char *colon = memchr(type, ':', len - name_len - 1);
+            if (seen++ == i) {
+                size_t n = colon ? (size_t)(colon - type) : 0;
+                /* "name:count" has no type; "name:type:count(...)" has. */
+                if (n > 0 && n < size && !isdigit((unsigned char)type[0])) {
+                    memcpy(out, type, n);
+                    out[n] = '\0';
+                }
+                return;
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
 }
 
 void kace_slurm_cluster_add(kace_place_gpu *gpu, int workload, int share)
@@ -88,7 +127,12 @@ static kace_status load_nodes(kace_ctx *ctx, kace_slurm_cluster *c, const char *
     /* Fills each node's partitions (slurm_load_node leaves them out). */
     slurm_populate_node_partitions(nodes, parts);
     kace_status st = KACE_OK;
-    size_t n = nodes->record_count ? nodes->record_count : 1;
+    size_t n = 0;
+    for (uint32_t i = 0; i < nodes->record_count; i++) {
+        long gpus = kace_place_gres_count(nodes->node_array[i].gres, "gpu");
+        n += gpus > 0 && gpus < 64 ? (size_t)gpus : gpus >= 64 ? 64 : 0;
+    }
+    n = n ? n : 1;
     c->gpus = calloc(n, sizeof *c->gpus);
     c->gres_per_gpu = calloc(n, sizeof *c->gres_per_gpu);
     c->nodes = calloc(n, sizeof *c->nodes);
@@ -104,21 +148,38 @@ static kace_status load_nodes(kace_ctx *ctx, kace_slurm_cluster *c, const char *
         long count = kace_place_gres_count(ni->gres, gres);
         if (n_gpus < 1 || count < 1)
             continue;
-        kace_place_gpu *g = &c->gpus[c->n_gpus];
-        kace_slurm_node *node = &c->nodes[c->n_gpus];
-        snprintf(g->node, sizeof g->node, "%s", ni->name);
-        g->share_free = 100;
-        g->usable = node_usable(ni->node_state);
-        g->base_score = NAN;
-        c->gres_per_gpu[c->n_gpus] = count / n_gpus;
-        const char *features = ni->features_act ? ni->features_act : ni->features;
-        node->features = features ? strdup(features) : NULL;
-        node->partitions = ni->partitions ? strdup(ni->partitions) : NULL;
-        unique_feature(nodes, i, node->feature, sizeof node->feature);
-        node->cpus = ni->cpus;
-        node->memory_mb = ni->real_memory;
-        node->tmp_disk_mb = ni->tmp_disk;
-        c->n_gpus++;
+        if (n_gpus > 64)
+            n_gpus = 64; /* the indices a job's gres detail can name here */
+        char feature[KACE_NAME_MAX];
+        unique_feature(nodes, i, feature, sizeof feature);
+        /* Typed per GPU only when every GPU's share has a type of its own. */
+        bool typed = true;
+        char types[64][KACE_NAME_MAX];
+        for (long k = 0; k < n_gpus; k++) {
+            gres_type(ni->gres, gres, (int)k, types[k], sizeof types[k]);
+            typed = typed && types[k][0];
+        }
+        for (long k = 0; k < n_gpus; k++) {
+            kace_place_gpu *g = &c->gpus[c->n_gpus];
+            kace_slurm_node *node = &c->nodes[c->n_gpus];
+            snprintf(g->node, sizeof g->node, "%s", ni->name);
+            g->share_free = 100;
+            g->usable = node_usable(ni->node_state);
+            g->base_score = NAN;
+            c->gres_per_gpu[c->n_gpus] = count / n_gpus;
+            node->gpu = (int)k;
+            node->n_gpus = (int)n_gpus;
+            if (typed && n_gpus > 1)
+                snprintf(node->gres_type, sizeof node->gres_type, "%s", types[k]);
+            const char *features = ni->features_act ? ni->features_act : ni->features;
+            node->features = features ? strdup(features) : NULL;
+            node->partitions = ni->partitions ? strdup(ni->partitions) : NULL;
+            snprintf(node->feature, sizeof node->feature, "%s", feature);
+            node->cpus = ni->cpus;
+            node->memory_mb = ni->real_memory;
+            node->tmp_disk_mb = ni->tmp_disk;
+            c->n_gpus++;
+        }
     }
 done:
     slurm_free_node_info_msg(nodes);
@@ -156,17 +217,48 @@ done:
     return st;
 }
 
-static kace_status load_jobs(kace_ctx *ctx, kace_slurm_cluster *c, const kace_dataset *ds)
+/* Appends a job record on GPU entry g. */
+static bool add_job(kace_slurm_cluster *c, size_t *cap, const slurm_job_info_t *j, const char *node, size_t g,
+                    const char *workload, int share, bool tagged, bool shares)
+{
+    if (c->n_jobs == *cap) {
+        size_t grown = *cap ? *cap * 2 : 64;
+        kace_slurm_job *jobs = realloc(c->jobs, grown * sizeof *jobs);
+        if (!jobs)
+            return false;
+        c->jobs = jobs;
+        *cap = grown;
+    }
+    kace_slurm_job *job = &c->jobs[c->n_jobs++];
+    memset(job, 0, sizeof *job);
+    job->id = j->job_id;
+    job->user_id = j->user_id;
+    snprintf(job->node, sizeof job->node, "%s", node);
+    job->entry = g;
+    job->gpu = c->nodes[g].gpu;
+    snprintf(job->workload, sizeof job->workload, "%s", tagged ? workload : "");
+    /* A job on whole GPUs, or one kace does not know, leaves nothing kace
+     * can predict on its GPU (share 100, resident unknown). */
+    job->share = tagged ? share : 100;
+    job->shares = shares;
+    job->running = (j->job_state & JOB_STATE_BASE) == JOB_RUNNING;
+    job->start_time = j->start_time;
+    job->observed = NAN;
+    return true;
+}
+
+static kace_status load_jobs(kace_ctx *ctx, kace_slurm_cluster *c, const char *gres)
 {
     job_info_msg_t *jobs = NULL;
-    if (slurm_load_jobs(0, &jobs, SHOW_ALL) != SLURM_SUCCESS)
+    /* SHOW_DETAIL: running jobs' gres detail, which says which GPU of a
+     * node each job holds. */
+    if (slurm_load_jobs(0, &jobs, SHOW_ALL | SHOW_DETAIL) != SLURM_SUCCESS)
         return kace_fail(ctx, KACE_ERR_IO, "slurm_load_jobs: %s", slurm_strerror(slurm_get_errno()));
     kace_status st = KACE_OK;
-    size_t n = jobs->record_count ? jobs->record_count : 1;
-    c->jobs = calloc(n, sizeof *c->jobs);
+    size_t n = jobs->record_count ? jobs->record_count : 1, cap = 0;
     c->picks = calloc(n, sizeof *c->picks);
     c->pick_jobs = calloc(n, sizeof *c->pick_jobs);
-    if (!c->jobs || !c->picks || !c->pick_jobs) {
+    if (!c->picks || !c->pick_jobs) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory for %u jobs", jobs->record_count);
         goto done;
     }
@@ -188,26 +280,92 @@ static kace_status load_jobs(kace_ctx *ctx, kace_slurm_cluster *c, const kace_da
                                                 : (state == JOB_PENDING && tagged && picked ? preferred : NULL);
         if (!node || !*node || (!tagged && !uses_gpu(j)))
             continue;
-        int g = find_gpu(c, node);
-        if (g < 0)
+        int first = find_gpu(c, node, -1);
+        if (first < 0)
             continue; /* several nodes, or a node without a shared GPU */
-        kace_slurm_job *job = &c->jobs[c->n_jobs++];
-        job->id = j->job_id;
-        job->user_id = j->user_id;
-        snprintf(job->node, sizeof job->node, "%s", node);
-        snprintf(job->workload, sizeof job->workload, "%s", tagged ? workload : "");
-        job->share = share;
-        job->running = state == JOB_RUNNING;
-        job->start_time = j->start_time;
-        job->observed = NAN;
-        /* A job on whole GPUs, or one kace does not know, leaves nothing
-         * kace can predict on its GPU (resident -1). */
-        kace_slurm_cluster_add(&c->gpus[g], tagged && ds ? kace_dataset_find(ds, workload) : -1,
-                               tagged ? share : 100);
+        /* Which of the node's GPUs: for a running job, the indices of its
+         * gres detail (the shared gres's, else whole GPUs'); else kace's
+         * choice (its comment); else the node's first GPU. */
+        uint64_t mask = 0;
+        bool shares = tagged;
+        if (state == JOB_RUNNING && j->gres_detail_cnt > 0 && j->gres_detail_str) {
+            mask = kace_slurm_gres_indices(j->gres_detail_str[0], gres);
+            shares = mask != 0;
+            if (!mask)
+                mask = kace_slurm_gres_indices(j->gres_detail_str[0], "gpu");
+        }
+        if (!mask) {
+            int gpu = kace_slurm_gpu_parse(j->admin_comment);
+            if (gpu >= 0 && gpu < 64)
+                mask = (uint64_t)1 << gpu;
+        }
+        if (!mask)
+            mask = 1;
+        for (int k = 0; k < 64; k++) {
+            if (!(mask & ((uint64_t)1 << k)))
+                continue;
+            int g = find_gpu(c, node, k);
+            if (g >= 0 && !add_job(c, &cap, j, node, (size_t)g, workload, share, tagged, shares)) {
+                st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory for %u jobs", jobs->record_count);
+                goto done;
+            }
+        }
     }
 done:
     slurm_free_job_info_msg(jobs);
     return st;
+}
+
+size_t kace_slurm_cluster_resolve(kace_slurm_cluster *c, const kace_dataset *ds)
+{
+    for (size_t g = 0; g < c->n_gpus; g++) {
+        c->gpus[g].n_residents = 0;
+        c->gpus[g].share_free = 100;
+        c->gpus[g].base_score = NAN;
+        c->gpus[g].row = NULL;
+    }
+    size_t missing = 0;
+    for (size_t i = 0; i < c->n_jobs; i++) {
+        const kace_slurm_job *job = &c->jobs[i];
+        int w = job->workload[0] && ds ? kace_dataset_find(ds, job->workload) : -1;
+        if (job->workload[0] && w < 0)
+            missing++;
+        kace_slurm_cluster_add(&c->gpus[job->entry], w, job->share);
+    }
+    return missing;
+}
+
+/* Slurm (22.05) runs every MPS job of a node on one of its GPUs at a time
+ * (a job asking for MPS on another GPU waits, measured), so of a node with
+ * several GPUs only that one is a choice for gres/mps: the GPU its MPS jobs
+ * use, else its first GPU with nothing on it, else its first. */
+static void one_mps_gpu(kace_slurm_cluster *c)
+{
+    for (size_t g = 0; g < c->n_gpus; g++) {
+        if (c->nodes[g].gpu != 0 || c->nodes[g].n_gpus < 2)
+            continue;
+        size_t n = (size_t)c->nodes[g].n_gpus, chosen = g;
+        bool found = false;
+        for (size_t i = 0; i < c->n_jobs && !found; i++)
+            if (c->jobs[i].entry >= g && c->jobs[i].entry < g + n && c->jobs[i].shares) {
+                chosen = c->jobs[i].entry;
+                found = true;
+            }
+        if (!found) {
+            for (size_t k = g; k < g + n; k++) {
+                bool idle = true;
+                for (size_t i = 0; i < c->n_jobs && idle; i++)
+                    idle = c->jobs[i].entry != k;
+                if (idle) {
+                    chosen = k;
+                    break;
+                }
+            }
+        }
+        for (size_t k = g; k < g + n; k++)
+            if (k != chosen)
+                c->gpus[k].usable = false;
+    }
 }
 
 bool kace_slurm_gpu_in_partitions(const kace_slurm_cluster *c, size_t g, const char *list)
@@ -278,8 +436,7 @@ static kace_status resv_nodes(kace_ctx *ctx, kace_slurm_cluster *c)
     return KACE_OK;
 }
 
-kace_status kace_slurm_cluster_load(kace_ctx *ctx, const kace_dataset *ds, const char *gres,
-                                    kace_slurm_cluster **out)
+kace_status kace_slurm_cluster_load(kace_ctx *ctx, const char *gres, kace_slurm_cluster **out)
 {
     *out = NULL;
     kace_slurm_cluster *c = calloc(1, sizeof *c);
@@ -289,13 +446,16 @@ kace_status kace_slurm_cluster_load(kace_ctx *ctx, const kace_dataset *ds, const
     if (!st)
         st = load_resvs(ctx, c);
     if (!st)
-        st = load_jobs(ctx, c, ds);
+        st = load_jobs(ctx, c, gres);
     if (!st)
         st = resv_nodes(ctx, c);
     if (st) {
         kace_slurm_cluster_free(&c);
         return st;
     }
+    if (strcmp(gres, "mps") == 0)
+        one_mps_gpu(c);
+    kace_slurm_cluster_resolve(c, NULL);
     *out = c;
     return KACE_OK;
 }

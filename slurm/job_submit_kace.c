@@ -39,11 +39,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
 #include "cluster.h"
+#include "files.h"
 #include "kace/place.h"
 #include "kace/store.h"
 
@@ -73,6 +75,7 @@ typedef struct snapshot {
     kace_model *model;
     kace_slurm_cluster *cluster; /* as slurmctld showed it: only accepted jobs */
     kace_place_cache *cache;     /* the cluster's GPUs' gains under model and ds */
+    size_t missing;              /* jobs whose workload the store did not hold at the load */
 } snapshot;
 
 /* A placement not yet confirmed by slurmctld's job list. */
@@ -95,6 +98,22 @@ static pick picks[MAX_PICKS];
 static size_t n_picks;
 static unsigned long pick_serial;
 static long pick_epoch; /* start time, so that tokens differ across restarts */
+/* The workloads jobs asked for (under lock): a snapshot holds only these
+ * and those of the jobs slurmctld shows, not every workload of the store
+ * (a store of a million workloads took slurmctld from 14 MB to 1.5 GB).
+ * absent: the last load found it not in the store. The oldest asked for
+ * goes first when the list is full. */
+#define MAX_WANTED 4096
+typedef struct wanted_workload {
+    char name[KACE_NAME_MAX];
+    bool absent;
+    unsigned long asked; /* serial of the last job that asked for it */
+} wanted_workload;
+static wanted_workload wanted[MAX_WANTED];
+static size_t n_wanted;
+static unsigned long asked_serial;
+static bool want_full; /* a job asked for a workload no snapshot holds: reload now */
+static bool files_refused; /* the last full load refused a file; the snapshot is older */
 /* A decision's hidden GPUs (under lock), kept so that decisions allocate
  * nothing once it is big enough. */
 static bool *hidden;
@@ -150,26 +169,82 @@ static void prepare(kace_ctx *ctx, kace_place_cache *cache, kace_slurm_cluster *
         slurm_error("kace: %s", kace_errmsg(ctx));
 }
 
+/* The model file, read through a descriptor that kace_slurm_open_regular
+ * checked (so that it cannot be swapped for a FIFO between check and read). */
+static kace_status load_model_file(kace_ctx *ctx, const char *path, kace_model **out, bool *refused)
+{
+    int fd;
+    kace_status st = kace_slurm_open_regular(ctx, path, "model file", &fd, refused);
+    if (st)
+        return st;
+    char fd_path[64];
+    snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", fd);
+    st = kace_model_load(ctx, fd_path, out);
+    close(fd);
+    if (st)
+        st = kace_fail(ctx, st, "model file %s: %s", path, kace_errmsg(ctx));
+    return st;
+}
+
 /* Builds a whole snapshot outside the lock: configuration, profiles,
- * model, cluster state, gains. */
-static kace_status load_snapshot(kace_ctx *ctx, snapshot **out)
+ * model, cluster state, gains. *refused: a file it reads is not a regular
+ * file (a FIFO would block the refresher for ever); the caller then keeps
+ * the snapshot it has. */
+static kace_status load_snapshot(kace_ctx *ctx, snapshot **out, bool *refused)
 {
     *out = NULL;
+    *refused = false;
     snapshot *s = calloc(1, sizeof *s);
     kace_store *store = NULL;
     kace_status st;
     char path[1024];
+    int fd;
+    const char **names = NULL;
+    size_t n_names = 0;
+    char (*wanted_names)[KACE_NAME_MAX] = NULL;
     if (!s)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     config_path(path, sizeof path);
     kace_place_config_default(&s->cfg);
-    if ((st = kace_place_config_load(ctx, path, &s->cfg)))
+    if ((st = kace_slurm_config_load(ctx, path, &s->cfg, refused)))
         goto done;
+    /* The store is opened by path (SQLite also opens its -wal and -shm
+     * beside it), so it is checked first; a store swapped for a FIFO in
+     * between is not guarded against. */
+    if ((st = kace_slurm_open_regular(ctx, s->cfg.store, "store", &fd, refused)))
+        goto done;
+    close(fd);
+    /* The cluster first: its jobs name the workloads to load, with those
+     * jobs asked for (under lock: job_submit adds to the list). */
+    if ((st = kace_slurm_cluster_load(ctx, s->cfg.gres, &s->cluster)))
+        goto done;
+    names = malloc((s->cluster->n_jobs + MAX_WANTED + 1) * sizeof *names);
+    if (!names) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < s->cluster->n_jobs; i++)
+        if (s->cluster->jobs[i].workload[0])
+            names[n_names++] = s->cluster->jobs[i].workload;
+    pthread_mutex_lock(&lock);
+    want_full = false;
+    size_t n_asked = n_wanted;
+    wanted_names = malloc((n_asked ? n_asked : 1) * sizeof *wanted_names);
+    for (size_t i = 0; wanted_names && i < n_asked; i++) {
+        memcpy(wanted_names[i], wanted[i].name, sizeof wanted_names[i]);
+        names[n_names++] = wanted_names[i];
+    }
+    pthread_mutex_unlock(&lock);
+    if (!wanted_names) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
     if ((st = kace_store_open_flags(ctx, s->cfg.store, 0, &store) /* never creates one */) ||
-        /* every workload's profile; placing needs no measured runs (a large store holds millions) */
-        (st = kace_store_load_around(ctx, store, NULL, 0, true, &s->ds)))
+        /* only those workloads' profiles (and their few runs): memory
+         * follows the jobs, not the store's size */
+        (st = kace_store_load_around(ctx, store, (const char *const *)names, n_names, false, &s->ds)))
         goto done;
-    st = s->cfg.model_file[0] ? kace_model_load(ctx, s->cfg.model_file, &s->model)
+    st = s->cfg.model_file[0] ? load_model_file(ctx, s->cfg.model_file, &s->model, refused)
                               : kace_store_load_model(ctx, store, s->cfg.model, &s->model);
     if (st)
         goto done;
@@ -177,12 +252,14 @@ static kace_status load_snapshot(kace_ctx *ctx, snapshot **out)
         st = kace_fail(ctx, KACE_ERR_MODEL, "the placer needs a slowdown model (kace train --kind slowdown)");
         goto done;
     }
-    if ((st = kace_slurm_cluster_load(ctx, s->ds, s->cfg.gres, &s->cluster)) ||
-        (st = kace_place_cache_new(ctx, kace_model_predictor(s->model), s->ds, &s->cache)))
+    s->missing = kace_slurm_cluster_resolve(s->cluster, s->ds);
+    if ((st = kace_place_cache_new(ctx, kace_model_predictor(s->model), s->ds, &s->cache)))
         goto done;
     prepare(ctx, s->cache, s->cluster);
 done:
     kace_store_close(&store);
+    free(names);
+    free(wanted_names);
     if (st)
         snapshot_free(&s);
     *out = s;
@@ -222,6 +299,18 @@ static void log_unpreferable(const kace_slurm_cluster *c)
                        c->gpus[g].node, c->gpus[g].node);
 }
 
+/* Under lock, after a full load: which asked-for workloads the store does
+ * not hold (a job of one is left as submitted, saying so). */
+static void mark_absent(const kace_dataset *ds)
+{
+    for (size_t i = 0; i < n_wanted; i++) {
+        bool absent = kace_dataset_find(ds, wanted[i].name) < 0;
+        if (absent && !wanted[i].absent)
+            slurm_info("kace: workload '%s' asked for by a job is not in the store", wanted[i].name);
+        wanted[i].absent = absent;
+    }
+}
+
 static void *refresh_loop(void *arg)
 {
     (void)arg;
@@ -239,7 +328,7 @@ static void *refresh_loop(void *arg)
     while (!stopping) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        bool full = !current || ms_between(&next_full, &now) >= 0;
+        bool full = !current || want_full || ms_between(&next_full, &now) >= 0;
         pthread_mutex_unlock(&lock);
         /* Only this thread replaces or frees `current` and prepares or
          * sweeps its cache, so using them here, outside the lock, is safe:
@@ -251,12 +340,27 @@ static void *refresh_loop(void *arg)
             kace_place_cache_sweep(current->cache, current->cluster->gpus, current->cluster->n_gpus);
         snapshot *fresh = NULL;
         kace_slurm_cluster *cluster = NULL;
-        kace_status st = full ? load_snapshot(ctx, &fresh)
-                              : kace_slurm_cluster_load(ctx, current->ds, current->cfg.gres, &cluster);
+        bool refused = false;
+        kace_status st = full ? load_snapshot(ctx, &fresh, &refused)
+                              : kace_slurm_cluster_load(ctx, current->cfg.gres, &cluster);
+        /* A job of a workload the snapshot does not hold (placed by an
+         * earlier slurmctld, or asked for meanwhile): a full load next. */
+        bool unloaded = !st && !full && kace_slurm_cluster_resolve(cluster, current->ds) > current->missing;
         if (!st && !full)
             prepare(ctx, current->cache, cluster);
         pthread_mutex_lock(&lock);
-        if (st) {
+        if (st && refused && current) {
+            files_refused = true;
+            /* A file that is not a regular file (a FIFO blocks whoever
+             * opens or reads it) is refused, and the placer goes on with
+             * what it last read; logged once, not at every refresh. */
+            if (strcmp(load_error, kace_errmsg(ctx)) != 0)
+                slurm_error("kace: %s; keeping the placer's previous state", kace_errmsg(ctx));
+            snprintf(load_error, sizeof load_error, "%s", kace_errmsg(ctx));
+            next_full = now;
+            next_full.tv_sec += refresh_seconds;
+            resolve_picks(current->cluster, &now);
+        } else if (st) {
             /* Log a failure once, not at every refresh. */
             if (strcmp(load_error, kace_errmsg(ctx)) != 0)
                 slurm_info("kace: cannot load the placer's state (jobs are left as submitted): %s", kace_errmsg(ctx));
@@ -271,12 +375,19 @@ static void *refresh_loop(void *arg)
             resolve_picks(NULL, &now);
         } else {
             if (full) {
-                if (!current || load_error[0] || memcmp(&current->cfg, &fresh->cfg, sizeof fresh->cfg) != 0) {
-                    slurm_info("kace: placer ready: %zu workloads, %zu shared GPUs (gres/%s), refresh every %d s",
+                if (!current || load_error[0] || files_refused ||
+                    memcmp(&current->cfg, &fresh->cfg, sizeof fresh->cfg) != 0) {
+                    slurm_info("kace: placer ready: %zu workloads loaded (those jobs name), %zu shared GPUs "
+                               "(gres/%s), refresh every %d s",
                                fresh->ds->n_workloads, fresh->cluster->n_gpus, fresh->cfg.gres,
                                fresh->cfg.refresh_seconds);
                     log_unpreferable(fresh->cluster);
+                } else if (current->ds->n_workloads != fresh->ds->n_workloads) {
+                    slurm_info("kace: placer reloaded: %zu workloads loaded (those jobs name)",
+                               fresh->ds->n_workloads);
                 }
+                mark_absent(fresh->ds);
+                files_refused = false;
                 refresh_seconds = fresh->cfg.refresh_seconds;
                 old_snapshot = current;
                 current = fresh;
@@ -285,8 +396,13 @@ static void *refresh_loop(void *arg)
             } else {
                 old_cluster = current->cluster;
                 current->cluster = cluster;
+                if (unloaded)
+                    want_full = true;
             }
-            load_error[0] = '\0';
+            /* A refused file is logged again only when it changes or
+             * after a full load succeeded. */
+            if (full || !files_refused)
+                load_error[0] = '\0';
             resolve_picks(current->cluster, &now);
         }
         if (stopping)
@@ -305,7 +421,7 @@ static void *refresh_loop(void *arg)
         }
         /* A new pick wakes this thread, which then gives slurmctld
          * PICK_POLL_MS to create the job before reading the list. */
-        while (!stopping && pthread_cond_timedwait(&wake, &lock, &until) != ETIMEDOUT)
+        while (!stopping && !want_full && pthread_cond_timedwait(&wake, &lock, &until) != ETIMEDOUT)
             if (n_picks && wait_ms != PICK_POLL_MS) {
                 clock_gettime(CLOCK_REALTIME, &until);
                 until.tv_nsec += PICK_POLL_MS * 1000000L;
@@ -500,10 +616,45 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
     }
     snapshot *s = current;
     int w = kace_dataset_find(s->ds, workload);
-    if (w < 0) {
-        snprintf(why, why_size, "unknown workload '%s' (not in %s)", workload, s->cfg.store);
+    if (w < 0 && strlen(workload) < KACE_NAME_MAX) {
+        wanted_workload *known = NULL;
+        for (size_t i = 0; i < n_wanted && !known; i++)
+            if (strcmp(wanted[i].name, workload) == 0)
+                known = &wanted[i];
+        if (known && known->absent) {
+            known->asked = ++asked_serial;
+            snprintf(why, why_size, "unknown workload '%s' (not in %s)", workload, s->cfg.store);
+            return false;
+        }
+        if (!known) {
+            /* A full list forgets the workload asked for longest ago. */
+            size_t slot = n_wanted;
+            if (n_wanted == MAX_WANTED) {
+                slot = 0;
+                for (size_t i = 1; i < n_wanted; i++)
+                    if (wanted[i].asked < wanted[slot].asked)
+                        slot = i;
+            } else {
+                n_wanted++;
+            }
+            known = &wanted[slot];
+            snprintf(known->name, sizeof known->name, "%s", workload);
+            known->absent = false;
+        }
+        known->asked = ++asked_serial;
+        want_full = true;
+        pthread_cond_broadcast(&wake);
+        snprintf(why, why_size, "workload '%s' not loaded yet: kace loads it from %s now, for the jobs after this one",
+                 workload, s->cfg.store);
         return false;
     }
+    if (w < 0) {
+        snprintf(why, why_size, "unknown workload '%s' (name too long)", workload);
+        return false;
+    }
+    for (size_t i = 0; i < n_wanted; i++)
+        if (strcmp(wanted[i].name, workload) == 0)
+            wanted[i].asked = ++asked_serial;
     if (untouchable(job, why, why_size))
         return false;
     kace_slurm_cluster *c = s->cluster;
@@ -578,27 +729,41 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
     p.share = (int)(count * 100 / per_gpu);
     pick *pk = &picks[n_picks];
     snprintf(pk->token, sizeof pk->token, "%lx.%lu", pick_epoch, ++pick_serial);
-    char tres[64], tag[KACE_NAME_MAX + 32], word[KACE_NAME_MAX + KACE_SLURM_PICK_MAX + 32];
-    snprintf(tres, sizeof tres, "gres:%s:%ld", s->cfg.gres, count);
+    char tres[KACE_NAME_MAX + 64], tag[KACE_NAME_MAX + 32], word[KACE_NAME_MAX + KACE_SLURM_PICK_MAX + 32];
+    /* On a node with several GPUs, the GPU kace chose: a request of its
+     * gres type lands there (untyped, Slurm picks one), and the third
+     * word of the comment keeps the choice while the job is pending. */
+    const kace_slurm_node *nd = &c->nodes[p.gpu];
+    char gpu_word[32] = "", where[KACE_NAME_MAX + 32];
+    if (nd->gres_type[0])
+        snprintf(tres, sizeof tres, "gres:%s:%s:%ld", s->cfg.gres, nd->gres_type, count);
+    else
+        snprintf(tres, sizeof tres, "gres:%s:%ld", s->cfg.gres, count);
+    if (nd->n_gpus > 1) {
+        kace_slurm_gpu_format(gpu_word, sizeof gpu_word, nd->gpu);
+        snprintf(where, sizeof where, "node %s GPU %d", g->node, nd->gpu);
+    } else {
+        snprintf(where, sizeof where, "node %s", g->node);
+    }
     if (!kace_place_tag_format(tag, sizeof tag, workload, p.share) ||
         !kace_slurm_pick_format(word, sizeof word, g->node, pk->token)) {
         snprintf(why, why_size, "workload name too long");
         return false;
     }
     const char *old = set(job->admin_comment) ? job->admin_comment : "";
-    char *comment = malloc(strlen(old) + strlen(tag) + strlen(word) + 3);
+    char *comment = malloc(strlen(old) + strlen(tag) + strlen(word) + strlen(gpu_word) + 4);
     if (!comment) {
         snprintf(why, why_size, "out of memory");
         return false;
     }
-    sprintf(comment, "%s%s%s %s", old, *old ? " " : "", tag, word);
+    sprintf(comment, "%s%s%s %s%s%s", old, *old ? " " : "", tag, word, *gpu_word ? " " : "", gpu_word);
     replace_string(&job->admin_comment, comment);
     free(comment);
     replace_string(&job->tres_per_node, tres);
     replace_string(&job->prefer, c->nodes[p.gpu].feature);
-    slurm_info("kace: %s -> node %s (--prefer=%s), %s (share %d%%, predicted normalized throughput %.3f, "
+    slurm_info("kace: %s -> %s (--prefer=%s), %s (share %d%%, predicted normalized throughput %.3f, "
                "gain %.3f, confidence %.2f, %d GPUs considered, pick %s)",
-               workload, g->node, c->nodes[p.gpu].feature, tres, p.share, p.score, p.gain, p.confidence,
+               workload, where, c->nodes[p.gpu].feature, tres, p.share, p.score, p.gain, p.confidence,
                p.n_considered, pk->token);
     /* Counted once slurmctld's job list shows it (resolve_picks). */
     snprintf(pk->node, sizeof pk->node, "%s", g->node);
