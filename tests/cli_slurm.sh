@@ -67,7 +67,9 @@ log_lines() { wc -l <"$LOG"; }
 
 marker=$(log_lines)
 write_conf mps
-wait_log_after 0 "placer ready: 52 workloads, 2 shared GPUs (gres/mps)" 60 || fail "placer never became ready"
+# It loads only the workloads jobs name: none yet.
+wait_log_after 0 "placer ready: 0 workloads loaded (those jobs name), 2 shared GPUs (gres/mps)" 60 ||
+    fail "placer never became ready"
 
 # A job that prints where it ran and its MPS percentage, then sleeps $1 s.
 cat >"$C/job.sh" <<'EOF'
@@ -140,6 +142,9 @@ GOOD=$(pick "${ranked[@]}")
 BAD=$(pick $(printf '%s\n' "${ranked[@]}" | tac))
 echo "target $T, partners good=$GOOD bad=$BAD"
 [ -n "$GOOD" ] && [ -n "$BAD" ] && [ "$GOOD" != "$BAD" ] || { echo "FAIL: no partners with room"; exit 1; }
+# The first job of a workload has the placer load it (that job is left as
+# submitted): probes load these three before the checks.
+slurm_test_warm "$LOG" "$T" "$GOOD" "$BAD" || fail "the placer did not load $T, $GOOD and $BAD"
 
 # --- placement follows the partner: two rounds with the residents swapped ------
 round() { # first-resident second-resident submit-with(sbatch|srun)
@@ -256,8 +261,14 @@ write_conf mps
 wait_log_after "$marker" "shared GPUs (gres/mps)" || fail "placer did not switch back to gres/mps"
 
 # --- bad inputs: the job runs as submitted, slurmctld says why ----------------
+# The first job asks the placer to load it, which finds it missing; the next is told so.
+marker=$(log_lines)
 out=$(run_batch unknown --kace-workload=no-such-workload)
 check_eq "unknown workload: job ran unchanged (no MPS share)" none "$(field pct "$out")"
+wait_log_after "$marker" "workload 'no-such-workload' asked for by a job is not in the store" ||
+    fail "no log line for the unknown workload's load"
+out=$(run_batch unknown2 --kace-workload=no-such-workload)
+check_eq "unknown workload, second job: ran unchanged (no MPS share)" none "$(field pct "$out")"
 log_has "job of workload no-such-workload left as submitted: unknown workload 'no-such-workload'" ||
     fail "no log line for the unknown workload"
 

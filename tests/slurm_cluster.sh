@@ -22,7 +22,19 @@
 #   slurm_test_finish                    exit 1 when a check failed
 #
 # Nodes: n1 and n2 have one GPU with gres/mps (Count=100), n3 one GPU with
-# gres/shard (Count=4). Partitions: debug (all, default) and second (n2). kace.conf (beside slurm.conf) is the test's to write.
+# gres/shard (Count=4); with KACE_TEST_N2_GPUS=N, n2 has N GPUs, each with a
+# device file of its own and gres/mps Count=100 (mps:100N in all), or with
+# KACE_TEST_N2_SHARE=shard gres/shard Count=4 of a type of its own (g0,
+# g1, ...: a request of type gI lands on GPU I). Partitions: debug (all,
+# default) and second (n2). kace.conf (beside slurm.conf) is the test's to
+# write.
+#
+#   slurm_test_warm LOG WORKLOAD...      has job_submit/kace load the
+#                                        workloads (it loads only those jobs
+#                                        name): a --test-only probe of each
+#                                        until one is decided without "not
+#                                        loaded yet"; waits for the last
+#                                        placed probe's pick to be dropped
 
 slurm_cluster_missing() {
     local b
@@ -110,6 +122,35 @@ EOF
     slurm_wait 60 grep -q "placer ready" "$LOG" || { echo "FAIL: placer never became ready"; exit 1; }
 }
 
+# The decision line for workload $3 after line $2 of log $1 ("" when none).
+slurm_decision_after() {
+    grep -F -e "kace: $3 -> node " -e "workload $3 left as submitted" < <(tail -n +$(($2 + 1)) "$1") | tail -1
+}
+slurm_decided_after() { [ -n "$(slurm_decision_after "$@")" ]; }
+slurm_log_after_has() { grep -qF -- "$3" < <(tail -n +$(($2 + 1)) "$1"); }
+
+slurm_test_warm() { # LOG WORKLOAD...
+    local log=$1 w m line token tries
+    shift
+    for w in "$@"; do
+        for ((tries = 0; ; tries++)); do
+            m=$(wc -l <"$log")
+            sbatch --test-only --kace-workload="$w" --wrap true >/dev/null 2>&1
+            slurm_wait 30 slurm_decided_after "$log" "$m" "$w" || { echo "warm: no decision for $w" >&2; return 1; }
+            line=$(slurm_decision_after "$log" "$m" "$w")
+            [[ "$line" != *"not loaded yet"* ]] && break
+            [ "$tries" -lt 10 ] || { echo "warm: $w still not loaded: $line" >&2; return 1; }
+            # The load it asked for: a placer line after the probe.
+            # (ready after a failed load, reloaded else)
+            slurm_wait 60 slurm_log_after_has "$log" "$m" "kace: placer re" ||
+                { echo "warm: the placer did not reload for $w" >&2; return 1; }
+        done
+        token=$(sed -n 's/.*, pick \([^)]*\))$/\1/p' <<<"$line")
+        [ -z "$token" ] || slurm_wait 30 slurm_log_after_has "$log" "$m" "placement $token of $w" ||
+            { echo "warm: probe $token of $w never dropped" >&2; return 1; }
+    done
+}
+
 slurm_test_stop() {
     scancel --quiet --user=root 2>/dev/null
     slurm_cluster_stop
@@ -159,6 +200,24 @@ slurm_cluster_start() {
     mkdir -p "$d"/munge "$d"/state "$d"/spool "$d"/log "$d"/dev/n1 "$d"/dev/n2 "$d"/dev/n3 || return 1
     chmod 755 "$d" "$d"/munge "$(dirname "$d")"
     touch "$d"/dev/n1/nvidia0 "$d"/dev/n2/nvidia0 "$d"/dev/n3/nvidia0
+    local n2_gpus=${KACE_TEST_N2_GPUS:-1} i n2_gres="" n2_node="gpu:${KACE_TEST_N2_GPUS:-1},mps:$((100 * ${KACE_TEST_N2_GPUS:-1}))"
+    [ "${KACE_TEST_N2_SHARE:-mps}" = shard ] && n2_node=""
+    for ((i = 0; i < n2_gpus; i++)); do
+        touch "$d/dev/n2/nvidia$i"
+        if [ "${KACE_TEST_N2_SHARE:-mps}" = shard ]; then
+            n2_gres+="NodeName=n2 Name=gpu Type=g$i File=$d/dev/n2/nvidia$i
+NodeName=n2 Name=shard Type=g$i Count=4 File=$d/dev/n2/nvidia$i
+"
+            n2_node="${n2_node:+$n2_node,}gpu:g$i:1"
+        else
+            n2_gres+="NodeName=n2 Name=gpu File=$d/dev/n2/nvidia$i
+NodeName=n2 Name=mps Count=100 File=$d/dev/n2/nvidia$i
+"
+        fi
+    done
+    if [ "${KACE_TEST_N2_SHARE:-mps}" = shard ]; then
+        for ((i = 0; i < n2_gpus; i++)); do n2_node+=",shard:g$i:4"; done
+    fi
     head -c 1024 /dev/urandom >"$d"/munge/munge.key
     chmod 400 "$d"/munge/munge.key
     munged --socket="$d"/munge/sock --key-file="$d"/munge/munge.key --pid-file="$d"/munge/munged.pid \
@@ -200,7 +259,7 @@ JobSubmitPlugins=kace
 PluginDir=$plugins:/usr/lib/x86_64-linux-gnu/slurm-wlm
 PlugStackConfig=$d/plugstack.conf
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 1)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 Features=kace_n1,ib State=UNKNOWN
-NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 Gres=gpu:1,mps:100 Features=kace_n2,ib,big State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 2)) CPUs=4 RealMemory=1000 Gres=$n2_node Features=kace_n2,ib,big State=UNKNOWN
 NodeName=n3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((base + 3)) CPUs=4 RealMemory=1000 Gres=gpu:1,shard:4 Features=kace_n3 State=UNKNOWN
 PartitionName=debug Nodes=n1,n2,n3 Default=YES MaxTime=INFINITE State=UP
 PartitionName=second Nodes=n2 MaxTime=INFINITE State=UP
@@ -209,9 +268,7 @@ EOF
     cat >"$d"/gres.conf <<EOF
 NodeName=n1 Name=gpu File=$d/dev/n1/nvidia0
 NodeName=n1 Name=mps Count=100 File=$d/dev/n1/nvidia0
-NodeName=n2 Name=gpu File=$d/dev/n2/nvidia0
-NodeName=n2 Name=mps Count=100 File=$d/dev/n2/nvidia0
-NodeName=n3 Name=gpu File=$d/dev/n3/nvidia0
+${n2_gres}NodeName=n3 Name=gpu File=$d/dev/n3/nvidia0
 NodeName=n3 Name=shard Count=4 File=$d/dev/n3/nvidia0
 EOF
     # KACE_TEST_SPANK_ARGS: more plugstack.conf arguments (cli_slurm.sh: profiler=, profile_dir=)
