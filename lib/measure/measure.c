@@ -496,7 +496,36 @@ struct kace_measure_pool {
     kace_proc_spec specs[KACE_POOL_MAX_MEMBERS];
     double window_s;
     run_checks *checks; /* the run being measured, NULL between runs */
+    /* A process that was a client of the daemon's server stays one for its
+     * life: what was seen (at the start, in verified runs) counts for later
+     * runs, so a member that dies at once in a run is still known as a client. */
+    int server_pid;
+    bool client_seen[KACE_POOL_MAX_MEMBERS], nvml_seen[KACE_POOL_MAX_MEMBERS];
 };
+
+/* Which members the daemon's servers list as clients now (by process group). */
+static void pool_see_clients(kace_measure_pool *mp, kace_mps *mps)
+{
+    kace_ctx *scratch = kace_ctx_new();
+    int servers[MAX_SERVERS];
+    size_t n_servers = 0;
+    if (scratch && kace_mps_server_pids(scratch, mps, servers, MAX_SERVERS, &n_servers) == KACE_OK)
+        for (size_t s = 0; s < n_servers; s++) {
+            int pids[MAX_MPS_PROCS];
+            size_t n = 0;
+            if (kace_mps_client_pids(scratch, mps, servers[s], pids, MAX_MPS_PROCS, &n) != KACE_OK)
+                continue;
+            if (!mp->server_pid)
+                mp->server_pid = servers[s];
+            for (size_t i = 0; i < n; i++) {
+                pid_t g = getpgid((pid_t)pids[i]);
+                for (size_t m = 0; m < mp->n && g > 0; m++)
+                    if (g == kace_pool_member(mp->pool, m)->pid)
+                        mp->client_seen[m] = true;
+            }
+        }
+    kace_ctx_free(&scratch);
+}
 
 /* The pool's tick goes to the run being measured. */
 static void pool_tick(void *user, const kace_run_view *v)
@@ -576,6 +605,7 @@ kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace
         free_measure_pool(&mp);
         return st;
     }
+    pool_see_clients(mp, opt->mps);
     *out = mp;
     return KACE_OK;
 }
@@ -626,6 +656,11 @@ kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_
                          .use_nvml = kace_gpu_has(opt->gpu_access, KACE_GPU_CAP_MPS_LIST)};
     if (!(checks.scratch = kace_ctx_new()))
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    checks.server_pid = mp->server_pid;
+    for (int i = 0; i < k; i++) {
+        checks.member_client[i] = mp->client_seen[idx[i]];
+        checks.member_seen[i] = mp->nvml_seen[idx[i]];
+    }
     kace_pool_result pr[KACE_MAX_K];
     mp->checks = &checks;
     st = kace_pool_run(ctx, mp->pool, idx, (size_t)k, 0, pr);
@@ -646,6 +681,14 @@ kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_
                        kace_mps_pipe_dir(mps));
     if (!st && !res->cancelled)
         st = verify_mps(ctx, &checks, spec, res);
+    if (!st && !res->cancelled) {
+        if (!mp->server_pid)
+            mp->server_pid = checks.server_pid;
+        for (int i = 0; i < k; i++) {
+            mp->client_seen[idx[i]] |= checks.member_client[i];
+            mp->nvml_seen[idx[i]] |= checks.member_seen[i];
+        }
+    }
     if (!st && !res->cancelled)
         st = store_run(ctx, store, spec, opt, mp->window_s, gpu_name, command_key, res);
     kace_ctx_free(&checks.scratch);
