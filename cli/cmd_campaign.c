@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "kace/pool.h"
 #include "measure_cli.h"
 
 static int campaign_usage(void)
@@ -21,6 +22,8 @@ static int campaign_usage(void)
            "  --db PATH        the store\n"
            "  --dry-run        list the plan (done / to do) and measure nothing\n"
            "  --max-runs N     stop after measuring N runs (device time is short: continue later)\n"
+           "  --pool           measure the MPS runs in a warm pool: each (workload, MPS share) started once\n"
+           "                   and paused between runs; the time-sliced runs come after them, started afresh\n"
            MEASURE_CLI_USAGE
            "Exit status: 0 the plan is done or --max-runs reached, 1 an error stopped it, 2 usage,\n"
            "128+N interrupted by signal N (finished runs are kept, the current one is not recorded).\n");
@@ -45,13 +48,14 @@ static void describe(const kace_measure_spec *s, char *out, size_t size)
 int cmd_campaign(int argc, char **argv)
 {
     const char *db = cli_default_db();
-    bool dry_run = false;
+    bool dry_run = false, use_pool = false;
     long max_runs = -1;
     measure_cli_options mo;
     measure_cli_defaults(&mo);
     static const struct option longopts[] = {{"db", required_argument, 0, 'd'},
                                              {"dry-run", no_argument, 0, 'n'},
                                              {"max-runs", required_argument, 0, 'm'},
+                                             {"pool", no_argument, 0, 'p'},
                                              {"help", no_argument, 0, 'h'},
                                              MEASURE_CLI_LONGOPTS,
                                              {0, 0, 0, 0}};
@@ -62,6 +66,7 @@ int cmd_campaign(int argc, char **argv)
         switch (c) {
         case 'd': db = optarg; break;
         case 'n': dry_run = true; break;
+        case 'p': use_pool = true; break;
         case 'm':
             if (!cli_whole("campaign", "max-runs", optarg, 0, 1000000000L, &max_runs))
                 return EXIT_USAGE;
@@ -84,6 +89,10 @@ int cmd_campaign(int argc, char **argv)
     kace_mps *mps = NULL;
     kace_gpu *gpu = NULL;
     bool *done_before = NULL, *retry = NULL;
+    size_t *order = NULL;
+    kace_measure_spec *pool_specs = NULL;
+    kace_measure_pool *pool = NULL;
+    size_t pool_runs = 0, pool_members = 0;
     int rc = EXIT_FAILURE_RUN;
     kace_status st = kace_plan_parse_file(ctx, plan_path, &plan);
     if (st) {
@@ -92,7 +101,8 @@ int cmd_campaign(int argc, char **argv)
     }
     if (!(store = cli_create_store(ctx, db, false)))
         goto done;
-    if (!(done_before = calloc(plan->n, sizeof *done_before)) || !(retry = calloc(plan->n, sizeof *retry))) {
+    if (!(done_before = calloc(plan->n, sizeof *done_before)) || !(retry = calloc(plan->n, sizeof *retry)) ||
+        !(order = calloc(plan->n, sizeof *order)) || !(pool_specs = calloc(plan->n, sizeof *pool_specs))) {
         fprintf(stderr, "kace: out of memory\n");
         goto done;
     }
@@ -162,9 +172,18 @@ int cmd_campaign(int argc, char **argv)
         gpu = measure_cli_open_gpu(&mo);
     bool daemon_wanted = false; /* started by kace and not quit on purpose */
 
+    /* The plan's order; with a pool, its MPS runs first (the pool's members are
+     * clients of the daemon that a time-sliced run needs quit). */
+    size_t n_order = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < plan->n; i++)
+            if (use_pool ? plan->entries[i].spec.timeslice == (pass == 1) : pass == 0)
+                order[n_order++] = i;
+
     size_t measured = 0, ok = 0, failed = 0, index = 0;
     bool stopped_by_error = false;
-    for (size_t i = 0; i < plan->n && !cli_interrupted; i++) {
+    for (size_t oi = 0; oi < n_order && !cli_interrupted; oi++) {
+        size_t i = order[oi];
         if (done_before[i])
             continue;
         if (max_runs >= 0 && (long)measured >= max_runs)
@@ -172,13 +191,16 @@ int cmd_campaign(int argc, char **argv)
         index++;
         kace_plan_entry *e = &plan->entries[i];
         if (e->spec.timeslice) {
-            /* An idle MPS server would hold a context during a time-sliced run. */
+            /* An idle MPS server would hold a context during a time-sliced run;
+             * the pool's members are its clients and go first. */
+            kace_measure_pool_stop(&pool);
             if (measure_cli_quit_mps(ctx, mps, mo.quiet) != 0) {
                 stopped_by_error = true;
                 break;
             }
             daemon_wanted = false;
         } else if (!kace_mps_alive(mps)) {
+            kace_measure_pool_stop(&pool); /* clients of a daemon that has gone */
             /* Started for the first MPS run, again after time-sliced ones or when it died. */
             if (daemon_wanted)
                 fprintf(stderr, "kace: warning: the MPS daemon died; starting it again\n");
@@ -194,11 +216,30 @@ int cmd_campaign(int argc, char **argv)
         snprintf(label, sizeof label, "[%zu/%zu]", index, todo);
         kace_measure_options opt = {.mps = mps, .gpu_access = gpu, .gpu = mo.gpu, .retry_failed = retry[i]};
         measure_cli_run_options(&mo, &opt.run, label);
+        if (use_pool && !e->spec.timeslice && !pool) {
+            /* One member per (workload, share) of the MPS runs still to do. */
+            size_t n_specs = 0;
+            for (size_t oj = oi; oj < n_order; oj++)
+                if (!done_before[order[oj]] && !plan->entries[order[oj]].spec.timeslice)
+                    pool_specs[n_specs++] = plan->entries[order[oj]].spec;
+            if ((st = kace_measure_pool_start(ctx, store, pool_specs, n_specs, &opt, 0, &pool))) {
+                fprintf(stderr, "kace: %s starting the pool: %s\n", label, kace_errmsg(ctx));
+                stopped_by_error = true;
+                break;
+            }
+            pool_members += kace_pool_size(kace_measure_pool_members(pool));
+        }
         kace_measure_result res;
-        st = kace_measure(ctx, store, &e->spec, &opt, &res);
+        if (pool && !e->spec.timeslice) {
+            st = kace_measure_in_pool(ctx, store, pool, &e->spec, &opt, &res);
+            pool_runs += !st && !res.cancelled;
+        } else {
+            st = kace_measure(ctx, store, &e->spec, &opt, &res);
+        }
         measure_cli_progress_done();
         if (st) {
             fprintf(stderr, "kace: %s %s: %s\n", label, what, kace_errmsg(ctx));
+            kace_measure_pool_stop(&pool); /* a member or the daemon has gone: a fresh pool next */
             /* A daemon that died during the run: the run is left to do; go on. */
             if (st == KACE_ERR_IO && !e->spec.timeslice && !kace_mps_alive(mps))
                 continue;
@@ -233,6 +274,7 @@ int cmd_campaign(int argc, char **argv)
                 fprintf(stderr, "kace: %s %s ended mid-step (%s) under MPS: the next MPS run starts a "
                         "fresh MPS daemon\n", label, e->spec.workload[killed],
                         kace_proc_ending(&res.proc[killed], ending, sizeof ending));
+            kace_measure_pool_stop(&pool); /* its members are the old daemon's clients */
             if (measure_cli_quit_mps(ctx, mps, true) != 0) {
                 stopped_by_error = true;
                 break;
@@ -240,6 +282,10 @@ int cmd_campaign(int argc, char **argv)
             daemon_wanted = false;
         }
     }
+    kace_measure_pool_stop(&pool);
+    if (use_pool)
+        printf("pool: %zu MPS runs measured by %zu member processes, each started once\n", pool_runs,
+               pool_members);
     if (measure_cli_stop_mps(ctx, &mps, true, daemon_wanted) != 0)
         stopped_by_error = true;
     size_t left = todo - measured;
@@ -253,12 +299,15 @@ int cmd_campaign(int argc, char **argv)
         rc = stopped_by_error ? EXIT_FAILURE_RUN : EXIT_OK;
     }
 done:
+    kace_measure_pool_stop(&pool); /* before its daemon */
     kace_mps_stop(ctx, &mps, NULL); /* an early error: the folder is released */
     kace_gpu_close(&gpu);
     if (mo.log_fd >= 0)
         close(mo.log_fd);
     free(done_before);
     free(retry);
+    free(order);
+    free(pool_specs);
     kace_plan_free(&plan);
     kace_store_close(&store);
     kace_ctx_free(&ctx);

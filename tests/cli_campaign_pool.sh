@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# kace campaign --pool without a GPU: stand-in workloads (tests/helpers/worker.c)
+# under the stand-in MPS control daemon (tests/helpers/mps_standin.c). The MPS
+# runs are measured by one process per (workload, MPS share), each started
+# once; the time-sliced run comes after them, started afresh; a member that
+# crashes fails its run, and the next MPS run gets a fresh daemon and pool.
+# Starts are counted by a probe that logs each start of its workload.
+#
+#   cli_campaign_pool.sh KACE SHARED_DATA SCRATCH
+set -uo pipefail
+kace=$1
+scratch=$3
+build=$(dirname "$kace")
+source "$(dirname "$0")/lib_test.sh"
+rm -rf "$scratch" && mkdir -p "$scratch/bin" || exit 1
+# Copies under the scratch folder: pgrep -f finds this test's processes and no other's.
+cp "$build/tests/kace-test-worker" "$scratch/bin/worker" || exit 1
+cp "$build/tests/kace-test-mps-control" "$scratch/bin/mps-control" || exit 1
+marker="$scratch/bin/"
+export KACE_DB="$scratch/kace.db"
+export KACE_MPS_CONTROL="$scratch/bin/mps-control"
+export KACE_TEST_MPS_MODE=normal
+run_dir=$(mktemp -d /tmp/kace-cli-pool-XXXXXX)
+trap 'kill_pids; for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
+quick=(--warmup 0.2 --window 0.3 --run-dir "$run_dir" --quiet)
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+sql() { sqlite3 -cmd ".timeout 5000" "$KACE_DB" "$1"; }
+no_strays() {
+    local left
+    for _ in $(seq 50); do
+        left=$(pgrep -f "$marker") || break
+        sleep 0.1
+    done
+    left=$(pgrep -af "$marker")
+    [ -z "$left" ] || fail "$1: processes left behind: $left"
+}
+
+# A workload that logs "NAME MPS-share" at each start, then reports as the worker does.
+for w in a:4000 b:2000 c:1000; do
+    name=${w%%:*}
+    cat >"$scratch/bin/probe-$name" <<EOS
+#!/bin/sh
+echo "$name \${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}" >>"$scratch/starts.log"
+exec "$scratch/bin/worker" report ${w#*:}
+EOS
+    chmod +x "$scratch/bin/probe-$name"
+    "$kace" workload add "$name" -- "$scratch/bin/probe-$name" >/dev/null || fail "workload add $name"
+done
+"$kace" workload add crasher -- "$scratch/bin/worker" crash 1000 0.3 >/dev/null || fail "workload add crasher"
+
+# 1. 3 pairs x 2 repetitions and a split at 100% shares, plus a time-sliced pair in between:
+#    every MPS run from one start of a, b and c; then the time-sliced one.
+cat >"$scratch/plan.txt" <<'EOF'
+workloads a b c
+repeat 2
+pairs
+repeat 1
+mode timeslice
+run a b
+mode mps
+set solo-like
+run a c
+EOF
+"$kace" campaign --pool "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "pool campaign: exit $rc: $(cat "$scratch/err")"
+[ "$(sql "SELECT count(*) FROM runs WHERE status='ok'")" = 8 ] || fail "pool campaign: $(sql 'SELECT count(*) FROM runs') runs"
+grep -q "pool: 7 MPS runs measured by 3 member processes, each started once" "$scratch/out" ||
+    fail "pool campaign: $(cat "$scratch/out")"
+printf '%s\n' "a 100" "b 100" "c 100" "a none" "b none" >"$scratch/starts.want"
+sort "$scratch/starts.log" >"$scratch/starts.got"
+sort "$scratch/starts.want" | cmp -s - "$scratch/starts.got" ||
+    fail "pool campaign: starts $(tr '\n' ',' <"$scratch/starts.log") (want each MPS member once, then the time-sliced pair)"
+# the time-sliced pair came last
+[ "$(tail -n 2 "$scratch/starts.log" | sort | tr '\n' ',')" = "a none,b none," ] ||
+    fail "pool campaign: order $(tr '\n' ',' <"$scratch/starts.log")"
+# a's throughput is the worker's rate in each of its 6 runs, warm or cold
+[ "$(sql "SELECT count(*) FROM run_members m JOIN workloads w ON w.id=m.workload_id WHERE w.name='a' AND m.throughput BETWEEN 3600 AND 4400")" = 6 ] ||
+    fail "pool campaign: a's throughput $(sql "SELECT group_concat(m.throughput) FROM run_members m JOIN workloads w ON w.id=m.workload_id WHERE w.name='a'")"
+no_strays "pool campaign"
+
+# 2. A member that crashes fails its run (recorded); the next MPS run gets a
+#    fresh daemon and a fresh pool, and is measured.
+printf '%s\n' "workloads crasher b c" "set crash-pool" "run b crasher" "run b c" >"$scratch/crash.txt"
+rm -f "$scratch/starts.log"
+"$kace" campaign --pool "$scratch/crash.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "crash pool: exit $rc: $(cat "$scratch/err")"
+grep -q "failed under MPS: the next MPS run starts a fresh MPS daemon" "$scratch/err" ||
+    fail "crash pool: $(cat "$scratch/err")"
+[ "$(sql "SELECT status FROM runs WHERE set_name='crash-pool' ORDER BY id" | tr '\n' ,)" = "failed,ok," ] ||
+    fail "crash pool: $(sql "SELECT status FROM runs WHERE set_name='crash-pool'")"
+# b started twice (the first pool, then the fresh one), c with the first pool and again
+[ "$(grep -c '^b 100' "$scratch/starts.log")" = 2 ] || fail "crash pool: starts $(tr '\n' ',' <"$scratch/starts.log")"
+no_strays "crash pool"
+
+finish cli_campaign_pool
