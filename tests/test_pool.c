@@ -521,6 +521,48 @@ static void test_the_helpers_in_a_pool(void **state)
     kace_pool_free(&pool);
 }
 
+/* A member that cannot start, and one that never reports within the start's
+ * deadline: each is reported and ended; the pool still runs the others. */
+static void test_members_that_do_not_start(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("test_pool_nostart");
+    member m[1];
+    kace_proc_spec specs[3];
+    coupled(&m[0], &specs[0], "a", dir, 1000, 0);
+    char *missing_argv[] = {"/nonexistent/kace-no-such-workload", NULL};
+    char *silent_argv[] = {self, "--worker", "silent", NULL};
+    specs[1] = (kace_proc_spec){.name = "missing", .argv = missing_argv};
+    specs[2] = (kace_proc_spec){.name = "silent", .argv = silent_argv};
+    kace_run_options opt;
+    options(&opt);
+    opt.term_grace_s = 0.5;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_pool_result started[3];
+    assert_kace_ok(ctx, kace_pool_start(ctx, specs, 3, &opt, 2, &pool, started));
+    kace_ctx_free(&ctx);
+    assert_int_equal(started[0].status, KACE_PROC_OK);
+    assert_int_equal(started[1].status, KACE_PROC_SPAWN_FAILED);
+    assert_non_null(strstr(started[1].detail, "cannot run '/nonexistent/kace-no-such-workload'"));
+    assert_int_equal(started[2].status, KACE_PROC_TIMEOUT);
+    assert_non_null(strstr(started[2].detail, "no progress record within the 2 s start timeout"));
+    assert_false(kace_pool_alive(pool, 1));
+    assert_false(kace_pool_alive(pool, 2));
+    errno = 0;
+    assert_true(kill(-kace_pool_member(pool, 2)->pid, 0) != 0 && errno == ESRCH); /* ended, group and all */
+
+    const size_t a[1] = {0}, with_missing[2] = {0, 1};
+    const double rates[1] = {1000};
+    int pids[1] = {started[0].pid};
+    kace_pool_result res[2];
+    run(a, 1, res);
+    assert_measured(a, 1, res, rates, pids);
+    run(with_missing, 2, res);
+    assert_int_equal(res[0].status, KACE_PROC_STOPPED);
+    assert_int_equal(res[1].status, KACE_PROC_SPAWN_FAILED);
+    kace_pool_free(&pool);
+}
+
 /* Bad arguments are errors that say what was expected. */
 static void test_bad_runs(void **state)
 {
@@ -547,7 +589,8 @@ static void test_bad_runs(void **state)
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--worker") == 0)
-        return strcmp(argv[2], "raw") == 0 ? raw_worker()
+        return strcmp(argv[2], "raw") == 0      ? raw_worker()
+               : strcmp(argv[2], "silent") == 0 ? (pause(), 0)
                : strcmp(argv[2], "helper") == 0 ? helper_worker() : coupled_worker();
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
@@ -558,6 +601,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_a_member_dying_mid_run, free_pool),
         cmocka_unit_test_teardown(test_a_member_without_the_protocol, free_pool),
         cmocka_unit_test_teardown(test_the_helpers_in_a_pool, free_pool),
+        cmocka_unit_test_teardown(test_members_that_do_not_start, free_pool),
         cmocka_unit_test_teardown(test_bad_runs, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
