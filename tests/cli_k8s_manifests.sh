@@ -15,7 +15,16 @@
 #   --help lists; service accounts, config maps and claims referred to exist;
 # - RBAC: the account running kace serve may create pods/binding, the one
 #   running kace agent may patch nodes and list pods;
-# - the checker fails a manifest with a misspelt field (it can fail).
+# - GPUs: NVIDIA's device plugin shares them with MPS (its ConfigMap's
+#   sharing.mps, at least 3 replicas: kace's most pods on a GPU; no
+#   time-slicing), its MPS control daemon runs with the same config and MPS
+#   root; the example pod and the test fixtures' pods (tests/data/k8s)
+#   request one unit of the resource the plugin advertises and set no
+#   NVIDIA_VISIBLE_DEVICES, host IPC or host MPS pipe;
+#   NVIDIA_VISIBLE_DEVICES=all appears only in privileged containers or
+#   utility-only ones (the agent reads NVML);
+# - the checker fails a manifest with a misspelt field, a GPU pod without
+#   the resource or with NVIDIA_VISIBLE_DEVICES=all, time-slicing (it can fail).
 set -u
 
 KACE=${1:?usage: cli_k8s_manifests.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
@@ -32,7 +41,7 @@ cat >"$SCRATCH/check.py" <<'EOF'
 import glob, json, os, re, subprocess, sys
 import jsonschema, yaml
 
-kace, schema_path, deploy = sys.argv[1:4]
+kace, schema_path, deploy, fixtures = sys.argv[1:5]
 with open(schema_path) as f:
     schema = json.load(f)
 problems = []
@@ -168,6 +177,96 @@ for who, checks in ((serve, [("create", "pods/binding")]), (agent, [("patch", "n
             if not may(spec.get("serviceAccountName", "default"), verb, resource):
                 problems.append("%s: account %s may not %s %s" % (w, spec.get("serviceAccountName"), verb, resource))
 
+# GPUs: the device plugin's MPS sharing; the example pod and the fixtures ask for it
+def env_of(c):
+    return {e["name"]: e.get("value") for e in c.get("env", [])}
+plugin_cfgs = []
+for cm in of_kind("ConfigMap"):
+    for v in cm.get("data", {}).values():
+        cfg = yaml.safe_load(v) if "sharing:" in v else None
+        if isinstance(cfg, dict) and "sharing" in cfg:
+            plugin_cfgs.append((cm["metadata"]["name"], cfg))
+gpu_resource = "nvidia.com/gpu"
+if len(plugin_cfgs) != 1:
+    problems.append("expected one NVIDIA device plugin config (a ConfigMap with sharing:), found %d" % len(plugin_cfgs))
+else:
+    cm_name, cfg = plugin_cfgs[0]
+    mps = cfg["sharing"].get("mps")
+    if not mps or "timeSlicing" in cfg["sharing"]:
+        problems.append("the device plugin does not share GPUs with MPS (sharing.mps; time-slicing has no memory or thread limits)")
+    else:
+        res = [r for r in mps.get("resources", []) if r.get("name") == "nvidia.com/gpu"]
+        # at least the most pods kace's scheduler puts on one GPU (KACE_SCHED_MAX_GROUP),
+        # or the kubelet refuses a pod kace placed
+        if len(res) != 1 or not isinstance(res[0].get("replicas"), int) or res[0]["replicas"] < 3:
+            problems.append("sharing.mps.resources needs nvidia.com/gpu with replicas >= 3: %s" % mps.get("resources"))
+        gpu_resource = "nvidia.com/gpu" + (".shared" if mps.get("renameByDefault") else "")
+    # the plugin and the MPS control daemon: same nodes' config and MPS root
+    roles = {}
+    for w, d, spec in pod_specs():
+        for c in spec["containers"]:
+            if c.get("command", [None])[0] in ("nvidia-device-plugin", "mps-control-daemon"):
+                roles[c["command"][0]] = (w, spec, c)
+    for role in ("nvidia-device-plugin", "mps-control-daemon"):
+        if role not in roles:
+            problems.append("no DaemonSet runs %s" % role)
+    roots = set()
+    for role, (w, spec, c) in roles.items():
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+        conf = os.path.dirname(env_of(c).get("CONFIG_FILE") or "/none/x")
+        if vols.get(mounts.get(conf), {}).get("configMap", {}).get("name") != cm_name:
+            problems.append("%s: %s does not read the config map %s (CONFIG_FILE)" % (w, role, cm_name))
+        root = vols.get(mounts.get("/mps"), {}).get("hostPath", {}).get("path")
+        if not root:
+            problems.append("%s: %s mounts no MPS root at /mps" % (w, role))
+        roots.add(root)
+        if role == "nvidia-device-plugin" and env_of(c).get("MPS_ROOT") != root:
+            problems.append("%s: MPS_ROOT %s is not the mounted MPS root %s" % (w, env_of(c).get("MPS_ROOT"), root))
+    if len(roots) > 1:
+        problems.append("the device plugin and the MPS daemon use different MPS roots: %s" % sorted(map(str, roots)))
+
+def check_gpu_pod(where, spec):
+    if spec.get("hostIPC"):
+        problems.append("%s: hostIPC (the device plugin mounts the MPS pipe and shared memory)" % where)
+    for v in spec.get("volumes", []):
+        if "hostPath" in v and "mps" in v["hostPath"]["path"]:
+            problems.append("%s: mounts the host's MPS folder %s itself" % (where, v["hostPath"]["path"]))
+    for c in spec["containers"]:
+        lim = c.get("resources", {}).get("limits", {})
+        req = c.get("resources", {}).get("requests", {})
+        if str(lim.get(gpu_resource)) != "1":
+            problems.append("%s: container %s requests no %s: 1 (limits: %s)" % (where, c["name"], gpu_resource, lim))
+        if gpu_resource in req and str(req[gpu_resource]) != str(lim.get(gpu_resource)):
+            problems.append("%s: container %s: %s requests %s, limits %s" % (where, c["name"], gpu_resource, req[gpu_resource], lim.get(gpu_resource)))
+        for e in c.get("env", []):
+            if e["name"] in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY"):
+                problems.append("%s: container %s sets %s (the device plugin does)" % (where, c["name"], e["name"]))
+
+gpu_pods = [(w, spec) for w, d, spec in pod_specs() if spec.get("schedulerName") == "kace-scheduler"]
+if not gpu_pods:
+    problems.append("no example pod for the kace scheduler in %s" % deploy)
+for path in sorted(glob.glob(os.path.join(fixtures, "*.json"))):
+    with open(path) as f:
+        doc = json.load(f)
+    pod = doc if doc.get("kind") == "Pod" else doc.get("Pod")
+    if isinstance(pod, dict) and "spec" in pod:
+        gpu_pods.append(("%s (pod %s)" % (os.path.basename(path), pod["metadata"]["name"]), pod["spec"]))
+if len(gpu_pods) < 3:
+    problems.append("only %d GPU pods found (the example and the fixtures)" % len(gpu_pods))
+for w, spec in gpu_pods:
+    check_gpu_pod(w, spec)
+# NVIDIA_VISIBLE_DEVICES=all: hardened runtimes ignore it unless privileged; only for
+# the GPU daemons (privileged) and readers of NVML (utility)
+for w, d, spec in pod_specs():
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        env = env_of(c)
+        if env.get("NVIDIA_VISIBLE_DEVICES") == "all" and not c.get("securityContext", {}).get("privileged") \
+                and env.get("NVIDIA_DRIVER_CAPABILITIES") != "utility":
+            problems.append("%s: container %s takes every GPU (NVIDIA_VISIBLE_DEVICES=all) unprivileged, with %s"
+                            % (w, c["name"], env.get("NVIDIA_DRIVER_CAPABILITIES", "the default capabilities")))
+print("GPU resource: %s; GPU pods checked: %d" % (gpu_resource, len(gpu_pods)))
+
 for p in problems:
     print("FAIL:", p)
 print("%d documents checked, %d problems" % (len(docs), len(problems)))
@@ -175,17 +274,17 @@ sys.exit(1 if problems else 0)
 EOF
 
 failures=0
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$DEPLOY" || failures=$((failures + 1))
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$DEPLOY" "$HERE/data/k8s" || failures=$((failures + 1))
 
 # The checker fails what is wrong: a misspelt field, a flag kace does not have.
 mkdir -p "$SCRATCH/bad1" "$SCRATCH/bad2"
 cp "$DEPLOY"/*.yaml "$SCRATCH/bad1/"
 sed -i 's/serviceAccountName: kace-agent/serviceAcountName: kace-agent/' "$SCRATCH/bad1/agent.yaml"
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad1" >"$SCRATCH/bad1.out" 2>&1 &&
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad1" "$HERE/data/k8s" >"$SCRATCH/bad1.out" 2>&1 &&
     { echo "FAIL: a misspelt serviceAccountName passed" >&2; failures=$((failures + 1)); }
 cp "$DEPLOY"/*.yaml "$SCRATCH/bad2/"
 sed -i 's/"--assume-seconds"/"--assume-secs"/; s/bindVerb: bind/bindVerb: bound/' "$SCRATCH/bad2/scheduler.yaml"
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad2" >"$SCRATCH/bad2.out" 2>&1
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad2" "$HERE/data/k8s" >"$SCRATCH/bad2.out" 2>&1
 grep -q 'no option --assume-secs' "$SCRATCH/bad2.out" && grep -q 'no route /k8s/bound' "$SCRATCH/bad2.out" ||
     { echo "FAIL: an unknown flag or verb passed: $(cat "$SCRATCH/bad2.out")" >&2; failures=$((failures + 1)); }
 
@@ -193,9 +292,23 @@ grep -q 'no option --assume-secs' "$SCRATCH/bad2.out" && grep -q 'no route /k8s/
 mkdir -p "$SCRATCH/bad3"
 cp "$DEPLOY"/*.yaml "$SCRATCH/bad3/"
 sed -i 's/, "--extender-listen", "127.0.0.1:8081",/,/; s#127.0.0.1:8081/k8s#127.0.0.1:8080/k8s#' "$SCRATCH/bad3/scheduler.yaml"
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad3" >"$SCRATCH/bad3.out" 2>&1
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad3" "$HERE/data/k8s" >"$SCRATCH/bad3.out" 2>&1
 grep -q 'no --extender-listen' "$SCRATCH/bad3.out" ||
     { echo "FAIL: an extender on the token listener passed: $(cat "$SCRATCH/bad3.out")" >&2; failures=$((failures + 1)); }
+
+# ... and GPU pods that do not get their GPU through the device plugin's MPS sharing:
+# the example pod without the resource, with NVIDIA_VISIBLE_DEVICES=all, the plugin time-slicing
+mkdir -p "$SCRATCH/bad4"
+cp "$DEPLOY"/*.yaml "$SCRATCH/bad4/"
+sed -i 's#nvidia.com/gpu: 1#example.com/gpu: 1#' "$SCRATCH/bad4/example-pod.yaml"
+sed -i 's#^      env:$#      env:\n        - name: NVIDIA_VISIBLE_DEVICES\n          value: all#' "$SCRATCH/bad4/example-pod.yaml"
+sed -i 's#^      mps:$#      timeSlicing:#' "$SCRATCH/bad4/nvidia-device-plugin.yaml"
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad4" "$HERE/data/k8s" >"$SCRATCH/bad4.out" 2>&1
+for want in 'does not share GPUs with MPS' 'example-pod.yaml.*requests no nvidia.com/gpu: 1' \
+    'example-pod.yaml.*sets NVIDIA_VISIBLE_DEVICES' 'example-pod.yaml.*takes every GPU'; do
+    grep -q "$want" "$SCRATCH/bad4.out" ||
+        { echo "FAIL: the checker missed '$want': $(cat "$SCRATCH/bad4.out")" >&2; failures=$((failures + 1)); }
+done
 
 [ "$failures" -eq 0 ] || exit 1
 echo "cli_k8s_manifests: ok"
