@@ -181,7 +181,10 @@ kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_
             dead = j;
     if (dead < k) {
         char detail[sizeof res->detail];
-        snprintf(detail, sizeof detail, "not run: %s has ended", label(pool, m[dead]));
+        if (pool->stopped)
+            snprintf(detail, sizeof detail, "not run: the pool was stopped");
+        else
+            snprintf(detail, sizeof detail, "not run: %s has ended", label(pool, m[dead]));
         for (size_t j = 0; j < k; j++) {
             if (!pool->stopped && kace_live_ended(live[j]))
                 ended_result(pool, m[j], &res[j]);
