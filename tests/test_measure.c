@@ -750,7 +750,10 @@ static void test_pool_runs_are_stored_like_cold_ones(void **state)
     }
     kace_measure_options o = quick();
     kace_measure_pool *mp = NULL;
-    assert_kace_ok(ctx, kace_measure_pool_start(ctx, store, specs, 4, &o, 30, &mp));
+    assert_kace_ok(ctx, kace_measure_pool_start(ctx, store, specs, 4, 0, &o, 30, &mp));
+    for (int i = 0; i < 3; i++)
+        assert_true(kace_measure_pool_has(mp, &specs[i]));
+    assert_false(kace_measure_pool_has(mp, &specs[3])); /* time-sliced */
     const kace_pool *pool = kace_measure_pool_members(mp);
     assert_int_equal(kace_pool_size(pool), 3); /* fast@100, slow@100, victim@100 */
     int pids[3];
@@ -796,6 +799,15 @@ static void test_pool_runs_are_stored_like_cold_ones(void **state)
         assert_int_equal(kace_pool_starts(pool, i), 1);
 
     kace_measure_pool_stop(&mp);
+    assert_null(mp);
+    /* A bound takes whole runs in order while their members fit. */
+    assert_kace_ok(ctx, kace_measure_pool_start(ctx, store, specs, 4, 2, &o, 30, &mp));
+    assert_int_equal(kace_pool_size(kace_measure_pool_members(mp)), 2);
+    assert_true(kace_measure_pool_has(mp, &specs[0]));
+    assert_true(kace_measure_pool_has(mp, &specs[1]));
+    assert_false(kace_measure_pool_has(mp, &specs[2]));
+    kace_measure_pool_stop(&mp);
+    assert_int_equal(kace_measure_pool_start(ctx, store, &specs[0], 1, 1, &o, 30, &mp), KACE_ERR_INVALID);
     assert_null(mp);
     for (size_t i = 0; i < 3; i++) {
         errno = 0;

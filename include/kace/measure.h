@@ -100,8 +100,16 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
  * a fresh pool (and, after a crash under MPS, a fresh daemon). */
 typedef struct kace_measure_pool kace_measure_pool;
 
+/* max_members (1..KACE_POOL_MAX_MEMBERS; 0: that) bounds the pool: specs are
+ * taken in order, whole, while their members fit (MPS servers accept a
+ * limited number of clients, and each member holds its memory while it
+ * waits); the first spec must fit. */
 kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
-                                    const kace_measure_options *opt, double timeout_s, kace_measure_pool **out);
+                                    size_t max_members, const kace_measure_options *opt, double timeout_s,
+                                    kace_measure_pool **out);
+
+/* Whether every member of spec (an MPS run) is in the pool. */
+bool kace_measure_pool_has(const kace_measure_pool *pool, const kace_measure_spec *spec);
 
 /* opt gives the MPS daemon (the pool's), the GPU, retry_failed and the
  * caller's tick; the windows and timeouts are the pool's. */

@@ -555,10 +555,31 @@ static void free_measure_pool(kace_measure_pool **mpp)
     *mpp = NULL;
 }
 
+/* How many members of spec are not in the pool yet. */
+static size_t new_members(const kace_measure_pool *mp, const kace_measure_spec *spec)
+{
+    size_t n = 0;
+    for (int i = 0; i < spec->k; i++) {
+        bool earlier = false;
+        for (int j = 0; j < i; j++)
+            earlier |= spec->mps_pct[j] == spec->mps_pct[i] && strcmp(spec->workload[j], spec->workload[i]) == 0;
+        n += !earlier && pool_index(mp, spec->workload[i], spec->mps_pct[i]) == mp->n;
+    }
+    return n;
+}
+
+bool kace_measure_pool_has(const kace_measure_pool *mp, const kace_measure_spec *spec)
+{
+    return !spec->timeslice && new_members(mp, spec) == 0;
+}
+
 kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
-                                    const kace_measure_options *opt, double timeout_s, kace_measure_pool **out)
+                                    size_t max_members, const kace_measure_options *opt, double timeout_s,
+                                    kace_measure_pool **out)
 {
     *out = NULL;
+    if (max_members == 0 || max_members > KACE_POOL_MAX_MEMBERS)
+        max_members = KACE_POOL_MAX_MEMBERS;
     if (!opt->mps || !kace_mps_alive(opt->mps))
         return kace_fail(ctx, KACE_ERR_INVALID, "measure: a pool's members are MPS clients: start the MPS daemon first");
     kace_measure_pool *mp = calloc(1, sizeof *mp);
@@ -570,14 +591,15 @@ kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace
             continue;
         if ((st = check_spec(ctx, &specs[s], opt)))
             break;
+        if (mp->n + new_members(mp, &specs[s]) > max_members) {
+            if (mp->n == 0)
+                st = kace_fail(ctx, KACE_ERR_INVALID, "measure: a run of %d members in a pool of at most %zu",
+                               specs[s].k, max_members);
+            break; /* whole specs only, in order */
+        }
         for (int i = 0; i < specs[s].k && !st; i++) {
             if (pool_index(mp, specs[s].workload[i], specs[s].mps_pct[i]) < mp->n)
                 continue;
-            if (mp->n == KACE_POOL_MAX_MEMBERS) {
-                st = kace_fail(ctx, KACE_ERR_INVALID, "measure: more than %d (workload, MPS share) members for one pool",
-                               KACE_POOL_MAX_MEMBERS);
-                break;
-            }
             size_t m = mp->n;
             snprintf(mp->workload[m], sizeof mp->workload[m], "%s", specs[s].workload[i]);
             mp->pct[m] = specs[s].mps_pct[i];
