@@ -24,6 +24,8 @@ static int campaign_usage(void)
            "  --max-runs N     stop after measuring N runs (device time is short: continue later)\n"
            "  --pool           measure the MPS runs in a warm pool: each (workload, MPS share) started once\n"
            "                   and paused between runs; the time-sliced runs come after them, started afresh\n"
+           "  --pool-members N at most N processes in the pool at once (default 16; MPS servers accept a\n"
+           "                   limited number of clients, and each member keeps its memory while it waits)\n"
            MEASURE_CLI_USAGE
            "Exit status: 0 the plan is done or --max-runs reached, 1 an error stopped it, 2 usage,\n"
            "128+N interrupted by signal N (finished runs are kept, the current one is not recorded).\n");
@@ -49,13 +51,14 @@ int cmd_campaign(int argc, char **argv)
 {
     const char *db = cli_default_db();
     bool dry_run = false, use_pool = false;
-    long max_runs = -1;
+    long max_runs = -1, pool_max = 16;
     measure_cli_options mo;
     measure_cli_defaults(&mo);
     static const struct option longopts[] = {{"db", required_argument, 0, 'd'},
                                              {"dry-run", no_argument, 0, 'n'},
                                              {"max-runs", required_argument, 0, 'm'},
                                              {"pool", no_argument, 0, 'p'},
+                                             {"pool-members", required_argument, 0, 'P'},
                                              {"help", no_argument, 0, 'h'},
                                              MEASURE_CLI_LONGOPTS,
                                              {0, 0, 0, 0}};
@@ -67,6 +70,10 @@ int cmd_campaign(int argc, char **argv)
         case 'd': db = optarg; break;
         case 'n': dry_run = true; break;
         case 'p': use_pool = true; break;
+        case 'P':
+            if (!cli_whole("campaign", "pool-members", optarg, 1, KACE_POOL_MAX_MEMBERS, &pool_max))
+                return EXIT_USAGE;
+            break;
         case 'm':
             if (!cli_whole("campaign", "max-runs", optarg, 0, 1000000000L, &max_runs))
                 return EXIT_USAGE;
@@ -216,13 +223,15 @@ int cmd_campaign(int argc, char **argv)
         snprintf(label, sizeof label, "[%zu/%zu]", index, todo);
         kace_measure_options opt = {.mps = mps, .gpu_access = gpu, .gpu = mo.gpu, .retry_failed = retry[i]};
         measure_cli_run_options(&mo, &opt.run, label);
+        if (pool && !e->spec.timeslice && !kace_measure_pool_has(pool, &e->spec))
+            kace_measure_pool_stop(&pool); /* the next runs' members, in a fresh pool */
         if (use_pool && !e->spec.timeslice && !pool) {
-            /* One member per (workload, share) of the MPS runs still to do. */
+            /* One member per (workload, share) of the MPS runs still to do, as many as fit. */
             size_t n_specs = 0;
             for (size_t oj = oi; oj < n_order; oj++)
                 if (!done_before[order[oj]] && !plan->entries[order[oj]].spec.timeslice)
                     pool_specs[n_specs++] = plan->entries[order[oj]].spec;
-            if ((st = kace_measure_pool_start(ctx, store, pool_specs, n_specs, &opt, 0, &pool))) {
+            if ((st = kace_measure_pool_start(ctx, store, pool_specs, n_specs, (size_t)pool_max, &opt, 0, &pool))) {
                 fprintf(stderr, "kace: %s starting the pool: %s\n", label, kace_errmsg(ctx));
                 stopped_by_error = true;
                 break;

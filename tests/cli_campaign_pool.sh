@@ -84,7 +84,21 @@ sort "$scratch/starts.want" | cmp -s - "$scratch/starts.got" ||
     fail "pool campaign: a's throughput $(sql "SELECT group_concat(m.throughput) FROM run_members m JOIN workloads w ON w.id=m.workload_id WHERE w.name='a'")"
 no_strays "pool campaign"
 
-# 2. A member that crashes fails its run (recorded); the next MPS run gets a
+# 2. A bounded pool: 2 members at most, so each pair whose members are not both in
+#    the pool gets a fresh one (a+b, then a+c, then b+c: 6 starts for 3 runs).
+printf '%s\n' "workloads a b c" "set bounded" "pairs" >"$scratch/bounded.txt"
+rm -f "$scratch/starts.log"
+"$kace" campaign --pool --pool-members 2 "$scratch/bounded.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "bounded pool: exit $rc: $(cat "$scratch/err")"
+grep -q "pool: 3 MPS runs measured by 6 member processes" "$scratch/out" || fail "bounded pool: $(cat "$scratch/out")"
+[ "$(wc -l <"$scratch/starts.log")" = 6 ] || fail "bounded pool: starts $(tr '\n' ',' <"$scratch/starts.log")"
+[ "$(sql "SELECT count(*) FROM runs WHERE set_name='bounded' AND status='ok'")" = 3 ] || fail "bounded pool: runs"
+"$kace" campaign --pool --pool-members 0 "$scratch/bounded.txt" >/dev/null 2>"$scratch/err"
+[ $? = 2 ] || fail "--pool-members 0: $(cat "$scratch/err")"
+no_strays "bounded pool"
+
+# 3. A member that crashes fails its run (recorded); the next MPS run gets a
 #    fresh daemon and a fresh pool, and is measured.
 printf '%s\n' "workloads crasher b c" "set crash-pool" "run b crasher" "run b c" >"$scratch/crash.txt"
 rm -f "$scratch/starts.log"
