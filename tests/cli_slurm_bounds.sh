@@ -3,7 +3,9 @@
 # whose node n2 has two GPUs, each with 4 shards of a type of its own:
 #  - one placement per GPU: two jobs on n2 go to its two GPUs, each decision
 #    names its GPU, Slurm gives each job that GPU (its gres detail), and
-#    `kace slurm status` shows the two GPUs apart;
+#    `kace slurm status` shows the two GPUs apart; with gres/mps (which
+#    Slurm 22.05 runs on one GPU of a node at a time) a second job goes
+#    beside the first and runs;
 #  - memory that follows the jobs, not the store: the placer loads only the
 #    workloads jobs name (0 at start), the first job of a workload makes it
 #    load that one, and a workload the store lacks is named as such;
@@ -98,7 +100,7 @@ submit_n2() {
     # The next decision must count this job: the placer saw it.
     wait_after "$m" "confirmed: job $job" || echo "job $job: its placement was never confirmed" >&2
     chose=$(sed -n 's/.*-> node n2 GPU \([0-9]*\) (.*/\1/p' <<<"$line")
-    gave=$(scontrol show job -d "$job" | sed -n 's/.*GRES=shard:g[0-9]*:[0-9]*(IDX:\([0-9]*\)).*/\1/p' | head -1)
+    gave=$(scontrol show job -d "$job" | grep -o 'GRES=[^ ]*(IDX:[0-9]*' | sed 's/.*IDX://' | head -1)
     echo "$job ${chose:-none} ${gave:-none}"
 }
 status_has() { "$KACE" slurm status --config "$CONF" --no-store 2>/dev/null | grep -qE "$1"; }
@@ -141,6 +143,32 @@ refuse() { # FILE WHAT
 refuse "$CONF" configuration
 refuse "$C/model.txt" "model file"
 grep -q UP < <(scontrol ping) || fail "slurmctld is down"
+
+# --- gres/mps on two-GPU n2: one shared GPU ----------------------------------
+# Slurm 22.05 runs every MPS job of a node on one GPU at a time (a job
+# asking for MPS on the other GPU waits). kace must follow: the second job
+# goes beside the first, not to the idle GPU, and runs.
+slurm_test_stop
+export KACE_TEST_N2_SHARE=mps
+slurm_cluster_start "$C/cluster" "$PLUGINS" || { echo "FAIL: the mps cluster did not start"; exit 1; }
+cat >"$CONF" <<CONF
+store = $C/kace.db
+model_file = $C/model.txt
+gres = mps
+refresh_seconds = 1
+CONF
+wait_after 0 "placer ready: 0 workloads loaded (those jobs name), 3 shared GPUs (gres/mps)" 60 ||
+    fail "mps: the placer did not see n1 and n2's two GPUs"
+rm -f "$C/release"
+slurm_test_warm "$LOG" $(printf "%s\n" "${W[0]}" "${W[1]}" | sort -u) || fail "mps: the placer did not load ${W[*]}"
+read -r j1 c1 g1 < <(submit_n2 "${W[0]}")
+check_eq "mps, first job: n2's GPU 0" 0 "$c1"
+check_eq "mps, first job: Slurm gave it the GPU kace chose" "$c1" "$g1"
+read -r j2 c2 g2 < <(submit_n2 "${W[1]}")
+check_eq "mps, second job: beside the first (the node's MPS GPU), not on the idle GPU" "$c1" "$c2"
+check_eq "mps, second job: Slurm gave it the GPU kace chose" "$c2" "$g2"
+touch "$C/release"
+slurm_wait 60 slurm_nodes_idle || fail "mps: jobs did not end"
 grep "kace" "$LOG" | tail -12
 slurm_test_finish
 echo "all bounds checks passed"
