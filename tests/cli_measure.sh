@@ -412,6 +412,17 @@ KACE_DB=$R "$kace" campaign "$scratch/retry-plan.txt" "${quick[@]}" >"$scratch/o
 grep -q "; 1 stored already, 0 to measure$" "$scratch/out" || fail "retry: an ok run measured again: $(cat "$scratch/out")"
 no_strays "retry"
 
+# A member that crashes before it starts CUDA never becomes an MPS client: its run is a
+# failed run of that workload, stored as such (not "MPS did not serve", measured again).
+printf '#!/bin/sh\nkill -ABRT $$\n' >"$scratch/bin/early.sh"
+chmod +x "$scratch/bin/early.sh"
+KACE_DB=$R "$kace" workload add early -- "$scratch/bin/early.sh" >/dev/null || fail "workload add early"
+printf 'workloads early slow\nset early\nrun early slow\n' >"$scratch/early-plan.txt"
+KACE_DB=$R "$kace" campaign "$scratch/early-plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+[ "$(KACE_DB=$R sql "SELECT status FROM runs WHERE set_name='early'")" = failed ] ||
+    fail "a member that crashed before CUDA: $(KACE_DB=$R sql "SELECT set_name, status FROM runs") $(cat "$scratch/err")"
+no_strays "early crash"
+
 if [ $failures -gt 0 ]; then
     echo "$failures failure(s)" >&2
     exit 1

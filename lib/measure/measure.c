@@ -199,6 +199,27 @@ static void on_tick(void *user, const kace_run_view *v)
     }
 }
 
+/* A member that crashed, ran out of memory, exited or broke the protocol
+ * on its own may end before the MPS server lists it as a client (a busy
+ * machine lists late): its run is a failed run of that workload, stored as
+ * such so that it is not measured again unchanged, not a run MPS failed to
+ * serve. A member that hangs is not excused: waiting for a server is how a
+ * client without MPS hangs. */
+static bool member_ended_on_its_own(const kace_proc_result *proc, int k)
+{
+    for (int i = 0; i < k; i++)
+        switch (proc[i].status) {
+        case KACE_PROC_CRASHED:
+        case KACE_PROC_OOM:
+        case KACE_PROC_EXITED_EARLY:
+        case KACE_PROC_BAD_PROGRESS:
+            return true;
+        default:
+            break;
+        }
+    return false;
+}
+
 /* Fails (nothing is stored) when MPS was not seen serving the run; the
  * message says what was seen. Served: a server ran and every member was
  * among its clients (get_client_list). NVML's MPS client list is a second
@@ -226,7 +247,7 @@ static kace_status verify_mps(kace_ctx *ctx, const run_checks *c, const kace_mea
     res->nvml_verified = c->use_nvml && !nvml_missing && c->nvml_checks > 0;
     res->clients_verified = c->server_pid && !c->client_list_failed && !not_client;
     bool served = c->server_pid && (res->clients_verified || (c->client_list_failed && !nvml_missing));
-    if (served)
+    if (served || member_ended_on_its_own(res->proc, spec->k))
         return KACE_OK;
     char server[512] = "", clients[1200] = "", nvml[2048] = "", log[600] = "";
     if (!c->server_pid)
