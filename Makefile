@@ -97,6 +97,6 @@ bench-scale: build
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-fuzz kace-demo kace-eval
 
-# The Debian package an admin installs (packaging/build-deb.sh; docs/slurm.md "Installing kace at a site").
+# The Debian packages an admin installs: kace, kace-slurm and libkace-dev (packaging/build-deb.sh; docs/install.md).
 deb: build
 	bash packaging/build-deb.sh $(BUILD) dist
