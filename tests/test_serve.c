@@ -1029,6 +1029,88 @@ static void test_admission(void **state)
     assert_false(kace_serve_token_equal("", "abc"));
 }
 
+/* --agent-tokens: the file's errors at line:col, and who may post what. */
+static void test_agent_tokens(void **state)
+{
+    (void)state;
+    kace_ctx *c = kace_ctx_new();
+    kace_agent_tokens *t = NULL;
+    static const char good[] = "# NAME TOKEN\n\nnode-a\ttok-a\n  node_b tok-b  \r\nnode-c tok-c";
+    assert_int_equal(kace_agent_tokens_parse(c, "agents", good, sizeof good - 1, &t), KACE_OK);
+    assert_int_equal(kace_agent_tokens_count(t), 3);
+    assert_string_equal(kace_agent_of(t, "Bearer tok-b"), "node_b");
+    assert_string_equal(kace_agent_of(t, "bearer tok-c"), "node-c");
+    assert_null(kace_agent_of(t, "Bearer tok-"));
+    assert_null(kace_agent_of(t, "Bearer tok-bb"));
+    assert_null(kace_agent_of(t, "Basic tok-a"));
+    assert_null(kace_agent_of(t, NULL));
+    assert_true(kace_agent_tokens_has(t, "tok-a"));
+    assert_false(kace_agent_tokens_has(t, "s3cret"));
+
+    const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"", "agents:1:1: expected at least one line"},
+        {"# only a comment\n", "agents:2:1: expected at least one line"},
+        {"node-a\n", "agents:1:7: expected the agent's token"},
+        {"Node-A tok\n", "agents:1:1: expected an agent name"},
+        {"node.a tok\n", "agents:1:5: expected an agent name"},
+        {"a23456789012345678901234567890123 tok\n", "agents:1:33: expected an agent name"},
+        {"node-a tok extra\n", "agents:1:12: expected the end of the line"},
+        {"node-a tok-a\nnode-a tok-b\n", "agents:2:1: agent 'node-a' already has a token (line 1)"},
+        {"node-a tok-a\nnode-b tok-a\n", "agents:2:8: this token is also agent 'node-a''s (line 1)"},
+        {"node-a tok\x01x\n", "agents:1:11: expected the end of the line"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        kace_agent_tokens *b = NULL;
+        assert_int_equal(kace_agent_tokens_parse(c, "agents", bad[i].text, strlen(bad[i].text), &b), KACE_ERR_PARSE);
+        assert_null(b);
+        if (strncmp(kace_errmsg(c), bad[i].want, strlen(bad[i].want)) != 0)
+            fail_msg("case %zu: '%s', want '%s...'", i, kace_errmsg(c), bad[i].want);
+    }
+    static const char nul[] = "node-a tok\0x\n";
+    kace_agent_tokens *b = NULL;
+    assert_int_equal(kace_agent_tokens_parse(c, "agents", nul, sizeof nul - 1, &b), KACE_ERR_PARSE);
+    assert_non_null(strstr(kace_errmsg(c), "agents:1:11: a NUL byte"));
+
+    /* with agents, an observation needs an agent's token, the administrator's
+     * included; their reports of nodes take either; other routes as before */
+    kace_serve_guard agents = {.token = "s3cret", .agents = t}, agents_only = {.agents = t};
+    const char *json = "application/json";
+    const struct {
+        const kace_serve_guard *g;
+        kace_route route;
+        const char *authorization;
+        int want;
+    } cases[] = {
+        {&agents, KACE_ROUTE_OBSERVE, NULL, 401},
+        {&agents, KACE_ROUTE_OBSERVE, "Bearer s3cret", 401},
+        {&agents, KACE_ROUTE_OBSERVE, "Bearer tok-a", 0},
+        {&agents, KACE_ROUTE_OBSERVE, "Bearer tok-ab", 401},
+        {&agents, KACE_ROUTE_K8S_NODES, "Bearer tok-b", 0},
+        {&agents, KACE_ROUTE_K8S_NODES, "Bearer s3cret", 0},
+        {&agents, KACE_ROUTE_K8S_NODES, NULL, 401},
+        {&agents, KACE_ROUTE_PREDICT, "Bearer tok-a", 401},
+        {&agents, KACE_ROUTE_PREDICT, "Bearer s3cret", 0},
+        {&agents_only, KACE_ROUTE_OBSERVE, NULL, 401},
+        {&agents_only, KACE_ROUTE_OBSERVE, "Bearer tok-c", 0},
+        {&agents_only, KACE_ROUTE_K8S_NODES, "Bearer s3cret", 401},
+        {&agents_only, KACE_ROUTE_PREDICT, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kace_serve_head h = {.method = "POST", .route = cases[i].route, .host = "127.0.0.1:8080",
+                             .content_type = json, .authorization = cases[i].authorization};
+        char msg[600] = "";
+        int got = kace_serve_admit(cases[i].g, &h, msg, sizeof msg);
+        if (got != cases[i].want)
+            fail_msg("case %zu (%s, %s): %d, want %d (%s)", i, kace_route_name(cases[i].route),
+                     cases[i].authorization ? cases[i].authorization : "-", got, cases[i].want, msg);
+    }
+    kace_agent_tokens_free(&t);
+    assert_null(t);
+    kace_ctx_free(&c);
+}
+
 /* Body limits by endpoint, and a model that cannot answer every endpoint. */
 static void test_limits_and_endpoint_check(void **state)
 {
@@ -1181,6 +1263,7 @@ int main(void)
         cmocka_unit_test(test_drift_metrics),
         cmocka_unit_test(test_gpu_sources),
         cmocka_unit_test(test_admission),
+        cmocka_unit_test(test_agent_tokens),
         cmocka_unit_test(test_limits_and_endpoint_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -160,8 +160,32 @@ typedef struct kace_serve_head {
     bool extender_listener;
 } kace_serve_head;
 
+/* The agents that may report (kace serve --agent-tokens FILE): each a name
+ * and a bearer token of its own, so that a sender is who holds a token, not
+ * a client address anyone on the host can take. */
+typedef struct kace_agent_tokens kace_agent_tokens;
+
+/* Parses an agent tokens file: one agent a line, "NAME TOKEN" (spaces or
+ * tabs between), blank lines and lines starting with '#' ignored. NAME is
+ * what the store keeps as the origin of the agent's observations: 1..32 of
+ * [a-z0-9_-]; TOKEN is 1..4096 printable characters without spaces. Names
+ * and tokens are each unique; at least one agent. Errors are
+ * KACE_ERR_PARSE "origin:line:col: what was expected". */
+kace_status kace_agent_tokens_parse(kace_ctx *ctx, const char *origin, const char *text, size_t len,
+                                    kace_agent_tokens **out);
+void kace_agent_tokens_free(kace_agent_tokens **t);
+size_t kace_agent_tokens_count(const kace_agent_tokens *t);
+/* The name of the agent whose token follows "Bearer " in authorization, or
+ * NULL. Every token is compared, each in constant time. */
+const char *kace_agent_of(const kace_agent_tokens *t, const char *authorization);
+/* Whether one of the agents' tokens is token (no token may be two things). */
+bool kace_agent_tokens_has(const kace_agent_tokens *t, const char *token);
+
 typedef struct kace_serve_guard {
     const char *token;             /* bearer token of the write endpoints; NULL = no authentication */
+    /* With agents, POST /v1/observations needs one of their tokens (not
+     * g->token); POST /k8s/nodes takes either. */
+    const kace_agent_tokens *agents;
     const char *const *origins;    /* further allowed origins ("https://ui.example:8443") */
     size_t n_origins;
     bool extender_elsewhere;       /* the extender has its own listener: its routes are refused on this one */
@@ -177,7 +201,9 @@ typedef struct kace_serve_guard {
  *      "Authorization: Bearer <token>", the extender's routes included:
  *      kube-scheduler cannot send a token, so it reaches them through the
  *      extender listener, whose requests need none (the listener is the
- *      credential);
+ *      credential); with g->agents, POST /v1/observations without one of
+ *      the agents' tokens (whether g->token is set or not), and POST
+ *      /k8s/nodes without an agent's token or g->token;
  *  415 a POST whose Content-Type is not application/json.
  * Browsers send Origin on every cross-site POST and cannot send
  * application/json cross-site without a CORS preflight (which kace never

@@ -179,6 +179,167 @@ static bool is_json_type(const char *ct)
     return *ct == '\0' || *ct == ';';
 }
 
+/* ---- agents' tokens --------------------------------------------------------- */
+
+#define AGENT_NAME_MAX 32
+#define AGENT_TOKEN_MAX 4096
+
+typedef struct agent_token {
+    char name[AGENT_NAME_MAX + 1];
+    char *token;
+    size_t line;
+} agent_token;
+
+struct kace_agent_tokens {
+    agent_token *items;
+    size_t n;
+};
+
+void kace_agent_tokens_free(kace_agent_tokens **t)
+{
+    if (!t || !*t)
+        return;
+    for (size_t i = 0; i < (*t)->n; i++)
+        free((*t)->items[i].token);
+    free((*t)->items);
+    free(*t);
+    *t = NULL;
+}
+
+size_t kace_agent_tokens_count(const kace_agent_tokens *t)
+{
+    return t ? t->n : 0;
+}
+
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+static bool is_token_char(char c)
+{
+    return c > ' ' && c != 127;
+}
+
+/* One line (without its newline) into t; line/col for errors. */
+static kace_status parse_agent_line(kace_ctx *ctx, const char *origin, size_t line, const char *p, size_t n,
+                                    kace_agent_tokens *t, size_t *cap)
+{
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+    if (i == n || p[i] == '#' || (p[i] == '\r' && i + 1 == n))
+        return KACE_OK;
+    size_t name_at = i;
+    while (i < n && is_name_char(p[i]))
+        i++;
+    if (i == name_at || i - name_at > AGENT_NAME_MAX || (i < n && p[i] != ' ' && p[i] != '\t')) {
+        size_t bad = i - name_at > AGENT_NAME_MAX ? name_at + AGENT_NAME_MAX : i; /* the first character too many */
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected an agent name of 1..%d characters [a-z0-9_-] "
+                         "then a space and its token", origin, line, bad + 1, AGENT_NAME_MAX);
+    }
+    size_t name_len = i - name_at;
+    while (i < n && (p[i] == ' ' || p[i] == '\t'))
+        i++;
+    size_t token_at = i;
+    while (i < n && is_token_char(p[i]))
+        i++;
+    size_t token_len = i - token_at;
+    if (token_len == 0 || token_len > AGENT_TOKEN_MAX)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected the agent's token: 1..%d printable characters "
+                         "without spaces", origin, line, token_at + 1, AGENT_TOKEN_MAX);
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
+        i++;
+    if (i < n)
+        return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: expected the end of the line after the token (NAME TOKEN)",
+                         origin, line, i + 1);
+    for (size_t k = 0; k < t->n; k++) {
+        if (strlen(t->items[k].name) == name_len && memcmp(t->items[k].name, p + name_at, name_len) == 0)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: agent '%.*s' already has a token (line %zu)", origin,
+                             line, name_at + 1, (int)name_len, p + name_at, t->items[k].line);
+        if (strlen(t->items[k].token) == token_len && memcmp(t->items[k].token, p + token_at, token_len) == 0)
+            return kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: this token is also agent '%s''s (line %zu): each agent "
+                             "needs a token of its own", origin, line, token_at + 1, t->items[k].name, t->items[k].line);
+    }
+    if (t->n == *cap) {
+        size_t c = *cap ? 2 * *cap : 8;
+        agent_token *items = realloc(t->items, c * sizeof *items);
+        if (!items)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        t->items = items;
+        *cap = c;
+    }
+    agent_token *a = &t->items[t->n];
+    memcpy(a->name, p + name_at, name_len);
+    a->name[name_len] = '\0';
+    a->line = line;
+    if (!(a->token = malloc(token_len + 1)))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    memcpy(a->token, p + token_at, token_len);
+    a->token[token_len] = '\0';
+    t->n++;
+    return KACE_OK;
+}
+
+kace_status kace_agent_tokens_parse(kace_ctx *ctx, const char *origin, const char *text, size_t len,
+                                    kace_agent_tokens **out)
+{
+    *out = NULL;
+    if (!origin)
+        origin = "agent tokens";
+    kace_agent_tokens *t = calloc(1, sizeof *t);
+    if (!t)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    size_t cap = 0, line = 1;
+    kace_status st = KACE_OK;
+    for (size_t at = 0; at < len && !st; line++) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
+        if (memchr(text + at, '\0', n))
+            st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:%zu: a NUL byte (expected text)", origin, line,
+                           (size_t)((const char *)memchr(text + at, '\0', n) - (text + at)) + 1);
+        else
+            st = parse_agent_line(ctx, origin, line, text + at, n, t, &cap);
+        at += n + 1;
+    }
+    if (!st && t->n == 0)
+        st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%zu:1: expected at least one line 'NAME TOKEN' (no agent named)",
+                       origin, line);
+    if (st) {
+        kace_agent_tokens_free(&t);
+        return st;
+    }
+    *out = t;
+    return KACE_OK;
+}
+
+bool kace_agent_tokens_has(const kace_agent_tokens *t, const char *token)
+{
+    bool found = false;
+    for (size_t i = 0; t && token && i < t->n; i++)
+        found |= kace_serve_token_equal(token, t->items[i].token);
+    return found;
+}
+
+const char *kace_agent_of(const kace_agent_tokens *t, const char *authorization)
+{
+    static const char bearer[] = "Bearer ";
+    if (!t || !authorization || strncasecmp(authorization, bearer, sizeof bearer - 1) != 0)
+        return NULL;
+    const char *given = authorization + sizeof bearer - 1, *name = NULL;
+    for (size_t i = 0; i < t->n; i++) /* no early exit: the time does not tell which agent matched */
+        if (kace_serve_token_equal(given, t->items[i].token))
+            name = t->items[i].name;
+    return name;
+}
+
+static bool bearer_is(const char *authorization, const char *token)
+{
+    static const char bearer[] = "Bearer ";
+    return authorization && strncasecmp(authorization, bearer, sizeof bearer - 1) == 0 &&
+           kace_serve_token_equal(authorization + sizeof bearer - 1, token);
+}
+
 int kace_serve_admit(const kace_serve_guard *g, const kace_serve_head *h, char *msg, size_t msg_size)
 {
     const char *method = h->method ? h->method : "";
@@ -204,11 +365,19 @@ int kace_serve_admit(const kace_serve_guard *g, const kace_serve_head *h, char *
     /* Whoever reaches the extender listener is kube-scheduler (loopback in
      * its pod, or a verified client certificate); on any other listener a
      * token, once set, guards everything that changes or reveals state. */
-    if (g->token && !h->extender_listener && h->route != KACE_ROUTE_HEALTH && strcmp(method, "OPTIONS") != 0) {
-        static const char bearer[] = "Bearer ";
-        const char *a = h->authorization;
-        if (!a || strncasecmp(a, bearer, sizeof bearer - 1) != 0 ||
-            !kace_serve_token_equal(a + sizeof bearer - 1, g->token)) {
+    /* With named agents, an observation's sender is the agent whose token
+     * it carries: the administrator's token names no one. */
+    const char *a = h->authorization;
+    bool agent_route = g->agents && !h->extender_listener && strcmp(method, "OPTIONS") != 0 &&
+                       (h->route == KACE_ROUTE_OBSERVE || h->route == KACE_ROUTE_K8S_NODES);
+    if (agent_route) {
+        if (!kace_agent_of(g->agents, a) && !(h->route == KACE_ROUTE_K8S_NODES && g->token && bearer_is(a, g->token))) {
+            snprintf(msg, msg_size, "%s", a ? "not the bearer token of an agent (kace serve --agent-tokens)"
+                                            : "this endpoint needs 'Authorization: Bearer <an agent's token>'");
+            return 401;
+        }
+    } else if (g->token && !h->extender_listener && h->route != KACE_ROUTE_HEALTH && strcmp(method, "OPTIONS") != 0) {
+        if (!bearer_is(a, g->token)) {
             snprintf(msg, msg_size, "%s", a ? "wrong bearer token" : "this endpoint needs 'Authorization: Bearer <token>'");
             return 401;
         }
