@@ -77,12 +77,12 @@ typedef struct conn_track {
     bool dropped; /* shut down by the reaper (once) */
 } conn_track;
 
-/* Observations each sender (client address) may post: a token bucket of
- * `burst` refilled at `per_minute`. Senders past the table's size replace
- * the one idle longest. */
+/* Observations each sender (the agent of --agent-tokens, else the client
+ * address) may post: a token bucket of `burst` refilled at `per_minute`.
+ * Senders past the table's size replace the one idle longest. */
 #define RATE_SLOTS 1024
 typedef struct sender_rate {
-    char addr[INET6_ADDRSTRLEN];
+    char sender[33];
     double tokens;
     struct timespec last;
 } sender_rate;
@@ -130,6 +130,7 @@ typedef struct listener {
 typedef struct request {
     const listener *via;
     char peer[INET6_ADDRSTRLEN]; /* the client's address ("" when unknown) */
+    char sender[33];             /* POST /v1/observations: who sends it, the store's origin */
     kace_route route;
     bool method_ok, answered;
     int refusal; /* 413 or 503 found while reading a body, answered at its end */
@@ -409,11 +410,11 @@ static enum MHD_Result send_busy(struct MHD_Connection *c, server *s, request *r
     return send_error(c, s, r, 503, msg);
 }
 
-/* --store-observations: the observation goes to the store (origin
- * "serve", deduplicated on the request's id); when it cannot, the reply says so. */
-/* The store's origin of an observation: its sender, so that kace train
- * --from-observations can tell how many senders speak (an origin is a word of
- * [a-z0-9_-], at most 32): "serve-127-0-0-1", or a hash of an IPv6 address. */
+/* The store's origin of an observation without --agent-tokens: its client
+ * address, so that kace train --from-observations can tell senders apart
+ * (an origin is a word of [a-z0-9_-], at most 32): "serve-127-0-0-1", or a
+ * hash of an IPv6 address. Anyone who may use several addresses (all of
+ * 127/8 on one host) poses as several senders: --agent-tokens names them. */
 static void sender_origin(const char *peer, char out[33])
 {
     if (!peer[0]) {
@@ -431,10 +432,11 @@ static void sender_origin(const char *peer, char out[33])
     }
 }
 
+/* --store-observations: the observation goes to the store (origin: its
+ * sender, deduplicated on the request's id); when it cannot, the reply says so. */
 static void store_observation(kace_ctx *ctx, server *s, const request *r, const kace_served *h, kace_reply *reply)
 {
-    char origin[33];
-    sender_origin(r->peer, origin);
+    const char *origin = r->sender;
     const kace_observation *o = &reply->observation;
     const kace_dataset *ds = kace_advisor_dataset(kace_served_advisor(h));
     kace_observed_member members[KACE_MAX_K];
@@ -582,8 +584,8 @@ static void peer_address(struct MHD_Connection *c, char *out, size_t size)
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)size);
 }
 
-/* Whether the sender at addr may post one more observation now. */
-static bool observation_allowed(server *s, const char *addr)
+/* Whether sender may post one more observation now. */
+static bool observation_allowed(server *s, const char *sender)
 {
     if (s->obs_per_minute <= 0 || !s->rates)
         return true;
@@ -593,14 +595,14 @@ static bool observation_allowed(server *s, const char *addr)
     sender_rate *slot = NULL, *spare = NULL; /* spare: an empty slot, else the one idle longest */
     for (size_t i = 0; i < RATE_SLOTS && !slot; i++) {
         sender_rate *e = &s->rates[i];
-        if (e->addr[0] && strcmp(e->addr, addr) == 0)
+        if (e->sender[0] && strcmp(e->sender, sender) == 0)
             slot = e;
-        else if (!spare || (spare->addr[0] && (!e->addr[0] || e->last.tv_sec < spare->last.tv_sec)))
+        else if (!spare || (spare->sender[0] && (!e->sender[0] || e->last.tv_sec < spare->last.tv_sec)))
             spare = e;
     }
     if (!slot) { /* a new sender: a full bucket */
         slot = spare;
-        snprintf(slot->addr, sizeof slot->addr, "%s", addr);
+        snprintf(slot->sender, sizeof slot->sender, "%s", sender);
         slot->tokens = s->obs_burst;
         slot->last = now;
     }
@@ -637,10 +639,17 @@ static enum MHD_Result on_headers(struct MHD_Connection *c, server *s, request *
     int refused = kace_serve_admit(&s->guard, &head, msg, sizeof msg);
     if (refused)
         return send_error(c, s, r, refused, msg);
-    if (r->route == KACE_ROUTE_OBSERVE && !observation_allowed(s, r->peer)) {
+    if (r->route == KACE_ROUTE_OBSERVE) { /* admitted: with agents, the token is one of theirs */
+        const char *agent = kace_agent_of(s->guard.agents, head.authorization);
+        if (agent)
+            snprintf(r->sender, sizeof r->sender, "%s", agent);
+        else
+            sender_origin(r->peer, r->sender);
+    }
+    if (r->route == KACE_ROUTE_OBSERVE && !observation_allowed(s, r->sender)) {
         kace_serve_metrics_drop(s->metrics, KACE_DROP_OBSERVATION_RATE);
         snprintf(msg, sizeof msg, "too many observations from %s: at most %g a minute (bursts of %g; "
-                 "--observation-rate)", r->peer, s->obs_per_minute, s->obs_burst);
+                 "--observation-rate)", r->sender, s->obs_per_minute, s->obs_burst);
         return send_error(c, s, r, 429, msg);
     }
     const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -879,6 +888,7 @@ static void usage(void)
            "                  [--extender-policy P] [--split-train-db OTHER] [--extender-listen HOST:PORT]\n"
            "                  [--extender-port-file F] [--extender-tls-cert F --extender-tls-key F]\n"
            "                  [--extender-client-ca F] [--insecure-no-token] [--observation-rate N[/BURST]]\n"
+           "                  [--agent-tokens F]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
@@ -897,7 +907,10 @@ static void usage(void)
            "Port files are removed when kace serve exits.\n"
            "--store-observations: POST /v1/observations are also stored (origin serve, deduplicated on the\n"
            "request's optional \"id\") for kace train --from-observations (docs/eval.md); the origin names the\n"
-           "sender (serve-<client address>). --observation-rate N[/BURST]: each client address may post N\n"
+           "sender (serve-<client address>, which anyone able to use several addresses can pose as).\n"
+           "--agent-tokens F: lines 'NAME TOKEN' (F not readable by other users): POST /v1/observations then\n"
+           "needs one of these bearer tokens (401 otherwise, --token-file's included) and its sender is NAME;\n"
+           "POST /k8s/nodes takes them too. --observation-rate N[/BURST]: each sender may post N\n"
            "observations a minute, in bursts of BURST (default 120/120; 0 = no limit); past it, 429.\n"
            "Kubernetes (docs/kubernetes.md): POST /k8s/bind creates the Binding through --kube-api URL\n"
            "('in-cluster': the pod's service account) with --kube-token-file F and --kube-ca-file F;\n"
@@ -943,6 +956,41 @@ static char *read_token(const char *path)
         return NULL;
     }
     return token;
+}
+
+/* The agents of --agent-tokens: a file only its owner (and group) may
+ * read, since its tokens let their holders speak for the agents. */
+static kace_agent_tokens *read_agent_tokens(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "kace serve: --agent-tokens %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    const char *wrong = fstat(fileno(f), &st) != 0 ? strerror(errno)
+                        : !S_ISREG(st.st_mode)     ? "not a regular file"
+                        : (st.st_mode & 007) ? "other users may read it: chmod o-rwx it (its tokens let anyone send "
+                                               "as the agents)"
+                        : st.st_size > (1 << 20) ? "larger than 1 MiB"
+                                                 : NULL;
+    if (wrong) {
+        fprintf(stderr, "kace serve: --agent-tokens %s: %s\n", path, wrong);
+        fclose(f);
+        return NULL;
+    }
+    size_t cap = (size_t)st.st_size + 1, len = 0;
+    char *text = malloc(cap);
+    if (text)
+        len = fread(text, 1, cap - 1, f);
+    fclose(f);
+    kace_ctx *ctx = kace_ctx_new();
+    kace_agent_tokens *agents = NULL;
+    if (!text || !ctx || kace_agent_tokens_parse(ctx, path, text, len, &agents))
+        fprintf(stderr, "kace serve: --agent-tokens: %s\n", ctx && text ? kace_errmsg(ctx) : "out of memory");
+    free(text);
+    kace_ctx_free(&ctx);
+    return agents;
 }
 
 /* Raises the soft limit on open files to the hard one (each connection is
@@ -1028,6 +1076,7 @@ int cmd_serve(int argc, char **argv)
     kace_advisor_options_default(&s.cfg.options);
     const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL, *kube_token = NULL;
     const char *ext_listen = NULL, *ext_port_file = NULL, *tls_cert = NULL, *tls_key = NULL, *client_ca = NULL;
+    const char *agents_file = NULL;
     bool no_token_ok = false;
     double assume = 120;
     const char *origins[MAX_ORIGINS];
@@ -1038,7 +1087,8 @@ int cmd_serve(int argc, char **argv)
     bool use_nvml = true;
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
            O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY, O_SPLIT_TRAIN_DB,
-           O_EXT_LISTEN, O_EXT_PORT_FILE, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_NO_TOKEN, O_OBS_RATE };
+           O_EXT_LISTEN, O_EXT_PORT_FILE, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_NO_TOKEN, O_OBS_RATE,
+           O_AGENT_TOKENS };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -1064,6 +1114,7 @@ int cmd_serve(int argc, char **argv)
         {"extender-client-ca", required_argument, 0, O_CLIENT_CA},
         {"insecure-no-token", no_argument, 0, O_NO_TOKEN},
         {"observation-rate", required_argument, 0, O_OBS_RATE},
+        {"agent-tokens", required_argument, 0, O_AGENT_TOKENS},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -1157,6 +1208,7 @@ int cmd_serve(int argc, char **argv)
         case O_TLS_KEY: tls_key = optarg; break;
         case O_CLIENT_CA: client_ca = optarg; break;
         case O_NO_TOKEN: no_token_ok = true; break;
+        case O_AGENT_TOKENS: agents_file = optarg; break;
         case O_OBS_RATE: {
             char *slash = strchr(optarg, '/');
             if (slash)
@@ -1224,17 +1276,33 @@ int cmd_serve(int argc, char **argv)
     char *token = NULL;
     if (token_file && !(token = read_token(token_file)))
         return EXIT_USAGE;
+    kace_agent_tokens *agents = NULL;
+    if (agents_file && !(agents = read_agent_tokens(agents_file))) {
+        free(token);
+        return EXIT_USAGE;
+    }
+    if (token && kace_agent_tokens_has(agents, token)) {
+        kace_agent_tokens_free(&agents);
+        free(token);
+        return cli_usage("serve", "--agent-tokens %s: an agent's token is --token-file's: give each its own",
+                         agents_file);
+    }
     if (s.kube.url || kube_token) {
         char err[300];
-        if (!s.kube.url)
+        if (!s.kube.url) {
+            free(token);
+            kace_agent_tokens_free(&agents);
             return cli_usage("serve", "--kube-token-file needs --kube-api");
+        }
         if (kube_api_setup(&s.kube, kube_token, err, sizeof err) != 0) {
             free(token);
+            kace_agent_tokens_free(&agents);
             return cli_usage("serve", "--kube-api: %s", err);
         }
         s.has_kube = true;
     }
     s.guard.token = token;
+    s.guard.agents = agents;
     s.guard.origins = origins;
     s.guard.n_origins = n_origins;
     s.guard.extender_elsewhere = ext_listen != NULL;
@@ -1246,6 +1314,7 @@ int cmd_serve(int argc, char **argv)
         free(tls.key);
         free(tls.client_ca);
         free(token);
+        kace_agent_tokens_free(&agents);
         return EXIT_USAGE;
     }
 
@@ -1336,6 +1405,11 @@ int cmd_serve(int argc, char **argv)
             s.max_connections, s.per_ip, s.idle_timeout, s.header_timeout, s.body_timeout, s.max_body,
             s.max_extender_body, s.max_pending,
             token ? "every route but /healthz needs the bearer token" : "no token: anyone who connects may act");
+        if (agents)
+            say(&s, "observations: senders are the %zu agents of --agent-tokens, each by its token",
+                kace_agent_tokens_count(agents));
+        else if (s.store_observations)
+            say(&s, "observations: senders are client addresses (--agent-tokens names them)");
     }
 
     take_signals(&s, &signals, watch);
@@ -1371,6 +1445,7 @@ done:
     free(s.rates);
     kace_ctx_free(&ctx);
     free(token);
+    kace_agent_tokens_free(&agents);
     if (rc == EXIT_OK)
         say(&s, "stopped");
     return rc;

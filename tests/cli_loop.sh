@@ -8,9 +8,11 @@
 #     measured: the candidate (fitted on the halved ones) is worse on the
 #     recent slice -> not promoted, the default model unchanged;
 #  B. more halved observations, now the recent ones, from three more
-#     senders (client addresses 127.0.0.2-4): the candidate is better there
-#     and no single sender controls the judgement -> promoted (one sender
-#     contradicting the stored measurements is not enough: cli_serve_poison).
+#     senders (three agents of --agent-tokens, each with its own token; the
+#     first 40 came through --token-file's server, from one address): the
+#     candidate is better there and no single sender controls the judgement
+#     -> promoted (one sender contradicting the stored measurements is not
+#     enough, whatever addresses it uses: cli_serve_poison).
 # Args: kace binary, shared data folder, scratch folder.
 set -euo pipefail
 # Runs the test in a process group of its own, killed whole at the end.
@@ -40,15 +42,15 @@ done
 [ -s "$DIR/port" ] || fail "kace serve did not start: $(cat "$DIR/serve.log")"
 URL="http://127.0.0.1:$(cat "$DIR/port")"
 
-# post ID FACTOR ROW [ADDRESS]: pairs.csv's data row ROW, its measured throughputs times FACTOR,
-# sent from ADDRESS (a loopback address: another sender).
+# post ID FACTOR ROW [TOKEN]: pairs.csv's data row ROW, its measured throughputs times FACTOR,
+# sent with the bearer token TOKEN (an agent's: another sender).
 post() {
     local line
     line=$(tail -n +2 "$DATA/colocations/pairs.csv" | sed -n "$3p")
     awk -F, -v id="$1" -v f="$2" '{ printf "{\"id\": \"%s\", \"gpu\": \"GPU-0\", \"workloads\": [\"%s\", \"%s\"], \"throughput\": [%.6f, %.6f]}", id, $13, $14, $17 * f, $18 * f }' \
         <<<"$line" > "$DIR/body.json"
     curl -s -o "$DIR/reply.json" -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-        ${4:+--interface "$4"} --data-binary @"$DIR/body.json" "$URL/v1/observations"
+        ${4:+-H "Authorization: Bearer $4"} --data-binary @"$DIR/body.json" "$URL/v1/observations"
 }
 
 # A: 30 halved, then 10 as measured (the most recent).
@@ -75,8 +77,22 @@ grep -q "^not promoted" "$DIR/trainA.txt" || fail "A: promoted although worse"
 "$KACE" predict --target $T --top 5 > "$DIR/predictA.txt"
 cmp -s "$DIR/predict0.txt" "$DIR/predictA.txt" || fail "A: the default model changed without a promotion"
 
-# B: 40 more halved: now the most recent slice disagrees with the model.
-for i in $(seq 41 80); do [ "$(post b$i 0.5 $i 127.0.0.$((2 + i % 3)))" = 200 ] || fail "observation b$i: $(cat "$DIR/reply.json")"; done
+kill "$KACE_PID"; wait "$KACE_PID" 2>/dev/null || true; KACE_PID=""
+
+# B: 40 more halved from three agents: now the most recent slice disagrees with the model.
+printf 'agent-1 t1-%s\nagent-2 t2-%s\nagent-3 t3-%s\n' "$RANDOM$RANDOM" "$RANDOM$RANDOM" "$RANDOM$RANDOM" > "$DIR/agents"
+chmod 600 "$DIR/agents"
+mapfile -t AGENT_TOKENS < <(awk '{print $2}' "$DIR/agents")
+rm -f "$DIR/port"
+"$KACE" serve --listen 127.0.0.1:0 --port-file "$DIR/port" --watch 0 --threads 2 --no-nvml --store-observations \
+    --agent-tokens "$DIR/agents" >>"$DIR/serve.log" 2>&1 &
+KACE_PID=$!
+wait_file "$DIR/port" "$KACE_PID" || fail "kace serve did not start with --agent-tokens: $(cat "$DIR/serve.log")"
+URL="http://127.0.0.1:$(cat "$DIR/port")"
+[ "$(post b0 0.5 41)" = 401 ] || fail "an observation without an agent's token was taken: $(cat "$DIR/reply.json")"
+for i in $(seq 41 80); do
+    [ "$(post b$i 0.5 $i "${AGENT_TOKENS[i % 3]}")" = 200 ] || fail "observation b$i: $(cat "$DIR/reply.json")"
+done
 curl -s "$URL/metrics" > "$DIR/metrics.txt"
 kill "$KACE_PID"; wait "$KACE_PID" 2>/dev/null || true; KACE_PID=""
 recent=$(awk '$1 == "kace_model_recent_error_percent" {print $2}' "$DIR/metrics.txt")
