@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FUZZ_CHECK(cfg.store[0] != '\0', "no store");
         FUZZ_CHECK(strcmp(cfg.gres, "mps") == 0 || strcmp(cfg.gres, "shard") == 0, "gres '%s'", cfg.gres);
-        FUZZ_CHECK(cfg.refresh_seconds >= 1 && cfg.options.knee > 0 && cfg.options.knee <= 1 &&
+        FUZZ_CHECK(cfg.refresh_seconds >= 1 && cfg.load_all_max >= 0 && cfg.options.knee > 0 && cfg.options.knee <= 1 &&
                        cfg.options.min_share >= 1 && cfg.options.min_share <= 100 &&
                        cfg.options.default_share >= 10 && cfg.options.default_share <= 100 &&
                        cfg.options.min_confidence >= 0 && cfg.options.min_confidence <= 1,

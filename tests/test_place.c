@@ -376,13 +376,14 @@ static void test_config(void **state)
     kace_place_config cfg;
     kace_place_config_default(&cfg);
     const char good[] = "# kace\nstore = /var/lib/kace/kace.db\nmodel_file=/m.txt \ngres = shard\n"
-                        "refresh_seconds = 5\nknee = 0.8\nmin_share = 20\nmin_confidence = 0.5\n";
+                        "refresh_seconds = 5\nknee = 0.8\nmin_share = 20\nmin_confidence = 0.5\nload_all_max = 0\n";
     assert_kace_ok(ctx, kace_place_config_parse(ctx, good, strlen(good), "kace.conf", &cfg));
     assert_string_equal(cfg.store, "/var/lib/kace/kace.db");
     assert_string_equal(cfg.model_file, "/m.txt");
     assert_string_equal(cfg.gres, "shard");
     assert_string_equal(cfg.model, "default");
     assert_int_equal(cfg.refresh_seconds, 5);
+    assert_int_equal(cfg.load_all_max, 0);
     assert_true(cfg.options.knee == 0.8 && cfg.options.min_share == 20 && cfg.options.min_confidence == 0.5);
     static const struct {
         const char *text, *message;
@@ -390,6 +391,8 @@ static void test_config(void **state)
         {"store = x\nfoo = 1\n", "kace.conf:2:1: unknown key 'foo'"},
         {"store = x\nknee = 2\n", "kace.conf:2:8: knee must be a number in [0.01, 1], not '2'"},
         {"store = x\nrefresh_seconds = 1.5\n", "kace.conf:2:19: refresh_seconds must be an integer"},
+        {"store = x\nload_all_max = -1\n", "kace.conf:2:16: load_all_max must be an integer in [0, 1e+09], not '-1'"},
+        {"store = x\nload_all_max = many\n", "kace.conf:2:16: load_all_max must be an integer"},
         {"store = x\ngres = gpu\n", "kace.conf:2:8: gres must be mps or shard"},
         {"model = m\n", "kace.conf: 'store = PATH' is required"},
         {"store x\n", "kace.conf:1:1: expected 'key = value'"},

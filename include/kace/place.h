@@ -179,10 +179,13 @@ typedef struct kace_place_config {
     char model[KACE_NAME_MAX];
     char gres[16];         /* "mps" or "shard": what kace asks Slurm for */
     int refresh_seconds;   /* how often the model and the cluster state are reloaded */
+    int load_all_max;      /* a store of at most this many workloads is loaded whole; a
+                              bigger one only for the workloads jobs name */
     kace_place_options options;
 } kace_place_config;
 
-/* Defaults: model "default", gres "mps", refresh 30 s, default options. */
+/* Defaults: model "default", gres "mps", refresh 30 s, load_all_max 20000,
+ * default options. */
 void kace_place_config_default(kace_place_config *cfg);
 /* Parses text (len bytes, origin names it in messages) over cfg. Unknown
  * keys, bad numbers and values out of range fail with KACE_ERR_PARSE

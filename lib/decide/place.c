@@ -546,6 +546,7 @@ void kace_place_config_default(kace_place_config *cfg)
     snprintf(cfg->model, sizeof cfg->model, "%s", KACE_MODEL_DEFAULT); /* the promoted model */
     snprintf(cfg->gres, sizeof cfg->gres, "mps");
     cfg->refresh_seconds = 30;
+    cfg->load_all_max = 20000;
     kace_place_options_default(&cfg->options);
 }
 
@@ -611,6 +612,9 @@ static kace_status config_line(kace_ctx *ctx, const char *origin, int line, char
     } else if (strcmp(key, "refresh_seconds") == 0) {
         if (!(st = parse_number(ctx, origin, line, col, key, value, 1, 86400, true, &v)))
             cfg->refresh_seconds = (int)v;
+    } else if (strcmp(key, "load_all_max") == 0) {
+        if (!(st = parse_number(ctx, origin, line, col, key, value, 0, 1e9, true, &v)))
+            cfg->load_all_max = (int)v;
     } else if (strcmp(key, "knee") == 0) {
         if (!(st = parse_number(ctx, origin, line, col, key, value, 0.01, 1, false, &v)))
             cfg->options.knee = v;
@@ -632,7 +636,7 @@ static kace_status config_line(kace_ctx *ctx, const char *origin, int line, char
     } else {
         return kace_fail(ctx, KACE_ERR_PARSE,
                          "%s:%d:%d: unknown key '%s' (expected store, model_file, model, gres, refresh_seconds, "
-                         "knee, default_share, min_share, min_confidence or objective)",
+                         "load_all_max, knee, default_share, min_share, min_confidence or objective)",
                          origin, line, (int)(key - text) + 1, key);
     }
     return st;
