@@ -76,6 +76,8 @@ typedef struct snapshot {
     kace_slurm_cluster *cluster; /* as slurmctld showed it: only accepted jobs */
     kace_place_cache *cache;     /* the cluster's GPUs' gains under model and ds */
     size_t missing;              /* jobs whose workload the store did not hold at the load */
+    bool whole;                  /* every workload of the store (at most cfg.load_all_max) */
+    size_t store_workloads;      /* how many the store held at the load */
 } snapshot;
 
 /* A placement not yet confirmed by slurmctld's job list. */
@@ -98,10 +100,12 @@ static pick picks[MAX_PICKS];
 static size_t n_picks;
 static unsigned long pick_serial;
 static long pick_epoch; /* start time, so that tokens differ across restarts */
-/* The workloads jobs asked for (under lock): a snapshot holds only these
- * and those of the jobs slurmctld shows, not every workload of the store
- * (loading all of a million-workload store took slurmctld from 8 MB to
- * 599 MB resident, 855 MB at the peak: docs/slurm.md, Memory).
+/* The workloads jobs asked for (under lock): a snapshot of a store of more
+ * than load_all_max workloads holds only these and those of the jobs
+ * slurmctld shows, not every workload of the store (loading all of a
+ * million-workload store took slurmctld from 8 MB to 599 MB resident,
+ * 855 MB at the peak: docs/slurm.md, Memory). A smaller store is loaded
+ * whole, so that the first job of every workload is placed too.
  * absent: the last load found it not in the store. The oldest asked for
  * goes first when the list is full. */
 #define MAX_WANTED 4096
@@ -187,8 +191,9 @@ static kace_status load_model_file(kace_ctx *ctx, const char *path, kace_model *
     return st;
 }
 
-/* Builds a whole snapshot outside the lock: configuration, profiles,
- * model, cluster state, gains. *refused: a file it reads is not a regular
+/* Builds a whole snapshot outside the lock: configuration, profiles (of
+ * every workload when the store holds at most load_all_max, else of those
+ * jobs name), model, cluster state, gains. *refused: a file it reads is not a regular
  * file (a FIFO would block the refresher for ever); the caller then keeps
  * the snapshot it has. */
 static kace_status load_snapshot(kace_ctx *ctx, snapshot **out, bool *refused)
@@ -240,10 +245,18 @@ static kace_status load_snapshot(kace_ctx *ctx, snapshot **out, bool *refused)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
         goto done;
     }
+    kace_store_counts counts;
     if ((st = kace_store_open_flags(ctx, s->cfg.store, 0, &store) /* never creates one */) ||
-        /* only those workloads' profiles (and their few runs): memory
-         * follows the jobs, not the store's size */
-        (st = kace_store_load_around(ctx, store, (const char *const *)names, n_names, false, &s->ds)))
+        (st = kace_store_count(ctx, store, &counts)))
+        goto done;
+    s->store_workloads = counts.workloads;
+    s->whole = counts.workloads <= (size_t)s->cfg.load_all_max;
+    /* A small store whole (profiles, no runs); a big one only those
+     * workloads' profiles (and their few runs): memory follows the jobs,
+     * not the store's size. */
+    st = s->whole ? kace_store_load_around(ctx, store, NULL, 0, true, &s->ds)
+                  : kace_store_load_around(ctx, store, (const char *const *)names, n_names, false, &s->ds);
+    if (st)
         goto done;
     st = s->cfg.model_file[0] ? load_model_file(ctx, s->cfg.model_file, &s->model, refused)
                               : kace_store_load_model(ctx, store, s->cfg.model, &s->model);
@@ -312,6 +325,12 @@ static void mark_absent(const kace_dataset *ds)
     }
 }
 
+/* Which workloads a snapshot holds, for the log. */
+static const char *loaded_what(const snapshot *s)
+{
+    return s->whole ? "all the store holds" : "those jobs name";
+}
+
 static void *refresh_loop(void *arg)
 {
     (void)arg;
@@ -378,14 +397,14 @@ static void *refresh_loop(void *arg)
             if (full) {
                 if (!current || load_error[0] || files_refused ||
                     memcmp(&current->cfg, &fresh->cfg, sizeof fresh->cfg) != 0) {
-                    slurm_info("kace: placer ready: %zu workloads loaded (those jobs name), %zu shared GPUs "
+                    slurm_info("kace: placer ready: %zu workloads loaded (%s), %zu shared GPUs "
                                "(gres/%s), refresh every %d s",
-                               fresh->ds->n_workloads, fresh->cluster->n_gpus, fresh->cfg.gres,
+                               fresh->ds->n_workloads, loaded_what(fresh), fresh->cluster->n_gpus, fresh->cfg.gres,
                                fresh->cfg.refresh_seconds);
                     log_unpreferable(fresh->cluster);
-                } else if (current->ds->n_workloads != fresh->ds->n_workloads) {
-                    slurm_info("kace: placer reloaded: %zu workloads loaded (those jobs name)",
-                               fresh->ds->n_workloads);
+                } else if (current->ds->n_workloads != fresh->ds->n_workloads || current->whole != fresh->whole) {
+                    slurm_info("kace: placer reloaded: %zu workloads loaded (%s)", fresh->ds->n_workloads,
+                               loaded_what(fresh));
                 }
                 mark_absent(fresh->ds);
                 files_refused = false;
@@ -645,8 +664,12 @@ static bool place(job_desc_msg_t *job, const char *workload, char *why, size_t w
         known->asked = ++asked_serial;
         want_full = true;
         pthread_cond_broadcast(&wake);
-        snprintf(why, why_size, "workload '%s' not loaded yet: kace loads it from %s now, for the jobs after this one",
-                 workload, s->cfg.store);
+        if (s->whole)
+            snprintf(why, why_size, "workload '%s' not in %s at its last load: kace reloads it now, for the jobs "
+                     "after this one", workload, s->cfg.store);
+        else
+            snprintf(why, why_size, "workload '%s' not loaded yet: kace loads it from %s now, for the jobs after "
+                     "this one", workload, s->cfg.store);
         return false;
     }
     if (w < 0) {

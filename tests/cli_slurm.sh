@@ -67,9 +67,13 @@ log_lines() { wc -l <"$LOG"; }
 
 marker=$(log_lines)
 write_conf mps
-# It loads only the workloads jobs name: none yet.
-wait_log_after 0 "placer ready: 0 workloads loaded (those jobs name), 2 shared GPUs (gres/mps)" 60 ||
-    fail "placer never became ready"
+# A store of at most load_all_max (20000 by default) workloads is loaded
+# whole, so that the first job of every workload is placed.
+wait_log_after 0 "workloads loaded (all the store holds), 2 shared GPUs (gres/mps)" 60 ||
+    fail "placer never became ready with the whole store: $(grep 'placer ready' "$LOG")"
+n_store=$(sqlite3 -cmd ".timeout 10000" "$C/store/kace.db" "SELECT count(*) FROM workloads")
+log_has "placer ready: $n_store workloads loaded (all the store holds)" ||
+    fail "the placer did not load all $n_store workloads of the store: $(grep 'placer ready' "$LOG")"
 
 # A job that prints where it ran and its MPS percentage, then sleeps $1 s.
 cat >"$C/job.sh" <<'EOF'
@@ -142,14 +146,16 @@ GOOD=$(pick "${ranked[@]}")
 BAD=$(pick $(printf '%s\n' "${ranked[@]}" | tac))
 echo "target $T, partners good=$GOOD bad=$BAD"
 [ -n "$GOOD" ] && [ -n "$BAD" ] && [ "$GOOD" != "$BAD" ] || { echo "FAIL: no partners with room"; exit 1; }
-# The first job of a workload has the placer load it (that job is left as
-# submitted): probes load these three before the checks.
-slurm_test_warm "$LOG" "$T" "$GOOD" "$BAD" || fail "the placer did not load $T, $GOOD and $BAD"
 
 # --- placement follows the partner: two rounds with the residents swapped ------
 round() { # first-resident second-resident submit-with(sbatch|srun)
-    local a=$1 b=$2 how=$3 ja jb expected out node pct share
+    local a=$1 b=$2 how=$3 ja jb expected out node pct share m
+    m=$(log_lines)
     ja=$(sbatch --parsable --kace-workload="$a" -o /dev/null "$C/job.sh" 300 12.5)
+    # In the first round, the first job of its workload since slurmctld
+    # started: placed all the same (the store is loaded whole).
+    log_after_has "$m" "kace: $a -> node n1 (--prefer=kace_n1)" ||
+        fail "kace did not place job $ja of $a on idle n1: $(slurm_decision_after "$LOG" "$m" "$a")"
     slurm_wait 30 job_running "$ja" || fail "job $ja did not start"
     jb=$(sbatch --parsable --kace-workload="$b" -o /dev/null "$C/job.sh" 300)
     slurm_wait 30 job_running "$jb" || fail "job $jb did not start"

@@ -6,9 +6,10 @@
 #    `kace slurm status` shows the two GPUs apart; with gres/mps (which
 #    Slurm 22.05 runs on one GPU of a node at a time) a second job goes
 #    beside the first and runs;
-#  - memory that follows the jobs, not the store: the placer loads only the
-#    workloads jobs name (0 at start), the first job of a workload makes it
-#    load that one, and a workload the store lacks is named as such;
+#  - memory that follows the jobs, not the store: with load_all_max = 0
+#    (any store is "big") the placer loads only the workloads jobs name (0
+#    at start), the first job of a workload makes it load that one, and a
+#    workload the store lacks is named as such;
 #  - a refresher that never blocks on a file: kace.conf, then the model
 #    file, replaced by a FIFO nobody writes, is refused with a log line
 #    naming it, the placer keeps placing on its previous state, and comes
@@ -41,6 +42,7 @@ store = $C/kace.db
 model_file = $C/model.txt
 gres = shard
 refresh_seconds = 1
+load_all_max = 0
 CONF
 mkdir -p "$C/jobs"
 log_lines() { wc -l <"$LOG"; }
@@ -156,6 +158,7 @@ store = $C/kace.db
 model_file = $C/model.txt
 gres = mps
 refresh_seconds = 1
+load_all_max = 0
 CONF
 wait_after 0 "placer ready: 0 workloads loaded (those jobs name), 3 shared GPUs (gres/mps)" 60 ||
     fail "mps: the placer did not see n1 and n2's two GPUs"

@@ -38,7 +38,6 @@ true
 EOF
 
 T=bert-base-cased_batch8-train
-slurm_test_warm "$LOG" "$T" || fail "the placer did not load $T"
 # name | sbatch options | what kace does on the idle cluster: a node
 # (placed, preferring it), "-" (left as submitted; or Slurm rejects it) or
 # "*" (either). A node with "?": kace places it there, but Slurm may start it

@@ -30,8 +30,9 @@
 # write.
 #
 #   slurm_test_warm LOG WORKLOAD...      has job_submit/kace load the
-#                                        workloads (it loads only those jobs
-#                                        name): a --test-only probe of each
+#                                        workloads (with a store above
+#                                        load_all_max it loads only those
+#                                        jobs name): a --test-only probe of each
 #                                        until one is decided without "not
 #                                        loaded yet"; waits for the last
 #                                        placed probe's pick to be dropped
