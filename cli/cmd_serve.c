@@ -125,6 +125,7 @@ typedef struct listener {
     struct server *s;
     bool extender;      /* serves the extender's routes (and /healthz) only */
     bool verify_client; /* HTTPS: a client certificate signed by --extender-client-ca is required */
+    const char *client_name; /* --extender-client-name: and its CN or a DNS name of its SAN must be this */
 } listener;
 
 typedef struct request {
@@ -534,10 +535,27 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
  * (MHD_OPTION_HTTPS_MEM_TRUST) but leaves checking it to the application,
  * through GnuTLS, which libmicrohttpd has loaded already: its two functions
  * are looked up there, so kace needs no GnuTLS of its own. */
+typedef struct tls_datum { /* gnutls_datum_t */
+    unsigned char *data;
+    unsigned int size;
+} tls_datum;
 typedef int (*gnutls_verify_fn)(void *session, unsigned int *status);
-typedef const void *(*gnutls_peers_fn)(void *session, unsigned int *list_size);
+typedef const tls_datum *(*gnutls_peers_fn)(void *session, unsigned int *list_size);
+typedef int (*gnutls_crt_init_fn)(void **cert);
+typedef void (*gnutls_crt_deinit_fn)(void *cert);
+typedef int (*gnutls_crt_import_fn)(void *cert, const tls_datum *data, int format);
+typedef int (*gnutls_crt_dn_fn)(void *cert, const char *oid, unsigned indx, unsigned raw, void *buf, size_t *size);
+typedef int (*gnutls_crt_san_fn)(void *cert, unsigned seq, void *san, size_t *size, unsigned *critical);
 static gnutls_verify_fn gnutls_verify;
 static gnutls_peers_fn gnutls_peers;
+static gnutls_crt_init_fn gnutls_crt_init;
+static gnutls_crt_deinit_fn gnutls_crt_deinit;
+static gnutls_crt_import_fn gnutls_crt_import;
+static gnutls_crt_dn_fn gnutls_crt_dn;
+static gnutls_crt_san_fn gnutls_crt_san;
+#define TLS_X509_FMT_DER 0          /* GNUTLS_X509_FMT_DER */
+#define TLS_SAN_DNSNAME 1           /* GNUTLS_SAN_DNSNAME */
+#define TLS_OID_COMMON_NAME "2.5.4.3" /* GNUTLS_OID_X520_COMMON_NAME */
 
 static void resolve_gnutls(void)
 {
@@ -547,20 +565,72 @@ static void resolve_gnutls(void)
     if (lib) {
         *(void **)&gnutls_verify = dlsym(lib, "gnutls_certificate_verify_peers2");
         *(void **)&gnutls_peers = dlsym(lib, "gnutls_certificate_get_peers");
+        *(void **)&gnutls_crt_init = dlsym(lib, "gnutls_x509_crt_init");
+        *(void **)&gnutls_crt_deinit = dlsym(lib, "gnutls_x509_crt_deinit");
+        *(void **)&gnutls_crt_import = dlsym(lib, "gnutls_x509_crt_import");
+        *(void **)&gnutls_crt_dn = dlsym(lib, "gnutls_x509_crt_get_dn_by_oid");
+        *(void **)&gnutls_crt_san = dlsym(lib, "gnutls_x509_crt_get_subject_alt_name");
     }
 }
 
-static bool client_certificate_ok(struct MHD_Connection *c, char *msg, size_t msg_size)
+/* Whether the (verified) client certificate cert names want: a Common Name
+ * or a DNS name of its subjectAltName equal to it (ASCII case aside), exactly:
+ * no wildcard, no embedded NUL. The CA of a cluster signs the certificates of
+ * every node and user, not only kube-scheduler's. */
+static bool certificate_names(const tls_datum *der, const char *want, char *msg, size_t msg_size)
+{
+    void *cert = NULL;
+    if (!gnutls_crt_init || !gnutls_crt_deinit || !gnutls_crt_import || !gnutls_crt_dn || !gnutls_crt_san) {
+        snprintf(msg, msg_size, "cannot read the client certificate's names (GnuTLS's x509 functions not found)");
+        return false;
+    }
+    if (gnutls_crt_init(&cert) != 0 || gnutls_crt_import(cert, der, TLS_X509_FMT_DER) != 0) {
+        if (cert)
+            gnutls_crt_deinit(cert);
+        snprintf(msg, msg_size, "cannot read the client certificate");
+        return false;
+    }
+    char name[256], first_cn[80] = "";
+    size_t want_len = strlen(want);
+    bool found = false;
+    for (unsigned i = 0; i < 16 && !found; i++) {
+        size_t size = sizeof name;
+        if (gnutls_crt_dn(cert, TLS_OID_COMMON_NAME, i, 0, name, &size) != 0)
+            break;
+        if (i == 0)
+            snprintf(first_cn, sizeof first_cn, "%.79s", name);
+        found = size == want_len && strlen(name) == want_len && strcasecmp(name, want) == 0;
+    }
+    for (unsigned i = 0; i < 64 && !found; i++) {
+        size_t size = sizeof name - 1;
+        unsigned critical = 0;
+        int type = gnutls_crt_san(cert, i, name, &size, &critical);
+        if (type < 0 && type != -51) /* -51: too long for name, not ours; others: no more */
+            break;
+        if (type == TLS_SAN_DNSNAME && size < sizeof name) {
+            name[size] = '\0';
+            found = size == want_len && strlen(name) == want_len && strcasecmp(name, want) == 0;
+        }
+    }
+    gnutls_crt_deinit(cert);
+    if (!found)
+        snprintf(msg, msg_size, "the client certificate (CN '%s') is not --extender-client-name's '%.120s'",
+                 first_cn, want);
+    return found;
+}
+
+static bool client_certificate_ok(struct MHD_Connection *c, const char *want_name, char *msg, size_t msg_size)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, resolve_gnutls);
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
     unsigned int n = 0, status = 1;
+    const tls_datum *peers = NULL;
     if (!gnutls_verify || !gnutls_peers || !info || !info->tls_session) {
         snprintf(msg, msg_size, "cannot check the client certificate (GnuTLS not found beside libmicrohttpd)");
         return false;
     }
-    if (!gnutls_peers(info->tls_session, &n) || n == 0) {
+    if (!(peers = gnutls_peers(info->tls_session, &n)) || n == 0) {
         snprintf(msg, msg_size, "this listener needs a client certificate signed by kace serve's --extender-client-ca");
         return false;
     }
@@ -569,7 +639,7 @@ static bool client_certificate_ok(struct MHD_Connection *c, char *msg, size_t ms
                                 "(GnuTLS status 0x%x)", status);
         return false;
     }
-    return true;
+    return !want_name || certificate_names(&peers[0], want_name, msg, msg_size);
 }
 
 /* The client's address as text. */
@@ -634,7 +704,7 @@ static enum MHD_Result on_headers(struct MHD_Connection *c, server *s, request *
         .extender_listener = r->via->extender,
     };
     char msg[600];
-    if (r->via->verify_client && !client_certificate_ok(c, msg, sizeof msg))
+    if (r->via->verify_client && !client_certificate_ok(c, r->via->client_name, msg, sizeof msg))
         return send_error(c, s, r, 401, msg);
     int refused = kace_serve_admit(&s->guard, &head, msg, sizeof msg);
     if (refused)
@@ -888,7 +958,7 @@ static void usage(void)
            "                  [--extender-policy P] [--split-train-db OTHER] [--extender-listen HOST:PORT]\n"
            "                  [--extender-port-file F] [--extender-tls-cert F --extender-tls-key F]\n"
            "                  [--extender-client-ca F] [--insecure-no-token] [--observation-rate N[/BURST]]\n"
-           "                  [--agent-tokens F]\n"
+           "                  [--extender-client-name NAME] [--agent-tokens F]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
@@ -903,7 +973,9 @@ static void usage(void)
            "serves /k8s/filter, /k8s/prioritize, /k8s/bind and /healthz only, and the main listener refuses\n"
            "those three. Loopback (a sidecar in the scheduler's pod), or HTTPS (--extender-tls-cert/-key, PEM)\n"
            "with --extender-client-ca CA: only clients showing a certificate CA signed get in (kube-scheduler's\n"
-           "enableHTTPS and tlsConfig certFile/keyFile). --extender-port-file F: its port, as --port-file.\n"
+           "enableHTTPS and tlsConfig certFile/keyFile); with --extender-client-name NAME, only those whose\n"
+           "certificate's CN or a DNS name of its subjectAltName is NAME (a cluster CA signs many).\n"
+           "--extender-port-file F: its port, as --port-file.\n"
            "Port files are removed when kace serve exits.\n"
            "--store-observations: POST /v1/observations are also stored (origin serve, deduplicated on the\n"
            "request's optional \"id\") for kace train --from-observations (docs/eval.md); the origin names the\n"
@@ -1076,7 +1148,7 @@ int cmd_serve(int argc, char **argv)
     kace_advisor_options_default(&s.cfg.options);
     const char *listen = "127.0.0.1:8080", *port_file = NULL, *token_file = NULL, *kube_token = NULL;
     const char *ext_listen = NULL, *ext_port_file = NULL, *tls_cert = NULL, *tls_key = NULL, *client_ca = NULL;
-    const char *agents_file = NULL;
+    const char *agents_file = NULL, *client_name = NULL;
     bool no_token_ok = false;
     double assume = 120;
     const char *origins[MAX_ORIGINS];
@@ -1088,7 +1160,7 @@ int cmd_serve(int argc, char **argv)
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
            O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY, O_SPLIT_TRAIN_DB,
            O_EXT_LISTEN, O_EXT_PORT_FILE, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_NO_TOKEN, O_OBS_RATE,
-           O_AGENT_TOKENS };
+           O_AGENT_TOKENS, O_CLIENT_NAME };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -1115,6 +1187,7 @@ int cmd_serve(int argc, char **argv)
         {"insecure-no-token", no_argument, 0, O_NO_TOKEN},
         {"observation-rate", required_argument, 0, O_OBS_RATE},
         {"agent-tokens", required_argument, 0, O_AGENT_TOKENS},
+        {"extender-client-name", required_argument, 0, O_CLIENT_NAME},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -1209,6 +1282,12 @@ int cmd_serve(int argc, char **argv)
         case O_CLIENT_CA: client_ca = optarg; break;
         case O_NO_TOKEN: no_token_ok = true; break;
         case O_AGENT_TOKENS: agents_file = optarg; break;
+        case O_CLIENT_NAME:
+            if (!optarg[0] || strlen(optarg) > 200)
+                return cli_usage("serve", "--extender-client-name must be 1..200 characters (kube-scheduler's "
+                                          "certificate's CN, e.g. system:kube-scheduler)");
+            client_name = optarg;
+            break;
         case O_OBS_RATE: {
             char *slash = strchr(optarg, '/');
             if (slash)
@@ -1248,6 +1327,8 @@ int cmd_serve(int argc, char **argv)
         return cli_usage("serve", "--extender-listen must be HOST:PORT (e.g. 127.0.0.1:8081), not '%s'", ext_listen);
     if (!ext_listen && (ext_port_file || tls_cert || tls_key || client_ca))
         return cli_usage("serve", "--extender-port-file and --extender-tls-* / --extender-client-ca need --extender-listen");
+    if (client_name && !client_ca)
+        return cli_usage("serve", "--extender-client-name needs --extender-client-ca");
     if (!tls_cert != !tls_key || (client_ca && !tls_cert))
         return cli_usage("serve", "HTTPS needs both --extender-tls-cert and --extender-tls-key (and --extender-client-ca "
                                   "needs them)");
@@ -1330,7 +1411,8 @@ int cmd_serve(int argc, char **argv)
 
     int rc = EXIT_FAILURE_RUN;
     struct MHD_Daemon *d = NULL, *ext_d = NULL;
-    listener main_listener = {.s = &s}, ext_listener = {.s = &s, .extender = true, .verify_client = client_ca != NULL};
+    listener main_listener = {.s = &s}, ext_listener = {.s = &s, .extender = true, .verify_client = client_ca != NULL,
+                                                                 .client_name = client_name};
     bool wrote_port = false, wrote_ext_port = false;
     kace_ctx *ctx = cli_ctx_new();
     pthread_mutex_init(&s.gpu_lock, NULL);
@@ -1392,7 +1474,11 @@ int cmd_serve(int argc, char **argv)
     if (ext_d)
         say(&s, "extender listener on %s (port %u, %s): /k8s/filter, /k8s/prioritize, /k8s/bind and /healthz only; the "
                 "main listener refuses them", ext_listen, ext_port,
-            client_ca ? "HTTPS, client certificates signed by --extender-client-ca" : tls.cert ? "HTTPS" : "HTTP");
+            client_ca && client_name ? "HTTPS, client certificates signed by --extender-client-ca, named "
+                                       "--extender-client-name"
+            : client_ca              ? "HTTPS, client certificates signed by --extender-client-ca"
+            : tls.cert               ? "HTTPS"
+                                     : "HTTP");
     {
         kace_served *h = kace_service_acquire(s.service);
         say(&s, "listening on %s (port %u, %d threads): %zu workloads, model %s, policy %s", listen, port,

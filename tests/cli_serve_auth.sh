@@ -14,7 +14,13 @@
 # - an observation POST without the token: 401; with it, 200;
 # - the node cache (GET /k8s/state) and /metrics without the token: 401;
 # - start-up refuses an extender listener off loopback without client
-#   certificates, and a main listener off loopback without a token.
+#   certificates, and a main listener off loopback without a token;
+# - with --extender-client-name, a certificate the same CA signed for
+#   another name (a node's) is refused; the name as CN or as a DNS name of
+#   the subjectAltName gets in;
+# - a real Prometheus with monitoring/prometheus-scrape.yml (its token file
+#   and target made the test's; `promtool check config` first) scrapes
+#   /metrics with the token; the same job with a wrong token gets 401.
 # Certificates are made here with openssl.
 set -u
 
@@ -26,7 +32,7 @@ DATA="$HERE/data/k8s"
 FAKE_API="$(dirname "$KACE")/kace-test-kube-api"
 export LC_ALL=C
 source "$(dirname "$0")/lib_test.sh"
-need curl python3 openssl
+need curl python3 openssl prometheus promtool
 [ -x "$FAKE_API" ] || { echo "FAIL: no $FAKE_API (built with the tests)" >&2; exit 1; }
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH/pki" || exit 1
@@ -47,7 +53,12 @@ mkcert() { # NAME CA(or -) CN [SAN]
 mkcert ca - "kace test CA" && mkcert other-ca - "someone else's CA" &&
     mkcert server ca "kace serve" "subjectAltName=IP:127.0.0.1" &&
     mkcert scheduler ca "kube-scheduler" "extendedKeyUsage=clientAuth" &&
-    mkcert impostor other-ca "kube-scheduler" "extendedKeyUsage=clientAuth" ||
+    mkcert impostor other-ca "kube-scheduler" "extendedKeyUsage=clientAuth" &&
+    mkcert node ca "system:node:gpu-node-0" "extendedKeyUsage=clientAuth" &&
+    mkcert by-san ca "kube-scheduler-1" "extendedKeyUsage=clientAuth
+subjectAltName=DNS:other.example,DNS:kube-scheduler" &&
+    mkcert longer ca "kube-scheduler.evil" "extendedKeyUsage=clientAuth
+subjectAltName=DNS:kube-scheduler.evil,DNS:*.kube-scheduler" ||
     { echo "FAIL: openssl could not make the test certificates" >&2; exit 1; }
 
 # ---- the stand-in API server, and kace serve with both listeners ------------------------------------
@@ -150,4 +161,79 @@ grep -q 'extender-client-ca' "$SCRATCH/refused1.log" || fail "no reason given: $
 "$KACE" serve --db "$DB" --listen 0.0.0.0:0 --no-nvml >"$SCRATCH/refused2.log" 2>&1
 check_eq "exit status, main listener off loopback without a token" 2 "$?"
 grep -q 'token-file' "$SCRATCH/refused2.log" || fail "no reason given: $(cat "$SCRATCH/refused2.log")"
+
+# ---- --extender-client-name: the CA signs more than kube-scheduler's certificate ----------------------
+"$KACE" serve --db "$DB" --listen 127.0.0.1:0 --no-nvml --extender-listen 127.0.0.1:0 \
+    --extender-client-name kube-scheduler >"$SCRATCH/refused3.log" 2>&1
+check_eq "exit status, --extender-client-name without --extender-client-ca" 2 "$?"
+"$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port2" --watch 0 --threads 1 --no-nvml \
+    --token-file "$SCRATCH/token" --extender-listen 127.0.0.1:0 --extender-port-file "$SCRATCH/ext2.port" \
+    --extender-tls-cert "$PKI/server.crt" --extender-tls-key "$PKI/server.key" --extender-client-ca "$PKI/ca.crt" \
+    --extender-client-name kube-scheduler >"$SCRATCH/serve2.log" 2>&1 &
+started "$SCRATCH/port2" "kace serve --extender-client-name" "$SCRATCH/serve2.log"
+EXT2="https://127.0.0.1:$(cat "$SCRATCH/ext2.port")"
+# named CERT: the status of kube-scheduler's filter with CERT's certificate
+named() {
+    call "$EXT2" /k8s/filter "$SCRATCH/named-$1.json" "${JSON[@]}" --cacert "$PKI/ca.crt" --cert "$PKI/$1.crt" \
+        --key "$PKI/$1.key" --data-binary @"$DATA/extender-args-nodenames.json"
+}
+check_eq "filter with the CN kube-scheduler" 200 "$(named scheduler)"
+check_eq "filter with a SAN DNS name kube-scheduler" 200 "$(named by-san)"
+check_eq "filter with a node's certificate from the same CA" 401 "$(named node)"
+grep -q "system:node:gpu-node-0.*--extender-client-name" "$SCRATCH/named-node.json" ||
+    fail "the refusal does not say why: $(cat "$SCRATCH/named-node.json")"
+check_eq "filter with kube-scheduler.evil and a wildcard SAN" 401 "$(named longer)"
+got=$(named impostor)
+[ "$got" = 401 ] || [ "$got" = 000 ] || fail "another CA's kube-scheduler certificate, named: HTTP $got, want 401 or no answer"
+grep -q 'client certificates signed by --extender-client-ca, named --extender-client-name' "$SCRATCH/serve2.log" ||
+    fail "kace serve did not say its extender listener checks the name: $(cat "$SCRATCH/serve2.log")"
+
+# ---- Prometheus scrapes /metrics with the token (monitoring/prometheus-scrape.yml) --------------------
+printf '%s\n' "$TOKEN" >"$SCRATCH/prom-token"
+echo 'not-the-token' >"$SCRATCH/prom-wrong-token"
+chmod 600 "$SCRATCH/prom-token" "$SCRATCH/prom-wrong-token"
+python3 - "$HERE/../monitoring/prometheus-scrape.yml" "$SCRATCH" "127.0.0.1:$(cat "$SCRATCH/port")" \
+    >"$SCRATCH/prometheus.yml" <<'PY' || fail "cannot adapt monitoring/prometheus-scrape.yml"
+import copy, sys, yaml
+conf = yaml.safe_load(open(sys.argv[1]))
+job = conf["scrape_configs"][0]
+assert job["authorization"]["credentials_file"], "no credentials_file"
+job["scrape_interval"] = "1s"
+job["authorization"]["credentials_file"] = sys.argv[2] + "/prom-token"
+job["static_configs"] = [{"targets": [sys.argv[3]]}]
+wrong = copy.deepcopy(job)
+wrong["job_name"] = "kace-wrong-token"
+wrong["authorization"]["credentials_file"] = sys.argv[2] + "/prom-wrong-token"
+conf["scrape_configs"].append(wrong)
+print(yaml.safe_dump(conf))
+PY
+promtool check config "$SCRATCH/prometheus.yml" >"$SCRATCH/promtool.out" 2>&1 ||
+    fail "promtool check config: $(cat "$SCRATCH/promtool.out")"
+PROM_PORT=$(free_port)
+prometheus --config.file="$SCRATCH/prometheus.yml" --storage.tsdb.path="$SCRATCH/prometheus" \
+    --web.listen-address="127.0.0.1:$PROM_PORT" >"$SCRATCH/prometheus.log" 2>&1 &
+PROM_PID=$!
+PIDS="$PIDS $PROM_PID"
+PROM="http://127.0.0.1:$PROM_PORT"
+# until both targets were scraped once (their health is no longer "unknown")
+scraped=""
+for _ in $(seq 1 120); do
+    curl -s "$PROM/api/v1/targets" >"$SCRATCH/targets.json" 2>/dev/null &&
+        python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["data"]["activeTargets"]; sys.exit(0 if len(t) == 2 and all(x["health"] != "unknown" for x in t) else 1)' \
+            "$SCRATCH/targets.json" 2>/dev/null && { scraped=yes; break; }
+    kill -0 "$PROM_PID" 2>/dev/null || break
+    sleep 0.5
+done
+[ -n "$scraped" ] || fail "Prometheus never scraped kace serve: $(tail -3 "$SCRATCH/prometheus.log")"
+health() { # JOB: its target's health and last error
+    python3 -c 'import json,sys; t=[x for x in json.load(open(sys.argv[1]))["data"]["activeTargets"] if x["labels"]["job"] == sys.argv[2]]; print(t[0]["health"], t[0]["lastError"]) if t else print("none")' \
+        "$SCRATCH/targets.json" "$1"
+}
+check_eq "the kace job with the token" "up " "$(health kace)"
+case "$(health kace-wrong-token)" in
+    down*401*) ;;
+    *) fail "the job with a wrong token: $(health kace-wrong-token), want down with 401" ;;
+esac
+got=$(curl -s -G --data-urlencode 'query=kace_build_info{job="kace"}' "$PROM/api/v1/query")
+grep -q '"result":\[{' <<<"$got" || fail "no kace series scraped: $got"
 finish cli_serve_auth
