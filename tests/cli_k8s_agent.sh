@@ -7,7 +7,9 @@
 #   and the pods bound to its node, and prints the node's GPU state;
 # - a simulated cluster of 16 nodes x 4 GPUs in the stand-in API server
 #   (tests/helpers/fake_kube_api.c); one kace agent round per node annotates it
-#   (PATCH, kace.io/gpus) and reports to kace serve (POST /k8s/nodes);
+#   (PATCH, kace.io/gpus) and reports to kace serve (POST /k8s/nodes) with
+#   its node's own token (--agent-tokens: not the administrator's; a report
+#   without a token, or with a wrong one, is refused);
 # - a stream of 80 pods goes through filter (node names only, as with
 #   nodeCacheCapable) -> prioritize -> bind, the way kube-scheduler calls an
 #   extender (the highest score wins, the first node on a tie), and the bound
@@ -66,13 +68,19 @@ items = [{"metadata": {"name": "node-%02d" % n, "labels": {"nvidia.com/gpu.prese
 json.dump({"kind": "NodeList", "apiVersion": "v1", "items": items}, open(sys.argv[1], "w"))
 EOF
 echo 'agent-token' >"$SCRATCH/token"
+mkdir -p "$SCRATCH/agent-tokens"
+for n in $(seq -f '%02g' 0 15); do
+    printf 'node-%s tok-%s-%s\n' "$n" "$n" "$RANDOM$RANDOM" >>"$SCRATCH/agents"
+    awk -v n="node-$n" '$1 == n {print $2}' "$SCRATCH/agents" >"$SCRATCH/agent-tokens/node-$n"
+done
+chmod 600 "$SCRATCH/agents"
 "$FAKE_API" --port-file "$SCRATCH/api.port" --nodes "$SCRATCH/nodes.json" --token agent-token --log "$SCRATCH/api.log" &
 started "$SCRATCH/api.port" "the fake API server"
 API="http://127.0.0.1:$(cat "$SCRATCH/api.port")"
 "$KACE" import --db "$DB" "$REF" >"$SCRATCH/import.out" 2>&1 || { cat "$SCRATCH/import.out" >&2; exit 1; }
 "$KACE" train --db "$DB" >"$SCRATCH/train.out" 2>&1 || { cat "$SCRATCH/train.out" >&2; exit 1; }
 "$KACE" serve --db "$DB" --listen 127.0.0.1:0 --port-file "$SCRATCH/port" --watch 0 --threads 2 --no-nvml \
-    --kube-api "$API" --kube-token-file "$SCRATCH/token" --token-file "$SCRATCH/token" \
+    --kube-api "$API" --kube-token-file "$SCRATCH/token" --token-file "$SCRATCH/token" --agent-tokens "$SCRATCH/agents" \
     --extender-listen 127.0.0.1:0 --extender-port-file "$SCRATCH/ext.port" >"$SCRATCH/serve.log" 2>&1 &
 started "$SCRATCH/port" "kace serve" "$SCRATCH/serve.log"
 URL="http://127.0.0.1:$(cat "$SCRATCH/port")"
@@ -81,9 +89,16 @@ EXT="http://127.0.0.1:$(cat "$SCRATCH/ext.port")" # kube-scheduler's listener, a
 agent() { # NODE
     local n=${1#node-}
     "$KACE" agent --node "$1" --once --gpus "GPU-$n-0,GPU-$n-1,GPU-$n-2,GPU-$n-3" --kube-api "$API" \
-        --kube-token-file "$SCRATCH/token" --serve "$URL" --serve-token-file "$SCRATCH/token" \
+        --kube-token-file "$SCRATCH/token" --serve "$URL" --serve-token-file "$SCRATCH/agent-tokens/$1" \
         >>"$SCRATCH/agent.log" 2>&1 || fail "kace agent on $1: $(tail -2 "$SCRATCH/agent.log")"
 }
+# node reports need a token: an agent's (or the administrator's)
+report='{"node": "node-00", "gpus": []}'
+got=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' -d "$report" "$URL/k8s/nodes")
+check_eq "a node report without a token" 401 "$got"
+got=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+    -H 'Authorization: Bearer not-an-agent' -d "$report" "$URL/k8s/nodes")
+check_eq "a node report with a wrong token" 401 "$got"
 for n in $(seq -f '%02g' 0 15); do agent "node-$n"; done
 
 # ---- the scheduler loop ---------------------------------------------------------------------------
@@ -130,7 +145,7 @@ for i in range(80):
     n = best[len("node-"):]
     out = subprocess.run([kace, "agent", "--node", best, "--once", "--gpus", ",".join("GPU-%s-%d" % (n, g) for g in range(4)),
                           "--kube-api", api, "--kube-token-file", scratch + "/token", "--serve", url,
-                          "--serve-token-file", scratch + "/token"], capture_output=True, text=True)
+                          "--serve-token-file", scratch + "/agent-tokens/" + best], capture_output=True, text=True)
     if out.returncode:
         print("FAIL: agent after bind: %s" % out.stderr)
         bad += 1
