@@ -31,12 +31,39 @@
  *       long-name N      a kernel with a 3000-byte name, then N launches
  *       child N          runs "launches 10" as a child process with the same
  *                        environment, then N launches of its own
+ *
+ * The workloads can stand in for real ones in time and coupling (the device
+ * dry run's warm pool), each part off unless its variable is set:
+ *   KACE_FAKE_START_S=LO-HI   start-up before CUDA (PyTorch's imports: the
+ *                             H200 took 17.5 s), uniform in [LO, HI] seconds
+ *   KACE_FAKE_TIME_SCALE=F    every stand-in time (start-up, step, noise
+ *                             period) divided by F, so a dry run is F times
+ *                             shorter than the allocation it stands for
+ *   KACE_FAKE_NOISE=A         step time x (1 + A sin(2 pi t / 3 s) + A/4 white),
+ *                             BERT's +-7% over 3 s at A = 0.07
+ *   KACE_FAKE_GPU_DIR=DIR     the shared GPU: each step marks this process
+ *                             active in DIR (a file per process naming its
+ *                             kind and MPS share) and is slowed by the others
+ *                             active in the last 50 ms: under MPS by
+ *                             each partner's kind and share, time-sliced by
+ *                             their number; its own share slows it as its
+ *                             kind is bound (gemm by compute, stream by
+ *                             memory, latency hardly)
+ *   KACE_FAKE_MPS_CONNECT=1   after cuInit, connect to the MPS control daemon
+ *                             of CUDA_MPS_PIPE_DIRECTORY ("connect PID", which
+ *                             the stand-in daemon, tests/helpers/mps_standin.c,
+ *                             may refuse) and exit 1 when refused
  */
+#include <dirent.h>
+#include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -273,29 +300,226 @@ static int scenario(const char *name, int n)
     return 0;
 }
 
+/* ---- a stand-in for a real workload's time and coupling (see the top) ---- */
+
+static double env_num(const char *name, double fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? atof(v) : fallback;
+}
+
+static double time_scale(void)
+{
+    double f = env_num("KACE_FAKE_TIME_SCALE", 1);
+    return f > 0 ? f : 1;
+}
+
+static double uniform01(void)
+{
+    return (double)rand() / ((double)RAND_MAX + 1);
+}
+
+/* PyTorch's start before CUDA: imports, model build, data loading. */
+static void start_up(void)
+{
+    const char *v = getenv("KACE_FAKE_START_S");
+    double lo = 0, hi = 0;
+    if (!v || sscanf(v, "%lf-%lf", &lo, &hi) < 1)
+        return;
+    if (hi < lo)
+        hi = lo;
+    double s = (lo + (hi - lo) * uniform01()) / time_scale();
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Whether this process is an MPS client: 1 once a daemon accepted it, 0 when
+ * none was there (as CUDA runs without MPS then), -1 when it did not ask
+ * (then: whether CUDA_MPS_PIPE_DIRECTORY is set). */
+static int mps_client = -1;
+
+/* The MPS client's connection at its CUDA start: "connect PID @ANSWER" on the
+ * control daemon's pipe; an answer starting with '!' is a refusal. */
+static int mps_connect(void)
+{
+    const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    if (!dir || env_num("KACE_FAKE_MPS_CONNECT", 0) == 0)
+        return 0;
+    char pipe_path[4096], answer[4200], msg[8500], buf[512];
+    snprintf(pipe_path, sizeof pipe_path, "%.4000s/control", dir);
+    snprintf(answer, sizeof answer, "%.4000s.answer.%ld", pipe_path, (long)getpid());
+    int fd = open(pipe_path, O_WRONLY | O_NONBLOCK);
+    if (fd < 0) {
+        mps_client = 0; /* e.g. a time-sliced run: kace quit its daemon */
+        return 0;
+    }
+    unlink(answer);
+    int len = snprintf(msg, sizeof msg, "connect %ld @%s\n", (long)getpid(), answer);
+    ssize_t wrote = write(fd, msg, (size_t)len);
+    close(fd);
+    if (wrote != len) {
+        mps_client = 0;
+        return 0;
+    }
+    for (int i = 0; i < 1000; i++) { /* 10 s */
+        FILE *f = fopen(answer, "r");
+        if (f) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            unlink(answer);
+            buf[n] = '\0';
+            if (buf[0] != '!') {
+                mps_client = 1;
+                return 0;
+            }
+            fprintf(stderr, "kace-fake-cuda-app: cuInit: %s", buf + 1);
+            return -1;
+        }
+        nanosleep(&(struct timespec){0, 10000000L}, NULL);
+    }
+    fprintf(stderr, "kace-fake-cuda-app: no answer from the MPS control daemon\n");
+    return -1;
+}
+
+/* How much a partner of kind b slows a workload of kind a under MPS, when the
+ * partner has the whole GPU: compute shares compute, memory shares memory. */
+static double interference(int a, int b)
+{
+    static const double c[3][3] = {/* gemm */ {0.85, 0.35, 0.15},
+                                   /* stream */ {0.45, 0.95, 0.10},
+                                   /* latency */ {0.30, 0.20, 0.40}};
+    return c[a][b];
+}
+
+/* A workload's speed alone at an MPS share p (0..1]: compute-bound work
+ * scales with the SMs it gets, memory-bound work saturates early. */
+static double share_speed(int kind, double p)
+{
+    static const double saturates[3] = {0.9, 0.4, 0.1};
+    return p >= saturates[kind] ? 1 : p / saturates[kind];
+}
+
+typedef struct gpu_share {
+    const char *dir;
+    char mine[4096];
+    int kind, pct;
+    bool mps;
+    double factor;     /* the last step's slow-down */
+    double checked_at; /* when the others were last read */
+} gpu_share;
+
+static void gpu_share_open(gpu_share *g, int kind)
+{
+    memset(g, 0, sizeof *g);
+    g->dir = getenv("KACE_FAKE_GPU_DIR");
+    g->kind = kind;
+    g->pct = (int)env_num("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", 100);
+    g->mps = mps_client >= 0 ? mps_client == 1 : getenv("CUDA_MPS_PIPE_DIRECTORY") != NULL;
+    g->factor = 1;
+    g->checked_at = -1;
+    if (g->dir) {
+        mkdir(g->dir, 0755);
+        snprintf(g->mine, sizeof g->mine, "%.3000s/%ld.%d.%d.%d", g->dir, (long)getpid(), kind, g->pct,
+                 g->mps);
+    }
+}
+
+/* This step's slow-down: this process marked active, the others active in
+ * the last 50 ms read (every 10 ms at most). Not scaled by F: a busy
+ * machine's scheduling delays would make partners look idle. */
+static double gpu_share_step(gpu_share *g)
+{
+    double alone = g->mps ? 1 / share_speed(g->kind, g->pct / 100.0) : 1;
+    if (!g->dir)
+        return alone;
+    int fd = open(g->mine, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        futimens(fd, NULL);
+        close(fd);
+    }
+    double t = now_s();
+    if (g->checked_at >= 0 && t - g->checked_at < 0.01)
+        return g->factor;
+    g->checked_at = t;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    double wall_s = (double)wall.tv_sec + wall.tv_nsec / 1e9, extra = 0;
+    int others = 0;
+    DIR *d = opendir(g->dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid;
+        int kind, pct, mps;
+        char path[8192];
+        struct stat st;
+        if (sscanf(e->d_name, "%ld.%d.%d.%d", &pid, &kind, &pct, &mps) != 4 || pid == (long)getpid() || kind < 0 ||
+            kind > 2)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", g->dir, e->d_name);
+        if (stat(path, &st) != 0 ||
+            wall_s - ((double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9) > 0.05)
+            continue;
+        others++;
+        extra += interference(g->kind, kind) * (pct > 0 ? pct : 100) / 100.0;
+    }
+    if (d)
+        closedir(d);
+    /* Under MPS the partners' kinds and shares count; time-sliced, the GPU
+     * is each's in turn (plus a context switch's cost). */
+    g->factor = g->mps ? alone * (1 + extra) : others ? (others + 1) * 1.05 : 1;
+    return g->factor;
+}
+
+static void gpu_share_close(gpu_share *g)
+{
+    if (g->dir)
+        unlink(g->mine);
+}
+
+static gpu_share the_share;
+
+static void leave_share(void)
+{
+    gpu_share_close(&the_share);
+}
+
 /* A steady workload: one sample = one iteration, as kace_kernels.cu. */
 static int workload(const char *mode, double seconds)
 {
     fake_kernel ks[64];
-    int n = 1;
+    int n = 1, kind = 0;
     if (!strcmp(mode, "gemm")) {
         ks[0] = (fake_kernel){"_Z11sgemm_tiledliPKfS0_Pf", {64, 64, 1}, {32, 32, 1}, 40, 8192, 0, 4000000};
     } else if (!strcmp(mode, "stream")) {
         ks[0] = (fake_kernel){"_Z12stream_triadmPfPKfS1_f", {4096, 1, 1}, {256, 1, 1}, 16, 0, 0, 2000000};
+        kind = 1;
     } else if (!strcmp(mode, "latency")) {
         n = 64;
         for (int i = 0; i < n; i++)
             ks[i] = (fake_kernel){"_Z14latency_kernelPi", {4, 1, 1}, {64, 1, 1}, 8, 0, 0, 15000};
+        kind = 2;
     } else {
         fprintf(stderr, "kace-fake-cuda-app: unknown workload %s\n", mode);
         return 2;
     }
+    uint64_t base[64];
+    for (int i = 0; i < n; i++)
+        base[i] = ks[i].duration_ns;
+    double scale = time_scale(), noise = env_num("KACE_FAKE_NOISE", 0), phase = 6.2832 * uniform01();
+    gpu_share_open(&the_share, kind);
+    atexit(leave_share);
     double t0 = now_s();
     unsigned long long samples = 0;
     kace_progress_report(0);
     while (seconds <= 0 || now_s() - t0 < seconds) {
-        for (int i = 0; i < n; i++)
+        double t = (now_s() - t0) * scale; /* the time stood for */
+        double f = gpu_share_step(&the_share) / scale;
+        if (noise > 0)
+            f *= 1 + noise * sin(6.2832 * t / 3 + phase) + noise / 4 * (2 * uniform01() - 1);
+        for (int i = 0; i < n; i++) {
+            ks[i].duration_ns = (uint64_t)((double)base[i] * f);
             fake_launch(&ks[i], i % 2 ? FAKE_LAUNCH_EX : FAKE_LAUNCH);
+        }
         fake_synchronize();
         kace_progress_report(++samples);
     }
@@ -308,8 +532,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s gemm|stream|latency [SECONDS] | scenario NAME [N]\n", argv[0]);
         return 2;
     }
+    bool standin = strcmp(argv[1], "scenario") != 0;
+    if (standin) {
+        srand((unsigned)getpid());
+        start_up();
+    }
     cuInit(0); /* loads $CUDA_INJECTION64_PATH, as the real driver does */
-    if (!strcmp(argv[1], "scenario"))
+    if (!standin)
         return argc > 2 ? scenario(argv[2], argc > 3 ? atoi(argv[3]) : 20) : 2;
+    if (mps_connect() != 0)
+        return 1;
     return workload(argv[1], argc > 2 ? atof(argv[2]) : 0);
 }

@@ -33,6 +33,12 @@
  *   no-clients    get_client_list answers nothing (the workloads did not
  *                 connect: they ran without MPS)
  *   no-client-list  get_client_list is unknown (the control program fails)
+ *   cuda-start    as the real daemon: no server until the first client
+ *                 connects at its CUDA start ("connect PID", which
+ *                 tests/fake_cuda's program sends under KACE_FAKE_MPS_CONNECT=1),
+ *                 get_client_list names the connected clients still alive, and
+ *                 a client past $KACE_TEST_MPS_MAX_CLIENTS (default 48) is
+ *                 refused
  *
  * get_client_list SERVER answers the processes that would be its clients:
  * those whose environment names this daemon's pipe folder, other than the
@@ -191,6 +197,29 @@ static void client_list(char *text, size_t size)
     closedir(d);
 }
 
+/* cuda-start: the clients that connected, as the server counts them. */
+#define MAX_CONNECTED 1024
+static long connected[MAX_CONNECTED];
+static int n_connected;
+
+static void prune_connected(void)
+{
+    int kept = 0;
+    for (int i = 0; i < n_connected; i++)
+        if (kill((pid_t)connected[i], 0) == 0)
+            connected[kept++] = connected[i];
+    n_connected = kept;
+}
+
+static void connected_list(char *text, size_t size)
+{
+    size_t at = 0;
+    text[0] = '\0';
+    prune_connected();
+    for (int i = 0; i < n_connected && at + 24 < size; i++)
+        at += (size_t)snprintf(text + at, size - at, "%ld\n", connected[i]);
+}
+
 static void logf_line(FILE *log, const char *what)
 {
     fprintf(log, "[%ld] %s\n", (long)getpid(), what);
@@ -218,7 +247,12 @@ static void run_daemon(int ready_fd)
     if (stubborn)
         signal(SIGTERM, SIG_IGN);
     pid_t server = 0;
-    if (strcmp(mode(), "no-server") == 0) {
+    int lazy = strcmp(mode(), "cuda-start") == 0;
+    const char *max_env = getenv("KACE_TEST_MPS_MAX_CLIENTS");
+    int max_clients = max_env && atoi(max_env) > 0 ? atoi(max_env) : 48;
+    if (lazy) {
+        /* the server starts with its first client */
+    } else if (strcmp(mode(), "no-server") == 0) {
         char server_log[4096];
         if (path_in(server_log, sizeof server_log, "CUDA_MPS_LOG_DIRECTORY", "server.log") == 0) {
             FILE *f = fopen(server_log, "a");
@@ -267,7 +301,20 @@ static void run_daemon(int ready_fd)
         if (at) {
             *at = '\0';
             char text[4096] = "";
-            if (strncmp(line, "get_client_list ", 16) == 0 && strcmp(mode(), "no-client-list") == 0)
+            if (lazy && strncmp(line, "connect ", 8) == 0) {
+                prune_connected();
+                if (server == 0 && (server = fork()) == 0)
+                    for (;;)
+                        pause();
+                if (n_connected >= max_clients || n_connected >= MAX_CONNECTED)
+                    snprintf(text, sizeof text, "!the MPS server refused client %.32s: it has %d clients, its limit\n",
+                             line + 8, n_connected);
+                else
+                    snprintf(text, sizeof text, "ok\n"), connected[n_connected++] = atol(line + 8);
+            } else if (lazy && strncmp(line, "get_client_list ", 16) == 0 && atol(line + 16) == (long)server &&
+                       server > 0)
+                connected_list(text, sizeof text);
+            else if (strncmp(line, "get_client_list ", 16) == 0 && strcmp(mode(), "no-client-list") == 0)
                 snprintf(text, sizeof text, "!unknown command\n");
             else if (strncmp(line, "get_client_list ", 16) == 0 && atol(line + 16) != (long)server)
                 snprintf(text, sizeof text, "Server %.32s not found\n", line + 16); /* the real daemon's words */
