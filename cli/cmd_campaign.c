@@ -100,6 +100,7 @@ int cmd_campaign(int argc, char **argv)
     kace_measure_spec *pool_specs = NULL;
     kace_measure_pool *pool = NULL;
     size_t pool_runs = 0, pool_members = 0;
+    double pool_start_s = 0, pool_run_s = 0; /* what the stand-ins' time scale applies to (the device dry run) */
     int rc = EXIT_FAILURE_RUN;
     kace_status st = kace_plan_parse_file(ctx, plan_path, &plan);
     if (st) {
@@ -231,7 +232,10 @@ int cmd_campaign(int argc, char **argv)
             for (size_t oj = oi; oj < n_order; oj++)
                 if (!done_before[order[oj]] && !plan->entries[order[oj]].spec.timeslice)
                     pool_specs[n_specs++] = plan->entries[order[oj]].spec;
-            if ((st = kace_measure_pool_start(ctx, store, pool_specs, n_specs, (size_t)pool_max, &opt, 0, &pool))) {
+            int64_t t_start = kace_monotonic_ns();
+            st = kace_measure_pool_start(ctx, store, pool_specs, n_specs, (size_t)pool_max, &opt, 0, &pool);
+            pool_start_s += (double)(kace_monotonic_ns() - t_start) / 1e9;
+            if (st) {
                 fprintf(stderr, "kace: %s starting the pool: %s\n", label, kace_errmsg(ctx));
                 stopped_by_error = true;
                 break;
@@ -240,7 +244,9 @@ int cmd_campaign(int argc, char **argv)
         }
         kace_measure_result res;
         if (pool && !e->spec.timeslice) {
+            int64_t t_run = kace_monotonic_ns();
             st = kace_measure_in_pool(ctx, store, pool, &e->spec, &opt, &res);
+            pool_run_s += (double)(kace_monotonic_ns() - t_run) / 1e9;
             pool_runs += !st && !res.cancelled;
         } else {
             st = kace_measure(ctx, store, &e->spec, &opt, &res);
@@ -293,8 +299,8 @@ int cmd_campaign(int argc, char **argv)
     }
     kace_measure_pool_stop(&pool);
     if (use_pool)
-        printf("pool: %zu MPS runs measured by %zu member processes, each started once\n", pool_runs,
-               pool_members);
+        printf("pool: %zu MPS runs measured by %zu member processes, each started once; starting them took "
+               "%.1f s, the runs %.1f s\n", pool_runs, pool_members, pool_start_s, pool_run_s);
     if (measure_cli_stop_mps(ctx, &mps, true, daemon_wanted) != 0)
         stopped_by_error = true;
     size_t left = todo - measured;
