@@ -85,6 +85,7 @@ int cmd_campaign(int argc, char **argv);
 int cmd_import_cupti(int argc, char **argv);
 int cmd_progress_output(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 /* Prints the default model and every stored model, one per line after indent. */
 int cli_print_models(kace_ctx *ctx, kace_store *store, const char *indent);
 

@@ -19,6 +19,7 @@ static const command commands[] = {
     {"import", cmd_import, "import measurement files or folders into the store"},
     {"import-ncu", cmd_import_ncu, "import an Nsight Compute --csv export as a workload's kernel profile"},
     {"info", cmd_info, "what the store holds"},
+    {"export", cmd_export, "write the store's dataset as the CSV files kace import reads"},
     {"train", cmd_train, "fit a model on stored colocations and save it"},
     {"predict", cmd_predict, "rank colocation partners for a workload"},
     {"model", cmd_model, "list the stored models, or promote one to the default (kace model promote NAME)"},
