@@ -756,6 +756,15 @@ static kace_status export_splits(kace_ctx *ctx, kace_store *s, const char *dir, 
 
 /* ---- the whole export --------------------------------------------------- */
 
+/* A shell word in single quotes ('\'' for a quote inside). */
+static void shell_word(text_buf *t, const char *s)
+{
+    tb_append(t, "'", 1);
+    for (const char *p = s; *p; p++)
+        tb_append(t, *p == '\'' ? "'\\''" : p, *p == '\'' ? 4 : 1);
+    tb_append(t, "'", 1);
+}
+
 static void readme(text_buf *t, const source_group *g, size_t n_groups, const kace_export_stats *stats,
                    const kace_export_options *opt)
 {
@@ -779,12 +788,13 @@ static void readme(text_buf *t, const source_group *g, size_t n_groups, const ka
         if (!g[i].used)
             continue;
         tb_printf(t, "    kace import --create-workloads");
-        if (g[i].gpu)
-            tb_printf(t, " --gpu '%s'", g[i].gpu);
-        if (g[i].tool)
-            tb_printf(t, " --tool '%s'", g[i].tool);
-        if (g[i].date)
-            tb_printf(t, " --date '%s'", g[i].date);
+        const char *opt_name[] = {" --gpu ", " --tool ", " --date "};
+        const char *value[] = {g[i].gpu, g[i].tool, g[i].date};
+        for (int v = 0; v < 3; v++)
+            if (value[v]) {
+                tb_append(t, opt_name[v], strlen(opt_name[v]));
+                shell_word(t, value[v]);
+            }
         tb_printf(t, " DIR/%s\n", g[i].folder);
     }
     if (stats->splits)
