@@ -8,6 +8,7 @@
 #    same doubles, compared by SQLite's =), runs (set, status, members in
 #    slot order, MPS shares, throughputs exactly) and splits; kace info says
 #    the same; and an export of the re-imported store is byte-identical.
+#    A raw campaign's runs of one pair at mirrored shares round-trip as a raw campaign.
 # 2. Runs measured by kace measure with stand-in workloads (no GPU): two
 #    repetitions, an MPS split, time-sliced runs (in their own set and in an
 #    MPS run's set), a failed run and a solo curve point. The export keeps
@@ -95,6 +96,17 @@ check_same "V100 re-imported" "$A" "$B"
 check_eq "kace info" "$("$KACE" info --db "$A" | tail -n +2)" "$("$KACE" info --db "$B" | tail -n +2)"
 "$KACE" export --quiet --db "$B" "$SCRATCH/v2" || fail "second export"
 diff -r "$SCRATCH/v1" "$SCRATCH/v2" >"$SCRATCH/diff" || fail "the second export differs: $(head -5 "$SCRATCH/diff")"
+
+# Mirrored shares: a raw campaign's A+B at 10/90 and B+A at 90/10 are two runs, but one
+# colocation to a colocation file, so the set is written as a raw campaign again.
+printf '%s\n' 'workload1,workload2,"(LS10, BE90)","(LS90, BE10)","(LS100, BE100)"' \
+    'wa,wb,"(1.5, 2.25)","(None, None)","(None, None)"' 'wb,wa,"(None, None)","(3.125, 0.5)","(4, 5)"' >"$SCRATCH/mirror.csv"
+"$KACE" import --quiet --create-workloads --db "$SCRATCH/mirror.db" "$SCRATCH/mirror.csv" || fail "import mirror.csv"
+"$KACE" export --quiet --db "$SCRATCH/mirror.db" "$SCRATCH/mirror1" || fail "export the mirrored runs"
+check_eq "mirrored runs, as a raw campaign" 'workload1,workload2,"(w1_10, w2_90)","(w1_90, w2_10)","(w1_100, w2_100)"' \
+    "$(head -1 "$SCRATCH/mirror1/data/k2/mirror.csv")"
+"$KACE" import --quiet --create-workloads --db "$SCRATCH/mirror2.db" "$SCRATCH/mirror1" || fail "re-import the mirrored runs"
+check_same "mirrored runs re-imported" "$SCRATCH/mirror.db" "$SCRATCH/mirror2.db" >/dev/null
 
 # --set: that set's runs only, the profiles, no splits.
 "$KACE" export --quiet --db "$A" --set pairs "$SCRATCH/only-pairs" || fail "export --set pairs"
