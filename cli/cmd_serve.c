@@ -533,7 +533,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, server *s, request *r)
 /* Whether the TLS client showed a certificate that --extender-client-ca
  * signed and that is valid now. libmicrohttpd asks the client for one
  * (MHD_OPTION_HTTPS_MEM_TRUST) but leaves checking it to the application,
- * through GnuTLS, which libmicrohttpd has loaded already: its two functions
+ * through GnuTLS, which libmicrohttpd has loaded already: its functions
  * are looked up there, so kace needs no GnuTLS of its own. */
 typedef struct tls_datum { /* gnutls_datum_t */
     unsigned char *data;
@@ -556,6 +556,7 @@ static gnutls_crt_san_fn gnutls_crt_san;
 #define TLS_X509_FMT_DER 0          /* GNUTLS_X509_FMT_DER */
 #define TLS_SAN_DNSNAME 1           /* GNUTLS_SAN_DNSNAME */
 #define TLS_OID_COMMON_NAME "2.5.4.3" /* GNUTLS_OID_X520_COMMON_NAME */
+#define TLS_E_SHORT_MEMORY_BUFFER (-51) /* GNUTLS_E_SHORT_MEMORY_BUFFER */
 
 static void resolve_gnutls(void)
 {
@@ -605,7 +606,7 @@ static bool certificate_names(const tls_datum *der, const char *want, char *msg,
         size_t size = sizeof name - 1;
         unsigned critical = 0;
         int type = gnutls_crt_san(cert, i, name, &size, &critical);
-        if (type < 0 && type != -51) /* -51: too long for name, not ours; others: no more */
+        if (type < 0 && type != TLS_E_SHORT_MEMORY_BUFFER) /* too long to be want: next; other errors: no more */
             break;
         if (type == TLS_SAN_DNSNAME && size < sizeof name) {
             name[size] = '\0';
