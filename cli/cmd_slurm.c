@@ -68,27 +68,21 @@ static int slurm_report(const char *dir, const char *job_arg, const char *throug
     for (char *p = r.workload; *p; p++)
         if (!isgraph((unsigned char)*p))
             *p = '_';
-    char text[1024], tmp[4200], path[4200];
+    char text[1024], path[4200];
     if (!kace_slurm_report_format(text, sizeof text, &r) || strlen(dir) > 4000) {
         fprintf(stderr, "kace: report too long\n");
         return EXIT_FAILURE_RUN;
     }
     snprintf(path, sizeof path, "%s/%llu.report", dir, job);
-    snprintf(tmp, sizeof tmp, "%s/.%llu.report.XXXXXX", dir, job);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
+    kace_ctx *ctx = kace_ctx_new();
+    kace_status st = ctx ? kace_write_file_durable(ctx, path, text, strlen(text)) : KACE_ERR_NOMEM;
+    if (st) {
         fprintf(stderr, "kace: cannot write a report in %s: %s (the site's report_dir; see docs/slurm.md)\n", dir,
-                strerror(errno));
+                ctx ? kace_errmsg(ctx) : "out of memory");
+        kace_ctx_free(&ctx);
         return EXIT_FAILURE_RUN;
     }
-    size_t n = strlen(text);
-    bool ok = fchmod(fd, 0644) == 0 && write(fd, text, n) == (ssize_t)n && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "kace: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        return EXIT_FAILURE_RUN;
-    }
+    kace_ctx_free(&ctx);
     return EXIT_OK;
 }
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/durable_file.h"
+#include "kace/kace.h"
 
 static char *slurp(const char *path)
 {

@@ -50,6 +50,13 @@ void kace_ctx_free(kace_ctx **ctx);
 const char *kace_errmsg(const kace_ctx *ctx);
 void kace_ctx_set_log(kace_ctx *ctx, kace_log_fn fn, void *user);
 
+/* The one way kace writes a file that must never be seen half-written: the
+ * whole of data[0..len) goes to a temporary dot file in the same folder, is
+ * fsync'ed, renamed over path (mode 0644) and the folder fsync'ed, so that a
+ * reader sees the old file or the new one and the rename survives a crash.
+ * On failure path is as it was and no temporary file stays (KACE_ERR_IO). */
+kace_status kace_write_file_durable(kace_ctx *ctx, const char *path, const char *data, size_t len);
+
 /* Records a failure on ctx and returns status (for the library's own use and
  * for front ends that want one place for messages). */
 kace_status kace_fail(kace_ctx *ctx, kace_status status, const char *fmt, ...)

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "durable_file.h"
+#include "kace/kace.h"
 
 /* The folder part of path ("." when it has none). */
 static void folder_of(const char *path, char *dir, size_t size)

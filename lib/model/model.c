@@ -703,48 +703,8 @@ kace_status kace_model_save(kace_ctx *ctx, const kace_model *m, const char *path
     kace_status st = kace_model_to_text(ctx, m, &text);
     if (st)
         return st;
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    FILE *f = NULL;
-    if (!tmp) {
-        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    snprintf(tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
-        goto done;
-    }
-    f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        st = kace_fail(ctx, KACE_ERR_IO, "%s: %s", tmp, strerror(errno));
-        goto done;
-    }
-    size_t len = strlen(text);
-    /* temp file -> fsync -> rename: a reader never sees half a model. */
-    if (fwrite(text, 1, len, f) != len || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        st = kace_fail(ctx, KACE_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        fclose(f);
-        f = NULL;
-        unlink(tmp);
-        goto done;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        st = kace_fail(ctx, KACE_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-    f = NULL;
-    if (rename(tmp, path) != 0) {
-        st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-        unlink(tmp);
-    }
-done:
-    free(tmp);
+    /* a reader never sees half a model */
+    st = kace_write_file_durable(ctx, path, text, strlen(text));
     free(text);
     return st;
 }

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/durable_file.h"
+#include "kace/kace.h"
 #include "base/text_buf.h"
 #include "kace/export.h"
 #include "store/store_internal.h"
