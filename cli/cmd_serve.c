@@ -853,19 +853,18 @@ static bool parse_listen(const char *text, struct sockaddr_storage *addr, bool *
     return inet_pton(AF_INET, hl ? host : "127.0.0.1", &a4->sin_addr) == 1;
 }
 
-/* Written whole (temporary file + rename) so that a waiting script never
- * reads half a number. */
+/* Written durably (kace_write_file_durable) so that a waiting script never
+ * reads half a number; -1 with errno set when it cannot be written. */
 static int write_port_file(const char *path, unsigned port)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "%u\n", port);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return -1;
-    return 0;
+    char text[32];
+    snprintf(text, sizeof text, "%u\n", port);
+    kace_ctx *ctx = kace_ctx_new();
+    kace_status st = ctx ? kace_write_file_durable(ctx, path, text, strlen(text)) : KACE_ERR_NOMEM;
+    int saved = errno;
+    kace_ctx_free(&ctx);
+    errno = st ? (saved ? saved : EIO) : 0;
+    return st ? -1 : 0;
 }
 
 /* Whether an address is loopback (127.0.0.0/8, ::1): reachable only from
