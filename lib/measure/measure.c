@@ -706,11 +706,14 @@ kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_
     }
     kace_pool_result pr[KACE_MAX_K];
     mp->checks = &checks;
+    int64_t t_run = kace_monotonic_ns();
     st = kace_pool_run(ctx, mp->pool, idx, (size_t)k, 0, pr);
+    double run_s = (double)(kace_monotonic_ns() - t_run) / 1e9;
     mp->checks = NULL;
     for (int i = 0; i < k && !st; i++) {
         kace_proc_result *p = &res->proc[i];
         *p = *kace_pool_member(mp->pool, idx[i]);
+        p->runtime_s = run_s; /* this run's, not the member's life so far */
         p->status = pr[i].status;
         p->throughput = pr[i].throughput;
         p->n_records = pr[i].n_records;
