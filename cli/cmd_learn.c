@@ -125,8 +125,11 @@ int cli_train_from_observations(kace_ctx *ctx, kace_store *store, const char *se
         goto done;
     }
     printf("candidate fitted on %zu stored colocations of set '%s' + %zu of %zu usable observations (%zu stored);\n"
-           "the %zu most recent held out\n",
-           r.n_stored, set, r.n_obs_train, r.n_observed, obs->n, r.n_holdout);
+           "the %zu most recent held out",
+           r.n_stored, set, r.n_obs_train - r.n_outliers, r.n_observed, obs->n, r.n_holdout);
+    if (r.n_outliers)
+        printf("; %zu left out as outliers (more than 4 robust deviations from the others)", r.n_outliers);
+    printf("\n");
     printf("held-out error of the predicted sum (mean |predicted - observed| / observed):\n");
     if (current)
         printf("  current   '%s' %8.2f%%\n", current_name, r.current_err);

@@ -162,6 +162,43 @@ static void test_holdout_never_fitted(void **state)
     assert_false(rc.better);
     kace_model_free(&ca);
 
+    /* Outlier-robust: 3 wild reports (x1000) among the 30 fitted ones are
+     * left out, and the candidate is the one fitted without them. */
+    double w[64];
+    for (size_t i = 0; i < n; i++)
+        w[i] = 1.0;
+    w[4] = w[11] = w[20] = 1000;
+    obs_set p, q;
+    make_obs(&p, n, w);
+    make_obs(&q, n, w);
+    size_t nq = 0; /* q: the same observations without the three */
+    for (size_t i = 0; i < n; i++)
+        if (w[i] == 1.0) {
+            q.items[nq] = q.items[i];
+            q.items[nq].members = q.members[i];
+            nq++;
+        }
+    q.list.n = nq;
+    kace_dataset *dp = copy_pairs(), *dq = copy_pairs();
+    kace_retrain_report rp, rq;
+    kace_model *cp = NULL, *cq = NULL;
+    assert_kace_ok(ctx, kace_retrain(ctx, dp, base, pairs->n_colocations, &p.list, current, &spec, &o, &cp, &rp));
+    assert_kace_ok(ctx, kace_retrain(ctx, dq, base, pairs->n_colocations, &q.list, current, &spec, &o, &cq, &rq));
+    assert_int_equal(rp.n_outliers, 3);
+    assert_int_equal(rq.n_outliers, 0);
+    assert_int_equal(rp.n_holdout, rq.n_holdout);
+    char *tp = NULL, *tq = NULL;
+    assert_kace_ok(ctx, kace_model_to_text(ctx, cp, &tp));
+    assert_kace_ok(ctx, kace_model_to_text(ctx, cq, &tq));
+    assert_string_equal(tp, tq);
+    assert_int_equal(ra.n_outliers, 0); /* a shift all share (halved) is drift, kept */
+    free(tp);
+    free(tq);
+    kace_model_free(&cp);
+    kace_model_free(&cq);
+    kace_dataset_free(&dp);
+    kace_dataset_free(&dq);
+
     /* Too few observations: refused, no candidate. */
     obs_set d;
     make_obs(&d, 5, f);

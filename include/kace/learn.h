@@ -59,6 +59,7 @@ typedef struct kace_retrain_report {
     size_t n_observed;      /* usable observations in all */
     size_t n_obs_train;     /* of them fitted (the older ones) */
     size_t n_holdout;       /* of them held out (the most recent) */
+    size_t n_outliers;      /* of the older ones, left out of the fit as outliers (see kace_retrain) */
     double current_err;     /* current model on the held-out slice (NaN without one) */
     double candidate_err;   /* candidate on the held-out slice */
     bool better;            /* candidate_err <= current_err, or no current model */

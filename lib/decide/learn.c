@@ -117,6 +117,68 @@ kace_status kace_learn_cv_error(kace_ctx *ctx, const kace_dataset *ds, const int
     return st;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Outlier-robust training: a few wild reports (a broken agent, a forged
+ * burst) must not bend the candidate. Each observation's log ratio of
+ * observed to current-predicted sum is compared with the observations'
+ * median; those further than 4 robust standard deviations (1.4826 MAD),
+ * and at least 50% off (log 1.5), are left out. A shift that most
+ * observations share (real drift) moves the median with it and is kept.
+ * Without a current model, or with fewer than MIN_ROBUST observations,
+ * every row is kept. Appends the rows kept to out at *n_out. */
+#define MIN_ROBUST 8
+static kace_status keep_consistent(kace_ctx *ctx, const kace_model *current, const kace_dataset *ds, const int *rows,
+                                   size_t n, int *out, size_t *n_out)
+{
+    double *ratio = NULL, *scratch = NULL;
+    kace_status st = KACE_OK;
+    bool filter = current && n >= MIN_ROBUST;
+    if (filter && (!(ratio = malloc(n * sizeof *ratio)) || !(scratch = malloc(n * sizeof *scratch)))) {
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; filter && i < n; i++) {
+        const kace_colocation *c = &ds->colocations[rows[i]];
+        double pred;
+        if ((st = kace_predict_group(ctx, kace_model_predictor(current), ds, c->workload, c->k, &pred, NULL, NULL)))
+            goto done;
+        double y = kace_colocation_sum(c);
+        ratio[i] = pred > 0 && y > 0 ? log(y / pred) : NAN;
+    }
+    double mid = 0, spread = INFINITY;
+    if (filter) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (isfinite(ratio[i]))
+                scratch[m++] = ratio[i];
+        filter = m >= MIN_ROBUST;
+        if (filter) {
+            mid = median_of(scratch, m);
+            for (size_t i = 0; i < m; i++)
+                scratch[i] = fabs(scratch[i] - mid);
+            spread = fmax(4 * 1.4826 * median_of(scratch, m), log(1.5));
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!filter || (isfinite(ratio[i]) && fabs(ratio[i] - mid) <= spread))
+            out[(*n_out)++] = rows[i];
+done:
+    free(ratio);
+    free(scratch);
+    return st;
+}
+
 void kace_retrain_options_default(kace_retrain_options *o)
 {
     o->holdout = 0.25;
@@ -157,7 +219,10 @@ kace_status kace_retrain(kace_ctx *ctx, kace_dataset *ds, const int *base, size_
         goto done;
     }
     memcpy(fit, base, n_base * sizeof *fit);
-    memcpy(fit + n_base, obs_rows, r->n_obs_train * sizeof *fit);
+    size_t n_fit = n_base;
+    if ((st = keep_consistent(ctx, current, ds, obs_rows, r->n_obs_train, fit, &n_fit)))
+        goto done;
+    r->n_outliers = r->n_obs_train - (n_fit - n_base);
     kace_fit_spec like;
     if (spec)
         like = *spec;
@@ -165,7 +230,7 @@ kace_status kace_retrain(kace_ctx *ctx, kace_dataset *ds, const int *base, size_
         kace_learn_spec_like(current, &like);
     /* The held-out slice (the most recent observations) never reaches the fit. */
     const int *held = obs_rows + r->n_obs_train;
-    if ((st = kace_model_fit_rows(ctx, ds, fit, n_base + r->n_obs_train, &like, candidate)) ||
+    if ((st = kace_model_fit_rows(ctx, ds, fit, n_fit, &like, candidate)) ||
         (st = kace_learn_error(ctx, *candidate, ds, held, hold, &r->candidate_err)) ||
         (current && (st = kace_learn_error(ctx, current, ds, held, hold, &r->current_err))))
         goto done;
