@@ -13,6 +13,14 @@
 #   --token-file; a deployment with the extender on the main listener fails;
 # - each container running kace uses a kace subcommand and only flags its
 #   --help lists; service accounts, config maps and claims referred to exist;
+# - tokens: kace serve has --agent-tokens; each token file (--token-file,
+#   --agent-tokens, --serve-token-file) is a key of a Secret mounted at its
+#   folder, with a mode other users cannot read (kace serve refuses such an
+#   agents' file) and kace, as the pod runs, can (Secret files are root's and
+#   the fsGroup's); the agent mounts not the admin token's Secret;
+# - Prometheus: monitoring/prometheus-scrape.yml sends a token
+#   (authorization.credentials_file) to a Service of deploy/ whose target is
+#   kace serve's --listen port, which the pod's prometheus.io/port names;
 # - RBAC: the account running kace serve may create pods/binding, the one
 #   running kace agent may patch nodes and list pods;
 # - GPUs: NVIDIA's device plugin shares them with MPS (its ConfigMap's
@@ -31,6 +39,7 @@ KACE=${1:?usage: cli_k8s_manifests.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
 SCRATCH=${3:?missing SCRATCH_DIR}
 HERE=$(cd "$(dirname "$0")" && pwd)
 DEPLOY="$HERE/../deploy"
+SCRAPE="$HERE/../monitoring/prometheus-scrape.yml"
 export LC_ALL=C
 python3 -c 'import yaml, jsonschema' 2>/dev/null ||
     { echo "FAIL: python3-yaml and python3-jsonschema are needed (bash .ci/install-deps)" >&2; exit 1; }
@@ -41,7 +50,7 @@ cat >"$SCRATCH/check.py" <<'EOF'
 import glob, json, os, re, subprocess, sys
 import jsonschema, yaml
 
-kace, schema_path, deploy, fixtures = sys.argv[1:5]
+kace, schema_path, deploy, fixtures, scrape_path = sys.argv[1:6]
 with open(schema_path) as f:
     schema = json.load(f)
 problems = []
@@ -142,6 +151,84 @@ for cfg in configs:
         main = a[a.index("--listen") + 1] if "--listen" in a else "127.0.0.1:8080"
         if not main.startswith("127.") and "--token-file" not in a:
             problems.append("kace serve listens on %s without --token-file" % main)
+
+# token files: Secrets with modes only kace may read; the agent without the admin token
+def flag(args, name):
+    return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
+
+def secret_file(w, spec, c, path, what):
+    """The Secret volume holding path in container c, its file mode; checks who may read it."""
+    mounts = {m["mountPath"].rstrip("/"): m["name"] for m in c.get("volumeMounts", [])}
+    vol = {v["name"]: v for v in spec.get("volumes", [])}.get(mounts.get(os.path.dirname(path)), {})
+    sec = vol.get("secret")
+    if not sec:
+        problems.append("%s: %s %s is not a file of a Secret mounted at %s" % (w, what, path, os.path.dirname(path)))
+        return None
+    mode = sec.get("defaultMode", 0o644)
+    items = sec.get("items")
+    if items is not None:
+        item = [i for i in items if i["path"] == os.path.basename(path)]
+        if not item:
+            problems.append("%s: %s %s is not among the items of Secret %s" % (w, what, path, sec["secretName"]))
+            return sec["secretName"]
+        mode = item[0].get("mode", mode)
+    if mode & 0o007:
+        problems.append("%s: %s %s (Secret %s) is readable by other users: mode %04o" % (w, what, path, sec["secretName"], mode))
+    psc, csc = spec.get("securityContext", {}), c.get("securityContext", {})
+    uid = csc.get("runAsUser", psc.get("runAsUser"))
+    # a Secret's files are root's and, with fsGroup, that group's (the kubelet adds group read)
+    if uid not in (None, 0):
+        if psc.get("fsGroup") is None or not mode & 0o440:
+            problems.append("%s: %s %s (Secret %s, mode %04o) is root's: kace, as uid %s without an fsGroup, cannot read it"
+                            % (w, what, path, sec["secretName"], mode, uid))
+    elif not mode & 0o400:
+        problems.append("%s: %s %s (Secret %s) has mode %04o: not even its owner may read it" % (w, what, path, sec["secretName"], mode))
+    return sec["secretName"]
+
+admin_secrets = set()
+for w, d, spec, c, a in serve:
+    if "--agent-tokens" not in a:
+        problems.append("%s: kace serve has no --agent-tokens: an observation's sender is its address, "
+                        "which anyone can pose as" % w)
+    for name in ("--token-file", "--agent-tokens"):
+        if flag(a, name):
+            sec = secret_file(w, spec, c, flag(a, name), "kace serve " + name)
+            if name == "--token-file" and sec:
+                admin_secrets.add(sec)
+for w, d, spec, c, a in agent:
+    if not flag(a, "--serve-token-file"):
+        problems.append("%s: kace agent has no --serve-token-file" % w)
+    else:
+        secret_file(w, spec, c, flag(a, "--serve-token-file"), "kace agent --serve-token-file")
+    for v in spec.get("volumes", []):
+        if v.get("secret", {}).get("secretName") in admin_secrets:
+            problems.append("%s: the agent mounts kace serve's admin token (Secret %s): give it an agent's token"
+                            % (w, v["secret"]["secretName"]))
+
+# Prometheus: the scrape job's token and target, the pod's annotations
+with open(scrape_path) as f:
+    scrape = yaml.safe_load(f)
+for job in scrape.get("scrape_configs", []):
+    if not job.get("authorization", {}).get("credentials_file"):
+        problems.append("%s: job %s sends no token (authorization.credentials_file)" % (scrape_path, job.get("job_name")))
+    for sc in job.get("static_configs", []):
+        for t in sc.get("targets", []):
+            m = re.match(r"^([^.:]+)\.([^.:]+)\.svc(?:\.cluster\.local)?:(\d+)$", t)
+            svc = [s for s in of_kind("Service") if m and s["metadata"]["name"] == m.group(1)
+                   and s["metadata"].get("namespace") == m.group(2)]
+            if not svc:
+                problems.append("%s: target %s is no Service of %s" % (scrape_path, t, deploy))
+                continue
+            ports = [p for p in svc[0]["spec"].get("ports", []) if str(p["port"]) == m.group(3)]
+            for w, d, spec, c, a in serve:
+                listen_port = (flag(a, "--listen") or "127.0.0.1:8080").rsplit(":", 1)[1]
+                if not ports or str(ports[0].get("targetPort", ports[0]["port"])) != listen_port:
+                    problems.append("%s: target %s does not reach kace serve's --listen port %s" % (scrape_path, t, listen_port))
+for w, d, spec, c, a in serve:
+    ann = d["spec"]["template"]["metadata"].get("annotations", {}) if d["kind"] != "Pod" else d["metadata"].get("annotations", {})
+    listen_port = (flag(a, "--listen") or "127.0.0.1:8080").rsplit(":", 1)[1]
+    if ann.get("prometheus.io/scrape") == "true" and ann.get("prometheus.io/port") != listen_port:
+        problems.append("%s: prometheus.io/port %s is not kace serve's --listen port %s" % (w, ann.get("prometheus.io/port"), listen_port))
 
 # references
 accounts = {(d["metadata"]["name"], d["metadata"].get("namespace")) for d in of_kind("ServiceAccount")}
@@ -274,17 +361,17 @@ sys.exit(1 if problems else 0)
 EOF
 
 failures=0
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$DEPLOY" "$HERE/data/k8s" || failures=$((failures + 1))
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$DEPLOY" "$HERE/data/k8s" "$SCRAPE" || failures=$((failures + 1))
 
 # The checker fails what is wrong: a misspelt field, a flag kace does not have.
 mkdir -p "$SCRATCH/bad1" "$SCRATCH/bad2"
 cp "$DEPLOY"/*.yaml "$SCRATCH/bad1/"
 sed -i 's/serviceAccountName: kace-agent/serviceAcountName: kace-agent/' "$SCRATCH/bad1/agent.yaml"
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad1" "$HERE/data/k8s" >"$SCRATCH/bad1.out" 2>&1 &&
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad1" "$HERE/data/k8s" "$SCRAPE" >"$SCRATCH/bad1.out" 2>&1 &&
     { echo "FAIL: a misspelt serviceAccountName passed" >&2; failures=$((failures + 1)); }
 cp "$DEPLOY"/*.yaml "$SCRATCH/bad2/"
 sed -i 's/"--assume-seconds"/"--assume-secs"/; s/bindVerb: bind/bindVerb: bound/' "$SCRATCH/bad2/scheduler.yaml"
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad2" "$HERE/data/k8s" >"$SCRATCH/bad2.out" 2>&1
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad2" "$HERE/data/k8s" "$SCRAPE" >"$SCRATCH/bad2.out" 2>&1
 grep -q 'no option --assume-secs' "$SCRATCH/bad2.out" && grep -q 'no route /k8s/bound' "$SCRATCH/bad2.out" ||
     { echo "FAIL: an unknown flag or verb passed: $(cat "$SCRATCH/bad2.out")" >&2; failures=$((failures + 1)); }
 
@@ -292,7 +379,7 @@ grep -q 'no option --assume-secs' "$SCRATCH/bad2.out" && grep -q 'no route /k8s/
 mkdir -p "$SCRATCH/bad3"
 cp "$DEPLOY"/*.yaml "$SCRATCH/bad3/"
 sed -i 's/, "--extender-listen", "127.0.0.1:8081",/,/; s#127.0.0.1:8081/k8s#127.0.0.1:8080/k8s#' "$SCRATCH/bad3/scheduler.yaml"
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad3" "$HERE/data/k8s" >"$SCRATCH/bad3.out" 2>&1
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad3" "$HERE/data/k8s" "$SCRAPE" >"$SCRATCH/bad3.out" 2>&1
 grep -q 'no --extender-listen' "$SCRATCH/bad3.out" ||
     { echo "FAIL: an extender on the token listener passed: $(cat "$SCRATCH/bad3.out")" >&2; failures=$((failures + 1)); }
 
@@ -303,11 +390,37 @@ cp "$DEPLOY"/*.yaml "$SCRATCH/bad4/"
 sed -i 's#nvidia.com/gpu: 1#example.com/gpu: 1#' "$SCRATCH/bad4/example-pod.yaml"
 sed -i 's#^      env:$#      env:\n        - name: NVIDIA_VISIBLE_DEVICES\n          value: all#' "$SCRATCH/bad4/example-pod.yaml"
 sed -i 's#^      mps:$#      timeSlicing:#' "$SCRATCH/bad4/nvidia-device-plugin.yaml"
-python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad4" "$HERE/data/k8s" >"$SCRATCH/bad4.out" 2>&1
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad4" "$HERE/data/k8s" "$SCRAPE" >"$SCRATCH/bad4.out" 2>&1
 for want in 'does not share GPUs with MPS' 'example-pod.yaml.*requests no nvidia.com/gpu: 1' \
     'example-pod.yaml.*sets NVIDIA_VISIBLE_DEVICES' 'example-pod.yaml.*takes every GPU'; do
     grep -q "$want" "$SCRATCH/bad4.out" ||
         { echo "FAIL: the checker missed '$want': $(cat "$SCRATCH/bad4.out")" >&2; failures=$((failures + 1)); }
+done
+
+# ... and tokens given away: the agent with the admin token's Secret, Secrets every user
+# may read; kace serve without --agent-tokens, its Secrets root's alone for a non-root
+# pod; Prometheus scraping another port without a token
+mkdir -p "$SCRATCH/bad5" "$SCRATCH/bad6"
+cp "$DEPLOY"/*.yaml "$SCRATCH/bad5/"
+sed -i 's/secretName: kace-agent-token$/secretName: kace-token/' "$SCRATCH/bad5/agent.yaml"
+sed -i 's/defaultMode: 0440/defaultMode: 0444/' "$SCRATCH/bad5/scheduler.yaml"
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad5" "$HERE/data/k8s" "$SCRAPE" >"$SCRATCH/bad5.out" 2>&1
+for want in 'agent.yaml.*mounts kace serve.s admin token (Secret kace-token)' \
+    'scheduler.yaml.*--agent-tokens /etc/kace/agents/agents (Secret kace-agent-tokens) is readable by other users' \
+    'scheduler.yaml.*--token-file /etc/kace/token/token (Secret kace-token) is readable by other users'; do
+    grep -q "$want" "$SCRATCH/bad5.out" ||
+        { echo "FAIL: the checker missed '$want': $(cat "$SCRATCH/bad5.out")" >&2; failures=$((failures + 1)); }
+done
+cp "$DEPLOY"/*.yaml "$SCRATCH/bad6/"
+sed -i 's#"--agent-tokens", "/etc/kace/agents/agents", ##; /fsGroup:/d; s/prometheus.io\/port: "8080"/prometheus.io\/port: "8081"/' \
+    "$SCRATCH/bad6/scheduler.yaml"
+sed '/credentials_file:/d; s/svc:8080/svc:8081/' "$SCRAPE" >"$SCRATCH/bad6/scrape.yml"
+python3 "$SCRATCH/check.py" "$KACE" "$HERE/data/k8s/manifest-schema.json" "$SCRATCH/bad6" "$HERE/data/k8s" \
+    "$SCRATCH/bad6/scrape.yml" >"$SCRATCH/bad6.out" 2>&1
+for want in 'kace serve has no --agent-tokens' 'token-file /etc/kace/token/token.*without an fsGroup, cannot read it' \
+    'job kace sends no token' 'target kace-serve.kube-system.svc:8081 does not reach kace serve.s --listen port 8080' 'prometheus.io/port 8081 is not'; do
+    grep -q "$want" "$SCRATCH/bad6.out" ||
+        { echo "FAIL: the checker missed '$want': $(cat "$SCRATCH/bad6.out")" >&2; failures=$((failures + 1)); }
 done
 
 [ "$failures" -eq 0 ] || exit 1
