@@ -14,7 +14,7 @@
 # - each container running kace uses a kace subcommand and only flags its
 #   --help lists; service accounts, config maps and claims referred to exist;
 # - tokens: kace serve has --agent-tokens; each token file (--token-file,
-#   --agent-tokens, --serve-token-file) is a key of a Secret mounted at its
+#   --agent-tokens, --serve-token-file) is a file of a Secret mounted at its
 #   folder, with a mode other users cannot read (kace serve refuses such an
 #   agents' file) and kace, as the pod runs, can (Secret files are root's and
 #   the fsGroup's); the agent mounts not the admin token's Secret;
