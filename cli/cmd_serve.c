@@ -1005,8 +1005,9 @@ static char *read_token(const char *path)
     }
     char *token = calloc(1, MAX_TOKEN + 2);
     struct stat st;
-    if (token && fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-        fprintf(stderr, "kace serve: warning: --token-file %s can be read by other users (chmod 600 it)\n", path);
+    /* group-readable is how a Kubernetes Secret with fsGroup reaches a non-root server (0440) */
+    if (token && fstat(fileno(f), &st) == 0 && (st.st_mode & 007))
+        fprintf(stderr, "kace serve: warning: --token-file %s can be read by other users (chmod o-rwx it)\n", path);
     if (token && !fgets(token, MAX_TOKEN + 2, f))
         token[0] = '\0';
     fclose(f);

@@ -385,6 +385,13 @@ static void test_config(void **state)
     assert_int_equal(cfg.refresh_seconds, 5);
     assert_int_equal(cfg.load_all_max, 0);
     assert_true(cfg.options.knee == 0.8 && cfg.options.min_share == 20 && cfg.options.min_confidence == 0.5);
+    /* a comment after a value, as slurm.conf allows; '#' inside a word is kept */
+    const char comments[] = "store = /srv/a#b.db   # the store\ngres = mps\t# MPS shares\nknee = 0.7 #\n";
+    kace_place_config_default(&cfg);
+    assert_kace_ok(ctx, kace_place_config_parse(ctx, comments, strlen(comments), "kace.conf", &cfg));
+    assert_string_equal(cfg.store, "/srv/a#b.db");
+    assert_string_equal(cfg.gres, "mps");
+    assert_true(cfg.options.knee == 0.7);
     static const struct {
         const char *text, *message;
     } bad[] = {

@@ -591,6 +591,13 @@ static kace_status config_line(kace_ctx *ctx, const char *origin, int line, char
     char *value = eq + 1;
     while (*value == ' ' || *value == '\t')
         value++;
+    /* '#' after a blank starts a comment, as in slurm.conf ("gres = mps  # why");
+     * one inside a word (a path such as /srv/a#b) does not */
+    for (char *c = value; *c; c++)
+        if (*c == '#' && (c == value || c[-1] == ' ' || c[-1] == '\t')) {
+            *c = '\0';
+            break;
+        }
     char *vend = value + strlen(value);
     while (vend > value && (vend[-1] == ' ' || vend[-1] == '\t' || vend[-1] == '\r'))
         vend--;
