@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sqlite3.h>
+
 #include "kace/campaign.h"
 #include "testutil.h"
 
@@ -326,6 +328,385 @@ static void test_attempts_in_the_store(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* ---- one allocation's schedule: the interleave, the time-fit rule and a
+ * call's steps, with a fake clock and fake measurements (no processes) ---- */
+
+static void spec_pair(kace_measure_spec *s, const char *a, const char *b)
+{
+    memset(s, 0, sizeof *s);
+    s->k = 2;
+    snprintf(s->workload[0], KACE_NAME_MAX, "%s", a);
+    snprintf(s->workload[1], KACE_NAME_MAX, "%s", b);
+    s->mps_pct[0] = s->mps_pct[1] = 100;
+}
+
+static bool pair_shares(const kace_measure_spec *x, const kace_measure_spec *y)
+{
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (strcmp(x->workload[i], y->workload[j]) == 0)
+                return true;
+    return false;
+}
+
+static size_t adjacent_shared(const kace_measure_spec *s, size_t n)
+{
+    size_t shared = 0;
+    for (size_t i = 1; i < n; i++)
+        shared += pair_shares(&s[i - 1], &s[i]);
+    return shared;
+}
+
+static size_t all_pairs(kace_measure_spec *s, int w)
+{
+    static const char *names[] = {"a", "b", "c", "d", "e", "f", "g", "h"};
+    size_t n = 0;
+    for (int i = 0; i < w; i++)
+        for (int j = i + 1; j < w; j++)
+            spec_pair(&s[n++], names[i], names[j]);
+    return n;
+}
+
+static void test_interleave(void **state)
+{
+    (void)state;
+    kace_measure_spec s[28], again[28];
+    /* Every pair of 6 workloads in plan order (ab ac ad ... ef): runs of one
+     * workload can be kept apart, and are; the plan's order had 11 adjacent. */
+    size_t n = all_pairs(s, 6);
+    assert_int_equal(adjacent_shared(s, n), 11);
+    memcpy(again, s, n * sizeof *s);
+    kace_schedule_interleave(s, n);
+    assert_int_equal(adjacent_shared(s, n), 0);
+    /* Deterministic, and the same runs (a permutation). */
+    kace_measure_spec third[28];
+    memcpy(third, again, n * sizeof *s);
+    kace_schedule_interleave(third, n);
+    assert_memory_equal(s, third, n * sizeof *s);
+    for (size_t i = 0; i < n; i++) {
+        int found = 0;
+        for (size_t j = 0; j < n; j++)
+            found += memcmp(&s[j], &again[i], sizeof s[j]) == 0;
+        assert_int_equal(found, 1);
+    }
+    /* 8 workloads too. */
+    n = all_pairs(s, 8);
+    kace_schedule_interleave(s, n);
+    assert_int_equal(adjacent_shared(s, n), 0);
+    /* 4 workloads: only the 3 disjoint couples (ab cd, ac bd, ad bc) can be
+     * adjacent, so 2 shared adjacencies are the fewest; the earliest-first
+     * rule leaves exactly those. */
+    n = all_pairs(s, 4);
+    kace_schedule_interleave(s, n);
+    assert_int_equal(adjacent_shared(s, n), 2);
+    /* Three workloads: every pair shares one; the order is kept. */
+    n = all_pairs(s, 3);
+    kace_schedule_interleave(s, n);
+    assert_string_equal(s[1].workload[1], "c");
+    assert_string_equal(s[2].workload[0], "b");
+    /* A split share is the same workload: kept apart from its 100% run. */
+    spec_pair(&s[0], "a", "b");
+    spec_pair(&s[1], "a", "b");
+    s[1].mps_pct[0] = 30;
+    s[1].mps_pct[1] = 70;
+    spec_pair(&s[2], "c", "d");
+    kace_schedule_interleave(s, 3);
+    assert_string_equal(s[1].workload[0], "c");
+    assert_int_equal(s[2].mps_pct[0], 30);
+    kace_schedule_interleave(s, 0); /* nothing to do */
+}
+
+static void test_time_fit_rule(void **state)
+{
+    (void)state;
+    static const struct {
+        double remaining, allocation, run_s;
+        size_t n, want;
+    } cases[] = {
+        {100, 100, 10, 10, 10}, /* all fit exactly */
+        {99, 100, 10, 10, 0},   /* does not fit now, fits a whole call: left whole */
+        {35, 100, 10, 3, 3},
+        {35, 100, 10, 20, 3},   /* longer than any call: as many as fit */
+        {5, 100, 10, 20, 0},    /* not even one */
+        {0, 100, 10, 1, 0},     /* the deadline has come */
+        {-5, 100, 10, 1, 0},
+        {100, 100, 10, 0, 0},   /* nothing to do */
+        {100, 100, 0, 3, 0},    /* no projection: nothing is measured blind */
+        {100, 100, NAN, 3, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t got = kace_schedule_fit(cases[i].remaining, cases[i].allocation, cases[i].run_s, cases[i].n);
+        if (got != cases[i].want)
+            fail_msg("case %zu: %zu runs, expected %zu", i, got, cases[i].want);
+    }
+}
+
+/* The fake measurer: a clock each run advances, the runs measured (by key),
+ * each step's run times as the store sums them, and a log of events. */
+typedef struct fake {
+    double now, cold_s, warm_s;
+    char done[64][256];
+    size_t n_done;
+    char steps[8][32];
+    size_t step_runs[8];
+    double step_seconds[8];
+    size_t n_steps;
+    char log[4096];
+    int stop_after; /* runs, then "a signal" (0: never) */
+    int runs;
+} fake;
+
+static void fake_key(const kace_measure_spec *s, char *out, size_t size)
+{
+    kace_plan_entry e = {.spec = *s};
+    kace_plan_entry_key(&e, out, size);
+}
+
+static double fake_now(void *arg)
+{
+    return ((fake *)arg)->now;
+}
+
+static size_t fake_step(fake *f, const char *step)
+{
+    for (size_t i = 0; i < f->n_steps; i++)
+        if (strcmp(f->steps[i], step) == 0)
+            return i;
+    snprintf(f->steps[f->n_steps], sizeof f->steps[0], "%s", step);
+    return f->n_steps++;
+}
+
+static kace_status fake_times(void *arg, const char *step, size_t *runs, double *seconds)
+{
+    fake *f = arg;
+    size_t i = fake_step(f, step);
+    *runs = f->step_runs[i];
+    *seconds = f->step_seconds[i];
+    return KACE_OK;
+}
+
+static kace_status fake_is_done(void *arg, const kace_measure_spec *spec, bool *done)
+{
+    fake *f = arg;
+    char key[256];
+    fake_key(spec, key, sizeof key);
+    *done = false;
+    for (size_t i = 0; i < f->n_done && !*done; i++)
+        *done = strcmp(f->done[i], key) == 0;
+    return KACE_OK;
+}
+
+static kace_status fake_measure(fake *f, const kace_measure_spec *spec, double timeout_s, bool warm)
+{
+    double took = warm ? f->warm_s : f->cold_s;
+    assert_true(timeout_s > 0); /* the deadline reaches the runner */
+    f->now += took;
+    fake_key(spec, f->done[f->n_done++], sizeof f->done[0]);
+    size_t at = strlen(f->log);
+    snprintf(f->log + at, sizeof f->log - at, "%c:%s%s%s%s ", warm ? 'W' : 'C', spec->timeslice ? "ts-" : "",
+             spec->workload[0], spec->workload[1], strncmp(spec->set, "cold-", 5) == 0 ? "-cold" : "");
+    f->runs++;
+    return KACE_OK;
+}
+
+static kace_status fake_cold(void *arg, const kace_measure_spec *spec, double timeout_s)
+{
+    return fake_measure(arg, spec, timeout_s, false);
+}
+
+static kace_status fake_warm(void *arg, const kace_measure_spec *specs, size_t n, size_t i, double timeout_s)
+{
+    assert_true(i < n);
+    return fake_measure(arg, &specs[i], timeout_s, true);
+}
+
+static bool fake_stop(void *arg)
+{
+    fake *f = arg;
+    return f->stop_after > 0 && f->runs >= f->stop_after;
+}
+
+static kace_status fake_step_done(void *arg, const kace_schedule_report *r)
+{
+    fake *f = arg;
+    size_t i = fake_step(f, r->step);
+    f->step_runs[i] += r->measured;
+    f->step_seconds[i] += r->seconds;
+    size_t at = strlen(f->log);
+    snprintf(f->log + at, sizeof f->log - at, "| ");
+    return KACE_OK;
+}
+
+static const kace_schedule_ops fake_ops = {.now_s = fake_now,
+                                           .stored_times = fake_times,
+                                           .is_done = fake_is_done,
+                                           .measure_cold = fake_cold,
+                                           .measure_warm = fake_warm,
+                                           .stop = fake_stop,
+                                           .step_done = fake_step_done};
+
+static void call(kace_ctx *ctx, const kace_plan *p, fake *f, double allocation_s, kace_schedule_outcome *out)
+{
+    kace_schedule_ops ops = fake_ops;
+    ops.arg = f;
+    kace_schedule_config config = {.allocation_s = allocation_s, .warmup_s = 0, .window_s = 0};
+    f->log[0] = '\0';
+    assert_kace_ok(ctx, kace_schedule_run(ctx, p, &config, &ops, out));
+}
+
+static void test_schedule_calls(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    /* 1 time-sliced run, 6 pairs in the pool, 3 of them again cold. Before
+     * any run time is stored: a cold run 20 s, a warm one 2 s. */
+    kace_plan *p = parse(ctx, "workloads a b c d\nmode timeslice\nrun a b\nmode mps\npairs\n");
+    fake *f = calloc(1, sizeof *f);
+    f->cold_s = 20;
+    f->warm_s = 2;
+    kace_schedule_outcome out;
+    /* Call 1, 30 s: the time-sliced run (20 s); the pool's 12 s do not fit
+     * the 10 s left but fit a call: left whole; the cold repeats (60 s, more
+     * than a call) as many as fit: none. */
+    call(ctx, p, f, 30, &out);
+    assert_string_equal(f->log, "C:ts-ab | | | ");
+    assert_int_equal(out.measured, 1);
+    assert_int_equal(out.left, 9);
+    assert_string_equal(out.ending, KACE_ENDING_DEADLINE);
+    /* Call 2: the pool, interleaved; then 18 s left: no cold repeat fits. */
+    call(ctx, p, f, 30, &out);
+    assert_string_equal(f->log, "| W:ab W:cd W:ac W:bd W:ad W:bc | | ");
+    assert_int_equal(out.left, 3);
+    /* Calls 3..5: one cold repeat each (20 s of 30), then the plan is done. */
+    call(ctx, p, f, 30, &out);
+    assert_string_equal(f->log, "| | C:ab-cold | ");
+    call(ctx, p, f, 30, &out);
+    call(ctx, p, f, 30, &out);
+    assert_string_equal(f->log, "| | C:ad-cold | ");
+    assert_int_equal(out.left, 0);
+    assert_string_equal(out.ending, KACE_ENDING_FINISHED);
+    call(ctx, p, f, 30, &out); /* nothing left: nothing measured */
+    assert_string_equal(f->log, "| | | ");
+    assert_int_equal(out.measured, 0);
+    assert_string_equal(out.ending, KACE_ENDING_FINISHED);
+
+    /* Runs faster than projected change nothing: the call is charged the
+     * projected time (the same stored times give the same schedule). */
+    memset(f, 0, sizeof *f);
+    f->cold_s = 1;
+    f->warm_s = 0.1;
+    call(ctx, p, f, 30, &out);
+    assert_string_equal(f->log, "C:ts-ab | | | ");
+    /* Measured times project the next call: a pool run now takes 0.1 s?
+     * Not yet measured: the plan's 2 s still; after call 2 it is. */
+    call(ctx, p, f, 30, &out);
+    assert_int_equal(out.measured, 6);
+
+    /* A stop (a signal) ends the call between runs: killed, the rest left. */
+    memset(f, 0, sizeof *f);
+    f->cold_s = 1;
+    f->warm_s = 1;
+    f->stop_after = 3;
+    call(ctx, p, f, 1000, &out);
+    assert_int_equal(out.measured, 3);
+    assert_int_equal(out.left, 7);
+    assert_string_equal(out.ending, KACE_ENDING_KILLED);
+    /* A bad allocation is refused. */
+    kace_schedule_ops ops = fake_ops;
+    ops.arg = f;
+    kace_schedule_config none = {.allocation_s = 0};
+    assert_int_equal(kace_schedule_run(ctx, p, &none, &ops, &out), KACE_ERR_INVALID);
+    free(f);
+    kace_plan_free(&p);
+    kace_ctx_free(&ctx);
+}
+
+static void sql_exec(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+        fail_msg("%s: %s", sql, err);
+    sqlite3_close(db);
+}
+
+static long long sql_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+    long long v = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return v;
+}
+
+/* The campaign's tables: a store of schema 4 gains them (its data kept);
+ * plans once per fingerprint; an allocation left open is closed as killed. */
+static void test_campaign_tables(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    char path[1100];
+    snprintf(path, sizeof path, "%s/campaign.db", scratch_dir("campaign_tables"));
+    kace_store *s = NULL;
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    assert_kace_ok(ctx, kace_attempt_note(ctx, s, "some-run", "1111111111111111", KACE_RUN_OK));
+    kace_store_close(&s);
+    sql_exec(path, "DROP TABLE campaign_steps; DROP TABLE campaign_allocations; DROP TABLE campaign_plans;"
+                   "UPDATE meta SET value='4' WHERE key='schema_version';");
+    assert_kace_ok(ctx, kace_store_open(ctx, path, &s));
+    assert_int_equal(sql_int(path, "SELECT value FROM meta WHERE key='schema_version'"), KACE_STORE_SCHEMA_VERSION);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM campaign_attempts"), 1);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM campaign_allocations"), 0);
+
+    const char *text = "workloads a b\npairs\n";
+    char fp[KACE_COMMAND_KEY_SIZE], fp2[KACE_COMMAND_KEY_SIZE];
+    kace_plan_fingerprint(text, strlen(text), fp);
+    kace_plan_fingerprint("workloads a c\npairs\n", strlen(text), fp2);
+    assert_int_equal(strlen(fp), 16);
+    assert_string_not_equal(fp, fp2);
+    int64_t plan = 0, again = 0, alloc = 0, alloc2 = 0;
+    int killed = -1;
+    assert_kace_ok(ctx, kace_campaign_plan_note(ctx, s, "plan.txt", text, strlen(text), fp, &plan));
+    assert_kace_ok(ctx, kace_campaign_plan_note(ctx, s, "plan.txt", text, strlen(text), fp, &again));
+    assert_true(plan > 0);
+    assert_int_equal(plan, again);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM campaign_plans"), 1);
+    /* A call killed -9: its row stays open until the next call closes it. */
+    assert_kace_ok(ctx, kace_campaign_allocation_begin(ctx, s, plan, 600, &alloc, &killed));
+    assert_int_equal(killed, 0);
+    assert_kace_ok(ctx, kace_campaign_step_note(ctx, s, alloc, "pool", 4, 2, 40.0));
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM campaign_allocations WHERE ending IS NULL"), 1);
+    assert_int_equal(sql_int(path, "SELECT round((julianday(deadline_at) - julianday(started_at)) * 86400) "
+                                   "FROM campaign_allocations"),
+                     600);
+    assert_kace_ok(ctx, kace_campaign_allocation_begin(ctx, s, plan, 60, &alloc2, &killed));
+    assert_int_equal(killed, 1);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM campaign_allocations WHERE ending='killed' AND "
+                                   "ended_at IS NULL"),
+                     1);
+    assert_kace_ok(ctx, kace_campaign_step_note(ctx, s, alloc2, "pool", 2, 0, 30.0));
+    assert_kace_ok(ctx, kace_campaign_step_note(ctx, s, alloc2, "timeslice", 0, 1, 0.0));
+    assert_kace_ok(ctx, kace_campaign_allocation_end(ctx, s, alloc2, KACE_ENDING_FINISHED));
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM campaign_allocations WHERE ending='finished' AND "
+                                   "ended_at IS NOT NULL"),
+                     1);
+    size_t runs = 0;
+    double seconds = 0;
+    assert_kace_ok(ctx, kace_campaign_step_times(ctx, s, "pool", &runs, &seconds));
+    assert_int_equal(runs, 6);
+    assert_true(fabs(seconds - 70.0) < 1e-9);
+    assert_kace_ok(ctx, kace_campaign_step_times(ctx, s, "timeslice", &runs, &seconds));
+    assert_int_equal(runs, 0);
+    /* An ending outside the four is refused by the table. */
+    assert_int_not_equal(kace_campaign_allocation_end(ctx, s, alloc2, "maybe"), KACE_OK);
+    kace_store_close(&s);
+    kace_ctx_free(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +717,10 @@ int main(void)
         cmocka_unit_test(test_command_key_follows_command_and_code),
         cmocka_unit_test(test_retry_rule),
         cmocka_unit_test(test_attempts_in_the_store),
+        cmocka_unit_test(test_interleave),
+        cmocka_unit_test(test_time_fit_rule),
+        cmocka_unit_test(test_schedule_calls),
+        cmocka_unit_test(test_campaign_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

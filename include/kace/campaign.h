@@ -83,6 +83,116 @@ bool kace_plan_should_measure(const kace_attempt_state *s);
 /* The attempts themselves are kept by the store (kace_attempt_state_load,
  * kace_attempt_note, kace_attempt_retire_failed in kace/store.h). */
 
+/* ---- one allocation's schedule (kace campaign --device --minutes M) ----
+ *
+ * One call measures what fits of a plan before its deadline, in this order:
+ *   timeslice     the time-sliced runs, each started afresh (no MPS)
+ *   pool          the MPS runs, 100% and split shares, in the warm pool,
+ *                 interleaved (kace_schedule_interleave)
+ *   cold-repeats  the first KACE_SCHEDULE_COLD_REPEATS MPS colocations of the
+ *                 plan again with their processes started afresh, stored in
+ *                 set "cold-SET": the between-process noise beside the pool's
+ * Each step's time is projected from the run times its earlier calls stored
+ * (campaign_steps), else from the plan's warm-up and window plus a start-up
+ * allowance; kace_schedule_fit says how many of its runs the call measures.
+ * Whatever a call leaves, the next call measures (a stored run is done). */
+
+#define KACE_SCHEDULE_COLD_REPEATS 3
+/* A run's time beyond its warm-up and window before any is measured: a cold
+ * start (a PyTorch workload needed 17.5 s before its first report on the
+ * H200), and a warm run's resume and pause. */
+#define KACE_SCHEDULE_COLD_START_S 20.0
+#define KACE_SCHEDULE_WARM_START_S 2.0
+
+/* Reorders specs in place so that consecutive runs share no workload where
+ * it can: each next run, among the next 64 left, shares none with the run
+ * before and its workloads ran least recently; ties go to the given order.
+ * A greedy rule (it may leave a pair adjacent that a search would part).
+ * Deterministic: the same input gives the same order. */
+void kace_schedule_interleave(kace_measure_spec *specs, size_t n);
+
+/* The time-fit rule: how many of a step's n runs, run_s seconds each, to
+ * measure with remaining_s left of an allocation of allocation_s seconds.
+ * All when they fit; none when they do not fit now but would fit a whole
+ * allocation (the step is left whole to the next call, which stops this one
+ * at a step boundary); a step longer than any allocation: as many as fit. */
+size_t kace_schedule_fit(double remaining_s, double allocation_s, double run_s, size_t n);
+
+typedef struct kace_schedule_config {
+    double allocation_s;       /* the call's seconds of commands: its deadline */
+    double warmup_s, window_s; /* each run's (the projection before any run time is stored) */
+} kace_schedule_config;
+
+/* What one step of a call did. */
+typedef struct kace_schedule_report {
+    const char *step;  /* "timeslice", "pool", "cold-repeats" */
+    size_t planned;    /* its runs in the plan */
+    size_t done_before; /* stored before this call */
+    size_t measured;   /* by this call */
+    size_t left;       /* for the next call */
+    double run_s;      /* projected seconds per run */
+    bool measured_run_s; /* run_s is from stored run times (else from the plan's windows) */
+    double seconds;    /* this call's time in the step */
+} kace_schedule_report;
+
+/* How the caller measures: the library neither starts MPS nor prints. Each
+ * callback gets arg. */
+typedef struct kace_schedule_ops {
+    void *arg;
+    double (*now_s)(void *arg); /* a monotonic clock, in seconds */
+    /* Seconds per run and runs of step's earlier calls (0 runs: none). */
+    kace_status (*stored_times)(void *arg, const char *step, size_t *runs, double *seconds);
+    /* Whether spec's run is stored and not to be measured again. */
+    kace_status (*is_done)(void *arg, const kace_measure_spec *spec, bool *done);
+    /* Measures specs[i], started afresh (cold) or in the warm pool that
+     * serves specs[i..n) (warm), within timeout_s. KACE_OK: tried and
+     * stored; an error stops the call. */
+    kace_status (*measure_cold)(void *arg, const kace_measure_spec *spec, double timeout_s);
+    kace_status (*measure_warm)(void *arg, const kace_measure_spec *specs, size_t n, size_t i, double timeout_s);
+    /* Whether to stop now (a signal); checked before each run. */
+    bool (*stop)(void *arg);
+    /* Each step's report, as it ends (NULL: none wanted). */
+    kace_status (*step_done)(void *arg, const kace_schedule_report *r);
+} kace_schedule_ops;
+
+/* How a call ended (campaign_allocations.ending). */
+#define KACE_ENDING_FINISHED "finished" /* the plan is done */
+#define KACE_ENDING_DEADLINE "deadline" /* runs are left for the next call */
+#define KACE_ENDING_KILLED "killed"     /* stopped (or its row left open: killed -9) */
+#define KACE_ENDING_FAILED "failed"     /* an error stopped it */
+
+typedef struct kace_schedule_outcome {
+    size_t measured, left;
+    const char *ending; /* one of KACE_ENDING_* */
+} kace_schedule_outcome;
+
+/* Runs one call of plan's schedule. An error from a callback stops it and
+ * is returned (out->ending "failed"). */
+kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
+                              const kace_schedule_ops *ops, kace_schedule_outcome *out);
+
+/* ---- the campaign's state in the store (schema 5) ----
+ *   campaign_plans(id, fingerprint, path, text, added_at)
+ *   campaign_allocations(id, plan_id, started_at, deadline_at, ended_at, ending)
+ *   campaign_steps(allocation_id, step, runs_done, runs_left, seconds) */
+
+/* A plan's fingerprint: its text's FNV-1a, 16 hex digits. */
+void kace_plan_fingerprint(const char *text, size_t len, char out[KACE_COMMAND_KEY_SIZE]);
+/* Notes a plan (once per fingerprint); *plan_id its row. */
+kace_status kace_campaign_plan_note(kace_ctx *ctx, kace_store *store, const char *path, const char *text, size_t len,
+                                    const char *fingerprint, int64_t *plan_id);
+/* Starts an allocation's row, its deadline seconds from now. A row left
+ * without an ending (its call was killed) is closed as killed first;
+ * *killed_before counts them. */
+kace_status kace_campaign_allocation_begin(kace_ctx *ctx, kace_store *store, int64_t plan_id, double seconds,
+                                           int64_t *allocation_id, int *killed_before);
+kace_status kace_campaign_step_note(kace_ctx *ctx, kace_store *store, int64_t allocation_id, const char *step,
+                                    size_t runs_done, size_t runs_left, double seconds);
+kace_status kace_campaign_allocation_end(kace_ctx *ctx, kace_store *store, int64_t allocation_id, const char *ending);
+/* The runs and seconds that step's earlier calls measured, summed. */
+kace_status kace_campaign_step_times(kace_ctx *ctx, kace_store *store, const char *step, size_t *runs,
+                                     double *seconds);
+
 #ifdef __cplusplus
 }
 #endif

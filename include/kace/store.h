@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define KACE_STORE_SCHEMA_VERSION 4
+#define KACE_STORE_SCHEMA_VERSION 5
 
 typedef struct kace_store kace_store;
 

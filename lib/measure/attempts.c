@@ -100,3 +100,8 @@ bool kace_plan_should_measure(const kace_attempt_state *s)
      * One stored before attempts were kept gets one more try (its key is then kept). */
     return !s->key_known || strcmp(s->failed_key, s->current_key) != 0;
 }
+
+void kace_plan_fingerprint(const char *text, size_t len, char out[KACE_COMMAND_KEY_SIZE])
+{
+    snprintf(out, KACE_COMMAND_KEY_SIZE, "%016llx", (unsigned long long)fnv(FNV_START, text, len));
+}

@@ -157,6 +157,23 @@ static const char *const migrate_sql[] = {
           "  is_train INTEGER NOT NULL, paper_fit INTEGER NOT NULL, replaced_at TEXT NOT NULL,"
           "  replaced_by INTEGER NOT NULL REFERENCES sources(id));"
           "UPDATE meta SET value='4' WHERE key='schema_version';",
+    /* 4 -> 5 (kace campaign --device): a campaign's state, readable with
+     * SELECT: the plans it measured, each call (allocation) with its deadline
+     * and how it ended (NULL while it runs: a row left so was killed), and
+     * what each step of a call did and left (its run times project the next
+     * call's). */
+    [4] = "CREATE TABLE IF NOT EXISTS campaign_plans("
+          "  id INTEGER PRIMARY KEY, fingerprint TEXT NOT NULL UNIQUE, path TEXT, text TEXT NOT NULL,"
+          "  added_at TEXT NOT NULL);"
+          "CREATE TABLE IF NOT EXISTS campaign_allocations("
+          "  id INTEGER PRIMARY KEY, plan_id INTEGER NOT NULL REFERENCES campaign_plans(id),"
+          "  started_at TEXT NOT NULL, deadline_at TEXT NOT NULL, ended_at TEXT,"
+          "  ending TEXT CHECK(ending IN ('finished','deadline','killed','failed')));"
+          "CREATE TABLE IF NOT EXISTS campaign_steps("
+          "  allocation_id INTEGER NOT NULL REFERENCES campaign_allocations(id), step TEXT NOT NULL,"
+          "  runs_done INTEGER NOT NULL, runs_left INTEGER NOT NULL, seconds REAL NOT NULL,"
+          "  PRIMARY KEY(allocation_id, step));"
+          "UPDATE meta SET value='5' WHERE key='schema_version';",
 };
 
 /* Whether path's folder exists (a store is never created in a mistyped one). */

@@ -1,0 +1,314 @@
+/* One allocation's schedule (include/kace/campaign.h): a table of steps,
+ * each with the runs it measures, its time need and how it runs; one
+ * deadline for the call. The library measures nothing itself: the caller's
+ * callbacks start processes, MPS and the pool. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kace/campaign.h"
+
+/* How far ahead the interleave looks for the next run: bounds its time on
+ * large plans (n x this x k^2 comparisons). */
+#define INTERLEAVE_LOOKAHEAD 64
+
+/* Each spec's workloads as small numbers (ids[i * KACE_MAX_K + m]); the
+ * count of distinct ones in *n_names. */
+static int *workload_ids(const kace_measure_spec *specs, size_t n, size_t *n_names)
+{
+    int *ids = malloc(n * KACE_MAX_K * sizeof *ids);
+    const char **names = malloc(n * KACE_MAX_K * sizeof *names);
+    *n_names = 0;
+    if (!ids || !names) {
+        free(ids);
+        free(names);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (int m = 0; m < specs[i].k && m < KACE_MAX_K; m++) {
+            size_t id = 0;
+            while (id < *n_names && strcmp(names[id], specs[i].workload[m]) != 0)
+                id++;
+            if (id == *n_names)
+                names[(*n_names)++] = specs[i].workload[m];
+            ids[i * KACE_MAX_K + m] = (int)id;
+        }
+    free(names);
+    return ids;
+}
+
+static bool ids_share(const kace_measure_spec *specs, const int *ids, size_t a, size_t b)
+{
+    for (int i = 0; i < specs[a].k; i++)
+        for (int j = 0; j < specs[b].k; j++)
+            if (ids[a * KACE_MAX_K + i] == ids[b * KACE_MAX_K + j])
+                return true;
+    return false;
+}
+
+void kace_schedule_interleave(kace_measure_spec *specs, size_t n)
+{
+    if (n < 2)
+        return;
+    size_t n_names = 0;
+    int *ids = workload_ids(specs, n, &n_names);
+    long *last = ids ? malloc((n_names ? n_names : 1) * sizeof *last) : NULL;
+    size_t *order = last ? malloc(n * sizeof *order) : NULL;
+    kace_measure_spec *out = order ? malloc(n * sizeof *out) : NULL;
+    if (!out)
+        goto done; /* out of memory: the plan's order stands */
+    for (size_t i = 0; i < n_names; i++)
+        last[i] = -1;
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    /* Greedy: next, among the first runs left, the one that shares no
+     * workload with the run before and whose workloads rested longest
+     * (ran least recently); ties go to the plan's order. Preferring rested
+     * workloads keeps runs free to follow later, where the earliest-first
+     * choice runs out of them. */
+    for (size_t at = 0; at < n; at++) {
+        size_t best = at;
+        bool best_shares = true;
+        long best_last = 0;
+        for (size_t j = at; j < n && j < at + INTERLEAVE_LOOKAHEAD; j++) {
+            size_t c = order[j];
+            bool shares = at > 0 && ids_share(specs, ids, order[at - 1], c);
+            long recent = -1;
+            for (int m = 0; m < specs[c].k; m++)
+                if (last[ids[c * KACE_MAX_K + m]] > recent)
+                    recent = last[ids[c * KACE_MAX_K + m]];
+            if (j == at || (best_shares && !shares) || (best_shares == shares && recent < best_last)) {
+                best = j;
+                best_shares = shares;
+                best_last = recent;
+            }
+        }
+        size_t chosen = order[best];
+        memmove(&order[at + 1], &order[at], (best - at) * sizeof *order);
+        order[at] = chosen;
+        for (int m = 0; m < specs[chosen].k; m++)
+            last[ids[chosen * KACE_MAX_K + m]] = (long)at;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = specs[order[i]];
+    memcpy(specs, out, n * sizeof *specs);
+done:
+    free(out);
+    free(order);
+    free(last);
+    free(ids);
+}
+
+size_t kace_schedule_fit(double remaining_s, double allocation_s, double run_s, size_t n)
+{
+    if (n == 0 || !(remaining_s > 0) || !(run_s > 0))
+        return 0;
+    double need = run_s * (double)n;
+    if (need <= remaining_s)
+        return n;
+    if (need <= allocation_s)
+        return 0; /* a whole next call has room for it */
+    double fits = floor(remaining_s / run_s);
+    return fits < (double)n ? (size_t)fits : n;
+}
+
+/* ---- the steps ---- */
+
+typedef struct step {
+    const char *name;
+    /* Its runs, in the order measured (stored ones included); out has room for plan->n. */
+    size_t (*select)(const kace_plan *plan, kace_measure_spec *out);
+    /* A run's seconds before any is stored. */
+    double (*default_run_s)(const kace_schedule_config *c);
+    kace_status (*run)(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
+                       double timeout_s);
+} step;
+
+static size_t select_timeslice(const kace_plan *plan, kace_measure_spec *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->n; i++)
+        if (plan->entries[i].spec.timeslice)
+            out[n++] = plan->entries[i].spec;
+    return n;
+}
+
+static size_t select_pool(const kace_plan *plan, kace_measure_spec *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->n; i++)
+        if (!plan->entries[i].spec.timeslice)
+            out[n++] = plan->entries[i].spec;
+    kace_schedule_interleave(out, n);
+    return n;
+}
+
+static bool same_members(const kace_measure_spec *a, const kace_measure_spec *b)
+{
+    if (a->k != b->k)
+        return false;
+    for (int i = 0; i < a->k; i++)
+        if (strcmp(a->workload[i], b->workload[i]) != 0 || a->mps_pct[i] != b->mps_pct[i])
+            return false;
+    return true;
+}
+
+static size_t select_cold_repeats(const kace_plan *plan, kace_measure_spec *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->n && n < KACE_SCHEDULE_COLD_REPEATS; i++) {
+        const kace_measure_spec *s = &plan->entries[i].spec;
+        if (s->timeslice || s->repetition != 0)
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < n && !seen; j++)
+            seen = same_members(&out[j], s);
+        if (seen)
+            continue;
+        out[n] = *s;
+        snprintf(out[n].set, sizeof out[n].set, "cold-%.*s", KACE_SET_NAME_MAX - 6, s->set);
+        n++;
+    }
+    return n;
+}
+
+static double cold_run_s(const kace_schedule_config *c)
+{
+    return c->warmup_s + c->window_s + KACE_SCHEDULE_COLD_START_S;
+}
+
+static double warm_run_s(const kace_schedule_config *c)
+{
+    return c->warmup_s + c->window_s + KACE_SCHEDULE_WARM_START_S;
+}
+
+static kace_status run_cold(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
+                            double timeout_s)
+{
+    (void)n;
+    return ops->measure_cold(ops->arg, &specs[i], timeout_s);
+}
+
+static kace_status run_warm(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
+                            double timeout_s)
+{
+    return ops->measure_warm(ops->arg, specs, n, i, timeout_s);
+}
+
+static const step steps[] = {
+    {"timeslice", select_timeslice, cold_run_s, run_cold},
+    {"pool", select_pool, warm_run_s, run_warm},
+    {"cold-repeats", select_cold_repeats, cold_run_s, run_cold},
+};
+
+/* ---- one call ---- */
+
+typedef struct call {
+    const kace_schedule_config *config;
+    const kace_schedule_ops *ops;
+    double start_s;
+    double charged_s; /* the projected time of the runs measured so far */
+} call;
+
+/* The call's time used: the clock's, but never less than what its runs were
+ * projected to take, so that a step measured faster than projected does not
+ * let the projection squeeze in more than it says fits (the same stored
+ * times give the same schedule); the clock alone can only shorten it. */
+static double remaining_s(const call *c)
+{
+    double used = c->ops->now_s(c->ops->arg) - c->start_s;
+    if (used < c->charged_s)
+        used = c->charged_s;
+    return c->config->allocation_s - used;
+}
+
+static kace_status run_step(kace_ctx *ctx, call *c, const kace_plan *plan, const step *s, kace_measure_spec *specs,
+                            kace_schedule_report *r, bool *stopped)
+{
+    const kace_schedule_ops *ops = c->ops;
+    memset(r, 0, sizeof *r);
+    r->step = s->name;
+    size_t n = s->select(plan, specs);
+    r->planned = n;
+    size_t todo = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool done = false;
+        kace_status st = ops->is_done(ops->arg, &specs[i], &done);
+        if (st)
+            return st;
+        if (done)
+            r->done_before++;
+        else
+            specs[todo++] = specs[i]; /* in order: todo <= i */
+    }
+    size_t runs = 0;
+    double seconds = 0;
+    kace_status st = ops->stored_times(ops->arg, s->name, &runs, &seconds);
+    if (st)
+        return st;
+    r->measured_run_s = runs > 0 && seconds > 0;
+    r->run_s = r->measured_run_s ? seconds / (double)runs : s->default_run_s(c->config);
+    size_t fit = kace_schedule_fit(remaining_s(c), c->config->allocation_s, r->run_s, todo);
+    double t0 = ops->now_s(ops->arg);
+    for (size_t i = 0; i < fit; i++) {
+        double left = remaining_s(c);
+        if (ops->stop(ops->arg) || !(left > 0)) {
+            *stopped = ops->stop(ops->arg);
+            break;
+        }
+        if ((st = s->run(ops, specs, todo, i, left)))
+            break;
+        r->measured++;
+        c->charged_s += r->run_s;
+    }
+    if (ops->stop(ops->arg))
+        *stopped = true;
+    r->seconds = ops->now_s(ops->arg) - t0;
+    r->left = todo - r->measured;
+    (void)ctx;
+    return st;
+}
+
+kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
+                              const kace_schedule_ops *ops, kace_schedule_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ending = KACE_ENDING_FAILED;
+    if (!plan || !config || !ops || !(config->allocation_s > 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "a schedule needs a plan and a positive allocation");
+    kace_measure_spec *specs = calloc(plan->n ? plan->n : 1, sizeof *specs);
+    if (!specs)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    call c = {.config = config, .ops = ops, .start_s = ops->now_s(ops->arg)};
+    kace_status st = KACE_OK;
+    bool stopped = false;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        kace_schedule_report r;
+        if (stopped) {
+            /* What a stopped call leaves: counted, not measured. */
+            memset(&r, 0, sizeof r);
+            r.step = steps[i].name;
+            size_t n = steps[i].select(plan, specs);
+            for (size_t j = 0; j < n && !st; j++) {
+                bool done = false;
+                st = ops->is_done(ops->arg, &specs[j], &done);
+                r.left += !done;
+            }
+            out->left += r.left;
+            continue;
+        }
+        kace_status step_st = run_step(ctx, &c, plan, &steps[i], specs, &r, &stopped);
+        out->measured += r.measured;
+        out->left += r.left;
+        if (ops->step_done && r.planned > 0 && (st = ops->step_done(ops->arg, &r)))
+            break;
+        if ((st = step_st))
+            break;
+    }
+    free(specs);
+    if (st)
+        return st;
+    out->ending = stopped ? KACE_ENDING_KILLED : out->left ? KACE_ENDING_DEADLINE : KACE_ENDING_FINISHED;
+    return KACE_OK;
+}
