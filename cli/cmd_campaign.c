@@ -26,8 +26,13 @@ static int campaign_usage(void)
            "                   and paused between runs; the time-sliced runs come after them, started afresh\n"
            "  --pool-members N at most N processes in the pool at once (default 16; MPS servers accept a\n"
            "                   limited number of clients, and each member keeps its memory while it waits)\n"
+           "  --device         one allocation's schedule (docs/measure.md): the time-sliced runs, then the\n"
+           "                   MPS runs in the warm pool, interleaved, then a few cold repeats; each step\n"
+           "                   only when its projected time fits before the deadline; what is left, the\n"
+           "                   next call measures. Needs --minutes\n"
+           "  --minutes M      with --device: the allocation's minutes of commands (the call's deadline)\n"
            MEASURE_CLI_USAGE
-           "Exit status: 0 the plan is done or --max-runs reached, 1 an error stopped it, 2 usage,\n"
+           "Exit status: 0 the plan is done or --max-runs reached (--device: or the deadline came), 1 an error stopped it, 2 usage,\n"
            "128+N interrupted by signal N (finished runs are kept, the current one is not recorded).\n");
     return EXIT_OK;
 }
@@ -47,11 +52,319 @@ static void describe(const kace_measure_spec *s, char *out, size_t size)
         snprintf(out + at, size - at, "%s #%d", s->timeslice ? " (time-slicing)" : "", s->repetition);
 }
 
+/* ---- --device: one allocation's schedule (kace_schedule_run) ---- */
+
+typedef struct device_call {
+    kace_ctx *ctx;
+    kace_store *store;
+    measure_cli_options *mo;
+    kace_mps *mps;
+    kace_gpu *gpu;
+    kace_measure_pool *pool;
+    kace_measure_spec *pool_specs; /* the pool's members' specs: they outlive it */
+    size_t pool_max, runs, ok, failed;
+    int64_t allocation_id;
+    bool daemon_wanted;
+} device_call;
+
+static double device_now_s(void *arg)
+{
+    (void)arg;
+    return (double)kace_monotonic_ns() / 1e9;
+}
+
+static kace_status device_stored_times(void *arg, const char *step, size_t *runs, double *seconds)
+{
+    device_call *d = arg;
+    return kace_campaign_step_times(d->ctx, d->store, step, runs, seconds);
+}
+
+/* Whether spec is stored for good (kace_plan_should_measure), and whether it
+ * is a failed run to measure again. */
+static kace_status device_state(device_call *d, const kace_measure_spec *spec, bool *done, bool *retry)
+{
+    kace_plan_entry e = {.spec = *spec};
+    char **cmd[KACE_MAX_K] = {0};
+    const char *names[KACE_MAX_K];
+    char key[KACE_COMMAND_KEY_SIZE], run_key[KACE_MAX_K * (KACE_NAME_MAX + 8) + 320];
+    kace_attempt_state state;
+    kace_status st = KACE_OK;
+    for (int m = 0; m < spec->k && !st; m++) {
+        names[m] = spec->workload[m];
+        st = kace_store_get_command(d->ctx, d->store, spec->workload[m], &cmd[m]);
+    }
+    kace_plan_entry_key(&e, run_key, sizeof run_key);
+    if (!st && (st = kace_members_command_key(d->ctx, spec->k, names, (char *const *const *)cmd, key)) == KACE_OK)
+        st = kace_attempt_state_load(d->ctx, d->store, run_key, key, &state);
+    for (int m = 0; m < spec->k; m++)
+        free(cmd[m]);
+    if (st)
+        return st;
+    *done = !kace_plan_should_measure(&state);
+    *retry = !*done && state.stored;
+    return KACE_OK;
+}
+
+static kace_status device_is_done(void *arg, const kace_measure_spec *spec, bool *done)
+{
+    bool retry;
+    return device_state(arg, spec, done, &retry);
+}
+
+static bool device_stop(void *arg)
+{
+    (void)arg;
+    return cli_interrupted != 0;
+}
+
+/* The options of one run, its timeout cut to what the deadline leaves. */
+static kace_status device_options(device_call *d, const kace_measure_spec *spec, double timeout_s,
+                                  kace_measure_options *opt, char *label, size_t label_size)
+{
+    bool done, retry;
+    kace_status st = device_state(d, spec, &done, &retry);
+    if (st)
+        return st;
+    snprintf(label, label_size, "[%zu]", d->runs + 1);
+    *opt = (kace_measure_options){.mps = d->mps, .gpu_access = d->gpu, .gpu = d->mo->gpu, .retry_failed = retry};
+    measure_cli_run_options(d->mo, &opt->run, label);
+    double own = opt->run.timeout_s > 0 ? opt->run.timeout_s : opt->run.warmup_s + opt->run.window_s + 120;
+    opt->run.timeout_s = own < timeout_s ? own : timeout_s;
+    return KACE_OK;
+}
+
+/* The daemon for an MPS run: started for the first, again after time-sliced
+ * runs or a failure (a fresh one), or when it died. */
+static kace_status device_mps_up(device_call *d)
+{
+    if (kace_mps_alive(d->mps))
+        return KACE_OK;
+    kace_measure_pool_stop(&d->pool); /* clients of a daemon that has gone */
+    if (d->daemon_wanted)
+        fprintf(stderr, "kace: warning: the MPS daemon died; starting it again\n");
+    kace_status st = kace_mps_restart(d->ctx, d->mps);
+    d->daemon_wanted = st == KACE_OK;
+    return st;
+}
+
+/* After a run: a failure or a member that ended mid-step under MPS gets the
+ * next MPS run a fresh daemon and pool (as a campaign without --device). */
+static kace_status device_after_run(device_call *d, const kace_measure_spec *spec, const char *label,
+                                    kace_measure_result *res)
+{
+    char what[1200];
+    describe(spec, what, sizeof what);
+    d->runs++;
+    if (res->status == KACE_RUN_OK)
+        d->ok++;
+    else
+        d->failed++;
+    printf("%s %s: ", label, what);
+    measure_cli_print_result(spec, res, false);
+    bool mid_step = false;
+    for (int m = 0; m < spec->k; m++)
+        mid_step |= kace_proc_ended_mid_step(&res->proc[m]);
+    if (!spec->timeslice && (res->status != KACE_RUN_OK || mid_step)) {
+        fprintf(stderr, "kace: %s %s under MPS: the next MPS run starts a fresh MPS daemon\n", label,
+                res->status != KACE_RUN_OK ? "failed" : "ended mid-step");
+        kace_measure_pool_stop(&d->pool);
+        if (measure_cli_quit_mps(d->ctx, d->mps, true) != 0)
+            return kace_fail(d->ctx, KACE_ERR_IO, "the MPS daemon did not quit");
+        d->daemon_wanted = false;
+    }
+    return KACE_OK;
+}
+
+static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec, double timeout_s)
+{
+    device_call *d = arg;
+    kace_measure_pool_stop(&d->pool); /* a cold run starts its processes alone on the GPU */
+    kace_status st;
+    if (spec->timeslice) {
+        if (measure_cli_quit_mps(d->ctx, d->mps, d->mo->quiet) != 0)
+            return kace_fail(d->ctx, KACE_ERR_IO, "the MPS daemon did not quit before a time-sliced run");
+        d->daemon_wanted = false;
+    } else if ((st = device_mps_up(d))) {
+        return st;
+    }
+    kace_measure_options opt;
+    char label[64];
+    if ((st = device_options(d, spec, timeout_s, &opt, label, sizeof label)))
+        return st;
+    kace_measure_result res;
+    st = kace_measure(d->ctx, d->store, spec, &opt, &res);
+    measure_cli_progress_done();
+    if (st || res.cancelled)
+        return st;
+    return device_after_run(d, spec, label, &res);
+}
+
+static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs, size_t n, size_t i,
+                                       double timeout_s)
+{
+    device_call *d = arg;
+    const kace_measure_spec *spec = &specs[i];
+    kace_status st = device_mps_up(d);
+    kace_measure_options opt;
+    char label[64];
+    if (st || (st = device_options(d, spec, timeout_s, &opt, label, sizeof label)))
+        return st;
+    if (d->pool && !kace_measure_pool_has(d->pool, spec))
+        kace_measure_pool_stop(&d->pool); /* the next runs' members, in a fresh pool */
+    if (!d->pool) {
+        memcpy(d->pool_specs, specs + i, (n - i) * sizeof *specs);
+        if ((st = kace_measure_pool_start(d->ctx, d->store, d->pool_specs, n - i, d->pool_max, &opt, timeout_s,
+                                          &d->pool)))
+            return st;
+    }
+    kace_measure_result res;
+    st = kace_measure_in_pool(d->ctx, d->store, d->pool, spec, &opt, &res);
+    measure_cli_progress_done();
+    if (st) {
+        kace_measure_pool_stop(&d->pool);
+        return st;
+    }
+    if (res.cancelled)
+        return KACE_OK;
+    return device_after_run(d, spec, label, &res);
+}
+
+static kace_status device_step_done(void *arg, const kace_schedule_report *r)
+{
+    device_call *d = arg;
+    printf("step %s: %zu runs planned, %zu stored before, %zu measured in %.1f s, %zu left for the next call "
+           "(%.1f s a run, %s)\n",
+           r->step, r->planned, r->done_before, r->measured, r->seconds, r->left, r->run_s,
+           r->measured_run_s ? "measured" : "from the plan's windows");
+    return kace_campaign_step_note(d->ctx, d->store, d->allocation_id, r->step, r->measured, r->left, r->seconds);
+}
+
+static char *read_plan_text(kace_ctx *ctx, const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t cap = 0;
+    *len = 0;
+    if (!f) {
+        kace_fail(ctx, KACE_ERR_IO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (*len == cap) {
+            char *b = cap < ((size_t)64 << 20) ? realloc(buf, cap ? cap * 2 : 4096) : NULL;
+            if (!b) {
+                kace_fail(ctx, KACE_ERR_INVALID, "%s: out of memory or a plan larger than 64 MiB", path);
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = b;
+            cap = cap ? cap * 2 : 4096;
+        }
+        size_t got = fread(buf + *len, 1, cap - *len, f);
+        *len += got;
+        if (got == 0)
+            break;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        kace_fail(ctx, KACE_ERR_IO, "%s: read error", path);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* One call of the plan's schedule, its allocation recorded in the store. */
+static int campaign_device(kace_ctx *ctx, kace_store *store, const char *plan_path, double minutes,
+                           measure_cli_options *mo, long pool_max)
+{
+    size_t len = 0;
+    char *text = read_plan_text(ctx, plan_path, &len);
+    kace_plan *plan = NULL;
+    device_call d = {.ctx = ctx, .store = store, .mo = mo, .pool_max = (size_t)pool_max};
+    int rc = EXIT_FAILURE_RUN;
+    char fingerprint[KACE_COMMAND_KEY_SIZE];
+    int64_t plan_id = 0;
+    int killed_before = 0;
+    kace_status st;
+    if (!text || (st = kace_plan_parse(ctx, text, len, plan_path, &plan))) {
+        rc = cli_error(ctx, text ? st : KACE_ERR_IO);
+        goto done;
+    }
+    if (!(d.pool_specs = calloc(plan->n, sizeof *d.pool_specs))) {
+        fprintf(stderr, "kace: out of memory\n");
+        goto done;
+    }
+    kace_plan_fingerprint(text, len, fingerprint);
+    if ((st = kace_campaign_plan_note(ctx, store, plan_path, text, len, fingerprint, &plan_id)) ||
+        (st = kace_campaign_allocation_begin(ctx, store, plan_id, minutes * 60, &d.allocation_id, &killed_before))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    if (killed_before)
+        printf("campaign: %d earlier call%s ended without a word (killed); this one resumes\n", killed_before,
+               killed_before == 1 ? "" : "s");
+    printf("campaign --device: plan %s (%s), %zu runs; this call has %.1f minutes\n", plan_path, fingerprint,
+           plan->n, minutes);
+    if (mo->log_path && (mo->log_fd = open(mo->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+        fprintf(stderr, "kace: %s: %s\n", mo->log_path, strerror(errno));
+        goto done;
+    }
+    cli_install_interrupt_handlers();
+    if ((st = measure_cli_open_mps(ctx, mo, &d.mps))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
+    d.gpu = measure_cli_open_gpu(mo);
+    kace_schedule_config config = {.allocation_s = minutes * 60, .warmup_s = mo->warmup_s, .window_s = mo->window_s};
+    kace_schedule_ops ops = {.arg = &d,
+                             .now_s = device_now_s,
+                             .stored_times = device_stored_times,
+                             .is_done = device_is_done,
+                             .measure_cold = device_measure_cold,
+                             .measure_warm = device_measure_warm,
+                             .stop = device_stop,
+                             .step_done = device_step_done};
+    kace_schedule_outcome out;
+    st = kace_schedule_run(ctx, plan, &config, &ops, &out);
+    if (st)
+        fprintf(stderr, "kace: %s\n", kace_errmsg(ctx));
+    kace_measure_pool_stop(&d.pool);
+    bool mps_ok = measure_cli_stop_mps(ctx, &d.mps, true, d.daemon_wanted) == 0;
+    kace_status end_st = kace_campaign_allocation_end(ctx, store, d.allocation_id, out.ending);
+    if (end_st)
+        fprintf(stderr, "kace: %s\n", kace_errmsg(ctx));
+    printf("campaign: %zu runs measured (%zu ok, %zu failed), %zu left for the next call; ended: %s\n", d.runs, d.ok,
+           d.failed, out.left, out.ending);
+    if (cli_interrupted) {
+        fprintf(stderr, "kace: interrupted: %zu runs kept, the current one not recorded; rerun to continue\n",
+                d.runs);
+        rc = cli_interrupted_exit();
+    } else {
+        rc = st || end_st || !mps_ok ? EXIT_FAILURE_RUN : EXIT_OK;
+    }
+done:
+    kace_measure_pool_stop(&d.pool);
+    kace_mps_stop(ctx, &d.mps, NULL);
+    kace_gpu_close(&d.gpu);
+    if (mo->log_fd >= 0) {
+        close(mo->log_fd);
+        mo->log_fd = -1;
+    }
+    free(d.pool_specs);
+    kace_plan_free(&plan);
+    free(text);
+    return rc;
+}
+
 int cmd_campaign(int argc, char **argv)
 {
     const char *db = cli_default_db();
-    bool dry_run = false, use_pool = false;
+    bool dry_run = false, use_pool = false, device = false;
     long max_runs = -1, pool_max = 16;
+    double minutes = 0;
     measure_cli_options mo;
     measure_cli_defaults(&mo);
     static const struct option longopts[] = {{"db", required_argument, 0, 'd'},
@@ -59,6 +372,8 @@ int cmd_campaign(int argc, char **argv)
                                              {"max-runs", required_argument, 0, 'm'},
                                              {"pool", no_argument, 0, 'p'},
                                              {"pool-members", required_argument, 0, 'P'},
+                                             {"device", no_argument, 0, 'D'},
+                                             {"minutes", required_argument, 0, 'M'},
                                              {"help", no_argument, 0, 'h'},
                                              MEASURE_CLI_LONGOPTS,
                                              {0, 0, 0, 0}};
@@ -70,6 +385,11 @@ int cmd_campaign(int argc, char **argv)
         case 'd': db = optarg; break;
         case 'n': dry_run = true; break;
         case 'p': use_pool = true; break;
+        case 'D': device = true; break;
+        case 'M':
+            if (!cli_number("campaign", "minutes", optarg, 0.001, 100000, &minutes))
+                return EXIT_USAGE;
+            break;
         case 'P':
             if (!cli_whole("campaign", "pool-members", optarg, 1, KACE_POOL_MAX_MEMBERS, &pool_max))
                 return EXIT_USAGE;
@@ -89,6 +409,18 @@ int cmd_campaign(int argc, char **argv)
     if (argc - optind != 1)
         return cli_usage("campaign", "expected one PLAN file");
     const char *plan_path = argv[optind];
+    if (device != (minutes > 0))
+        return cli_usage("campaign", "--device and --minutes go together");
+    if (device && (dry_run || max_runs >= 0))
+        return cli_usage("campaign", "--device takes neither --dry-run nor --max-runs (its deadline bounds it)");
+    if (device) {
+        kace_ctx *dctx = cli_ctx_new();
+        kace_store *dstore = cli_create_store(dctx, db, false);
+        int drc = dstore ? campaign_device(dctx, dstore, plan_path, minutes, &mo, pool_max) : EXIT_FAILURE_RUN;
+        kace_store_close(&dstore);
+        kace_ctx_free(&dctx);
+        return drc;
+    }
 
     kace_ctx *ctx = cli_ctx_new();
     kace_plan *plan = NULL;

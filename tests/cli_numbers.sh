@@ -18,6 +18,7 @@ export KACE_DB="$scratch/never-created.db"
 declare -A numeric=(
     ["campaign --max-runs"]="-1 1e10"
     ["campaign --pool-members"]="0 33 -1 1.5"
+    ["campaign --minutes"]="0 -1 1e6"
     ["campaign --stop-grace-max"]="0 3601"
     ["measure --stop-grace-max"]="0 3601"
     ["profile --stop-grace-max"]="0 3601"

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# kace campaign --device --minutes M without a GPU: one allocation's schedule
+# over stand-in workloads (tests/helpers/worker.c) under the stand-in MPS
+# control daemon. The schedule's time need comes from the run times the
+# store holds (seeded here, so the test counts runs and steps, never the
+# clock): a call with too little time stops at a step boundary, records its
+# allocation and what each step left, and the next calls finish the plan.
+#
+#   cli_campaign_device.sh KACE SHARED_DATA SCRATCH
+set -uo pipefail
+kace=$1
+scratch=$3
+build=$(dirname "$kace")
+source "$(dirname "$0")/lib_test.sh"
+rm -rf "$scratch" && mkdir -p "$scratch/bin" || exit 1
+# Copies under the scratch folder: pgrep -f finds this test's processes and no other's.
+cp "$build/tests/kace-test-worker" "$scratch/bin/worker" || exit 1
+cp "$build/tests/kace-test-mps-control" "$scratch/bin/mps-control" || exit 1
+marker="$scratch/bin/"
+export KACE_DB="$scratch/kace.db"
+export KACE_MPS_CONTROL="$scratch/bin/mps-control"
+export KACE_TEST_MPS_MODE=normal
+run_dir=$(mktemp -d /tmp/kace-cli-device-XXXXXX)
+trap 'kill_pids; for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
+quick=(--warmup 0.2 --window 0.3 --run-dir "$run_dir" --quiet)
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+sql() { sqlite3 -cmd ".timeout 5000" "$KACE_DB" "$1"; }
+no_strays() {
+    local left
+    for _ in $(seq 50); do
+        left=$(pgrep -f "$marker") || break
+        sleep 0.1
+    done
+    left=$(pgrep -af "$marker")
+    [ -z "$left" ] || fail "$1: processes left behind: $left"
+}
+device() { # MINUTES: one call; its output in $scratch/out, $scratch/err
+    "$kace" campaign --device --minutes "$1" "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+}
+ending() { sql "SELECT ending FROM campaign_allocations ORDER BY id DESC LIMIT 1"; }
+
+# Workloads that log "NAME MPS-share" at each start, then report as the worker does.
+for w in a:4000 b:2000 c:1000; do
+    name=${w%%:*}
+    cat >"$scratch/bin/probe-$name" <<EOS
+#!/bin/sh
+echo "$name \${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}" >>"$scratch/starts.log"
+exec "$scratch/bin/worker" report ${w#*:}
+EOS
+    chmod +x "$scratch/bin/probe-$name"
+    "$kace" workload add "$name" -- "$scratch/bin/probe-$name" >/dev/null || fail "workload add $name"
+done
+
+# The plan: 1 time-sliced pair, 3 MPS pairs in the pool, and their 3 cold repeats.
+printf '%s\n' "workloads a b c" "mode timeslice" "run a b" "mode mps" "pairs" >"$scratch/plan.txt"
+
+# Usage: --device and --minutes go together; minutes are positive.
+"$kace" campaign --device "$scratch/plan.txt" >/dev/null 2>&1
+[ $? = 2 ] || fail "--device without --minutes is a usage error"
+"$kace" campaign --minutes 3 "$scratch/plan.txt" >/dev/null 2>&1
+[ $? = 2 ] || fail "--minutes without --device is a usage error"
+"$kace" campaign --device --minutes 0 "$scratch/plan.txt" >/dev/null 2>&1
+[ $? = 2 ] || fail "--minutes 0 is a usage error"
+"$kace" campaign --device --minutes 3 --max-runs 2 "$scratch/plan.txt" >/dev/null 2>&1
+[ $? = 2 ] || fail "--device with --max-runs is a usage error"
+[ "$(sql "SELECT count(*) FROM campaign_allocations")" = 0 ] || fail "a usage error recorded an allocation"
+
+# Run times stored by earlier calls (1000 runs each, so this test's own runs
+# barely move them): a time-sliced run 100 s, a pool run 50 s, a cold repeat 150 s.
+sql "INSERT INTO campaign_plans(fingerprint, text, added_at) VALUES('seed', 'seed', 'then');
+     INSERT INTO campaign_allocations(plan_id, started_at, deadline_at, ended_at, ending)
+       VALUES(1, 'then', 'then', 'then', 'finished');
+     INSERT INTO campaign_steps VALUES(1, 'timeslice', 1000, 0, 100000), (1, 'pool', 1000, 0, 50000),
+       (1, 'cold-repeats', 1000, 0, 150000);" || fail "seed the run times"
+
+# 1. 4 minutes (240 s): the time-sliced run (100 s); the pool's 3 x 50 s do not
+#    fit the 140 s left but fit a call: left whole; the cold repeats (3 x 150 s,
+#    more than a call) as many as fit: none. The call stops at a step boundary.
+device 4
+rc=$?
+[ $rc = 0 ] || fail "call 1: exit $rc: $(cat "$scratch/err")"
+grep -q "^step timeslice: 1 runs planned, 0 stored before, 1 measured in .* 0 left" "$scratch/out" ||
+    fail "call 1: $(cat "$scratch/out")"
+grep -q "^step pool: 3 runs planned, 0 stored before, 0 measured in .* 3 left for the next call (50.0 s a run, measured)" \
+    "$scratch/out" || fail "call 1, pool: $(cat "$scratch/out")"
+[ "$(sql "SELECT group_concat(set_name || ':' || status) FROM runs")" = "timeslice-pairs:ok" ] ||
+    fail "call 1: runs $(sql "SELECT set_name, status FROM runs")"
+[ "$(ending)" = deadline ] || fail "call 1: ending $(ending)"
+[ "$(sql "SELECT count(*) FROM campaign_allocations a JOIN campaign_plans p ON p.id=a.plan_id
+          WHERE a.id=2 AND p.path='$scratch/plan.txt' AND a.ended_at IS NOT NULL
+          AND a.deadline_at > a.started_at")" = 1 ] || fail "call 1: allocation $(sql "SELECT * FROM campaign_allocations")"
+[ "$(sql "SELECT group_concat(step || '=' || runs_done || '/' || runs_left, ' ') FROM
+          (SELECT * FROM campaign_steps WHERE allocation_id=2 ORDER BY rowid)")" = \
+    "timeslice=1/0 pool=0/3 cold-repeats=0/3" ] || fail "call 1: steps $(sql "SELECT * FROM campaign_steps")"
+grep -q "campaign: 1 runs measured (1 ok, 0 failed), 6 left for the next call; ended: deadline" "$scratch/out" ||
+    fail "call 1: summary $(tail -n 1 "$scratch/out")"
+no_strays "call 1"
+
+# A call killed -9 leaves its allocation open: the next call closes it as killed.
+sql "INSERT INTO campaign_allocations(plan_id, started_at, deadline_at) VALUES(2, 'x', 'y')"
+rm -f "$scratch/starts.log"
+
+# 2. 4 minutes again: the pool (150 s), each workload started once; 90 s left
+#    for the cold repeats, not enough for one.
+device 4
+rc=$?
+[ $rc = 0 ] || fail "call 2: exit $rc: $(cat "$scratch/err")"
+grep -q "1 earlier call ended without a word (killed)" "$scratch/out" || fail "call 2: $(head -n 2 "$scratch/out")"
+[ "$(sql "SELECT ending FROM campaign_allocations WHERE id=3")" = killed ] || fail "call 2: the open row was not closed"
+[ "$(sql "SELECT count(*) FROM runs WHERE set_name='pairs' AND status='ok'")" = 3 ] ||
+    fail "call 2: pool runs $(sql "SELECT set_name, status FROM runs")"
+[ "$(sort "$scratch/starts.log" | tr '\n' ,)" = "a 100,b 100,c 100," ] ||
+    fail "call 2: starts $(tr '\n' , <"$scratch/starts.log") (want each pool member once)"
+[ "$(ending)" = deadline ] || fail "call 2: ending $(ending)"
+grep -q "^step cold-repeats: 3 runs planned, 0 stored before, 0 measured" "$scratch/out" ||
+    fail "call 2: $(cat "$scratch/out")"
+no_strays "call 2"
+
+# 3. 8 minutes: the 3 cold repeats (450 s), each pair's processes started afresh;
+#    the plan is done.
+rm -f "$scratch/starts.log"
+device 8
+rc=$?
+[ $rc = 0 ] || fail "call 3: exit $rc: $(cat "$scratch/err")"
+[ "$(sql "SELECT count(*) FROM runs WHERE set_name='cold-pairs' AND status='ok'")" = 3 ] ||
+    fail "call 3: cold runs $(sql "SELECT set_name, status FROM runs")"
+[ "$(wc -l <"$scratch/starts.log")" = 6 ] || fail "call 3: starts $(tr '\n' , <"$scratch/starts.log")"
+[ "$(ending)" = finished ] || fail "call 3: ending $(ending)"
+grep -q "0 left for the next call; ended: finished" "$scratch/out" || fail "call 3: $(tail -n 1 "$scratch/out")"
+no_strays "call 3"
+
+# 4. Nothing left: nothing is measured, nothing started.
+rm -f "$scratch/starts.log"
+device 1
+rc=$?
+[ $rc = 0 ] || fail "call 4: exit $rc: $(cat "$scratch/err")"
+[ ! -e "$scratch/starts.log" ] || fail "call 4 started $(cat "$scratch/starts.log")"
+[ "$(sql "SELECT count(*) FROM runs")" = 7 ] || fail "call 4: $(sql "SELECT count(*) FROM runs") runs"
+[ "$(ending)" = finished ] || fail "call 4: ending $(ending)"
+# One plan row for the plan, however many calls; 4 calls of it and the killed one.
+[ "$(sql "SELECT count(*) FROM campaign_plans WHERE path='$scratch/plan.txt'")" = 1 ] || fail "plans: $(sql "SELECT id, path FROM campaign_plans")"
+[ "$(sql "SELECT group_concat(ending, ',') FROM (SELECT ending FROM campaign_allocations WHERE id > 1 ORDER BY id)")" = \
+    "deadline,killed,deadline,finished,finished" ] || fail "allocations: $(sql "SELECT * FROM campaign_allocations")"
+no_strays "call 4"
+
+finish cli_campaign_device
