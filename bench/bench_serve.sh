@@ -86,7 +86,8 @@ start_kace new "$kace"
 start_kace old "$old"
 post "$(cat "$work/new/port")" >"$work/reply.json"
 post "$(cat "$work/old/port")" >"$work/reply.old.json"
-cmp -s "$work/reply.json" "$work/reply.old.json" ||
+# the same but for the objective the new reply names (raw), which the old one did not
+sed 's/,"objective":"raw"//' "$work/reply.json" | cmp -s - "$work/reply.old.json" ||
     { echo "bench_serve: the old and new kace answer different bytes:" >&2; cat "$work/reply.old.json" "$work/reply.json" >&2; exit 1; }
 
 mkdir -p "$work/nginx/www/v1" "$work/nginx/tmp"

@@ -958,7 +958,7 @@ static void usage(void)
            "                  [--extender-policy P] [--split-train-db OTHER] [--extender-listen HOST:PORT]\n"
            "                  [--extender-port-file F] [--extender-tls-cert F --extender-tls-key F]\n"
            "                  [--extender-client-ca F] [--insecure-no-token] [--observation-rate N[/BURST]]\n"
-           "                  [--extender-client-name NAME] [--agent-tokens F]\n"
+           "                  [--extender-client-name NAME] [--agent-tokens F] [--objective raw|normalized|fair]\n"
            "Answers colocation questions over HTTP (JSON; docs/openapi.yaml) and exports Prometheus metrics:\n"
            "  POST /v1/predict /v1/partners /v1/place /v1/mps-split /v1/observations, GET /v1/workloads,\n"
            "  POST /k8s/filter /k8s/prioritize /k8s/bind (Kubernetes scheduler extender), POST /k8s/nodes,\n"
@@ -991,6 +991,10 @@ static void usage(void)
            "--extender-policy P: the extender places pods with kace schedule's scheduler under policy P\n"
            "(default kace; exclusive, packing, random, MEMCAP, SM%%, MEM%%), predicting with the served model\n"
            "(rebuilt on every reload); 'gain' scores each node by its best GPU's predicted gain instead.\n"
+           "--objective O: what /v1/predict, /v1/partners and /v1/place rank by when a request names no\n"
+           "\"objective\", and the extender's scheduler: raw (throughput sum), normalized (the sum of each member's\n"
+           "share of its exclusive throughput) or fair (the smallest share). Default: raw for /v1/predict and\n"
+           "/v1/partners, normalized for /v1/place and the scheduler (docs/serve.md).\n"
            "--split-train-db OTHER: /v1/mps-split's model is fitted on OTHER's split grids (another GPU's) and\n"
            "reads this store's profiles and curves; a change of OTHER reloads, as one of the store does.\n");
 }
@@ -1161,7 +1165,7 @@ int cmd_serve(int argc, char **argv)
     enum { O_TOKEN = 256, O_ORIGIN, O_MAX_EXT, O_MAX_PENDING, O_MAX_CONNS, O_PER_IP, O_IDLE, O_HEADER_T, O_BODY_T,
            O_PARTIAL, O_STORE_OBS, O_KUBE_API, O_KUBE_TOKEN, O_KUBE_CA, O_ASSUME, O_EXT_POLICY, O_SPLIT_TRAIN_DB,
            O_EXT_LISTEN, O_EXT_PORT_FILE, O_TLS_CERT, O_TLS_KEY, O_CLIENT_CA, O_NO_TOKEN, O_OBS_RATE,
-           O_AGENT_TOKENS, O_CLIENT_NAME };
+           O_AGENT_TOKENS, O_CLIENT_NAME, O_OBJECTIVE };
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},        {"db", required_argument, 0, 'd'},
         {"model", required_argument, 0, 'm'},         {"model-file", required_argument, 0, 'M'},
@@ -1189,6 +1193,7 @@ int cmd_serve(int argc, char **argv)
         {"observation-rate", required_argument, 0, O_OBS_RATE},
         {"agent-tokens", required_argument, 0, O_AGENT_TOKENS},
         {"extender-client-name", required_argument, 0, O_CLIENT_NAME},
+        {"objective", required_argument, 0, O_OBJECTIVE},
         {0, 0, 0, 0}};
     int opt;
     optind = 1;
@@ -1233,6 +1238,10 @@ int cmd_serve(int argc, char **argv)
         case O_ASSUME:
             if (!cli_parse_number(optarg, 0, 86400, false, &assume))
                 return cli_usage("serve", "--assume-seconds must be 0..86400");
+            break;
+        case O_OBJECTIVE:
+            if ((s.cfg.options.objective = kace_objective_from_name(optarg)) < 0)
+                return cli_usage("serve", "--objective: '%s' is not raw, normalized or fair", optarg);
             break;
         case O_EXT_POLICY:
             s.cfg.extender_policy = strcmp(optarg, "gain") == 0 ? -1 : kace_sched_policy_from_name(optarg);

@@ -107,7 +107,7 @@ if [ -z "$W" ]; then
     fail "the extender decides the same under the default and the 'sys' model on every candidate: its scheduler does not predict with the served model"
     finish cli_k8s_model
 fi
-grep -q "places pods with kace schedule's scheduler (policy kace, [0-9]* workloads) on the served model" "$SCRATCH/s1.log" ||
+grep -q "places pods with kace schedule's scheduler (policy kace, objective normalized, [0-9]* workloads) on the served model" "$SCRATCH/s1.log" ||
     fail "S1 does not say its extender's scheduler is on the served model: $(cat "$SCRATCH/s1.log")"
 check_eq "S2 before the promotion" "$A_NODE" "$(decide s2 filter "$W" "$X" "$Y")"
 

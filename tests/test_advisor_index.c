@@ -4,7 +4,8 @@
  * runs, failed runs, runs below 100%, members in any order, a workload
  * with itself): every group's mean measured sum, every partner ranking
  * with and without "among", and /v1/predict's measured_sum for known,
- * unmeasured and unknown groups. */
+ * unmeasured and unknown groups; under every objective, the groups' mean
+ * value and the partner rankings of the library (kace_rank_partners_by). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,49 @@ static double scan_group(const kace_dataset *ds, const int *group, int k)
         }
     }
     return n ? s / n : NAN;
+}
+
+/* scan_group under objective o: the mean of kace_objective_measured. */
+static double scan_group_by(const kace_dataset *ds, kace_objective o, const int *group, int k)
+{
+    double s = 0;
+    int n = 0;
+    for (size_t c = 0; c < ds->n_colocations; c++) {
+        const kace_colocation *col = &ds->colocations[c];
+        if (col->k != k || col->status != KACE_RUN_OK)
+            continue;
+        bool used[KACE_MAX_K] = {false}, same = true;
+        for (int i = 0; i < k && same; i++) {
+            same = col->mps_pct[i] == 100;
+            bool found = false;
+            for (int j = 0; j < k && !found && same; j++)
+                if (!used[j] && col->workload[j] == group[i])
+                    used[j] = found = true;
+            same = same && found;
+        }
+        if (same) {
+            s += kace_objective_measured(o, ds, col);
+            n++;
+        }
+    }
+    return n ? s / n : NAN;
+}
+
+/* The value kace_rank_partners_by reports for partner b of a: its first
+ * 100%/100% run whose value is a number, whatever the run's status. */
+static double scan_pair_by(const kace_dataset *ds, kace_objective o, int a, int b)
+{
+    for (size_t c = 0; c < ds->n_colocations; c++) {
+        const kace_colocation *col = &ds->colocations[c];
+        if (col->k != 2 || col->mps_pct[0] != 100 || col->mps_pct[1] != 100)
+            continue;
+        if (!((col->workload[0] == a && col->workload[1] == b) || (col->workload[0] == b && col->workload[1] == a)))
+            continue;
+        double v = kace_objective_measured(o, ds, col);
+        if (!isnan(v))
+            return v;
+    }
+    return NAN;
 }
 
 /* Equal to the last bit, or both NaN. */
@@ -167,6 +211,9 @@ static void test_v100_groups(void **state)
         for (int i = 0; i < col->k; i++)
             rev[i] = col->workload[col->k - 1 - i];
         assert_same(scan_group(ds, col->workload, col->k), kace_advisor_measured_group(adv, rev, col->k), "stored");
+        for (int o = 0; o < KACE_N_OBJECTIVES; o++)
+            assert_same(scan_group_by(ds, (kace_objective)o, col->workload, col->k),
+                        kace_advisor_measured_group_by(adv, (kace_objective)o, rev, col->k), "stored, objective");
     }
     /* the index holds every all-100% group once, in little memory */
     size_t bytes = kace_measured_index_bytes(adv->measured);
@@ -187,27 +234,36 @@ static void test_v100_partners(void **state)
     size_t n = ds->n_workloads;
     kace_partner *want = calloc(n, sizeof *want), *got = calloc(n, sizeof *got);
     assert_true(want && got);
-    size_t measured = 0;
-    for (size_t t = 0; t < n; t++) {
-        size_t n_want = 0, n_got = 0;
-        kace_status a = kace_rank_partners(ctx, ds, kace_advisor_predictor(adv), KACE_NORM_TRAIN, (int)t, NULL, 0,
-                                           want, &n_want);
-        kace_status b = kace_advisor_rank_partners(ctx, adv, (int)t, NULL, 0, got, &n_got);
-        assert_int_equal(a, b); /* a target without a profile fails both ways */
-        if (a)
-            continue;
-        assert_same_ranking(want, n_want, got, n_got);
-        for (size_t i = 0; i < n_got; i++)
-            measured += !isnan(got[i].measured);
-        int among[5] = {(int)((t + 1) % n), (int)t, (int)((t + 7) % n), (int)((t + 1) % n), (int)((t + 30) % n)};
-        a = kace_rank_partners(ctx, ds, kace_advisor_predictor(adv), KACE_NORM_TRAIN, (int)t, among, 5, want,
-                               &n_want);
-        b = kace_advisor_rank_partners(ctx, adv, (int)t, among, 5, got, &n_got);
-        assert_int_equal(a, b);
-        if (!a)
+    size_t measured[KACE_N_OBJECTIVES] = {0};
+    for (int o = 0; o < KACE_N_OBJECTIVES; o++)
+        for (size_t t = 0; t < n; t++) {
+            kace_objective obj = (kace_objective)o;
+            size_t n_want = 0, n_got = 0;
+            kace_status a = o == KACE_OBJ_RAW ? kace_rank_partners(ctx, ds, kace_advisor_predictor(adv), KACE_NORM_TRAIN,
+                                                                   (int)t, NULL, 0, want, &n_want)
+                                              : kace_rank_partners_by(ctx, ds, kace_advisor_predictor(adv),
+                                                                      KACE_NORM_TRAIN, obj, (int)t, NULL, 0, want,
+                                                                      &n_want);
+            kace_status b = kace_advisor_rank_partners(ctx, adv, obj, (int)t, NULL, 0, got, &n_got);
+            assert_int_equal(a, b); /* a target without a profile fails both ways */
+            if (a)
+                continue;
             assert_same_ranking(want, n_want, got, n_got);
-    }
-    assert_true(measured > 100); /* the rankings did carry measured sums */
+            for (size_t i = 0; i < n_got; i++) {
+                measured[o] += !isnan(got[i].measured);
+                assert_same(scan_pair_by(ds, obj, (int)t, got[i].workload),
+                            kace_measured_index_pair_by(adv->measured, obj, got[i].workload, (int)t), "pair");
+            }
+            int among[5] = {(int)((t + 1) % n), (int)t, (int)((t + 7) % n), (int)((t + 1) % n), (int)((t + 30) % n)};
+            a = kace_rank_partners_by(ctx, ds, kace_advisor_predictor(adv), KACE_NORM_TRAIN, obj, (int)t, among, 5,
+                                      want, &n_want);
+            b = kace_advisor_rank_partners(ctx, adv, obj, (int)t, among, 5, got, &n_got);
+            assert_int_equal(a, b);
+            if (!a)
+                assert_same_ranking(want, n_want, got, n_got);
+        }
+    for (int o = 0; o < KACE_N_OBJECTIVES; o++)
+        assert_true(measured[o] > 100); /* the rankings did carry measured values */
     free(want);
     free(got);
 }
@@ -299,8 +355,10 @@ static void test_cases_the_scans_tell_apart(void **state)
     assert_kace_ok(ctx, kace_dataset_new(ctx, &ds));
     int w[5];
     static const char *const names[5] = {"a", "b", "c", "d", "e"};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 5; i++) {
         assert_kace_ok(ctx, kace_dataset_intern(ctx, ds, names[i], &w[i]));
+        ds->workloads[w[i]].metric[KACE_M_EXCLUSIVE] = 0.5 + 0.25 * i; /* for the shares */
+    }
     static const int full[3] = {100, 100, 100}, half[3] = {50, 100, 100};
     const int ab[2] = {w[0], w[1]}, ba[2] = {w[1], w[0]}, aa[2] = {w[0], w[0]}, cd[2] = {w[2], w[3]},
               de[2] = {w[3], w[4]}, abc[3] = {w[0], w[1], w[2]}, cba[3] = {w[2], w[1], w[0]};
@@ -336,6 +394,24 @@ static void test_cases_the_scans_tell_apart(void **state)
     assert_same(1.0 / 3 + 2.0 / 7, kace_measured_index_pair(ix, w[0], w[0]), "aa");
     assert_same(1.0 / 3 + 2.0 / 7, kace_measured_index_pair(ix, w[4], w[3]), "de first finite run");
     assert_true(isnan(kace_measured_index_pair(ix, w[0], w[4])));
+    /* the other objectives, from each group's runs */
+    for (int o = 0; o < KACE_N_OBJECTIVES; o++) {
+        kace_objective obj = (kace_objective)o;
+        const int *groups[] = {ab, ba, aa, cd, de, abc, cba};
+        const int ks[] = {2, 2, 2, 2, 2, 3, 3};
+        for (size_t g = 0; g < sizeof ks / sizeof *ks; g++)
+            assert_same(scan_group_by(ds, obj, groups[g], ks[g]), kace_measured_index_group_by(ix, obj, groups[g], ks[g]),
+                        "group by objective");
+        for (int a = 0; a < 5; a++)
+            for (int b = 0; b < 5; b++)
+                assert_same(scan_pair_by(ds, obj, w[a], w[b]), kace_measured_index_pair_by(ix, obj, w[a], w[b]),
+                            "pair by objective");
+    }
+    /* ab's normalized mean by hand (exclusive 0.5 and 0.75), in the order of its runs */
+    double ab_norm = ((0.1 / 0.5 + 0.2 / 0.75) + (2.0 / 7 / 0.5 + 1.0 / 3 / 0.75) + (1.0 / 3 / 0.5 + 2.0 / 7 / 0.75)) / 3;
+    assert_same(ab_norm, kace_measured_index_group_by(ix, KACE_OBJ_NORMALIZED, ab, 2), "ab normalized");
+    /* cd's fair value is its first run's (failed, kept for a partner as the raw sum is): min(0.1/1, 0.2/1.25) */
+    assert_same(fmin(0.1 / 1.0, 0.2 / 1.25), kace_measured_index_pair_by(ix, KACE_OBJ_FAIR, w[2], w[3]), "cd fair");
     kace_measured_index_free(&ix);
     kace_dataset_free(&ds);
 }

@@ -62,9 +62,13 @@ typedef struct kace_advisor_options {
     int max_colocation;    /* most workloads on one GPU (2..KACE_MAX_K) */
     double min_fraction;   /* k8s filter: a node passes only when the pod keeps
                               at least this fraction of its exclusive throughput */
+    int objective;         /* a kace_objective: what requests without "objective" and the
+                              extender's scheduler rank by (kace serve --objective); -1: each
+                              their own, raw for /v1/predict and /v1/partners, normalized for
+                              /v1/place and the scheduler */
 } kace_advisor_options;
 
-/* min_confidence 0, max_colocation 3, min_fraction 0. */
+/* min_confidence 0, max_colocation 3, min_fraction 0, objective -1. */
 void kace_advisor_options_default(kace_advisor_options *opt);
 
 typedef struct kace_advisor kace_advisor;
@@ -264,7 +268,7 @@ kace_status kace_advisor_handle_k8s(kace_ctx *ctx, const kace_advisor *a, kace_k
                                     kace_route route, const char *body, size_t len, kace_reply *reply);
 
 /* Replies kept for one advisor: a partner ranking without
- * "among" is rendered once per target and then answered, for any "top", by
+ * "among" is rendered once per objective and target and then answered, for any "top", by
  * joining the rendered pieces, byte for byte what the computed reply would
  * be. Entries are built by the first request that needs them (thread-safe,
  * lock-free) and kept, up to 32 MiB, as long as the cache: make one per

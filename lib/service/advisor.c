@@ -13,6 +13,7 @@ void kace_advisor_options_default(kace_advisor_options *opt)
     opt->min_confidence = 0;
     opt->max_colocation = 3;
     opt->min_fraction = 0;
+    opt->objective = -1;
 }
 
 kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, const kace_advisor_options *opt,
@@ -31,6 +32,9 @@ kace_status kace_advisor_new(kace_ctx *ctx, kace_dataset **ds, kace_model **m, c
         st = kace_fail(ctx, KACE_ERR_INVALID, "min_confidence and min_fraction must be in [0, 1]");
     else if (o.max_colocation < 2 || o.max_colocation > KACE_MAX_K)
         st = kace_fail(ctx, KACE_ERR_INVALID, "max_colocation must be 2..%d, not %d", KACE_MAX_K, o.max_colocation);
+    else if (o.objective < -1 || o.objective >= KACE_N_OBJECTIVES)
+        st = kace_fail(ctx, KACE_ERR_INVALID, "objective must be -1 (each endpoint's own) or a kace_objective, not %d",
+                       o.objective);
     kace_advisor *a = st ? NULL : calloc(1, sizeof *a);
     if (!st && !a)
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
@@ -104,8 +108,18 @@ double kace_advisor_measured_group(const kace_advisor *a, const int *group, int 
     return kace_measured_index_group(a->measured, group, k);
 }
 
-kace_status kace_advisor_rank_partners(kace_ctx *ctx, const kace_advisor *a, int target, const int *among,
-                                       size_t n_among, kace_partner *out, size_t *n_out)
+double kace_advisor_measured_group_by(const kace_advisor *a, kace_objective o, const int *group, int k)
+{
+    return kace_measured_index_group_by(a->measured, o, group, k);
+}
+
+kace_objective kace_advisor_objective(const kace_advisor *a, kace_objective dflt)
+{
+    return a->opt.objective >= 0 ? (kace_objective)a->opt.objective : dflt;
+}
+
+kace_status kace_advisor_rank_partners(kace_ctx *ctx, const kace_advisor *a, kace_objective o, int target,
+                                       const int *among, size_t n_among, kace_partner *out, size_t *n_out)
 {
     /* The ranking reads the colocations only for the measured sums, which
      * the index holds: it is given the dataset without them (a view that
@@ -114,15 +128,15 @@ kace_status kace_advisor_rank_partners(kace_ctx *ctx, const kace_advisor *a, int
     kace_dataset view = *a->ds;
     view.colocations = NULL;
     view.n_colocations = 0;
-    kace_status st = kace_rank_partners(ctx, &view, kace_advisor_predictor(a), KACE_NORM_TRAIN, target, among,
-                                        n_among, out, n_out);
+    kace_status st = kace_rank_partners_by(ctx, &view, kace_advisor_predictor(a), KACE_NORM_TRAIN, o, target, among,
+                                           n_among, out, n_out);
     for (size_t i = 0; !st && i < *n_out; i++)
-        out[i].measured = kace_measured_index_pair(a->measured, target, out[i].workload);
+        out[i].measured = kace_measured_index_pair_by(a->measured, o, target, out[i].workload);
     return st;
 }
 
-kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, int job, const int *resident, int n_resident,
-                                 int max_colocation, kace_gpu_score *out)
+kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, kace_objective o, int job, const int *resident,
+                                 int n_resident, int max_colocation, kace_gpu_score *out)
 {
     memset(out, 0, sizeof *out);
     out->before = out->after = out->gain = out->job_fraction = NAN;
@@ -133,7 +147,10 @@ kace_status kace_serve_score_gpu(kace_ctx *ctx, const kace_advisor *a, int job, 
         return KACE_OK;
     }
     kace_gain g;
-    kace_status st = kace_place_gain(ctx, kace_advisor_predictor(a), a->ds, resident, n_resident, job, NULL, &g);
+    /* normalized is kace_place_gain, the scorer the Slurm placer and the scheduler share */
+    kace_status st = o == KACE_OBJ_NORMALIZED
+                         ? kace_place_gain(ctx, kace_advisor_predictor(a), a->ds, resident, n_resident, job, NULL, &g)
+                         : kace_place_gain_by(ctx, kace_advisor_predictor(a), a->ds, resident, n_resident, job, o, &g);
     if (st)
         return st;
     out->before = g.before;

@@ -5,7 +5,12 @@
  * dataset outlives the index), so it costs 24 bytes whatever KACE_MAX_K;
  * the table holds 4-byte entry numbers, at most half full. The sums are
  * accumulated in the dataset's order, as a scan of the colocations would,
- * so that the index gives the scan's values to the last bit. */
+ * so that the index gives the scan's values to the last bit.
+ *
+ * The raw sums are kept; the other objectives (a member's share of its
+ * exclusive throughput) are computed on demand from the group's runs,
+ * listed group by group in the dataset's order (4 bytes a run, 4 a group):
+ * a group has a few runs, and a request asks for a few groups. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +31,10 @@ struct kace_measured_index {
     size_t n;
     uint32_t *slots; /* entry number + 1; 0 = empty */
     size_t mask;     /* slots - 1, slots a power of two */
+    /* The all-100% runs of entry i, in the dataset's order, are
+     * rows[start[i] .. start[i + 1]). */
+    uint32_t *start, *rows;
+    size_t n_rows;
 };
 
 static void sort_group(int *g, int k)
@@ -102,17 +111,23 @@ kace_status kace_measured_index_build(kace_ctx *ctx, const kace_dataset *ds, kac
         return kace_fail(ctx, KACE_ERR_INVALID, "too many colocations to index (%zu)", ds->n_colocations);
     kace_measured_index *ix = calloc(1, sizeof *ix);
     uint32_t *runs = calloc(candidates ? candidates : 1, sizeof *runs); /* successful runs per entry */
+    uint32_t *owner = malloc((candidates ? candidates : 1) * sizeof *owner); /* per indexed run: its entry */
     if (ix) {
         ix->ds = ds;
         ix->mask = table_size(candidates) - 1;
         ix->slots = calloc(ix->mask + 1, sizeof *ix->slots);
         ix->entries = malloc((candidates ? candidates : 1) * sizeof *ix->entries);
+        ix->start = calloc(candidates + 1, sizeof *ix->start);
+        ix->rows = malloc((candidates ? candidates : 1) * sizeof *ix->rows);
+        ix->n_rows = candidates;
     }
-    if (!ix || !runs || !ix->slots || !ix->entries) {
+    if (!ix || !runs || !owner || !ix->slots || !ix->entries || !ix->start || !ix->rows) {
         free(runs);
+        free(owner);
         kace_measured_index_free(&ix);
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory indexing %zu colocations", ds->n_colocations);
     }
+    size_t m = 0; /* indexed runs so far */
     for (size_t r = 0; r < ds->n_colocations; r++) {
         const kace_colocation *c = &ds->colocations[r];
         if (!all_at_100(c))
@@ -127,6 +142,8 @@ kace_status kace_measured_index_build(kace_ctx *ctx, const kace_dataset *ds, kac
             ix->entries[ix->n] = (entry){(uint32_t)r, h, 0, NAN};
             ix->slots[s] = (uint32_t)++ix->n;
         }
+        owner[m++] = ix->slots[s] - 1;
+        ix->start[ix->slots[s]]++; /* counted at start[entry + 1]: summed below into where each begins */
         entry *e = &ix->entries[ix->slots[s] - 1];
         if (c->status == KACE_RUN_OK) {
             e->mean += kace_colocation_sum(c);
@@ -137,7 +154,21 @@ kace_status kace_measured_index_build(kace_ctx *ctx, const kace_dataset *ds, kac
     }
     for (size_t i = 0; i < ix->n; i++)
         ix->entries[i].mean = runs[i] ? ix->entries[i].mean / runs[i] : NAN;
+    /* each group's runs in the dataset's order: runs[] now counts where the
+     * next run of each entry goes */
+    for (size_t i = 0; i < ix->n; i++) {
+        ix->start[i + 1] += ix->start[i];
+        runs[i] = ix->start[i];
+    }
+    m = 0;
+    for (size_t r = 0; r < ds->n_colocations; r++)
+        if (all_at_100(&ds->colocations[r]))
+            ix->rows[runs[owner[m++]]++] = (uint32_t)r;
     free(runs);
+    free(owner);
+    uint32_t *start = realloc(ix->start, (ix->n + 1) * sizeof *start);
+    if (start)
+        ix->start = start;
     /* Repeated runs of a group leave the table emptier than it need be:
      * size it for the groups and give back the entries not used. */
     size_t size = table_size(ix->n);
@@ -167,6 +198,8 @@ void kace_measured_index_free(kace_measured_index **ix)
     if (ix && *ix) {
         free((*ix)->entries);
         free((*ix)->slots);
+        free((*ix)->start);
+        free((*ix)->rows);
         free(*ix);
         *ix = NULL;
     }
@@ -197,6 +230,40 @@ double kace_measured_index_pair(const kace_measured_index *ix, int a, int b)
     return e ? e->first_pair : NAN;
 }
 
+double kace_measured_index_group_by(const kace_measured_index *ix, kace_objective o, const int *group, int k)
+{
+    const entry *e = lookup(ix, group, k);
+    if (!e || o == KACE_OBJ_RAW)
+        return e ? e->mean : NAN;
+    size_t i = (size_t)(e - ix->entries);
+    double sum = 0;
+    uint32_t runs = 0;
+    for (uint32_t r = ix->start[i]; r < ix->start[i + 1]; r++) {
+        const kace_colocation *c = &ix->ds->colocations[ix->rows[r]];
+        if (c->status == KACE_RUN_OK) {
+            sum += kace_objective_measured(o, ix->ds, c);
+            runs++;
+        }
+    }
+    return runs ? sum / runs : NAN;
+}
+
+double kace_measured_index_pair_by(const kace_measured_index *ix, kace_objective o, int a, int b)
+{
+    const int pair[2] = {a, b};
+    const entry *e = lookup(ix, pair, 2);
+    if (!e || o == KACE_OBJ_RAW)
+        return e ? e->first_pair : NAN;
+    /* as kace_rank_partners_by: the first run whose value is a number */
+    size_t i = (size_t)(e - ix->entries);
+    for (uint32_t r = ix->start[i]; r < ix->start[i + 1]; r++) {
+        double v = kace_objective_measured(o, ix->ds, &ix->ds->colocations[ix->rows[r]]);
+        if (!isnan(v))
+            return v;
+    }
+    return NAN;
+}
+
 size_t kace_measured_index_groups(const kace_measured_index *ix)
 {
     return ix->n;
@@ -204,5 +271,6 @@ size_t kace_measured_index_groups(const kace_measured_index *ix)
 
 size_t kace_measured_index_bytes(const kace_measured_index *ix)
 {
-    return sizeof *ix + ix->n * sizeof *ix->entries + (ix->mask + 1) * sizeof *ix->slots;
+    return sizeof *ix + ix->n * sizeof *ix->entries + (ix->mask + 1) * sizeof *ix->slots +
+           (ix->n + 1) * sizeof *ix->start + ix->n_rows * sizeof *ix->rows;
 }

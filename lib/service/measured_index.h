@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "kace/dataset.h"
+#include "kace/policy.h"
 
 typedef struct kace_measured_index kace_measured_index;
 
@@ -25,6 +26,13 @@ double kace_measured_index_group(const kace_measured_index *ix, const int *group
  * dataset's order, whatever its status (as kace_rank_partners reports a
  * partner's), NaN when there is none. */
 double kace_measured_index_pair(const kace_measured_index *ix, int a, int b);
+
+/* The same under objective o (kace_objective_measured of each run): the
+ * group's mean over its successful all-100% runs, and the pair's value in
+ * its first all-100% run that has one, as kace_rank_partners_by reports a
+ * partner's. Raw is the two above. */
+double kace_measured_index_group_by(const kace_measured_index *ix, kace_objective o, const int *group, int k);
+double kace_measured_index_pair_by(const kace_measured_index *ix, kace_objective o, int a, int b);
 
 /* Groups indexed, and the bytes the index holds. */
 size_t kace_measured_index_groups(const kace_measured_index *ix);

@@ -567,6 +567,33 @@ static kace_status require(kace_ctx *ctx, const cJSON *obj, const char *field, c
     return KACE_OK;
 }
 
+/* The optional "objective" of a request: absent or null, the advisor's
+ * (kace serve --objective), else the route's own dflt. */
+static kace_status get_objective(kace_ctx *ctx, const kace_advisor *a, const cJSON *obj, kace_objective dflt,
+                                 kace_objective *o)
+{
+    const cJSON *it = cJSON_GetObjectItem(obj, "objective");
+    *o = kace_advisor_objective(a, dflt);
+    if (!it || cJSON_IsNull(it))
+        return KACE_OK;
+    int found = cJSON_IsString(it) ? kace_objective_from_name(it->valuestring) : -1;
+    if (found < 0) {
+        char given[80] = "a string";
+        if (cJSON_IsString(it))
+            snprintf(given, sizeof given, "'%.64s'", it->valuestring);
+        else if (!cJSON_IsNumber(it) && !cJSON_IsBool(it))
+            snprintf(given, sizeof given, "%s", cJSON_IsArray(it) ? "an array" : "an object");
+        else
+            snprintf(given, sizeof given, "%s", cJSON_IsNumber(it) ? "a number" : "a boolean");
+        return kace_fail(ctx, KACE_ERR_INVALID,
+                         "field 'objective' must be \"raw\" (throughput sum), \"normalized\" (sum of each member's "
+                         "share of its exclusive throughput) or \"fair\" (the smallest share), not %s",
+                         given);
+    }
+    *o = (kace_objective)found;
+    return KACE_OK;
+}
+
 /* Written with one "%.17g" (exact round trip) as a raw JSON value: cJSON's
  * own number printing tries "%1.15g", reads it back with sscanf and often
  * prints "%1.17g" too, which was a fifth of a partner ranking's time. */
@@ -626,12 +653,14 @@ static kace_status need_members(kace_ctx *ctx, const kace_advisor *a, const char
 
 static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out)
 {
-    static const char *const known[] = {"workloads", NULL};
+    static const char *const known[] = {"workloads", "objective", NULL};
     const cJSON *list;
     int group[KACE_MAX_K], k = 0;
+    kace_objective o;
     kace_status st;
     if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "workloads", &list)) ||
-        (st = kace_serve_workload_list(ctx, a, list, "workloads", KACE_MAX_K, group, &k)))
+        (st = kace_serve_workload_list(ctx, a, list, "workloads", KACE_MAX_K, group, &k)) ||
+        (st = get_objective(ctx, a, req, KACE_OBJ_RAW, &o)))
         return st;
     if (k < 1)
         return kace_fail(ctx, KACE_ERR_INVALID, "workloads must name 1..%d workloads", KACE_MAX_K);
@@ -639,10 +668,14 @@ static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJ
     if ((st = predict_group(ctx, a, group, k, &sum, &conf, member)))
         return st;
     double exclusive = 0, normalized = 0;
+    bool members = true;
     for (int i = 0; i < k; i++) {
         exclusive += exclusive_of(a, group[i]);
         normalized += member[i] / exclusive_of(a, group[i]);
+        members &= isfinite(member[i]);
     }
+    /* the others need each member's throughput: null from a model of sums */
+    double value = o == KACE_OBJ_RAW ? sum : members ? kace_objective_of(o, a->ds, group, k, member) : NAN;
     add_names(out, "workloads", a->ds, group, k);
     cJSON_AddStringToObject(out, "model", model_kind_name(a));
     kace_serve_add_number(out, "predicted_sum", sum);
@@ -650,10 +683,13 @@ static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJ
     kace_serve_add_number(out, "exclusive_sum", exclusive);
     kace_serve_add_number(out, "normalized", normalized);
     kace_serve_add_number(out, "confidence", conf);
-    cJSON *members = cJSON_AddArrayToObject(out, "members");
-    for (int i = 0; members && i < k; i++) {
+    cJSON_AddStringToObject(out, "objective", kace_objective_name(o));
+    kace_serve_add_number(out, "predicted", value);
+    kace_serve_add_number(out, "measured", kace_advisor_measured_group_by(a, o, group, k));
+    cJSON *list_out = cJSON_AddArrayToObject(out, "members");
+    for (int i = 0; list_out && i < k; i++) {
         cJSON *m = cJSON_CreateObject();
-        if (!cJSON_AddItemToArray(members, m))
+        if (!cJSON_AddItemToArray(list_out, m))
             break;
         cJSON_AddStringToObject(m, "workload", a->ds->workloads[group[i]].name);
         kace_serve_add_number(m, "predicted", member[i]);
@@ -663,32 +699,35 @@ static kace_status handle_predict(kace_ctx *ctx, const kace_advisor *a, const cJ
     return KACE_OK;
 }
 
-/* One ranked partner as the reply lists it. */
-static cJSON *add_partner(cJSON *list, const kace_advisor *a, const kace_partner *p)
+/* One ranked partner as the reply lists it: its predicted and measured
+ * values are the objective's, named "_sum" only where they are sums in
+ * samples/s (raw). */
+static cJSON *add_partner(cJSON *list, const kace_advisor *a, kace_objective obj, const kace_partner *p)
 {
     cJSON *o = cJSON_CreateObject();
     if (!cJSON_AddItemToArray(list, o))
         return NULL;
+    bool raw = obj == KACE_OBJ_RAW;
     cJSON_AddStringToObject(o, "workload", a->ds->workloads[p->workload].name);
-    kace_serve_add_number(o, "predicted_sum", p->predicted);
-    kace_serve_add_number(o, "measured_sum", p->measured);
+    kace_serve_add_number(o, raw ? "predicted_sum" : "predicted", p->predicted);
+    kace_serve_add_number(o, raw ? "measured_sum" : "measured", p->measured);
     kace_serve_add_number(o, "exclusive_sum", p->exclusive_sum);
     kace_serve_add_number(o, "confidence", p->confidence);
     return o;
 }
 
-/* The fields of a partner request: target, top (0 = all) and among (NULL
- * when absent or null). */
+/* The fields of a partner request: target, top (0 = all), among (NULL
+ * when absent or null) and the objective. */
 static kace_status parse_partners(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, int *target, int *top,
-                                  const cJSON **among)
+                                  const cJSON **among, kace_objective *o)
 {
-    static const char *const known[] = {"target", "among", "top", NULL};
+    static const char *const known[] = {"target", "among", "top", "objective", NULL};
     const cJSON *target_item, *among_item = cJSON_GetObjectItem(req, "among");
     kace_status st;
     *top = 0;
     if ((st = check_fields(ctx, req, "request body", known)) || (st = require(ctx, req, "target", &target_item)) ||
         (st = kace_serve_workload(ctx, a, target_item, "target", target)) ||
-        (st = get_int(ctx, req, "top", 0, 1 << 20, top)))
+        (st = get_int(ctx, req, "top", 0, 1 << 20, top)) || (st = get_objective(ctx, a, req, KACE_OBJ_RAW, o)))
         return st;
     *among = among_item && !cJSON_IsNull(among_item) ? among_item : NULL;
     return KACE_OK;
@@ -700,8 +739,9 @@ static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const c
     int target, top, n_among = 0;
     int *among = NULL;
     kace_partner *ranked = NULL;
+    kace_objective o;
     kace_status st;
-    if ((st = parse_partners(ctx, a, req, &target, &top, &among_item)))
+    if ((st = parse_partners(ctx, a, req, &target, &top, &among_item, &o)))
         return st;
     bool with_among = among_item != NULL;
     size_t cap = with_among ? MAX_LIST : a->ds->n_workloads;
@@ -714,13 +754,14 @@ static kace_status handle_partners(kace_ctx *ctx, const kace_advisor *a, const c
     if (with_among && (st = kace_serve_workload_list(ctx, a, among_item, "among", MAX_LIST, among, &n_among)))
         goto done;
     size_t n = 0;
-    if ((st = kace_advisor_rank_partners(ctx, a, target, with_among ? among : NULL, (size_t)n_among, ranked, &n)))
+    if ((st = kace_advisor_rank_partners(ctx, a, o, target, with_among ? among : NULL, (size_t)n_among, ranked, &n)))
         goto done;
     cJSON_AddStringToObject(out, "target", a->ds->workloads[target].name);
     cJSON_AddStringToObject(out, "model", model_kind_name(a));
+    cJSON_AddStringToObject(out, "objective", kace_objective_name(o));
     cJSON *list = cJSON_AddArrayToObject(out, "partners");
     for (size_t i = 0; list && i < n && (top <= 0 || (int)i < top); i++)
-        if (!add_partner(list, a, &ranked[i]))
+        if (!add_partner(list, a, o, &ranked[i]))
             break;
 done:
     free(among);
@@ -730,8 +771,9 @@ done:
 
 /* ---- the reply cache ---------------------------------------------------------
  *
- * A partner ranking without "among" depends only on the advisor and the
- * target: the cache keeps, per target, the ranking over every workload
+ * A partner ranking without "among" depends only on the advisor, the
+ * objective and the target: the cache keeps, per objective and target,
+ * the ranking over every workload
  * already rendered as the reply's pieces (the head up to "partners":[ and
  * each partner's object), so that any "top" is answered by joining pieces,
  * byte for byte what handle_partners prints. A target's entry is built by
@@ -745,7 +787,7 @@ done:
 typedef struct ranked_reply {
     size_t n;           /* partners */
     size_t bytes;       /* what it holds, against CACHE_BUDGET */
-    char *head;         /* {"target":...,"model":...,"partners":[ */
+    char *head;         /* {"target":...,"model":...,"objective":...,"partners":[ */
     size_t head_len;
     char **item;        /* each partner's object */
     size_t *item_len;
@@ -754,7 +796,7 @@ typedef struct ranked_reply {
 struct kace_reply_cache {
     const kace_advisor *a;
     size_t n;                       /* targets: the advisor's workloads */
-    _Atomic(ranked_reply *) *entry; /* per target, NULL until asked */
+    _Atomic(ranked_reply *) *entry; /* per objective, per target (entry[o * n + target]), NULL until asked */
     atomic_size_t bytes;            /* held by the entries */
 };
 
@@ -775,7 +817,7 @@ kace_status kace_reply_cache_new(kace_ctx *ctx, const kace_advisor *a, kace_repl
     kace_reply_cache *c = calloc(1, sizeof *c);
     size_t n = a->ds->n_workloads;
     if (c)
-        c->entry = calloc(n ? n : 1, sizeof *c->entry);
+        c->entry = calloc(n ? KACE_N_OBJECTIVES * n : 1, sizeof *c->entry);
     if (!c || !c->entry) {
         free(c);
         *out = NULL;
@@ -783,7 +825,7 @@ kace_status kace_reply_cache_new(kace_ctx *ctx, const kace_advisor *a, kace_repl
     }
     c->a = a;
     c->n = n;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < KACE_N_OBJECTIVES * n; i++)
         atomic_init(&c->entry[i], NULL);
     atomic_init(&c->bytes, 0);
     *out = c;
@@ -794,7 +836,7 @@ void kace_reply_cache_free(kace_reply_cache **c)
 {
     if (!c || !*c)
         return;
-    for (size_t i = 0; i < (*c)->n; i++)
+    for (size_t i = 0; i < KACE_N_OBJECTIVES * (*c)->n; i++)
         ranked_reply_free(atomic_load(&(*c)->entry[i]));
     free((*c)->entry);
     free(*c);
@@ -804,13 +846,14 @@ void kace_reply_cache_free(kace_reply_cache **c)
 size_t kace_reply_cache_entries(const kace_reply_cache *c)
 {
     size_t n = 0;
-    for (size_t i = 0; c && i < c->n; i++)
+    for (size_t i = 0; c && i < KACE_N_OBJECTIVES * c->n; i++)
         n += atomic_load(&((kace_reply_cache *)c)->entry[i]) != NULL;
     return n;
 }
 
-/* Renders target's ranking over every workload into pieces. */
-static kace_status ranked_reply_build(kace_ctx *ctx, const kace_advisor *a, int target, ranked_reply **out)
+/* Renders target's ranking over every workload under objective o into pieces. */
+static kace_status ranked_reply_build(kace_ctx *ctx, const kace_advisor *a, kace_objective o, int target,
+                                      ranked_reply **out)
 {
     *out = NULL;
     size_t cap = a->ds->n_workloads, n = 0;
@@ -819,12 +862,13 @@ static kace_status ranked_reply_build(kace_ctx *ctx, const kace_advisor *a, int 
     cJSON *head = cJSON_CreateObject(), *one = cJSON_CreateArray();
     kace_status st = ranked && r && head && one ? KACE_OK : kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     if (!st)
-        st = kace_advisor_rank_partners(ctx, a, target, NULL, 0, ranked, &n);
+        st = kace_advisor_rank_partners(ctx, a, o, target, NULL, 0, ranked, &n);
     if (!st && (!(r->item = calloc(n ? n : 1, sizeof *r->item)) || !(r->item_len = calloc(n ? n : 1, sizeof *r->item_len))))
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     if (!st) { /* the head: the reply with no partners, "]}" cut off */
         cJSON_AddStringToObject(head, "target", a->ds->workloads[target].name);
         cJSON_AddStringToObject(head, "model", model_kind_name(a));
+        cJSON_AddStringToObject(head, "objective", kace_objective_name(o));
         cJSON_AddArrayToObject(head, "partners");
         r->head = cJSON_PrintUnformatted(head);
         r->head_len = r->head ? strlen(r->head) : 0;
@@ -835,8 +879,8 @@ static kace_status ranked_reply_build(kace_ctx *ctx, const kace_advisor *a, int 
         r->bytes = r->head_len + n * (sizeof *r->item + sizeof *r->item_len);
     }
     for (size_t i = 0; !st && i < n; i++) { /* each partner alone: [{...}] printed, brackets cut */
-        cJSON *o = add_partner(one, a, &ranked[i]);
-        char *text = o ? cJSON_PrintUnformatted(one) : NULL;
+        cJSON *item = add_partner(one, a, o, &ranked[i]);
+        char *text = item ? cJSON_PrintUnformatted(one) : NULL;
         size_t len = text ? strlen(text) : 0;
         cJSON_DeleteItemFromArray(one, 0);
         if (len < 2) {
@@ -891,18 +935,20 @@ static kace_status partners_cached(kace_ctx *ctx, const kace_advisor *a, kace_re
 {
     const cJSON *among;
     int target, top;
+    kace_objective o;
     kace_status st;
     *body = NULL;
-    if ((st = parse_partners(ctx, a, req, &target, &top, &among)) || among || (size_t)target >= c->n)
+    if ((st = parse_partners(ctx, a, req, &target, &top, &among, &o)) || among || (size_t)target >= c->n)
         return st;
-    ranked_reply *r = atomic_load_explicit(&c->entry[target], memory_order_acquire), *mine = NULL;
+    _Atomic(ranked_reply *) *slot = &c->entry[(size_t)o * c->n + (size_t)target];
+    ranked_reply *r = atomic_load_explicit(slot, memory_order_acquire), *mine = NULL;
     if (!r) {
-        if ((st = ranked_reply_build(ctx, a, target, &mine)))
+        if ((st = ranked_reply_build(ctx, a, o, target, &mine)))
             return st;
         r = mine;
         if (atomic_fetch_add(&c->bytes, mine->bytes) + mine->bytes <= CACHE_BUDGET) {
             ranked_reply *none = NULL;
-            if (atomic_compare_exchange_strong_explicit(&c->entry[target], &none, mine, memory_order_acq_rel,
+            if (atomic_compare_exchange_strong_explicit(slot, &none, mine, memory_order_acq_rel,
                                                         memory_order_acquire))
                 mine = NULL; /* kept: the cache owns it now */
             else
@@ -921,16 +967,18 @@ static kace_status partners_cached(kace_ctx *ctx, const kace_advisor *a, kace_re
 static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSON *req, cJSON *out,
                                 const char **decision)
 {
-    static const char *const known[] = {"job", "gpus", "min_confidence", "max_colocation", NULL};
+    static const char *const known[] = {"job", "gpus", "min_confidence", "max_colocation", "objective", NULL};
     static const char *const gpu_known[] = {"id", "running", NULL};
     const cJSON *job_item, *gpus;
     int job, max_k = a->opt.max_colocation;
     double min_conf = a->opt.min_confidence;
+    kace_objective obj;
     kace_status st;
     if ((st = need_members(ctx, a, "/v1/place")) || (st = check_fields(ctx, req, "request body", known)) ||
         (st = require(ctx, req, "job", &job_item)) || (st = kace_serve_workload(ctx, a, job_item, "job", &job)) ||
         (st = require(ctx, req, "gpus", &gpus)) || (st = get_number(ctx, req, "min_confidence", 0, 1, &min_conf)) ||
-        (st = get_int(ctx, req, "max_colocation", 1, KACE_MAX_K, &max_k)))
+        (st = get_int(ctx, req, "max_colocation", 1, KACE_MAX_K, &max_k)) ||
+        (st = get_objective(ctx, a, req, KACE_OBJ_NORMALIZED, &obj)))
         return st;
     if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) < 1 || cJSON_GetArraySize(gpus) > MAX_LIST)
         return kace_fail(ctx, KACE_ERR_INVALID, "gpus must be an array of 1..%d GPUs ({\"id\", \"running\"})",
@@ -962,7 +1010,7 @@ static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSO
             (st = kace_serve_workload_list(ctx, a, running, run_where, MAX_LIST, resident, &n_resident)))
             break;
         kace_gpu_score s;
-        if ((st = kace_serve_score_gpu(ctx, a, job, resident, n_resident, max_k, &s)))
+        if ((st = kace_serve_score_gpu(ctx, a, obj, job, resident, n_resident, max_k, &s)))
             break;
         cJSON *o = cJSON_CreateObject();
         if (!cJSON_AddItemToArray(list, o)) {
@@ -975,8 +1023,12 @@ static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSO
             cJSON_AddStringToObject(o, "reason", s.reason);
         kace_serve_add_number(o, "gain", s.gain);
         kace_serve_add_number(o, "job_fraction", s.job_fraction);
-        kace_serve_add_number(o, "normalized_before", s.before);
-        kace_serve_add_number(o, "normalized_after", s.after);
+        kace_serve_add_number(o, "before", s.before);
+        kace_serve_add_number(o, "after", s.after);
+        if (obj == KACE_OBJ_NORMALIZED) { /* the names before objectives, for the clients that read them */
+            kace_serve_add_number(o, "normalized_before", s.before);
+            kace_serve_add_number(o, "normalized_after", s.after);
+        }
         kace_serve_add_number(o, "confidence", s.confidence);
         if (!s.eligible)
             continue;
@@ -1007,6 +1059,7 @@ static kace_status handle_place(kace_ctx *ctx, const kace_advisor *a, const cJSO
     }
     (void)best_id;
     cJSON_AddStringToObject(out, "policy", *decision);
+    cJSON_AddStringToObject(out, "objective", kace_objective_name(obj));
     cJSON_AddItemToObject(out, "gpus", list);
     return KACE_OK;
 }

@@ -794,7 +794,10 @@ static kace_status judge_gpus(kace_ctx *ctx, const kace_advisor *a, int job, con
             continue;
         }
         kace_gpu_score s;
-        kace_status st = kace_serve_score_gpu(ctx, a, job, resident, n, a->opt.max_colocation, &s);
+        /* by gain in normalized throughput whatever the objective: the
+         * score is 10 * gain, which only shares make a 0..10 scale of */
+        kace_status st =
+            kace_serve_score_gpu(ctx, a, KACE_OBJ_NORMALIZED, job, resident, n, a->opt.max_colocation, &s);
         if (st)
             return st;
         if (!s.eligible) {

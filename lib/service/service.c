@@ -223,6 +223,8 @@ static void use_world(kace_service *s, kace_served *h, const char *why_not, char
     snprintf(why, sizeof why, "%s", why_not);
     if (h->world) {
         kace_sched_config_default(&w.config, (kace_sched_policy)s->cfg.extender_policy);
+        if (s->cfg.options.objective >= 0) /* kace serve --objective, on every reload */
+            w.config.objective = (kace_objective)s->cfg.options.objective;
         w.profiles = kace_sched_world_profiles(h->world);
         w.pool = kace_sched_world_pool(h->world, &w.n_pool);
         w.runnable = kace_sched_world_runnable(h->world);
@@ -234,8 +236,9 @@ static void use_world(kace_service *s, kace_served *h, const char *why_not, char
         }
     }
     if (h->world) {
-        snprintf(note, note_size, "the Kubernetes extender places pods with kace schedule's scheduler (policy %s, %d "
-                 "workloads) on the served model", kace_sched_policy_name(w.config.policy), w.n_pool);
+        snprintf(note, note_size, "the Kubernetes extender places pods with kace schedule's scheduler (policy %s, "
+                 "objective %s, %d workloads) on the served model", kace_sched_policy_name(w.config.policy),
+                 kace_objective_name(w.config.objective), w.n_pool);
     } else {
         kace_k8s_cluster_use_scheduler(ctx, s->cluster, NULL);
         snprintf(note, note_size, "the Kubernetes extender scores nodes by predicted gain: kace schedule's scheduler "
