@@ -15,6 +15,10 @@
  *    no decision and no observation;
  *  - malformed JSON is reported at "request body:<line>:<col>";
  *  - k8s prioritize answers a list whose scores are integers 0..10;
+ *  - /v1/predict, /v1/partners and /v1/place say which objective they
+ *    ranked by, one of raw, normalized and fair: the request's when it
+ *    names one, else the route's own; a partner is listed with
+ *    predicted_sum / measured_sum under raw only (a share is no sum);
  *  - a partner ranking answered through the reply cache (one for the whole
  *    run, so later inputs hit what earlier ones built) is byte for byte the
  *    computed reply, with the same status and decision.
@@ -152,6 +156,28 @@ static void fuzz_admission(unsigned flags, const uint8_t *data, size_t size)
     free(text);
 }
 
+/* The objective a 200 reply names, against the request's. */
+static void check_objective(kace_route route, const char *body, size_t len, const cJSON *reply)
+{
+    const cJSON *named = cJSON_GetObjectItemCaseSensitive(reply, "objective");
+    FUZZ_CHECK(cJSON_IsString(named) && kace_objective_from_name(named->valuestring) >= 0,
+               "a %s reply without its objective", kace_route_name(route));
+    cJSON *req = cJSON_ParseWithLength(body, len);
+    const cJSON *asked = cJSON_GetObjectItem(req, "objective"); /* keys match without case, as the server's */
+    const char *want = asked && !cJSON_IsNull(asked) ? asked->valuestring
+                       : route == KACE_ROUTE_PLACE   ? "normalized"
+                                                     : "raw";
+    FUZZ_CHECK(want && strcmp(want, named->valuestring) == 0, "asked objective %s, answered %s", want ? want : "?",
+               named->valuestring);
+    cJSON_Delete(req);
+    const cJSON *partners = cJSON_GetObjectItemCaseSensitive(reply, "partners");
+    bool raw = strcmp(named->valuestring, "raw") == 0;
+    for (const cJSON *p = partners ? partners->child : NULL; p; p = p->next)
+        FUZZ_CHECK(!cJSON_GetObjectItemCaseSensitive(p, raw ? "predicted" : "predicted_sum") &&
+                       !cJSON_GetObjectItemCaseSensitive(p, raw ? "measured" : "measured_sum"),
+                   "a partner's values named for another objective than %s", named->valuestring);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -208,6 +234,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                            "score out of 0..10");
             }
         }
+        if (route == KACE_ROUTE_PREDICT || route == KACE_ROUTE_PARTNERS || route == KACE_ROUTE_PLACE)
+            check_objective(route, body, size - 1, j);
     } else {
         FUZZ_CHECK(reply.http_status >= 400 && reply.http_status < 600, "failure with HTTP %d", reply.http_status);
         FUZZ_CHECK(reply.http_status == kace_serve_http_status(st), "HTTP %d for status %d", reply.http_status,
