@@ -148,4 +148,40 @@ rc=$?
     "deadline,killed,deadline,finished,finished" ] || fail "allocations: $(sql "SELECT * FROM campaign_allocations")"
 no_strays "call 4"
 
+# 5. kill -9 in the middle of a call (after its first stored run): no stored run
+#    is lost, its allocation is left open, and the next call closes it as killed
+#    and measures exactly what is left.
+export KACE_DB="$scratch/killed.db"
+for w in a b c; do
+    "$kace" workload add "$w" -- "$scratch/bin/probe-$w" >/dev/null || fail "killed: workload add $w"
+done
+setsid "$kace" campaign --device --minutes 60 "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err" &
+pid=$!
+while kill -0 "$pid" 2>/dev/null; do # a state, polled: the first run stored
+    [ "$(sql "SELECT count(*) FROM runs" 2>/dev/null)" -ge 1 ] 2>/dev/null && break
+    sleep 0.05
+done
+stored=$(sql "SELECT count(*) FROM runs")
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+for ((i = 0; i < 600; i++)); do # the workloads end on their own (kace's death ends them)
+    pgrep -af "$marker" | grep -qv mps-control || break
+    sleep 0.05
+done
+for p in $(pgrep -f "$marker" | grep -v mps-control); do kill -KILL "$p" 2>/dev/null; done
+[ "$stored" -ge 1 ] || fail "killed: the call ended before a run was stored: $(cat "$scratch/err")"
+[ "$(sql "PRAGMA integrity_check")" = ok ] || fail "killed: integrity $(sql "PRAGMA integrity_check")"
+[ "$(sql "SELECT count(*) FROM campaign_allocations WHERE ending IS NULL AND ended_at IS NULL")" = 1 ] ||
+    fail "killed: allocation $(sql "SELECT * FROM campaign_allocations")"
+[ "$(sql "SELECT count(*) FROM runs")" -ge "$stored" ] || fail "killed: runs lost"
+device 60
+rc=$?
+[ $rc = 0 ] || fail "after the kill: exit $rc: $(cat "$scratch/err")"
+grep -q "1 earlier call ended without a word (killed)" "$scratch/out" || fail "after the kill: $(head -n 2 "$scratch/out")"
+[ "$(sql "SELECT group_concat(ending, ',') FROM (SELECT ending FROM campaign_allocations ORDER BY id)")" = \
+    "killed,finished" ] || fail "after the kill: allocations $(sql "SELECT * FROM campaign_allocations")"
+[ "$(sql "SELECT count(*) || '/' || count(DISTINCT run_key) FROM runs WHERE status='ok'")" = "7/7" ] ||
+    fail "after the kill: runs $(sql "SELECT set_name, status FROM runs")"
+no_strays "after the kill"
+
 finish cli_campaign_device
