@@ -175,9 +175,10 @@ static kace_status device_after_run(device_call *d, const kace_measure_spec *spe
     return KACE_OK;
 }
 
-static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec, double timeout_s)
+static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec, double timeout_s, bool *stored)
 {
     device_call *d = arg;
+    *stored = false;
     kace_measure_pool_stop(&d->pool); /* a cold run starts its processes alone on the GPU */
     kace_status st;
     if (spec->timeslice) {
@@ -196,13 +197,15 @@ static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec,
     measure_cli_progress_done();
     if (st || res.cancelled)
         return st;
+    *stored = true;
     return device_after_run(d, spec, label, &res);
 }
 
 static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs, size_t n, size_t i,
-                                       double timeout_s)
+                                       double timeout_s, bool *stored)
 {
     device_call *d = arg;
+    *stored = false;
     const kace_measure_spec *spec = &specs[i];
     kace_status st = device_mps_up(d);
     kace_measure_options opt;
@@ -212,10 +215,16 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
     if (d->pool && !kace_measure_pool_has(d->pool, spec))
         kace_measure_pool_stop(&d->pool); /* the next runs' members, in a fresh pool */
     if (!d->pool) {
+        /* The start's timeout is the run's (cut to the deadline); the run gets what the start left. */
+        int64_t t0 = kace_monotonic_ns();
         memcpy(d->pool_specs, specs + i, (n - i) * sizeof *specs);
-        if ((st = kace_measure_pool_start(d->ctx, d->store, d->pool_specs, n - i, d->pool_max, &opt, timeout_s,
-                                          &d->pool)))
+        if ((st = kace_measure_pool_start(d->ctx, d->store, d->pool_specs, n - i, d->pool_max, &opt, 0, &d->pool)))
             return st;
+        double left = timeout_s - (double)(kace_monotonic_ns() - t0) / 1e9;
+        if (!(left > 0))
+            return kace_fail(d->ctx, KACE_ERR_IO, "starting the pool took the call's time to its deadline");
+        if (opt.run.timeout_s > left)
+            opt.run.timeout_s = left;
     }
     kace_measure_result res;
     st = kace_measure_in_pool(d->ctx, d->store, d->pool, spec, &opt, &res);
@@ -226,6 +235,7 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
     }
     if (res.cancelled)
         return KACE_OK;
+    *stored = true;
     return device_after_run(d, spec, label, &res);
 }
 

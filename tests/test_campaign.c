@@ -453,6 +453,7 @@ typedef struct fake {
     size_t n_steps;
     char log[4096];
     int stop_after; /* runs, then "a signal" (0: never) */
+    int cancel_at;  /* this run (1, 2, ...) is cancelled by "a signal": not stored (0: none) */
     int runs;
 } fake;
 
@@ -496,8 +497,14 @@ static kace_status fake_is_done(void *arg, const kace_measure_spec *spec, bool *
     return KACE_OK;
 }
 
-static kace_status fake_measure(fake *f, const kace_measure_spec *spec, double timeout_s, bool warm)
+static kace_status fake_measure(fake *f, const kace_measure_spec *spec, double timeout_s, bool warm, bool *stored)
 {
+    if (f->cancel_at > 0 && f->runs + 1 == f->cancel_at) {
+        *stored = false;
+        f->stop_after = ++f->runs;
+        return KACE_OK;
+    }
+    *stored = true;
     double took = warm ? f->warm_s : f->cold_s;
     assert_true(timeout_s > 0); /* the deadline reaches the runner */
     f->now += took;
@@ -509,15 +516,16 @@ static kace_status fake_measure(fake *f, const kace_measure_spec *spec, double t
     return KACE_OK;
 }
 
-static kace_status fake_cold(void *arg, const kace_measure_spec *spec, double timeout_s)
+static kace_status fake_cold(void *arg, const kace_measure_spec *spec, double timeout_s, bool *stored)
 {
-    return fake_measure(arg, spec, timeout_s, false);
+    return fake_measure(arg, spec, timeout_s, false, stored);
 }
 
-static kace_status fake_warm(void *arg, const kace_measure_spec *specs, size_t n, size_t i, double timeout_s)
+static kace_status fake_warm(void *arg, const kace_measure_spec *specs, size_t n, size_t i, double timeout_s,
+                             bool *stored)
 {
     assert_true(i < n);
-    return fake_measure(arg, &specs[i], timeout_s, true);
+    return fake_measure(arg, &specs[i], timeout_s, true, stored);
 }
 
 static bool fake_stop(void *arg)
@@ -610,6 +618,16 @@ static void test_schedule_calls(void **state)
     call(ctx, p, f, 1000, &out);
     assert_int_equal(out.measured, 3);
     assert_int_equal(out.left, 7);
+    assert_string_equal(out.ending, KACE_ENDING_KILLED);
+    /* A signal during the second run: it is not stored nor counted. */
+    memset(f, 0, sizeof *f);
+    f->cold_s = 1;
+    f->warm_s = 1;
+    f->cancel_at = 2;
+    call(ctx, p, f, 1000, &out);
+    assert_string_equal(f->log, "C:ts-ab | | | "); /* each step still reports what it left */
+    assert_int_equal(out.measured, 1);
+    assert_int_equal(out.left, 9);
     assert_string_equal(out.ending, KACE_ENDING_KILLED);
     /* A bad allocation is refused. */
     kace_schedule_ops ops = fake_ops;

@@ -145,10 +145,11 @@ typedef struct kace_schedule_ops {
     /* Whether spec's run is stored and not to be measured again. */
     kace_status (*is_done)(void *arg, const kace_measure_spec *spec, bool *done);
     /* Measures specs[i], started afresh (cold) or in the warm pool that
-     * serves specs[i..n) (warm), within timeout_s. KACE_OK: tried and
-     * stored; an error stops the call. */
-    kace_status (*measure_cold)(void *arg, const kace_measure_spec *spec, double timeout_s);
-    kace_status (*measure_warm)(void *arg, const kace_measure_spec *specs, size_t n, size_t i, double timeout_s);
+     * serves specs[i..n) (warm), within timeout_s. *stored: the run was
+     * stored (false when a signal cancelled it); an error stops the call. */
+    kace_status (*measure_cold)(void *arg, const kace_measure_spec *spec, double timeout_s, bool *stored);
+    kace_status (*measure_warm)(void *arg, const kace_measure_spec *specs, size_t n, size_t i, double timeout_s,
+                                bool *stored);
     /* Whether to stop now (a signal); checked before each run. */
     bool (*stop)(void *arg);
     /* Each step's report, as it ends (NULL: none wanted). */

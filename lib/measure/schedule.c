@@ -122,7 +122,7 @@ typedef struct step {
     /* A run's seconds before any is stored. */
     double (*default_run_s)(const kace_schedule_config *c);
     kace_status (*run)(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
-                       double timeout_s);
+                       double timeout_s, bool *stored);
 } step;
 
 static size_t select_timeslice(const kace_plan *plan, kace_measure_spec *out)
@@ -184,16 +184,16 @@ static double warm_run_s(const kace_schedule_config *c)
 }
 
 static kace_status run_cold(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
-                            double timeout_s)
+                            double timeout_s, bool *stored)
 {
     (void)n;
-    return ops->measure_cold(ops->arg, &specs[i], timeout_s);
+    return ops->measure_cold(ops->arg, &specs[i], timeout_s, stored);
 }
 
 static kace_status run_warm(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
-                            double timeout_s)
+                            double timeout_s, bool *stored)
 {
-    return ops->measure_warm(ops->arg, specs, n, i, timeout_s);
+    return ops->measure_warm(ops->arg, specs, n, i, timeout_s, stored);
 }
 
 static const step steps[] = {
@@ -257,9 +257,10 @@ static kace_status run_step(kace_ctx *ctx, call *c, const kace_plan *plan, const
             *stopped = ops->stop(ops->arg);
             break;
         }
-        if ((st = s->run(ops, specs, todo, i, left)))
+        bool stored = false;
+        if ((st = s->run(ops, specs, todo, i, left, &stored)))
             break;
-        r->measured++;
+        r->measured += stored;
         c->charged_s += r->run_s;
     }
     if (ops->stop(ops->arg))
@@ -289,13 +290,18 @@ kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_s
             /* What a stopped call leaves: counted, not measured. */
             memset(&r, 0, sizeof r);
             r.step = steps[i].name;
-            size_t n = steps[i].select(plan, specs);
-            for (size_t j = 0; j < n && !st; j++) {
+            r.planned = steps[i].select(plan, specs);
+            for (size_t j = 0; j < r.planned && !st; j++) {
                 bool done = false;
                 st = ops->is_done(ops->arg, &specs[j], &done);
                 r.left += !done;
+                r.done_before += done;
             }
             out->left += r.left;
+            if (!st && ops->step_done && r.planned > 0)
+                st = ops->step_done(ops->arg, &r);
+            if (st)
+                break;
             continue;
         }
         kace_status step_st = run_step(ctx, &c, plan, &steps[i], specs, &r, &stopped);
