@@ -340,6 +340,9 @@ static kace_status store_run(kace_ctx *ctx, kace_store *store, const kace_measur
                              const kace_measure_options *opt, double window_s, const char *gpu_name,
                              const char *command_key, kace_measure_result *res);
 
+/* A pool member measured well: its process goes on, paused (it has no ending yet). */
+static const char pool_paused[] = "reported through its steady window; paused in the pool";
+
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *res)
 {
@@ -466,7 +469,9 @@ static kace_status store_run(kace_ctx *ctx, kace_store *store, const kace_measur
         bool ok = p->status == KACE_PROC_OK;
         char ending[96];
         kace_proc_ending(p, ending, sizeof ending);
-        if (ok)
+        if (ok && strcmp(p->detail, pool_paused) == 0)
+            snprintf(detail[i], sizeof detail[i], "%s", pool_paused);
+        else if (ok)
             snprintf(detail[i], sizeof detail[i], "%s", ending);
         else
             snprintf(detail[i], sizeof detail[i], "%s (%s)", p->detail, ending);
@@ -718,7 +723,7 @@ kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_
         p->throughput = pr[i].throughput;
         p->n_records = pr[i].n_records;
         snprintf(p->detail, sizeof p->detail, "%s",
-                 pr[i].status == KACE_PROC_OK ? "reported through its steady window; paused in the pool" : pr[i].detail);
+                 pr[i].status == KACE_PROC_OK ? pool_paused : pr[i].detail);
         if (pr[i].status == KACE_PROC_CANCELLED)
             res->cancelled = true;
     }
