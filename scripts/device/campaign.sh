@@ -55,6 +55,10 @@ PWINDOW=${KACE_DEVICE_PROFILE_WINDOW:-10}
 CWARMUP=${KACE_DEVICE_COUNTERS_WARMUP:-5}
 CWINDOW=${KACE_DEVICE_COUNTERS_WINDOW:-5}
 CHUNK_RUNS=${KACE_DEVICE_CHUNK_RUNS:-20}
+# The MPS runs in a warm pool (kace campaign --pool): each (workload, share) started once
+# a chunk, at most POOL_MEMBERS processes at once (KACE_DEVICE_POOL=0: every run cold).
+POOL_ARGS=(--pool --pool-members "${KACE_DEVICE_POOL_MEMBERS:-16}")
+[ "${KACE_DEVICE_POOL:-1}" = 0 ] && POOL_ARGS=()
 PWW=$(awk -v a="$PWARMUP" -v b="$PWINDOW" -v c="$CWARMUP" -v d="$CWINDOW" 'BEGIN { printf "%d", a + b + c + d + 0.999 }')
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kace-campaign.XXXXXX")
 A=$WORK/campaign-export
@@ -300,7 +304,8 @@ s_plan() {
 }
 # kace campaign in chunks of CHUNK_RUNS runs (KACE_DEVICE_CHUNK_RUNS, default 20), the
 # store saved to OUT after each: a long call that is ended from outside (a job's time
-# limit, a lost node) keeps all but the last chunk. Each chunk starts a fresh MPS daemon.
+# limit, a lost node) keeps all but the last chunk. Each chunk starts a fresh MPS daemon
+# and a fresh pool.
 PLAN_DONE=0
 s_campaign() {
     [ -f "$S/plan.txt" ] || { DETAIL="no plan yet"; return 2; }
@@ -316,7 +321,8 @@ s_campaign() {
         local rd; rd=$(mktemp -d /tmp/kmps.XXXXXX)
         # SIGTERM at the deadline: kace drops the run in flight, quits MPS, keeps the rest.
         timeout -k 20 "$left" "$KACE" campaign "$S/plan.txt" --warmup "$WARMUP" --window "$WINDOW" \
-            --max-runs "$CHUNK_RUNS" --run-dir "$rd" --gpu "$GPU" --log "$A/workloads.log" --quiet >"$WORK/c.out" 2>&1
+            --max-runs "$CHUNK_RUNS" "${POOL_ARGS[@]}" --run-dir "$rd" --gpu "$GPU" --log "$A/workloads.log" --quiet \
+            >"$WORK/c.out" 2>&1
         rc=$?
         chunks=$((chunks + 1))
         cat "$WORK/c.out"
@@ -347,12 +353,19 @@ s_campaign() {
     # How long an ok run took, and how much of it its members took to start (median; what
     # keeping workloads warm between runs could save).
     local w f
-    # kace campaign's lines: "[I/N] A + B #R: run ID (SET, MPS, repetition R): ok in W s (...)".
-    sed -n -E 's/^(.*: )?run [0-9]+ \([^)]*\): ok in ([0-9.]+) s \(every member.s first report within ([0-9.]+) s of its start\)$/\2 \3/p' \
+    # kace campaign's lines: "[I/N] A + B #R: run ID (SET, MPS, repetition R): ok in W s (...)";
+    # a cold run's "(...)" gives its members' start, a pool run's none (its members started once).
+    sed -n -E 's/^(.*: )?run [0-9]+ \([^)]*\): ok in ([0-9.]+) s( \(every member.s first report within ([0-9.]+) s of its start\))?$/\2 \4/p' \
         "$WORK/runs.out" 2>/dev/null >"$WORK/run-times.txt"
     median() { sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "%.1f", a[int((NR + 1) / 2)] }'; }
-    w=$(cut -d' ' -f1 "$WORK/run-times.txt" | median) f=$(cut -d' ' -f2 "$WORK/run-times.txt" | median)
-    [ -n "$w" ] && DETAIL+="; an ok run took a median $w s, its members started within a median $f s"
+    w=$(cut -d' ' -f1 "$WORK/run-times.txt" | median) f=$(awk 'NF > 1 { print $2 }' "$WORK/run-times.txt" | median)
+    [ -n "$w" ] && DETAIL+="; an ok run took a median $w s"
+    [ -n "$f" ] && DETAIL+=", a cold run's members started within a median $f s"
+    # The warm pool, over the chunks: "pool: N MPS runs measured by M member processes, ...;
+    # starting them took S s, the runs R s".
+    DETAIL+=$(sed -n -E 's/^pool: ([0-9]+) MPS runs measured by ([0-9]+) member processes.*took ([0-9.]+) s, the runs ([0-9.]+) s$/\1 \2 \3 \4/p' \
+        "$WORK/runs.out" | awk '{ n += $1; m += $2; s += $3; r += $4 } END {
+            if (NR) printf "; pool: %d MPS runs by %d member processes, their starts %.0f s, the runs %.0f s", n, m, s, r }')
     # How much device time the rest of the plan needs, at this call's pace.
     if [ "$done_n" -gt 0 ] && [ "${left_n:-0}" -gt 0 ]; then
         DETAIL+=$(awk -v a="$t0" -v b="$EPOCHREALTIME" -v d="$done_n" -v l="$left_n" \

@@ -569,6 +569,8 @@ ENDINGS = [("killed by SIGKILL", "killed by SIGKILL, themselves or part of their
            ("before its next report", "ended after SIGTERM before their next report (mid-step: by the signal, "
             "or by a handler of their own)"),
            ("stopped at its next report after", "stopped at their next report (the step-boundary stop)"),
+           ("paused in the pool", "paused at a step boundary in the warm pool (`kace campaign --pool`), kept for "
+            "later runs"),
            ("on its own", "ended on their own (a crash, an early exit)")]
 OTHER_ENDINGS = ("after SIGTERM", "never started")
 
@@ -591,7 +593,8 @@ def endings_markdown(runs):
     lines = ["Each member of each run (`campaign/runs.csv`, column `detail`), by how kace's stop ended its process.",
              "NVIDIA's MPS documentation warns that a client ended with GPU work outstanding can leave the server",
              "and its other clients in an undefined state: the step-boundary stop is meant to avoid that.", ""]
-    lines += ["- %d %s" % (counts[k], words) for k, words in ENDINGS]
+    # The pool's line only once a pool measured (datasets made before it stay as they are).
+    lines += ["- %d %s" % (counts[k], words) for k, words in ENDINGS if counts[k] or k != "paused in the pool"]
     if other:
         lines.append("- %d otherwise (another exit or signal after SIGTERM, or never started)" % other)
     if unknown:
