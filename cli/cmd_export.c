@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "kace/export.h"
+#include "kace/store_export.h"
 
 /* 1: path is a folder with something in it; 0: an empty folder; -1: not a
  * folder (errno: ENOENT when nothing is there). */

@@ -10,7 +10,7 @@
 
 #include "kace/kace.h"
 #include "base/text_buf.h"
-#include "kace/export.h"
+#include "kace/store_export.h"
 #include "store/store_internal.h"
 
 /* ---- small helpers ------------------------------------------------------ */

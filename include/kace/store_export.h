@@ -1,8 +1,8 @@
 /* kace export: a store's dataset written back as the CSV files kace import
  * reads (docs/data.md, "Exporting"), so that a dataset measured into one
  * store can be read, versioned and imported into another. */
-#ifndef KACE_EXPORT_H
-#define KACE_EXPORT_H
+#ifndef KACE_STORE_EXPORT_H
+#define KACE_STORE_EXPORT_H
 
 #include <stddef.h>
 
