@@ -3,7 +3,9 @@
  *
  * Input: the first byte picks the route (modulo the JSON routes), the rest
  * is the request body; bits of the second byte give the request a node cache
- * (1) deciding with kace schedule's scheduler (2). The advisor is built once from made-up workloads and
+ * (1) deciding with kace schedule's scheduler (2), and the advisor of
+ * kace serve --objective fair (4) instead of the one without a default
+ * objective. Each advisor is built once from made-up workloads and
  * a slowdown model fitted on made-up colocations (ridge only, fast), with a
  * split model fitted on made-up split grids; workload e has no
  * exclusive_by_mps profile, so /v1/mps-split with e takes the profile rule.
@@ -35,13 +37,14 @@
 #include "fuzz_common.h"
 #include "kace/serve.h"
 
-static kace_advisor *advisor;
+static kace_advisor *advisor;      /* no default objective */
+static kace_advisor *advisor_fair; /* kace serve --objective fair */
 /* the extender's scheduler (kace schedule's, policy kace) over a..d, with the measured pairs allowed to share */
 static kace_group_set *runnable;
 static kace_model_rates holder;
 static kace_rate_source rates;
 static const int pool[4] = {0, 1, 2, 3};
-static kace_reply_cache *reply_cache; /* the advisor's, shared by every input */
+static kace_reply_cache *reply_cache, *reply_cache_fair; /* the advisors', shared by every input */
 
 static const kace_route json_routes[] = {KACE_ROUTE_PREDICT,    KACE_ROUTE_PARTNERS,   KACE_ROUTE_PLACE,
                                          KACE_ROUTE_MPS_SPLIT,  KACE_ROUTE_OBSERVE,    KACE_ROUTE_K8S_FILTER,
@@ -49,11 +52,10 @@ static const kace_route json_routes[] = {KACE_ROUTE_PREDICT,    KACE_ROUTE_PARTN
                                          KACE_ROUTE_K8S_BIND,   KACE_ROUTE_K8S_NODES,  KACE_ROUTE_K8S_STATE};
 #define N_ROUTES (sizeof json_routes / sizeof *json_routes)
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
+/* The made-up advisor, with a default objective (-1: none). */
+static kace_advisor *make_advisor(kace_ctx *ctx, int objective)
 {
-    (void)argc;
-    (void)argv;
-    kace_ctx *ctx = kace_ctx_new();
+    kace_advisor *a = NULL;
     kace_dataset *ds = NULL;
     kace_model *m = NULL;
     FUZZ_CHECK(ctx && kace_dataset_new(ctx, &ds) == KACE_OK, "dataset");
@@ -100,15 +102,32 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         }
     kace_split_model *split = NULL;
     FUZZ_CHECK(kace_split_fit(ctx, ds, grids, rows, n_grids, 0, &split) == KACE_OK, "split fit: %s", kace_errmsg(ctx));
-    FUZZ_CHECK(kace_advisor_new(ctx, &ds, &m, NULL, &advisor) == KACE_OK, "advisor: %s", kace_errmsg(ctx));
-    kace_advisor_set_split_model(advisor, &split, n_grids);
+    kace_advisor_options opt;
+    kace_advisor_options_default(&opt);
+    opt.objective = objective;
+    FUZZ_CHECK(kace_advisor_new(ctx, &ds, &m, &opt, &a) == KACE_OK, "advisor: %s", kace_errmsg(ctx));
+    kace_advisor_set_split_model(a, &split, n_grids);
+    return a;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    kace_ctx *ctx = kace_ctx_new();
+    FUZZ_CHECK(ctx, "context");
+    advisor = make_advisor(ctx, -1);
+    advisor_fair = make_advisor(ctx, KACE_OBJ_FAIR);
+    static const int pairs[][2] = {{0, 1}, {0, 2}, {1, 2}, {0, 3}, {1, 3}, {2, 3}, {0, 0}, {3, 3}};
     FUZZ_CHECK(kace_group_set_new(ctx, &runnable) == KACE_OK, "group set");
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++)
         FUZZ_CHECK(kace_group_set_add(ctx, runnable, pairs[i], 2) == KACE_OK, "group set add");
     FUZZ_CHECK(kace_rate_source_model(ctx, &holder, kace_advisor_predictor(advisor), kace_advisor_dataset(advisor),
                                       &rates) == KACE_OK,
                "rates: %s", kace_errmsg(ctx));
-    FUZZ_CHECK(kace_reply_cache_new(ctx, advisor, &reply_cache) == KACE_OK, "reply cache");
+    FUZZ_CHECK(kace_reply_cache_new(ctx, advisor, &reply_cache) == KACE_OK &&
+                   kace_reply_cache_new(ctx, advisor_fair, &reply_cache_fair) == KACE_OK,
+               "reply cache");
     kace_ctx_free(&ctx);
     return 0;
 }
@@ -156,8 +175,9 @@ static void fuzz_admission(unsigned flags, const uint8_t *data, size_t size)
     free(text);
 }
 
-/* The objective a 200 reply names, against the request's. */
-static void check_objective(kace_route route, const char *body, size_t len, const cJSON *reply)
+/* The objective a 200 reply names, against the request's (none: dflt,
+ * the advisor's, else the route's own). */
+static void check_objective(kace_route route, const char *dflt, const char *body, size_t len, const cJSON *reply)
 {
     const cJSON *named = cJSON_GetObjectItemCaseSensitive(reply, "objective");
     FUZZ_CHECK(cJSON_IsString(named) && kace_objective_from_name(named->valuestring) >= 0,
@@ -165,6 +185,7 @@ static void check_objective(kace_route route, const char *body, size_t len, cons
     cJSON *req = cJSON_ParseWithLength(body, len);
     const cJSON *asked = cJSON_GetObjectItem(req, "objective"); /* keys match without case, as the server's */
     const char *want = asked && !cJSON_IsNull(asked) ? asked->valuestring
+                       : dflt                        ? dflt
                        : route == KACE_ROUTE_PLACE   ? "normalized"
                                                      : "raw";
     FUZZ_CHECK(want && strcmp(want, named->valuestring) == 0, "asked objective %s, answered %s", want ? want : "?",
@@ -187,6 +208,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     kace_route route = json_routes[data[0] % N_ROUTES];
+    /* kace serve --objective fair, on the routes that rank (the extender's
+     * scheduler below is built on the other advisor) */
+    bool fair = size > 1 && (data[1] & 4) &&
+                (route == KACE_ROUTE_PREDICT || route == KACE_ROUTE_PARTNERS || route == KACE_ROUTE_PLACE);
+    kace_advisor *a = fair ? advisor_fair : advisor;
+    kace_reply_cache *cache = fair ? reply_cache_fair : reply_cache;
     kace_ctx *ctx = kace_ctx_new();
     char *body = fuzz_copy(data + 1, size - 1);
     if (!ctx || !body) {
@@ -209,7 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kace_reply_clear(&fed);
     }
     kace_reply reply;
-    kace_status st = kace_advisor_handle_k8s(ctx, advisor, cluster, 1000, route, body, size - 1, &reply);
+    kace_status st = kace_advisor_handle_k8s(ctx, a, cluster, 1000, route, body, size - 1, &reply);
     FUZZ_CHECK(!reply.api_path == !reply.api_body, "a Binding path without a body, or the reverse");
     if (reply.api_path) {
         FUZZ_CHECK(st == KACE_OK && route == KACE_ROUTE_K8S_BIND, "a Binding from another route");
@@ -235,7 +262,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         if (route == KACE_ROUTE_PREDICT || route == KACE_ROUTE_PARTNERS || route == KACE_ROUTE_PLACE)
-            check_objective(route, body, size - 1, j);
+            check_objective(route, fair ? "fair" : NULL, body, size - 1, j);
     } else {
         FUZZ_CHECK(reply.http_status >= 400 && reply.http_status < 600, "failure with HTTP %d", reply.http_status);
         FUZZ_CHECK(reply.http_status == kace_serve_http_status(st), "HTTP %d for status %d", reply.http_status,
@@ -257,7 +284,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (route == KACE_ROUTE_PARTNERS) {
         kace_reply cached;
         kace_status cst =
-            kace_advisor_handle_cached(ctx, advisor, reply_cache, cluster, 1000, route, body, size - 1, &cached);
+            kace_advisor_handle_cached(ctx, a, cache, cluster, 1000, route, body, size - 1, &cached);
         FUZZ_CHECK(cst == st && cached.http_status == reply.http_status && cached.decision == reply.decision &&
                        cached.body && strcmp(cached.body, reply.body) == 0,
                    "the cached reply differs: %.200s / %.200s", cached.body ? cached.body : "(none)", reply.body);
