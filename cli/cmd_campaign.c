@@ -32,8 +32,9 @@ static int campaign_usage(void)
            "                   next call measures. Needs --minutes\n"
            "  --minutes M      with --device: the allocation's minutes of commands (the call's deadline)\n"
            MEASURE_CLI_USAGE
-           "Exit status: 0 the plan is done or --max-runs reached (--device: or the deadline came), 1 an error stopped it, 2 usage,\n"
-           "128+N interrupted by signal N (finished runs are kept, the current one is not recorded).\n");
+           "Exit status: 0 the plan is done or --max-runs reached (--device: or the deadline came),\n"
+           "1 an error stopped it, 2 usage, 128+N interrupted by signal N (finished runs are kept, the current\n"
+           "one is not recorded).\n");
     return EXIT_OK;
 }
 
