@@ -329,7 +329,10 @@ static int campaign_device(kace_ctx *ctx, kace_store *store, const char *plan_pa
         goto done;
     }
     d.gpu = measure_cli_open_gpu(mo);
-    kace_schedule_config config = {.allocation_s = minutes * 60, .warmup_s = mo->warmup_s, .window_s = mo->window_s};
+    kace_schedule_config config = {.allocation_s = minutes * 60,
+                                   .warmup_s = mo->warmup_s,
+                                   .window_s = mo->window_s,
+                                   .pool_members = (size_t)pool_max};
     kace_schedule_ops ops = {.arg = &d,
                              .now_s = device_now_s,
                              .stored_times = device_stored_times,

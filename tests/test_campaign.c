@@ -416,6 +416,83 @@ static void test_interleave(void **state)
     kace_schedule_interleave(s, 0); /* nothing to do */
 }
 
+/* Pool starts when runs are measured in this order, the pool filled as
+ * kace_measure_pool_start fills it: whole runs, in order, while their
+ * members (workload, share) fit. */
+static int pool_starts(const kace_measure_spec *s, size_t n, size_t max)
+{
+    char pool[32][KACE_NAME_MAX + 8];
+    size_t in = 0;
+    int starts = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool all = true;
+        for (int m = 0; m < s[i].k; m++) {
+            char key[KACE_NAME_MAX + 8];
+            snprintf(key, sizeof key, "%s@%d", s[i].workload[m], s[i].mps_pct[m]);
+            bool found = false;
+            for (size_t j = 0; j < in && !found; j++)
+                found = strcmp(pool[j], key) == 0;
+            all &= found;
+        }
+        if (all)
+            continue;
+        starts++;
+        in = 0;
+        for (size_t j = i; j < n; j++) {
+            char keys[KACE_MAX_K][KACE_NAME_MAX + 8];
+            size_t add = 0;
+            for (int m = 0; m < s[j].k; m++) {
+                snprintf(keys[add], sizeof keys[add], "%s@%d", s[j].workload[m], s[j].mps_pct[m]);
+                bool found = false;
+                for (size_t q = 0; q < in && !found; q++)
+                    found = strcmp(pool[q], keys[add]) == 0;
+                for (size_t q = 0; q < add && !found; q++)
+                    found = strcmp(keys[q], keys[add]) == 0;
+                add += !found;
+            }
+            if (in + add > max)
+                break;
+            for (size_t q = 0; q < add; q++)
+                memcpy(pool[in++], keys[q], sizeof pool[0]);
+        }
+    }
+    return starts;
+}
+
+static void test_pool_order(void **state)
+{
+    (void)state;
+    kace_measure_spec plan[28], s[28];
+    /* 15 pairs of 6 workloads, a pool of 4: cut into batches in plan order,
+     * the pool starts once a batch; interleaved as one batch, the runs
+     * scatter the members and the pool restarts more often. */
+    size_t n = all_pairs(plan, 6);
+    int in_plan_order = pool_starts(plan, n, 4);
+    memcpy(s, plan, sizeof plan);
+    kace_schedule_interleave(s, n);
+    int interleaved_whole = pool_starts(s, n, 4);
+    memcpy(s, plan, sizeof plan);
+    kace_schedule_pool_order(s, n, 4);
+    assert_int_equal(pool_starts(s, n, 4), in_plan_order);
+    assert_true(interleaved_whole > in_plan_order);
+    /* A pool that holds them all: one batch, interleaved as a whole. */
+    memcpy(s, plan, sizeof plan);
+    kace_schedule_pool_order(s, n, 16);
+    assert_int_equal(pool_starts(s, n, 16), 1);
+    assert_int_equal(adjacent_shared(s, n), 0);
+    /* A split share is a member of its own: a@30 and b@70 beside a@100, b@100. */
+    spec_pair(&s[0], "a", "b");
+    spec_pair(&s[1], "a", "b");
+    s[1].mps_pct[0] = 30;
+    s[1].mps_pct[1] = 70;
+    spec_pair(&s[2], "c", "d");
+    kace_schedule_pool_order(s, 3, 4); /* (ab, ab@30,70) | (cd): the pool's bound comes first */
+    assert_int_equal(s[0].mps_pct[0], 100);
+    assert_int_equal(s[1].mps_pct[0], 30);
+    assert_string_equal(s[2].workload[0], "c");
+    assert_int_equal(pool_starts(s, 3, 4), 2);
+}
+
 static void test_time_fit_rule(void **state)
 {
     (void)state;
@@ -736,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_retry_rule),
         cmocka_unit_test(test_attempts_in_the_store),
         cmocka_unit_test(test_interleave),
+        cmocka_unit_test(test_pool_order),
         cmocka_unit_test(test_time_fit_rule),
         cmocka_unit_test(test_schedule_calls),
         cmocka_unit_test(test_campaign_tables),

@@ -29,6 +29,7 @@
 #define KACE_CAMPAIGN_H
 
 #include "kace/measure.h"
+#include "kace/pool.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,7 +89,7 @@ bool kace_plan_should_measure(const kace_attempt_state *s);
  * One call measures what fits of a plan before its deadline, in this order:
  *   timeslice     the time-sliced runs, each started afresh (no MPS)
  *   pool          the MPS runs, 100% and split shares, in the warm pool,
- *                 interleaved (kace_schedule_interleave)
+ *                 interleaved in batches the pool holds (kace_schedule_pool_order)
  *   cold-repeats  the first KACE_SCHEDULE_COLD_REPEATS MPS colocations of the
  *                 plan again with their processes started afresh, stored in
  *                 set "cold-SET": the between-process noise beside the pool's
@@ -111,6 +112,12 @@ bool kace_plan_should_measure(const kace_attempt_state *s);
  * Deterministic: the same input gives the same order. */
 void kace_schedule_interleave(kace_measure_spec *specs, size_t n);
 
+/* The pool step's order: the runs cut, in order, into batches whose
+ * members (distinct workload and MPS share) fit a pool of max_members (0:
+ * KACE_POOL_MAX_MEMBERS), each batch interleaved. A warm pool started for a
+ * batch then serves all of it: the interleave does not make it restart. */
+void kace_schedule_pool_order(kace_measure_spec *specs, size_t n, size_t max_members);
+
 /* The time-fit rule: how many of a step's n runs, run_s seconds each, to
  * measure with remaining_s left of an allocation of allocation_s seconds.
  * All when they fit; none when they do not fit now but would fit a whole
@@ -121,6 +128,7 @@ size_t kace_schedule_fit(double remaining_s, double allocation_s, double run_s, 
 typedef struct kace_schedule_config {
     double allocation_s;       /* the call's seconds of commands: its deadline */
     double warmup_s, window_s; /* each run's (the projection before any run time is stored) */
+    size_t pool_members;       /* the warm pool's bound (kace_schedule_pool_order; 0: the most) */
 } kace_schedule_config;
 
 /* What one step of a call did. */

@@ -100,6 +100,42 @@ done:
     free(ids);
 }
 
+/* Whether member m of spec is in specs[from..to) already, or earlier in spec. */
+static bool member_seen(const kace_measure_spec *specs, size_t from, size_t to, const kace_measure_spec *spec, int m)
+{
+    for (int j = 0; j < m; j++)
+        if (spec->mps_pct[j] == spec->mps_pct[m] && strcmp(spec->workload[j], spec->workload[m]) == 0)
+            return true;
+    for (size_t s = from; s < to; s++)
+        for (int j = 0; j < specs[s].k; j++)
+            if (specs[s].mps_pct[j] == spec->mps_pct[m] && strcmp(specs[s].workload[j], spec->workload[m]) == 0)
+                return true;
+    return false;
+}
+
+void kace_schedule_pool_order(kace_measure_spec *specs, size_t n, size_t max_members)
+{
+    if (max_members == 0)
+        max_members = KACE_POOL_MAX_MEMBERS;
+    size_t from = 0, members = 0;
+    for (size_t s = 0; s <= n; s++) {
+        size_t added = 0;
+        if (s < n)
+            for (int m = 0; m < specs[s].k; m++)
+                added += !member_seen(specs, from, s, &specs[s], m);
+        if (s == n || (s > from && members + added > max_members)) {
+            kace_schedule_interleave(specs + from, s - from);
+            from = s;
+            members = 0;
+            if (s < n)
+                for (int m = 0; m < specs[s].k; m++)
+                    members += !member_seen(specs, s, s, &specs[s], m);
+        } else {
+            members += added;
+        }
+    }
+}
+
 size_t kace_schedule_fit(double remaining_s, double allocation_s, double run_s, size_t n)
 {
     if (n == 0 || !(remaining_s > 0) || !(run_s > 0))
@@ -118,15 +154,16 @@ size_t kace_schedule_fit(double remaining_s, double allocation_s, double run_s, 
 typedef struct step {
     const char *name;
     /* Its runs, in the order measured (stored ones included); out has room for plan->n. */
-    size_t (*select)(const kace_plan *plan, kace_measure_spec *out);
+    size_t (*select)(const kace_plan *plan, const kace_schedule_config *c, kace_measure_spec *out);
     /* A run's seconds before any is stored. */
     double (*default_run_s)(const kace_schedule_config *c);
     kace_status (*run)(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
                        double timeout_s, bool *stored);
 } step;
 
-static size_t select_timeslice(const kace_plan *plan, kace_measure_spec *out)
+static size_t select_timeslice(const kace_plan *plan, const kace_schedule_config *c, kace_measure_spec *out)
 {
+    (void)c;
     size_t n = 0;
     for (size_t i = 0; i < plan->n; i++)
         if (plan->entries[i].spec.timeslice)
@@ -134,13 +171,13 @@ static size_t select_timeslice(const kace_plan *plan, kace_measure_spec *out)
     return n;
 }
 
-static size_t select_pool(const kace_plan *plan, kace_measure_spec *out)
+static size_t select_pool(const kace_plan *plan, const kace_schedule_config *c, kace_measure_spec *out)
 {
     size_t n = 0;
     for (size_t i = 0; i < plan->n; i++)
         if (!plan->entries[i].spec.timeslice)
             out[n++] = plan->entries[i].spec;
-    kace_schedule_interleave(out, n);
+    kace_schedule_pool_order(out, n, c->pool_members);
     return n;
 }
 
@@ -154,8 +191,9 @@ static bool same_members(const kace_measure_spec *a, const kace_measure_spec *b)
     return true;
 }
 
-static size_t select_cold_repeats(const kace_plan *plan, kace_measure_spec *out)
+static size_t select_cold_repeats(const kace_plan *plan, const kace_schedule_config *c, kace_measure_spec *out)
 {
+    (void)c;
     size_t n = 0;
     for (size_t i = 0; i < plan->n && n < KACE_SCHEDULE_COLD_REPEATS; i++) {
         const kace_measure_spec *s = &plan->entries[i].spec;
@@ -229,7 +267,7 @@ static kace_status run_step(kace_ctx *ctx, call *c, const kace_plan *plan, const
     const kace_schedule_ops *ops = c->ops;
     memset(r, 0, sizeof *r);
     r->step = s->name;
-    size_t n = s->select(plan, specs);
+    size_t n = s->select(plan, c->config, specs);
     r->planned = n;
     size_t todo = 0;
     for (size_t i = 0; i < n; i++) {
@@ -290,7 +328,7 @@ kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_s
             /* What a stopped call leaves: counted, not measured. */
             memset(&r, 0, sizeof r);
             r.step = steps[i].name;
-            r.planned = steps[i].select(plan, specs);
+            r.planned = steps[i].select(plan, config, specs);
             for (size_t j = 0; j < r.planned && !st; j++) {
                 bool done = false;
                 st = ops->is_done(ops->arg, &specs[j], &done);
