@@ -288,13 +288,14 @@ static char *read_plan_text(kace_ctx *ctx, const char *path, size_t *len)
 }
 
 /* One call of the plan's schedule, its allocation recorded in the store. */
-static int campaign_device(kace_ctx *ctx, kace_store *store, const char *plan_path, double minutes,
+static int campaign_device(kace_ctx *ctx, const char *db, const char *plan_path, double minutes,
                            measure_cli_options *mo, long pool_max)
 {
+    kace_store *store = NULL;
     size_t len = 0;
     char *text = read_plan_text(ctx, plan_path, &len);
     kace_plan *plan = NULL;
-    device_call d = {.ctx = ctx, .store = store, .mo = mo, .pool_max = (size_t)pool_max};
+    device_call d = {.ctx = ctx, .mo = mo, .pool_max = (size_t)pool_max};
     int rc = EXIT_FAILURE_RUN;
     char fingerprint[KACE_COMMAND_KEY_SIZE];
     int64_t plan_id = 0;
@@ -304,6 +305,8 @@ static int campaign_device(kace_ctx *ctx, kace_store *store, const char *plan_pa
         rc = cli_error(ctx, text ? st : KACE_ERR_IO);
         goto done;
     }
+    if (!(d.store = store = cli_create_store(ctx, db, false))) /* after the plan: a bad one creates nothing */
+        goto done;
     if (!(d.pool_specs = calloc(plan->n, sizeof *d.pool_specs))) {
         fprintf(stderr, "kace: out of memory\n");
         goto done;
@@ -369,6 +372,7 @@ done:
     }
     free(d.pool_specs);
     kace_plan_free(&plan);
+    kace_store_close(&store);
     free(text);
     return rc;
 }
@@ -429,9 +433,7 @@ int cmd_campaign(int argc, char **argv)
         return cli_usage("campaign", "--device takes neither --dry-run nor --max-runs (its deadline bounds it)");
     if (device) {
         kace_ctx *dctx = cli_ctx_new();
-        kace_store *dstore = cli_create_store(dctx, db, false);
-        int drc = dstore ? campaign_device(dctx, dstore, plan_path, minutes, &mo, pool_max) : EXIT_FAILURE_RUN;
-        kace_store_close(&dstore);
+        int drc = campaign_device(dctx, db, plan_path, minutes, &mo, pool_max);
         kace_ctx_free(&dctx);
         return drc;
     }

@@ -69,6 +69,13 @@ printf '%s\n' "workloads a b c" "mode timeslice" "run a b" "mode mps" "pairs" >"
 "$kace" campaign --device --minutes 3 --max-runs 2 "$scratch/plan.txt" >/dev/null 2>&1
 [ $? = 2 ] || fail "--device with --max-runs is a usage error"
 [ "$(sql "SELECT count(*) FROM campaign_allocations")" = 0 ] || fail "a usage error recorded an allocation"
+# A bad plan: file:line:col and what was expected; no store is created for it.
+printf '%s\n' "workloads a b" "paris" >"$scratch/bad.txt"
+KACE_DB="$scratch/bad.db" "$kace" campaign --device --minutes 3 "$scratch/bad.txt" >/dev/null 2>"$scratch/err"
+rc=$?
+[ $rc = 1 ] && grep -q "bad.txt:2:1: unknown statement 'paris'" "$scratch/err" ||
+    fail "bad plan: exit $rc: $(cat "$scratch/err")"
+[ ! -e "$scratch/bad.db" ] || fail "bad plan: a store was created"
 
 # Run times stored by earlier calls (1000 runs each, so this test's own runs
 # barely move them): a time-sliced run 100 s, a pool run 50 s, a cold repeat 150 s.
