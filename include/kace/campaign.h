@@ -180,27 +180,9 @@ typedef struct kace_schedule_outcome {
 kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
                               const kace_schedule_ops *ops, kace_schedule_outcome *out);
 
-/* ---- the campaign's state in the store (schema 5) ----
- *   campaign_plans(id, fingerprint, path, text, added_at)
- *   campaign_allocations(id, plan_id, started_at, deadline_at, ended_at, ending)
- *   campaign_steps(allocation_id, step, runs_done, runs_left, seconds) */
-
 /* A plan's fingerprint: its text's FNV-1a, 16 hex digits. */
 void kace_plan_fingerprint(const char *text, size_t len, char out[KACE_COMMAND_KEY_SIZE]);
-/* Notes a plan (once per fingerprint); *plan_id its row. */
-kace_status kace_campaign_plan_note(kace_ctx *ctx, kace_store *store, const char *path, const char *text, size_t len,
-                                    const char *fingerprint, int64_t *plan_id);
-/* Starts an allocation's row, its deadline seconds from now. A row left
- * without an ending (its call was killed) is closed as killed first;
- * *killed_before counts them. */
-kace_status kace_campaign_allocation_begin(kace_ctx *ctx, kace_store *store, int64_t plan_id, double seconds,
-                                           int64_t *allocation_id, int *killed_before);
-kace_status kace_campaign_step_note(kace_ctx *ctx, kace_store *store, int64_t allocation_id, const char *step,
-                                    size_t runs_done, size_t runs_left, double seconds);
-kace_status kace_campaign_allocation_end(kace_ctx *ctx, kace_store *store, int64_t allocation_id, const char *ending);
-/* The runs and seconds that step's earlier calls measured, summed. */
-kace_status kace_campaign_step_times(kace_ctx *ctx, kace_store *store, const char *step, size_t *runs,
-                                     double *seconds);
+/* The campaign's state in the store: kace/store.h (kace_campaign_plan_note ...). */
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* A campaign's state in the store (include/kace/campaign.h): the plans it
+/* A campaign's state in the store (include/kace/store.h): the plans it
  * measured, each call (allocation) with its deadline and how it ended, and
  * what each step of a call did and left. The tables come with schema 5
  * (store_open.c); times are UTC text, as SQLite's strftime writes them. */
@@ -7,7 +7,7 @@
 
 #include <sqlite3.h>
 
-#include "kace/campaign.h"
+#include "kace/store.h"
 #include "store/store_internal.h"
 
 #define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
