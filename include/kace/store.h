@@ -6,6 +6,8 @@
 #ifndef KACE_STORE_H
 #define KACE_STORE_H
 
+#include <stdint.h>
+
 #include "kace/dataset.h"
 #include "kace/import.h"
 #include "kace/model.h"
