@@ -429,7 +429,11 @@ kill_marked() {
 # The workload, not ncu, is bounded by time (the step's time less 45 s for ncu to write
 # and export its report), and it is given KACE_PROGRESS_FD (to /dev/null) under
 # timeout --preserve-status: a kace workload then ends at its next report after the
-# bound's SIGTERM with status 0 instead of dying inside a profiled launch.
+# bound's SIGTERM with status 0 instead of dying inside a profiled launch. --foreground:
+# timeout sends that SIGTERM to the workload only; without it a second one follows at
+# once to timeout's process group, and a workload whose handler ran in between (the
+# first SIGTERM turns it back to the default) died of the second (143; seen under ASan
+# in CI). What the workload forked is ncu's --kill and kill_marked's to end.
 # (kace_progress.py catches SIGTERM under ncu's injection library where that left it
 # at its default; kace_progress.h decides at its first report, before CUDA loads the
 # library, so a handler ncu's library put in would win.)
@@ -459,7 +463,7 @@ ncu_run() {
     : >"$WORK/ncu.out"
     KACE_NCU_TOKEN=$token tmo ncu "${NCU_OPTS[@]}" --cache-control "$cache" --kill yes --launch-skip "$skip" \
         --launch-count "$count" --section SpeedOfLight --section LaunchStats -f -o "$rep" \
-        timeout --preserve-status -k 10 "$app_s" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
+        timeout --foreground --preserve-status -k 10 "$app_s" bash -c 'exec 9>/dev/null; KACE_PROGRESS_FD=9 exec "$@"' ncu-workload "${CMD[@]}" \
         > >(stamp_lines "$t0" >>"$WORK/ncu.out") 2>&1 </dev/null
     local stamper=$!
     NCU_S=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
