@@ -12,33 +12,9 @@ kace=$1
 scratch=$3
 build=$(dirname "$kace")
 source "$(dirname "$0")/lib_test.sh"
-rm -rf "$scratch" && mkdir -p "$scratch/bin" || exit 1
-# Copies under the scratch folder: pgrep -f finds this test's processes and no other's.
-cp "$build/tests/kace-test-worker" "$scratch/bin/worker" || exit 1
-cp "$build/tests/kace-test-mps-control" "$scratch/bin/mps-control" || exit 1
-marker="$scratch/bin/"
-export KACE_DB="$scratch/kace.db"
-export KACE_MPS_CONTROL="$scratch/bin/mps-control"
-export KACE_TEST_MPS_MODE=normal
-run_dir=$(mktemp -d /tmp/kace-cli-device-XXXXXX)
-trap 'kill_pids; for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
+source "$(dirname "$0")/lib_campaign.sh"
+campaign_standins device
 quick=(--warmup 0.2 --window 0.3 --run-dir "$run_dir" --quiet)
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-sql() { sqlite3 -cmd ".timeout 5000" "$KACE_DB" "$1"; }
-no_strays() {
-    local left
-    for _ in $(seq 50); do
-        left=$(pgrep -f "$marker") || break
-        sleep 0.1
-    done
-    left=$(pgrep -af "$marker")
-    [ -z "$left" ] || fail "$1: processes left behind: $left"
-}
 device() { # MINUTES: one call; its output in $scratch/out, $scratch/err
     "$kace" campaign --device --minutes "$1" "$scratch/plan.txt" "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
 }

@@ -15,19 +15,11 @@ scratch=$3
 build=$(dirname "$kace")
 source "$(dirname "$0")/lib_test.sh"
 need sqlite3 setsid
-rm -rf "$scratch" && mkdir -p "$scratch/bin" || exit 1
-# Copies under the scratch folder: pgrep -f finds this test's processes and no other's.
-cp "$build/tests/kace-test-worker" "$scratch/bin/worker" || exit 1
-cp "$build/tests/kace-test-mps-control" "$scratch/bin/mps-control" || exit 1
-marker="$scratch/bin/"
-export KACE_MPS_CONTROL="$scratch/bin/mps-control"
-export KACE_TEST_MPS_MODE=normal
-run_dir=$(mktemp -d /tmp/kace-cli-kill-XXXXXX)
-trap 'kill_pids; for p in $(pgrep -f "$marker"); do kill -KILL "$p" 2>/dev/null; done; rm -rf "$run_dir"' EXIT
+source "$(dirname "$0")/lib_campaign.sh"
+campaign_standins kill
 # A window long enough that "in the middle of a run" can be caught between two records.
 quick=(--warmup 0.2 --window 1 --run-dir "$run_dir" --quiet)
 
-sql() { sqlite3 -cmd ".timeout 5000" "$KACE_DB" "$1"; }
 # Waits (for a state, polled) until the SQL answers at least want; 0 when it did.
 wait_count() { # SQL WANT PID
     local n
