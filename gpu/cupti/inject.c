@@ -17,6 +17,10 @@
  *      gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed
  *    ($KACE_CUPTI_COUNTERS=0 turns this off). Launches inside CUDA graphs
  *    produce no launch callbacks, so they never get counters.
+ *    $KACE_CUPTI_REPLAY names a file of signatures, one a line
+ *    ("gx gy gz bx by bz name"): then only those are replayed, and the
+ *    profiler is released once each has been (kace profile writes it from
+ *    the clean run's kernels: the ones that take most of the GPU's time).
  *
  * Why the Range Profiler and not PM sampling: the paper's metrics are per
  * kernel, duration-weighted, with ncu's definitions. The Range Profiler with
@@ -304,6 +308,9 @@ static prof_ctx contexts[MAX_CONTEXTS];
 static size_t n_contexts, n_broken;
 static uint64_t signatures[MAX_SIGNATURES];
 static size_t n_signatures;
+/* $KACE_CUPTI_REPLAY's signatures (hashes, sorted); NULL: every signature. */
+static uint64_t *replay_only;
+static size_t n_replay_only;
 static atomic_long n_collected;         /* kernels with counters */
 static atomic_ullong replay_ns;         /* time inside the profiled launches (their replay) */
 
@@ -704,6 +711,71 @@ static uint64_t signature_hash(const char *name, const unsigned d[6])
     return h ? h : 1;
 }
 
+static int compare_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether a signature may be replayed: every one, or one of the list's. */
+static int replay_listed(uint64_t h)
+{
+    return !replay_only || bsearch(&h, replay_only, n_replay_only, sizeof h, compare_u64) != NULL;
+}
+
+/* Reads $KACE_CUPTI_REPLAY's signatures. A line that is not
+ * "gx gy gz bx by bz name" is an error record and is skipped; a file that
+ * cannot be read leaves every signature replayable (counters over a cap). */
+static void load_replay_list(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        record("error cannot read the replay list %s: %s: every signature is replayed\n", path, strerror(errno));
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0, n = 0, room = 0, lineno = 0;
+    uint64_t *list = NULL;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if (len > 0 && line[len - 1] == '\n')
+            line[--len] = '\0';
+        if (len == 0 || line[0] == '#')
+            continue;
+        unsigned d[6];
+        int name_at = -1;
+        if (sscanf(line, "%u %u %u %u %u %u %n", &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &name_at) != 6 ||
+            name_at < 0 || !line[name_at]) {
+            record("error %s:%zu: expected \"gx gy gz bx by bz name\": the line is skipped\n", path, lineno);
+            continue;
+        }
+        if (n == room) {
+            size_t grown = room ? 2 * room : 64;
+            uint64_t *p = realloc(list, grown * sizeof *list);
+            if (!p) {
+                record("error out of memory reading the replay list: every signature is replayed\n");
+                free(list);
+                free(line);
+                fclose(f);
+                return;
+            }
+            list = p;
+            room = grown;
+        }
+        list[n++] = signature_hash(line + name_at, d);
+    }
+    free(line);
+    fclose(f);
+    if (n)
+        qsort(list, n, sizeof *list, compare_u64);
+    replay_only = list ? list : malloc(1); /* an empty list replays nothing */
+    n_replay_only = n;
+    if (max_profiled > (long)n)
+        max_profiled = (long)n; /* the profiler is released once every listed signature is profiled */
+    record("# replay list: %zu signature(s) from %s: only these are replayed\n", n, path);
+}
+
 /* True the first time a signature is seen (and while there is room). */
 static int first_launch_of(uint64_t h)
 {
@@ -782,7 +854,10 @@ static void choose(CUpti_CallbackId cbid, const CUpti_CallbackData *cb)
             record("# NCCL kernels are not profiled (a replayed collective waits for peers that run it once)\n");
         return;
     }
-    if (capturing(cbid, stream) || !first_launch_of(signature_hash(cb->symbolName, d)))
+    uint64_t h = signature_hash(cb->symbolName, d);
+    if (!replay_listed(h))
+        return; /* outside kace profile's cap: runs without replay */
+    if (capturing(cbid, stream) || !first_launch_of(h))
         return; /* a captured launch keeps its signature for a launch that runs */
     prof_ctx *p = context_of(cb->context);
     if (!p)
@@ -1076,6 +1151,9 @@ static int setup(void)
     flush_ms = env_long("KACE_CUPTI_FLUSH_MS", 200);
     if (flush_ms < 10)
         flush_ms = 10;
+    const char *replay = getenv("KACE_CUPTI_REPLAY");
+    if (env_long("KACE_CUPTI_COUNTERS", 1) != 0 && replay && *replay)
+        load_replay_list(replay);
     counters_on = env_long("KACE_CUPTI_COUNTERS", 1) != 0 && max_profiled > 0;
     TRY(cuptiActivityRegisterTimestampCallback(monotonic_ns));
     TRY(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));

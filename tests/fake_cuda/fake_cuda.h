@@ -24,6 +24,10 @@
  *    runs when the graph is launched); a launch with more than 1024 threads
  *    per block fails (CUDA_ERROR_INVALID_VALUE) and runs nothing; the exit
  *    callback carries the launch's result;
+ *  - a replayed launch blocks for its passes' kernel time plus
+ *    KACE_FAKE_REPLAY_S (/ KACE_FAKE_TIME_SCALE) seconds, and
+ *    FAKE_CUPTI_REPLAY_LOG=FILE gets a line "replay gx gy gz bx by bz name"
+ *    per replayed launch (tests count replays, never time);
  *  - FAKE_CUPTI_STOP_FAILS=N: the N-th cuptiRangeProfilerStop fails and
  *    leaves its range started;
  *  - a destroyed context's range profiler objects are stale: any call on

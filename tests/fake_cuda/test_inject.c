@@ -626,10 +626,61 @@ static void test_mps_client(void)
     CHECK(count_in_file(r.recording, "is an MPS client") == 1, "the MPS client is not noted\n");
 }
 
+/* kace profile's cap ($KACE_CUPTI_REPLAY): only the listed signatures are
+ * replayed, once each, and the profiler is released after the last of them,
+ * so launches stop taking the lock; the fake CUPTI logs each replay. A line
+ * that is not a signature is an error record and skipped; an empty list
+ * replays nothing. */
+static void test_replay_list(void)
+{
+    static char list_env[600], log_env[600];
+    char list[512], log[512];
+    snprintf(list, sizeof list, "%s/inject-replay-list.txt", build_dir);
+    snprintf(log, sizeof log, "%s/inject-replay-list.log", build_dir);
+    /* 2 of the 5 signatures of "launches" (cycle_kernel: names[i], grid 100 + i, block 128 + 32 i). */
+    FILE *f = fopen(list, "w");
+    CHECK(f != NULL, "cannot write %s\n", list);
+    if (!f)
+        return;
+    fprintf(f, "# the longest first\n101 1 1 160 1 1 _Z6triadPfS_S_f\n104 1 1 256 1 1 _Z7softmaxPf\nnot a signature\n");
+    fclose(f);
+    snprintf(list_env, sizeof list_env, "KACE_CUPTI_REPLAY=%s", list);
+    snprintf(log_env, sizeof log_env, "FAKE_CUPTI_REPLAY_LOG=%s", log);
+    const char *env[] = {list_env, log_env, NULL};
+    run r;
+    recording rec;
+    unlink(log);
+    run_to_end(&r, &rec, "replay-list", env, "launches", "50", 30);
+    CHECK(rec.n_kernels == 50, "%d kernel records, expected 50 (every launch is timed)\n", rec.n_kernels);
+    CHECK(rec.n_counters == 2, "%d counter records, expected the 2 listed signatures'\n", rec.n_counters);
+    for (int i = 0; i < rec.n_counters && i < 64; i++)
+        CHECK(!strcmp(rec.names_with_counters[i], "_Z6triadPfS_S_f") || !strcmp(rec.names_with_counters[i], "_Z7softmaxPf"),
+              "%s was replayed, it is not in the list\n", rec.names_with_counters[i]);
+    CHECK(count_in_file(log, "replay ") == 2, "the fake CUPTI replayed %d launches, expected 2\n",
+          count_in_file(log, "replay "));
+    CHECK(count_in_file(r.recording, "# replay list: 2 signature(s) from ") == 1, "the list is not noted\n");
+    CHECK(count_in_file(r.recording, "the budget of 2 profiled launch(es) is spent") == 1,
+          "the profiler was not released after the last listed signature\n");
+    CHECK(rec.n_errors == 1 && strstr(rec.first_error, "inject-replay-list.txt:4: expected"),
+          "expected one error naming line 4 of the list, got %d: %s\n", rec.n_errors, rec.first_error);
+    check_counter_values(&rec);
+
+    f = fopen(list, "w");
+    if (f)
+        fclose(f);
+    unlink(log);
+    run_to_end(&r, &rec, "replay-list-empty", env, "launches", "50", 30);
+    CHECK(rec.n_kernels == 50, "empty list: %d kernel records, expected 50\n", rec.n_kernels);
+    CHECK(rec.n_counters == 0 && count_in_file(log, "replay ") == 0,
+          "empty list: %d counter records, %d replays, expected none\n", rec.n_counters, count_in_file(log, "replay "));
+    CHECK(rec.n_errors == 0, "empty list: error records: %s\n", rec.first_error);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } tests[] = {
+    {"replay-list", test_replay_list},
     {"capture", test_capture},           {"failed-launch", test_failed_launch}, {"nccl", test_nccl},
     {"long-name", test_long_name},       {"child", test_child},                 {"config-per-range", test_config_per_range},
     {"unsupported", test_unsupported},   {"mps-client", test_mps_client},       {"record-per-pass", test_record_per_pass},
