@@ -127,6 +127,7 @@ size_t kace_schedule_fit(double remaining_s, double allocation_s, double run_s, 
 
 typedef struct kace_schedule_config {
     double allocation_s;       /* the call's seconds of commands: its deadline */
+    double used_s;             /* of them, spent by the call's steps before these (profiles, plan) */
     double warmup_s, window_s; /* each run's (the projection before any run time is stored) */
     size_t pool_members;       /* the warm pool's bound (kace_schedule_pool_order; 0: the most) */
 } kace_schedule_config;
@@ -179,6 +180,132 @@ typedef struct kace_schedule_outcome {
  * is returned (out->ending "failed"). */
 kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
                               const kace_schedule_ops *ops, kace_schedule_outcome *out);
+
+/* ---- the whole allocation's call (kace campaign --device --catalog) ----
+ *
+ * One call does an allocation's work from a catalog of workloads, its steps
+ * in this order, each run only when wanted (kace_campaign_step_wanted, from
+ * what the store holds) and within the call's one deadline:
+ *   probe     the first minute: MPS client limit, pool size, window (a hook:
+ *             wanted only where the caller has a probe)
+ *   profile   each catalog workload not profiled yet, GPU alone, no MPS
+ *             (kace/profile.h), unless dropped (kace_profile_dropped); each
+ *             try bounded by its need (kace_profile_need_s) and the deadline
+ *   plan      once every catalog workload is profiled or dropped: a plan
+ *             made from the catalog, or the stored one extended with the
+ *             names it lacks, frozen in the store
+ *   measure   the plan's schedule (kace_schedule_run: timeslice, pool,
+ *             cold-repeats), its time the call's left
+ *   ncu       last and optional: only once the plan is measured, each
+ *             profiled workload capped, with time left
+ *   export    the store's dataset as CSV files (kace/store_export.h), given
+ *             KACE_CAMPAIGN_EXPORT_RESERVE_S that the steps before leave it
+ * Each step's outcome goes to campaign_steps. A step never holds state of
+ * its own between calls: a killed call loses no stored run and the next
+ * call's done checks resume it. */
+
+typedef enum kace_campaign_step {
+    KACE_STEP_PROBE,
+    KACE_STEP_PROFILE,
+    KACE_STEP_PLAN,
+    KACE_STEP_MEASURE,
+    KACE_STEP_NCU,
+    KACE_STEP_EXPORT,
+    KACE_STEP_COUNT
+} kace_campaign_step;
+
+/* "probe", "profile", "plan", "measure", "ncu", "export". */
+const char *kace_campaign_step_name(kace_campaign_step step);
+
+/* What the store holds, for the done checks. */
+typedef struct kace_campaign_progress {
+    bool can_probe;      /* the caller has a probe (lib/measure/probe.c) */
+    bool probed;         /* ... and the store holds its findings */
+    size_t to_profile;   /* catalog workloads neither profiled nor dropped */
+    size_t profiled;     /* catalog workloads profiled */
+    size_t unplanned;    /* profiled catalog workloads the stored plan lacks (all, without a plan) */
+    bool have_plan;      /* a plan is stored (made, or given as a file) */
+    size_t runs_left;    /* its runs not stored for good */
+    bool can_ncu;        /* an ncu was given */
+    size_t ncu_left;     /* profiled workloads ncu has neither measured nor given up on */
+    bool can_export;     /* an output folder was given */
+} kace_campaign_progress;
+
+/* The step selection rule: whether step has work this call, given p. A
+ * plan waits until no workload is left to profile (a plan made before would
+ * lack them or be remade); ncu waits until the plan is measured; export is
+ * wanted whenever it has a folder (it writes what the store holds). */
+bool kace_campaign_step_wanted(kace_campaign_step step, const kace_campaign_progress *p);
+
+/* Seconds the steps before export leave it (a store's CSV files take seconds). */
+#define KACE_CAMPAIGN_EXPORT_RESERVE_S 10.0
+
+/* ---- the profile step's retry rules ---- */
+
+/* Failures under one command key that drop a workload: it is not tried
+ * again until its command or code changes (kace_command_key). */
+#define KACE_PROFILE_MAX_FAILURES 2
+/* A try that ran out of time: the next gets this much longer. */
+#define KACE_PROFILE_RAN_OUT_GROWTH 1.5
+/* A profile's time beyond its four windows before any was measured: two
+ * cold starts (the clean run's and the counters run's). */
+#define KACE_PROFILE_START_S (2 * KACE_SCHEDULE_COLD_START_S)
+/* The longest profile measured, by this much, bounds the next workload's
+ * (a larger model starts and replays longer than the first one measured). */
+#define KACE_PROFILE_LONGEST_MARGIN 1.25
+
+/* Whether a workload with failures failed tries under its current command
+ * key is dropped. */
+bool kace_profile_dropped(int failures);
+
+/* A profile try's time need: its windows_s (both runs' warm-ups and
+ * windows) and KACE_PROFILE_START_S; at least the longest successful
+ * profile so far by KACE_PROFILE_LONGEST_MARGIN (0: none yet); at least
+ * KACE_PROFILE_RAN_OUT_GROWTH x its own longest try that ran out of time
+ * (0: none); at most cap_s (0: no cap). */
+double kace_profile_need_s(double windows_s, double longest_ok_s, double ran_out_s, double cap_s);
+
+/* ---- one call's driver ---- */
+
+typedef struct kace_campaign_config {
+    double allocation_s; /* the call's seconds of commands: its deadline */
+} kace_campaign_config;
+
+/* What a step did (the caller stores it in campaign_steps). */
+typedef struct kace_campaign_step_report {
+    kace_campaign_step step;
+    size_t done;      /* units done by this call (profiles, plans, runs, ncu tries, files) */
+    size_t left;      /* units left for the next call */
+    double seconds;   /* this call's time in it */
+} kace_campaign_step_report;
+
+typedef struct kace_campaign_ops {
+    void *arg;
+    double (*now_s)(void *arg); /* a monotonic clock, in seconds */
+    /* The done checks, read from the store before each step. */
+    kace_status (*progress)(void *arg, kace_campaign_progress *p);
+    /* Runs step with until_s seconds left before its deadline (for the
+     * steps before export: less its reserve) and used_s spent by the call
+     * so far; fills r's done and left. */
+    kace_status (*run)(void *arg, kace_campaign_step step, double until_s, double used_s,
+                       kace_campaign_step_report *r);
+    bool (*stop)(void *arg); /* a signal: no further step */
+    /* Each step's report as it ends (NULL: none wanted). */
+    kace_status (*step_done)(void *arg, const kace_campaign_step_report *r);
+} kace_campaign_ops;
+
+typedef struct kace_campaign_outcome {
+    unsigned ran;       /* bit (1u << step) for each step run */
+    size_t left;        /* units left after the call (profiles, plan runs, ncu) */
+    const char *ending; /* one of KACE_ENDING_* */
+} kace_campaign_outcome;
+
+/* Runs the steps that are wanted, in order, each with the time the call
+ * has left; a step that finds no time left does nothing. An error from a
+ * callback stops the call and is returned (out->ending "failed"); a stop
+ * ends it "killed"; work left, "deadline"; none, "finished". */
+kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config, const kace_campaign_ops *ops,
+                              kace_campaign_outcome *out);
 
 /* A plan's fingerprint: its text's FNV-1a, 16 hex digits. */
 void kace_plan_fingerprint(const char *text, size_t len, char out[KACE_COMMAND_KEY_SIZE]);

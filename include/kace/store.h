@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KACE_STORE_SCHEMA_VERSION 5
+#define KACE_STORE_SCHEMA_VERSION 6
 
 typedef struct kace_store kace_store;
 
@@ -310,7 +310,7 @@ kace_status kace_attempt_note(kace_ctx *ctx, kace_store *store, const char *run_
  * Call it inside the transaction that stores the retry. */
 kace_status kace_attempt_retire_failed(kace_ctx *ctx, kace_store *store, const char *run_key, bool *retired);
 
-/* ---- the campaign's state in the store (schema 5) ----
+/* ---- the campaign's state in the store (schema 5; more below, schema 6) ----
  *   campaign_plans(id, fingerprint, path, text, added_at)
  *   campaign_allocations(id, plan_id, started_at, deadline_at, ended_at, ending)
  *   campaign_steps(allocation_id, step, runs_done, runs_left, seconds) */
@@ -329,6 +329,47 @@ kace_status kace_campaign_allocation_end(kace_ctx *ctx, kace_store *store, int64
 /* The runs and seconds that step's earlier calls measured, summed. */
 kace_status kace_campaign_step_times(kace_ctx *ctx, kace_store *store, const char *step, size_t *runs,
                                      double *seconds);
+
+/* ---- a call from a catalog (schema 6) ----
+ *   campaign_plan_kinds(plan_id, kind, made_from)   a campaign_plans row that is a call's
+ *                     catalog (kind 'catalog') or a plan made from one ('made', made_from
+ *                     the catalog); a plan given as a file has no row here
+ *   campaign_profiles(id, allocation_id, workload, command_key, status, seconds, need_s,
+ *                     attempted_at)   each profile try of a catalog workload
+ *   campaign_ncu(id, allocation_id, workload, command_key, status, seconds, cap_s, output,
+ *                measured_at)         each ncu try, output its CSV (or its error's end)
+ * A status is 'ok', 'failed' or 'timeout' (the try ran out of time). An
+ * allocation's plan_id is what its call was given: a plan or a catalog. */
+
+/* Notes a catalog (once per fingerprint); *catalog_id its row. */
+kace_status kace_campaign_catalog_note(kace_ctx *ctx, kace_store *store, const char *path, const char *text,
+                                       size_t len, const char *fingerprint, int64_t *catalog_id);
+/* Notes a plan made from catalog_id (once per fingerprint); *plan_id its row. */
+kace_status kace_campaign_made_plan_note(kace_ctx *ctx, kace_store *store, int64_t catalog_id, const char *text,
+                                         size_t len, const char *fingerprint, int64_t *plan_id);
+/* The newest plan made from a catalog: its text (free it) and row; *text
+ * NULL and *plan_id 0 when none was made. */
+kace_status kace_campaign_made_plan(kace_ctx *ctx, kace_store *store, char **text, size_t *len, int64_t *plan_id);
+
+/* What the store says about a workload's profile tries. */
+typedef struct kace_profile_tries {
+    bool profiled;       /* its exclusive throughput is stored (kace profile, or an import) */
+    int failures;        /* tries under command_key that failed or ran out of time */
+    double ran_out_s;    /* the longest try under command_key that ran out of time (0: none) */
+    double longest_ok_s; /* the longest successful try of any workload (0: none yet) */
+} kace_profile_tries;
+
+kace_status kace_campaign_profile_tries(kace_ctx *ctx, kace_store *store, const char *workload,
+                                        const char *command_key, kace_profile_tries *out);
+/* status: "ok", "failed" or "timeout"; need_s the time the try was given. */
+kace_status kace_campaign_profile_note(kace_ctx *ctx, kace_store *store, int64_t allocation_id, const char *workload,
+                                       const char *command_key, const char *status, double seconds, double need_s);
+/* ncu's tries of a workload under command_key: *ok successful, *failures the others. */
+kace_status kace_campaign_ncu_tries(kace_ctx *ctx, kace_store *store, const char *workload, const char *command_key,
+                                    int *ok, int *failures);
+kace_status kace_campaign_ncu_note(kace_ctx *ctx, kace_store *store, int64_t allocation_id, const char *workload,
+                                   const char *command_key, const char *status, double seconds, double cap_s,
+                                   const char *output);
 
 #ifdef __cplusplus
 }

@@ -105,3 +105,22 @@ void kace_plan_fingerprint(const char *text, size_t len, char out[KACE_COMMAND_K
 {
     snprintf(out, KACE_COMMAND_KEY_SIZE, "%016llx", (unsigned long long)fnv(FNV_START, text, len));
 }
+
+/* ---- the profile step's retry rules (include/kace/campaign.h) ---- */
+
+bool kace_profile_dropped(int failures)
+{
+    return failures >= KACE_PROFILE_MAX_FAILURES;
+}
+
+double kace_profile_need_s(double windows_s, double longest_ok_s, double ran_out_s, double cap_s)
+{
+    double need = (windows_s > 0 ? windows_s : 0) + KACE_PROFILE_START_S;
+    if (longest_ok_s * KACE_PROFILE_LONGEST_MARGIN > need)
+        need = longest_ok_s * KACE_PROFILE_LONGEST_MARGIN;
+    if (ran_out_s * KACE_PROFILE_RAN_OUT_GROWTH > need)
+        need = ran_out_s * KACE_PROFILE_RAN_OUT_GROWTH;
+    if (cap_s > 0 && need > cap_s)
+        need = cap_s;
+    return need;
+}

@@ -255,7 +255,7 @@ typedef struct call {
  * times give the same schedule); the clock alone can only shorten it. */
 static double remaining_s(const call *c)
 {
-    double used = c->ops->now_s(c->ops->arg) - c->start_s;
+    double used = c->ops->now_s(c->ops->arg) - c->start_s + (c->config->used_s > 0 ? c->config->used_s : 0);
     if (used < c->charged_s)
         used = c->charged_s;
     return c->config->allocation_s - used;
@@ -354,5 +354,85 @@ kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_s
     if (st)
         return st;
     out->ending = stopped ? KACE_ENDING_KILLED : out->left ? KACE_ENDING_DEADLINE : KACE_ENDING_FINISHED;
+    return KACE_OK;
+}
+
+/* ---- the whole allocation's call ---- */
+
+static const char *const step_names[KACE_STEP_COUNT] = {"probe", "profile", "plan", "measure", "ncu", "export"};
+
+const char *kace_campaign_step_name(kace_campaign_step which)
+{
+    return which < KACE_STEP_COUNT ? step_names[which] : "?";
+}
+
+bool kace_campaign_step_wanted(kace_campaign_step which, const kace_campaign_progress *p)
+{
+    switch (which) {
+    case KACE_STEP_PROBE: return p->can_probe && !p->probed;
+    case KACE_STEP_PROFILE: return p->to_profile > 0;
+    case KACE_STEP_PLAN: return p->to_profile == 0 && p->unplanned > 0;
+    case KACE_STEP_MEASURE: return p->have_plan && p->runs_left > 0;
+    case KACE_STEP_NCU:
+        return p->can_ncu && p->ncu_left > 0 && p->to_profile == 0 && p->have_plan && p->unplanned == 0 &&
+               p->runs_left == 0;
+    case KACE_STEP_EXPORT: return p->can_export;
+    case KACE_STEP_COUNT: break;
+    }
+    return false;
+}
+
+/* The work a call leaves: profiles, the plan's runs and ncu's tries. */
+static size_t units_left(const kace_campaign_progress *p)
+{
+    return p->to_profile + (p->unplanned > 0 && p->to_profile == 0) + p->runs_left +
+           (p->can_ncu ? p->ncu_left : 0);
+}
+
+kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config, const kace_campaign_ops *ops,
+                              kace_campaign_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ending = KACE_ENDING_FAILED;
+    if (!config || !ops || !(config->allocation_s > 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "a campaign call needs a positive allocation");
+    double start = ops->now_s(ops->arg);
+    bool stopped = false;
+    kace_campaign_progress p;
+    kace_status st = KACE_OK;
+    for (int i = 0; i < KACE_STEP_COUNT && !st; i++) {
+        kace_campaign_step which = (kace_campaign_step)i;
+        if ((st = ops->progress(ops->arg, &p)))
+            break;
+        if (ops->stop(ops->arg)) {
+            stopped = true;
+            break;
+        }
+        if (!kace_campaign_step_wanted(which, &p))
+            continue;
+        double used = ops->now_s(ops->arg) - start;
+        double until = config->allocation_s - used;
+        if (which != KACE_STEP_EXPORT && p.can_export)
+            until -= KACE_CAMPAIGN_EXPORT_RESERVE_S;
+        kace_campaign_step_report r = {.step = which};
+        if (until > 0) {
+            st = ops->run(ops->arg, which, until, used, &r);
+            out->ran |= 1u << which;
+        }
+        r.seconds = ops->now_s(ops->arg) - start - used;
+        if (ops->step_done) {
+            kace_status note = ops->step_done(ops->arg, &r);
+            if (!st)
+                st = note;
+        }
+    }
+    if (!st && (st = ops->progress(ops->arg, &p)) == KACE_OK)
+        out->left = units_left(&p);
+    if (st)
+        return st;
+    if (stopped || ops->stop(ops->arg))
+        out->ending = KACE_ENDING_KILLED;
+    else
+        out->ending = out->left ? KACE_ENDING_DEADLINE : KACE_ENDING_FINISHED;
     return KACE_OK;
 }

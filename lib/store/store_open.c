@@ -174,6 +174,31 @@ static const char *const migrate_sql[] = {
           "  runs_done INTEGER NOT NULL, runs_left INTEGER NOT NULL, seconds REAL NOT NULL,"
           "  PRIMARY KEY(allocation_id, step));"
           "UPDATE meta SET value='5' WHERE key='schema_version';",
+    /* 5 -> 6 (kace campaign --device --catalog): a call starts from a
+     * catalog (a campaign_plans row whose kind is 'catalog') before any plan
+     * is made; a plan made from it (kind 'made') names it. Each profile try
+     * of a catalog workload, with its command key, so that the retry rules
+     * (two failures drop a workload until its command or code changes; a try
+     * that ran out of time gets half as long again) read the store, not files
+     * beside it; and ncu's results, the call's last and optional step. Only
+     * new tables: each step can run again on a store whose version alone was
+     * set back. */
+    [5] = "CREATE TABLE IF NOT EXISTS campaign_plan_kinds("
+          "  plan_id INTEGER PRIMARY KEY REFERENCES campaign_plans(id),"
+          "  kind TEXT NOT NULL CHECK(kind IN ('catalog','made')),"
+          "  made_from INTEGER REFERENCES campaign_plans(id));"
+          "CREATE TABLE IF NOT EXISTS campaign_profiles("
+          "  id INTEGER PRIMARY KEY, allocation_id INTEGER REFERENCES campaign_allocations(id),"
+          "  workload TEXT NOT NULL, command_key TEXT NOT NULL,"
+          "  status TEXT NOT NULL CHECK(status IN ('ok','failed','timeout')),"
+          "  seconds REAL NOT NULL, need_s REAL NOT NULL, attempted_at TEXT NOT NULL);"
+          "CREATE INDEX IF NOT EXISTS campaign_profiles_workload ON campaign_profiles(workload, command_key);"
+          "CREATE TABLE IF NOT EXISTS campaign_ncu("
+          "  id INTEGER PRIMARY KEY, allocation_id INTEGER REFERENCES campaign_allocations(id),"
+          "  workload TEXT NOT NULL, command_key TEXT NOT NULL,"
+          "  status TEXT NOT NULL CHECK(status IN ('ok','failed','timeout')),"
+          "  seconds REAL NOT NULL, cap_s REAL NOT NULL, output TEXT, measured_at TEXT NOT NULL);"
+          "UPDATE meta SET value='6' WHERE key='schema_version';",
 };
 
 /* Whether path's folder exists (a store is never created in a mistyped one). */
