@@ -82,6 +82,7 @@ int cmd_slurm(int argc, char **argv);
 int cmd_workload(int argc, char **argv);
 int cmd_measure(int argc, char **argv);
 int cmd_campaign(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_import_cupti(int argc, char **argv);
 int cmd_progress_output(int argc, char **argv);
 int cmd_model(int argc, char **argv);

@@ -34,6 +34,7 @@ static const command commands[] = {
     {"workload", cmd_workload, "register the command that runs a workload (kace workload add NAME -- CMD...)"},
     {"measure", cmd_measure, "run workloads together under MPS (or time-slicing) and record their throughput"},
     {"campaign", cmd_campaign, "measure a plan of colocations (pairs, triples, MPS splits), resumably"},
+    {"plan", cmd_plan, "print the device campaign's plan for a catalog's workloads, or extend a plan"},
     {"import-cupti", cmd_import_cupti, "import a libkace_cupti.so kernel recording (e.g. from Slurm's --kace-profile)"},
     {"progress-from-output", cmd_progress_output,
      "report an unchanged command's progress to kace from its output lines (tqdm, logs)"},

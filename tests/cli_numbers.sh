@@ -113,7 +113,7 @@ text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-s
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
  --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy --match --check
  --extender-client-ca --extender-port-file --extender-tls-cert --extender-tls-key --kace-kind --metrics --objective
- --agent-tokens --extender-client-name ")
+ --agent-tokens --extender-client-name --extend --catalog ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.
@@ -124,7 +124,7 @@ source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 # 1. Every option with a value, from the usage texts and from the sources, is classified.
 commands=(demo import import-ncu info train predict eval simulate schedule serve profile slurm workload measure
-          campaign import-cupti progress-from-output)
+          campaign plan import-cupti progress-from-output)
 for cmd in "${commands[@]}"; do
     help=$("$kace" "$cmd" --help 2>&1)
     for opt in $(grep -oE -- '--[a-z][a-z0-9-]*[ =][A-Z][A-Za-z0-9:,._|-]*' <<<"$help" | sed 's/[ =].*//' | sort -u); do
