@@ -326,6 +326,137 @@ static kace_proc_result run_with_stdout(char **argv, kace_run_options o, char *l
     return r;
 }
 
+/* A "cpus" worker's line: its CPUs (a bit per CPU below 64, the count in
+ * *n) and its thread-count variables (-1: unset). */
+typedef struct cpus_line {
+    unsigned long long mask;
+    int n, omp, mkl, openblas, torch;
+} cpus_line;
+
+static int thread_var(const char *line, const char *key)
+{
+    const char *at = strstr(line, key);
+    assert_non_null(at);
+    at += strlen(key);
+    return *at == '-' ? -1 : atoi(at);
+}
+
+static cpus_line parse_cpus_line(const char *line)
+{
+    cpus_line c = {0};
+    assert_true(strncmp(line, "cpus ", 5) == 0);
+    for (const char *p = line + 5; *p >= '0' && *p <= '9';) {
+        char *end;
+        long cpu = strtol(p, &end, 10);
+        if (cpu < 64)
+            c.mask |= 1ULL << cpu;
+        c.n++;
+        p = *end == ',' ? end + 1 : end;
+    }
+    c.omp = thread_var(line, " omp ");
+    c.mkl = thread_var(line, " mkl ");
+    c.openblas = thread_var(line, " openblas ");
+    c.torch = thread_var(line, " torch ");
+    return c;
+}
+
+/* kace_cpu_share on known inputs: disjoint runs as even as they can be, and
+ * one CPU each, shared, when there are fewer CPUs than shares. */
+static void test_cpu_share(void **state)
+{
+    (void)state;
+    int cpus[8] = {0, 1, 2, 3, 8, 9, 10, 11}, out[8];
+    assert_int_equal(kace_cpu_share(cpus, 8, 3, 0, out, 8), 2);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], 1);
+    assert_int_equal(kace_cpu_share(cpus, 8, 3, 1, out, 8), 3);
+    assert_int_equal(out[0], 2);
+    assert_int_equal(out[2], 8);
+    assert_int_equal(kace_cpu_share(cpus, 8, 3, 2, out, 8), 3);
+    assert_int_equal(out[0], 9);
+    assert_int_equal(out[2], 11);
+    assert_int_equal(kace_cpu_share(cpus, 8, 3, 5, out, 8), 3); /* i mod shares */
+    assert_int_equal(out[0], 9);
+    assert_int_equal(kace_cpu_share(cpus, 8, 1, 0, out, 8), 8);
+    assert_int_equal(kace_cpu_share(cpus, 2, 5, 3, out, 8), 1); /* fewer CPUs than shares */
+    assert_int_equal(out[0], 1);
+    assert_int_equal(kace_cpu_share(cpus, 8, 0, 0, out, 8), 0);
+    assert_int_equal(kace_cpu_share(cpus, 0, 2, 0, out, 8), 0);
+    assert_int_equal(kace_cpu_share(cpus, 8, 2, 0, out, 3), 3); /* bounded by max */
+    int avail[1024];
+    size_t n = kace_cpus_available(avail, 1024);
+    assert_true(n >= 1);
+    for (size_t i = 1; i < n; i++)
+        assert_true(avail[i] > avail[i - 1]);
+}
+
+/* With cpu_shares, each process of a run is pinned to a share of its own
+ * and its thread counts are bounded to it; a spec's own CPUs and a thread
+ * count the caller sets win. Each worker reports what it got. */
+static void test_cpu_shares_pin_each_process(void **state)
+{
+    (void)state;
+    int avail[1024];
+    size_t n_avail = kace_cpus_available(avail, 1024);
+    unsigned long long all = 0;
+    for (size_t i = 0; i < n_avail; i++)
+        if (avail[i] < 64)
+            all |= 1ULL << avail[i];
+    char *argv[] = {KACE_TEST_WORKER, "cpus", "1000", NULL};
+    char out[3][4096];
+    const char *omp7[] = {"OMP_NUM_THREADS=7", NULL};
+    int own_cpu[1] = {avail[n_avail - 1]};
+    kace_proc_spec spec[3] = {{.name = "a", .argv = argv}, {.name = "b", .argv = argv, .extra_env = omp7},
+                              {.name = "own", .argv = argv, .cpus = own_cpu, .n_cpus = 1}};
+    for (int i = 0; i < 3; i++) {
+        snprintf(out[i], sizeof out[i], "%s/cpus-%d.out", scratch_dir("test_runner"), i);
+        spec[i].stdout_path = out[i];
+    }
+    kace_run_options o = quick_options();
+    o.cpu_shares = 2;
+    kace_proc_result r[3];
+    assert_kace_ok(ctx, kace_run(ctx, spec, 3, &o, r));
+    cpus_line c[3];
+    for (int i = 0; i < 3; i++) {
+        expect_status(&r[i], KACE_PROC_OK);
+        FILE *f = fopen(out[i], "r");
+        assert_non_null(f);
+        char line[4096];
+        assert_non_null(fgets(line, sizeof line, f));
+        fclose(f);
+        c[i] = parse_cpus_line(line);
+        assert_int_equal(c[i].n, (int)r[i].n_cpus);
+        assert_true(c[i].n >= 1);
+        assert_int_equal(c[i].mask & ~all, 0); /* within kace's own CPUs */
+        assert_int_equal(c[i].mkl, c[i].n);
+        assert_int_equal(c[i].openblas, c[i].n);
+        assert_int_equal(c[i].torch, c[i].n);
+    }
+    assert_int_equal(c[0].omp, c[0].n);
+    assert_int_equal(c[1].omp, 7); /* the caller's word */
+    if (n_avail >= 2) {            /* two shares of at least one CPU each: apart */
+        assert_int_equal(c[0].mask & c[1].mask, 0);
+        assert_int_equal(c[0].n + c[1].n, (int)n_avail);
+    }
+    assert_int_equal(c[2].n, 1); /* its own CPU, not share 2 mod 2 */
+    if (own_cpu[0] < 64)
+        assert_int_equal(c[2].mask, 1ULL << own_cpu[0]);
+
+    /* Without shares nothing is pinned or set. */
+    o.cpu_shares = 0;
+    const char *inherited = getenv("OMP_NUM_THREADS");
+    assert_kace_ok(ctx, kace_run(ctx, spec, 1, &o, r));
+    assert_int_equal(r[0].n_cpus, 0);
+    FILE *f = fopen(out[0], "r");
+    assert_non_null(f);
+    char line[4096];
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    c[0] = parse_cpus_line(line);
+    assert_int_equal(c[0].mask, all);
+    assert_int_equal(c[0].omp, inherited && *inherited ? atoi(inherited) : -1);
+}
+
 /* kace_progress.h's SIGTERM handler is not inherited by a process forked
  * after it was installed (a helper that never reports): SIGTERM ends it. */
 static void test_forked_child_gets_default_sigterm(void **state)
@@ -593,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_bad_progress),       cmocka_unit_test(test_spawn_failure),
         cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_python_helper),
         cmocka_unit_test(test_steady_start),
+        cmocka_unit_test(test_cpu_share),          cmocka_unit_test(test_cpu_shares_pin_each_process),
         cmocka_unit_test(test_cancel_from_tick),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -56,7 +56,30 @@ typedef struct kace_proc_spec {
                                        interval at least this fast, not at its first record: a
                                        first step slowed by kernel replay (22 s for BERT's on an
                                        H200, against 0.047 s) is then never in the window */
+    const int *cpus;                /* the CPUs the process (its threads and children) runs on, n_cpus
+                                       of them (sched_setaffinity before exec; NULL: none of its own,
+                                       kace_run_options.cpu_shares may give it some). A pinned process
+                                       gets KACE_THREAD_ENV_NAMES set to its CPU count, unless extra_env
+                                       names them */
+    size_t n_cpus;
 } kace_proc_spec;
+
+/* The thread-count variables a pinned process gets, bounded to its CPUs:
+ * OpenMP, MKL and OpenBLAS read theirs; workloads/kace_progress.py applies
+ * KACE_TORCH_THREADS with torch.set_num_threads when torch is imported. */
+#define KACE_TORCH_THREADS_ENV "KACE_TORCH_THREADS"
+#define KACE_THREAD_ENV_NAMES "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", KACE_TORCH_THREADS_ENV
+
+/* The CPUs this process may run on (sched_getaffinity: a job's cgroup
+ * cpuset shows there), ascending, up to max; 0 when unknown. */
+size_t kace_cpus_available(int *cpus, size_t max);
+
+/* Share i (mod shares) of the n CPUs cpus, into out (up to max): with
+ * n >= shares, the i-th of `shares` disjoint runs of consecutive entries,
+ * their sizes n / shares or one more; with fewer CPUs than shares, the one
+ * CPU cpus[i mod n] (shares then overlap). Returns its size (0: n or shares
+ * is 0). */
+size_t kace_cpu_share(const int *cpus, size_t n, size_t shares, size_t i, int *out, size_t max);
 
 typedef enum kace_proc_status {
     KACE_PROC_OK = 0,      /* reported through its whole steady window */
@@ -82,6 +105,7 @@ typedef struct kace_proc_result {
     bool reported_after_sigterm; /* a progress record is stamped after the leader's first stop
                                     request (its SIGTERM, or the stop message) */
     bool speaks_control;     /* it answered "hello" on the control channel (kace_run_options.control) */
+    unsigned n_cpus;         /* the CPUs it was pinned to (0: not pinned) */
     bool got_stop_message;   /* kace asked it to stop with a message, not SIGTERM */
     bool paused_at_stop;     /* the stop message found it paused at a step boundary (a long-lived
                                 workload, kace_live): it answered "paused" and was sent nothing since */
@@ -141,6 +165,13 @@ typedef struct kace_run_options {
                              period); one that does not is stopped by SIGTERM (default false) */
     int stderr_fd;        /* workload stderr copied here (-1: only the tail is kept) */
     volatile sig_atomic_t *cancel; /* when it becomes non-zero the run stops (NULL: never) */
+    unsigned cpu_shares;  /* > 0: host contention controlled: kace's CPUs (kace_cpus_available) are
+                             cut into this many shares (kace_cpu_share) and kace_run's process i, the
+                             warm pool's member i, is pinned to share i mod cpu_shares (a spec's own
+                             cpus win), its thread counts bounded to it. The same share for a solo
+                             and a colocated run, so that a partner's host threads do not take the
+                             CPUs a workload had alone (default 0: not pinned; kace_live_start pins
+                             only by the spec) */
     double tick_s;        /* tick callback period (default 0.1) */
     void (*tick)(void *user, const kace_run_view *view);
     void *tick_user;

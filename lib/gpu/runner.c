@@ -1,11 +1,12 @@
 /* Process runner: K workloads at once, each in its own process group, with
  * progress pipes, a steady window, a timeout and clean termination. See
  * include/kace/runner.h for the contract. */
-#define _GNU_SOURCE /* pipe2 */
+#define _GNU_SOURCE /* pipe2, sched_setaffinity */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +151,8 @@ typedef struct proc {
     size_t control_len;
     kace_control_answers answers; /* what it has answered so far */
     bool sigstopped;            /* paused by SIGSTOP (a workload that does not speak the channel) */
+    cpu_set_t cpus;             /* the CPUs it is pinned to, when n_cpus > 0 */
+    size_t n_cpus;
     kace_progress *progress;
     proc_phase phase;
     bool decided;         /* res->status is final */
@@ -188,25 +191,38 @@ static void free_env(char **envp)
     free(envp);
 }
 
+static const char *const thread_env_names[] = {KACE_THREAD_ENV_NAMES, NULL};
+#define N_THREAD_ENV (sizeof thread_env_names / sizeof *thread_env_names - 1)
+
 /* The caller's environment with extra entries added or replacing (an entry
  * without '=' removes that variable), plus KACE_PROGRESS_FD, and
- * KACE_CONTROL_FD with control (an inherited one is never passed on). */
-static char **build_env(const char *const *extra, bool control)
+ * KACE_CONTROL_FD with control (an inherited one is never passed on). A
+ * pinned process (threads > 0) gets each thread-count variable set to its
+ * CPUs, unless extra names it: the caller's word wins. */
+static char **build_env(const char *const *extra, bool control, size_t threads)
 {
     size_t n_env = 0, n_extra = 0;
     while (environ && environ[n_env])
         n_env++;
     while (extra && extra[n_extra])
         n_extra++;
-    char **envp = calloc(n_env + n_extra + 3, sizeof *envp);
+    char **envp = calloc(n_env + n_extra + N_THREAD_ENV + 3, sizeof *envp);
     if (!envp)
         return NULL;
+    bool thread_set[N_THREAD_ENV] = {false};
+    for (size_t t = 0; t < N_THREAD_ENV; t++)
+        for (size_t j = 0; j < n_extra && threads > 0; j++)
+            if (strncmp(extra[j], thread_env_names[t], strlen(thread_env_names[t])) == 0 &&
+                (extra[j][strlen(thread_env_names[t])] == '=' || extra[j][strlen(thread_env_names[t])] == '\0'))
+                thread_set[t] = true; /* set or removed by the caller */
     size_t k = 0;
     for (size_t i = 0; i < n_env; i++) {
         bool replaced = env_name_eq(environ[i], KACE_PROGRESS_FD_ENV "=") ||
                         env_name_eq(environ[i], KACE_CONTROL_FD_ENV "=");
         for (size_t j = 0; j < n_extra && !replaced; j++)
             replaced = env_name_eq(environ[i], extra[j]);
+        for (size_t t = 0; t < N_THREAD_ENV && threads > 0 && !replaced; t++)
+            replaced = env_name_eq(environ[i], thread_env_names[t]);
         if (replaced)
             continue;
         if (!(envp[k++] = strdup(environ[i])))
@@ -216,6 +232,14 @@ static char **build_env(const char *const *extra, bool control)
         if (!strchr(extra[j], '='))
             continue; /* "NAME" alone: removed above, not added */
         if (!(envp[k++] = strdup(extra[j])))
+            goto fail;
+    }
+    for (size_t t = 0; t < N_THREAD_ENV && threads > 0; t++) {
+        char entry[64];
+        if (thread_set[t])
+            continue;
+        snprintf(entry, sizeof entry, "%s=%zu", thread_env_names[t], threads);
+        if (!(envp[k++] = strdup(entry)))
             goto fail;
     }
     char fdvar[64];
@@ -246,6 +270,12 @@ static void child_exec(const proc *p, int progress_w, int control_w, int stderr_
 #else
     (void)parent_pid;
 #endif
+    if (p->n_cpus > 0 && sched_setaffinity(0, sizeof p->cpus, &p->cpus) != 0) {
+        int e = -(errno ? errno : EINVAL); /* negative: the pinning failed, not the exec */
+        ssize_t w = write(err_w, &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -284,6 +314,62 @@ static void close_fd(int *fd)
     *fd = -1;
 }
 
+/* ---- CPU shares ------------------------------------------------------------ */
+
+size_t kace_cpus_available(int *cpus, size_t max)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 0;
+    size_t n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    return n;
+}
+
+size_t kace_cpu_share(const int *cpus, size_t n, size_t shares, size_t i, int *out, size_t max)
+{
+    if (n == 0 || shares == 0)
+        return 0;
+    i %= shares;
+    if (n < shares) { /* fewer CPUs than shares: one CPU each, shared round robin */
+        if (max < 1)
+            return 0;
+        out[0] = cpus[i % n];
+        return 1;
+    }
+    size_t from = i * n / shares, to = (i + 1) * n / shares, k = 0;
+    for (size_t c = from; c < to && k < max; c++)
+        out[k++] = cpus[c];
+    return k;
+}
+
+/* The CPUs p runs on: its spec's own, else share `index` of cpu_shares
+ * (index SIZE_MAX, or no shares: not pinned). */
+static void plan_cpus(proc *p, unsigned cpu_shares, size_t index)
+{
+    CPU_ZERO(&p->cpus);
+    p->n_cpus = 0;
+    const kace_proc_spec *s = p->spec;
+    if (s->cpus && s->n_cpus > 0) {
+        for (size_t c = 0; c < s->n_cpus; c++)
+            if (s->cpus[c] >= 0 && s->cpus[c] < CPU_SETSIZE && !CPU_ISSET(s->cpus[c], &p->cpus)) {
+                CPU_SET(s->cpus[c], &p->cpus);
+                p->n_cpus++;
+            }
+    } else if (cpu_shares > 0 && index != SIZE_MAX) {
+        int avail[CPU_SETSIZE], share[CPU_SETSIZE];
+        size_t n = kace_cpus_available(avail, CPU_SETSIZE);
+        size_t k = kace_cpu_share(avail, n, cpu_shares, index, share, CPU_SETSIZE);
+        for (size_t c = 0; c < k; c++)
+            CPU_SET(share[c], &p->cpus);
+        p->n_cpus = k;
+    }
+    p->res->n_cpus = (unsigned)p->n_cpus;
+}
+
 /* Starts one workload. Failures to start are a status of the process, not an
  * error of the run (except when the runner itself lacks resources). */
 static kace_status spawn(kace_ctx *ctx, proc *p, bool control)
@@ -312,7 +398,7 @@ static kace_status spawn(kace_ctx *ctx, proc *p, bool control)
             goto done;
         }
     }
-    p->envp = build_env(p->spec->extra_env, control);
+    p->envp = build_env(p->spec->extra_env, control, p->n_cpus);
     if (!p->envp) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory building the environment of %s", p->label);
         goto done;
@@ -342,8 +428,12 @@ static kace_status spawn(kace_ctx *ctx, proc *p, bool control)
     if (got == (ssize_t)sizeof child_errno) {
         p->res->status = KACE_PROC_SPAWN_FAILED;
         p->decided = true;
-        snprintf(p->res->detail, sizeof p->res->detail, "cannot run '%s': %s", p->spec->argv[0],
-                 strerror(child_errno));
+        if (child_errno < 0)
+            snprintf(p->res->detail, sizeof p->res->detail, "cannot pin '%s' to its %zu CPUs: %s",
+                     p->spec->argv[0], p->n_cpus, strerror(-child_errno));
+        else
+            snprintf(p->res->detail, sizeof p->res->detail, "cannot run '%s': %s", p->spec->argv[0],
+                     strerror(child_errno));
     }
     fcntl(prog[0], F_SETFL, O_NONBLOCK);
     fcntl(errp[0], F_SETFL, O_NONBLOCK);
@@ -806,9 +896,11 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
             goto cleanup;
     }
     /* A runner error after some workloads started still ends them all. */
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        plan_cpus(&ps[i], opt.cpu_shares, i);
         if ((st = spawn(ctx, &ps[i], opt.control)))
             break;
+    }
 
     int64_t t0 = kace_monotonic_ns();
     int64_t deadline = t0 + (int64_t)(opt.timeout_s * 1e9);
@@ -989,6 +1081,7 @@ kace_status kace_live_start(kace_ctx *ctx, const kace_proc_spec *spec, const kac
 #ifdef __linux__
     prctl(PR_SET_CHILD_SUBREAPER, 1); /* reap what workloads leave behind */
 #endif
+    plan_cpus(p, 0, SIZE_MAX); /* its spec's CPUs only: a pool gives each member its share */
     if (!st)
         st = spawn(ctx, p, true);
     if (st) {

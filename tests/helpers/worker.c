@@ -26,8 +26,13 @@
  *   fork-late     report once (kace_progress.h catches SIGTERM), then fork a
  *                 child, SIGTERM it, and print "child ended by signal N" or
  *                 "child alive" (then kill it); then report
+ *   cpus          print one line on stdout: "cpus C1,C2,... omp O mkl M openblas B
+ *                 torch T" (its affinity, sched_getaffinity, and its thread-count
+ *                 variables, "-" when unset), then report
  */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +184,29 @@ int main(int argc, char **argv)
         const char *v = getenv(argc > 2 ? argv[2] : "KACE_PROGRESS_FD");
         fprintf(stderr, "%s=%s\n", argc > 2 ? argv[2] : "KACE_PROGRESS_FD", v ? v : "(unset)");
         report_for(1000, 1000);
+        return 0;
+    }
+    if (strcmp(mode, "cpus") == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) != 0)
+            return 1;
+        printf("cpus ");
+        const char *sep = "";
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &set)) {
+                printf("%s%d", sep, c);
+                sep = ",";
+            }
+        static const char *const vars[][2] = {{"omp", "OMP_NUM_THREADS"}, {"mkl", "MKL_NUM_THREADS"},
+                                             {"openblas", "OPENBLAS_NUM_THREADS"}, {"torch", "KACE_TORCH_THREADS"}};
+        for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+            const char *v = getenv(vars[i][1]);
+            printf(" %s %s", vars[i][0], v && *v ? v : "-");
+        }
+        printf("\n");
+        fflush(stdout);
+        report_for(rate, seconds);
         return 0;
     }
     if (strcmp(mode, "steps") == 0) {
