@@ -72,10 +72,11 @@ check-full: check test-slow test-asan-slow device-bundle device-dry-run fuzz-ful
 device-bundle: deps
 	bash scripts/bundle/make-bundle.sh build-bundle
 
-# The device scripts (scripts/device/) end to end against fakes, from the bundle:
+# The device scripts (scripts/device/) end to end against fakes, from the bundle
+# (tests/device/dry-run.sh):
 # first-light and two resumed campaign calls into $(OUT) (a temporary folder when unset).
 device-dry-run: build device-bundle
-	bash scripts/device/dry-run.sh $(OUT)
+	bash tests/device/dry-run.sh $(OUT)
 
 bench: build
 	bash bench/bench_eval.sh $(BUILD)/kace

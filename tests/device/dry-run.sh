@@ -14,11 +14,11 @@
 # change GPU settings or lock clocks; the second campaign call resumed (more
 # runs, none measured twice); the exported CSVs import into a new store; the
 # dataset folder scripts/device/dataset.py makes imports and kace demo runs on it; the
-# warm pool's schedule (scripts/device/dry-run-pool.sh) measures a whole plan; and,
+# warm pool's schedule (tests/device/dry-run-pool.sh) measures a whole plan; and,
 # with LD_DEBUG=libs, every library that kace and the injection library
 # loaded came from the bundle, the C library or the (fake) driver folders.
 #
-#   bash scripts/device/dry-run.sh [OUT]     (default: a temporary folder, removed when all passed)
+#   bash tests/device/dry-run.sh [OUT]     (default: a temporary folder, removed when all passed)
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
@@ -229,7 +229,7 @@ python3 "$B/scripts/device/dataset.py" "$OUT/campaign-later/store.tar.gz" "$WORK
 #     per minute, and what falls short of the dataset's goal within 12 minutes.
 n_prof=$(cat "$OUT"/campaign-1/campaign.log "$OUT"/campaign-2/campaign.log | grep -c '^step profile-[^ ]* ok ')
 t_pool=$EPOCHREALTIME
-bash "$root/scripts/device/dry-run-pool.sh" "$B/bin/kace" "$BUILD" "$WORK" "$n_prof" || fail "the warm pool's schedule (above)"
+bash "$root/tests/device/dry-run-pool.sh" "$B/bin/kace" "$BUILD" "$WORK" "$n_prof" || fail "the warm pool's schedule (above)"
 echo "dry-run: the warm pool's schedule: $(awk -v a="$t_pool" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s"
 
 

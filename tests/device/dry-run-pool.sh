@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device dry run's warm pool (scripts/device/dry-run.sh calls it): one
+# The device dry run's warm pool (tests/device/dry-run.sh calls it): one
 # allocation's colocation schedule (plan.py's plan for the catalog's 12
 # workloads) measured by `kace campaign --pool` against stand-ins as slow and
 # as coupled as the real thing, F times faster (KACE_DRY_SCALE, default 10):
@@ -15,7 +15,7 @@
 # ("FALLS SHORT:"), and fails the script only under KACE_DRY_STRICT=1 (the
 # engine does not reach the goal yet; a failed run or stand-in always fails).
 #
-#   bash scripts/device/dry-run-pool.sh KACE BUILD WORK [PROFILED]
+#   bash tests/device/dry-run-pool.sh KACE BUILD WORK [PROFILED]
 # KACE: the kace binary; BUILD: the build folder (tests/fake_cuda,
 # tests/kace-test-mps-control); WORK: a scratch folder; PROFILED: how many
 # workloads the dry run profiled (counted against the goal; default 0).
@@ -75,7 +75,7 @@ while read -r name kind rest; do
     "$KACE" workload add "$name" -- "$APP" "$mode" >/dev/null || { say "FAIL: workload add $name"; exit 1; }
     names+=("$name") i=$((i + 1))
 done <"$root/workloads/catalog.txt"
-python3 "$dev/plan.py" "${names[@]}" >"$W/plan.txt" || { say "FAIL: plan.py"; exit 1; }
+python3 "$root/scripts/device/plan.py" "${names[@]}" >"$W/plan.txt" || { say "FAIL: plan.py"; exit 1; }
 
 limit_s=$(( (12 * 60 + F - 1) / F + 60 ))
 t0=$EPOCHREALTIME
