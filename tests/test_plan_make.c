@@ -1,0 +1,407 @@
+/* The device campaign's plan maker (include/kace/plan_make.h): the text
+ * scripts/device/plan.py writes for the same names, byte for byte, while the
+ * script exists (the plans it stored must stay the plans the engine makes),
+ * a fixed expected text that outlives it, plans that parse, extensions that
+ * keep the old text and pair each added workload enough, and clear refusals. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kace/campaign.h"
+#include "kace/catalog.h"
+#include "kace/plan_make.h"
+
+#define SOURCE_ROOT KACE_TEST_DATA "/../.."
+#define PLAN_PY SOURCE_ROOT "/scripts/device/plan.py"
+
+/* plan.py's text for alpha beta gamma, and what it adds for delta. */
+static const char three_plan[] =
+    "# written by scripts/device/plan.py from 3 workloads (catalog order)\n"
+    "workloads alpha beta gamma\n"
+    "pairs   # 3 workloads: every pair (3)\n"
+    "run alpha beta gamma\n"
+    "splits 10 30 50 70 90 on alpha beta\n"
+    "splits 10 30 50 70 90 on beta gamma\n"
+    "repeat 3   # run-to-run spread\n"
+    "run alpha beta\n"
+    "run beta gamma\n"
+    "run gamma alpha\n"
+    "run alpha gamma\n"
+    "run beta alpha\n"
+    "run gamma beta\n"
+    "repeat 1\n"
+    "mode timeslice   # the same pairs without MPS, to compare\n"
+    "run alpha beta\n"
+    "run beta gamma\n"
+    "run gamma alpha\n"
+    "mode mps   # each grid workload alone at a share: its exclusive-throughput curve\n"
+    "run alpha @ 10\n"
+    "run alpha @ 30\n"
+    "run alpha @ 50\n"
+    "run alpha @ 70\n"
+    "run alpha @ 90\n"
+    "run alpha @ 100\n"
+    "run beta @ 10\n"
+    "run beta @ 30\n"
+    "run beta @ 50\n"
+    "run beta @ 70\n"
+    "run beta @ 90\n"
+    "run beta @ 100\n"
+    "run gamma @ 10\n"
+    "run gamma @ 30\n"
+    "run gamma @ 50\n"
+    "run gamma @ 70\n"
+    "run gamma @ 90\n"
+    "run gamma @ 100\n";
+/* What extending it with delta adds. */
+static const char three_delta[] =
+    "# extended by scripts/device/plan.py: 1 workload profiled after the plan was made, each in >= 3 pairs\n"
+    "workloads delta\n"
+    "repeat 1\n"
+    "mode mps\n"
+    "run delta alpha\n"
+    "run delta beta\n"
+    "run delta gamma\n";
+
+static char *make(kace_ctx *ctx, const char *const *names, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    assert_kace_ok(ctx, kace_plan_make(ctx, names, n, &text, &len));
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    return text;
+}
+
+static char *extend(kace_ctx *ctx, const char *old, const char *const *names, size_t n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    assert_kace_ok(ctx, kace_plan_extend(ctx, old, strlen(old), "old.plan", names, n, &text, &len));
+    assert_non_null(text);
+    assert_int_equal(strlen(text), len);
+    return text;
+}
+
+static kace_plan *parse(kace_ctx *ctx, const char *text)
+{
+    kace_plan *plan = NULL;
+    assert_kace_ok(ctx, kace_plan_parse(ctx, text, strlen(text), "made", &plan));
+    return plan;
+}
+
+static void test_three_workloads_give_the_known_text(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *names[] = {"alpha", "beta", "gamma", "delta"};
+    char *plan = make(ctx, names, 3);
+    assert_string_equal(plan, three_plan);
+    char *more = extend(ctx, plan, names, 4);
+    assert_memory_equal(more, three_plan, strlen(three_plan));
+    assert_string_equal(more + strlen(three_plan), three_delta);
+    /* Extended again with the same names: nothing to add, the same text. */
+    char *same = extend(ctx, more, names, 4);
+    assert_string_equal(same, more);
+    free(plan);
+    free(more);
+    free(same);
+    kace_ctx_free(&ctx);
+}
+
+/* The 12 workloads of workloads/catalog.txt, in its order. */
+static kace_catalog catalog_names(kace_ctx *ctx, const char **names)
+{
+    kace_catalog cat = {0};
+    assert_kace_ok(ctx, kace_catalog_load(ctx, &cat, SOURCE_ROOT "/workloads/catalog.txt", NULL, 0));
+    assert_int_equal(cat.n, 12);
+    for (size_t i = 0; i < cat.n; i++)
+        names[i] = cat.entries[i].name;
+    return cat;
+}
+
+static void test_the_catalog_plan_parses_and_holds_the_dataset(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *names[12];
+    kace_catalog cat = catalog_names(ctx, names);
+    char *text = make(ctx, names, 12);
+    kace_plan *plan = parse(ctx, text);
+    assert_int_equal(plan->n_workloads, 12);
+    size_t pairs = 0, triples = 0, solo = 0, sliced = 0, split = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        const kace_measure_spec *s = &plan->entries[i].spec;
+        if (s->repetition > 0)
+            continue;
+        if (s->timeslice)
+            sliced++;
+        else if (s->k == 3)
+            triples++;
+        else if (s->k == 1)
+            solo++;
+        else if (s->mps_pct[0] != 100)
+            split++;
+        else
+            pairs++;
+    }
+    assert_true(pairs >= 30);
+    assert_int_equal(triples, 10);
+    assert_int_equal(sliced, 3);
+    assert_int_equal(split, 2 * 5);
+    assert_int_equal(solo, 4 * 6);
+    kace_plan_free(&plan);
+    free(text);
+    kace_catalog_free(&cat);
+    kace_ctx_free(&ctx);
+}
+
+/* Every pair "run A B" after the last `workloads` line of text: each added
+ * name (names[first..n)) is in at least need of them, and no pair is there twice. */
+static void check_added_pairs(const char *text, const char *const *names, size_t first, size_t n, int need)
+{
+    const char *tail = text, *p;
+    while ((p = strstr(tail, "\nworkloads ")))
+        tail = p + 1;
+    int count[64] = {0};
+    char seen[64][64] = {{0}};
+    for (p = strstr(tail, "\nrun "); p; p = strstr(p + 1, "\nrun ")) {
+        char a[64], b[64];
+        assert_int_equal(sscanf(p + 5, "%63s %63s", a, b), 2);
+        size_t ia = n, ib = n;
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(names[i], a) == 0)
+                ia = i;
+            if (strcmp(names[i], b) == 0)
+                ib = i;
+        }
+        assert_true(ia < n && ib < n && ia != ib);
+        assert_false(seen[ia][ib]);
+        seen[ia][ib] = seen[ib][ia] = 1;
+        count[ia]++;
+        count[ib]++;
+    }
+    for (size_t i = first; i < n; i++)
+        if (count[i] < need)
+            fail_msg("%s in %d added pairs, expected >= %d", names[i], count[i], need);
+}
+
+static void test_extensions_pair_each_added_workload(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *names[16];
+    kace_catalog cat = catalog_names(ctx, names);
+    names[12] = "late-one_batch1-inf", names[13] = "late-two_batch1-inf", names[14] = "late-three_batch1-inf";
+    names[15] = "late-four_batch1-inf";
+    char *base = make(ctx, names, 12);
+    char *one = extend(ctx, base, names, 13);
+    assert_memory_equal(one, base, strlen(base));
+    check_added_pairs(one, names, 12, 13, 5);
+    char *three = extend(ctx, one, names, 16);
+    assert_memory_equal(three, one, strlen(one));
+    check_added_pairs(three, names, 13, 16, 5);
+    kace_plan *plan = parse(ctx, three);
+    assert_int_equal(plan->n_workloads, 16);
+    kace_plan_free(&plan);
+    free(base);
+    free(one);
+    free(three);
+    kace_catalog_free(&cat);
+    kace_ctx_free(&ctx);
+}
+
+/* ---- the same text as plan.py -------------------------------------------- */
+
+/* plan.py's output for args (NULL when it exits != 0); *rc its exit status. */
+static char *plan_py(const char *args, int *rc)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "python3 '%s' %s 2>/dev/null", PLAN_PY, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, len = 0, got;
+    char *out = malloc(cap);
+    assert_non_null(out);
+    while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += got;
+        if (cap - len < 2) {
+            out = realloc(out, cap *= 2);
+            assert_non_null(out);
+        }
+    }
+    out[len] = '\0';
+    *rc = pclose(p);
+    return out;
+}
+
+static void join(char *out, size_t size, const char *const *names, size_t n)
+{
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        strncat(out, " ", size - strlen(out) - 1);
+        strncat(out, names[i], size - strlen(out) - 1);
+    }
+}
+
+/* C's plan for names[0..n) (extending the file old when not NULL) is plan.py's. */
+static char *same_as_plan_py(kace_ctx *ctx, const char *old_path, const char *old, const char *const *names, size_t n)
+{
+    char args[6000], list[5000];
+    join(list, sizeof list, names, n);
+    snprintf(args, sizeof args, "%s%s%s%s", old ? "--extend '" : "", old ? old_path : "", old ? "'" : "", list);
+    int rc = 0;
+    char *want = plan_py(args, &rc);
+    assert_int_equal(rc, 0);
+    char *got = old ? extend(ctx, old, names, n) : make(ctx, names, n);
+    if (strcmp(got, want) != 0)
+        fail_msg("plan.py %s:\n%s\n---- C:\n%s", args, want, got);
+    free(want);
+    if (old_path) { /* the next extension reads this one from the file */
+        FILE *f = fopen(old_path, "wb");
+        assert_non_null(f);
+        fputs(got, f);
+        fclose(f);
+    }
+    return got;
+}
+
+static void test_the_same_text_as_plan_py(void **state)
+{
+    (void)state;
+    if (access(PLAN_PY, R_OK) != 0 || system("python3 -c pass >/dev/null 2>&1") != 0)
+        skip(); /* plan.py is gone: the known texts above stand for it */
+    kace_ctx *ctx = kace_ctx_new();
+    const char *names[20];
+    kace_catalog cat = catalog_names(ctx, names);
+    static const char *const later[] = {"late-a_batch1-inf", "late-b_batch2-train", "late-c_batch4-inf",
+                                        "late-d_batch8-inf", "late-e_batch1-train"};
+    for (size_t i = 0; i < 5; i++)
+        names[12 + i] = later[i];
+    const char *dir = scratch_dir("test_plan_make");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/plan.txt", dir);
+
+    /* New plans: the catalog's 12, 3 (every pair), 5 and 7 (every pair, more triples), 11. */
+    static const size_t sizes[] = {12, 3, 5, 7, 11};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+        free(same_as_plan_py(ctx, NULL, NULL, names, sizes[s]));
+    /* 2 workloads: both refuse. */
+    int rc = 0;
+    char list[2000];
+    join(list, sizeof list, names, 2);
+    free(plan_py(list, &rc));
+    assert_int_not_equal(rc, 0);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(kace_plan_make(ctx, names, 2, &text, &len), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "2 workloads: a campaign needs at least 3"));
+
+    /* The catalog's plan extended by 1, then by 3 more (twice extended), then by nothing. */
+    char *plan = same_as_plan_py(ctx, path, NULL, names, 12);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(plan, f);
+    fclose(f);
+    char *ext1 = same_as_plan_py(ctx, path, plan, names, 13);
+    char *ext2 = same_as_plan_py(ctx, path, ext1, names, 16);
+    char *ext3 = same_as_plan_py(ctx, path, ext2, names, 16);
+    assert_string_equal(ext3, ext2);
+    /* 3 workloads extended by 3 at once, then by 1 more. */
+    const char *small[] = {names[0], names[3], names[10], later[0], later[1], later[2], later[3]};
+    char *s3 = same_as_plan_py(ctx, path, NULL, small, 3);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(s3, f);
+    fclose(f);
+    char *s6 = same_as_plan_py(ctx, path, s3, small, 6);
+    char *s7 = same_as_plan_py(ctx, path, s6, small, 7);
+    free(plan);
+    free(ext1);
+    free(ext2);
+    free(ext3);
+    free(s3);
+    free(s6);
+    free(s7);
+    kace_catalog_free(&cat);
+    kace_ctx_free(&ctx);
+}
+
+/* ---- refusals -------------------------------------------------------------- */
+
+static void expect_make_fails(kace_ctx *ctx, const char *const *names, size_t n, kace_status want, const char *msg)
+{
+    char *text = (char *)"untouched";
+    size_t len = 7;
+    assert_int_equal(kace_plan_make(ctx, names, n, &text, &len), want);
+    assert_null(text);
+    if (!strstr(kace_errmsg(ctx), msg))
+        fail_msg("message '%s' lacks '%s'", kace_errmsg(ctx), msg);
+}
+
+static void expect_extend_fails(kace_ctx *ctx, const char *old, const char *const *names, size_t n,
+                                kace_status want, const char *msg)
+{
+    char *text = (char *)"untouched";
+    size_t len = 7;
+    assert_int_equal(kace_plan_extend(ctx, old, strlen(old), "old.plan", names, n, &text, &len), want);
+    assert_null(text);
+    if (!strstr(kace_errmsg(ctx), msg))
+        fail_msg("message '%s' lacks '%s'", kace_errmsg(ctx), msg);
+}
+
+static void test_refusals_say_why(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *twice[] = {"a", "b", "a"};
+    expect_make_fails(ctx, twice, 3, KACE_ERR_INVALID, "workload a is named twice");
+    const char *bad[] = {"a", "b,c", "d"};
+    expect_make_fails(ctx, bad, 3, KACE_ERR_INVALID, "plan: workload 2: 'b,c': byte 2 ','");
+    const char *option[] = {"a", "b", "--db"};
+    expect_make_fails(ctx, option, 3, KACE_ERR_INVALID, "starts with '-'");
+    expect_make_fails(ctx, option, 0, KACE_ERR_INVALID, "0 workloads");
+
+    const char *names[] = {"a", "b", "c", "d"};
+    expect_extend_fails(ctx, "workloads a b c\npairs\nset mine\nrun a b\n", names, 4, KACE_ERR_PARSE,
+                        "old.plan:3:1: 'set' changes where later runs are stored");
+    expect_extend_fails(ctx, "workloads a b c\nbogus\n", names, 4, KACE_ERR_PARSE, "old.plan:2:1: unknown statement");
+    expect_extend_fails(ctx, "", names, 4, KACE_ERR_PARSE, "old.plan:");
+    expect_extend_fails(ctx, "workloads a b c\npairs\n", twice, 3, KACE_ERR_INVALID, "named twice");
+    kace_ctx_free(&ctx);
+}
+
+/* plan.py reads the old plan as a text file: its "\r\n" become "\n". */
+static void test_extend_keeps_the_old_text_with_unix_line_ends(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *names[] = {"a", "b", "c", "d"};
+    char *ext = extend(ctx, "workloads a b c\r\npairs   # all\r\n\n\n", names, 4);
+    const char *want = "workloads a b c\npairs   # all\n"
+                       "# extended by scripts/device/plan.py: 1 workload profiled after the plan was made, each in "
+                       ">= 3 pairs\nworkloads d\nrepeat 1\nmode mps\nrun d a\nrun d b\nrun d c\n";
+    assert_string_equal(ext, want);
+    free(ext);
+    /* Nothing to add: the old text, its line ends made "\n". */
+    char *same = extend(ctx, "workloads a b c d\r\npairs\r\n", names, 4);
+    assert_string_equal(same, "workloads a b c d\npairs\n");
+    free(same);
+    kace_ctx_free(&ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_three_workloads_give_the_known_text),
+        cmocka_unit_test(test_the_catalog_plan_parses_and_holds_the_dataset),
+        cmocka_unit_test(test_extensions_pair_each_added_workload),
+        cmocka_unit_test(test_the_same_text_as_plan_py),
+        cmocka_unit_test(test_refusals_say_why),
+        cmocka_unit_test(test_extend_keeps_the_old_text_with_unix_line_ends),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
