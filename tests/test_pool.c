@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +191,25 @@ static int helper_worker(void)
         step();
     }
     return 1; /* not run by kace */
+}
+
+/* Writes its CPUs (sched_getaffinity, a bit each below 64) and
+ * OMP_NUM_THREADS on stdout ("cpus MASK COUNT OMP"), then reports through
+ * kace_progress.h, paused at its first report in a pool. */
+static int cpus_worker(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    unsigned long long mask = 0;
+    for (int c = 0; c < 64; c++)
+        if (CPU_ISSET(c, &set))
+            mask |= 1ULL << c;
+    const char *omp = getenv("OMP_NUM_THREADS");
+    printf("cpus %llu %d %s\n", mask, CPU_COUNT(&set), omp ? omp : "-");
+    fflush(stdout);
+    return helper_worker();
 }
 
 /* ---- the tests ------------------------------------------------------------- */
@@ -586,12 +606,48 @@ static void test_bad_runs(void **state)
     kace_pool_free(&pool); /* kills the paused member */
 }
 
+/* With cpu_shares, each member runs on a CPU share of its own, its thread
+ * counts bounded to it: the members say what they got at their start. */
+static void test_members_pinned_to_their_shares(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("pinned");
+    char *argv[] = {self, "--worker", "cpus", NULL};
+    char out[2][4200];
+    kace_proc_spec specs[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(out[i], sizeof out[i], "%s/member-%d.out", dir, i);
+        specs[i] = (kace_proc_spec){.name = i ? "b" : "a", .argv = argv, .stdout_path = out[i]};
+    }
+    kace_run_options opt;
+    options(&opt);
+    opt.cpu_shares = 2;
+    int pids[2];
+    start_pool(specs, 2, &opt, pids); /* each paused at its first report: its line is out */
+    unsigned long long mask[2];
+    int count[2], omp[2];
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(out[i], "r");
+        assert_non_null(f);
+        char word[8];
+        assert_int_equal(fscanf(f, "%7s %llu %d %d", word, &mask[i], &count[i], &omp[i]), 4);
+        fclose(f);
+        assert_int_equal(count[i], (int)kace_pool_member(pool, i)->n_cpus);
+        assert_int_equal(omp[i], count[i]);
+    }
+    int avail[1024];
+    if (kace_cpus_available(avail, 1024) >= 2)
+        assert_int_equal(mask[0] & mask[1], 0);
+    kace_pool_stop(pool, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--worker") == 0)
         return strcmp(argv[2], "raw") == 0      ? raw_worker()
                : strcmp(argv[2], "silent") == 0 ? (pause(), 0)
-               : strcmp(argv[2], "helper") == 0 ? helper_worker() : coupled_worker();
+               : strcmp(argv[2], "helper") == 0 ? helper_worker()
+               : strcmp(argv[2], "cpus") == 0   ? cpus_worker() : coupled_worker();
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
         return 1;
@@ -603,6 +659,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_the_helpers_in_a_pool, free_pool),
         cmocka_unit_test_teardown(test_members_that_do_not_start, free_pool),
         cmocka_unit_test_teardown(test_bad_runs, free_pool),
+        cmocka_unit_test_teardown(test_members_pinned_to_their_shares, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,10 @@
  * kace_run calls it (kace_measure's MPS client checks): pgids are the run's
  * members, in the run's order.
  *
+ * With the options' cpu_shares, member i runs on share i mod cpu_shares of
+ * kace's CPUs, its thread counts bounded to it (kace_run_options.cpu_shares,
+ * include/kace/runner.h): the same CPUs in every run it is in.
+ *
  * Every call has one deadline (its timeout_s, or the options' timeout_s),
  * and pausing or stopping after it gets the options' grace periods, as
  * kace_run's ending does. The pool never prints: the members' stderr goes
@@ -25,6 +29,7 @@
 #include <stddef.h>
 
 #include "kace/kace.h"
+#include "kace/mps.h"
 #include "kace/runner.h"
 
 #ifdef __cplusplus
@@ -78,6 +83,99 @@ void kace_pool_stop(kace_pool *pool, double timeout_s);
 
 /* Kills whatever is left (SIGKILL) and frees the pool. */
 void kace_pool_free(kace_pool **pool);
+
+/* ---- the first minute's probe: sizing the pool and the window -----------------
+ *
+ * kace_pool_probe measures, against the MPS daemon the pool will use:
+ *   clients  how many clients the MPS server accepts: copies of a trivial
+ *            client (a cheap program that reports once its CUDA context is
+ *            up) started in batches, each paused at its first report, until
+ *            one fails to start (refused) or the cap is reached; then all
+ *            stopped. The server lists a client only after its CUDA start.
+ *   memory   MemAvailable (/proc/meminfo) before anything starts, and the
+ *            resident memory of one workload's process group once it runs
+ *            (the most seen over its curve)
+ *   curve    that workload alone as an MPS client at 100%: its progress
+ *            records over curve_s after skip_s -> the spread (coefficient of
+ *            variation) of its throughput over sliding windows of lengths
+ *            from 0.05 s up, doubling every two -> the window that gives the
+ *            target relative error (kace_probe_window_rule)
+ * and from the first two the pool's size (kace_probe_pool_size). Nothing
+ * is stored and nothing printed: the result is the evidence. */
+
+#define KACE_PROBE_WINDOWS 24
+
+typedef struct kace_probe_options {
+    kace_run_options run;          /* grace periods, stderr_fd, cancel; cpu_shares pins the workload */
+    kace_mps *mps;                 /* the daemon whose server is probed (required) */
+    const kace_proc_spec *client;  /* the trivial client (NULL: the client limit is not probed) */
+    size_t client_cap;             /* stop counting at this many (0: KACE_POOL_MAX_MEMBERS) */
+    size_t client_batch;           /* started at once (0: 8) */
+    const kace_proc_spec *workload; /* memory and curve (NULL: neither is probed) */
+    double skip_s;                 /* its records in the first skip_s after its first are left out (0: 1) */
+    double curve_s;                /* the curve's length after that (0: 6) */
+    double target_error;           /* the window's relative error wanted (0: 0.02) */
+    double window_min_s, window_max_s; /* the window's bounds (0: 1 and 30) */
+    double memory_fraction;        /* of MemAvailable the pool may hold (0: 0.8) */
+    size_t max_members;            /* the caller's bound (0: KACE_POOL_MAX_MEMBERS) */
+    double timeout_s;              /* the whole probe (0: 90) */
+} kace_probe_options;
+
+typedef struct kace_probe_result {
+    /* clients */
+    bool clients_probed;
+    size_t clients_accepted;       /* clients the server took, at once */
+    bool client_refused;           /* one failed to start: clients_accepted is the limit (else the
+                                      cap or the timeout came first: the limit is at least that) */
+    size_t clients_listed;         /* the server's client list with all accepted running (-1: unknown) */
+    char refusal[512];             /* how the first client that failed ended, with its stderr's end */
+    double clients_s;              /* their part's seconds */
+    /* memory */
+    unsigned long long mem_available_kib; /* 0: unknown */
+    unsigned long long member_rss_kib;    /* the workload's group, the most seen (0: not measured) */
+    /* curve */
+    bool curve_ok;                 /* the workload reported through skip_s + curve_s */
+    size_t curve_records;
+    double curve_span_s, step_s;   /* the curve's span and its median time between records */
+    double workload_start_s;       /* from its start to its first record */
+    size_t n_windows;
+    double window_len_s[KACE_PROBE_WINDOWS], window_cv[KACE_PROBE_WINDOWS]; /* cv NaN: too few data */
+    double window_s;               /* the rule's window (NaN: none measured) */
+    double window_error;           /* the relative error expected at window_s */
+    const char *window_basis;      /* kace_probe_window_rule's */
+    /* sizing */
+    size_t cpus;                   /* kace's CPUs (kace_cpus_available) */
+    size_t pool_members;           /* kace_probe_pool_size's (0: not one member fits) */
+    const char *pool_bound;        /* what bounds it: "clients", "memory" or "caller" */
+    double seconds;                /* the whole probe */
+    char detail[512];              /* what went wrong, in words ("" when nothing) */
+} kace_probe_result;
+
+/* Runs the probe (above). Returns KACE_OK when it ran, whatever the
+ * processes did (result's detail says what failed; a part that could not be
+ * measured leaves its fields unknown and does not bound the pool); an error
+ * only for bad arguments or when the runner cannot work. */
+kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_probe_result *result);
+
+/* The pool's size: the fewest of clients (the MPS server's accepted
+ * clients; SIZE_MAX: not probed), floor(memory_fraction x mem_available_kib
+ * / member_kib) (either 0: unknown, no bound) and max_members (0:
+ * KACE_POOL_MAX_MEMBERS). *bound (may be NULL) names the one that bound it:
+ * "clients", "memory" or "caller". 0 when not one member fits. */
+size_t kace_probe_pool_size(size_t clients, unsigned long long mem_available_kib, unsigned long long member_kib,
+                            double memory_fraction, size_t max_members, const char **bound);
+
+/* The window rule. len_s ascending, cv[i] the spread of throughput over
+ * windows of len_s[i] (NaN: not measured). The shortest measured length
+ * whose cv, and every longer measured length's, is at most target (a dip
+ * of periodic noise at one length does not count unless longer windows
+ * hold it): basis "measured". When even the longest measured is above
+ * target, white noise's law from it, cv ~ 1/sqrt(len): basis
+ * "extrapolated". Then bounded to [min_s, max_s]: basis "min" or "max" (at
+ * max, *error says what the window gives). NaN with basis "unmeasured"
+ * when no cv is finite. *error: the relative error expected (may be NULL). */
+double kace_probe_window_rule(const double *len_s, const double *cv, size_t n, double target, double min_s,
+                              double max_s, double *error, const char **basis);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,9 @@
 struct kace_pool {
     size_t n;
     const kace_proc_spec *specs;
+    kace_proc_spec pinned[KACE_POOL_MAX_MEMBERS]; /* with opt.cpu_shares: specs with each member's share */
+    int *cpus;                                    /* the shares' CPUs, member i's from i * cpus_per */
+    size_t cpus_per;
     kace_run_options opt;
     kace_live *live[KACE_POOL_MAX_MEMBERS];
     unsigned starts[KACE_POOL_MAX_MEMBERS];
@@ -54,6 +57,32 @@ static bool paused_since(const kace_pool *pool, size_t i, size_t before)
     return !kace_live_result(l)->speaks_control || kace_live_answers(l).paused > before;
 }
 
+/* With opt.cpu_shares, member i runs on share i mod cpu_shares of kace's
+ * CPUs (a spec with CPUs of its own keeps them): the pool's copies of the
+ * specs say so. A member's share is the same whichever run it is in. */
+static kace_status pin_members(kace_ctx *ctx, kace_pool *pool)
+{
+    if (pool->opt.cpu_shares == 0)
+        return KACE_OK;
+    int avail[1024];
+    size_t n_avail = kace_cpus_available(avail, sizeof avail / sizeof *avail);
+    if (n_avail == 0)
+        return KACE_OK; /* unknown: left unpinned, as the runner leaves it */
+    pool->cpus_per = (n_avail + pool->opt.cpu_shares - 1) / pool->opt.cpu_shares;
+    if (!(pool->cpus = calloc(pool->n * pool->cpus_per, sizeof *pool->cpus)))
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory sharing the CPUs among a pool");
+    for (size_t i = 0; i < pool->n; i++) {
+        pool->pinned[i] = pool->specs[i];
+        if (pool->specs[i].cpus && pool->specs[i].n_cpus > 0)
+            continue;
+        int *mine = pool->cpus + i * pool->cpus_per;
+        pool->pinned[i].cpus = mine;
+        pool->pinned[i].n_cpus = kace_cpu_share(avail, n_avail, pool->opt.cpu_shares, i, mine, pool->cpus_per);
+    }
+    pool->specs = pool->pinned;
+    return KACE_OK;
+}
+
 kace_status kace_pool_start(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
                             double timeout_s, kace_pool **out, kace_pool_result *started)
 {
@@ -69,11 +98,16 @@ kace_status kace_pool_start(kace_ctx *ctx, const kace_proc_spec *specs, size_t n
     pool->n = n;
     pool->specs = specs;
     pool->opt = *opt;
+    kace_status st = pin_members(ctx, pool);
+    if (st) {
+        kace_pool_free(&pool);
+        return st;
+    }
     if (!(timeout_s > 0))
         timeout_s = opt->timeout_s > 0 ? opt->timeout_s : 120;
     int64_t deadline = deadline_after(timeout_s);
     for (size_t i = 0; i < n; i++) {
-        kace_status st = kace_live_start(ctx, &specs[i], &pool->opt, &pool->live[i]);
+        st = kace_live_start(ctx, &pool->specs[i], &pool->opt, &pool->live[i]);
         if (st) {
             kace_pool_free(&pool);
             return st;
@@ -329,6 +363,7 @@ void kace_pool_free(kace_pool **pp)
         return;
     for (size_t i = 0; i < pool->n; i++)
         kace_live_free(&pool->live[i]);
+    free(pool->cpus);
     free(pool);
     *pp = NULL;
 }
