@@ -73,15 +73,22 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: kace profile --name W [--db PATH] [--warmup S] [--window S] [--counters-warmup S]\n"
                "                    [--counters-window S] [--timeout S] [--budget S] [--device N] [--cupti LIB]\n"
-               "                    [--keep-recording FILE] [--stop-grace-max S] [--no-counters] -- COMMAND [ARG...]\n"
+               "                    [--keep-recording FILE] [--stop-grace-max S] [--no-counters]\n"
+               "                    [--replay-cover F] [--replay-max N] -- COMMAND [ARG...]\n"
                "Runs COMMAND alone on the GPU twice and stores workload W's profile, and COMMAND as W's command\n"
                "for kace measure:\n"
-               "  1. clean run, without the CUPTI library: exclusive throughput (samples/s, from the progress\n"
-               "     records of docs/progress-protocol.md) and its sd; sm%%, mem%%, memcap, power, SM clock,\n"
-               "     PCIe (NVML). --warmup S (default 10) and --window S (default 30).\n"
+               "  1. clean run, with libkace_cupti.so recording kernel launches only (no replay): exclusive\n"
+               "     throughput (samples/s, from the progress records of docs/progress-protocol.md) and its sd;\n"
+               "     sm%%, mem%%, memcap, power, SM clock, PCIe (NVML); each kernel signature's GPU time.\n"
+               "     --warmup S (default 10) and --window S (default 30).\n"
                "  2. counters run, with libkace_cupti.so: the six kernel metrics of the kernels in its steady\n"
                "     window. Its throughput is not stored (kernel replay slows it). --counters-warmup S\n"
                "     (default 10) and --counters-window S (default 15).\n"
+               "Kernel replay is capped: the counters run replays only the signatures that take most of the\n"
+               "clean run's GPU time, the longest first, until they cover --replay-cover F of it (0.01..1,\n"
+               "default 0.95), at most --replay-max N of them (0: no limit; default 40); the counter metrics\n"
+               "are weighted over them, and the cap is stored with the profile. --replay-cover 1\n"
+               "--replay-max 0: every signature replayed, the clean run without the library.\n"
                "Nothing is stored unless both runs succeed. --timeout S bounds each run (default its\n"
                "warm-up + window + 120). --budget S bounds both together: the counters run gets what the\n"
                "clean run left of S (its kernel replay makes it the longer, by an amount unknown in advance).\n"
@@ -139,6 +146,11 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
                     "kace profile: 1/1 clean run of %s on %s, %s recording launches only, no counters (warm-up %g s, "
                     "window %g s)\n",
                     p->name, p->gpu, p->cupti, p->opt->clean.warmup_s, p->opt->clean.window_s);
+        else if (r->cap.on)
+            fprintf(stderr,
+                    "kace profile: 1/2 clean run of %s on %s, %s recording launches only, for the replay cap "
+                    "(warm-up %g s, window %g s)\n",
+                    p->name, p->gpu, p->cupti, p->opt->clean.warmup_s, p->opt->clean.window_s);
         else
             fprintf(stderr,
                     "kace profile: 1/2 clean run of %s on %s, without the CUPTI library (warm-up %g s, window %g s)\n",
@@ -166,6 +178,13 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
     case KACE_PROFILE_COUNTERS_START:
         fprintf(stderr, "kace profile: 2/2 counters run of %s with %s (warm-up %g s, window %g s)\n", p->name,
                 p->cupti, p->opt->counters.warmup_s, p->opt->counters.window_s);
+        if (r->cap.on)
+            fprintf(stderr,
+                    "kace profile: replay cap: %zu of %zu kernel signatures replayed, %.1f%% of the clean run's GPU "
+                    "time (--replay-cover %g --replay-max %d)\n",
+                    r->cap.replayed, r->cap.seen, 100 * r->cap.time_share, r->cap.cover, r->cap.max);
+        else
+            fprintf(stderr, "kace profile: replay cap: none, every kernel signature replayed\n");
         break;
     case KACE_PROFILE_LAUNCHES_DONE:
         if (r->info.n_errors)
@@ -265,7 +284,8 @@ int cmd_profile(int argc, char **argv)
         {"cupti", required_argument, 0, 'c'},   {"keep-recording", required_argument, 0, 'k'},
         {"counters-warmup", required_argument, 0, 'u'}, {"counters-window", required_argument, 0, 'U'},
         {"stop-grace-max", required_argument, 0, 'G'}, {"budget", required_argument, 0, 'B'},
-        {"no-counters", no_argument, 0, 'N'},
+        {"no-counters", no_argument, 0, 'N'},   {"replay-cover", required_argument, 0, 'r'},
+        {"replay-max", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     optind = 1;
@@ -298,6 +318,8 @@ int cmd_profile(int argc, char **argv)
         }
         case 'c': cupti = optarg; break;
         case 'N': po.no_counters = true; break;
+        case 'r': ok = cli_number("profile", "replay-cover", optarg, 0.01, 1, &po.replay_cover); break;
+        case 'R': ok = cli_int("profile", "replay-max", optarg, 0, 8192, &po.replay_max); break;
         case 'k': keep = optarg; break;
         case 'h': usage(stdout); return EXIT_OK;
         default: return cli_usage("profile", "unknown option");

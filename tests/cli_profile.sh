@@ -74,10 +74,13 @@ KACE_CUPTI_LIBRARY=/nonexistent/libkace_cupti.so \
 # 5. A whole profile without a GPU: a stand-in "CUDA program" writes a kernel
 #    recording where the CUPTI library would (KACE_CUPTI_OUTPUT; the test's
 #    recording with its clock marked non-monotonic, so all of it counts) and
-#    reports progress. With the injection library it runs at 250 samples/s
-#    (as kernel replay slows a real one), without it at 1000: the stored
+#    reports progress. With the injection library replaying it runs at 250
+#    samples/s (as kernel replay slows a real one), recording launches only
+#    (the clean run, for the replay cap) or without it at 1000: the stored
 #    exclusive throughput must be the clean run's. kace's environment holds a
-#    CUDA_INJECTION64_PATH of its own, which the clean run must not inherit.
+#    CUDA_INJECTION64_PATH of its own, which the clean run without a cap must
+#    not inherit. The counters run gets the cap's list of signatures
+#    (KACE_CUPTI_REPLAY): the longest GPU time first, covering 95% of it.
 #    kace stores the profile and the command in one transaction, and
 #    `kace workload list` then shows the command that `kace measure` would run.
 SRC=$(cd "$(dirname "$0")" && pwd)
@@ -89,10 +92,12 @@ if [ -n "\${CUDA_INJECTION64_PATH:-}" ] && [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ];
     # The injection library recording launches only: no replay, no counter records.
     echo "launches run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"
     sed '/^counters /d' "$SCRATCH/recording.txt" >"\$KACE_CUPTI_OUTPUT" || exit 3 # keeps the cut last line
+    [ "\$1" = clean ] && exec "$WORKER" crash 1000 0.1
     exec "$WORKER" report 1000
 fi
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
-    echo "counters run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"
+    echo "counters run: \$CUDA_INJECTION64_PATH\${KACE_CUPTI_REPLAY:+, replay list}" >>"$SCRATCH/runs.log"
+    [ -n "\${KACE_CUPTI_REPLAY:-}" ] && cp "\$KACE_CUPTI_REPLAY" "$SCRATCH/replay-list.txt"
     [ "\$1" = counters ] && exec "$WORKER" crash 250 0.1
     [ "\$1" = slow ] && sleep 3 # a long start, as a PyTorch model's first steps under kernel replay
     cp "$SCRATCH/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
@@ -115,8 +120,25 @@ if CUDA_INJECTION64_PATH=/inherited/libkace_cupti.so "$KACE" "${P[@]}" --name ok
     # (a monotonic clock); this canned recording's clock is realtime. The dry run covers the rest.
     grep -q "kernels per sample" "$SCRATCH/ok.err" &&
         fail "ok: kernels per sample from a recording without a monotonic clock: $(grep '2/2 done' "$SCRATCH/ok.err")"
-    printf '%s\n' "clean run: output=none" "counters run: $KACE_CUPTI_LIBRARY" >"$SCRATCH/runs.want"
+    printf '%s\n' "launches run: $KACE_CUPTI_LIBRARY" "counters run: $KACE_CUPTI_LIBRARY, replay list" \
+        >"$SCRATCH/runs.want"
     cmp -s "$SCRATCH/runs.log" "$SCRATCH/runs.want" || fail "ok: the runs were: $(cat "$SCRATCH/runs.log")"
+    # The recording's 4 signatures by GPU time: warmup 500 us, gemm (grid 80) 300, stream 60,
+    # gemm (grid 40) 10; 95% of 870 us needs the first 3 (860 us, 98.9%).
+    printf '%s\n' "1 1 1 32 1 1 _Z6warmupv" "80 1 1 256 1 1 _Z4gemmPfS_S_i" "1024 1 1 128 1 1 _Z6streamPKfPfm" \
+        >"$SCRATCH/list.want"
+    cmp -s "$SCRATCH/replay-list.txt" "$SCRATCH/list.want" ||
+        fail "ok: the replay list was: $(cat "$SCRATCH/replay-list.txt" 2>&1)"
+    [ -e "$SCRATCH/replay-list.txt" ] && ls "${TMPDIR:-/tmp}"/kace-cupti-*.replay >/dev/null 2>&1 &&
+        fail "ok: the replay list was left behind"
+    grep -q "replay cap: 3 of 4 kernel signatures replayed, 98.9% of the clean run's GPU time" "$SCRATCH/ok.err" ||
+        fail "ok: no replay cap line: $(cat "$SCRATCH/ok.err")"
+    [ "$(sqlite3 "$DB" "SELECT group_concat(m, ' ') FROM (SELECT p.metric || '=' || round(p.value, 3) AS m
+                         FROM profiles p JOIN workloads w ON w.id=p.workload_id WHERE w.name='ok_batch4-train'
+                         AND p.metric LIKE 'replay%' ORDER BY p.metric)")" = \
+        "replay_cover=0.95 replay_max=40.0 replay_signatures=3.0 replay_signatures_seen=4.0 replay_time_share=0.989" ] ||
+        fail "ok: the cap stored: $(sqlite3 "$DB" "SELECT p.metric, p.value FROM profiles p JOIN workloads w
+                                   ON w.id=p.workload_id WHERE w.name='ok_batch4-train' AND p.metric LIKE 'replay%'")"
     thr=$(sqlite3 "$DB" "SELECT value FROM profiles p JOIN workloads w ON w.id=p.workload_id
                          WHERE w.name='ok_batch4-train' AND p.metric='exclusive_throughput'")
     awk -v t="$thr" 'BEGIN { exit !(t > 900 && t < 1100) }' ||
@@ -141,6 +163,38 @@ else
     fail "ok: exit $?: $(cat "$SCRATCH/ok.err")"
 fi
 before=$(fingerprint)
+
+# 5a'. No cap (--replay-cover 1 --replay-max 0): the clean run without the library, as before
+#      the cap, every signature replayed (no list), and the profile says so: share 1, the
+#      counts missing (not known without the clean run's launches). --replay-max 1: the
+#      longest signature only.
+rm -f "$SCRATCH/runs.log" "$SCRATCH/replay-list.txt"
+if "$KACE" "${P[@]}" --replay-cover 1 --replay-max 0 --name nocap_batch4-train -- "$SCRATCH/fake-cuda.sh" none \
+    >"$SCRATCH/nocap.out" 2>"$SCRATCH/nocap.err"; then
+    printf '%s\n' "clean run: output=none" "counters run: $KACE_CUPTI_LIBRARY" >"$SCRATCH/runs.want"
+    cmp -s "$SCRATCH/runs.log" "$SCRATCH/runs.want" || fail "nocap: the runs were: $(cat "$SCRATCH/runs.log")"
+    grep -q "replay cap: none" "$SCRATCH/nocap.err" || fail "nocap: $(cat "$SCRATCH/nocap.err")"
+    [ "$(sqlite3 "$DB" "SELECT group_concat(m, ' ') FROM (SELECT p.metric || '=' || coalesce(p.value, 'null') AS m
+                         FROM profiles p JOIN workloads w ON w.id=p.workload_id WHERE w.name='nocap_batch4-train'
+                         AND p.metric LIKE 'replay%' ORDER BY p.metric)")" = \
+        "replay_cover=1.0 replay_max=0.0 replay_signatures=null replay_signatures_seen=null replay_time_share=1.0" ] ||
+        fail "nocap: the cap stored: $(sqlite3 "$DB" "SELECT p.metric, p.value FROM profiles p JOIN workloads w
+                                      ON w.id=p.workload_id WHERE w.name='nocap_batch4-train'")"
+else
+    fail "nocap: exit $?: $(cat "$SCRATCH/nocap.err")"
+fi
+if "$KACE" "${P[@]}" --replay-max 1 --name cap1_batch4-train -- "$SCRATCH/fake-cuda.sh" none \
+    >"$SCRATCH/cap1.out" 2>"$SCRATCH/cap1.err"; then
+    [ "$(cat "$SCRATCH/replay-list.txt")" = "1 1 1 32 1 1 _Z6warmupv" ] ||
+        fail "cap1: the replay list was: $(cat "$SCRATCH/replay-list.txt")"
+    grep -q "replay cap: 1 of 4 kernel signatures replayed, 57.5% of" "$SCRATCH/cap1.err" ||
+        fail "cap1: $(cat "$SCRATCH/cap1.err")"
+else
+    fail "cap1: exit $?: $(cat "$SCRATCH/cap1.err")"
+fi
+before=$(fingerprint)
+expect cover-zero 2 "replay-cover" -- "$KACE" "${P[@]}" --replay-cover 0 --name w -- true
+expect max-bad 2 "replay-max" -- "$KACE" "${P[@]}" --replay-max -1 --name w -- true
 
 # 5b. A failure of either run stores nothing, and says which run failed.
 expect clean-crash nonzero "clean run (1/2): workload w crashed" -- "$KACE" "${P[@]}" --name w -- \

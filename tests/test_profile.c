@@ -78,12 +78,75 @@ static void test_batch(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* The cap: the fewest signatures (the longest first) that cover the share,
+ * at most max; a total of 0 replays none. */
+static void test_cap_count(void **state)
+{
+    (void)state;
+    kace_kernel_signature s[4] = {{.time_s = 5}, {.time_s = 3}, {.time_s = 1}, {.time_s = 1}};
+    double share = -1;
+    assert_int_equal(kace_replay_cap_count(s, 4, 0.95, 40, &share), 4);
+    assert_true(share == 1);
+    assert_int_equal(kace_replay_cap_count(s, 4, 0.75, 40, &share), 2);
+    assert_true(fabs(share - 0.8) < 1e-12);
+    assert_int_equal(kace_replay_cap_count(s, 4, 0.95, 1, &share), 1);
+    assert_true(fabs(share - 0.5) < 1e-12);
+    assert_int_equal(kace_replay_cap_count(s, 4, 1, 0, &share), 4);
+    assert_int_equal(kace_replay_cap_count(s, 0, 0.95, 40, &share), 0);
+    assert_true(share == 1);
+    kace_kernel_signature zero[2] = {{.time_s = 0}, {.time_s = 0}};
+    assert_int_equal(kace_replay_cap_count(zero, 2, 0.95, 40, &share), 0);
+    kace_profile_options o;
+    kace_profile_options_init(&o);
+    assert_true(o.replay_cover == 0.95 && o.replay_max == 40);
+}
+
+/* The cap is stored with a profile with counters: what was replayed, of
+ * what, its share, the options; without a cap the counts are missing. */
+static void test_batch_cap(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_profile_result r;
+    memset(&r, 0, sizeof r);
+    kace_gpu_stats_init(&r.all);
+    kace_gpu_stats_init(&r.steady);
+    r.clean.throughput.samples_per_s = 1000;
+    r.cap = (kace_replay_cap){.on = true, .cover = 0.95, .max = 40, .seen = 300, .replayed = 40, .time_share = 0.9};
+    kace_import_batch *b = NULL;
+    assert_kace_ok(ctx, kace_profile_batch(ctx, "w", &r, &b));
+    const kace_profile_value *v;
+    assert_non_null(v = find(b, "replay_signatures"));
+    assert_true(v->value == 40);
+    assert_non_null(v = find(b, "replay_signatures_seen"));
+    assert_true(v->value == 300);
+    assert_non_null(v = find(b, "replay_time_share"));
+    assert_true(v->value == 0.9);
+    assert_non_null(v = find(b, "replay_max"));
+    assert_true(v->value == 40);
+    kace_import_batch_free(&b);
+    r.cap = (kace_replay_cap){.on = false, .cover = 1, .max = 0};
+    assert_kace_ok(ctx, kace_profile_batch(ctx, "w", &r, &b));
+    assert_non_null(v = find(b, "replay_signatures"));
+    assert_true(isnan(v->value));
+    assert_non_null(v = find(b, "replay_time_share"));
+    assert_true(v->value == 1);
+    kace_import_batch_free(&b);
+    r.no_counters = true;
+    assert_kace_ok(ctx, kace_profile_batch(ctx, "w", &r, &b));
+    assert_null(find(b, "replay_signatures"));
+    kace_import_batch_free(&b);
+    kace_ctx_free(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_needs_inputs),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_cap_count),
+        cmocka_unit_test(test_batch_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,6 +92,20 @@ const char *kace_kernel_metric_name(int km);
 kace_status kace_kernels_reduce(kace_ctx *ctx, const kace_kernel_recording *r, int64_t from_ns, int64_t to_ns,
                                 kace_kernel_summary *out);
 
+/* One kernel signature (name, grid, block) and its GPU time in a range. */
+typedef struct kace_kernel_signature {
+    const char *name; /* lives as long as the recording */
+    uint32_t grid[3], block[3];
+    size_t launches;
+    double time_s; /* the sum of its launches' durations */
+} kace_kernel_signature;
+
+/* The signatures of the kernels that started in [from_ns, to_ns) (to_ns 0:
+ * no end), the longest GPU time first (kace profile replays the first
+ * ones). *out is malloc'd (free() it); NULL and *n = 0 when none. */
+kace_status kace_kernels_signatures(kace_ctx *ctx, const kace_kernel_recording *r, int64_t from_ns, int64_t to_ns,
+                                    kace_kernel_signature **out, size_t *n);
+
 /* ---- building a profile batch (kace profile) ------------------------------ */
 
 /* An empty batch for the values of one profiling run (kind: kernel profile;

@@ -53,6 +53,25 @@ typedef enum kace_profile_failure {
                                        injection library reported) */
 } kace_profile_failure;
 
+/* The cap on the counters run's kernel replay: the signatures of the clean
+ * run's steady window, the longest GPU time first, until they cover
+ * `cover` of its GPU time, at most `max` of them. Stored with the profile
+ * (replay_signatures, replay_signatures_seen, replay_time_share,
+ * replay_cover, replay_max). */
+typedef struct kace_replay_cap {
+    bool on;           /* a cap was asked (cover < 1 or max > 0): the clean run recorded launches */
+    double cover;      /* the option: a share of GPU time, (0, 1] */
+    int max;           /* the option: at most this many signatures (0: no limit) */
+    size_t seen;       /* signatures in the clean run's steady window */
+    size_t replayed;   /* of which the counters run replays (the first ones by GPU time) */
+    double time_share; /* their share of the window's GPU time */
+} kace_replay_cap;
+
+/* How many of n signatures (the longest GPU time first) the cap replays:
+ * the fewest whose time covers `cover` of the total, at most max (0: no
+ * limit); *share gets their share of the total (1 when the total is 0). */
+size_t kace_replay_cap_count(const kace_kernel_signature *s, size_t n, double cover, int max, double *share);
+
 typedef struct kace_profile_result {
     kace_profile_failure failure;
     int failed_run;                 /* 1 (clean) or 2 (counters): the run a failure belongs to */
@@ -69,6 +88,7 @@ typedef struct kace_profile_result {
                                          counters (owned: kace_profile_result_release) */
     kace_kernel_info info;          /* about it (its strings live as long as the recording) */
     kace_kernel_summary kernels;    /* its kernels in that run's steady window */
+    kace_replay_cap cap;            /* what the counters run replayed (set before COUNTERS_START) */
 } kace_profile_result;
 
 typedef struct kace_profile_options {
@@ -100,6 +120,15 @@ typedef struct kace_profile_options {
      * unequal and unknown in advance; a caller with a fixed time (a batch tool's call)
      * would otherwise have to split it between them blind. */
     double budget_s;
+    /* The cap on kernel replay (kace_replay_cap; defaults 0.95 and 40). A replayed
+     * signature cost about 0.24 s on an H200 (BERT: 93 in a 22.4 s first step), and a
+     * PyTorch step has hundreds: the counters run replays only the signatures that take
+     * most of the GPU's time, chosen from the clean run's steady window, which then runs
+     * with the injection library recording launches only (no replay). replay_cover 1
+     * and replay_max 0: no cap, every signature replayed, the clean run without the
+     * library, as before. */
+    double replay_cover;
+    int replay_max;
     volatile sig_atomic_t *cancel;  /* non-zero stops the run (NULL: never) */
     /* Called at each step with the result so far (may be NULL). */
     void (*progress)(void *user, kace_profile_step step, const kace_profile_result *r);
@@ -107,7 +136,8 @@ typedef struct kace_profile_options {
 } kace_profile_options;
 
 /* Sets the defaults: clean run warm-up 10 s, window 30 s; counters run
- * warm-up 10 s, window 15 s, steady share 0.1; no callback. */
+ * warm-up 10 s, window 15 s, steady share 0.1; replay cap 0.95 of the GPU
+ * time, at most 40 signatures; no callback. */
 void kace_profile_options_init(kace_profile_options *opt);
 
 /* Runs the two runs on the GPU gpu samples (opened by the caller) and

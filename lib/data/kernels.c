@@ -587,6 +587,80 @@ kace_status kace_kernels_reduce(kace_ctx *ctx, const kace_kernel_recording *r, i
     return KACE_OK;
 }
 
+/* A kernel's signature and duration, sorted to group launches. */
+typedef struct sig_key {
+    uint32_t name, grid[3], block[3];
+    int64_t ns;
+} sig_key;
+
+static int sig_key_order(const void *a, const void *b)
+{
+    const sig_key *x = a, *y = b;
+    if (x->name != y->name)
+        return x->name < y->name ? -1 : 1;
+    int c = memcmp(x->grid, y->grid, sizeof x->grid);
+    return c ? c : memcmp(x->block, y->block, sizeof x->block);
+}
+
+static int signature_time_order(const void *a, const void *b)
+{
+    const kace_kernel_signature *x = a, *y = b;
+    if (x->time_s != y->time_s)
+        return x->time_s > y->time_s ? -1 : 1;
+    return strcmp(x->name, y->name); /* ties in a stable order */
+}
+
+kace_status kace_kernels_signatures(kace_ctx *ctx, const kace_kernel_recording *r, int64_t from_ns, int64_t to_ns,
+                                    kace_kernel_signature **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sig_key *keys = malloc((r->n_kernels ? r->n_kernels : 1) * sizeof *keys);
+    if (!keys)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory grouping kernel signatures");
+    size_t nk = 0;
+    for (size_t i = 0; i < r->n_kernels; i++) {
+        const kernel_rec *k = &r->kernels[i];
+        if (k->start < from_ns || (to_ns > 0 && k->start >= to_ns))
+            continue;
+        sig_key *s = &keys[nk++];
+        memset(s, 0, sizeof *s); /* memcmp'd: no stray bytes */
+        s->name = k->name;
+        memcpy(s->grid, k->grid, sizeof s->grid);
+        memcpy(s->block, k->block, sizeof s->block);
+        s->ns = k->end - k->start;
+    }
+    qsort(keys, nk, sizeof *keys, sig_key_order);
+    size_t groups = 0;
+    for (size_t i = 0; i < nk; i++)
+        groups += i == 0 || sig_key_order(&keys[i - 1], &keys[i]) != 0;
+    kace_kernel_signature *sig = calloc(groups ? groups : 1, sizeof *sig);
+    if (!sig) {
+        free(keys);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory grouping kernel signatures");
+    }
+    size_t g = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if (i == 0 || sig_key_order(&keys[i - 1], &keys[i]) != 0) {
+            kace_kernel_signature *s = &sig[g++];
+            s->name = r->names[keys[i].name];
+            memcpy(s->grid, keys[i].grid, sizeof s->grid);
+            memcpy(s->block, keys[i].block, sizeof s->block);
+        }
+        sig[g - 1].launches++;
+        sig[g - 1].time_s += (double)keys[i].ns / 1e9;
+    }
+    free(keys);
+    qsort(sig, groups, sizeof *sig, signature_time_order);
+    if (groups == 0) {
+        free(sig);
+        sig = NULL;
+    }
+    *out = sig;
+    *n = groups;
+    return KACE_OK;
+}
+
 /* ---- batches --------------------------------------------------------------- */
 
 kace_status kace_profile_batch_new(kace_ctx *ctx, const char *origin, kace_import_batch **out)

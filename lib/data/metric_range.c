@@ -49,6 +49,12 @@ static const metric_range ranges[] = {
     /* Host CPU% sums over cores (the reference data has 724). */
     {"CPU%", 0, 1e5, false, "a host CPU percentage summed over cores"},
     {"MainMem%", PERCENT},
+    /* kace profile's cap on kernel replay (docs/profile.md). */
+    {"replay_signatures", COUNT},
+    {"replay_signatures_seen", COUNT},
+    {"replay_time_share", 0, 1, false, "a share of GPU time"},
+    {"replay_cover", 0, 1, false, "a share of GPU time"},
+    {"replay_max", COUNT},
     {"exclusive_mps10", THROUGHPUT},
     {"exclusive_mps20", THROUGHPUT},
     {"exclusive_mps30", THROUGHPUT},

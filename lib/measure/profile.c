@@ -4,8 +4,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kace/profile.h"
 
@@ -17,6 +19,77 @@ void kace_profile_options_init(kace_profile_options *opt)
     opt->counters.warmup_s = 10;
     opt->counters.window_s = 15;
     opt->counters_steady_share = 0.1;
+    opt->replay_cover = 0.95;
+    opt->replay_max = 40;
+}
+
+size_t kace_replay_cap_count(const kace_kernel_signature *s, size_t n, double cover, int max, double *share)
+{
+    double total = 0, covered = 0;
+    for (size_t i = 0; i < n; i++)
+        total += s[i].time_s;
+    size_t k = 0;
+    /* The fewest that reach the cover; a total of 0 (no timed kernel) covers nothing more by replaying. */
+    while (k < n && (max <= 0 || k < (size_t)max) && total > 0 && covered < cover * total)
+        covered += s[k++].time_s;
+    *share = total > 0 ? covered / total : 1;
+    return k;
+}
+
+/* The cap's signatures, the longest GPU time first, from the clean run's
+ * recording over its steady window (the whole recording where its clock is
+ * not kace's); written to `list` for the injection library
+ * ($KACE_CUPTI_REPLAY), one "gx gy gz bx by bz name" a line. */
+static kace_status choose_replayed(kace_ctx *ctx, const kace_profile_options *opt, const char *list,
+                                   kace_profile_result *out)
+{
+    out->failed_run = 1;
+    struct stat sb;
+    if (stat(opt->recording, &sb) != 0 || sb.st_size == 0) {
+        out->failure = KACE_PROFILE_FAIL_NO_RECORDING;
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s never initialised CUDA (no kernel recording from %s)",
+                         opt->name, opt->cupti);
+    }
+    kace_kernel_recording *rec = NULL;
+    kace_kernel_signature *sig = NULL;
+    size_t n = 0;
+    kace_status st = kace_kernels_parse_file(ctx, opt->recording, &rec);
+    if (!st) {
+        kace_kernel_info info;
+        kace_kernels_info(rec, &info);
+        int64_t from = info.monotonic_clock ? out->clean.throughput.start_ns : 0;
+        int64_t to = info.monotonic_clock ? out->clean.throughput.end_ns : 0;
+        st = kace_kernels_signatures(ctx, rec, from, to, &sig, &n);
+        if (!st && n == 0)
+            st = kace_fail(ctx, KACE_ERR_INVALID,
+                           "%s: no kernel in the clean run's steady window (expected the workload to launch CUDA "
+                           "kernels): no signature to replay",
+                           opt->name);
+    }
+    if (st) {
+        out->failure = st == KACE_ERR_INVALID ? KACE_PROFILE_FAIL_KERNELS : KACE_PROFILE_FAIL_ERROR;
+        free(sig);
+        kace_kernels_free(&rec);
+        return st;
+    }
+    kace_replay_cap *cap = &out->cap;
+    cap->seen = n;
+    cap->replayed = kace_replay_cap_count(sig, n, cap->cover, cap->max, &cap->time_share);
+    FILE *f = fopen(list, "w");
+    bool ok = f != NULL;
+    for (size_t i = 0; ok && i < cap->replayed; i++)
+        ok = fprintf(f, "%u %u %u %u %u %u %s\n", sig[i].grid[0], sig[i].grid[1], sig[i].grid[2], sig[i].block[0],
+                     sig[i].block[1], sig[i].block[2], sig[i].name) > 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    free(sig);
+    kace_kernels_free(&rec);
+    if (!ok) {
+        out->failure = KACE_PROFILE_FAIL_ERROR;
+        return kace_fail(ctx, KACE_ERR_IO, "cannot write the replay list %s", list);
+    }
+    out->failed_run = 0;
+    return KACE_OK;
 }
 
 /* NVML samples of the clean run, taken on the runner's ticks. */
@@ -154,8 +227,21 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     const char *clean_env[] = {"CUDA_INJECTION64_PATH", KACE_CUPTI_OUTPUT_ENV, NULL};
     const char *launches_env[] = {inject_env, output_env, "KACE_CUPTI_COUNTERS=0", NULL};
     out->no_counters = opt->no_counters;
+    kace_replay_cap *cap = &out->cap;
+    cap->cover = opt->replay_cover;
+    cap->max = opt->replay_max;
+    cap->on = !opt->no_counters && !(opt->replay_cover >= 1 && opt->replay_max == 0);
+    if (!(opt->replay_cover > 0 && opt->replay_cover <= 1) || opt->replay_max < 0) {
+        out->failure = KACE_PROFILE_FAIL_ERROR;
+        return kace_fail(ctx, KACE_ERR_INVALID,
+                         "kace_profile_run: the replay cover is %g and the replay maximum %d (expected a share in "
+                         "(0, 1] and a count >= 0)",
+                         opt->replay_cover, opt->replay_max);
+    }
+    /* With a cap, the clean run records launches (activity records, no
+     * replay) so that the cap can rank its window's signatures by GPU time. */
     kace_proc_spec clean = {.name = opt->name, .argv = opt->argv,
-                            .extra_env = opt->no_counters ? launches_env : clean_env};
+                            .extra_env = opt->no_counters || cap->on ? launches_env : clean_env};
     kace_run_options ro = opt->clean;
     ro.stderr_fd = -1;
     ro.cancel = opt->cancel;
@@ -200,8 +286,19 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     }
 
     /* 2. The counters run: the injection library records every kernel and
-     *    replays the first launch of each signature for its counters. */
-    const char *counters_env[] = {inject_env, output_env, NULL};
+     *    replays the first launch of each signature for its counters; with
+     *    a cap, only of the signatures the list names. */
+    char list[PATH_MAX], list_env[PATH_MAX + 32];
+    const char *counters_env[] = {inject_env, output_env, NULL, NULL};
+    if (cap->on) {
+        snprintf(list, sizeof list, "%s.replay", opt->recording);
+        if ((st = choose_replayed(ctx, opt, list, out))) {
+            unlink(list);
+            return st;
+        }
+        snprintf(list_env, sizeof list_env, "KACE_CUPTI_REPLAY=%s", list);
+        counters_env[2] = list_env;
+    }
     kace_proc_spec counters = {.name = opt->name, .argv = opt->argv, .extra_env = counters_env};
     double clean_rate = out->clean.throughput.samples_per_s;
     if (opt->counters_steady_share > 0 && clean_rate > 0 && isfinite(clean_rate))
@@ -212,6 +309,8 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     if (opt->budget_s > 0) {
         double used = (double)(kace_monotonic_ns() - clean_start) / 1e9, left = opt->budget_s - used;
         if (left < co.warmup_s + co.window_s) {
+            if (cap->on)
+                unlink(list);
             out->failure = KACE_PROFILE_FAIL_ERROR;
             out->failed_run = 2;
             return kace_fail(ctx, KACE_ERR_INVALID,
@@ -223,7 +322,10 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
             co.timeout_s = left;
     }
     progress(opt, KACE_PROFILE_COUNTERS_START, out);
-    if ((st = run_one(ctx, 2, &counters, &co, &out->counters, out)))
+    st = run_one(ctx, 2, &counters, &co, &out->counters, out);
+    if (cap->on)
+        unlink(list);
+    if (st)
         return st;
 
     /* 3. Kernel metrics of the counters run's steady window. */
@@ -245,6 +347,26 @@ static double host_mem_pct(const kace_profile_result *r)
 {
     double v = kace_host_stats_mem_pct(&r->host);
     return r->host_failed || r->host_mem_failed || v > 100 ? NAN : v;
+}
+
+/* The cap the counters run's replay had, so that a profile says over what
+ * its counter metrics are weighted: without a cap every signature was
+ * replayed (share 1; how many is not known then, stored as missing). A
+ * profile without counters stores none. */
+static kace_status add_replay_cap(kace_ctx *ctx, kace_import_batch *batch, const char *name,
+                                  const kace_profile_result *r)
+{
+    const kace_replay_cap *c = &r->cap;
+    if (r->no_counters)
+        return KACE_OK;
+    kace_status st;
+    if ((st = kace_profile_batch_add(ctx, batch, name, "replay_signatures", c->on ? (double)c->replayed : NAN)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "replay_signatures_seen", c->on ? (double)c->seen : NAN)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "replay_time_share", c->on ? c->time_share : 1)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "replay_cover", c->cover)) ||
+        (st = kace_profile_batch_add(ctx, batch, name, "replay_max", c->max)))
+        return st;
+    return KACE_OK;
 }
 
 kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profile_result *r,
@@ -284,7 +406,8 @@ kace_status kace_profile_batch(kace_ctx *ctx, const char *name, const kace_profi
         (st = kace_profile_batch_add(ctx, batch, name, "pcie_rx_MBps",
                                      kace_gpu_stats_mean(s, KACE_GPU_PCIE_RX_MBPS))) ||
         (st = kace_profile_batch_add(ctx, batch, name, "CPU%", r->host_failed ? NAN : kace_host_stats_cpu_pct(&r->host))) ||
-        (st = kace_profile_batch_add(ctx, batch, name, "MainMem%", host_mem_pct(r)))) {
+        (st = kace_profile_batch_add(ctx, batch, name, "MainMem%", host_mem_pct(r))) ||
+        (st = add_replay_cap(ctx, batch, name, r))) {
         kace_import_batch_free(&batch);
         return st;
     }

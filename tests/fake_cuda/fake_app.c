@@ -49,6 +49,13 @@
  *                             their number; its own share slows it as its
  *                             kind is bound (gemm by compute, stream by
  *                             memory, latency hardly)
+ *   KACE_FAKE_KERNELS=N       N kernel signatures per step (names and grids
+ *                             of their own), launched in turn; their GPU
+ *                             times fall off as 1/rank^1.5 (a few GEMMs,
+ *                             then a long tail) and sum to the mode's step:
+ *                             under kernel replay the first step slows in
+ *                             proportion to the signatures replayed (with
+ *                             the fake CUPTI's KACE_FAKE_REPLAY_S each)
  *   KACE_FAKE_MPS_CONNECT=1   after cuInit, connect to the MPS control daemon
  *                             of CUDA_MPS_PIPE_DIRECTORY ("connect PID", which
  *                             the stand-in daemon, tests/helpers/mps_standin.c,
@@ -483,10 +490,44 @@ static void leave_share(void)
     gpu_share_close(&the_share);
 }
 
+#define MAX_STEP_KERNELS 1024
+
+/* KACE_FAKE_KERNELS: the step's n launches become max(n, N) launches over N
+ * signatures, launch j of signature j % N (grid + signature, a name each),
+ * rank r's GPU time in proportion to 1 / (r + 1)^1.5, the step's total
+ * kept. Returns the step's launches. */
+static int spread_signatures(fake_kernel *ks, int n, int signatures)
+{
+    if (signatures <= 1)
+        return n;
+    if (signatures > MAX_STEP_KERNELS)
+        signatures = MAX_STEP_KERNELS;
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += ks[i].duration_ns;
+    fake_kernel proto = ks[0];
+    int launches = n > signatures ? n : signatures;
+    double weights = 0;
+    for (int j = 0; j < launches; j++)
+        weights += 1 / pow(j % signatures + 1, 1.5);
+    for (int j = 0; j < launches; j++) {
+        int sig = j % signatures;
+        char name[96];
+        snprintf(name, sizeof name, "%s_sig%d", proto.name, sig);
+        ks[j] = proto;
+        ks[j].name = j < signatures ? strdup(name) : ks[sig].name; /* lives as long as the process */
+        ks[j].grid[0] = proto.grid[0] + (unsigned)sig;
+        ks[j].duration_ns = (uint64_t)((double)total / pow(sig + 1, 1.5) / weights);
+        if (!ks[j].duration_ns)
+            ks[j].duration_ns = 1000;
+    }
+    return launches;
+}
+
 /* A steady workload: one sample = one iteration, as kace_kernels.cu. */
 static int workload(const char *mode, double seconds)
 {
-    fake_kernel ks[64];
+    fake_kernel ks[MAX_STEP_KERNELS];
     int n = 1, kind = 0;
     if (!strcmp(mode, "gemm")) {
         ks[0] = (fake_kernel){"_Z11sgemm_tiledliPKfS0_Pf", {64, 64, 1}, {32, 32, 1}, 40, 8192, 0, 4000000};
@@ -502,7 +543,8 @@ static int workload(const char *mode, double seconds)
         fprintf(stderr, "kace-fake-cuda-app: unknown workload %s\n", mode);
         return 2;
     }
-    uint64_t base[64];
+    n = spread_signatures(ks, n, (int)env_num("KACE_FAKE_KERNELS", 0));
+    uint64_t base[MAX_STEP_KERNELS];
     for (int i = 0; i < n; i++)
         base[i] = ks[i].duration_ns;
     double scale = time_scale(), noise = env_num("KACE_FAKE_NOISE", 0), phase = 6.2832 * uniform01();
