@@ -347,6 +347,37 @@ static void test_probe_cap_and_a_broken_client(void **state)
     assert_int_equal(kace_pool_probe(ctx, &o, &r), KACE_ERR_INVALID);
 }
 
+/* From a catalog: its CUDA C workload is the client, its PyTorch one the
+ * curve's (not the first line, a command of another kind); the evidence in
+ * one line. */
+static void test_probe_from_a_catalog(void **state)
+{
+    (void)state;
+    start_daemon();
+    char text[3 * 4200];
+    snprintf(text, sizeof text,
+             "other_batch1-inf cmd /nonexistent/never-run\n"
+             "cuda-client_batch1-inf cuda '%s' --client\n"
+             "noisy_batch8-train torch '%s' --workload\n", self, self);
+    kace_catalog cat = {0};
+    assert_kace_ok(ctx, kace_catalog_parse(ctx, &cat, text, strlen(text), "probe.txt", NULL, 0));
+    kace_probe_options o = probe_options(NULL, NULL);
+    kace_probe_result r;
+    kace_status st = kace_pool_probe_catalog(ctx, &cat, &o, &r);
+    kace_catalog_free(&cat);
+    assert_kace_ok(ctx, st);
+    assert_int_equal(r.clients_accepted, 3);
+    assert_true(r.client_refused);
+    assert_true(r.curve_ok);
+    assert_true(r.member_rss_kib >= (unsigned long long)HELD_MIB * 1024);
+    char line[1024];
+    kace_probe_describe(&r, line, sizeof line);
+    assert_non_null(strstr(line, "probe: MPS clients 3 accepted, 3 listed (the next refused: the limit)"));
+    assert_non_null(strstr(line, "pool 3 members (bound by clients)"));
+    assert_non_null(strstr(line, "window "));
+    assert_null(strstr(line, "window none"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "--client") == 0)
@@ -364,6 +395,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kib_fields),
         cmocka_unit_test_setup_teardown(test_probe_finds_the_client_limit_memory_and_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_probe_cap_and_a_broken_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_probe_from_a_catalog, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

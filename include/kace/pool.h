@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 
+#include "kace/catalog.h"
 #include "kace/kace.h"
 #include "kace/mps.h"
 #include "kace/runner.h"
@@ -156,6 +157,19 @@ typedef struct kace_probe_result {
  * measured leaves its fields unknown and does not bound the pool); an error
  * only for bad arguments or when the runner cannot work. */
 kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_probe_result *result);
+
+/* kace_pool_probe with a catalog's workloads (opt's client and workload
+ * are not used): its first CUDA C workload as the trivial client (none:
+ * the client limit is not probed), its first PyTorch workload for memory
+ * and the curve (else its first LLM, else its first workload); each as its
+ * catalog line's command. */
+kace_status kace_pool_probe_catalog(kace_ctx *ctx, const kace_catalog *cat, const kace_probe_options *opt,
+                                    kace_probe_result *result);
+
+/* The evidence in one line (buf, of size n): "probe: MPS clients N
+ * (refused at N+1 | at least N) ...; host memory ...; curve ...; window W s
+ * (basis, error E%); pool P members (bound by B) in S s". Returns buf. */
+const char *kace_probe_describe(const kace_probe_result *r, char *buf, size_t n);
 
 /* The pool's size: the fewest of clients (the MPS server's accepted
  * clients; SIZE_MAX: not probed), floor(memory_fraction x mem_available_kib

@@ -478,3 +478,60 @@ kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_p
     r->seconds = since_s(t0);
     return KACE_OK;
 }
+
+static const kace_catalog_entry *first_of(const kace_catalog *cat, kace_catalog_kind kind)
+{
+    for (size_t i = 0; i < cat->n; i++)
+        if (cat->entries[i].kind == kind)
+            return &cat->entries[i];
+    return NULL;
+}
+
+kace_status kace_pool_probe_catalog(kace_ctx *ctx, const kace_catalog *cat, const kace_probe_options *opt,
+                                    kace_probe_result *result)
+{
+    const kace_catalog_entry *client = first_of(cat, KACE_CATALOG_CUDA), *curve = first_of(cat, KACE_CATALOG_TORCH);
+    if (!curve)
+        curve = first_of(cat, KACE_CATALOG_LLM);
+    if (!curve && cat->n > 0)
+        curve = &cat->entries[0];
+    kace_proc_spec client_proc = {0}, curve_proc = {0};
+    if (client)
+        client_proc = (kace_proc_spec){.name = client->name, .argv = client->argv};
+    if (curve)
+        curve_proc = (kace_proc_spec){.name = curve->name, .argv = curve->argv};
+    kace_probe_options o = *opt;
+    o.client = client ? &client_proc : NULL;
+    o.workload = curve ? &curve_proc : NULL;
+    return kace_pool_probe(ctx, &o, result);
+}
+
+const char *kace_probe_describe(const kace_probe_result *r, char *buf, size_t n)
+{
+    char clients[160] = "not probed", memory[160] = "not measured", curve[200] = "none", listed[48] = "";
+    if (r->clients_probed) {
+        if (r->clients_listed != SIZE_MAX)
+            snprintf(listed, sizeof listed, ", %zu listed", r->clients_listed);
+        snprintf(clients, sizeof clients, "%zu accepted%s (%s) in %.1f s", r->clients_accepted, listed,
+                 r->client_refused ? "the next refused: the limit" : "none refused: the limit is at least that",
+                 r->clients_s);
+    }
+    if (r->member_rss_kib > 0)
+        snprintf(memory, sizeof memory, "%.0f MiB a member, %.1f GiB available", (double)r->member_rss_kib / 1024,
+                 (double)r->mem_available_kib / (1024 * 1024));
+    else if (r->mem_available_kib > 0)
+        snprintf(memory, sizeof memory, "a member not measured, %.1f GiB available",
+                 (double)r->mem_available_kib / (1024 * 1024));
+    if (r->curve_records > 0)
+        snprintf(curve, sizeof curve, "%zu records over %.1f s, a step %.3f s, first record %.1f s after start%s",
+                 r->curve_records, r->curve_span_s, r->step_s, r->workload_start_s,
+                 r->curve_ok ? "" : " (incomplete)");
+    char window[96] = "none";
+    if (isfinite(r->window_s))
+        snprintf(window, sizeof window, "%.2f s (%s, error %.1f%%)", r->window_s, r->window_basis,
+                 100 * r->window_error);
+    snprintf(buf, n, "probe: MPS clients %s; host memory %s; curve %s; window %s; pool %zu members (bound by %s) "
+             "on %zu CPUs; %.1f s%s%s", clients, memory, curve, window, r->pool_members, r->pool_bound ? r->pool_bound : "-",
+             r->cpus, r->seconds, r->detail[0] ? "; " : "", r->detail);
+    return buf;
+}
