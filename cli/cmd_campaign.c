@@ -1,18 +1,45 @@
-/* kace campaign PLAN: measures a plan of colocations, resumably. */
+/* kace campaign PLAN: measures a plan of colocations, resumably.
+ * kace campaign --device --catalog FILE --minutes M: one GPU allocation's
+ * whole work (include/kace/campaign.h, docs/campaign.md). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <glob.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "kace/catalog.h"
+#include "kace/plan_make.h"
 #include "kace/pool.h"
+#include "kace/profile.h"
+#include "kace/store_export.h"
 #include "measure_cli.h"
+
+/* What a --device call was given. */
+typedef struct device_args {
+    const char *db;
+    const char *plan;          /* a plan file (no catalog) */
+    const char *catalog;       /* --catalog: the whole allocation from it */
+    double minutes;
+    const char *out_dir;       /* --out: export's folder */
+    const char *workloads_dir; /* @W@ (default: the catalog's folder) */
+    const char *python;        /* @PY@ (default python3) */
+    const char *kace;          /* @KACE@: this program */
+    const char *ncu;           /* --ncu PATH (NULL: none) */
+    double profile_warmup_s;   /* < 0: kace profile's defaults */
+    double profile_window_s;   /* <= 0: kace profile's defaults */
+} device_args;
 
 static int campaign_usage(void)
 {
     printf("usage: kace campaign [options] PLAN\n"
+           "       kace campaign --device --minutes M [--catalog FILE | PLAN] [--out DIR] [options]\n"
            "Measures every colocation of PLAN (see include/kace/campaign.h or the README for the format:\n"
            "workloads, pairs, triples, occur N [seed S], splits P..., run A B @ P,Q, repeat N, mode, set)\n"
            "that the store does not hold yet, so an interrupted campaign continues where it stopped.\n"
@@ -26,11 +53,19 @@ static int campaign_usage(void)
            "                   and paused between runs; the time-sliced runs come after them, started afresh\n"
            "  --pool-members N at most N processes in the pool at once (default 16; MPS servers accept a\n"
            "                   limited number of clients, and each member keeps its memory while it waits)\n"
-           "  --device         one allocation's schedule (docs/measure.md): the time-sliced runs, then the\n"
-           "                   MPS runs in the warm pool, interleaved, then a few cold repeats; each step\n"
-           "                   only when its projected time fits before the deadline; what is left, the\n"
-           "                   next call measures. Needs --minutes\n"
+           "  --device         one allocation's call (docs/campaign.md), each step only when the store says\n"
+           "                   it has work and its time fits before the deadline; what is left, the next\n"
+           "                   call does. With --catalog: profile each workload not profiled yet (GPU alone),\n"
+           "                   make or extend the plan, measure it, ncu, export. With PLAN: its measuring\n"
+           "                   steps (time-sliced runs, the warm pool, cold repeats), ncu, export. Needs --minutes\n"
            "  --minutes M      with --device: the allocation's minutes of commands (the call's deadline)\n"
+           "  --catalog FILE   with --device: the workloads (workloads/catalog.txt: NAME KIND COMMAND...)\n"
+           "  --workloads-dir D  @W@ in the catalog's commands (default: the catalog's folder)\n"
+           "  --python P       @PY@ in the catalog's commands (default python3)\n"
+           "  --out DIR        with --device: export the store's dataset (CSV files) into DIR at the end\n"
+           "  --ncu PATH|none  with --device: ncu, last, on each profiled workload, with time left (default none)\n"
+           "  --profile-warmup S, --profile-window S\n"
+           "                   with --catalog: each profile run's warm-up and window (default kace profile's)\n"
            MEASURE_CLI_USAGE
            "Exit status: 0 the plan is done or --max-runs reached (--device: or the deadline came),\n"
            "1 an error stopped it, 2 usage, 128+N interrupted by signal N (finished runs are kept, the current\n"
@@ -287,41 +322,630 @@ static char *read_plan_text(kace_ctx *ctx, const char *path, size_t *len)
     return buf;
 }
 
-/* One call of the plan's schedule, its allocation recorded in the store. */
-static int campaign_device(kace_ctx *ctx, const char *db, const char *plan_path, double minutes,
-                           measure_cli_options *mo, long pool_max)
+/* ---- the whole allocation's call: the engine's steps (kace_campaign_run) ----
+ *
+ * From a catalog: profile (GPU alone, no MPS), plan (made or extended in C),
+ * measure (the plan's schedule above), ncu, export. From a plan file: its
+ * measuring steps, ncu and export. Each step reads its done check from the
+ * store, so a killed call loses nothing stored and the next resumes. */
+
+typedef struct engine {
+    device_call *d;
+    const device_args *args;
+    double allocation_s;
+    kace_catalog catalog; /* empty without --catalog */
+    int64_t catalog_id;
+    char *plan_text;      /* the plan measured (a file's, or the one made from the catalog) */
+    size_t plan_len;
+    kace_plan *plan;
+    const char **profiled; /* the catalog's profiled workloads, in catalog order */
+    size_t n_profiled, n_dropped;
+    const char *cupti;
+    size_t ncu_done;
+    bool ncu_boost;        /* ncu --help lists --pipeline-boost-state */
+    bool ncu_checked;
+} engine;
+
+/* $KACE_CUPTI_LIBRARY, else libkace_cupti.so beside the kace binary (as kace profile finds it). */
+static const char *find_cupti(void)
+{
+    static char path[PATH_MAX];
+    const char *env = getenv("KACE_CUPTI_LIBRARY");
+    if (env && *env)
+        return env;
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (n <= 0)
+        return NULL;
+    path[n] = '\0';
+    char *slash = strrchr(path, '/');
+    if (!slash)
+        return NULL;
+    strcpy(slash + 1, "libkace_cupti.so");
+    return path;
+}
+
+static bool is_file(const char *p)
+{
+    struct stat sb;
+    return p && stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static double now_s(void)
+{
+    return (double)kace_monotonic_ns() / 1e9;
+}
+
+/* The plan (re)parsed from text, replacing the one held. */
+static kace_status engine_set_plan(engine *e, char *text, size_t len, const char *origin)
+{
+    kace_plan *plan = NULL;
+    kace_status st = kace_plan_parse(e->d->ctx, text, len, origin, &plan);
+    if (st) {
+        free(text);
+        return st;
+    }
+    kace_measure_spec *specs = calloc(plan->n ? plan->n : 1, sizeof *specs);
+    if (!specs) {
+        free(text);
+        kace_plan_free(&plan);
+        return kace_fail(e->d->ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    free(e->d->pool_specs);
+    e->d->pool_specs = specs;
+    kace_plan_free(&e->plan);
+    free(e->plan_text);
+    e->plan = plan;
+    e->plan_text = text;
+    e->plan_len = len;
+    return KACE_OK;
+}
+
+static kace_schedule_ops schedule_ops(device_call *d)
+{
+    return (kace_schedule_ops){.arg = d,
+                               .now_s = device_now_s,
+                               .stored_times = device_stored_times,
+                               .is_done = device_is_done,
+                               .measure_cold = device_measure_cold,
+                               .measure_warm = device_measure_warm,
+                               .stop = device_stop,
+                               .step_done = device_step_done};
+}
+
+static kace_schedule_config schedule_config(const engine *e)
+{
+    return (kace_schedule_config){.allocation_s = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0),
+                                  .warmup_s = e->d->mo->warmup_s,
+                                  .window_s = e->d->mo->window_s,
+                                  .pool_members = e->d->pool_max};
+}
+
+/* The profile windows: both runs' warm-ups and windows. */
+static void profile_windows(const engine *e, kace_profile_options *po)
+{
+    if (e->args->profile_warmup_s >= 0)
+        po->clean.warmup_s = po->counters.warmup_s = e->args->profile_warmup_s;
+    if (e->args->profile_window_s > 0)
+        po->clean.window_s = po->counters.window_s = e->args->profile_window_s;
+}
+
+static double profile_windows_s(const engine *e)
+{
+    kace_profile_options po;
+    kace_profile_options_init(&po);
+    profile_windows(e, &po);
+    return po.clean.warmup_s + po.clean.window_s + po.counters.warmup_s + po.counters.window_s;
+}
+
+/* The done checks (kace_campaign_ops.progress). */
+static kace_status engine_progress(void *arg, kace_campaign_progress *p)
+{
+    engine *e = arg;
+    kace_ctx *ctx = e->d->ctx;
+    kace_status st = KACE_OK;
+    memset(p, 0, sizeof *p);
+    e->n_profiled = e->n_dropped = 0;
+    for (size_t i = 0; i < e->catalog.n; i++) {
+        const kace_catalog_entry *w = &e->catalog.entries[i];
+        char key[KACE_COMMAND_KEY_SIZE];
+        kace_profile_tries t;
+        if ((st = kace_command_key(ctx, w->argv, key)) ||
+            (st = kace_campaign_profile_tries(ctx, e->d->store, w->name, key, &t)))
+            return st;
+        if (t.profiled)
+            e->profiled[e->n_profiled++] = w->name;
+        else if (kace_profile_dropped(t.failures))
+            e->n_dropped++;
+        else
+            p->to_profile++;
+    }
+    p->profiled = e->n_profiled;
+    if (e->catalog.n > 0) {
+        char *text = NULL;
+        size_t len = 0;
+        int64_t plan_id = 0;
+        if ((st = kace_campaign_made_plan(ctx, e->d->store, &text, &len, &plan_id)))
+            return st;
+        if (text && (!e->plan_text || len != e->plan_len || memcmp(text, e->plan_text, len) != 0)) {
+            if ((st = engine_set_plan(e, text, len, "the stored plan")))
+                return st;
+        } else {
+            free(text);
+        }
+        if (!e->plan) {
+            p->unplanned = e->n_profiled >= 3 ? e->n_profiled : 0; /* a plan needs 3 (kace_plan_make) */
+        } else {
+            char *ext = NULL;
+            size_t ext_len = 0;
+            if ((st = kace_plan_extend(ctx, e->plan_text, e->plan_len, "the stored plan", e->profiled, e->n_profiled,
+                                       &ext, &ext_len)))
+                return st;
+            p->unplanned = ext_len != e->plan_len || memcmp(ext, e->plan_text, ext_len) != 0;
+            free(ext);
+        }
+    }
+    p->have_plan = e->plan != NULL;
+    if (e->plan) {
+        kace_schedule_ops ops = schedule_ops(e->d);
+        kace_schedule_config config = schedule_config(e);
+        if ((st = kace_schedule_left(ctx, e->plan, &config, &ops, &p->runs_left)))
+            return st;
+    }
+    p->can_ncu = e->args->ncu != NULL;
+    for (size_t i = 0; p->can_ncu && i < e->n_profiled; i++) {
+        const kace_catalog_entry *w = kace_catalog_find(&e->catalog, e->profiled[i]);
+        char key[KACE_COMMAND_KEY_SIZE];
+        int ok = 0, failures = 0;
+        if ((st = kace_command_key(ctx, w->argv, key)) ||
+            (st = kace_campaign_ncu_tries(ctx, e->d->store, w->name, key, &ok, &failures)))
+            return st;
+        p->ncu_left += ok == 0 && failures < KACE_PROFILE_MAX_FAILURES;
+    }
+    p->can_export = e->args->out_dir != NULL;
+    /* The first minute's probe (lib/measure/probe.c, kace_pool_probe) is not
+     * called yet: can_probe stays false until its findings are stored. */
+    return KACE_OK;
+}
+
+static void unlink_recordings(const char *recording)
+{
+    char pattern[PATH_MAX + 8];
+    snprintf(pattern, sizeof pattern, "%s.[0-9]*", recording);
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+        globfree(&g);
+    }
+    unlink(recording);
+}
+
+/* Whether a failed profile ran out of time: a run's timeout, or the clean
+ * run leaving the counters run too little of the budget. */
+static bool profile_ran_out(const kace_profile_result *r, const char *msg)
+{
+    if (r->failure == KACE_PROFILE_FAIL_RUN)
+        return (r->failed_run == 1 ? &r->clean : &r->counters)->status == KACE_PROC_TIMEOUT;
+    return r->failure == KACE_PROFILE_FAIL_ERROR && strstr(msg, " budget") != NULL;
+}
+
+/* One profile try of w within need_s; its outcome noted. *cancelled: a
+ * signal stopped it (nothing noted). */
+static kace_status profile_one(engine *e, const kace_catalog_entry *w, const char *key, double need_s,
+                               bool *cancelled)
+{
+    device_call *d = e->d;
+    kace_ctx *ctx = d->ctx;
+    *cancelled = false;
+    char recording[PATH_MAX];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(recording, sizeof recording, "%s/kace-cupti-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(recording);
+    if (fd < 0)
+        return kace_fail(ctx, KACE_ERR_IO, "cannot create a recording file %s: %s", recording, strerror(errno));
+    close(fd);
+    kace_profile_options po;
+    kace_profile_options_init(&po);
+    profile_windows(e, &po);
+    po.name = w->name;
+    po.argv = w->argv;
+    po.cupti = e->cupti;
+    po.recording = recording;
+    po.cancel = &cli_interrupted;
+    po.budget_s = need_s; /* both runs within the need: the runner's timeouts hold the deadline */
+    po.clean.timeout_s = po.counters.timeout_s = need_s;
+    po.clean.term_grace_max_s = po.counters.term_grace_max_s = d->mo->stop_grace_max_s;
+    po.clean.stderr_fd = po.counters.stderr_fd = d->mo->log_fd;
+    kace_profile_result res = {0};
+    kace_import_batch *batch = NULL;
+    double t0 = now_s();
+    printf("profile %s: %s alone on the GPU, within %.0f s\n", w->name, kace_catalog_kind_name(w->kind), need_s);
+    fflush(stdout);
+    kace_status st = kace_profile_run(ctx, d->gpu, &po, &res);
+    double took = now_s() - t0;
+    const char *status = "ok";
+    char why[600] = "";
+    if (st) {
+        snprintf(why, sizeof why, "%s", kace_errmsg(ctx));
+        const kace_proc_result *pr = res.failed_run == 2 ? &res.counters : &res.clean;
+        if (res.failure == KACE_PROFILE_FAIL_RUN) {
+            if (pr->status == KACE_PROC_CANCELLED) {
+                *cancelled = true;
+                goto done;
+            }
+            snprintf(why, sizeof why, "run %d %s: %s", res.failed_run, kace_proc_status_name(pr->status),
+                     pr->detail);
+        }
+        status = profile_ran_out(&res, why) ? "timeout" : "failed";
+        st = KACE_OK;
+    } else {
+        char date[16];
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%d", localtime(&now));
+        const char *gpu_name = kace_gpu_device_name(d->gpu);
+        kace_source src = {gpu_name && gpu_name[0] ? gpu_name : NULL, "kace-profile", date};
+        kace_import_stats stats;
+        if ((st = kace_profile_batch(ctx, w->name, &res, &batch)) ||
+            (st = kace_store_add_profile(ctx, d->store, batch, &src, w->name, w->argv, &stats)))
+            goto done;
+    }
+    st = kace_campaign_profile_note(ctx, d->store, d->allocation_id, w->name, key, status, took, need_s);
+    if (!st && strcmp(status, "ok") == 0)
+        printf("profile %s: stored (%.4g samples/s) in %.1f s\n", w->name, res.clean.throughput.samples_per_s, took);
+    else if (!st)
+        printf("profile %s: %s after %.1f s: %s\n", w->name, strcmp(status, "timeout") == 0 ? "ran out of time" : "failed",
+               took, why);
+done:
+    unlink_recordings(recording);
+    kace_import_batch_free(&batch);
+    kace_profile_result_release(&res);
+    return st;
+}
+
+static kace_status step_profile(engine *e, double until_s, kace_campaign_step_report *r)
+{
+    device_call *d = e->d;
+    kace_ctx *ctx = d->ctx;
+    if (!d->gpu)
+        return kace_fail(ctx, KACE_ERR_UNSUPPORTED, "profiling needs a GPU that NVML opens (see the note above)");
+    if (!is_file(e->cupti = find_cupti()))
+        return kace_fail(ctx, KACE_ERR_NOT_FOUND,
+                         "the CUPTI injection library %s was not found (give its path in $KACE_CUPTI_LIBRARY)",
+                         e->cupti ? e->cupti : "libkace_cupti.so");
+    /* GPU alone, no MPS: a daemon left running (by a killed call) goes first. */
+    kace_measure_pool_stop(&d->pool);
+    if (measure_cli_quit_mps(ctx, d->mps, true) != 0)
+        return kace_fail(ctx, KACE_ERR_IO, "the MPS daemon did not quit before the profiles");
+    d->daemon_wanted = false;
+    double t0 = now_s(), windows = profile_windows_s(e);
+    double cap = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0);
+    bool *failed_now = calloc(e->catalog.n ? e->catalog.n : 1, sizeof *failed_now);
+    if (!failed_now)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = KACE_OK;
+    /* Two passes: the second tries again, with time left, what failed once in
+     * the first (a dropped workload then no longer holds the plan back a call). */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < e->catalog.n && !st && !cli_interrupted; i++) {
+            const kace_catalog_entry *w = &e->catalog.entries[i];
+            char key[KACE_COMMAND_KEY_SIZE];
+            kace_profile_tries t;
+            if (pass == 1 && !failed_now[i])
+                continue;
+            if ((st = kace_command_key(ctx, w->argv, key)) ||
+                (st = kace_campaign_profile_tries(ctx, d->store, w->name, key, &t)))
+                break;
+            if (t.profiled || kace_profile_dropped(t.failures))
+                continue;
+            double need = kace_profile_need_s(windows, t.longest_ok_s, t.ran_out_s, cap);
+            if (need > until_s - (now_s() - t0))
+                continue; /* left to the next call; a shorter need may still fit */
+            bool cancelled = false;
+            if ((st = profile_one(e, w, key, need, &cancelled)) || cancelled)
+                break;
+            kace_profile_tries after;
+            if ((st = kace_campaign_profile_tries(ctx, d->store, w->name, key, &after)))
+                break;
+            if (after.profiled) {
+                r->done++;
+            } else if (kace_profile_dropped(after.failures)) {
+                printf("profile %s: failed %d times with this command and code: dropped until they change\n",
+                       w->name, after.failures);
+            } else {
+                failed_now[i] = true;
+            }
+        }
+    free(failed_now);
+    /* What is left: neither profiled nor dropped. */
+    for (size_t i = 0; i < e->catalog.n && !st; i++) {
+        char key[KACE_COMMAND_KEY_SIZE];
+        kace_profile_tries t;
+        if (!(st = kace_command_key(ctx, e->catalog.entries[i].argv, key)) &&
+            !(st = kace_campaign_profile_tries(ctx, d->store, e->catalog.entries[i].name, key, &t)))
+            r->left += !t.profiled && !kace_profile_dropped(t.failures);
+    }
+    return st;
+}
+
+static kace_status step_plan(engine *e, kace_campaign_step_report *r)
+{
+    kace_ctx *ctx = e->d->ctx;
+    char *text = NULL;
+    size_t len = 0;
+    kace_status st = e->plan ? kace_plan_extend(ctx, e->plan_text, e->plan_len, "the stored plan", e->profiled,
+                                                e->n_profiled, &text, &len)
+                             : kace_plan_make(ctx, e->profiled, e->n_profiled, &text, &len);
+    if (st)
+        return st;
+    char fingerprint[KACE_COMMAND_KEY_SIZE];
+    int64_t plan_id = 0;
+    kace_plan_fingerprint(text, len, fingerprint);
+    bool extended = e->plan != NULL;
+    if ((st = kace_campaign_made_plan_note(ctx, e->d->store, e->catalog_id, text, len, fingerprint, &plan_id)) ||
+        (st = engine_set_plan(e, text, len, "the plan made")))
+        return st;
+    printf("plan %s: %s from %zu profiled workloads (%zu dropped), %zu runs (campaign_plans id %lld)\n", fingerprint,
+           extended ? "extended" : "made", e->n_profiled, e->n_dropped, e->plan->n, (long long)plan_id);
+    r->done = 1;
+    return KACE_OK;
+}
+
+static kace_status step_measure(engine *e, double used_s, kace_campaign_step_report *r)
+{
+    device_call *d = e->d;
+    kace_schedule_ops ops = schedule_ops(d);
+    kace_schedule_config config = schedule_config(e);
+    config.used_s = used_s;
+    kace_schedule_outcome out;
+    kace_status st = kace_schedule_run(d->ctx, e->plan, &config, &ops, &out);
+    /* The pool and the daemon end with the step: ncu and the next call find the GPU alone. */
+    kace_measure_pool_stop(&d->pool);
+    r->done = out.measured;
+    r->left = out.left;
+    return st;
+}
+
+/* Whether ncu's --help lists --pipeline-boost-state: its whole output read
+ * from a file, so that no early-closing reader makes ncu die of SIGPIPE. */
+static bool ncu_has_boost_option(engine *e)
+{
+    char out_path[PATH_MAX];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out_path, sizeof out_path, "%s/kace-ncu-help-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(out_path);
+    if (fd < 0)
+        return false;
+    close(fd);
+    char *argv[] = {(char *)e->args->ncu, "--help", NULL};
+    kace_proc_spec spec = {.name = "ncu --help", .argv = argv, .stdout_path = out_path};
+    kace_run_options ro;
+    kace_run_options_init(&ro);
+    ro.warmup_s = 0;
+    ro.window_s = 1;
+    ro.timeout_s = 30;
+    ro.cancel = &cli_interrupted;
+    kace_proc_result res;
+    bool found = false;
+    if (kace_run(e->d->ctx, &spec, 1, &ro, &res) == KACE_OK) {
+        FILE *f = fopen(out_path, "r");
+        char line[4096];
+        while (f && !found && fgets(line, sizeof line, f))
+            found = strstr(line, "--pipeline-boost-state") != NULL;
+        if (f)
+            fclose(f);
+    }
+    unlink(out_path);
+    return found;
+}
+
+/* ncu's seconds a workload at most: its try is cut there. */
+#define NCU_CAP_S 120.0
+#define NCU_LAUNCHES "20"
+#define NCU_OUTPUT_MAX ((size_t)1 << 20)
+
+static char *read_small(const char *path, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report *r)
+{
+    device_call *d = e->d;
+    kace_ctx *ctx = d->ctx;
+    if (!e->ncu_checked) {
+        e->ncu_boost = ncu_has_boost_option(e);
+        e->ncu_checked = true;
+    }
+    double t0 = now_s();
+    kace_status st = KACE_OK;
+    for (size_t i = 0; i < e->n_profiled && !st && !cli_interrupted; i++) {
+        const kace_catalog_entry *w = kace_catalog_find(&e->catalog, e->profiled[i]);
+        char key[KACE_COMMAND_KEY_SIZE];
+        int ok = 0, failures = 0;
+        if ((st = kace_command_key(ctx, w->argv, key)) ||
+            (st = kace_campaign_ncu_tries(ctx, d->store, w->name, key, &ok, &failures)))
+            break;
+        if (ok > 0 || failures >= KACE_PROFILE_MAX_FAILURES)
+            continue;
+        double left = until_s - (now_s() - t0), cap = left < NCU_CAP_S ? left : NCU_CAP_S;
+        if (cap < NCU_CAP_S / 4) { /* too little time for a try: the next call's */
+            r->left++;
+            continue;
+        }
+        /* ncu [--pipeline-boost-state dynamic] --csv --target-processes all --launch-count N -- COMMAND */
+        const char *head[] = {e->args->ncu, "--csv", "--target-processes", "all", "--launch-count", NCU_LAUNCHES};
+        size_t n_head = sizeof head / sizeof head[0], at = 0;
+        char **argv = calloc(n_head + 4 + (size_t)w->argc, sizeof *argv);
+        if (!argv)
+            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        for (size_t j = 0; j < n_head; j++) {
+            argv[at++] = (char *)head[j];
+            if (j == 0 && e->ncu_boost) {
+                argv[at++] = "--pipeline-boost-state";
+                argv[at++] = "dynamic";
+            }
+        }
+        argv[at++] = "--";
+        for (int j = 0; j < w->argc; j++)
+            argv[at++] = w->argv[j];
+        char out_path[PATH_MAX];
+        const char *tmp = getenv("TMPDIR");
+        snprintf(out_path, sizeof out_path, "%s/kace-ncu-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        int fd = mkstemp(out_path);
+        if (fd < 0) {
+            free(argv);
+            return kace_fail(ctx, KACE_ERR_IO, "cannot create ncu's output file: %s", strerror(errno));
+        }
+        close(fd);
+        kace_proc_spec spec = {.name = w->name, .argv = argv, .stdout_path = out_path};
+        kace_run_options ro;
+        kace_run_options_init(&ro);
+        ro.warmup_s = 0;
+        ro.window_s = d->mo->window_s < cap / 2 ? d->mo->window_s : cap / 2;
+        ro.timeout_s = cap;
+        ro.term_grace_max_s = d->mo->stop_grace_max_s;
+        ro.stderr_fd = d->mo->log_fd;
+        ro.cancel = &cli_interrupted;
+        kace_proc_result res;
+        double ts = now_s();
+        printf("ncu %s: %s launches, within %.0f s\n", w->name, NCU_LAUNCHES, cap);
+        fflush(stdout);
+        st = kace_run(ctx, &spec, 1, &ro, &res);
+        free(argv);
+        char *output = st ? NULL : read_small(out_path, NCU_OUTPUT_MAX);
+        unlink(out_path);
+        if (st || res.status == KACE_PROC_CANCELLED) {
+            free(output);
+            break;
+        }
+        bool csv = output && strstr(output, "\"ID\"") != NULL;
+        const char *status = csv ? "ok" : res.status == KACE_PROC_TIMEOUT ? "timeout" : "failed";
+        st = kace_campaign_ncu_note(ctx, d->store, d->allocation_id, w->name, key, status, now_s() - ts, cap,
+                                    csv ? output : res.detail);
+        printf("ncu %s: %s\n", w->name, csv ? "stored" : status);
+        free(output);
+        r->done += csv;
+        r->left += !csv;
+    }
+    return st;
+}
+
+static kace_status step_export(engine *e, kace_campaign_step_report *r)
+{
+    if (cli_mkdirs(e->args->out_dir) != 0)
+        return kace_fail(e->d->ctx, KACE_ERR_IO, "%s: cannot create the folder: %s", e->args->out_dir,
+                         strerror(errno));
+    kace_export_stats stats;
+    kace_status st = kace_store_export(e->d->ctx, e->d->store, e->args->out_dir, NULL, &stats);
+    if (st)
+        return st;
+    printf("export: %zu files into %s (%zu workloads, %zu runs)\n", stats.files, e->args->out_dir, stats.workloads,
+           stats.runs);
+    r->done = stats.files;
+    return KACE_OK;
+}
+
+static kace_status engine_run(void *arg, kace_campaign_step step, double until_s, double used_s,
+                              kace_campaign_step_report *r)
+{
+    engine *e = arg;
+    switch (step) {
+    case KACE_STEP_PROFILE: return step_profile(e, until_s, r);
+    case KACE_STEP_PLAN: return step_plan(e, r);
+    case KACE_STEP_MEASURE: return step_measure(e, used_s, r);
+    case KACE_STEP_NCU: return step_ncu(e, until_s, r);
+    case KACE_STEP_EXPORT: return step_export(e, r);
+    default: return KACE_OK; /* the probe: a hook (engine_progress) */
+    }
+}
+
+static bool engine_stop(void *arg)
+{
+    (void)arg;
+    return cli_interrupted != 0;
+}
+
+/* Each step's row in campaign_steps; the measure step's are its own steps' (timeslice, pool, cold-repeats). */
+static kace_status engine_step_done(void *arg, const kace_campaign_step_report *r)
+{
+    engine *e = arg;
+    if (r->step == KACE_STEP_MEASURE)
+        return KACE_OK;
+    const char *name = kace_campaign_step_name(r->step);
+    printf("step %s: %zu done in %.1f s, %zu left for the next call\n", name, r->done, r->seconds, r->left);
+    return kace_campaign_step_note(e->d->ctx, e->d->store, e->d->allocation_id, name, r->done, r->left, r->seconds);
+}
+
+/* One call: a catalog's whole allocation, or a plan file's measuring steps. */
+static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_options *mo, long pool_max)
 {
     kace_store *store = NULL;
     size_t len = 0;
-    char *text = read_plan_text(ctx, plan_path, &len);
-    kace_plan *plan = NULL;
+    const char *input = args->catalog ? args->catalog : args->plan;
+    char *text = read_plan_text(ctx, input, &len);
     device_call d = {.ctx = ctx, .mo = mo, .pool_max = (size_t)pool_max};
+    engine e = {.d = &d, .args = args, .allocation_s = args->minutes * 60};
     int rc = EXIT_FAILURE_RUN;
     char fingerprint[KACE_COMMAND_KEY_SIZE];
-    int64_t plan_id = 0;
+    int64_t input_id = 0;
     int killed_before = 0;
-    kace_status st;
-    if (!text || (st = kace_plan_parse(ctx, text, len, plan_path, &plan))) {
-        rc = cli_error(ctx, text ? st : KACE_ERR_IO);
+    kace_status st = KACE_OK;
+    if (!text) {
+        rc = cli_error(ctx, KACE_ERR_IO);
         goto done;
     }
-    if (!(d.store = store = cli_create_store(ctx, db, false))) /* after the plan: a bad one creates nothing */
-        goto done;
-    if (!(d.pool_specs = calloc(plan->n, sizeof *d.pool_specs))) {
-        fprintf(stderr, "kace: out of memory\n");
-        goto done;
+    /* The input parses before the store is opened: a bad one creates nothing. */
+    if (args->catalog) {
+        kace_catalog_values values = {.workloads = args->workloads_dir, .python = args->python, .kace = args->kace};
+        if ((st = kace_catalog_parse(ctx, &e.catalog, text, len, input, &values, 0))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
+        if (!(e.profiled = calloc(e.catalog.n ? e.catalog.n : 1, sizeof *e.profiled))) {
+            fprintf(stderr, "kace: out of memory\n");
+            goto done;
+        }
+    } else {
+        char *copy = malloc(len + 1);
+        if (!copy) {
+            fprintf(stderr, "kace: out of memory\n");
+            goto done;
+        }
+        memcpy(copy, text, len);
+        copy[len] = '\0';
+        if ((st = engine_set_plan(&e, copy, len, input))) {
+            rc = cli_error(ctx, st);
+            goto done;
+        }
     }
+    if (!(d.store = store = cli_create_store(ctx, args->db, false)))
+        goto done;
     kace_plan_fingerprint(text, len, fingerprint);
-    if ((st = kace_campaign_plan_note(ctx, store, plan_path, text, len, fingerprint, &plan_id)) ||
-        (st = kace_campaign_allocation_begin(ctx, store, plan_id, minutes * 60, &d.allocation_id, &killed_before))) {
+    st = args->catalog ? kace_campaign_catalog_note(ctx, store, input, text, len, fingerprint, &input_id)
+                       : kace_campaign_plan_note(ctx, store, input, text, len, fingerprint, &input_id);
+    e.catalog_id = args->catalog ? input_id : 0;
+    if (st || (st = kace_campaign_allocation_begin(ctx, store, input_id, e.allocation_s, &d.allocation_id,
+                                                     &killed_before))) {
         rc = cli_error(ctx, st);
         goto done;
     }
     if (killed_before)
         printf("campaign: %d earlier call%s ended without a word (killed); this one resumes\n", killed_before,
                killed_before == 1 ? "" : "s");
-    printf("campaign --device: plan %s (%s), %zu runs; this call has %.1f minutes\n", plan_path, fingerprint,
-           plan->n, minutes);
+    if (args->catalog)
+        printf("campaign --device: catalog %s (%s), %zu workloads; this call has %.1f minutes\n", input, fingerprint,
+               e.catalog.n, args->minutes);
+    else
+        printf("campaign --device: plan %s (%s), %zu runs; this call has %.1f minutes\n", input, fingerprint,
+               e.plan->n, args->minutes);
     if (mo->log_path && (mo->log_fd = open(mo->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
         fprintf(stderr, "kace: %s: %s\n", mo->log_path, strerror(errno));
         goto done;
@@ -332,20 +956,15 @@ static int campaign_device(kace_ctx *ctx, const char *db, const char *plan_path,
         goto done;
     }
     d.gpu = measure_cli_open_gpu(mo);
-    kace_schedule_config config = {.allocation_s = minutes * 60,
-                                   .warmup_s = mo->warmup_s,
-                                   .window_s = mo->window_s,
-                                   .pool_members = (size_t)pool_max};
-    kace_schedule_ops ops = {.arg = &d,
+    kace_campaign_config config = {.allocation_s = e.allocation_s};
+    kace_campaign_ops ops = {.arg = &e,
                              .now_s = device_now_s,
-                             .stored_times = device_stored_times,
-                             .is_done = device_is_done,
-                             .measure_cold = device_measure_cold,
-                             .measure_warm = device_measure_warm,
-                             .stop = device_stop,
-                             .step_done = device_step_done};
-    kace_schedule_outcome out;
-    st = kace_schedule_run(ctx, plan, &config, &ops, &out);
+                             .progress = engine_progress,
+                             .run = engine_run,
+                             .stop = engine_stop,
+                             .step_done = engine_step_done};
+    kace_campaign_outcome out;
+    st = kace_campaign_run(ctx, &config, &ops, &out);
     if (st)
         fprintf(stderr, "kace: %s\n", kace_errmsg(ctx));
     kace_measure_pool_stop(&d.pool);
@@ -371,7 +990,10 @@ done:
         mo->log_fd = -1;
     }
     free(d.pool_specs);
-    kace_plan_free(&plan);
+    kace_plan_free(&e.plan);
+    free(e.plan_text);
+    free(e.profiled);
+    kace_catalog_free(&e.catalog);
     kace_store_close(&store);
     free(text);
     return rc;
@@ -383,6 +1005,7 @@ int cmd_campaign(int argc, char **argv)
     bool dry_run = false, use_pool = false, device = false;
     long max_runs = -1, pool_max = 16;
     double minutes = 0;
+    device_args args = {.python = "python3", .profile_warmup_s = -1};
     measure_cli_options mo;
     measure_cli_defaults(&mo);
     static const struct option longopts[] = {{"db", required_argument, 0, 'd'},
@@ -392,6 +1015,13 @@ int cmd_campaign(int argc, char **argv)
                                              {"pool-members", required_argument, 0, 'P'},
                                              {"device", no_argument, 0, 'D'},
                                              {"minutes", required_argument, 0, 'M'},
+                                             {"catalog", required_argument, 0, 'C'},
+                                             {"out", required_argument, 0, 'O'},
+                                             {"workloads-dir", required_argument, 0, 'W'},
+                                             {"python", required_argument, 0, 'Y'},
+                                             {"ncu", required_argument, 0, 'N'},
+                                             {"profile-warmup", required_argument, 0, 'u'},
+                                             {"profile-window", required_argument, 0, 'U'},
                                              {"help", no_argument, 0, 'h'},
                                              MEASURE_CLI_LONGOPTS,
                                              {0, 0, 0, 0}};
@@ -404,6 +1034,19 @@ int cmd_campaign(int argc, char **argv)
         case 'n': dry_run = true; break;
         case 'p': use_pool = true; break;
         case 'D': device = true; break;
+        case 'C': args.catalog = optarg; break;
+        case 'O': args.out_dir = optarg; break;
+        case 'W': args.workloads_dir = optarg; break;
+        case 'Y': args.python = optarg; break;
+        case 'N': args.ncu = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
+        case 'u':
+            if (!cli_seconds("campaign", "profile-warmup", optarg, &args.profile_warmup_s))
+                return EXIT_USAGE;
+            break;
+        case 'U':
+            if (!cli_number("campaign", "profile-window", optarg, 0.001, 3600, &args.profile_window_s))
+                return EXIT_USAGE;
+            break;
         case 'M':
             if (!cli_number("campaign", "minutes", optarg, 0.001, 100000, &minutes))
                 return EXIT_USAGE;
@@ -424,16 +1067,32 @@ int cmd_campaign(int argc, char **argv)
                 return EXIT_USAGE;
         }
     }
-    if (argc - optind != 1)
-        return cli_usage("campaign", "expected one PLAN file");
-    const char *plan_path = argv[optind];
+    bool engine_options = args.catalog || args.out_dir || args.workloads_dir || args.ncu ||
+                          args.profile_warmup_s >= 0 || args.profile_window_s > 0;
     if (device != (minutes > 0))
         return cli_usage("campaign", "--device and --minutes go together");
+    if (engine_options && !device)
+        return cli_usage("campaign", "--catalog, --out, --ncu, --workloads-dir and --profile-* go with --device");
     if (device && (dry_run || max_runs >= 0))
         return cli_usage("campaign", "--device takes neither --dry-run nor --max-runs (its deadline bounds it)");
+    if (args.catalog ? argc - optind != 0 : argc - optind != 1)
+        return cli_usage("campaign", args.catalog ? "--catalog takes no PLAN file (the plan is made from the catalog)"
+                                                  : "expected one PLAN file");
+    const char *plan_path = args.catalog ? NULL : argv[optind];
     if (device) {
+        static char self[PATH_MAX], folder[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[n > 0 ? n : 0] = '\0';
+        args.kace = n > 0 ? self : "kace";
+        if (args.catalog && !args.workloads_dir) {
+            snprintf(folder, sizeof folder, "%s", args.catalog);
+            args.workloads_dir = dirname(folder);
+        }
+        args.db = db;
+        args.plan = plan_path;
+        args.minutes = minutes;
         kace_ctx *dctx = cli_ctx_new();
-        int drc = campaign_device(dctx, db, plan_path, minutes, &mo, pool_max);
+        int drc = campaign_device(dctx, &args, &mo, pool_max);
         kace_ctx_free(&dctx);
         return drc;
     }

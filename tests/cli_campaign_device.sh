@@ -167,4 +167,125 @@ grep -q "1 earlier call ended without a word (killed)" "$scratch/out" || fail "a
     fail "after the kill: runs $(sql "SELECT set_name, status FROM runs")"
 no_strays "after the kill"
 
+# 6. The whole allocation from a catalog: stand-in "CUDA programs" (kace
+#    profile's stand-in: a recording where the injection library would write
+#    one) under a fake NVML whose MPS list holds kace's children. Call 1
+#    profiles each workload alone (no MPS), drops the one that fails twice,
+#    makes the plan, measures what its time holds and exports; call 2
+#    resumes: no profile again, the same plan, more runs; a fix to the
+#    dropped workload's code gets it profiled and the plan extended.
+export KACE_DB="$scratch/catalog.db"
+export KACE_NVML_LIBRARY="$build/tests/libfake_nvml_mps.so" KACE_FAKE_GPU_NAME="Stand-in GPU"
+export KACE_CUPTI_LIBRARY="$scratch/libkace_cupti_placeholder.so"
+: >"$KACE_CUPTI_LIBRARY"
+sed 's/^clock monotonic/clock realtime/' "$(dirname "$0")/data/cupti/small.txt" >"$scratch/recording.txt"
+standin() { # NAME HOW: a stand-in CUDA program; HOW "report RATE" or "crash RATE 0.1"
+    cat >"$scratch/bin/sw-$1" <<EOS
+#!/bin/sh
+if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then # under kace profile's injection library
+    if [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ]; then
+        sed '/^counters /d' "$scratch/recording.txt" >"\$KACE_CUPTI_OUTPUT"
+    else
+        cp "$scratch/recording.txt" "\$KACE_CUPTI_OUTPUT"
+    fi
+fi
+echo "$1 \${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}" >>"$scratch/starts.log"
+exec "$scratch/bin/worker" $2
+EOS
+    chmod +x "$scratch/bin/sw-$1"
+}
+for w in a:4000 b:2000 c:1000 d:3000; do standin "${w%%:*}" "report ${w#*:}"; done
+standin bad "crash 1000 0.1"
+{
+    echo "# stand-ins: NAME KIND COMMAND (@W@: the catalog's folder)"
+    for w in a b c d bad; do echo "s$w""_batch1-inf cmd @W@/sw-$w"; done
+} >"$scratch/bin/catalog.txt"
+catalog() { # MINUTES: one call from the catalog; its output in $scratch/out, $scratch/err
+    "$kace" campaign --device --minutes "$1" --catalog "$scratch/bin/catalog.txt" --out "$scratch/dataset" \
+        --profile-warmup 0.2 --profile-window 0.3 "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+}
+line_of() { grep -n -m 1 "$1" "$scratch/out" | cut -d: -f1; }
+
+# Usage: --catalog goes with --device and takes no PLAN.
+"$kace" campaign --catalog "$scratch/bin/catalog.txt" "$scratch/plan.txt" >/dev/null 2>&1
+[ $? = 2 ] || fail "--catalog without --device is a usage error"
+"$kace" campaign --device --minutes 3 --catalog "$scratch/bin/catalog.txt" "$scratch/plan.txt" >/dev/null 2>&1
+[ $? = 2 ] || fail "--catalog with a PLAN is a usage error"
+# A bad catalog: file:line:col; no store is created for it.
+printf '%s\n' "ok_batch1-inf cmd /bin/true" "x_batch1-inf gpu /bin/true" >"$scratch/bad-catalog.txt"
+KACE_DB="$scratch/bad2.db" "$kace" campaign --device --minutes 3 --catalog "$scratch/bad-catalog.txt" >/dev/null \
+    2>"$scratch/err"
+rc=$?
+[ $rc = 1 ] && grep -q "bad-catalog.txt:2:" "$scratch/err" || fail "bad catalog: exit $rc: $(cat "$scratch/err")"
+[ ! -e "$scratch/bad2.db" ] || fail "bad catalog: a store was created"
+
+# Run times stored by earlier calls, as above: a time-sliced run 30 s, a pool run 50 s, a cold repeat 1000 s.
+"$kace" workload add seed_batch1-inf -- /bin/true >/dev/null || fail "catalog: create the store"
+sql "INSERT INTO campaign_plans(fingerprint, text, added_at) VALUES('seed', 'seed', 'then');
+     INSERT INTO campaign_allocations(plan_id, started_at, deadline_at, ended_at, ending)
+       VALUES(1, 'then', 'then', 'then', 'finished');
+     INSERT INTO campaign_steps VALUES(1, 'timeslice', 1000, 0, 30000), (1, 'pool', 1000, 0, 50000),
+       (1, 'cold-repeats', 1000, 0, 1000000);" || fail "catalog: seed the run times"
+
+# Call 1, 3 minutes: profiles, the plan, its 3 time-sliced pairs (90 s), a pool run or so, export.
+rm -f "$scratch/starts.log"
+catalog 3
+rc=$?
+[ $rc = 0 ] || fail "catalog call 1: exit $rc: $(cat "$scratch/err")"
+[ "$(sql "SELECT group_concat(workload || ':' || status, ' ') FROM (SELECT * FROM campaign_profiles ORDER BY id)")" = \
+    "sa_batch1-inf:ok sb_batch1-inf:ok sc_batch1-inf:ok sd_batch1-inf:ok sbad_batch1-inf:failed sbad_batch1-inf:failed" ] ||
+    fail "catalog call 1: profile tries $(sql "SELECT workload, status FROM campaign_profiles")"
+[ "$(sql "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+          WHERE p.metric='exclusive_throughput' AND w.name LIKE 's_\_batch1-inf' ESCAPE '\'")" = 4 ] ||
+    fail "catalog call 1: profiles $(sql "SELECT w.name, p.metric FROM profiles p JOIN workloads w ON w.id=p.workload_id")"
+grep -q "profile sbad_batch1-inf: failed 2 times with this command and code: dropped" "$scratch/out" ||
+    fail "catalog call 1: the failing workload was not dropped: $(cat "$scratch/out")"
+# Profiled alone: no MPS share in any profile run's environment.
+[ "$(grep -c -v ' none$' "$scratch/starts.log" | head -n 1)" -ge 1 ] &&
+    [ "$(head -n 10 "$scratch/starts.log" | grep -c ' none$')" = 10 ] ||
+    fail "catalog call 1: starts $(tr '\n' , <"$scratch/starts.log")"
+[ "$(sql "SELECT count(*) FROM campaign_plan_kinds k JOIN campaign_plans p ON p.id=k.plan_id
+          WHERE k.kind='made' AND p.text LIKE '%sa_batch1-inf%' AND p.text NOT LIKE '%sbad%'")" = 1 ] ||
+    fail "catalog call 1: plan $(sql "SELECT * FROM campaign_plan_kinds")"
+[ "$(sql "SELECT count(*) FROM runs WHERE set_name LIKE 'timeslice-%' AND status='ok'")" = 3 ] ||
+    fail "catalog call 1: runs $(sql "SELECT set_name, status FROM runs")"
+# In order: the profiles, then the plan, then the runs.
+p=$(line_of "^profile sd_batch1-inf: stored"); m=$(line_of "^plan .*: made from 4 profiled workloads (1 dropped)")
+t=$(line_of "^step timeslice: ")
+[ -n "$p" ] && [ -n "$m" ] && [ -n "$t" ] && [ "$p" -lt "$m" ] && [ "$m" -lt "$t" ] ||
+    fail "catalog call 1: order $p $m $t: $(cat "$scratch/out")"
+[ "$(sql "SELECT group_concat(step, ' ') FROM (SELECT step FROM campaign_steps WHERE allocation_id=2 ORDER BY rowid)")" = \
+    "profile plan timeslice pool cold-repeats export" ] ||
+    fail "catalog call 1: steps $(sql "SELECT * FROM campaign_steps WHERE allocation_id=2")"
+[ "$(ending)" = deadline ] || fail "catalog call 1: ending $(ending)"
+ls "$scratch"/dataset/*/*.csv >/dev/null 2>&1 && [ -s "$scratch/dataset/README.md" ] ||
+    fail "catalog call 1: export $(ls -R "$scratch/dataset" 2>&1)"
+no_strays "catalog call 1"
+
+# Call 2: nothing profiled or planned again; more of the plan's runs.
+runs_before=$(sql "SELECT count(*) FROM runs")
+catalog 2
+rc=$?
+[ $rc = 0 ] || fail "catalog call 2: exit $rc: $(cat "$scratch/err")"
+[ "$(sql "SELECT count(*) FROM campaign_profiles")" = 6 ] || fail "catalog call 2: profiled again"
+[ "$(sql "SELECT count(*) FROM campaign_plan_kinds WHERE kind='made'")" = 1 ] || fail "catalog call 2: a new plan"
+[ "$(sql "SELECT count(*) FROM runs")" -gt "$runs_before" ] || fail "catalog call 2: no run: $(cat "$scratch/out")"
+[ "$(sql "SELECT group_concat(step, ' ') FROM (SELECT step FROM campaign_steps WHERE allocation_id=3 ORDER BY rowid)")" = \
+    "timeslice pool cold-repeats export" ] ||
+    fail "catalog call 2: steps $(sql "SELECT * FROM campaign_steps WHERE allocation_id=3")"
+no_strays "catalog call 2"
+
+# A fix to the dropped workload's code: it is profiled and joins the plan.
+standin bad "report 1500"
+catalog 2
+rc=$?
+[ $rc = 0 ] || fail "catalog call 3: exit $rc: $(cat "$scratch/err")"
+[ "$(sql "SELECT status FROM campaign_profiles ORDER BY id DESC LIMIT 1")" = ok ] ||
+    fail "catalog call 3: $(sql "SELECT workload, status FROM campaign_profiles")"
+[ "$(sql "SELECT count(*) FROM campaign_plan_kinds k JOIN campaign_plans p ON p.id=k.plan_id
+          WHERE k.kind='made' AND p.text LIKE '%sbad_batch1-inf%'")" = 1 ] ||
+    fail "catalog call 3: the plan was not extended: $(cat "$scratch/out")"
+grep -q "^plan .*: extended from 5 profiled workloads" "$scratch/out" || fail "catalog call 3: $(cat "$scratch/out")"
+no_strays "catalog call 3"
+
 finish cli_campaign_device

@@ -19,6 +19,8 @@ declare -A numeric=(
     ["campaign --max-runs"]="-1 1e10"
     ["campaign --pool-members"]="0 33 -1 1.5"
     ["campaign --minutes"]="0 -1 1e6"
+    ["campaign --profile-warmup"]="-1"
+    ["campaign --profile-window"]="0 -1 3601"
     ["campaign --stop-grace-max"]="0 3601"
     ["measure --stop-grace-max"]="0 3601"
     ["profile --stop-grace-max"]="0 3601"
@@ -115,7 +117,7 @@ text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-s
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
  --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy --match --check
  --extender-client-ca --extender-port-file --extender-tls-cert --extender-tls-key --kace-kind --metrics --objective
- --agent-tokens --extender-client-name --extend --catalog ")
+ --agent-tokens --extender-client-name --extend --catalog --ncu --python --workloads-dir ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.

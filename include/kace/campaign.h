@@ -307,6 +307,11 @@ typedef struct kace_campaign_outcome {
 kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config, const kace_campaign_ops *ops,
                               kace_campaign_outcome *out);
 
+/* The measuring steps' runs of plan not stored for good (ops->is_done),
+ * cold repeats included: the measure step's done check. */
+kace_status kace_schedule_left(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
+                               const kace_schedule_ops *ops, size_t *left);
+
 /* A plan's fingerprint: its text's FNV-1a, 16 hex digits. */
 void kace_plan_fingerprint(const char *text, size_t len, char out[KACE_COMMAND_KEY_SIZE]);
 /* The campaign's state in the store: kace/store.h (kace_campaign_plan_note ...). */

@@ -357,6 +357,28 @@ kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_s
     return KACE_OK;
 }
 
+kace_status kace_schedule_left(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
+                               const kace_schedule_ops *ops, size_t *left)
+{
+    *left = 0;
+    if (!plan || !config || !ops)
+        return kace_fail(ctx, KACE_ERR_INVALID, "counting a schedule's runs needs a plan");
+    kace_measure_spec *specs = calloc(plan->n ? plan->n : 1, sizeof *specs);
+    if (!specs)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    kace_status st = KACE_OK;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && !st; i++) {
+        size_t n = steps[i].select(plan, config, specs);
+        for (size_t j = 0; j < n && !st; j++) {
+            bool done = false;
+            st = ops->is_done(ops->arg, &specs[j], &done);
+            *left += !done;
+        }
+    }
+    free(specs);
+    return st;
+}
+
 /* ---- the whole allocation's call ---- */
 
 static const char *const step_names[KACE_STEP_COUNT] = {"probe", "profile", "plan", "measure", "ncu", "export"};
