@@ -45,7 +45,7 @@ static kace_status finish(kace_ctx *ctx, text_buf *t, char **text, size_t *len)
         char why[900];
         snprintf(why, sizeof why, "%s", kace_errmsg(ctx));
         free(t->p);
-        return kace_fail(ctx, KACE_ERR_INVALID, "the plan made does not parse: %s", why);
+        return kace_fail(ctx, KACE_ERR_INVALID, "plan: the plan made does not parse: %s", why);
     }
     *text = t->p;
     *len = t->len;
