@@ -1,8 +1,9 @@
 /* kace profile --name W [options] -- COMMAND...
  *
  * Runs one workload alone on the GPU twice (the recipe: kace_profile_run,
- * include/kace/profile.h: a clean run for its throughput and NVML metrics, a
- * counters run with libkace_cupti.so for its kernel metrics) and stores its
+ * include/kace/profile.h: a clean run for its throughput and NVML metrics
+ * and the replay cap's ranking, a counters run with libkace_cupti.so
+ * replaying the capped signatures for its kernel metrics) and stores its
  * profile in one store transaction, with the command, so that `kace measure`
  * can run the workload without `kace workload add`. This file parses the
  * options, finds the injection library and a recording file, prints the

@@ -1,12 +1,16 @@
 /* kace profile's recipe (lib/measure/profile.c): one workload alone on the
  * GPU twice, then its profile as one import batch.
- *   1. a clean run, without the CUPTI injection library (an inherited
- *      CUDA_INJECTION64_PATH is removed too): exclusive throughput from its
- *      progress records, and the NVML system metrics of its steady window;
+ *   1. a clean run, with the CUPTI injection library recording launches
+ *      only (no replay), or without a replay cap without the library at all
+ *      (an inherited CUDA_INJECTION64_PATH is removed too): exclusive
+ *      throughput from its progress records, the NVML system metrics of its
+ *      steady window, and that window's kernel signatures by GPU time;
  *   2. a counters run with the injection library: the kernel metrics of the
  *      recording's kernels in that run's steady window. The library replays
- *      profiled kernels for their counters, so this run's throughput and
- *      NVML values are not the workload's own and are not used.
+ *      profiled kernels for their counters (with a cap, only the signatures
+ *      with most of the clean run's GPU time: kace_replay_cap), so this
+ *      run's throughput and NVML values are not the workload's own and are
+ *      not used.
  * Without counters (no_counters), one run: the clean run with the injection
  * library recording kernel launches only (no replay), so that its
  * throughput and NVML values stay the workload's own and its launch records
