@@ -590,6 +590,43 @@ static void test_python_helper(void **state)
         fail_msg("%g samples/s, expected 400", r.throughput.samples_per_s);
 }
 
+/* kace_progress.py bounds torch's thread pool to the CPUs kace pinned the
+ * workload to (KACE_TORCH_THREADS) at its first report, when torch is
+ * imported: a stand-in torch module records the call. */
+static void test_python_torch_threads_bounded(void **state)
+{
+    (void)state;
+    char *argv[] = {"python3", "-c",
+                    "import sys, time, types\n"
+                    "sys.path.insert(0, '" KACE_TEST_DATA "/../../workloads')\n"
+                    "torch = types.ModuleType('torch')\n"
+                    "torch.set_num_threads = lambda n: print('torch threads', n, flush=True)\n"
+                    "sys.modules['torch'] = torch\n"
+                    "from kace_progress import report\n"
+                    "i = 0\n"
+                    "while True:\n"
+                    "    report(i)\n"
+                    "    i += 10\n"
+                    "    time.sleep(0.01)\n",
+                    NULL};
+    int avail[1024];
+    assert_true(kace_cpus_available(avail, 1024) >= 1);
+    char out[4096];
+    snprintf(out, sizeof out, "%s/torch-threads.out", scratch_dir("test_runner"));
+    kace_proc_spec spec = {.name = "torch-threads", .argv = argv, .stdout_path = out, .cpus = avail, .n_cpus = 1};
+    kace_run_options o = quick_options();
+    o.warmup_s = 0.5; /* the interpreter's first steps */
+    kace_proc_result r;
+    assert_kace_ok(ctx, kace_run(ctx, &spec, 1, &o, &r));
+    expect_status(&r, KACE_PROC_OK);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char line[256] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "torch threads 1\n");
+}
+
 /* First steps slowed by kernel replay (three of 0.5 s, then 100 samples/s,
  * counted by the time elapsed, as worker.c does, so that the rate does not
  * depend on how fast a loaded machine turns the shell's loop): with
@@ -725,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_python_helper),
         cmocka_unit_test(test_steady_start),
         cmocka_unit_test(test_cpu_share),          cmocka_unit_test(test_cpu_shares_pin_each_process),
+        cmocka_unit_test(test_python_torch_threads_bounded),
         cmocka_unit_test(test_cancel_from_tick),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -98,10 +98,26 @@ def _sigterm_at_default():
         return False
 
 
+def _bound_torch_threads():
+    """kace pins a pool member to its CPU share and says how many threads it has
+    ($KACE_TORCH_THREADS); OpenMP and BLAS read their own variables, torch's pool
+    is set here, at the first report, once the workload has imported torch."""
+    import sys
+    value = os.environ.get("KACE_TORCH_THREADS", "")
+    torch = sys.modules.get("torch")
+    if torch is None or not value.isdigit() or int(value) < 1:
+        return
+    try:
+        torch.set_num_threads(int(value))
+    except (AttributeError, RuntimeError, ValueError):
+        pass  # an old or partial torch: its own default stays
+
+
 def _progress_fd():
     global _fd, _looked_up
     if not _looked_up:
         _looked_up = True
+        _bound_torch_threads()
         value = os.environ.get("KACE_PROGRESS_FD", "")
         _fd = int(value) if value.isdigit() else None
         global _control
