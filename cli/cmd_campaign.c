@@ -7,6 +7,7 @@
 #include <glob.h>
 #include <libgen.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -342,6 +343,7 @@ typedef struct engine {
     size_t n_profiled, n_dropped;
     const char *cupti;
     size_t ncu_done;
+    bool probe_applied;    /* the stored probe's pool size and window are this call's */
     bool ncu_boost;        /* ncu --help lists --pipeline-boost-state */
     bool ncu_checked;
 } engine;
@@ -437,6 +439,55 @@ static double profile_windows_s(const engine *e)
     return po.clean.warmup_s + po.clean.window_s + po.counters.warmup_s + po.counters.window_s;
 }
 
+/* The probe's pool size bounds the pool (--pool-members stays the upper
+ * bound); its window is the runs' unless --window was given. */
+static void probe_apply(engine *e, size_t members, double window_s)
+{
+    measure_cli_options defaults;
+    measure_cli_defaults(&defaults);
+    if (members > 0 && members < e->d->pool_max)
+        e->d->pool_max = members;
+    bool window = isfinite(window_s) && window_s > 0 && e->d->mo->window_s == defaults.window_s;
+    if (window)
+        e->d->mo->window_s = window_s;
+    printf("probe: this call's pool holds at most %zu members; its window is %.2f s%s\n", e->d->pool_max,
+           e->d->mo->window_s, window ? " (the probe's)" : "");
+}
+
+static kace_status step_probe(engine *e, double until_s, kace_campaign_step_report *r)
+{
+    device_call *d = e->d;
+    kace_ctx *ctx = d->ctx;
+    kace_status st = device_mps_up(d); /* the daemon the pool will use */
+    if (st)
+        return st;
+    kace_probe_options o = {.mps = d->mps, .max_members = d->pool_max, .timeout_s = until_s < 90 ? until_s : 90};
+    kace_run_options_init(&o.run);
+    o.run.cancel = &cli_interrupted;
+    o.run.stderr_fd = d->mo->log_fd;
+    o.run.term_grace_max_s = d->mo->stop_grace_max_s;
+    kace_probe_result res;
+    if ((st = kace_pool_probe_catalog(ctx, &e->catalog, &o, &res)) || cli_interrupted)
+        return st;
+    char evidence[1200];
+    kace_probe_describe(&res, evidence, sizeof evidence);
+    printf("%s\n", evidence);
+    kace_campaign_probe_row row = {.clients_accepted = res.clients_probed ? (long long)res.clients_accepted : -1,
+                                   .client_refused = res.client_refused,
+                                   .mem_available_kib = res.mem_available_kib,
+                                   .member_rss_kib = res.member_rss_kib,
+                                   .window_s = res.window_s,
+                                   .window_basis = res.window_basis,
+                                   .pool_members = res.pool_members,
+                                   .pool_bound = res.pool_bound,
+                                   .seconds = res.seconds,
+                                   .evidence = evidence};
+    if ((st = kace_campaign_probe_note(ctx, d->store, d->allocation_id, &row)))
+        return st;
+    r->done = 1;
+    return KACE_OK;
+}
+
 /* The done checks (kace_campaign_ops.progress). */
 static kace_status engine_progress(void *arg, kace_campaign_progress *p)
 {
@@ -502,8 +553,17 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
         p->ncu_left += ok == 0 && failures < KACE_PROFILE_MAX_FAILURES;
     }
     p->can_export = e->args->out_dir != NULL;
-    /* The first minute's probe (lib/measure/probe.c, kace_pool_probe) is not
-     * called yet: can_probe stays false until its findings are stored. */
+    /* The first minute's probe, once a campaign (its findings size every
+     * later call's pool and window too): from a catalog, whose workloads it runs. */
+    p->can_probe = e->catalog.n > 0;
+    size_t members = 0;
+    double window_s = NAN;
+    if ((st = kace_campaign_probe_latest(ctx, e->d->store, &p->probed, &members, &window_s)))
+        return st;
+    if (p->probed && !e->probe_applied) {
+        e->probe_applied = true;
+        probe_apply(e, members, window_s);
+    }
     return KACE_OK;
 }
 
@@ -858,12 +918,13 @@ static kace_status engine_run(void *arg, kace_campaign_step step, double until_s
 {
     engine *e = arg;
     switch (step) {
+    case KACE_STEP_PROBE: return step_probe(e, until_s, r);
     case KACE_STEP_PROFILE: return step_profile(e, until_s, r);
     case KACE_STEP_PLAN: return step_plan(e, r);
     case KACE_STEP_MEASURE: return step_measure(e, used_s, r);
     case KACE_STEP_NCU: return step_ncu(e, until_s, r);
     case KACE_STEP_EXPORT: return step_export(e, r);
-    default: return KACE_OK; /* the probe: a hook (engine_progress) */
+    default: return KACE_OK;
     }
 }
 

@@ -189,7 +189,7 @@ if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then # under kace profile's injection l
         cp "$scratch/recording.txt" "\$KACE_CUPTI_OUTPUT"
     fi
 fi
-echo "$1 \${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}" >>"$scratch/starts.log"
+echo "$1 \${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE:-none}\${CUDA_INJECTION64_PATH:+ injected}" >>"$scratch/starts.log"
 exec "$scratch/bin/worker" $2
 EOS
     chmod +x "$scratch/bin/sw-$1"
@@ -240,10 +240,12 @@ rc=$?
     fail "catalog call 1: profiles $(sql "SELECT w.name, p.metric FROM profiles p JOIN workloads w ON w.id=p.workload_id")"
 grep -q "profile sbad_batch1-inf: failed 2 times with this command and code: dropped" "$scratch/out" ||
     fail "catalog call 1: the failing workload was not dropped: $(cat "$scratch/out")"
-# Profiled alone: no MPS share in any profile run's environment.
-[ "$(grep -c -v ' none$' "$scratch/starts.log" | head -n 1)" -ge 1 ] &&
-    [ "$(head -n 10 "$scratch/starts.log" | grep -c ' none$')" = 10 ] ||
-    fail "catalog call 1: starts $(tr '\n' , <"$scratch/starts.log")"
+# Profiled alone: no MPS share in the environment of any run under the injection library.
+[ "$(grep -c ' injected$' "$scratch/starts.log")" -ge 4 ] && ! grep -v ' none injected$' "$scratch/starts.log" |
+    grep -q injected || fail "catalog call 1: starts $(tr '\n' , <"$scratch/starts.log")"
+# The first minute's probe, before the profiles: its findings stored.
+[ "$(sql "SELECT count(*) FROM campaign_probes WHERE allocation_id=2 AND pool_members > 0 AND evidence LIKE 'probe: %'")" = 1 ] ||
+    fail "catalog call 1: probe $(sql "SELECT * FROM campaign_probes") $(grep probe "$scratch/out")"
 [ "$(sql "SELECT count(*) FROM campaign_plan_kinds k JOIN campaign_plans p ON p.id=k.plan_id
           WHERE k.kind='made' AND p.text LIKE '%sa_batch1-inf%' AND p.text NOT LIKE '%sbad%'")" = 1 ] ||
     fail "catalog call 1: plan $(sql "SELECT * FROM campaign_plan_kinds")"
@@ -255,7 +257,7 @@ t=$(line_of "^step timeslice: ")
 [ -n "$p" ] && [ -n "$m" ] && [ -n "$t" ] && [ "$p" -lt "$m" ] && [ "$m" -lt "$t" ] ||
     fail "catalog call 1: order $p $m $t: $(cat "$scratch/out")"
 [ "$(sql "SELECT group_concat(step, ' ') FROM (SELECT step FROM campaign_steps WHERE allocation_id=2 ORDER BY rowid)")" = \
-    "profile plan timeslice pool cold-repeats export" ] ||
+    "probe profile plan timeslice pool cold-repeats export" ] ||
     fail "catalog call 1: steps $(sql "SELECT * FROM campaign_steps WHERE allocation_id=2")"
 [ "$(ending)" = deadline ] || fail "catalog call 1: ending $(ending)"
 ls "$scratch"/dataset/*/*.csv >/dev/null 2>&1 && [ -s "$scratch/dataset/README.md" ] ||
@@ -269,6 +271,7 @@ rc=$?
 [ $rc = 0 ] || fail "catalog call 2: exit $rc: $(cat "$scratch/err")"
 [ "$(sql "SELECT count(*) FROM campaign_profiles")" = 6 ] || fail "catalog call 2: profiled again"
 [ "$(sql "SELECT count(*) FROM campaign_plan_kinds WHERE kind='made'")" = 1 ] || fail "catalog call 2: a new plan"
+[ "$(sql "SELECT count(*) FROM campaign_probes")" = 1 ] || fail "catalog call 2: probed again"
 [ "$(sql "SELECT count(*) FROM runs")" -gt "$runs_before" ] || fail "catalog call 2: no run: $(cat "$scratch/out")"
 [ "$(sql "SELECT group_concat(step, ' ') FROM (SELECT step FROM campaign_steps WHERE allocation_id=3 ORDER BY rowid)")" = \
     "timeslice pool cold-repeats export" ] ||

@@ -354,6 +354,27 @@ static void test_store_tables(void **state)
     assert_kace_ok(ctx, kace_campaign_ncu_tries(ctx, s, "b", "k2", &ok, &failures));
     assert_int_equal(ok, 1);
     assert_int_equal(failures, 1);
+
+    /* The probe: none, then the newest one's pool size and window. */
+    bool found = true;
+    size_t members = 99;
+    double window = 0;
+    assert_kace_ok(ctx, kace_campaign_probe_latest(ctx, s, &found, &members, &window));
+    assert_false(found);
+    kace_campaign_probe_row row = {.clients_accepted = -1, .window_s = NAN, .pool_members = 8, .evidence = "probe: a"};
+    assert_kace_ok(ctx, kace_campaign_probe_note(ctx, s, alloc, &row));
+    assert_kace_ok(ctx, kace_campaign_probe_latest(ctx, s, &found, &members, &window));
+    assert_true(found);
+    assert_int_equal(members, 8);
+    assert_true(isnan(window));
+    row = (kace_campaign_probe_row){.clients_accepted = 12, .client_refused = true, .window_s = 2.5,
+                                    .window_basis = "measured", .pool_members = 12, .pool_bound = "clients",
+                                    .evidence = "probe: b"};
+    assert_kace_ok(ctx, kace_campaign_probe_note(ctx, s, alloc, &row));
+    assert_kace_ok(ctx, kace_campaign_probe_latest(ctx, s, &found, &members, &window));
+    assert_int_equal(members, 12);
+    assert_true(fabs(window - 2.5) < 1e-12);
+    assert_int_equal(sql_int(path, "SELECT count(*) FROM campaign_probes WHERE clients_accepted IS NULL"), 1);
     kace_store_close(&s);
     kace_ctx_free(&ctx);
 }

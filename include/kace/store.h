@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define KACE_STORE_SCHEMA_VERSION 6
+#define KACE_STORE_SCHEMA_VERSION 7
 
 typedef struct kace_store kace_store;
 
@@ -367,6 +367,30 @@ kace_status kace_campaign_profile_note(kace_ctx *ctx, kace_store *store, int64_t
 /* ncu's tries of a workload under command_key: *ok successful, *failures the others. */
 kace_status kace_campaign_ncu_tries(kace_ctx *ctx, kace_store *store, const char *workload, const char *command_key,
                                     int *ok, int *failures);
+/* ---- the first minute's probe (schema 7) ----
+ *   campaign_probes(id, allocation_id, clients_accepted, client_refused, mem_available_kib,
+ *                   member_rss_kib, window_s, window_basis, pool_members, pool_bound, seconds,
+ *                   evidence, probed_at)
+ * one row a probe (kace_pool_probe, kace/pool.h); NULL where a part was not measured. */
+typedef struct kace_campaign_probe_row {
+    long long clients_accepted;           /* < 0: not probed */
+    bool client_refused;
+    unsigned long long mem_available_kib, member_rss_kib; /* 0: unknown */
+    double window_s;                      /* NaN: none measured */
+    const char *window_basis;
+    size_t pool_members;                  /* 0: not one member fits, or unknown */
+    const char *pool_bound;
+    double seconds;
+    const char *evidence;                 /* kace_probe_describe's line */
+} kace_campaign_probe_row;
+
+kace_status kace_campaign_probe_note(kace_ctx *ctx, kace_store *store, int64_t allocation_id,
+                                     const kace_campaign_probe_row *row);
+/* The newest probe's pool size and window (*found false: none stored;
+ * *window_s NaN where it measured none). */
+kace_status kace_campaign_probe_latest(kace_ctx *ctx, kace_store *store, bool *found, size_t *pool_members,
+                                       double *window_s);
+
 kace_status kace_campaign_ncu_note(kace_ctx *ctx, kace_store *store, int64_t allocation_id, const char *workload,
                                    const char *command_key, const char *status, double seconds, double cap_s,
                                    const char *output);

@@ -1,8 +1,10 @@
 /* A campaign's state in the store (include/kace/store.h): the plans it
  * measured, each call (allocation) with its deadline and how it ended, and
  * what each step of a call did and left (schema 5); a call's catalog, the
- * plans made from it, each profile and ncu try (schema 6, store_open.c).
+ * plans made from it, each profile and ncu try (schema 6), the first
+ * minute's probe (schema 7, store_open.c).
  * Times are UTC text, as SQLite's strftime writes them. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,4 +281,64 @@ kace_status kace_campaign_ncu_note(kace_ctx *ctx, kace_store *s, int64_t allocat
     sqlite3_bind_double(q, 6, cap_s);
     store_bind_text_or_null(q, 7, output);
     return step_done(ctx, s, q, "note the workload's ncu try");
+}
+
+kace_status kace_campaign_probe_note(kace_ctx *ctx, kace_store *s, int64_t allocation_id,
+                                     const kace_campaign_probe_row *row)
+{
+    sqlite3_stmt *q = NULL;
+    kace_status st = store_prepare(ctx, s,
+                                   "INSERT INTO campaign_probes(allocation_id, clients_accepted, client_refused, "
+                                   "mem_available_kib, member_rss_kib, window_s, window_basis, pool_members, "
+                                   "pool_bound, seconds, evidence, probed_at) "
+                                   "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, " NOW_SQL ")",
+                                   &q);
+    if (st)
+        return st;
+    if (allocation_id > 0)
+        sqlite3_bind_int64(q, 1, allocation_id);
+    else
+        sqlite3_bind_null(q, 1);
+    if (row->clients_accepted >= 0)
+        sqlite3_bind_int64(q, 2, row->clients_accepted);
+    else
+        sqlite3_bind_null(q, 2);
+    sqlite3_bind_int(q, 3, row->client_refused);
+    if (row->mem_available_kib)
+        sqlite3_bind_int64(q, 4, (sqlite3_int64)row->mem_available_kib);
+    else
+        sqlite3_bind_null(q, 4);
+    if (row->member_rss_kib)
+        sqlite3_bind_int64(q, 5, (sqlite3_int64)row->member_rss_kib);
+    else
+        sqlite3_bind_null(q, 5);
+    store_bind_double_or_null(q, 6, row->window_s);
+    store_bind_text_or_null(q, 7, row->window_basis);
+    sqlite3_bind_int64(q, 8, (sqlite3_int64)row->pool_members);
+    store_bind_text_or_null(q, 9, row->pool_bound);
+    sqlite3_bind_double(q, 10, row->seconds);
+    sqlite3_bind_text(q, 11, row->evidence ? row->evidence : "", -1, SQLITE_TRANSIENT);
+    return step_done(ctx, s, q, "note the campaign's probe");
+}
+
+kace_status kace_campaign_probe_latest(kace_ctx *ctx, kace_store *s, bool *found, size_t *pool_members,
+                                       double *window_s)
+{
+    *found = false;
+    *pool_members = 0;
+    *window_s = NAN;
+    sqlite3_stmt *q = NULL;
+    kace_status st = store_prepare(ctx, s,
+                                   "SELECT pool_members, window_s FROM campaign_probes ORDER BY id DESC LIMIT 1", &q);
+    if (st)
+        return st;
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        *found = true;
+        *pool_members = (size_t)sqlite3_column_int64(q, 0);
+        if (sqlite3_column_type(q, 1) != SQLITE_NULL)
+            *window_s = sqlite3_column_double(q, 1);
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? KACE_OK : store_fail(ctx, s, "read the campaign's probe");
 }

@@ -199,6 +199,15 @@ static const char *const migrate_sql[] = {
           "  status TEXT NOT NULL CHECK(status IN ('ok','failed','timeout')),"
           "  seconds REAL NOT NULL, cap_s REAL NOT NULL, output TEXT, measured_at TEXT NOT NULL);"
           "UPDATE meta SET value='6' WHERE key='schema_version';",
+    /* 6 -> 7: the first minute's probe of a call from a catalog (MPS client
+     * limit, host memory per pool member, a clean step-time curve), and the
+     * pool size and window it gave, which later calls use too. */
+    [6] = "CREATE TABLE IF NOT EXISTS campaign_probes("
+          "  id INTEGER PRIMARY KEY, allocation_id INTEGER REFERENCES campaign_allocations(id),"
+          "  clients_accepted INTEGER, client_refused INTEGER NOT NULL, mem_available_kib INTEGER,"
+          "  member_rss_kib INTEGER, window_s REAL, window_basis TEXT, pool_members INTEGER NOT NULL,"
+          "  pool_bound TEXT, seconds REAL NOT NULL, evidence TEXT NOT NULL, probed_at TEXT NOT NULL);"
+          "UPDATE meta SET value='7' WHERE key='schema_version';",
 };
 
 /* Whether path's folder exists (a store is never created in a mistyped one). */
