@@ -93,9 +93,10 @@ void kace_pool_free(kace_pool **pool);
  *            up) started in batches, each paused at its first report, until
  *            one fails to start (refused) or the cap is reached; then all
  *            stopped. The server lists a client only after its CUDA start.
- *   memory   MemAvailable (/proc/meminfo) before anything starts, and the
- *            resident memory of one workload's process group once it runs
- *            (the most seen over its curve)
+ *   memory   MemAvailable (/proc/meminfo) before anything starts (or the
+ *            memory cgroup's limit, when smaller), and the resident memory
+ *            of one workload's process group once it runs (the most seen
+ *            over its curve)
  *   curve    that workload alone as an MPS client at 100%: its progress
  *            records over curve_s after skip_s -> the spread (coefficient of
  *            variation) of its throughput over sliding windows of lengths
@@ -133,7 +134,10 @@ typedef struct kace_probe_result {
     double clients_s;              /* their part's seconds */
     /* memory */
     unsigned long long mem_available_kib; /* 0: unknown */
-    unsigned long long member_rss_kib;    /* the workload's group, the most seen (0: not measured) */
+    unsigned long long mem_limit_kib;     /* the memory cgroup's limit kace's processes inherit (0: none);
+                                             the pool is sized to the smaller of the two */
+    unsigned long long member_rss_kib;    /* the workload's group (Pss, else resident), the most seen
+                                             (0: not measured) */
     /* curve */
     bool curve_ok;                 /* the workload reported through skip_s + curve_s */
     size_t curve_records;

@@ -2,7 +2,6 @@
  * limit, host memory per pool member and one clean step-time curve, and
  * from them the pool's size and the measuring window. */
 #include <ctype.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
@@ -11,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kace/host.h"
 #include "kace/pool.h"
 #include "probe_internal.h"
 
@@ -187,33 +187,28 @@ static unsigned long long mem_available_kib(void)
     return kib;
 }
 
-/* The resident memory of every process in group pgid (VmRSS summed; shared
- * pages count once per process, so this is an upper bound). */
+/* A group's resident memory (kace_host_read: its processes' Pss where
+ * smaps_rollup can be read, else their resident sets); 0 when unknown. */
 static unsigned long long group_rss_kib(int pgid)
 {
-    DIR *d = opendir("/proc");
-    if (!d)
-        return 0;
-    unsigned long long total = 0;
-    char path[64], buf[4096];
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!isdigit((unsigned char)e->d_name[0]))
-            continue;
-        snprintf(path, sizeof path, "/proc/%.20s/stat", e->d_name);
-        if (!read_text(path, buf, sizeof buf))
-            continue;
-        const char *rp = strrchr(buf, ')'); /* after the command, which may hold spaces */
-        char state;
-        int ppid, pgrp;
-        if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 || pgrp != pgid)
-            continue;
-        snprintf(path, sizeof path, "/proc/%.20s/status", e->d_name);
-        unsigned long long kib;
-        if (read_text(path, buf, sizeof buf) && kace_probe_kib_field(buf, "VmRSS", &kib))
-            total += kib;
-    }
-    closedir(d);
-    return total;
+    kace_ctx *scratch = kace_ctx_new();
+    kace_host_usage u;
+    unsigned long long kib = 0;
+    if (scratch && kace_host_read(scratch, NULL, &pgid, 1, &u) == KACE_OK && u.rss_bytes > 0)
+        kib = (unsigned long long)(u.rss_bytes / 1024);
+    kace_ctx_free(&scratch);
+    return kib;
+}
+
+/* The memory cgroup's limit kace's processes inherit (0: none). */
+static unsigned long long cgroup_limit_kib(void)
+{
+    kace_ctx *scratch = kace_ctx_new();
+    double bytes = INFINITY;
+    if (!scratch || kace_host_memory_limit(scratch, NULL, NULL, &bytes) != KACE_OK)
+        bytes = INFINITY;
+    kace_ctx_free(&scratch);
+    return isfinite(bytes) && bytes > 0 ? (unsigned long long)(bytes / 1024) : 0;
 }
 
 /* ---- the probe ------------------------------------------------------------------- */
@@ -465,6 +460,7 @@ kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_p
     int cpus[1024];
     r->cpus = kace_cpus_available(cpus, 1024);
     r->mem_available_kib = mem_available_kib(); /* before anything of the probe runs */
+    r->mem_limit_kib = cgroup_limit_kib();
     kace_status st = KACE_OK;
     if (opt->client && (st = probe_clients(ctx, opt, deadline, r)))
         return st;
@@ -473,7 +469,10 @@ kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_p
     r->window_s = kace_probe_window_rule(r->window_len_s, r->window_cv, r->n_windows, target, min_s, max_s,
                                          &r->window_error, &r->window_basis);
     double fraction = opt->memory_fraction > 0 ? opt->memory_fraction : 0.8;
-    r->pool_members = kace_probe_pool_size(r->clients_probed ? r->clients_accepted : SIZE_MAX, r->mem_available_kib,
+    unsigned long long mem = r->mem_available_kib;
+    if (r->mem_limit_kib > 0 && (mem == 0 || r->mem_limit_kib < mem))
+        mem = r->mem_limit_kib; /* a job's limit below the host's free memory */
+    r->pool_members = kace_probe_pool_size(r->clients_probed ? r->clients_accepted : SIZE_MAX, mem,
                                            r->member_rss_kib, fraction, opt->max_members, &r->pool_bound);
     r->seconds = since_s(t0);
     return KACE_OK;
@@ -516,12 +515,15 @@ const char *kace_probe_describe(const kace_probe_result *r, char *buf, size_t n)
                  r->client_refused ? "the next refused: the limit" : "none refused: the limit is at least that",
                  r->clients_s);
     }
+    char limit[64] = "";
+    if (r->mem_limit_kib > 0)
+        snprintf(limit, sizeof limit, " (cgroup limit %.1f GiB)", (double)r->mem_limit_kib / (1024 * 1024));
     if (r->member_rss_kib > 0)
-        snprintf(memory, sizeof memory, "%.0f MiB a member, %.1f GiB available", (double)r->member_rss_kib / 1024,
-                 (double)r->mem_available_kib / (1024 * 1024));
+        snprintf(memory, sizeof memory, "%.0f MiB a member, %.1f GiB available%s", (double)r->member_rss_kib / 1024,
+                 (double)r->mem_available_kib / (1024 * 1024), limit);
     else if (r->mem_available_kib > 0)
-        snprintf(memory, sizeof memory, "a member not measured, %.1f GiB available",
-                 (double)r->mem_available_kib / (1024 * 1024));
+        snprintf(memory, sizeof memory, "a member not measured, %.1f GiB available%s",
+                 (double)r->mem_available_kib / (1024 * 1024), limit);
     if (r->curve_records > 0)
         snprintf(curve, sizeof curve, "%zu records over %.1f s, a step %.3f s, first record %.1f s after start%s",
                  r->curve_records, r->curve_span_s, r->step_s, r->workload_start_s,
