@@ -8,6 +8,7 @@
 
 #include "fuzz_common.h"
 #include "kace/kernels.h"
+#include "kace/profile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -34,6 +35,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    all.n_kernels);
         if (kace_kernels_reduce(ctx, r, 1000, 1000000, &part) == KACE_OK)
             FUZZ_CHECK(part.n_kernels <= all.n_kernels, "range counted %zu of %zu", part.n_kernels, all.n_kernels);
+        /* The replay cap's signatures: every kernel in one, the longest GPU time first; the
+         * cap takes a prefix whose share is a share. */
+        kace_kernel_signature *sig = NULL;
+        size_t n = 0, launches = 0;
+        if (kace_kernels_signatures(ctx, r, 0, 0, &sig, &n) == KACE_OK) {
+            for (size_t i = 0; i < n; i++) {
+                launches += sig[i].launches;
+                FUZZ_CHECK(sig[i].launches > 0 && isfinite(sig[i].time_s) && sig[i].time_s >= 0 && sig[i].name,
+                           "signature %zu: %zu launches, %g s", i, sig[i].launches, sig[i].time_s);
+                FUZZ_CHECK(i == 0 || sig[i - 1].time_s >= sig[i].time_s, "signature %zu out of order", i);
+            }
+            FUZZ_CHECK(launches == all.n_kernels, "%zu launches in signatures of %zu kernels", launches,
+                       all.n_kernels);
+            double share = -1;
+            size_t k = kace_replay_cap_count(sig, n, 0.95, 40, &share);
+            FUZZ_CHECK(k <= n && k <= 40 && share >= 0 && share <= 1 + 1e-9, "cap %zu of %zu, share %g", k, n, share);
+            free(sig);
+        }
     }
 done:
     kace_kernels_free(&r);

@@ -80,6 +80,7 @@
 #include <cuda.h>
 #include <cupti.h>
 #include "profiler_host.h"
+#include "replay_list.h"
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
@@ -744,10 +745,10 @@ static void load_replay_list(const char *path)
         if (len == 0 || line[0] == '#')
             continue;
         unsigned d[6];
-        int name_at = -1;
-        if (sscanf(line, "%u %u %u %u %u %u %n", &d[0], &d[1], &d[2], &d[3], &d[4], &d[5], &name_at) != 6 ||
-            name_at < 0 || !line[name_at]) {
-            record("error %s:%zu: expected \"gx gy gz bx by bz name\": the line is skipped\n", path, lineno);
+        const char *name = replay_list_line(line, d);
+        if (!name) {
+            record("error %s:%zu: expected \"gx gy gz bx by bz name\" (sizes from 1): the line is skipped\n", path,
+                   lineno);
             continue;
         }
         if (n == room) {
@@ -763,7 +764,7 @@ static void load_replay_list(const char *path)
             list = p;
             room = grown;
         }
-        list[n++] = signature_hash(line + name_at, d);
+        list[n++] = signature_hash(name, d);
     }
     free(line);
     fclose(f);
