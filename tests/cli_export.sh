@@ -17,6 +17,11 @@
 #    run, which has no throughput, is in runs.csv and said to be left out.
 # 3. Errors: a non-empty folder without --force, an unknown set, no store, a
 #    file as DIR. The store is only read (its file unchanged).
+# 4. --dataset (a device campaign's dataset folder) of the measured runs: each
+#    colocation once, the mean over its ok repetitions, whatever set measured
+#    it; the spread of the repeated ones; every run in campaign/runs.csv; a
+#    README with the calls, the noise floor and how the processes ended; the
+#    same bytes each time; --verify passes it and fails an edited one.
 set -uo pipefail
 KACE=${1:?usage: cli_export.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
 SHARED=${2:?missing SHARED_DATA_DIR}
@@ -180,5 +185,38 @@ check_eq "re-imported sets" "pairs:2 pairs-rep1:1 pairs-timeslice:1 solo:1 times
 # runs.csv is kace measure's record: the re-imported store has imported runs, no record
 # (and README.md counts the failed run left out of the first).
 diff -r -x runs.csv -x README.md "$SCRATCH/m1" "$SCRATCH/m2" >"$SCRATCH/diff" || fail "the measured runs' second export differs: $(head -5 "$SCRATCH/diff")"
+
+# 4. --dataset: the layout of data/h200, from the measured runs.
+printf '2026-11-29T09:00:00Z\tStand-in GPU, 1.0, 1024 MiB\t13.0\tnone\tkace test\n' >"$SCRATCH/calls.tsv"
+"$KACE" export --dataset --db "$M" --calls "$SCRATCH/calls.tsv" "$SCRATCH/d1" >"$SCRATCH/out" 2>"$SCRATCH/err" ||
+    fail "export --dataset: $(cat "$SCRATCH/err")"
+grep -q "7 runs (1 failed), 3 colocations (0 measured >= 3 times)" "$SCRATCH/out" || fail "export --dataset: $(cat "$SCRATCH/out")"
+check_eq "dataset files" \
+    "README.md campaign/runs.csv campaign/spread.csv campaign/visits.tsv colocations/mps-splits.csv colocations/pairs.csv colocations/timeslice-pairs.csv profiles/exclusive-by-mps.csv" \
+    "$(cd "$SCRATCH/d1" && find . -type f | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ $//')"
+# The pair's two MPS repetitions are one row, their mean; the time-sliced pair measured in two
+# sets is one row too; a solo run is a curve point, not a colocation.
+mean=$(sqlite3 "$M" "SELECT printf('%.6f', avg(m.throughput)) FROM runs r JOIN run_members m ON m.run_id = r.id
+    JOIN workloads w ON w.id = m.workload_id WHERE r.mode = 'mps' AND r.status = 'ok' AND r.k = 2 AND m.mps_pct = 100 AND w.name = 'fast'")
+check_eq "pairs.csv" "fast,slow,$mean" "$(awk -F, 'NR == 2 { printf "%s,%s,%.6f", $1, $2, $3 }' "$SCRATCH/d1/colocations/pairs.csv")"
+check_eq "time-sliced rows" 1 "$(tail -n +2 "$SCRATCH/d1/colocations/timeslice-pairs.csv" | wc -l)"
+check_eq "split row" "30,70" "$(awk -F, 'NR == 2 { print $5 "," $6 }' "$SCRATCH/d1/colocations/mps-splits.csv")"
+check_eq "curve" "workload,50" "$(head -1 "$SCRATCH/d1/profiles/exclusive-by-mps.csv")"
+check_eq "spread rows (2 colocations x 2 members)" 4 "$(tail -n +2 "$SCRATCH/d1/campaign/spread.csv" | wc -l)"
+check_eq "runs.csv members" 13 "$(tail -n +2 "$SCRATCH/d1/campaign/runs.csv" | wc -l)"
+grep -q '^| 2026-11-29T09:00:00Z | Stand-in GPU, 1.0, 1024 MiB | 13.0 | none | kace test |$' "$SCRATCH/d1/README.md" &&
+    grep -q "^# kace's own dataset: Stand-in GPU$" "$SCRATCH/d1/README.md" &&
+    grep -q "(\`campaign/spread.csv\`, 4 members): median [0-9.]*%, largest" "$SCRATCH/d1/README.md" &&
+    grep -q "^- 1 ended on their own (a crash, an early exit)$" "$SCRATCH/d1/README.md" ||
+    fail "dataset README: $(cat "$SCRATCH/d1/README.md")"
+"$KACE" export --dataset --quiet --db "$M" --calls "$SCRATCH/calls.tsv" "$SCRATCH/d2" || fail "export --dataset again"
+diff -r "$SCRATCH/d1" "$SCRATCH/d2" >/dev/null || fail "two dataset exports of one store differ"
+"$KACE" export --dataset --verify --db "$M" --calls "$SCRATCH/calls.tsv" "$SCRATCH/d1" >"$SCRATCH/out" 2>&1 ||
+    fail "--verify of a dataset just made: $(cat "$SCRATCH/out")"
+grep -q "all as its store gives, and it imports" "$SCRATCH/out" || fail "--verify: $(cat "$SCRATCH/out")"
+"$KACE" export --dataset --verify --db "$M" "$SCRATCH/d1" >/dev/null 2>"$SCRATCH/err" && fail "--verify without the calls passed"
+grep -q "^  campaign/visits.tsv: not made by kace export --dataset" "$SCRATCH/err" || fail "--verify: $(cat "$SCRATCH/err")"
+"$KACE" export --verify --db "$M" "$SCRATCH/d1" >/dev/null 2>&1; check_eq "--verify without --dataset" 2 $?
+"$KACE" export --dataset --set pairs --db "$M" "$SCRATCH/d3" >/dev/null 2>&1; check_eq "--dataset with --set" 2 $?
 
 finish cli_export

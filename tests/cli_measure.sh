@@ -118,15 +118,15 @@ grep -q "stored as" "$scratch/out" && fail "a time-sliced run was stored as a cu
 [ "$(excl)" = "exclusive_mps50=1" ] || fail "after 35% and time-slicing: $(excl)"
 no_strays "solo"
 whole_runs "solo"
-# The device scripts' export: the curve as an "exclusive by MPS %" file that kace
-# imports, and no solo run among the colocation files.
-store_py="$(dirname "$0")/../scripts/device/store.py"
-python3 "$store_py" export "$KACE_DB" "$scratch/export" || fail "store.py export"
-head -1 "$scratch/export/exclusive-by-mps.csv" | tr -d "\r" | grep -qx "workload,50" || fail "exclusive-by-mps.csv: $(cat "$scratch/export/exclusive-by-mps.csv")"
-grep -q "^fast,[34][0-9][0-9][0-9]" "$scratch/export/exclusive-by-mps.csv" || fail "fast's exclusive_mps50 not exported"
-ls "$scratch/export" | grep -Eq "^(k1|solo|mps-splits)\.csv$" &&
-    ! grep -q "^workload1,workload2," "$scratch/export/mps-splits.csv" && fail "a solo run was exported as a colocation"
-"$kace" import --db "$scratch/reimport.db" --create-workloads "$scratch/export/exclusive-by-mps.csv" >/dev/null 2>"$scratch/err" ||
+# The dataset export (kace export --dataset): the curve as an "exclusive by MPS %" file
+# that kace imports, and no solo run among the colocation files.
+"$kace" export --dataset --quiet "$scratch/export" || fail "kace export --dataset"
+head -1 "$scratch/export/profiles/exclusive-by-mps.csv" | grep -qx "workload,50" ||
+    fail "exclusive-by-mps.csv: $(cat "$scratch/export/profiles/exclusive-by-mps.csv")"
+grep -q "^fast,[34][0-9][0-9][0-9]" "$scratch/export/profiles/exclusive-by-mps.csv" || fail "fast's exclusive_mps50 not exported"
+ls "$scratch/export/colocations" | grep -Eq "^(k1|solo|mps-splits)\.csv$" &&
+    ! grep -q "^workload1,workload2," "$scratch/export/colocations/mps-splits.csv" && fail "a solo run was exported as a colocation"
+"$kace" import --db "$scratch/reimport.db" --create-workloads "$scratch/export/profiles/exclusive-by-mps.csv" >/dev/null 2>"$scratch/err" ||
     fail "the exported curve does not import: $(cat "$scratch/err")"
 
 # 2. A crash is recorded as such, its partner stopped; exit status 1.
@@ -352,18 +352,17 @@ rm -f "$scratch/probe.log"
 grep -q "left by an earlier kace" "$scratch/err" || fail "--no-mps: $(cat "$scratch/err")"
 no_strays "--no-mps after a left-behind daemon"
 
-# The device scripts' export over every set: one colocation measured in two sets, the
+# The dataset export over every set: one colocation measured in two sets, the
 # second time as "slow fast", is one row whose means keep each workload's own throughput.
 "$kace" measure fast slow --set twice-a "${quick[@]}" >/dev/null 2>&1 || fail "twice-a"
 "$kace" measure slow fast --set twice-b "${quick[@]}" >/dev/null 2>&1 || fail "twice-b"
-python3 "$store_py" export "$KACE_DB" "$scratch/export2" || fail "store.py export (2)"
-rows=$(tr -d '\r' <"$scratch/export2/pairs.csv" | grep -E "^(fast,slow|slow,fast),")
+"$kace" export --dataset --quiet "$scratch/export2" || fail "kace export --dataset (2)"
+rows=$(grep -E "^(fast,slow|slow,fast)," "$scratch/export2/colocations/pairs.csv")
 [ "$(wc -l <<<"$rows")" = 1 ] || fail "export: fast + slow is not one row: $rows"
 awk -F, '{ f = $1 == "fast" ? $3 : $4; s = $1 == "fast" ? $4 : $3; exit !(f > 3600 && f < 4400 && s > 900 && s < 1100) }' \
     <<<"$rows" || fail "export: throughputs mixed between the members: $rows"
-"$kace" import --db "$scratch/reimport2.db" --create-workloads "$scratch/export2/pairs.csv" >/dev/null 2>"$scratch/err" ||
+"$kace" import --db "$scratch/reimport2.db" --create-workloads "$scratch/export2/colocations/pairs.csv" >/dev/null 2>"$scratch/err" ||
     fail "the export does not import: $(cat "$scratch/err")"
-rm -rf "$(dirname "$store_py")/__pycache__"
 
 # --stop-grace-max caps the grace (3 x the longest step): a workload whose steps take
 # 1.5 s and that ignores SIGTERM is killed after 4.5 s by default, after 3.5 s here.

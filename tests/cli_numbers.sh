@@ -117,7 +117,7 @@ text_options=$(tr '\n' ' ' <<<" --db --out --data --mode --pairs-set --triples-s
  --tune-traces --port-file --cupti --keep-recording --run-dir --mps-control --gpu --log --tool --date --workload
  --config --protocol --train-set --train-db --split-train-db --targets --candidates --sacct --sacct-map --token-file --allow-origin --reports --kube-api --kube-ca-file --kube-token-file --node --pods --serve --serve-token-file --extender-policy --match --check
  --extender-client-ca --extender-port-file --extender-tls-cert --extender-tls-key --kace-kind --metrics --objective
- --agent-tokens --extender-client-name --extend --catalog --ncu --python --workloads-dir ")
+ --agent-tokens --extender-client-name --extend --catalog --ncu --python --workloads-dir --calls ")
 # --mps-pct is the plan file's list syntax (lib/gpu/mps.c), which allows "30, 70".
 declare -A spaces_allowed=(["measure --mps-pct"]=1)
 # Positional arguments a command checks before a composite option's value.

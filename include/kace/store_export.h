@@ -43,6 +43,30 @@ typedef struct kace_export_stats {
 kace_status kace_store_export(kace_ctx *ctx, kace_store *store, const char *dir, const kace_export_options *opt,
                               kace_export_stats *stats);
 
+typedef struct kace_dataset_stats {
+    size_t files;            /* CSV and TSV files written (README.md not counted) */
+    size_t workloads;        /* with an exclusive throughput (profiles/system.csv) */
+    size_t kernel_profiles;  /* with kernel metrics (profiles/kernel.csv) */
+    size_t exclusive_curves; /* alone under MPS at other shares */
+    size_t runs, failed_runs;
+    size_t colocations; /* rows of the colocations/ files: one per colocation, its ok repetitions' mean */
+    size_t repeated;    /* colocations measured ok >= 3 times */
+} kace_dataset_stats;
+
+/* Writes a device campaign's dataset into the existing folder dir, in the
+ * layout kept in the repository (data/h200): profiles/ (kernel.csv,
+ * system.csv, exclusive-by-mps.csv), colocations/ (pairs, triples,
+ * mps-splits, timeslice-pairs...: each colocation's mean over its ok
+ * repetitions), campaign/ (runs.csv: every measured run and member, failed
+ * ones included; spread.csv: the run-to-run spread; visits.tsv: calls) and a
+ * README.md generated from them: GPU, driver, CUDA and torch of each call,
+ * dates, the noise floor, how the members' processes ended, the goals met.
+ * calls: the calls' lines (UTC start, "GPU, driver, memory", CUDA, torch,
+ * bundle; tab-separated), NULL when not recorded. The same store and calls
+ * always give the same bytes. Each file is written durably. stats may be NULL. */
+kace_status kace_store_export_dataset(kace_ctx *ctx, kace_store *store, const char *dir, const char *calls,
+                                      kace_dataset_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif
