@@ -3,9 +3,9 @@
 # plan.py's plan meets the campaign's requirements (kace campaign parses it),
 # check-libs.py rejects a library from outside the allowed folders, and the
 # output-folder check rejects more than 8 files or 3 folders deep; the
-# comparison with ncu (profile_counts, store.py ncu-compare) and its tables
-# (dataset.py --docs), and docs/gpu.md's and docs/h100.md's blocks are in
-# step with data/h100 (tools/gpu-report.py).
+# comparison with ncu (profile_counts, store.py ncu-compare), dataset.sh
+# (kace export --dataset) and its --verify of data/h*, and docs/h100.md's
+# blocks are in step with data/h100 (tools/gpu-report.py).
 #   bash cli_device_tools.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR
 set -u
 KACE=${1:?usage: cli_device_tools.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
@@ -403,53 +403,7 @@ python3 "$DEV/store.py" checkpoint "$SCRATCH/wal.db" || fail "store.py checkpoin
 mkdir -p "$SCRATCH/alone" && cp "$SCRATCH/wal.db" "$SCRATCH/alone/wal.db"
 [ "$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT x FROM t").fetchone()[0])' \
     "$SCRATCH/alone/wal.db" 2>&1)" = 42 ] || fail "after checkpoint the database file alone lacks the WAL's rows"
-# The tables: a dataset's ncu/ folder made by hand (12% is outside 10%, 5% inside, 0 against 0 agrees).
-mkdir -p "$SCRATCH/ds/ncu"
-cat >"$SCRATCH/ds/ncu/compare.csv" <<'EOT'
-workload,kind,ncu_cache_control,metric,kace,ncu,rel_diff,within_10pct,ncu_kernels,kace_kernels_per_step
-g_batch1-inf,cuda,all,Threads,1050,1000,0.05,yes,200,
-g_batch1-inf,cuda,all,Compute (SM) Throughput,56,50,0.12,no,200,
-g_batch1-inf,cuda,all,DRAM Throughput,10,10,0,yes,200,
-g_batch1-inf,cuda,all,Memory Throughput,20,20,0,yes,200,
-g_batch1-inf,cuda,all,Registers,32000,32000,0,yes,200,
-g_batch1-inf,cuda,all,Static Shared Memory,0,0,0,yes,200,
-g_batch1-inf,cuda,none,Compute (SM) Throughput,56,55,0.0181818,yes,200,
-b_batch8-train,torch,all,Threads,100,100,0,yes,1000,1500
-b_batch8-train,torch,all,DRAM Throughput,60,50,0.2,no,1000,1500
-EOT
-cat >"$SCRATCH/ds/ncu/cost.csv" <<'EOT'
-workload,kind,kace_profile_s,kace_kernels,kace_kernels_with_counters,ncu_s,ncu_launch_skip,ncu_kernels,kace_over_ncu
-g_batch1-inf,cuda,60,4000,3990,30,123456,200,2
-EOT
-printf '# doc\n\n<!-- BEGIN generated: dataset.py ncu -->\nold\n<!-- END generated -->\n\nafter\n' >"$SCRATCH/doc.md"
-python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/doc.md" --check >/dev/null 2>"$SCRATCH/chk.err" &&
-    fail "dataset.py --docs --check passed on a stale block"
-grep -q "run: python3 scripts/device/dataset.py --docs" "$SCRATCH/chk.err" || fail "--check does not say how to fix: $(cat "$SCRATCH/chk.err")"
-python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/doc.md" >/dev/null &&
-    python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/doc.md" --check >/dev/null || fail "dataset.py --docs did not bring the block up to date"
-for want in '^| `g_batch1-inf` | cuda | 200 | +5.0% | \*\*+12.0%\*\* | +0.0% | +0.0% | +0.0% | +0.0% |$' \
-    "^6 of 8 metric values within 10% of ncu's default run (2 of them from ncu runs that covered part of a step: " \
-    '^| `b_batch8-train` | torch | 1000 (step ~1500, part) | +0.0% | missing | \*\*+20.0%\*\* | missing | missing | missing |$' '^| `g_batch1-inf` | Compute (SM) Throughput | 56 | 50 | 55 | sm__throughput' \
-    '^| `g_batch1-inf` (no cache flush) | cuda | 200 | missing | +1.8% | missing ' \
-    '^| `g_batch1-inf` | cuda | 60 | 4000 (3990) | 30 | 200 | 2 |$' '^kace / ncu wall time: median 2 ' '^after$' '^# doc$'; do
-    grep -q -- "$want" "$SCRATCH/doc.md" || fail "dataset.py --docs: no line matching '$want' in: $(cat "$SCRATCH/doc.md")"
-done
-grep -q '^old$' "$SCRATCH/doc.md" && fail "dataset.py --docs kept the old block"
-printf '# no markers\n' >"$SCRATCH/bare.md"
-python3 "$DEV/dataset.py" --docs "$SCRATCH/ds" "$SCRATCH/bare.md" 2>"$SCRATCH/bare.err" && fail "--docs accepted a doc without markers"
-grep -q "bare.md has no <!-- BEGIN generated: dataset.py ncu -->" "$SCRATCH/bare.err" || fail "--docs: $(cat "$SCRATCH/bare.err")"
-# docs/gpu.md is in step with data/h100 (or says that nothing was measured yet).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-(cd "$ROOT" && python3 scripts/device/dataset.py --docs data/h100 docs/gpu.md --check) >"$SCRATCH/gpu.out" 2>&1 ||
-    fail "docs/gpu.md: $(cat "$SCRATCH/gpu.out")"
-# ... and with each dataset a device brought back (its own block).
-for d in "$ROOT"/data/h[0-9]*; do
-    [ -d "$d" ] || continue
-    (cd "$ROOT" && python3 scripts/device/dataset.py --docs "data/${d##*/}" docs/gpu.md --check) >"$SCRATCH/gpu.out" 2>&1 ||
-        fail "docs/gpu.md and data/${d##*/}: $(cat "$SCRATCH/gpu.out")"
-    grep -q "<!-- BEGIN generated: dataset.py ncu data/${d##*/} -->" "$ROOT/docs/gpu.md" ||
-        fail "docs/gpu.md has no ncu block of data/${d##*/}'s own"
-done
 
 # 4b. A campaign call given a store it cannot restore stops at once (going on would start a
 #     new campaign whose store replaces the old one).
@@ -486,8 +440,9 @@ KACE_DEVICE_FAKE=1 KACE_BIN=$KACE bash "$DEV/campaign.sh" "$SCRATCH/c4" --minute
     >/dev/null 2>"$SCRATCH/c4.err"
 grep -q "no such file; nothing was run" "$SCRATCH/c4.err" || fail "campaign.sh --minutes 1440 was refused: $(cat "$SCRATCH/c4.err")"
 
-# 4c. dataset.py rebuilds a dataset folder only from a store that continues its campaign: the
-#     same GPU model and every call the folder holds; anything else leaves the folder as it was.
+# 4c. dataset.sh (kace export --dataset) rebuilds a dataset folder only from a store that
+#     continues its campaign: the same GPU model and every call the folder holds; anything
+#     else leaves the folder as it was.
 V1=$(printf '2026-11-20T10:00:00Z\tNVIDIA H100 80GB HBM3, 580.65, 81559 MiB\t13.0\t2.9\tkace 1')
 V2=$(printf '2026-11-21T10:00:00Z\tNVIDIA H100 80GB HBM3, 580.65, 81559 MiB\t13.0\t2.9\tkace 1')
 V3=$(printf '2026-11-22T10:00:00Z\tNVIDIA H200, 580.65, 143771 MiB\t13.0\t2.9\tkace 1')
@@ -502,41 +457,45 @@ store_with_visits newer "$V1" "$V2"
 store_with_visits h200 "$V3"
 store_with_visits mixed "$V1" "$V3"
 DS=$SCRATCH/dsc
-ds() { (cd "$SCRATCH" && python3 "$DEV/dataset.py" "$@" >/dev/null 2>"$SCRATCH/ds.err"); }
-ds older.tar.gz "$DS" && ds newer.tar.gz "$DS" || fail "dataset.py, a campaign continued: $(cat "$SCRATCH/ds.err")"
-[ "$(wc -l <"$DS/campaign/visits.tsv")" = 2 ] || fail "dataset.py: $DS/campaign/visits.tsv has not the newer store's 2 calls"
-ds h200.tar.gz "$DS" && fail "dataset.py wrote an H200 campaign over an H100 dataset"
-grep -q "h200.tar.gz was measured on NVIDIA H200 and $DS holds NVIDIA H100 80GB HBM3's: write it into a folder of its own (for example data/h200); nothing written" \
-    "$SCRATCH/ds.err" || fail "dataset.py, another GPU: $(cat "$SCRATCH/ds.err")"
-ds older.tar.gz "$DS" && fail "dataset.py wrote an older call's store over a newer dataset"
-grep -q "older.tar.gz does not continue $DS's campaign: 1 of the 2 calls .* would be lost; nothing written (pass --replace" \
-    "$SCRATCH/ds.err" || fail "dataset.py, an older store: $(cat "$SCRATCH/ds.err")"
-ds mixed.tar.gz "$SCRATCH/dsm" && fail "dataset.py took a store of two GPU models"
-grep -q "mixes GPU models (NVIDIA H100 80GB HBM3, NVIDIA H200)" "$SCRATCH/ds.err" || fail "dataset.py, mixed: $(cat "$SCRATCH/ds.err")"
+ds() { (cd "$SCRATCH" && bash "$DEV/dataset.sh" --kace "$KACE" "$@" >/dev/null 2>"$SCRATCH/ds.err"); }
+ds older.tar.gz "$DS" && ds newer.tar.gz "$DS" || fail "dataset.sh, a campaign continued: $(cat "$SCRATCH/ds.err")"
+[ "$(wc -l <"$DS/campaign/visits.tsv")" = 2 ] || fail "dataset.sh: $DS/campaign/visits.tsv has not the newer store's 2 calls"
+grep -q "^# kace's own dataset: NVIDIA H100 80GB HBM3$" "$DS/README.md" &&
+    grep -q "^| 2026-11-21T10:00:00Z | NVIDIA H100 80GB HBM3, 580.65, 81559 MiB | 13.0 | 2.9 | kace 1 |$" "$DS/README.md" ||
+    fail "dataset.sh: the README does not name the GPU and the calls: $(head -12 "$DS/README.md")"
+ds h200.tar.gz "$DS" && fail "dataset.sh wrote an H200 campaign over an H100 dataset"
+grep -q "h200.tar.gz was measured on NVIDIA H200 and $DS holds NVIDIA H100 80GB HBM3's: write it into a folder of its own; nothing written" \
+    "$SCRATCH/ds.err" || fail "dataset.sh, another GPU: $(cat "$SCRATCH/ds.err")"
+ds older.tar.gz "$DS" && fail "dataset.sh wrote an older call's store over a newer dataset"
+grep -q "older.tar.gz does not continue $DS's campaign: the 2 calls of .* are not all in it; nothing written (pass --replace" \
+    "$SCRATCH/ds.err" || fail "dataset.sh, an older store: $(cat "$SCRATCH/ds.err")"
+ds mixed.tar.gz "$SCRATCH/dsm" && fail "dataset.sh took a store of two GPU models"
+grep -q "mixes GPU models (NVIDIA H100 80GB HBM3, NVIDIA H200)" "$SCRATCH/ds.err" || fail "dataset.sh, mixed: $(cat "$SCRATCH/ds.err")"
 cmp -s "$DS/campaign/store.tar.gz" "$SCRATCH/newer.tar.gz" && [ "$(wc -l <"$DS/campaign/visits.tsv")" = 2 ] ||
-    fail "dataset.py changed $DS although it refused"
+    fail "dataset.sh changed $DS although it refused"
 ds older.tar.gz "$DS" --replace && cmp -s "$DS/campaign/store.tar.gz" "$SCRATCH/older.tar.gz" ||
-    fail "dataset.py --replace: $(cat "$SCRATCH/ds.err")"
-# --verify: the folder is what its own store gives; a file edited or added by hand fails it
-# (these stores hold no profile, so no import: the dry run verifies one with --kace).
-ds --verify "$DS" || fail "dataset.py --verify on a folder it made: $(cat "$SCRATCH/ds.err")"
+    fail "dataset.sh --replace: $(cat "$SCRATCH/ds.err")"
+# --verify: the folder is what its own store gives, and it imports; a file edited, added
+# or removed by hand fails it.
+ds --verify "$DS" || fail "dataset.sh --verify on a folder it made: $(cat "$SCRATCH/ds.err")"
 echo "edited by hand" >>"$DS/campaign/runs.csv"
 touch "$DS/notes.txt"
-ds --verify "$DS" && fail "dataset.py --verify passed a folder edited by hand"
-grep -q "^  notes.txt: not made by dataset.py" "$SCRATCH/ds.err" &&
-    grep -q "^  campaign/runs.csv: differs from what campaign/store.tar.gz gives" "$SCRATCH/ds.err" ||
-    fail "dataset.py --verify: $(cat "$SCRATCH/ds.err")"
+rm "$DS/campaign/spread.csv"
+ds --verify "$DS" && fail "dataset.sh --verify passed a folder edited by hand"
+grep -q "^  notes.txt: not made by kace export --dataset" "$SCRATCH/ds.err" &&
+    grep -q "^  campaign/runs.csv: differs from what the store gives" "$SCRATCH/ds.err" &&
+    grep -q "^  campaign/spread.csv: missing" "$SCRATCH/ds.err" || fail "dataset.sh --verify: $(cat "$SCRATCH/ds.err")"
 # kace's own datasets, once a device brought them back (data/h200 since 2026-11-28):
-# each generated from its store, and each imports.
+# each generated from its store, and each imports (the CI check).
 for d in "$ROOT"/data/h[0-9]*; do
     [ -d "$d" ] || continue
-    (cd "$ROOT" && python3 scripts/device/dataset.py --verify "data/${d##*/}" --kace "$KACE") >"$SCRATCH/${d##*/}v.out" 2>&1 ||
+    (cd "$ROOT" && bash scripts/device/dataset.sh --verify "data/${d##*/}" --kace "$KACE") >"$SCRATCH/${d##*/}v.out" 2>&1 ||
         fail "data/${d##*/}: $(cat "$SCRATCH/${d##*/}v.out")"
 done
 
 # data/h200 holds first light's 3 colocations (an MPS pair, its 30/70 split and the pair
-# time-sliced, measured before the campaign's first call and put in by dataset.py --add-runs),
-# and kace import stores them; adding them again adds nothing and changes no file.
+# time-sliced, measured before the campaign's first call and put into its store), and kace
+# import stores them.
 if [ -d "$ROOT/data/h200" ]; then
     "$KACE" import --quiet --db "$SCRATCH/h200.db" "$ROOT/data/h200" >"$SCRATCH/h200i.out" 2>&1 ||
         fail "kace import data/h200: $(cat "$SCRATCH/h200i.out")"
@@ -545,13 +504,8 @@ if [ -d "$ROOT/data/h200" ]; then
     [ "$got" = "mps-splits:1 pairs:1 timeslice-pairs:1" ] || fail "data/h200's colocations as imported: '$got'"
     [ "$(tail -n +2 "$ROOT/data/h200/campaign/runs.csv" | cut -d, -f1 | sort -u | wc -l)" = 3 ] ||
         fail "data/h200/campaign/runs.csv: not first light's 3 runs"
-    cp -r "$ROOT/data/h200" "$SCRATCH/h200-again"
-    (cd "$ROOT" && python3 scripts/device/dataset.py --kace "$KACE" --add-runs \
-        data/first-light/h200-2026-11-28/first-light-store.tar.gz "$SCRATCH/h200-again") >"$SCRATCH/h200a.out" 2>&1 ||
-        fail "dataset.py --add-runs again: $(cat "$SCRATCH/h200a.out")"
-    grep -q "^0 run(s) of " "$SCRATCH/h200a.out" || fail "dataset.py --add-runs again: $(head -1 "$SCRATCH/h200a.out")"
-    diff -r -x store.tar.gz "$ROOT/data/h200" "$SCRATCH/h200-again" >/dev/null ||
-        fail "dataset.py --add-runs of runs already there changed data/h200"
+    grep -q "^- 6 stopped at their next report after SIGTERM (the step-boundary stop)$" "$ROOT/data/h200/README.md" ||
+        fail "data/h200/README.md does not say how the processes ended"
 fi
 
 # 4d. The recordings a real GPU made (data/first-light/*/first-light.tar.gz, made by
