@@ -339,6 +339,18 @@ static void test_probe_cap_and_a_broken_client(void **state)
     assert_non_null(strstr(r.refusal, "cannot run"));
     assert_int_equal(r.pool_members, 0);
 
+    /* A server that queues clients and never serves them: each batch has
+     * client_start_s; none accepted, none refused. */
+    char *silent_argv[] = {self, "--silent-client", NULL};
+    kace_proc_spec silent = {.name = "silent", .argv = silent_argv};
+    o = probe_options(&silent, NULL);
+    o.client_start_s = 0.5;
+    assert_kace_ok(ctx, kace_pool_probe(ctx, &o, &r));
+    assert_int_equal(r.clients_accepted, 0);
+    assert_false(r.client_refused);
+    assert_non_null(strstr(r.detail, "did not start in time"));
+    assert_int_equal(r.pool_members, 0);
+
     o.mps = NULL;
     assert_int_equal(kace_pool_probe(ctx, &o, &r), KACE_ERR_INVALID);
     o = probe_options(&client_spec, NULL);
@@ -384,6 +396,10 @@ int main(int argc, char **argv)
         return client();
     if (argc == 2 && strcmp(argv[1], "--workload") == 0)
         return workload();
+    if (argc == 2 && strcmp(argv[1], "--silent-client") == 0) {
+        for (;;) /* a CUDA start that never returns: no report */
+            pause();
+    }
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
         return 1;

@@ -278,7 +278,8 @@ static kace_status probe_clients(kace_ctx *ctx, const kace_probe_options *opt, i
                                  kace_probe_result *r)
 {
     size_t cap = opt->client_cap > 0 ? opt->client_cap : KACE_POOL_MAX_MEMBERS;
-    size_t batch = opt->client_batch > 0 ? opt->client_batch : 8;
+    size_t batch = opt->client_batch > 0 ? opt->client_batch : 16;
+    double start_s = opt->client_start_s > 0 ? opt->client_start_s : 30;
     if (batch > KACE_POOL_MAX_MEMBERS)
         batch = KACE_POOL_MAX_MEMBERS;
     int64_t t0 = kace_monotonic_ns();
@@ -305,6 +306,8 @@ static kace_status probe_clients(kace_ctx *ctx, const kace_probe_options *opt, i
         double left = (double)(deadline - kace_monotonic_ns()) / 1e9;
         if (b == 0 || left <= 0)
             break;
+        if (left > start_s)
+            left = start_s; /* a server that queues clients must not take the whole probe */
         if ((st = kace_pool_start(ctx, specs, b, &ro, left, &pools[p], started)))
             goto done;
         for (size_t i = 0; i < b; i++) {
