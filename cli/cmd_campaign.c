@@ -488,6 +488,53 @@ static kace_status step_probe(engine *e, double until_s, kace_campaign_step_repo
     return KACE_OK;
 }
 
+/* ncu's workloads: the catalog's profiled ones, or a plan file's that have
+ * a stored command; argv owned where fetched from the store. */
+typedef struct ncu_target {
+    const char *name;
+    char **argv;
+    bool owned;
+} ncu_target;
+
+static void ncu_targets_free(ncu_target *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+        if (t[i].owned)
+            free(t[i].argv);
+    free(t);
+}
+
+static kace_status ncu_targets(engine *e, ncu_target **out, size_t *n)
+{
+    kace_ctx *ctx = e->d->ctx;
+    size_t cap = e->catalog.n > 0 ? e->n_profiled : (e->plan ? e->plan->n * KACE_MAX_K : 0);
+    ncu_target *t = calloc(cap ? cap : 1, sizeof *t);
+    *out = NULL;
+    *n = 0;
+    if (!t)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    if (e->catalog.n > 0) {
+        for (size_t i = 0; i < e->n_profiled; i++)
+            t[k++] = (ncu_target){e->profiled[i], kace_catalog_find(&e->catalog, e->profiled[i])->argv, false};
+    } else {
+        for (size_t i = 0; e->plan && i < e->plan->n; i++)
+            for (int m = 0; m < e->plan->entries[i].spec.k; m++) {
+                const char *name = e->plan->entries[i].spec.workload[m];
+                bool seen = false;
+                for (size_t j = 0; j < k && !seen; j++)
+                    seen = strcmp(t[j].name, name) == 0;
+                char **argv = NULL;
+                if (seen || kace_store_get_command(ctx, e->d->store, name, &argv) != KACE_OK)
+                    continue; /* no command: nothing for ncu to run */
+                t[k++] = (ncu_target){name, argv, true};
+            }
+    }
+    *out = t;
+    *n = k;
+    return KACE_OK;
+}
+
 /* The done checks (kace_campaign_ops.progress). */
 static kace_status engine_progress(void *arg, kace_campaign_progress *p)
 {
@@ -543,15 +590,20 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
             return st;
     }
     p->can_ncu = e->args->ncu != NULL;
-    for (size_t i = 0; p->can_ncu && i < e->n_profiled; i++) {
-        const kace_catalog_entry *w = kace_catalog_find(&e->catalog, e->profiled[i]);
+    ncu_target *t = NULL;
+    size_t n_t = 0;
+    if (p->can_ncu && (st = ncu_targets(e, &t, &n_t)))
+        return st;
+    for (size_t i = 0; i < n_t && !st; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         int ok = 0, failures = 0;
-        if ((st = kace_command_key(ctx, w->argv, key)) ||
-            (st = kace_campaign_ncu_tries(ctx, e->d->store, w->name, key, &ok, &failures)))
-            return st;
-        p->ncu_left += ok == 0 && failures < KACE_PROFILE_MAX_FAILURES;
+        if (!(st = kace_command_key(ctx, t[i].argv, key)) &&
+            !(st = kace_campaign_ncu_tries(ctx, e->d->store, t[i].name, key, &ok, &failures)))
+            p->ncu_left += ok == 0 && failures < KACE_PROFILE_MAX_FAILURES;
     }
+    ncu_targets_free(t, n_t);
+    if (st)
+        return st;
     p->can_export = e->args->out_dir != NULL;
     /* The first minute's probe, once a campaign (its findings size every
      * later call's pool and window too): from a catalog, whose workloads it runs. */
@@ -825,9 +877,14 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
         e->ncu_checked = true;
     }
     double t0 = now_s();
-    kace_status st = KACE_OK;
-    for (size_t i = 0; i < e->n_profiled && !st && !cli_interrupted; i++) {
-        const kace_catalog_entry *w = kace_catalog_find(&e->catalog, e->profiled[i]);
+    ncu_target *targets = NULL;
+    size_t n_targets = 0;
+    kace_status st = ncu_targets(e, &targets, &n_targets);
+    for (size_t i = 0; i < n_targets && !st && !cli_interrupted; i++) {
+        const ncu_target *w = &targets[i];
+        int argc = 0;
+        while (w->argv[argc])
+            argc++;
         char key[KACE_COMMAND_KEY_SIZE];
         int ok = 0, failures = 0;
         if ((st = kace_command_key(ctx, w->argv, key)) ||
@@ -843,9 +900,11 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
         /* ncu [--pipeline-boost-state dynamic] --csv --target-processes all --launch-count N -- COMMAND */
         const char *head[] = {e->args->ncu, "--csv", "--target-processes", "all", "--launch-count", NCU_LAUNCHES};
         size_t n_head = sizeof head / sizeof head[0], at = 0;
-        char **argv = calloc(n_head + 4 + (size_t)w->argc, sizeof *argv);
-        if (!argv)
-            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+        char **argv = calloc(n_head + 4 + (size_t)argc, sizeof *argv);
+        if (!argv) {
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            break;
+        }
         for (size_t j = 0; j < n_head; j++) {
             argv[at++] = (char *)head[j];
             if (j == 0 && e->ncu_boost) {
@@ -854,7 +913,7 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
             }
         }
         argv[at++] = "--";
-        for (int j = 0; j < w->argc; j++)
+        for (int j = 0; j < argc; j++)
             argv[at++] = w->argv[j];
         char out_path[PATH_MAX];
         const char *tmp = getenv("TMPDIR");
@@ -862,7 +921,8 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
         int fd = mkstemp(out_path);
         if (fd < 0) {
             free(argv);
-            return kace_fail(ctx, KACE_ERR_IO, "cannot create ncu's output file: %s", strerror(errno));
+            st = kace_fail(ctx, KACE_ERR_IO, "cannot create ncu's output file: %s", strerror(errno));
+            break;
         }
         close(fd);
         kace_proc_spec spec = {.name = w->name, .argv = argv, .stdout_path = out_path};
@@ -895,6 +955,7 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
         r->done += csv;
         r->left += !csv;
     }
+    ncu_targets_free(targets, n_targets);
     return st;
 }
 

@@ -291,4 +291,48 @@ rc=$?
 grep -q "^plan .*: extended from 5 profiled workloads" "$scratch/out" || fail "catalog call 3: $(cat "$scratch/out")"
 no_strays "catalog call 3"
 
+# 7. ncu, last: once the plan is measured, on each workload, with a stand-in
+#    ncu whose --help is long (a reader that closed early would kill it by
+#    SIGPIPE and the boost-state option would be lost); its CSV stored.
+export KACE_DB="$scratch/ncu.db"
+unset KACE_NVML_LIBRARY
+for w in a b; do "$kace" workload add "$w" -- "$scratch/bin/probe-$w" >/dev/null || fail "ncu: workload add $w"; done
+printf '%s\n' "workloads a b" "run a b" >"$scratch/plan-ncu.txt"
+cat >"$scratch/bin/ncu" <<EOS
+#!/bin/sh
+if [ "\$1" = --help ]; then
+    echo "usage: ncu [options] [program] [program-arguments]"
+    for i in \$(seq 300); do echo "  --option-\$i arg    an option of the stand-in"; done
+    echo "  --pipeline-boost-state arg    dynamic or stable"
+    exit 0
+fi
+echo "\$*" >>"$scratch/ncu.log"
+while [ \$# -gt 0 ] && [ "\$1" != -- ]; do shift; done
+shift
+echo '"ID","Kernel Name","Metric Name","Metric Value"'
+echo '"0","gemm","sm__throughput.avg.pct_of_peak_sustained_elapsed","50.0"'
+exec "\$@"
+EOS
+chmod +x "$scratch/bin/ncu"
+ncu_call() {
+    "$kace" campaign --device --minutes 2 --ncu "$scratch/bin/ncu" --out "$scratch/ncu-out" "$scratch/plan-ncu.txt" \
+        "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+}
+ncu_call
+rc=$?
+[ $rc = 0 ] || fail "ncu call 1: exit $rc: $(cat "$scratch/err")"
+[ "$(sql "SELECT group_concat(workload || ':' || status, ' ') FROM (SELECT * FROM campaign_ncu ORDER BY id)")" = "a:ok b:ok" ] ||
+    fail "ncu call 1: $(sql "SELECT workload, status, output FROM campaign_ncu") $(cat "$scratch/out")"
+[ "$(sql "SELECT count(*) FROM campaign_ncu WHERE output LIKE '%sm__throughput%'")" = 2 ] || fail "ncu call 1: output"
+[ "$(grep -c -- "--pipeline-boost-state dynamic --csv" "$scratch/ncu.log")" = 2 ] ||
+    fail "ncu call 1: ncu ran as $(cat "$scratch/ncu.log")"
+# ncu after the runs: the plan's run and its cold repeat are stored first.
+n=$(line_of "^ncu a: "); c=$(line_of "^step cold-repeats: ")
+[ -n "$n" ] && [ -n "$c" ] && [ "$c" -lt "$n" ] || fail "ncu call 1: order $c $n: $(cat "$scratch/out")"
+[ "$(ending)" = finished ] || fail "ncu call 1: ending $(ending)"
+ncu_call
+rc=$?
+[ $rc = 0 ] && [ "$(sql "SELECT count(*) FROM campaign_ncu")" = 2 ] || fail "ncu call 2: exit $rc, ncu ran again"
+no_strays "ncu"
+
 finish cli_campaign_device
