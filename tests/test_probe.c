@@ -353,6 +353,10 @@ static void test_probe_cap_and_a_broken_client(void **state)
 
     o.mps = NULL;
     assert_int_equal(kace_pool_probe(ctx, &o, &r), KACE_ERR_INVALID);
+    o.mps = mps; /* quit: clients would run without MPS */
+    assert_kace_ok(ctx, kace_mps_quit(ctx, mps, NULL));
+    assert_int_equal(kace_pool_probe(ctx, &o, &r), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "start it first"));
     o = probe_options(&client_spec, NULL);
     o.window_min_s = 10;
     o.window_max_s = 1;

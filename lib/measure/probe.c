@@ -450,8 +450,8 @@ kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_p
     r->clients_listed = SIZE_MAX;
     r->window_s = r->window_error = r->step_s = NAN;
     r->window_basis = "unmeasured";
-    if (!opt->mps)
-        return kace_fail(ctx, KACE_ERR_INVALID, "the probe needs the MPS daemon its clients join");
+    if (!opt->mps || !kace_mps_alive(opt->mps)) /* else its clients would run without MPS, all "accepted" */
+        return kace_fail(ctx, KACE_ERR_INVALID, "the probe's clients join an MPS daemon: start it first");
     double target = opt->target_error > 0 ? opt->target_error : 0.02;
     double min_s = opt->window_min_s > 0 ? opt->window_min_s : 1, max_s = opt->window_max_s > 0 ? opt->window_max_s : 30;
     if (!(min_s <= max_s) || !(target < 1) || !(opt->timeout_s >= 0) || !(opt->curve_s >= 0) || !(opt->skip_s >= 0))
