@@ -364,6 +364,15 @@ static void test_refusals_say_why(void **state)
     const char *option[] = {"a", "b", "--db"};
     expect_make_fails(ctx, option, 3, KACE_ERR_INVALID, "starts with '-'");
     expect_make_fails(ctx, option, 0, KACE_ERR_INVALID, "0 workloads");
+    /* More than a plan holds: refused at once, not after a search of every triple. */
+    static char many_names[KACE_PLAN_MAX_WORKLOADS + 1][16];
+    const char *many[KACE_PLAN_MAX_WORKLOADS + 1];
+    for (size_t i = 0; i <= KACE_PLAN_MAX_WORKLOADS; i++) {
+        snprintf(many_names[i], sizeof many_names[i], "w%zu", i);
+        many[i] = many_names[i];
+    }
+    expect_make_fails(ctx, many, KACE_PLAN_MAX_WORKLOADS + 1, KACE_ERR_INVALID,
+                      "257 workloads: a plan holds at most 256");
 
     const char *names[] = {"a", "b", "c", "d"};
     expect_extend_fails(ctx, "workloads a b c\npairs\nset mine\nrun a b\n", names, 4, KACE_ERR_PARSE,

@@ -16,9 +16,13 @@
 
 #define GRID "10 30 50 70 90"
 
-/* Names usable in a plan: each follows the workload name rule, none twice. */
+/* Names usable in a plan: each follows the workload name rule, none twice,
+ * no more than a plan holds (which also bounds the triples' search). */
 static kace_status check_names(kace_ctx *ctx, const char *const *names, size_t n)
 {
+    if (n > KACE_PLAN_MAX_WORKLOADS)
+        return kace_fail(ctx, KACE_ERR_INVALID, "plan: %zu workloads: a plan holds at most %d", n,
+                         KACE_PLAN_MAX_WORKLOADS);
     for (size_t i = 0; i < n; i++) {
         char why[256];
         if (!names[i] || !kace_workload_name_ok(names[i], NULL, why, sizeof why))
