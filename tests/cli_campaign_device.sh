@@ -291,6 +291,40 @@ rc=$?
 grep -q "^plan .*: extended from 5 profiled workloads" "$scratch/out" || fail "catalog call 3: $(cat "$scratch/out")"
 no_strays "catalog call 3"
 
+# 6b. kill -9 during a catalog call's profiles: every stored profile stays,
+#     the allocation is left open, and the next call closes it as killed,
+#     profiles only what is left and goes on to the plan.
+export KACE_DB="$scratch/killed-catalog.db"
+setsid "$kace" campaign --device --minutes 3 --catalog "$scratch/bin/catalog.txt" --profile-warmup 0.2 \
+    --profile-window 0.3 "${quick[@]}" >"$scratch/out" 2>"$scratch/err" &
+pid=$!
+while kill -0 "$pid" 2>/dev/null; do # a state, polled: the first profile stored
+    [ "$(sql "SELECT count(*) FROM campaign_profiles WHERE status='ok'" 2>/dev/null)" -ge 1 ] 2>/dev/null && break
+    sleep 0.05
+done
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+for ((i = 0; i < 600; i++)); do # the workloads end on their own (kace's death ends them)
+    pgrep -af "$marker" | grep -qv mps-control || break
+    sleep 0.05
+done
+for p in $(pgrep -f "$marker" | grep -v mps-control); do kill -KILL "$p" 2>/dev/null; done
+profiled=$(sql "SELECT count(*) FROM profiles WHERE metric='exclusive_throughput'")
+[ "$profiled" -ge 1 ] || fail "killed catalog call: ended before a profile was stored: $(cat "$scratch/err")"
+[ "$(sql "PRAGMA integrity_check")" = ok ] || fail "killed catalog call: integrity"
+[ "$(sql "SELECT count(*) FROM campaign_allocations WHERE ending IS NULL")" = 1 ] ||
+    fail "killed catalog call: allocation $(sql "SELECT * FROM campaign_allocations")"
+catalog 1
+rc=$?
+[ $rc = 0 ] || fail "after the killed catalog call: exit $rc: $(cat "$scratch/err")"
+grep -q "1 earlier call ended without a word (killed)" "$scratch/out" || fail "after the kill: $(head -n 2 "$scratch/out")"
+[ "$(sql "SELECT count(*) FROM profiles WHERE metric='exclusive_throughput'")" = 5 ] && # sbad is fixed by now
+    [ "$(sql "SELECT count(*) FROM (SELECT workload FROM campaign_profiles WHERE status='ok' GROUP BY workload
+                                    HAVING count(*) > 1)")" = 0 ] ||
+    fail "after the kill: profiles $(sql "SELECT workload, status FROM campaign_profiles")"
+[ "$(sql "SELECT count(*) FROM campaign_plan_kinds WHERE kind='made'")" = 1 ] || fail "after the kill: no plan"
+no_strays "after the killed catalog call"
+
 # 7. ncu, last: once the plan is measured, on each workload, with a stand-in
 #    ncu whose --help is long (a reader that closed early would kill it by
 #    SIGPIPE and the boost-state option would be lost); its CSV stored.
