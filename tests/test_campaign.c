@@ -706,6 +706,17 @@ static void test_schedule_calls(void **state)
     assert_int_equal(out.measured, 1);
     assert_int_equal(out.left, 9);
     assert_string_equal(out.ending, KACE_ENDING_KILLED);
+    /* The measure step's done check counts what a call would measure: the
+     * plan's runs and its cold repeats not stored yet. */
+    size_t left = 99;
+    kace_schedule_ops count_ops = fake_ops;
+    count_ops.arg = f;
+    kace_schedule_config count_config = {.allocation_s = 1000};
+    assert_kace_ok(ctx, kace_schedule_left(ctx, p, &count_config, &count_ops, &left));
+    assert_int_equal(left, 9); /* 1 run measured before the signal: 10 - 1 */
+    memset(f, 0, sizeof *f);
+    assert_kace_ok(ctx, kace_schedule_left(ctx, p, &count_config, &count_ops, &left));
+    assert_int_equal(left, 10);
     /* A bad allocation is refused. */
     kace_schedule_ops ops = fake_ops;
     ops.arg = f;
