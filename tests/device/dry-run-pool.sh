@@ -4,7 +4,10 @@
 # them measured by `kace campaign --device` (its steps: the time-sliced pairs,
 # the warm pool's MPS runs interleaved, cold repeats), against stand-ins as slow
 # and as coupled as the real thing, run F times faster (KACE_DRY_SCALE,
-# default 10; F only compresses wall time: every stand-in time is the H200's):
+# default 20; F only compresses wall time: every stand-in time is the H200's.
+# kace's own time inside a step is multiplied by F too, so a larger F errs on
+# the slow side: 16.3 projected minutes at 20 against 15.9 at 10, in 49 s
+# against 96 s of wall time here):
 #   - workloads (tests/fake_cuda's program, KACE_FAKE_* in fake_app.c): PyTorch
 #     and LLM ones 10-18 s of start-up before CUDA (the H200: 17.5 s), CUDA C
 #     ones 1-1.5 s (the H200's CUDA C pair: 16.4 s for a 5 s warm-up and a 10 s
@@ -33,19 +36,24 @@
 #     noise, which sizes the window (KACE_DRY_POOL_WINDOW overrides): a sine of
 #     amplitude A and period P averaged over W seconds from any phase is off by at
 #     most A P / (pi W), so W = A P / (pi e): 3.3 s for A = 0.07, P = 3 s, e = 2%;
-#   the profiles' windows are the device scripts' (5 + 10 s clean, 5 + 5 s counters:
-#     KACE_DRY_PROFILE_WINDOWS="5 10 5 5").
+#   KACE_DRY_PROFILE_WINDOWS ("2 W 1 1"): a profile's clean warm-up and window, its
+#     counters warm-up and window. The clean window is the pool's (the same bound on
+#     its error); a warm-up of 2 s and 1 s since the H200's BERT ran steady from the
+#     step after its first (0.035 to 0.045 s a step under the injection library),
+#     and the counters run's warm-up starts at its first step at 10% of the clean
+#     run's speed anyway; a counters window of 1 s holds 20 of BERT's steps, every
+#     kernel of a step 20 times. The device scripts' windows: "5 10 5 5".
 set -uo pipefail
 dev=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$dev/../.." && pwd)
 KACE=$1 BUILD=$2 W=$3/pool
-F=${KACE_DRY_SCALE:-10}
+F=${KACE_DRY_SCALE:-20}
 NOISE_A=0.07 NOISE_P=3
 TARGET_ERR=${KACE_DRY_TARGET_ERROR:-0.02}
 WARMUP=${KACE_DRY_POOL_WARMUP:-1}
 WINDOW=${KACE_DRY_POOL_WINDOW:-$(awk -v a="$NOISE_A" -v p="$NOISE_P" -v e="$TARGET_ERR" \
     'BEGIN { printf "%.1f", a * p / (3.14159265 * e) + 0.05 }')}
-read -r PW_CLEAN PWIN_CLEAN PW_CTR PWIN_CTR <<<"${KACE_DRY_PROFILE_WINDOWS:-5 10 5 5}"
+read -r PW_CLEAN PWIN_CLEAN PW_CTR PWIN_CTR <<<"${KACE_DRY_PROFILE_WINDOWS:-2 $WINDOW 1 1}"
 POOL_MEMBERS=${KACE_DRY_POOL_MEMBERS:-16} MPS_LIMIT=${KACE_DRY_MPS_CLIENTS:-48}
 ALLOC_MIN=12 TODAY_RPM=2.3
 APP=$BUILD/tests/fake_cuda/kace-fake-cuda-app
@@ -156,7 +164,7 @@ say "projected: $rpm runs/min measuring ($n_ok runs ok, warm-up $WARMUP s, windo
     "from the +-$(awk -v a="$NOISE_A" 'BEGIN { print 100 * a }')% noise over $NOISE_P s), against $TODAY_RPM runs/min today" \
     "(one cold start a run)"
 # Each profile's projected seconds: where the profiles' minutes go.
-say "profiles (projected s each): $(awk -F'\t' -v f="$F" '{ printf "%s%s %.0f", (NR > 1 ? ", " : ""), $1, $4 * f }' "$W/profiles.tsv")"
+say "profiles (clean run $PW_CLEAN + $PWIN_CLEAN s, counters run $PW_CTR + $PWIN_CTR s; projected s each): $(awk -F'\t' -v f="$F" '{ printf "%s%s %.0f", (NR > 1 ? ", " : ""), $1, $4 * f }' "$W/profiles.tsv")"
 grep '^step ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
 grep -m1 '^campaign: ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
 

@@ -225,7 +225,7 @@ python3 "$B/scripts/device/dataset.py" "$OUT/campaign-later/store.tar.gz" "$WORK
 
 # 2c. One allocation's schedule (tests/device/dry-run-pool.sh): the catalog's 12 workloads
 #     profiled, then plan.py's plan measured by kace campaign --device, against stand-ins as
-#     slow and as coupled as the real thing at 1/KACE_DRY_SCALE (10) of real time; it prints
+#     slow and as coupled as the real thing at 1/KACE_DRY_SCALE (20) of real time; it prints
 #     the projected minutes and runs per minute, and what falls short of the dataset's goal
 #     within 12 minutes.
 t_pool=$EPOCHREALTIME
