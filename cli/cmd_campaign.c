@@ -989,6 +989,39 @@ static kace_status engine_run(void *arg, kace_campaign_step step, double until_s
     }
 }
 
+/* The probe's least time: its curve and a batch of clients (kace_pool_probe
+ * takes at most 90 s; a probe cut short would size the pool on too little). */
+#define PROBE_NEED_S 30.0
+
+/* Each step's time need (kace_campaign_ops.need_s): the probe's, the
+ * shortest profile try's, one ncu try's. */
+static double engine_need_s(void *arg, kace_campaign_step step)
+{
+    engine *e = arg;
+    kace_ctx *ctx = e->d->ctx;
+    if (step == KACE_STEP_PROBE)
+        return PROBE_NEED_S;
+    if (step == KACE_STEP_NCU)
+        return NCU_CAP_S / 4;
+    if (step != KACE_STEP_PROFILE)
+        return 0;
+    double least = INFINITY, windows = profile_windows_s(e);
+    double cap = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0);
+    for (size_t i = 0; i < e->catalog.n; i++) {
+        char key[KACE_COMMAND_KEY_SIZE];
+        kace_profile_tries t;
+        if (kace_command_key(ctx, e->catalog.entries[i].argv, key) ||
+            kace_campaign_profile_tries(ctx, e->d->store, e->catalog.entries[i].name, key, &t))
+            return 0; /* the step itself meets the error and says it */
+        if (!t.profiled && !kace_profile_dropped(t.failures)) {
+            double need = kace_profile_need_s(windows, t.longest_ok_s, t.ran_out_s, cap);
+            if (need < least)
+                least = need;
+        }
+    }
+    return isfinite(least) ? least : 0;
+}
+
 static bool engine_stop(void *arg)
 {
     (void)arg;
@@ -1002,7 +1035,11 @@ static kace_status engine_step_done(void *arg, const kace_campaign_step_report *
     if (r->step == KACE_STEP_MEASURE)
         return KACE_OK;
     const char *name = kace_campaign_step_name(r->step);
-    printf("step %s: %zu done in %.1f s, %zu left for the next call\n", name, r->done, r->seconds, r->left);
+    if (!r->ran)
+        printf("step %s: needs %.0f s, the call has %.0f s left: left whole to the next call\n", name, r->need_s,
+               r->until_s > 0 ? r->until_s : 0);
+    else
+        printf("step %s: %zu done in %.1f s, %zu left for the next call\n", name, r->done, r->seconds, r->left);
     return kace_campaign_step_note(e->d->ctx, e->d->store, e->d->allocation_id, name, r->done, r->left, r->seconds);
 }
 
@@ -1082,6 +1119,7 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     kace_campaign_ops ops = {.arg = &e,
                              .now_s = device_now_s,
                              .progress = engine_progress,
+                             .need_s = engine_need_s,
                              .run = engine_run,
                              .stop = engine_stop,
                              .step_done = engine_step_done};

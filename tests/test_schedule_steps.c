@@ -121,6 +121,7 @@ typedef struct fake {
     int stop_in;      /* the step (1 + index) during which "a signal" comes (0: never) */
     bool stopped;
     int fail_in;      /* the step (1 + index) whose run fails (0: none) */
+    double need[KACE_STEP_COUNT];
     int notes;
 } fake;
 
@@ -172,6 +173,11 @@ static kace_status fake_run(void *arg, kace_campaign_step step, double until_s, 
     return KACE_OK;
 }
 
+static double fake_need(void *arg, kace_campaign_step step)
+{
+    return ((fake *)arg)->need[step];
+}
+
 static bool fake_stop(void *arg)
 {
     return ((fake *)arg)->stopped;
@@ -179,13 +185,19 @@ static bool fake_stop(void *arg)
 
 static kace_status fake_step_done(void *arg, const kace_campaign_step_report *r)
 {
-    (void)r;
-    ((fake *)arg)->notes++;
+    fake *f = arg;
+    if (!r->ran) { /* a step left to the next call: its need and the time the call had */
+        size_t at = strlen(f->log);
+        snprintf(f->log + at, sizeof f->log - at, "(%s needs %.0f, has %.0f) ", kace_campaign_step_name(r->step),
+                 r->need_s, r->until_s);
+    }
+    f->notes++;
     return KACE_OK;
 }
 
 static const kace_campaign_ops fake_ops = {
-    .now_s = fake_now, .progress = fake_progress, .run = fake_run, .stop = fake_stop, .step_done = fake_step_done};
+    .now_s = fake_now, .progress = fake_progress, .need_s = fake_need, .run = fake_run, .stop = fake_stop,
+    .step_done = fake_step_done};
 
 static kace_status call(kace_ctx *ctx, fake *f, double allocation_s, kace_campaign_outcome *out)
 {
@@ -240,6 +252,18 @@ static void test_driver(void **state)
     assert_kace_ok(ctx, call(ctx, f, 600, &out));
     assert_string_equal(f->log, "profile(590/0) plan(490/100) measure(489/101) export(199/401) ");
     assert_string_equal(out.ending, KACE_ENDING_FINISHED);
+
+    /* A step whose time need the call does not hold is left whole to the
+     * next call; the steps after it still run when wanted. */
+    memset(f, 0, sizeof *f);
+    f->p = (kace_campaign_progress){.can_probe = true, .have_plan = true, .runs_left = 2, .can_export = true};
+    f->need[KACE_STEP_PROBE] = 120;
+    f->step_s[KACE_STEP_MEASURE] = 50;
+    assert_kace_ok(ctx, call(ctx, f, 100, &out));
+    assert_string_equal(f->log, "(probe needs 120, has 90) measure(90/0) export(50/50) ");
+    assert_int_equal(f->notes, 3); /* the probe's report too: nothing done */
+    assert_false(out.ran & (1u << KACE_STEP_PROBE));
+    assert_true(out.ran & (1u << KACE_STEP_MEASURE));
 
     /* A signal during the profiles: no step after it, killed. */
     memset(f, 0, sizeof *f);

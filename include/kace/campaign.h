@@ -277,6 +277,8 @@ typedef struct kace_campaign_step_report {
     size_t done;      /* units done by this call (profiles, plans, runs, ncu tries, files) */
     size_t left;      /* units left for the next call */
     double seconds;   /* this call's time in it */
+    bool ran;         /* false: its time need (need_s) was more than the call had left (until_s) */
+    double need_s, until_s;
 } kace_campaign_step_report;
 
 typedef struct kace_campaign_ops {
@@ -284,6 +286,10 @@ typedef struct kace_campaign_ops {
     double (*now_s)(void *arg); /* a monotonic clock, in seconds */
     /* The done checks, read from the store before each step. */
     kace_status (*progress)(void *arg, kace_campaign_progress *p);
+    /* A wanted step's time need: the least time in which it does any of its
+     * work (one profile try, the probe, one ncu try); with less left the
+     * step is left to the next call (NULL: no need but time left). */
+    double (*need_s)(void *arg, kace_campaign_step step);
     /* Runs step with until_s seconds left before its deadline (for the
      * steps before export: less its reserve) and used_s spent by the call
      * so far; fills r's done and left. */
@@ -301,7 +307,8 @@ typedef struct kace_campaign_outcome {
 } kace_campaign_outcome;
 
 /* Runs the steps that are wanted, in order, each with the time the call
- * has left; a step that finds no time left does nothing. An error from a
+ * has left; a step whose time need that time does not hold is not run (its
+ * report says so: nothing done, seconds 0). An error from a
  * callback stops the call and is returned (out->ending "failed"); a stop
  * ends it "killed"; work left, "deadline"; none, "finished". */
 kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config, const kace_campaign_ops *ops,

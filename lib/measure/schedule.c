@@ -436,8 +436,10 @@ kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config,
         double until = config->allocation_s - used;
         if (which != KACE_STEP_EXPORT && p.can_export)
             until -= KACE_CAMPAIGN_EXPORT_RESERVE_S;
-        kace_campaign_step_report r = {.step = which};
-        if (until > 0) {
+        double need = ops->need_s ? ops->need_s(ops->arg, which) : 0;
+        kace_campaign_step_report r = {.step = which, .need_s = need, .until_s = until};
+        if (until > 0 && until >= need) {
+            r.ran = true;
             st = ops->run(ops->arg, which, until, used, &r);
             out->ran |= 1u << which;
         }
