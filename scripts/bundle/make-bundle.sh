@@ -8,7 +8,7 @@
 #     lib/libkace_cupti.so          the CUPTI injection library (built against this CUDA)
 #     src/cupti/                    its sources, to build it again against the server's CUPTI
 #     workloads/                    workload sources + catalog.txt (CUDA C built there with nvcc)
-#     scripts/device/               first-light.sh, campaign.sh, ...
+#     scripts/device/               campaign.sh (one call around kace campaign --device), lib.sh
 #     docs/gpu.md, VERSION
 #   build-bundle/kace-bundle.tar.gz
 #
