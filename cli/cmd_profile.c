@@ -78,18 +78,20 @@ static void usage(FILE *f)
                "                    [--replay-cover F] [--replay-max N] -- COMMAND [ARG...]\n"
                "Runs COMMAND alone on the GPU twice and stores workload W's profile, and COMMAND as W's command\n"
                "for kace measure:\n"
-               "  1. clean run, with libkace_cupti.so recording kernel launches only (no replay): exclusive\n"
-               "     throughput (samples/s, from the progress records of docs/progress-protocol.md) and its sd;\n"
-               "     sm%%, mem%%, memcap, power, SM clock, PCIe (NVML); each kernel signature's GPU time.\n"
-               "     --warmup S (default 10) and --window S (default 30).\n"
+               "  1. clean run, with libkace_cupti.so recording its warm-up's kernel launches only (no replay):\n"
+               "     exclusive throughput (samples/s, from the progress records of docs/progress-protocol.md)\n"
+               "     and its sd; sm%%, mem%%, memcap, power, SM clock, PCIe (NVML); each kernel signature's GPU\n"
+               "     time in the warm-up. --warmup S (default 10) and --window S (default 30).\n"
                "  2. counters run, with libkace_cupti.so: the six kernel metrics of the kernels in its steady\n"
                "     window. Its throughput is not stored (kernel replay slows it). --counters-warmup S\n"
                "     (default 10) and --counters-window S (default 15).\n"
                "Kernel replay is capped: the counters run replays only the signatures that take most of the\n"
-               "clean run's GPU time, the longest first, until they cover --replay-cover F of it (0.01..1,\n"
-               "default 0.95), at most --replay-max N of them (0: no limit; default 40); the counter metrics\n"
-               "are weighted over them, and the cap is stored with the profile. --replay-cover 1\n"
+               "clean run's warm-up's GPU time, the longest first, until they cover --replay-cover F of it\n"
+               "(0.01..1, default 0.95), at most --replay-max N of them (0: no limit; default 40); the counter\n"
+               "metrics are weighted over them, and the cap is stored with the profile. --replay-cover 1\n"
                "--replay-max 0: every signature replayed, the clean run without the library.\n"
+               "--keep-recording FILE: keep the counters run's recording as FILE, and with the cap the clean\n"
+               "run's (its warm-up's launches) as FILE.clean.\n"
                "Nothing is stored unless both runs succeed. --timeout S bounds each run (default its\n"
                "warm-up + window + 120). --budget S bounds both together: the counters run gets what the\n"
                "clean run left of S (its kernel replay makes it the longer, by an amount unknown in advance).\n"
@@ -149,8 +151,8 @@ static void on_progress(void *user, kace_profile_step step, const kace_profile_r
                     p->name, p->gpu, p->cupti, p->opt->clean.warmup_s, p->opt->clean.window_s);
         else if (r->cap.on)
             fprintf(stderr,
-                    "kace profile: 1/2 clean run of %s on %s, %s recording launches only, for the replay cap "
-                    "(warm-up %g s, window %g s)\n",
+                    "kace profile: 1/2 clean run of %s on %s, %s recording the warm-up's launches for the "
+                    "replay cap (warm-up %g s, window %g s)\n",
                     p->name, p->gpu, p->cupti, p->opt->clean.warmup_s, p->opt->clean.window_s);
         else
             fprintf(stderr,
@@ -385,6 +387,11 @@ int cmd_profile(int argc, char **argv)
     po.argv = argv + optind;
     po.cupti = cupti;
     po.recording = recording;
+    char clean_kept[PATH_MAX + 8];
+    if (keep) { /* the clean run's too, with the replay cap: its signatures' GPU times */
+        snprintf(clean_kept, sizeof clean_kept, "%s.clean", keep);
+        po.clean_recording = clean_kept;
+    }
     po.cancel = &interrupted;
     po.progress = on_progress;
     po.user = &pr;

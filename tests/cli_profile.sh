@@ -17,6 +17,10 @@ export LC_ALL=C
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH" || exit 1
 DB=$SCRATCH/store.db
+# kace's recording and replay list go to TMPDIR: the test's own, so that files another
+# test's kace left in /tmp are not taken for this one's.
+export TMPDIR=$SCRATCH/tmp
+mkdir -p "$TMPDIR" || exit 1
 source "$(dirname "$0")/lib_test.sh" # fail, failures
 
 for f in "$WORKER" "$FAKE"; do [ -e "$f" ] || { echo "FAIL: $f was not built" >&2; exit 1; }; done
@@ -129,8 +133,8 @@ if CUDA_INJECTION64_PATH=/inherited/libkace_cupti.so "$KACE" "${P[@]}" --name ok
         >"$SCRATCH/list.want"
     cmp -s "$SCRATCH/replay-list.txt" "$SCRATCH/list.want" ||
         fail "ok: the replay list was: $(cat "$SCRATCH/replay-list.txt" 2>&1)"
-    [ -e "$SCRATCH/replay-list.txt" ] && ls "${TMPDIR:-/tmp}"/kace-cupti-*.replay >/dev/null 2>&1 &&
-        fail "ok: the replay list was left behind"
+    [ -e "$SCRATCH/replay-list.txt" ] && ls "$TMPDIR"/kace-cupti-* >/dev/null 2>&1 &&
+        fail "ok: the recording, replay list or stop file was left behind: $(ls "$TMPDIR")"
     grep -q "replay cap: 3 of 4 kernel signatures replayed, 98.9% of the clean run's GPU time" "$SCRATCH/ok.err" ||
         fail "ok: no replay cap line: $(cat "$SCRATCH/ok.err")"
     [ "$(sqlite3 "$DB" "SELECT group_concat(m, ' ') FROM (SELECT p.metric || '=' || round(p.value, 3) AS m

@@ -70,7 +70,15 @@ if profile all --replay-cover 1 --replay-max 0; then
         fail "all: stored $(stored all replay_signatures) signatures, share $(stored all replay_time_share)"
 fi
 
-if profile default; then
+if profile default --keep-recording "$SCRATCH/default.cupti"; then
+    # The clean run recorded launches in its warm-up only: the library stopped when the
+    # window started (kace made the file it waits for), and no kernel came after.
+    clean=$SCRATCH/default.cupti.clean
+    stop=$(sed -nE 's/^# activity recording stopped at ([0-9]+):.*/\1/p' "$clean" 2>/dev/null)
+    [ -n "$stop" ] || fail "default: the clean run's recording never stopped: $(grep '^#' "$clean" 2>&1 | head -5)"
+    [ "$(grep -c '^kernel ' "$clean")" -gt 60 ] || fail "default: the clean run recorded too few kernels to rank"
+    awk -v s="${stop:-0}" '$1 == "kernel" && $2 > s { late++ } END { exit late > 0 }' "$clean" ||
+        fail "default: kernels recorded after the clean run's recording stopped"
     n=$(replays default)
     # 95% of 1/r^1.5 over 60 ranks needs the first 28 (27 cover 94.7%, 28 95.01%); a window
     # that starts or ends inside a step adds a part of one step's launches: 27 to 29.

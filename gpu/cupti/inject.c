@@ -49,6 +49,11 @@
  * locks it (flock). A child CUDA process that inherits the environment
  * writes $KACE_CUPTI_OUTPUT.<pid> instead of overwriting it.
  *
+ * $KACE_CUPTI_TRACE_UNTIL names a file: once it exists (checked at each
+ * flush), activity recording stops (kace profile's clean run records its
+ * warm-up's launches for the replay cap, and its steady window without
+ * CUPTI's activity records).
+ *
  * Delivery. CUPTI's periodic flush returns only full buffers, and kace ends
  * workloads with SIGTERM, which never runs atexit. So a helper thread asks
  * for completed buffers (cuptiActivityFlushAll(0)) every
@@ -992,6 +997,7 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain domain, CUpti_
 
 static sem_t flush_wake;
 static atomic_int flush_stop, term_signal;
+static const char *trace_until; /* $KACE_CUPTI_TRACE_UNTIL: NULL once activity recording stopped */
 static pthread_t flusher;
 static int flusher_started;
 static long flush_ms = 200;
@@ -1053,6 +1059,18 @@ static void *flush_loop(void *arg)
         }
         if (atomic_load(&flush_stop))
             return NULL;
+        if (trace_until && access(trace_until, F_OK) == 0) {
+            /* Disabled first, so no record comes after the forced flush. */
+            CUptiResult r = cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+            cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            if (r == CUPTI_SUCCESS)
+                record("# activity recording stopped at %llu: %s exists\n", (unsigned long long)monotonic_ns(),
+                       trace_until);
+            else
+                record_failure("cuptiActivityDisable", r);
+            trace_until = NULL;
+            continue;
+        }
         cuptiActivityFlushAll(0); /* buffers whose records are all complete, full or not */
     }
 }
@@ -1152,6 +1170,9 @@ static int setup(void)
     flush_ms = env_long("KACE_CUPTI_FLUSH_MS", 200);
     if (flush_ms < 10)
         flush_ms = 10;
+    trace_until = getenv("KACE_CUPTI_TRACE_UNTIL");
+    if (trace_until && !*trace_until)
+        trace_until = NULL;
     const char *replay = getenv("KACE_CUPTI_REPLAY");
     if (env_long("KACE_CUPTI_COUNTERS", 1) != 0 && replay && *replay)
         load_replay_list(replay);

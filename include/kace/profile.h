@@ -1,10 +1,11 @@
 /* kace profile's recipe (lib/measure/profile.c): one workload alone on the
  * GPU twice, then its profile as one import batch.
- *   1. a clean run, with the CUPTI injection library recording launches
- *      only (no replay), or without a replay cap without the library at all
- *      (an inherited CUDA_INJECTION64_PATH is removed too): exclusive
- *      throughput from its progress records, the NVML system metrics of its
- *      steady window, and that window's kernel signatures by GPU time;
+ *   1. a clean run, with the CUPTI injection library recording its
+ *      warm-up's launches only (no replay), or without a replay cap without
+ *      the library at all (an inherited CUDA_INJECTION64_PATH is removed
+ *      too): exclusive throughput from its progress records, the NVML
+ *      system metrics of its steady window, and the warm-up's kernel
+ *      signatures by GPU time;
  *   2. a counters run with the injection library: the kernel metrics of the
  *      recording's kernels in that run's steady window. The library replays
  *      profiled kernels for their counters (with a cap, only the signatures
@@ -58,7 +59,7 @@ typedef enum kace_profile_failure {
 } kace_profile_failure;
 
 /* The cap on the counters run's kernel replay: the signatures of the clean
- * run's steady window, the longest GPU time first, until they cover
+ * run's warm-up, the longest GPU time first, until they cover
  * `cover` of its GPU time, at most `max` of them. Stored with the profile
  * (replay_signatures, replay_signatures_seen, replay_time_share,
  * replay_cover, replay_max). */
@@ -66,9 +67,9 @@ typedef struct kace_replay_cap {
     bool on;           /* a cap was asked (cover < 1 or max > 0): the clean run recorded launches */
     double cover;      /* the option: a share of GPU time, (0, 1] */
     int max;           /* the option: at most this many signatures (0: no limit) */
-    size_t seen;       /* signatures in the clean run's steady window */
+    size_t seen;       /* signatures ranked: the clean run's warm-up's second half */
     size_t replayed;   /* of which the counters run replays (the first ones by GPU time) */
-    double time_share; /* their share of the window's GPU time */
+    double time_share; /* the replayed ones' share of the ranked GPU time */
 } kace_replay_cap;
 
 /* How many of n signatures (the longest GPU time first) the cap replays:
@@ -101,6 +102,8 @@ typedef struct kace_profile_options {
     const char *cupti;              /* the injection library (libkace_cupti.so) */
     const char *recording;          /* the file the counters run (or the clean run, without
                                        counters) records into */
+    const char *clean_recording;    /* with a replay cap: where the clean run's recording is
+                                       moved once ranked (NULL: overwritten by the counters run) */
     /* Profile without kernel replay: one clean run recording launches only
      * (counters, counters_steady_share unused). Cheap enough for a running
      * job's workload; models then use the "no-counters" metric set. */
@@ -127,10 +130,10 @@ typedef struct kace_profile_options {
     /* The cap on kernel replay (kace_replay_cap; defaults 0.95 and 40). A replayed
      * signature cost about 0.24 s on an H200 (BERT: 93 in a 22.4 s first step), and a
      * PyTorch step has hundreds: the counters run replays only the signatures that take
-     * most of the GPU's time, chosen from the clean run's steady window, which then runs
-     * with the injection library recording launches only (no replay). replay_cover 1
-     * and replay_max 0: no cap, every signature replayed, the clean run without the
-     * library, as before. */
+     * most of the GPU's time, ranked from the clean run's warm-up, which then runs with
+     * the injection library recording launches only (no replay; the library stops at
+     * the steady window). replay_cover 1 and replay_max 0: no cap, every signature
+     * replayed, the clean run without the library, as before. */
     double replay_cover;
     int replay_max;
     volatile sig_atomic_t *cancel;  /* non-zero stops the run (NULL: never) */

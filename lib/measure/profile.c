@@ -37,9 +37,10 @@ size_t kace_replay_cap_count(const kace_kernel_signature *s, size_t n, double co
 }
 
 /* The cap's signatures, the longest GPU time first, from the clean run's
- * recording over its steady window (the whole recording where its clock is
- * not kace's); written to `list` for the injection library
- * ($KACE_CUPTI_REPLAY), one "gx gy gz bx by bz name" a line. */
+ * recording: the second half of its warm-up, up to where the library
+ * stopped recording, just inside the steady window (the whole recording
+ * where its clock is not kace's); written to `list` for the injection
+ * library ($KACE_CUPTI_REPLAY), one "gx gy gz bx by bz name" a line. */
 static kace_status choose_replayed(kace_ctx *ctx, const kace_profile_options *opt, const char *list,
                                    kace_profile_result *out)
 {
@@ -57,13 +58,17 @@ static kace_status choose_replayed(kace_ctx *ctx, const kace_profile_options *op
     if (!st) {
         kace_kernel_info info;
         kace_kernels_info(rec, &info);
-        int64_t from = info.monotonic_clock ? out->clean.throughput.start_ns : 0;
-        int64_t to = info.monotonic_clock ? out->clean.throughput.end_ns : 0;
-        st = kace_kernels_signatures(ctx, rec, from, to, &sig, &n);
+        /* The second half of the warm-up (its first steps may hold one-off kernels), and
+         * what was recorded of the window before the library stopped. */
+        int64_t half = (int64_t)(opt->clean.warmup_s / 2 * 1e9);
+        int64_t from = info.monotonic_clock ? out->clean.throughput.start_ns - half : 0;
+        st = kace_kernels_signatures(ctx, rec, from, 0, &sig, &n);
+        if (!st && n == 0 && from > 0) /* none there (no warm-up): all it recorded */
+            st = kace_kernels_signatures(ctx, rec, 0, 0, &sig, &n);
         if (!st && n == 0)
             st = kace_fail(ctx, KACE_ERR_INVALID,
-                           "%s: no kernel in the clean run's steady window (expected the workload to launch CUDA "
-                           "kernels): no signature to replay",
+                           "%s: no kernel recorded in the clean run (expected the workload to launch CUDA kernels "
+                           "in its warm-up): no signature to replay",
                            opt->name);
     }
     if (st) {
@@ -84,6 +89,10 @@ static kace_status choose_replayed(kace_ctx *ctx, const kace_profile_options *op
         ok = false;
     free(sig);
     kace_kernels_free(&rec);
+    if (ok && opt->clean_recording && rename(opt->recording, opt->clean_recording) != 0) {
+        out->failure = KACE_PROFILE_FAIL_ERROR;
+        return kace_fail(ctx, KACE_ERR_IO, "cannot keep the clean run's recording as %s", opt->clean_recording);
+    }
     if (!ok) {
         out->failure = KACE_PROFILE_FAIL_ERROR;
         return kace_fail(ctx, KACE_ERR_IO, "cannot write the replay list %s", list);
@@ -100,6 +109,8 @@ typedef struct sampler {
     char error[512]; /* the first sampling failure */
     int64_t host_read_ns;  /* the last /proc read */
     int64_t host_every_ns; /* a second, or a quarter of a shorter window: each read opens every process's stat */
+    const char *trace_until; /* made when the steady window starts: the injection library stops recording */
+    bool trace_stopped;
 } sampler;
 
 static void read_host(sampler *s, const kace_run_view *v)
@@ -134,6 +145,14 @@ static void on_tick(void *user, const kace_run_view *v)
         kace_gpu_sample_drop_device_wide(&x);
     }
     kace_gpu_stats_add(&s->r->all, &x);
+    if (v->steady && s->trace_until && !s->trace_stopped) {
+        /* The replay cap's launches are recorded in the warm-up: the window runs without
+         * CUPTI's activity records (the library checks for the file every 50 ms). */
+        FILE *f = fopen(s->trace_until, "w");
+        if (f)
+            fclose(f);
+        s->trace_stopped = true;
+    }
     if (v->steady) {
         kace_gpu_stats_add(&s->r->steady, &x);
         read_host(s, v);
@@ -216,16 +235,17 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     if (opt->clean.window_s > 0 && opt->clean.window_s < 4)
         smp.host_every_ns = (int64_t)(opt->clean.window_s / 4 * 1e9);
 
-    /* 1. The clean run: no injection library, so no kernel replay; its
-     *    throughput and NVML values are the workload's own. Entries without
-     *    '=' remove inherited variables. Without counters the library only
-     *    records launches (activity records cost no replay), so this run
-     *    gives the launch metrics too. */
+    /* 1. The clean run: no kernel replay; its throughput and NVML values
+     *    are the workload's own. Without a replay cap, without the injection
+     *    library (entries without '=' remove inherited variables); with one,
+     *    the library records the warm-up's launches only (below). Without
+     *    counters the library records launches throughout (activity records
+     *    cost no replay), so this run gives the launch metrics too. */
     char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
     snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", opt->cupti);
     snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, opt->recording);
     const char *clean_env[] = {"CUDA_INJECTION64_PATH", KACE_CUPTI_OUTPUT_ENV, NULL};
-    const char *launches_env[] = {inject_env, output_env, "KACE_CUPTI_COUNTERS=0", NULL};
+    const char *launches_env[] = {inject_env, output_env, "KACE_CUPTI_COUNTERS=0", NULL, NULL, NULL};
     out->no_counters = opt->no_counters;
     kace_replay_cap *cap = &out->cap;
     cap->cover = opt->replay_cover;
@@ -239,7 +259,17 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
                          opt->replay_cover, opt->replay_max);
     }
     /* With a cap, the clean run records launches (activity records, no
-     * replay) so that the cap can rank its window's signatures by GPU time. */
+     * replay) in its warm-up, so that the cap can rank the signatures by
+     * GPU time; the library stops recording when the window starts. */
+    char until[PATH_MAX], until_env[PATH_MAX + 32];
+    if (cap->on) {
+        snprintf(until, sizeof until, "%s.steady", opt->recording);
+        snprintf(until_env, sizeof until_env, "KACE_CUPTI_TRACE_UNTIL=%s", until);
+        unlink(until);
+        launches_env[3] = until_env;
+        launches_env[4] = "KACE_CUPTI_FLUSH_MS=50";
+        smp.trace_until = until;
+    }
     kace_proc_spec clean = {.name = opt->name, .argv = opt->argv,
                             .extra_env = opt->no_counters || cap->on ? launches_env : clean_env};
     kace_run_options ro = opt->clean;
@@ -265,6 +295,8 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     progress(opt, KACE_PROFILE_CLEAN_START, out);
     int64_t clean_start = kace_monotonic_ns();
     kace_status st = run_one(ctx, 1, &clean, &ro, &out->clean, out);
+    if (cap->on)
+        unlink(until);
     if (st)
         return st;
     if (smp.error[0]) {

@@ -185,6 +185,17 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbac
     return CUPTI_SUCCESS;
 }
 
+/* Kernels that run after it get no record. */
+EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+    if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && kind != CUPTI_ACTIVITY_KIND_KERNEL)
+        return CUPTI_ERROR_NOT_COMPATIBLE;
+    pthread_mutex_lock(&lock);
+    kernel_activity = 0;
+    pthread_mutex_unlock(&lock);
+    return CUPTI_SUCCESS;
+}
+
 EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 {
     if (kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && kind != CUPTI_ACTIVITY_KIND_KERNEL)

@@ -676,10 +676,56 @@ static void test_replay_list(void)
     CHECK(rec.n_errors == 0, "empty list: error records: %s\n", rec.first_error);
 }
 
+/* $KACE_CUPTI_TRACE_UNTIL (kace profile's clean run): once the file exists,
+ * activity recording stops; the workload runs on, and no kernel record
+ * comes after the note. Waits for records, never for time. */
+static void test_trace_until(void)
+{
+    static char until_env[600];
+    char until[512];
+    snprintf(until, sizeof until, "%s/inject-trace-until.stop", build_dir);
+    unlink(until);
+    snprintf(until_env, sizeof until_env, "KACE_CUPTI_TRACE_UNTIL=%s", until);
+    const char *env[] = {"KACE_CUPTI_COUNTERS=0", "KACE_CUPTI_FLUSH_MS=20", until_env, NULL};
+    run r;
+    start(&r, "trace-until", env, "steady", "4");
+    recording rec;
+    double give_up = now_s() + 30;
+    do {
+        usleep(20000);
+        read_recording(r.recording, &rec);
+    } while (rec.n_kernels < 50 && now_s() < give_up);
+    CHECK(rec.n_kernels >= 50, "only %d kernel records while the workload runs\n", rec.n_kernels);
+    FILE *f = fopen(until, "w");
+    if (f)
+        fclose(f);
+    while (count_in_file(r.recording, "# activity recording stopped at ") == 0 && now_s() < give_up)
+        usleep(20000);
+    int running = waitpid(r.pid, NULL, WNOHANG) == 0;
+    CHECK(running, "the workload ended before activity recording stopped: the test shows nothing\n");
+    expect_clean_exit(&r, finish(&r, 30));
+    read_recording(r.recording, &rec);
+    CHECK(count_in_file(r.recording, "# activity recording stopped at ") == 1, "the stop is not noted once\n");
+    /* Nothing but the end's notes after the stop. */
+    FILE *in = fopen(r.recording, "r");
+    char line[4096];
+    int after = 0, kernels_after = 0;
+    while (in && fgets(line, sizeof line, in)) {
+        after |= strstr(line, "# activity recording stopped at ") == line;
+        kernels_after += after && !strncmp(line, "kernel ", 7);
+    }
+    if (in)
+        fclose(in);
+    CHECK(kernels_after == 0, "%d kernel records after activity recording stopped\n", kernels_after);
+    CHECK(rec.ended_exit && rec.n_errors == 0, "no clean end, or errors: %s\n", rec.first_error);
+    unlink(until);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } tests[] = {
+    {"trace-until", test_trace_until},
     {"replay-list", test_replay_list},
     {"capture", test_capture},           {"failed-launch", test_failed_launch}, {"nccl", test_nccl},
     {"long-name", test_long_name},       {"child", test_child},                 {"config-per-range", test_config_per_range},
