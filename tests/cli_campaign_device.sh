@@ -219,6 +219,18 @@ rc=$?
 [ $rc = 1 ] && grep -q "bad-catalog.txt:2:" "$scratch/err" || fail "bad catalog: exit $rc: $(cat "$scratch/err")"
 [ ! -e "$scratch/bad2.db" ] || fail "bad catalog: a store was created"
 
+# A call too short for the probe's and a profile's time needs leaves both whole
+# to the next call (their rows say what is left) and still exports.
+KACE_DB="$scratch/short.db" catalog 0.4
+rc=$?
+[ $rc = 0 ] || fail "short catalog call: exit $rc: $(cat "$scratch/err")"
+[ "$(KACE_DB="$scratch/short.db" sql "SELECT group_concat(step || '=' || runs_done || '/' || runs_left, ' ')
+                                      FROM (SELECT * FROM campaign_steps ORDER BY rowid)")" = \
+    "probe=0/1 profile=0/5 export=0/0" ] || fail "short catalog call: $(cat "$scratch/out")"
+grep -q "^step probe: needs 30 s, the call has 14 s left: left whole to the next call" "$scratch/out" ||
+    fail "short catalog call: $(cat "$scratch/out")"
+[ "$(KACE_DB="$scratch/short.db" ending)" = deadline ] || fail "short catalog call: ending"
+
 # Run times stored by earlier calls, as above: a time-sliced run 30 s, a pool run 50 s, a cold repeat 1000 s.
 "$kace" workload add seed_batch1-inf -- /bin/true >/dev/null || fail "catalog: create the store"
 sql "INSERT INTO campaign_plans(fingerprint, text, added_at) VALUES('seed', 'seed', 'then');

@@ -188,8 +188,8 @@ static kace_status fake_step_done(void *arg, const kace_campaign_step_report *r)
     fake *f = arg;
     if (!r->ran) { /* a step left to the next call: its need and the time the call had */
         size_t at = strlen(f->log);
-        snprintf(f->log + at, sizeof f->log - at, "(%s needs %.0f, has %.0f) ", kace_campaign_step_name(r->step),
-                 r->need_s, r->until_s);
+        snprintf(f->log + at, sizeof f->log - at, "(%s needs %.0f, has %.0f, leaves %zu) ",
+                 kace_campaign_step_name(r->step), r->need_s, r->until_s, r->left);
     }
     f->notes++;
     return KACE_OK;
@@ -260,7 +260,7 @@ static void test_driver(void **state)
     f->need[KACE_STEP_PROBE] = 120;
     f->step_s[KACE_STEP_MEASURE] = 50;
     assert_kace_ok(ctx, call(ctx, f, 100, &out));
-    assert_string_equal(f->log, "(probe needs 120, has 90) measure(90/0) export(50/50) ");
+    assert_string_equal(f->log, "(probe needs 120, has 90, leaves 1) measure(90/0) export(50/50) ");
     assert_int_equal(f->notes, 3); /* the probe's report too: nothing done */
     assert_false(out.ran & (1u << KACE_STEP_PROBE));
     assert_true(out.ran & (1u << KACE_STEP_MEASURE));

@@ -275,7 +275,7 @@ typedef struct kace_campaign_config {
 typedef struct kace_campaign_step_report {
     kace_campaign_step step;
     size_t done;      /* units done by this call (profiles, plans, runs, ncu tries, files) */
-    size_t left;      /* units left for the next call */
+    size_t left;      /* units left for the next call (a step not run: all it had) */
     double seconds;   /* this call's time in it */
     bool ran;         /* false: its time need (need_s) was more than the call had left (until_s) */
     double need_s, until_s;

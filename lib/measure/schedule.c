@@ -404,6 +404,19 @@ bool kace_campaign_step_wanted(kace_campaign_step which, const kace_campaign_pro
     return false;
 }
 
+/* A step's work to do, as the done checks count it. */
+static size_t step_units(kace_campaign_step which, const kace_campaign_progress *p)
+{
+    switch (which) {
+    case KACE_STEP_PROBE: return 1;
+    case KACE_STEP_PROFILE: return p->to_profile;
+    case KACE_STEP_PLAN: return p->unplanned > 0;
+    case KACE_STEP_MEASURE: return p->runs_left;
+    case KACE_STEP_NCU: return p->ncu_left;
+    default: return 0;
+    }
+}
+
 /* The work a call leaves: profiles, the plan's runs and ncu's tries. */
 static size_t units_left(const kace_campaign_progress *p)
 {
@@ -442,6 +455,8 @@ kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config,
             r.ran = true;
             st = ops->run(ops->arg, which, until, used, &r);
             out->ran |= 1u << which;
+        } else {
+            r.left = step_units(which, &p);
         }
         r.seconds = ops->now_s(ops->arg) - start - used;
         if (ops->step_done) {
