@@ -313,7 +313,8 @@ grep -q "exited with status 0 after kace's stop message, before its next report"
     fail "measure: a COMMAND that exits 0 at SIGTERM after one more line reads: ${row:-$out $(cat "$scratch/err")}"
 
 # kace profile: the fake NVML, a stand-in CUDA program that writes the recording where the
-# injection library would and runs at a quarter of its speed under it, as replay slows one.
+# injection library would and runs at a quarter of its speed when it replays (not when it
+# records launches only, KACE_CUPTI_COUNTERS=0: the clean run's warm-up, for the replay cap).
 export KACE_NVML_LIBRARY=$build/tests/libfake_nvml_full.so KACE_CUPTI_LIBRARY=$scratch/libkace_cupti_placeholder.so
 : >"$KACE_CUPTI_LIBRARY"
 sed 's/^clock monotonic/clock realtime/' "$src/data/cupti/small.txt" >"$scratch/recording.txt"
@@ -321,7 +322,7 @@ cat >"$scratch/fake-cuda.sh" <<EOS
 #!/bin/sh
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
     cp "$scratch/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
-    exec python3 "$scratch/bar.py" 12.5
+    [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ] || exec python3 "$scratch/bar.py" 12.5
 fi
 exec python3 "$scratch/bar.py" 50
 EOS
