@@ -5,8 +5,8 @@
  * stand-in MPS daemon (tests/helpers/mps_standin.c, mode cuda-start, whose
  * server refuses clients past KACE_TEST_MPS_MAX_CLIENTS) as
  * tests/fake_cuda's program does at its CUDA start, exits 1 when refused,
- * then reports through workloads/kace_progress.h; "--workload" holds 64 MiB
- * and reports a rate with a known periodic noise. Checks count clients and
+ * then reports through workloads/kace_progress.h; "--workload" holds 64 MiB,
+ * takes a slow first step, then reports a rate with a known periodic noise. Checks count clients and
  * records; none waits for time. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -92,6 +92,7 @@ static int client(void)
 #define NOISE 0.2
 #define PERIOD 0.4
 #define HELD_MIB 64
+#define FIRST_STEP_MS 500
 
 static int workload(void)
 {
@@ -102,12 +103,14 @@ static int workload(void)
     if (!mem)
         return 1;
     memset(mem, 1, held); /* resident, not only reserved */
-    double t0 = now_s(), w = 2 * M_PI / PERIOD;
     kace_progress_report(0);
+    sleep_ms(FIRST_STEP_MS); /* a slow first step (compilation, autotuning): never in the curve */
+    kace_progress_report(1);
+    double t0 = now_s(), w = 2 * M_PI / PERIOD;
     for (;;) {
         sleep_ms(5);
         double t = now_s() - t0;
-        double s = RATE * (t + NOISE / w * (1 - cos(w * t)));
+        double s = 1 + RATE * (t + NOISE / w * (1 - cos(w * t)));
         kace_progress_report((unsigned long long)s);
         mem[(size_t)t % held] ^= 1;
     }
@@ -293,7 +296,8 @@ static void test_probe_finds_the_client_limit_memory_and_window(void **state)
     assert_true(r.curve_span_s > 1.5);
     assert_true(r.step_s > 0);
     assert_true(r.cpus >= 1);
-    /* The noise: windows of the period average the sine out (0.05 s x 2^3 = 0.4 s). */
+    /* The noise: windows of the period average the sine out (0.05 s x 2^3 = 0.4 s);
+     * the first step's 0.5 s without samples, in the curve, would spoil both. */
     assert_true(r.n_windows >= 5);
     assert_true(fabs(r.window_len_s[0] - 0.05) < 1e-9);
     assert_true(fabs(r.window_len_s[6] - PERIOD) < 1e-9);

@@ -98,7 +98,8 @@ void kace_pool_free(kace_pool **pool);
  *            of one workload's process group once it runs (the most seen
  *            over its curve)
  *   curve    that workload alone as an MPS client at 100%: its progress
- *            records over curve_s after skip_s -> the spread (coefficient of
+ *            records over curve_s, from skip_s after its first step -> the
+ *            spread (coefficient of
  *            variation) of its throughput over sliding windows of lengths
  *            from 0.05 s up, doubling every two -> the window that gives the
  *            target relative error (kace_probe_window_rule)
@@ -116,7 +117,8 @@ typedef struct kace_probe_options {
     double client_start_s;         /* a batch's time to its first reports (0: 30 s); a client not
                                       there by then is stopped and counts as not accepted */
     const kace_proc_spec *workload; /* memory and curve (NULL: neither is probed) */
-    double skip_s;                 /* its records in the first skip_s after its first are left out (0: 1) */
+    double skip_s;                 /* its records in the first skip_s after its first step's end are
+                                      left out, and that step (0: 1) */
     double curve_s;                /* the curve's length after that (0: 6) */
     double target_error;           /* the window's relative error wanted (0: 0.02) */
     double window_min_s, window_max_s; /* the window's bounds (0: 1 and 30) */

@@ -386,10 +386,10 @@ static kace_status probe_workload(kace_ctx *ctx, const kace_probe_options *opt, 
         kace_live_wait(&l, 1, deadline);
         rec = kace_live_records(l, &nr);
         int64_t now = kace_monotonic_ns();
-        if (nr > 0 && end == 0) {
-            end = rec[0].t_ns + (int64_t)((skip_s + curve_s) * 1e9);
+        if (nr > 0 && r->workload_start_s == 0)
             r->workload_start_s = (double)(rec[0].t_ns - pr->start_ns) / 1e9;
-        }
+        if (nr > 1 && end == 0) /* from its first step's end: however long that step took */
+            end = rec[1].t_ns + (int64_t)((skip_s + curve_s) * 1e9);
         if (nr > 0 && now >= next_rss && !kace_live_ended(l)) {
             unsigned long long kib = group_rss_kib(pr->pid);
             if (kib > r->member_rss_kib)
@@ -412,9 +412,10 @@ static kace_status probe_workload(kace_ctx *ctx, const kace_probe_options *opt, 
                      "deadline: its curve was not complete", nr);
         add_detail(r, what);
     }
-    /* The curve: the records after skip_s, copied before the stop reads more. */
-    size_t from = 0;
-    while (from < nr && rec[from].t_ns < rec[0].t_ns + (int64_t)(skip_s * 1e9))
+    /* The curve: the records from skip_s after the first step's end, copied
+     * before the stop reads more (one record alone is no curve). */
+    size_t from = nr > 1 ? 1 : nr;
+    while (nr > 1 && from < nr && rec[from].t_ns < rec[1].t_ns + (int64_t)(skip_s * 1e9))
         from++;
     size_t n = nr - from;
     kace_progress_record *curve = n ? malloc(n * sizeof *curve) : NULL;
