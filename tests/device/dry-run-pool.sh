@@ -1,48 +1,54 @@
 #!/usr/bin/env bash
-# The device dry run's allocation (tests/device/dry-run.sh calls it): the
-# catalog's 12 workloads profiled by `kace profile`, then plan.py's plan for
-# them measured by `kace campaign --device` (its steps: the time-sliced pairs,
-# the warm pool's MPS runs interleaved, cold repeats), against stand-ins as slow
-# and as coupled as the real thing, run F times faster (KACE_DRY_SCALE,
-# default 20; F only compresses wall time: every stand-in time is the H200's.
-# kace's own time inside a step is multiplied by F too, so a larger F errs on
-# the slow side: 16.3 projected minutes at 20 against 15.9 at 10, in 49 s
+# The device dry run's allocation (tests/device/dry-run.sh calls it): one
+# `kace campaign --device --catalog` call, the whole allocation's work (probe,
+# profiles, plan, time-sliced pairs, the warm pool interleaved, cold repeats,
+# ncu, export), for a catalog of the 12 workloads' stand-ins, as slow and as
+# coupled as the real thing, run F times faster (KACE_DRY_SCALE, default 20;
+# F only compresses wall time: every stand-in time is the H200's. kace's own
+# time inside a step is multiplied by F too, so a larger F errs on the slow
+# side: 16.3 projected minutes at 20 against 15.9 at 10 when measured, in 49 s
 # against 96 s of wall time here):
 #   - workloads (tests/fake_cuda's program, KACE_FAKE_* in fake_app.c): PyTorch
 #     and LLM ones 10-18 s of start-up before CUDA (the H200: 17.5 s), CUDA C
 #     ones 1-1.5 s (the H200's CUDA C pair: 16.4 s for a 5 s warm-up and a 10 s
 #     window); step time +-7% over 3 s as BERT's; slowed by their partners'
-#     number, kind and MPS share, and by their own share;
+#     number, kind and MPS share, and by their own share; PyTorch and LLM steps
+#     of 93 kernel signatures (BERT's on the H200), each replayed one costing
+#     0.24 s in the counters run's first step (KACE_FAKE_REPLAY_S, the H200's);
 #   - the MPS daemon (tests/helpers/mps_standin.c, mode cuda-start): no server
 #     until the first client's CUDA start, clients listed only from then, and a
-#     client past its limit refused (checked first, with a limit of 1).
+#     client past its limit refused (checked first, with a limit of 1);
+#   - ncu: scripts/device/fakes/bin/ncu, whose --help is 6000 lines long and
+#     lists --pipeline-boost-state; a run that would lock the clocks or let the
+#     workload run on is refused and logged.
 # Every step is measured, none assumed: a step's projected seconds are its
-# measured seconds times F, and kace's own time outside the steps (store,
-# plan, MPS daemon) is added as measured on this machine. Prints the projected
-# minutes of commands per step, runs per minute beside today's design (2.3
-# runs/min: one cold start a run) and the counts against the dataset's goal;
-# each miss is a "FALLS SHORT:" line, a failure only under KACE_DRY_STRICT=1
-# (the engine does not reach the goal yet; a failed run or stand-in always fails).
+# seconds in the store (campaign_steps) times F; the probe's curve (6 s after a
+# skip of 1 s: real seconds at any F) is counted once; plan, export and kace's
+# time between steps as measured on this machine; ncu, last and optional,
+# apart. Prints the projected minutes of commands per step, runs per minute
+# beside today's design (2.3 runs/min: one cold start a run) and the counts
+# against the dataset's goal; each miss is a "FALLS SHORT:" line, a failure
+# only under KACE_DRY_STRICT=1 (the engine does not reach the goal yet; a
+# failed run, profile or stand-in always fails).
 #
 #   bash tests/device/dry-run-pool.sh KACE BUILD WORK
 # KACE: the kace binary; BUILD: the build folder (tests/fake_cuda,
-# tests/kace-test-mps-control, tests/libfake_nvml_*.so, libkace_cupti.so);
+# tests/kace-test-mps-control, tests/libfake_nvml_mps.so, libkace_cupti.so);
 # WORK: a scratch folder.
 #
-# The real schedule's windows (seconds; divided by F here):
+# The call's windows (real seconds; divided by F here). The probe measures the
+# noise and sizes the window itself, but its bounds (1 to 30 s) are real seconds
+# at any F, so the dry run gives the window (--window) from the stand-in's noise:
+#   KACE_DRY_TARGET_ERROR (0.02): the bound on a window's error from the step-time
+#     noise (KACE_DRY_POOL_WINDOW overrides): a sine of amplitude A and period P
+#     averaged over W seconds from any phase is off by at most A P / (pi W), so
+#     W = A P / (pi e): 3.4 s for A = 0.07, P = 3 s, e = 2%;
 #   KACE_DRY_POOL_WARMUP (1): a pool run's warm-up, counted from a member's first
 #     record after it resumed (a warm member needs no more);
-#   KACE_DRY_TARGET_ERROR (0.02): the bound on a window's error from the step-time
-#     noise, which sizes the window (KACE_DRY_POOL_WINDOW overrides): a sine of
-#     amplitude A and period P averaged over W seconds from any phase is off by at
-#     most A P / (pi W), so W = A P / (pi e): 3.3 s for A = 0.07, P = 3 s, e = 2%;
-#   KACE_DRY_PROFILE_WINDOWS ("2 W 1 1"): a profile's clean warm-up and window, its
-#     counters warm-up and window. The clean window is the pool's (the same bound on
-#     its error); a warm-up of 2 s and 1 s since the H200's BERT ran steady from the
-#     step after its first (0.035 to 0.045 s a step under the injection library),
-#     and the counters run's warm-up starts at its first step at 10% of the clean
-#     run's speed anyway; a counters window of 1 s holds 20 of BERT's steps, every
-#     kernel of a step 20 times. The device scripts' windows: "5 10 5 5".
+#   KACE_DRY_PROFILE_WARMUP (2): each profile run's warm-up (the H200's BERT ran
+#     steady from the step after its first; the counters run's warm-up starts at
+#     its first step at 10% of the clean run's speed anyway); each profile run's
+#     window is the pool's (the same bound on its error).
 set -uo pipefail
 dev=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$dev/../.." && pwd)
@@ -53,26 +59,30 @@ TARGET_ERR=${KACE_DRY_TARGET_ERROR:-0.02}
 WARMUP=${KACE_DRY_POOL_WARMUP:-1}
 WINDOW=${KACE_DRY_POOL_WINDOW:-$(awk -v a="$NOISE_A" -v p="$NOISE_P" -v e="$TARGET_ERR" \
     'BEGIN { printf "%.1f", a * p / (3.14159265 * e) + 0.05 }')}
-read -r PW_CLEAN PWIN_CLEAN PW_CTR PWIN_CTR <<<"${KACE_DRY_PROFILE_WINDOWS:-2 $WINDOW 1 1}"
+PWARMUP=${KACE_DRY_PROFILE_WARMUP:-2}
 POOL_MEMBERS=${KACE_DRY_POOL_MEMBERS:-16} MPS_LIMIT=${KACE_DRY_MPS_CLIENTS:-48}
+REPLAY_S=0.24 SIGNATURES=93
+PROBE_REAL_S=7 # the probe's skip and curve (kace_probe_options' defaults: 1 + 6 s), real seconds at any F
 ALLOC_MIN=12 TODAY_RPM=2.3
-APP=$BUILD/tests/fake_cuda/kace-fake-cuda-app
+APP=$BUILD/tests/fake_cuda/kace-fake-cuda-app NCU=$root/scripts/device/fakes/bin/ncu
 short=0
 say() { echo "dry-run: pool: $*"; }
 falls_short() { echo "dry-run: pool: FALLS SHORT: $*" >&2; short=$((short + 1)); }
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
 scaled() { awk -v s="$1" -v f="$F" 'BEGIN { printf "%.3f", s / f }'; }
-for f in "$APP" "$BUILD/tests/kace-test-mps-control" "$BUILD/tests/libfake_nvml_full.so" "$BUILD/tests/libfake_nvml_mps.so" \
-    "$BUILD/libkace_cupti.so"; do
+for f in "$APP" "$BUILD/tests/kace-test-mps-control" "$BUILD/tests/libfake_nvml_mps.so" "$BUILD/libkace_cupti.so" "$NCU" \
+    "$root/tests/data/ncu/newer.csv"; do
     [ -e "$f" ] || { say "FAIL: $f is not built"; exit 1; }
 done
 rm -rf "$W" && mkdir -p "$W/bin" "$W/gpu" || exit 1
 cp "$BUILD/tests/kace-test-mps-control" "$W/bin/mps-control" || exit 1
 export KACE_DB=$W/kace.db KACE_MPS_CONTROL=$W/bin/mps-control KACE_TEST_MPS_MODE=cuda-start \
-    KACE_TEST_MPS_MAX_CLIENTS=$MPS_LIMIT KACE_FAKE_TIME_SCALE=$F KACE_FAKE_NOISE=$NOISE_A \
+    KACE_TEST_MPS_MAX_CLIENTS=$MPS_LIMIT KACE_FAKE_TIME_SCALE=$F KACE_FAKE_NOISE=$NOISE_A KACE_FAKE_REPLAY_S=$REPLAY_S \
     KACE_FAKE_GPU_DIR=$W/gpu KACE_FAKE_MPS_CONNECT=1 LD_LIBRARY_PATH=$BUILD/tests/fake_cuda \
-    KACE_CUPTI_LIBRARY=$BUILD/libkace_cupti.so
-unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_FAKE_START_S
+    KACE_CUPTI_LIBRARY=$BUILD/libkace_cupti.so KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so \
+    KACE_FAKE_NCU_CSV=$root/tests/data/ncu/newer.csv KACE_FAKE_FORBIDDEN_LOG=$W/ncu-refused.log
+unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_FAKE_START_S KACE_FAKE_KERNELS KACE_FAKE_NCU_LEAVE KACE_FAKE_NCU_SLOW
+: >"$W/ncu-refused.log"
 
 # The MPS stand-in refuses a client past its limit (here 1), and lists a client only
 # once it has started CUDA.
@@ -95,78 +105,67 @@ mkdir -p "$W/limit/pipe" "$W/limit/log"
 ) >"$W/limit.out" 2>&1
 [ -s "$W/limit.out" ] && { say "FAIL: the MPS stand-in: $(cat "$W/limit.out")"; exit 1; }
 
-# The catalog's 12 workloads, each as the stand-in of its kind (cuda: its mode), with
-# its kind's start-up.
-names=() cmds=() kinds=() i=0
+# The catalog: the 12 workloads of workloads/catalog.txt, each as the stand-in of its
+# kind (cuda: its mode), with its kind's start-up and kernel signatures.
+i=0
 while read -r name kind rest; do
     case $name in '' | '#'*) continue ;; esac
-    mode=gemm start=10-18
+    mode=gemm start=10-18 sigs=$SIGNATURES
     for w in $rest; do case $w in gemm | stream | latency) mode=$w; break ;; esac; done
-    if [ "$kind" = cuda ]; then start=1-1.5; else modes=(gemm stream latency); mode=${modes[$((i % 3))]}; fi
-    names+=("$name") cmds+=("env KACE_FAKE_START_S=$start $APP $mode") kinds+=("$kind") i=$((i + 1))
-done <"$root/workloads/catalog.txt"
+    if [ "$kind" = cuda ]; then start=1-1.5 sigs=1; else modes=(gemm stream latency); mode=${modes[$((i % 3))]}; fi
+    echo "$name $kind env KACE_FAKE_START_S=$start KACE_FAKE_KERNELS=$sigs $APP $mode"
+    i=$((i + 1))
+done <"$root/workloads/catalog.txt" >"$W/catalog.txt"
 
-# 1. Profiles, one at a time, GPU alone (no MPS): a clean run and a counters run each.
-t_prof=$EPOCHREALTIME n_prof=0 n_prof_torch=0
-: >"$W/profiles.tsv"
-for i in "${!names[@]}"; do
-    t0=$EPOCHREALTIME
-    # shellcheck disable=SC2086 # the command's words
-    KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_full.so "$KACE" profile --name "${names[$i]}" \
-        --warmup "$(scaled "$PW_CLEAN")" --window "$(scaled "$PWIN_CLEAN")" --counters-warmup "$(scaled "$PW_CTR")" \
-        --counters-window "$(scaled "$PWIN_CTR")" --stop-grace-max 3 -- ${cmds[$i]} >"$W/profile-$i.out" 2>&1
-    rc=$?
-    printf '%s\t%s\t%s\t%s\n' "${names[$i]}" "${kinds[$i]}" "$rc" "$(since "$t0")" >>"$W/profiles.tsv"
-    if [ $rc = 0 ]; then
-        n_prof=$((n_prof + 1))
-        [ "${kinds[$i]}" = cuda ] || n_prof_torch=$((n_prof_torch + 1))
-    else
-        say "FAIL: kace profile ${names[$i]}: exit $rc: $(tail -3 "$W/profile-$i.out")"
-    fi
-done
-prof_wall=$(since "$t_prof")
-[ "$n_prof" = "${#names[@]}" ] || { say "FAIL: $n_prof of ${#names[@]} profiles"; exit 1; }
-
-# 2. The plan's colocations, one `kace campaign --device` call. Its deadline is one it
-#    does not reach (the schedule's start allowances are real seconds, not divided by F):
-#    the whole plan is measured, and what 12 minutes hold is projected from it.
-python3 "$root/scripts/device/plan.py" "${names[@]}" >"$W/plan.txt" || { say "FAIL: plan.py"; exit 1; }
-limit_s=$(( (30 * 60 + F - 1) / F + 60 ))
+# The allocation: one call. Its deadline is one it does not reach (the engine's time
+# allowances, such as a profile's two cold starts of 20 s, are real seconds at any F):
+# the whole allocation's work is done, and what 12 minutes hold is projected from it.
+limit_s=$(( (40 * 60 + F - 1) / F + 120 ))
 t0=$EPOCHREALTIME
-KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so timeout -k 10 "$limit_s" "$KACE" campaign --device --minutes 60 \
-    --pool-members "$POOL_MEMBERS" --warmup "$(scaled "$WARMUP")" --window "$(scaled "$WINDOW")" --run-dir "$W/run" \
-    "$W/plan.txt" >"$W/campaign.out" 2>"$W/campaign.err"
+timeout -k 10 "$limit_s" "$KACE" campaign --device --catalog "$W/catalog.txt" --minutes 600 --out "$W/out" \
+    --pool-members "$POOL_MEMBERS" --warmup "$(scaled "$WARMUP")" --window "$(scaled "$WINDOW")" \
+    --profile-warmup "$(scaled "$PWARMUP")" --profile-window "$(scaled "$WINDOW")" --ncu "$NCU" --run-dir "$W/run" \
+    >"$W/campaign.out" 2>"$W/campaign.err"
 rc=$?
-camp_wall=$(since "$t0")
+wall=$(since "$t0")
 [ $rc = 0 ] || say "kace campaign --device: exit $rc: $(tail -3 "$W/campaign.err")"
-# step NAME: P runs planned, B stored before, M measured in S s, L left ...
-step_s() { sed -n -E "s/^step $1: .* measured in ([0-9.]+) s.*/\1/p" "$W/campaign.out" | head -1; }
-ts_s=$(step_s timeslice) pool_s=$(step_s pool) cold_s=$(step_s cold-repeats)
-[ -n "$ts_s" ] && [ -n "$pool_s" ] && [ -n "$cold_s" ] || { say "FAIL: a step line is missing: $(grep '^step ' "$W/campaign.out")"; exit 1; }
 sql() { python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(sys.argv[2]).fetchone()[0])' "$KACE_DB" "$1"; }
+step_s() { sql "SELECT printf('%.2f', coalesce(sum(seconds), 0)) FROM campaign_steps WHERE step='$1'"; }
+probe_s=$(step_s probe) prof_s=$(step_s profile) plan_s=$(step_s plan) ts_s=$(step_s timeslice) pool_s=$(step_s pool)
+cold_s=$(step_s cold-repeats) ncu_s=$(step_s ncu) export_s=$(step_s export)
 n_ok=$(sql "SELECT count(*) FROM runs WHERE status='ok'")
 n_failed=$(sql "SELECT count(*) FROM runs WHERE status<>'ok'")
+n_prof=$(sql "SELECT count(DISTINCT workload) FROM campaign_profiles WHERE status='ok'")
+n_prof_torch=$(sql "SELECT count(DISTINCT workload) FROM campaign_profiles WHERE status='ok' AND workload NOT LIKE 'cuda-%'")
+n_ncu=$(sql "SELECT count(DISTINCT workload) FROM campaign_ncu WHERE status='ok'")
 
-# The projection: the stand-ins' time (each step's measured seconds) times F; kace's own time
-# outside the steps as measured here.
-read -r p_prof p_ts p_pool p_cold p_own p_all rpm < <(awk -v pw="$prof_wall" -v cw="$camp_wall" -v t="$ts_s" -v p="$pool_s" \
-    -v c="$cold_s" -v f="$F" -v n="$n_ok" 'BEGIN {
-        own = cw - t - p - c; if (own < 0) own = 0
-        all = (pw + t + p + c) * f + own
-        printf "%.1f %.1f %.1f %.1f %.1f %.1f %.1f\n", pw * f / 60, t * f / 60, p * f / 60, c * f / 60, own / 60, all / 60,
-            n / ((all - pw * f) / 60) }')
-say "wall $(awk -v a="$prof_wall" -v b="$camp_wall" 'BEGIN { printf "%.0f", a + b }') s at 1/$F of real time" \
-    "(profiles $prof_wall s, kace campaign --device $camp_wall s)"
-say "projected minutes of commands: $p_all (profiles $p_prof, time-sliced $p_ts, pool $p_pool, cold repeats $p_cold," \
-    "kace between steps $p_own); $ALLOC_MIN allowed"
-say "projected: $rpm runs/min measuring ($n_ok runs ok, warm-up $WARMUP s, window $WINDOW s: at most" \
+# The projection (seconds): the stand-ins' time times F; the probe's curve once; plan, export
+# and kace between the steps as they are.
+read -r p_probe p_prof p_ts p_pool p_cold p_own p_all rpm < <(awk -v w="$wall" -v pr="$probe_s" -v pf="$prof_s" \
+    -v pl="$plan_s" -v t="$ts_s" -v p="$pool_s" -v c="$cold_s" -v nc="$ncu_s" -v x="$export_s" -v f="$F" \
+    -v real="$PROBE_REAL_S" -v n="$n_ok" 'BEGIN {
+        probe = (pr > real ? (pr - real) * f + real : pr)
+        own = w - pr - pf - pl - t - p - c - nc - x; if (own < 0) own = 0
+        own += pl + x
+        all = probe + (pf + t + p + c) * f + own
+        printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.1f\n", probe, pf * f, t * f, p * f, c * f, own, all,
+            n / ((t + p + c) * f / 60) }')
+m() { awk -v s="$1" 'BEGIN { printf "%.1f", s / 60 }'; }
+say "wall $wall s at 1/$F of real time (kace campaign --device --catalog, $n_ok runs)"
+say "projected minutes of commands: $(m "$p_all") of $ALLOC_MIN (probe $(m "$p_probe"), profiles $(m "$p_prof")," \
+    "time-sliced $(m "$p_ts"), pool $(m "$p_pool"), cold repeats $(m "$p_cold"), plan, export and kace between steps" \
+    "$(m "$p_own"); ncu apart: $(awk -v s="$ncu_s" -v f="$F" 'BEGIN { printf "%.0f", s * f }') s, $n_ncu workloads)"
+say "projected: $rpm runs/min measuring ($n_ok runs ok; pool warm-up $WARMUP s, window $WINDOW s: at most" \
     "$(awk -v w="$WINDOW" -v a="$NOISE_A" -v p="$NOISE_P" 'BEGIN { printf "%.1f%%", 100 * a * p / (3.14159265 * w) }') off" \
     "from the +-$(awk -v a="$NOISE_A" 'BEGIN { print 100 * a }')% noise over $NOISE_P s), against $TODAY_RPM runs/min today" \
     "(one cold start a run)"
-# Each profile's projected seconds: where the profiles' minutes go.
-say "profiles (clean run $PW_CLEAN + $PWIN_CLEAN s, counters run $PW_CTR + $PWIN_CTR s; projected s each): $(awk -F'\t' -v f="$F" '{ printf "%s%s %.0f", (NR > 1 ? ", " : ""), $1, $4 * f }' "$W/profiles.tsv")"
-grep '^step ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
-grep -m1 '^campaign: ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
+say "profiles (warm-up $PWARMUP s, window $WINDOW s, replay $REPLAY_S s a signature; projected s each):" \
+    "$(python3 -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(", ".join("%s %.0f" % (w, s * float(sys.argv[2])) for w, s in
+    c.execute("SELECT workload, seconds FROM campaign_profiles WHERE status=\"ok\" ORDER BY id")))' "$KACE_DB" "$F")"
+grep -E '^(probe|plan [0-9a-f]*|export|campaign): |^step ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
+[ -s "$W/ncu-refused.log" ] && say "ncu refused: $(head -1 "$W/ncu-refused.log" | cut -c1-300)"
 
 # What was measured, against the dataset's goal (runs ok; the plan's split runs are pairs
 # with shares under 100, its repetitions runs of repetition 1 and 2; cold repeats are
@@ -198,10 +197,16 @@ echo "dry-run: pool: counts: profiles $n_prof (goal 12; $n_prof_torch PyTorch or
 [ "$repeated" -ge 6 ] || falls_short "colocations measured 3 times: $repeated of 6"
 [ "$cold_rep" -ge 1 ] || falls_short "cold repeats: $cold, none of a colocation measured 3 times (so no spread across processes)"
 [ "$ts" -ge 3 ] || falls_short "time-sliced pairs: $ts of 3"
-if ! awk -v m="$p_all" -v a="$ALLOC_MIN" 'BEGIN { exit !(m <= a) }'; then
-    falls_short "the allocation needs $p_all min of commands, over $ALLOC_MIN: profiles $p_prof, time-sliced $p_ts," \
-        "pool $p_pool, cold repeats $p_cold, kace between steps $p_own"
+if ! awk -v s="$p_all" -v a="$ALLOC_MIN" 'BEGIN { exit !(s <= a * 60) }'; then
+    falls_short "the allocation needs $(m "$p_all") min of commands, over $ALLOC_MIN: probe $(m "$p_probe"), profiles" \
+        "$(m "$p_prof"), time-sliced $(m "$p_ts"), pool $(m "$p_pool"), cold repeats $(m "$p_cold"), the rest $(m "$p_own")"
 fi
+# One command holds at most 9.5 minutes: more than that is two calls, the second resuming.
+awk -v s="$p_all" 'BEGIN { exit !(s > 570) }' &&
+    falls_short "one call of $(m "$p_all") min is over a command's 9.5 min: the allocation takes two calls (not run here)"
+[ "$n_ncu" -ge 1 ] || falls_short "ncu: no workload profiled by ncu ($(sql "SELECT count(*) FROM campaign_ncu") tries failed)"
+files=$(find "$W/out" -type f | wc -l)
+say "export: $files files in --out"
 # The coupling shows: one workload's throughput differs across its pairs, and along a split grid.
 read -r pmin pmax < <(sql "SELECT printf('%.0f %.0f', min(m.throughput), max(m.throughput)) FROM run_members m JOIN runs r
     ON r.id=m.run_id WHERE r.status='ok' AND r.k=2 AND r.mode='mps' AND m.mps_pct=100 AND m.workload_id=(SELECT
@@ -212,5 +217,6 @@ curve=$(sql "SELECT group_concat(t, ' ') FROM (SELECT printf('%d%%:%.0f', m.mps_
 say "coupling: the first workload's throughput across its pairs $pmin..$pmax samples/s; a solo curve by share: $curve"
 [ $rc = 0 ] || { say "FAIL: kace campaign --device exited $rc"; exit 1; }
 [ "$n_failed" = 0 ] || { say "FAIL: $n_failed runs failed: $(grep -m3 ': failed\|: timeout' "$W/campaign.out")"; exit 1; }
+[ "$n_prof" = 12 ] || { say "FAIL: $n_prof of 12 profiles: $(grep -m3 '^profile .*: \(failed\|timeout\)' "$W/campaign.out")"; exit 1; }
 [ $short = 0 ] || [ "${KACE_DRY_STRICT:-0}" != 1 ] || exit 1
 exit 0

@@ -14,7 +14,7 @@
 # change GPU settings or lock clocks; the second campaign call resumed (more
 # runs, none measured twice); the exported CSVs import into a new store; the
 # dataset folder scripts/device/dataset.py makes imports and kace demo runs on it; the
-# warm pool's schedule (tests/device/dry-run-pool.sh) measures a whole plan; and,
+# engine's call (tests/device/dry-run-pool.sh) does a whole allocation's work; and,
 # with LD_DEBUG=libs, every library that kace and the injection library
 # loaded came from the bundle, the C library or the (fake) driver folders.
 #
@@ -223,9 +223,10 @@ python3 "$B/scripts/device/dataset.py" "$OUT/campaign-later/store.tar.gz" "$WORK
     grep -q '^Probes (`campaign/ncu-probe.tsv`), .*launch-stats: 0 of 1 launch profiled' "$WORK/later-ds/README.md" ||
     fail "campaign-later: the dataset README does not give ncu's calls and probes: $(sed -n '/## kace against Nsight/,/## Files/p' "$WORK/later-ds/README.md")"
 
-# 2c. One allocation's schedule (tests/device/dry-run-pool.sh): the catalog's 12 workloads
-#     profiled, then plan.py's plan measured by kace campaign --device, against stand-ins as
-#     slow and as coupled as the real thing at 1/KACE_DRY_SCALE (20) of real time; it prints
+# 2c. One allocation (tests/device/dry-run-pool.sh): one kace campaign --device --catalog
+#     call for the catalog's 12 workloads (probe, profiles, plan, the measuring steps, ncu,
+#     export), against stand-ins as slow and as coupled as the real thing at
+#     1/KACE_DRY_SCALE (20) of real time; it prints
 #     the projected minutes and runs per minute, and what falls short of the dataset's goal
 #     within 12 minutes.
 t_pool=$EPOCHREALTIME
