@@ -342,7 +342,6 @@ typedef struct engine {
     const char **profiled; /* the catalog's profiled workloads, in catalog order */
     size_t n_profiled, n_dropped;
     const char *cupti;
-    size_t ncu_done;
     bool probe_applied;    /* the stored probe's pool size and window are this call's */
     bool ncu_boost;        /* ncu --help lists --pipeline-boost-state */
     bool ncu_checked;
@@ -362,7 +361,7 @@ static const char *find_cupti(void)
     char *slash = strrchr(path, '/');
     if (!slash)
         return NULL;
-    strcpy(slash + 1, "libkace_cupti.so");
+    snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "libkace_cupti.so");
     return path;
 }
 
@@ -416,7 +415,8 @@ static kace_schedule_ops schedule_ops(device_call *d)
 
 static kace_schedule_config schedule_config(const engine *e)
 {
-    return (kace_schedule_config){.allocation_s = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0),
+    double reserve = e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0;
+    return (kace_schedule_config){.allocation_s = e->allocation_s - reserve,
                                   .warmup_s = e->d->mo->warmup_s,
                                   .window_s = e->d->mo->window_s,
                                   .pool_members = e->d->pool_max};
@@ -705,8 +705,8 @@ static kace_status profile_one(engine *e, const kace_catalog_entry *w, const cha
     if (!st && strcmp(status, "ok") == 0)
         printf("profile %s: stored (%.4g samples/s) in %.1f s\n", w->name, res.clean.throughput.samples_per_s, took);
     else if (!st)
-        printf("profile %s: %s after %.1f s: %s\n", w->name, strcmp(status, "timeout") == 0 ? "ran out of time" : "failed",
-               took, why);
+        printf("profile %s: %s after %.1f s: %s\n", w->name,
+               strcmp(status, "timeout") == 0 ? "ran out of time" : "failed", took, why);
 done:
     unlink_recordings(recording);
     kace_import_batch_free(&batch);

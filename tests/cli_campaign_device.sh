@@ -205,6 +205,9 @@ catalog() { # MINUTES: one call from the catalog; its output in $scratch/out, $s
         --profile-warmup 0.2 --profile-window 0.3 "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
 }
 line_of() { grep -n -m 1 "$1" "$scratch/out" | cut -d: -f1; }
+steps_of() { # ALLOCATION: its steps, in order
+    sql "SELECT group_concat(step, ' ') FROM (SELECT step FROM campaign_steps WHERE allocation_id=$1 ORDER BY rowid)"
+}
 
 # Usage: --catalog goes with --device and takes no PLAN.
 "$kace" campaign --catalog "$scratch/bin/catalog.txt" "$scratch/plan.txt" >/dev/null 2>&1
@@ -244,19 +247,23 @@ rm -f "$scratch/starts.log"
 catalog 3
 rc=$?
 [ $rc = 0 ] || fail "catalog call 1: exit $rc: $(cat "$scratch/err")"
+want="sa_batch1-inf:ok sb_batch1-inf:ok sc_batch1-inf:ok sd_batch1-inf:ok"
+want+=" sbad_batch1-inf:failed sbad_batch1-inf:failed"
 [ "$(sql "SELECT group_concat(workload || ':' || status, ' ') FROM (SELECT * FROM campaign_profiles ORDER BY id)")" = \
-    "sa_batch1-inf:ok sb_batch1-inf:ok sc_batch1-inf:ok sd_batch1-inf:ok sbad_batch1-inf:failed sbad_batch1-inf:failed" ] ||
+    "$want" ] ||
     fail "catalog call 1: profile tries $(sql "SELECT workload, status FROM campaign_profiles")"
 [ "$(sql "SELECT count(*) FROM profiles p JOIN workloads w ON w.id=p.workload_id
           WHERE p.metric='exclusive_throughput' AND w.name LIKE 's_\_batch1-inf' ESCAPE '\'")" = 4 ] ||
-    fail "catalog call 1: profiles $(sql "SELECT w.name, p.metric FROM profiles p JOIN workloads w ON w.id=p.workload_id")"
+    fail "catalog call 1: profiles $(sql "SELECT w.name, p.metric FROM profiles p
+                                          JOIN workloads w ON w.id=p.workload_id")"
 grep -q "profile sbad_batch1-inf: failed 2 times with this command and code: dropped" "$scratch/out" ||
     fail "catalog call 1: the failing workload was not dropped: $(cat "$scratch/out")"
 # Profiled alone: no MPS share in the environment of any run under the injection library.
 [ "$(grep -c ' injected$' "$scratch/starts.log")" -ge 4 ] && ! grep -v ' none injected$' "$scratch/starts.log" |
     grep -q injected || fail "catalog call 1: starts $(tr '\n' , <"$scratch/starts.log")"
 # The first minute's probe, before the profiles: its findings stored.
-[ "$(sql "SELECT count(*) FROM campaign_probes WHERE allocation_id=2 AND pool_members > 0 AND evidence LIKE 'probe: %'")" = 1 ] ||
+[ "$(sql "SELECT count(*) FROM campaign_probes
+          WHERE allocation_id=2 AND pool_members > 0 AND evidence LIKE 'probe: %'")" = 1 ] ||
     fail "catalog call 1: probe $(sql "SELECT * FROM campaign_probes") $(grep probe "$scratch/out")"
 [ "$(sql "SELECT count(*) FROM campaign_plan_kinds k JOIN campaign_plans p ON p.id=k.plan_id
           WHERE k.kind='made' AND p.text LIKE '%sa_batch1-inf%' AND p.text NOT LIKE '%sbad%'")" = 1 ] ||
@@ -268,7 +275,7 @@ p=$(line_of "^profile sd_batch1-inf: stored"); m=$(line_of "^plan .*: made from 
 t=$(line_of "^step timeslice: ")
 [ -n "$p" ] && [ -n "$m" ] && [ -n "$t" ] && [ "$p" -lt "$m" ] && [ "$m" -lt "$t" ] ||
     fail "catalog call 1: order $p $m $t: $(cat "$scratch/out")"
-[ "$(sql "SELECT group_concat(step, ' ') FROM (SELECT step FROM campaign_steps WHERE allocation_id=2 ORDER BY rowid)")" = \
+[ "$(steps_of 2)" = \
     "probe profile plan timeslice pool cold-repeats export" ] ||
     fail "catalog call 1: steps $(sql "SELECT * FROM campaign_steps WHERE allocation_id=2")"
 [ "$(ending)" = deadline ] || fail "catalog call 1: ending $(ending)"
@@ -285,7 +292,7 @@ rc=$?
 [ "$(sql "SELECT count(*) FROM campaign_plan_kinds WHERE kind='made'")" = 1 ] || fail "catalog call 2: a new plan"
 [ "$(sql "SELECT count(*) FROM campaign_probes")" = 1 ] || fail "catalog call 2: probed again"
 [ "$(sql "SELECT count(*) FROM runs")" -gt "$runs_before" ] || fail "catalog call 2: no run: $(cat "$scratch/out")"
-[ "$(sql "SELECT group_concat(step, ' ') FROM (SELECT step FROM campaign_steps WHERE allocation_id=3 ORDER BY rowid)")" = \
+[ "$(steps_of 3)" = \
     "timeslice pool cold-repeats export" ] ||
     fail "catalog call 2: steps $(sql "SELECT * FROM campaign_steps WHERE allocation_id=3")"
 no_strays "catalog call 2"
@@ -329,7 +336,8 @@ profiled=$(sql "SELECT count(*) FROM profiles WHERE metric='exclusive_throughput
 catalog 1
 rc=$?
 [ $rc = 0 ] || fail "after the killed catalog call: exit $rc: $(cat "$scratch/err")"
-grep -q "1 earlier call ended without a word (killed)" "$scratch/out" || fail "after the kill: $(head -n 2 "$scratch/out")"
+grep -q "1 earlier call ended without a word (killed)" "$scratch/out" ||
+    fail "after the kill: $(head -n 2 "$scratch/out")"
 [ "$(sql "SELECT count(*) FROM profiles WHERE metric='exclusive_throughput'")" = 5 ] && # sbad is fixed by now
     [ "$(sql "SELECT count(*) FROM (SELECT workload FROM campaign_profiles WHERE status='ok' GROUP BY workload
                                     HAVING count(*) > 1)")" = 0 ] ||
@@ -367,7 +375,8 @@ ncu_call() {
 ncu_call
 rc=$?
 [ $rc = 0 ] || fail "ncu call 1: exit $rc: $(cat "$scratch/err")"
-[ "$(sql "SELECT group_concat(workload || ':' || status, ' ') FROM (SELECT * FROM campaign_ncu ORDER BY id)")" = "a:ok b:ok" ] ||
+[ "$(sql "SELECT group_concat(workload || ':' || status, ' ') FROM (SELECT * FROM campaign_ncu ORDER BY id)")" = \
+    "a:ok b:ok" ] ||
     fail "ncu call 1: $(sql "SELECT workload, status, output FROM campaign_ncu") $(cat "$scratch/out")"
 [ "$(sql "SELECT count(*) FROM campaign_ncu WHERE output LIKE '%sm__throughput%'")" = 2 ] || fail "ncu call 1: output"
 [ "$(grep -c -- "--pipeline-boost-state dynamic --csv" "$scratch/ncu.log")" = 2 ] ||

@@ -163,7 +163,8 @@ kace_status kace_campaign_made_plan(kace_ctx *ctx, kace_store *s, char **text, s
     *plan_id = 0;
     sqlite3_stmt *q = NULL;
     kace_status st = store_prepare(ctx, s,
-                                   "SELECT p.id, p.text FROM campaign_plans p JOIN campaign_plan_kinds k ON k.plan_id=p.id "
+                                   "SELECT p.id, p.text FROM campaign_plans p "
+                                   "JOIN campaign_plan_kinds k ON k.plan_id=p.id "
                                    "WHERE k.kind='made' ORDER BY p.id DESC LIMIT 1",
                                    &q);
     if (st)
