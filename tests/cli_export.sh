@@ -21,7 +21,8 @@
 #    colocation once, the mean over its ok repetitions, whatever set measured
 #    it; the spread of the repeated ones; every run in campaign/runs.csv; a
 #    README with the calls, the noise floor and how the processes ended; the
-#    same bytes each time; --verify passes it and fails an edited one.
+#    same bytes each time; --verify passes it and fails an edited one; the
+#    engine's stored ncu exports against the profiles (ncu/compare.csv).
 set -uo pipefail
 KACE=${1:?usage: cli_export.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
 SHARED=${2:?missing SHARED_DATA_DIR}
@@ -218,5 +219,24 @@ grep -q "all as its store gives, and it imports" "$SCRATCH/out" || fail "--verif
 grep -q "^  campaign/visits.tsv: not made by kace export --dataset" "$SCRATCH/err" || fail "--verify: $(cat "$SCRATCH/err")"
 "$KACE" export --verify --db "$M" "$SCRATCH/d1" >/dev/null 2>&1; check_eq "--verify without --dataset" 2 $?
 "$KACE" export --dataset --set pairs --db "$M" "$SCRATCH/d3" >/dev/null 2>&1; check_eq "--dataset with --set" 2 $?
+check_eq "no ncu yet" 0 "$(grep -c 'ncu/compare.csv' <(cd "$SCRATCH/d1" && find . -type f))"
+grep -q "^Not measured yet: the campaign's ncu step" "$SCRATCH/d1/README.md" || fail "README without ncu: $(cat "$SCRATCH/d1/README.md")"
+# The engine's ncu step stores ncu's export (campaign_ncu): the dataset sets it beside the
+# workload's profile, here the same export imported as its profile, so all six agree; an
+# export that is not ncu's CSV is counted apart.
+NCU_CSV="$(dirname "$0")/data/ncu/newer.csv"
+"$KACE" import-ncu --quiet --db "$M" --workload fast "$NCU_CSV" >/dev/null || fail "import-ncu as fast's profile"
+sqlite3 "$M" "INSERT INTO campaign_ncu(workload, command_key, status, seconds, cap_s, output, measured_at)
+    VALUES('fast', 'k', 'ok', 30, 120, readfile('$NCU_CSV'), 'now'), ('slow', 'k', 'ok', 30, 120, 'not a csv', 'now')" ||
+    fail "storing ncu tries"
+"$KACE" export --dataset --quiet --db "$M" --calls "$SCRATCH/calls.tsv" "$SCRATCH/d4" || fail "export --dataset with ncu"
+check_eq "ncu rows within 10%" "6/6" "$(awk -F, 'NR > 1 { n++; y += $6 == "yes" } END { print y "/" n }' "$SCRATCH/d4/ncu/compare.csv")"
+grep -q '^| `fast` | +0.0% | +0.0% | +0.0% | +0.0% | +0.0% | +0.0% |$' "$SCRATCH/d4/README.md" &&
+    grep -q "^6 of 6 metric values within 10% of ncu's.$" "$SCRATCH/d4/README.md" &&
+    grep -q "^1 stored export could not be read as an ncu CSV.$" "$SCRATCH/d4/README.md" &&
+    grep -q '^| workloads compared with ncu (3 CUDA C, 2 PyTorch) | 1 | 5 | \*\*missing\*\* |$' "$SCRATCH/d4/README.md" ||
+    fail "README's ncu part: $(sed -n '/## kace against Nsight/,/## Files/p' "$SCRATCH/d4/README.md")"
+"$KACE" export --dataset --verify --db "$M" --calls "$SCRATCH/calls.tsv" "$SCRATCH/d4" >/dev/null 2>&1 ||
+    fail "--verify of a dataset with ncu/compare.csv (kace import reads past it)"
 
 finish cli_export

@@ -51,6 +51,7 @@ typedef struct kace_dataset_stats {
     size_t runs, failed_runs;
     size_t colocations; /* rows of the colocations/ files: one per colocation, its ok repetitions' mean */
     size_t repeated;    /* colocations measured ok >= 3 times */
+    size_t ncu_workloads; /* compared with Nsight Compute (ncu/compare.csv) */
 } kace_dataset_stats;
 
 /* Writes a device campaign's dataset into the existing folder dir, in the
@@ -58,9 +59,11 @@ typedef struct kace_dataset_stats {
  * system.csv, exclusive-by-mps.csv), colocations/ (pairs, triples,
  * mps-splits, timeslice-pairs...: each colocation's mean over its ok
  * repetitions), campaign/ (runs.csv: every measured run and member, failed
- * ones included; spread.csv: the run-to-run spread; visits.tsv: calls) and a
- * README.md generated from them: GPU, driver, CUDA and torch of each call,
- * dates, the noise floor, how the members' processes ended, the goals met.
+ * ones included; spread.csv: the run-to-run spread; visits.tsv: calls),
+ * ncu/compare.csv (kace's six kernel metrics against each workload's latest
+ * ncu export the campaign stored, once one is) and a README.md generated
+ * from them: GPU, driver, CUDA and torch of each call, dates, the noise
+ * floor, how the members' processes ended, the ncu comparison, the goals met.
  * calls: the calls' lines (UTC start, "GPU, driver, memory", CUDA, torch,
  * bundle; tab-separated), NULL when not recorded. The same store and calls
  * always give the same bytes. Each file is written durably. stats may be NULL. */

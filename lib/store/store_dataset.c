@@ -12,6 +12,7 @@
 
 #include "kace/kace.h"
 #include "base/text_buf.h"
+#include "kace/import.h"
 #include "kace/store_export.h"
 #include "store/store_internal.h"
 
@@ -691,6 +692,135 @@ static kace_status write_spread(kace_ctx *ctx, const colocs *cs, const char *dir
     return KACE_OK;
 }
 
+/* ---- kace against Nsight Compute ------------------------------------------- */
+
+/* The engine's ncu step stores ncu's CSV export with each try (campaign_ncu,
+ * schema 6). Each workload's latest stored export is reduced as kace
+ * import-ncu reduces one (duration-weighted means) and set beside the
+ * workload's own profile: ncu/compare.csv, one row per kernel metric, and the
+ * README's table. */
+#define NCU_TOLERANCE 0.10
+
+static kace_status has_table(kace_ctx *ctx, kace_store *s, const char *table, bool *has)
+{
+    sqlite3_stmt *q = NULL;
+    kace_status st = store_prepare(ctx, s, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", &q);
+    if (st)
+        return st;
+    sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC);
+    *has = sqlite3_step(q) == SQLITE_ROW;
+    sqlite3_finalize(q);
+    return KACE_OK;
+}
+
+static bool batch_value(const kace_import_batch *b, const char *metric, double *v)
+{
+    for (size_t i = 0; i < b->n_values; i++)
+        if (strcmp(b->values[i].metric, metric) == 0 && !isnan(b->values[i].value)) {
+            *v = b->values[i].value;
+            return true;
+        }
+    return false;
+}
+
+static kace_status write_ncu(kace_ctx *ctx, kace_store *s, const profiles *p, const char *dir, text_buf *readme,
+                             kace_dataset_stats *stats)
+{
+    bool has = false;
+    kace_status st = has_table(ctx, s, "campaign_ncu", &has);
+    sqlite3_stmt *q = NULL;
+    if (!st && has)
+        st = store_prepare(ctx, s,
+                           "SELECT workload, output FROM campaign_ncu WHERE id IN (SELECT max(id) FROM campaign_ncu "
+                           "WHERE status = 'ok' AND output IS NOT NULL GROUP BY workload) ORDER BY workload",
+                           &q);
+    text_buf csv = {0}, table = {0};
+    size_t judged = 0, within = 0, unread = 0;
+    tb_printf(&csv, "workload,metric,kace,ncu,rel_diff,within_10pct\n");
+    tb_printf(&table, "| workload |");
+    for (size_t c = 0; c < N_OF(kernel_cols); c++)
+        tb_printf(&table, " %s |", kernel_cols[c]);
+    tb_printf(&table, "\n|---|");
+    for (size_t c = 0; c < N_OF(kernel_cols); c++)
+        tb_printf(&table, "---|");
+    tb_append(&table, "\n", 1);
+    int rc = SQLITE_DONE;
+    while (!st && q && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(q, 0);
+        const char *out = (const char *)sqlite3_column_text(q, 1);
+        kace_import_batch *b = calloc(1, sizeof *b);
+        if (!b) {
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+            break;
+        }
+        /* An export ncu cut short is not a comparison: the workload is counted apart. */
+        if (!name || !out || kace_ncu_parse_buffer(ctx, out, strlen(out), "campaign_ncu", name, b) != KACE_OK) {
+            unread++;
+            kace_import_batch_free(&b);
+            continue;
+        }
+        size_t i = 0;
+        while (i < p->n_names && strcmp(p->rows[p->first[i]].name, name) != 0)
+            i++;
+        tb_printf(&table, "| `%s` |", name);
+        for (size_t c = 0; c < N_OF(kernel_cols); c++) {
+            double x = NAN, y = NAN, rel = NAN;
+            if (i < p->n_names)
+                prof_get(p, i, kernel_cols[c], &x);
+            batch_value(b, kernel_cols[c], &y);
+            if (!isnan(x) && !isnan(y))
+                rel = y != 0 ? (x - y) / y : x == 0 ? 0 : NAN;
+            bool ok = !isnan(rel) && fabs(rel) <= NCU_TOLERANCE;
+            field(&csv, name);
+            tb_printf(&csv, ",%s,", kernel_cols[c]);
+            number(&csv, x);
+            tb_append(&csv, ",", 1);
+            number(&csv, y);
+            tb_append(&csv, ",", 1);
+            number(&csv, rel);
+            tb_printf(&csv, ",%s\n", isnan(x) || isnan(y) ? "" : ok ? "yes" : "no");
+            if (isnan(x) || isnan(y))
+                tb_printf(&table, " missing |");
+            else if (isnan(rel))
+                tb_printf(&table, " **ncu 0** |");
+            else
+                tb_printf(&table, ok ? " %+.1f%% |" : " **%+.1f%%** |", 100 * rel);
+            judged += !isnan(x) && !isnan(y);
+            within += ok;
+        }
+        tb_append(&table, "\n", 1);
+        stats->ncu_workloads++;
+        kace_import_batch_free(&b);
+    }
+    if (!st && q && rc != SQLITE_DONE)
+        st = store_fail(ctx, s, "reading the ncu tries");
+    sqlite3_finalize(q);
+    if (!st && stats->ncu_workloads) {
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/ncu", dir);
+        if (mkdir(sub, 0755) != 0 && errno != EEXIST)
+            st = kace_fail(ctx, KACE_ERR_IO, "%s: cannot create the folder: %s", sub, strerror(errno));
+        if (!st)
+            st = write_out(ctx, dir, "ncu/compare.csv", &csv, &stats->files);
+    }
+    if (!st) {
+        if (stats->ncu_workloads) {
+            tb_printf(readme, "kace's value minus ncu's, relative to ncu's (`ncu/compare.csv`), for each workload's "
+                              "latest ncu\nexport the campaign stored; **bold**: outside 10%%.\n\n");
+            tb_append(readme, table.p, table.len);
+            tb_printf(readme, "\n%zu of %zu metric values within 10%% of ncu's.\n", within, judged);
+        } else {
+            tb_printf(readme, "Not measured yet: the campaign's ncu step (`--ncu`, last, with time left) has stored no "
+                              "export.\n");
+        }
+        if (unread)
+            tb_printf(readme, "%zu stored export%s could not be read as an ncu CSV.\n", unread, unread == 1 ? "" : "s");
+    }
+    free(csv.p);
+    free(table.p);
+    return st;
+}
+
 /* ---- README ------------------------------------------------------------- */
 
 /* How a member's process ended (kace_proc_ending's phrases; the first match
@@ -828,7 +958,8 @@ static void readme_goals(text_buf *t, const colocs *cs, const kace_dataset_stats
                  {"triples at 100/100 MPS", triples, 10},
                  {"MPS split grids (>= 5 splits of one pair)", grids, 2},
                  {"colocations measured >= 3 times", stats->repeated, 6},
-                 {"time-sliced pairs beside their MPS pair", timeslice_beside, 3}};
+                 {"time-sliced pairs beside their MPS pair", timeslice_beside, 3},
+                 {"workloads compared with ncu (3 CUDA C, 2 PyTorch)", stats->ncu_workloads, 5}};
     tb_printf(t, "| part | have | goal | |\n|---|---|---|---|\n");
     for (size_t g = 0; g < N_OF(goals); g++)
         tb_printf(t, "| %s | %zu | %zu | %s |\n", goals[g].what, goals[g].have, goals[g].goal,
@@ -836,7 +967,7 @@ static void readme_goals(text_buf *t, const colocs *cs, const kace_dataset_stats
 }
 
 static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *calls, const profiles *p, const runs *r,
-                                const colocs *cs, const spread_row *spread, size_t n_spread,
+                                const colocs *cs, const spread_row *spread, size_t n_spread, const text_buf *ncu,
                                 kace_dataset_stats *stats)
 {
     text_buf t = {0}, calls_table = {0};
@@ -901,6 +1032,8 @@ static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *call
     }
     tb_printf(&t, "\n## How the workloads' processes ended\n\n");
     readme_endings(&t, r);
+    tb_printf(&t, "\n## kace against Nsight Compute\n\n");
+    tb_append(&t, ncu->p ? ncu->p : "", ncu->len);
     tb_printf(&t, "\n## Files\n\n"
                   "- `profiles/kernel.csv`, `profiles/system.csv`: each workload alone (CUPTI kernel metrics, NVML "
                   "system\n  metrics, exclusive throughput and its spread); `profiles/exclusive-by-mps.csv`: alone "
@@ -910,6 +1043,7 @@ static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *call
                   "- `campaign/runs.csv` (every run and member, failed ones included), `spread.csv` (run-to-run "
                   "spread),\n  `visits.tsv` (the calls): the campaign's own records, which `kace import` reads "
                   "past.\n"
+                  "- `ncu/compare.csv`, once measured: kace's six kernel metrics against Nsight Compute's.\n"
                   "- `campaign/store.tar.gz`: the campaign's store as the last call left it; the next call "
                   "resumes from it.\n\n"
                   "## The commands\n\n```\n"
@@ -964,8 +1098,14 @@ kace_status kace_store_export_dataset(kace_ctx *ctx, kace_store *s, const char *
         st = write_out(ctx, dir, "campaign/visits.tsv", &t, &stats->files);
         free(t.p);
     }
+    text_buf ncu = {0};
     if (!st)
-        st = write_readme(ctx, dir, calls, &p, &r, &cs, spread, n_spread, stats);
+        st = write_ncu(ctx, s, &p, dir, &ncu, stats);
+    if (!st && ncu.oom)
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    if (!st)
+        st = write_readme(ctx, dir, calls, &p, &r, &cs, spread, n_spread, &ncu, stats);
+    free(ncu.p);
     free(spread);
     colocs_free(&cs);
     runs_free(&r);
