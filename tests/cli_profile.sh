@@ -135,6 +135,10 @@ if CUDA_INJECTION64_PATH=/inherited/libkace_cupti.so "$KACE" "${P[@]}" --name ok
         fail "ok: the replay list was: $(cat "$SCRATCH/replay-list.txt" 2>&1)"
     [ -e "$SCRATCH/replay-list.txt" ] && ls "$TMPDIR"/kace-cupti-* >/dev/null 2>&1 &&
         fail "ok: the recording, replay list or stop file was left behind: $(ls "$TMPDIR")"
+    # The counters run's recording has counters for gemm (grid 80) and stream: 360 of 870 us.
+    [ "$(sqlite3 "$DB" "SELECT round(p.value, 3) FROM profiles p JOIN workloads w ON w.id=p.workload_id
+                         WHERE w.name='ok_batch4-train' AND p.metric='counters_time_share'")" = 0.414 ] ||
+        fail "ok: counters_time_share is not 0.414 (360 of 870 us)"
     grep -q "replay cap: 3 of 4 kernel signatures replayed, 98.9% of the clean run's GPU time" "$SCRATCH/ok.err" ||
         fail "ok: no replay cap line: $(cat "$SCRATCH/ok.err")"
     [ "$(sqlite3 "$DB" "SELECT group_concat(m, ' ') FROM (SELECT p.metric || '=' || round(p.value, 3) AS m

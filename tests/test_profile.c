@@ -124,6 +124,8 @@ static void test_batch_cap(void **state)
     assert_true(v->value == 0.9);
     assert_non_null(v = find(b, "replay_max"));
     assert_true(v->value == 40);
+    assert_non_null(v = find(b, "counters_time_share"));
+    assert_true(v->value == 0); /* no kernel with counters in this made-up result */
     kace_import_batch_free(&b);
     r.cap = (kace_replay_cap){.on = false, .cover = 1, .max = 0};
     assert_kace_ok(ctx, kace_profile_batch(ctx, "w", &r, &b));

@@ -62,7 +62,8 @@ typedef enum kace_profile_failure {
  * run's warm-up, the longest GPU time first, until they cover
  * `cover` of its GPU time, at most `max` of them. Stored with the profile
  * (replay_signatures, replay_signatures_seen, replay_time_share,
- * replay_cover, replay_max). */
+ * replay_cover, replay_max; and counters_time_share, the share of the
+ * counters run's window kernel time that has counters). */
 typedef struct kace_replay_cap {
     bool on;           /* a cap was asked (cover < 1 or max > 0): the clean run recorded launches */
     double cover;      /* the option: a share of GPU time, (0, 1] */

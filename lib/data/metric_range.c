@@ -55,6 +55,7 @@ static const metric_range ranges[] = {
     {"replay_time_share", 0, 1, false, "a share of GPU time"},
     {"replay_cover", 0, 1, false, "a share of GPU time"},
     {"replay_max", COUNT},
+    {"counters_time_share", 0, 1, false, "a share of GPU time"},
     {"exclusive_mps10", THROUGHPUT},
     {"exclusive_mps20", THROUGHPUT},
     {"exclusive_mps30", THROUGHPUT},

@@ -398,6 +398,10 @@ static kace_status add_replay_cap(kace_ctx *ctx, kace_import_batch *batch, const
         (st = kace_profile_batch_add(ctx, batch, name, "replay_cover", c->cover)) ||
         (st = kace_profile_batch_add(ctx, batch, name, "replay_max", c->max)))
         return st;
+    /* What the counter metrics are weighted over in the counters run's window. */
+    double share = r->kernels.counter_time_share;
+    return kace_profile_batch_add(ctx, batch, name, "counters_time_share",
+                                  isfinite(share) && share >= 0 && share <= 1 ? share : NAN);
     return KACE_OK;
 }
 
