@@ -131,7 +131,7 @@ done)
 [ $bad = 0 ] || exit 1
 
 # 3. Sources and scripts the server needs.
-cp "$root/gpu/cupti/inject.c" "$root/gpu/cupti/profiler_host.h" "$b/src/cupti/"
+cp "$root/gpu/cupti/inject.c" "$root/gpu/cupti/profiler_host.h" "$root/gpu/cupti/replay_list.h" "$b/src/cupti/"
 (cd "$root" && tar --exclude=build --exclude=__pycache__ -cf - workloads) | tar -xf - -C "$b"
 cp -r "$root/scripts/device" "$b/scripts/device"
 [ -f "$root/docs/gpu.md" ] && cp "$root/docs/gpu.md" "$b/docs/"
