@@ -293,7 +293,7 @@ static void test_probe_finds_the_client_limit_memory_and_window(void **state)
     assert_true(r.member_rss_kib >= (unsigned long long)HELD_MIB * 1024);
     assert_true(r.member_rss_kib < r.mem_available_kib);
     assert_true(r.curve_records > 10);
-    assert_true(r.curve_span_s > 1.5);
+    assert_true(r.curve_span_s > 1.0 && r.curve_span_s < 10); /* 1.6 s, and its last step */
     assert_true(r.step_s > 0);
     assert_true(r.cpus >= 1);
     /* The noise: windows of the period average the sine out (0.05 s x 2^3 = 0.4 s);
