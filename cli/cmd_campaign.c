@@ -376,6 +376,13 @@ static double now_s(void)
     return (double)kace_monotonic_ns() / 1e9;
 }
 
+/* A workload's command key: a catalog entry's as written (the same wherever
+ * the bundle is unpacked), else its command's (kace/campaign.h). */
+static kace_status target_key(kace_ctx *ctx, const char *written, char *const *argv, char key[KACE_COMMAND_KEY_SIZE])
+{
+    return written ? kace_written_command_key(ctx, written, argv, key) : kace_command_key(ctx, argv, key);
+}
+
 /* The plan (re)parsed from text, replacing the one held. */
 static kace_status engine_set_plan(engine *e, char *text, size_t len, const char *origin)
 {
@@ -493,6 +500,7 @@ static kace_status step_probe(engine *e, double until_s, kace_campaign_step_repo
 typedef struct ncu_target {
     const char *name;
     char **argv;
+    const char *written; /* its catalog line (NULL: a plan file's workload) */
     bool owned;
 } ncu_target;
 
@@ -515,8 +523,10 @@ static kace_status ncu_targets(engine *e, ncu_target **out, size_t *n)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     size_t k = 0;
     if (e->catalog.n > 0) {
-        for (size_t i = 0; i < e->n_profiled; i++)
-            t[k++] = (ncu_target){e->profiled[i], kace_catalog_find(&e->catalog, e->profiled[i])->argv, false};
+        for (size_t i = 0; i < e->n_profiled; i++) {
+            const kace_catalog_entry *w = kace_catalog_find(&e->catalog, e->profiled[i]);
+            t[k++] = (ncu_target){w->name, w->argv, w->text, false};
+        }
     } else {
         for (size_t i = 0; e->plan && i < e->plan->n; i++)
             for (int m = 0; m < e->plan->entries[i].spec.k; m++) {
@@ -527,7 +537,7 @@ static kace_status ncu_targets(engine *e, ncu_target **out, size_t *n)
                 char **argv = NULL;
                 if (seen || kace_store_get_command(ctx, e->d->store, name, &argv) != KACE_OK)
                     continue; /* no command: nothing for ncu to run */
-                t[k++] = (ncu_target){name, argv, true};
+                t[k++] = (ncu_target){name, argv, NULL, true};
             }
     }
     *out = t;
@@ -547,7 +557,7 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
         const kace_catalog_entry *w = &e->catalog.entries[i];
         char key[KACE_COMMAND_KEY_SIZE];
         kace_profile_tries t;
-        if ((st = kace_command_key(ctx, w->argv, key)) ||
+        if ((st = target_key(ctx, w->text, w->argv, key)) ||
             (st = kace_campaign_profile_tries(ctx, e->d->store, w->name, key, &t)))
             return st;
         if (t.profiled)
@@ -597,7 +607,7 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
     for (size_t i = 0; i < n_t && !st; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         int ok = 0, failures = 0;
-        if (!(st = kace_command_key(ctx, t[i].argv, key)) &&
+        if (!(st = target_key(ctx, t[i].written, t[i].argv, key)) &&
             !(st = kace_campaign_ncu_tries(ctx, e->d->store, t[i].name, key, &ok, &failures)))
             p->ncu_left += ok == 0 && failures < KACE_PROFILE_MAX_FAILURES;
     }
@@ -744,7 +754,7 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
             kace_profile_tries t;
             if (pass == 1 && !failed_now[i])
                 continue;
-            if ((st = kace_command_key(ctx, w->argv, key)) ||
+            if ((st = target_key(ctx, w->text, w->argv, key)) ||
                 (st = kace_campaign_profile_tries(ctx, d->store, w->name, key, &t)))
                 break;
             if (t.profiled || kace_profile_dropped(t.failures))
@@ -772,7 +782,7 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
     for (size_t i = 0; i < e->catalog.n && !st; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         kace_profile_tries t;
-        if (!(st = kace_command_key(ctx, e->catalog.entries[i].argv, key)) &&
+        if (!(st = target_key(ctx, e->catalog.entries[i].text, e->catalog.entries[i].argv, key)) &&
             !(st = kace_campaign_profile_tries(ctx, d->store, e->catalog.entries[i].name, key, &t)))
             r->left += !t.profiled && !kace_profile_dropped(t.failures);
     }
@@ -887,7 +897,7 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
             argc++;
         char key[KACE_COMMAND_KEY_SIZE];
         int ok = 0, failures = 0;
-        if ((st = kace_command_key(ctx, w->argv, key)) ||
+        if ((st = target_key(ctx, w->written, w->argv, key)) ||
             (st = kace_campaign_ncu_tries(ctx, d->store, w->name, key, &ok, &failures)))
             break;
         if (ok > 0 || failures >= KACE_PROFILE_MAX_FAILURES)
@@ -1010,7 +1020,7 @@ static double engine_need_s(void *arg, kace_campaign_step step)
     for (size_t i = 0; i < e->catalog.n; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         kace_profile_tries t;
-        if (kace_command_key(ctx, e->catalog.entries[i].argv, key) ||
+        if (target_key(ctx, e->catalog.entries[i].text, e->catalog.entries[i].argv, key) ||
             kace_campaign_profile_tries(ctx, e->d->store, e->catalog.entries[i].name, key, &t))
             return 0; /* the step itself meets the error and says it */
         if (!t.profiled && !kace_profile_dropped(t.failures)) {
@@ -1041,6 +1051,43 @@ static kace_status engine_step_done(void *arg, const kace_campaign_step_report *
     else
         printf("step %s: %zu done in %.1f s, %zu left for the next call\n", name, r->done, r->seconds, r->left);
     return kace_campaign_step_note(e->d->ctx, e->d->store, e->d->allocation_id, name, r->done, r->left, r->seconds);
+}
+
+static bool same_argv(char *const *a, char *const *b)
+{
+    size_t i = 0;
+    for (; a[i] && b[i]; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return false;
+    return !a[i] && !b[i];
+}
+
+/* The stored command of each catalog workload becomes the catalog's: the
+ * bundle may be unpacked elsewhere than where it was profiled (its key, as
+ * written, stays the same: kace_written_command_key). */
+static kace_status sync_commands(engine *e)
+{
+    kace_ctx *ctx = e->d->ctx;
+    size_t moved = 0;
+    for (size_t i = 0; i < e->catalog.n; i++) {
+        const kace_catalog_entry *w = &e->catalog.entries[i];
+        char **stored = NULL;
+        kace_status st = kace_store_get_command(ctx, e->d->store, w->name, &stored);
+        if (st == KACE_ERR_NOT_FOUND)
+            continue; /* not profiled yet: its profile stores it */
+        if (st)
+            return st;
+        bool same = same_argv(stored, w->argv);
+        free(stored);
+        if (!same) {
+            if ((st = kace_store_set_command(ctx, e->d->store, w->name, w->argv)))
+                return st;
+            moved++;
+        }
+    }
+    if (moved)
+        printf("campaign: %zu stored command%s updated to the catalog's\n", moved, moved == 1 ? "" : "s");
+    return KACE_OK;
 }
 
 /* One call: a catalog's whole allocation, or a plan file's measuring steps. */
@@ -1099,6 +1146,10 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     if (killed_before)
         printf("campaign: %d earlier call%s ended without a word (killed); this one resumes\n", killed_before,
                killed_before == 1 ? "" : "s");
+    if ((st = sync_commands(&e))) {
+        rc = cli_error(ctx, st);
+        goto done;
+    }
     if (args->catalog)
         printf("campaign --device: catalog %s (%s), %zu workloads; this call has %.1f minutes\n", input, fingerprint,
                e.catalog.n, args->minutes);

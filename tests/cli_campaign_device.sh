@@ -283,10 +283,18 @@ ls "$scratch"/dataset/*/*.csv >/dev/null 2>&1 && [ -s "$scratch/dataset/README.m
     fail "catalog call 1: export $(ls -R "$scratch/dataset" 2>&1)"
 no_strays "catalog call 1"
 
-# Call 2: nothing profiled or planned again; more of the plan's runs.
+# Call 2, with the catalog and its programs unpacked elsewhere: nothing
+# profiled or planned again (a workload's key is its line as written and its
+# files' contents); the stored commands follow; more of the plan's runs.
 runs_before=$(sql "SELECT count(*) FROM runs")
-catalog 2
+mkdir -p "$scratch/moved" && cp -p "$scratch"/bin/sw-* "$scratch/bin/catalog.txt" "$scratch/moved/" || fail "move"
+"$kace" campaign --device --minutes 2 --catalog "$scratch/moved/catalog.txt" --out "$scratch/dataset" \
+    --profile-warmup 0.2 --profile-window 0.3 "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
 rc=$?
+grep -q "^campaign: 4 stored commands updated to the catalog.s" "$scratch/out" || # sbad has none yet
+    fail "catalog call 2: commands $(head -n 3 "$scratch/out")"
+[ "$(sql "SELECT count(*) FROM workload_commands WHERE argv LIKE '%/moved/sw-%'")" = 4 ] ||
+    fail "catalog call 2: stored commands $(sql "SELECT argv FROM workload_commands")"
 [ $rc = 0 ] || fail "catalog call 2: exit $rc: $(cat "$scratch/err")"
 [ "$(sql "SELECT count(*) FROM campaign_profiles")" = 6 ] || fail "catalog call 2: profiled again"
 [ "$(sql "SELECT count(*) FROM campaign_plan_kinds WHERE kind='made'")" = 1 ] || fail "catalog call 2: a new plan"

@@ -39,6 +39,40 @@ static void test_profile_need(void **state)
     assert_true(fabs(kace_profile_need_s(-1, 0, 0, 0) - KACE_PROFILE_START_S) < 1e-9);
 }
 
+static void put_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A catalog workload's key: its line as written and its files' contents,
+ * the same wherever the files are; another with a fix to either. */
+static void test_written_command_key(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    char a[1100], b[1100], k1[KACE_COMMAND_KEY_SIZE], k2[KACE_COMMAND_KEY_SIZE], k3[KACE_COMMAND_KEY_SIZE];
+    const char *dir = scratch_dir("written_key");
+    snprintf(a, sizeof a, "%s/here.py", dir);
+    snprintf(b, sizeof b, "%s/there.py", dir);
+    put_file(a, "print('model')\n");
+    put_file(b, "print('model')\n");
+    char *argv_a[] = {"python3", a, "--batch", "8", NULL}, *argv_b[] = {"python3", b, "--batch", "8", NULL};
+    const char *line = "m_batch8-train torch @PY@ @W@/m.py --batch 8";
+    assert_kace_ok(ctx, kace_written_command_key(ctx, line, argv_a, k1));
+    assert_kace_ok(ctx, kace_written_command_key(ctx, line, argv_b, k2));
+    assert_string_equal(k1, k2); /* unpacked elsewhere: the same workload */
+    assert_int_equal(strlen(k1), 16);
+    put_file(b, "print('fixed model')\n");
+    assert_kace_ok(ctx, kace_written_command_key(ctx, line, argv_b, k3));
+    assert_string_not_equal(k1, k3); /* its code changed */
+    assert_kace_ok(ctx, kace_written_command_key(ctx, "m_batch8-train torch @PY@ @W@/m.py --batch 16", argv_a, k3));
+    assert_string_not_equal(k1, k3); /* its line changed */
+    kace_ctx_free(&ctx);
+}
+
 static void test_step_names(void **state)
 {
     (void)state;
@@ -408,6 +442,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_dropped_after_two_failures),
         cmocka_unit_test(test_profile_need),
+        cmocka_unit_test(test_written_command_key),
         cmocka_unit_test(test_step_names),
         cmocka_unit_test(test_step_selection),
         cmocka_unit_test(test_driver),

@@ -71,6 +71,13 @@ void kace_plan_entry_key(const kace_plan_entry *e, char *out, size_t size);
  * or a fixed script gives another key. */
 kace_status kace_command_key(kace_ctx *ctx, char *const *argv, char out[KACE_COMMAND_KEY_SIZE]);
 
+/* The same for a command as written (a catalog line, its placeholders
+ * unreplaced) and run as argv: written's text and the contents of the files
+ * argv's words name, not their paths, so that the key is the same wherever
+ * a bundle is unpacked and changes with a fix to the line or its code. */
+kace_status kace_written_command_key(kace_ctx *ctx, const char *written, char *const *argv,
+                                     char out[KACE_COMMAND_KEY_SIZE]);
+
 /* The key of a colocation's commands: its k members' names with their
  * command keys (argvs[i] is names[i]'s command), in name order. */
 kace_status kace_members_command_key(kace_ctx *ctx, int k, const char *const *names, char *const *const *argvs,

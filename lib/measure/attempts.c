@@ -61,6 +61,45 @@ kace_status kace_command_key(kace_ctx *ctx, char *const *argv, char out[KACE_COM
     return KACE_OK;
 }
 
+/* The contents of each word of argv that names a readable regular file
+ * (as kace_command_key reads them), into h; not the words themselves. */
+static kace_status hash_files(kace_ctx *ctx, char *const *argv, uint64_t *h)
+{
+    char buf[65536];
+    for (size_t i = 0; argv && argv[i]; i++) {
+        struct stat sb;
+        if (stat(argv[i], &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (sb.st_size > KEY_READ_MAX) {
+            long long meta[2] = {(long long)sb.st_size, (long long)sb.st_mtime};
+            *h = fnv(*h, meta, sizeof meta);
+            continue;
+        }
+        FILE *f = fopen(argv[i], "rb");
+        if (!f)
+            continue;
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            *h = fnv(*h, buf, n);
+        bool bad = ferror(f);
+        fclose(f);
+        if (bad)
+            return kace_fail(ctx, KACE_ERR_IO, "%s: read error while fingerprinting the command", argv[i]);
+    }
+    return KACE_OK;
+}
+
+kace_status kace_written_command_key(kace_ctx *ctx, const char *written, char *const *argv,
+                                     char out[KACE_COMMAND_KEY_SIZE])
+{
+    uint64_t h = fnv(FNV_START, written ? written : "", written ? strlen(written) + 1 : 1);
+    kace_status st = hash_files(ctx, argv, &h);
+    if (st)
+        return st;
+    snprintf(out, KACE_COMMAND_KEY_SIZE, "%016llx", (unsigned long long)h);
+    return KACE_OK;
+}
+
 kace_status kace_members_command_key(kace_ctx *ctx, int k, const char *const *names, char *const *const *argvs,
                                      char out[KACE_COMMAND_KEY_SIZE])
 {
