@@ -565,7 +565,8 @@ static int cmp_coloc(const void *a, const void *b)
 
 static kace_status write_colocs(kace_ctx *ctx, colocs *cs, const char *dir, kace_dataset_stats *stats)
 {
-    qsort(cs->c, cs->n, sizeof *cs->c, cmp_coloc);
+    if (cs->n)
+        qsort(cs->c, cs->n, sizeof *cs->c, cmp_coloc);
     kace_status st = KACE_OK;
     bool *done = calloc(cs->n + 1, sizeof *done);
     if (!done)
@@ -1009,27 +1010,27 @@ static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *call
     else
         tb_printf(&t, "Exclusive throughput alone under MPS at other shares: not measured yet.\n");
     tb_printf(&t, "\n## Noise floor\n\n");
-    if (n_spread) {
-        double *cv = malloc(n_spread * sizeof *cv);
-        size_t n = 0;
-        for (size_t i = 0; cv && i < n_spread; i++)
-            if (!isnan(spread[i].cv))
-                cv[n++] = spread[i].cv;
-        if (!cv) {
-            free(t.p);
-            return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-        }
-        qsort(cv, n, sizeof *cv, cmp_double);
-        double median = n % 2 ? cv[n / 2] : (cv[n / 2 - 1] + cv[n / 2]) / 2;
+    double *cv = n_spread ? malloc(n_spread * sizeof *cv) : NULL;
+    size_t n_cv = 0;
+    if (n_spread && !cv) {
+        free(t.p);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_spread; i++)
+        if (!isnan(spread[i].cv))
+            cv[n_cv++] = spread[i].cv;
+    if (n_cv) {
+        qsort(cv, n_cv, sizeof *cv, cmp_double);
+        double median = n_cv % 2 ? cv[n_cv / 2] : (cv[n_cv / 2 - 1] + cv[n_cv / 2]) / 2;
         tb_printf(&t,
                   "Run-to-run coefficient of variation of each member's throughput over the colocations measured "
                   "more\nthan once (`campaign/spread.csv`, %zu members): median %.2f%%, largest %.2f%%. Differences "
                   "between\npolicies smaller than this are noise.\n",
-                  n, 100 * median, 100 * cv[n - 1]);
-        free(cv);
+                  n_cv, 100 * median, 100 * cv[n_cv - 1]);
     } else {
         tb_printf(&t, "No colocation was measured twice yet: the noise floor is unknown.\n");
     }
+    free(cv);
     tb_printf(&t, "\n## How the workloads' processes ended\n\n");
     readme_endings(&t, r);
     tb_printf(&t, "\n## kace against Nsight Compute\n\n");
