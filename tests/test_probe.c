@@ -333,6 +333,12 @@ static void test_probe_cap_and_a_broken_client(void **state)
     assert_string_equal(r.pool_bound, "clients");
     assert_true(isnan(r.window_s)); /* no workload: the caller keeps its window */
     assert_string_equal(r.window_basis, "unmeasured");
+    o.client_cap = 0; /* the caller's bound on the pool is the cap */
+    o.max_members = 2;
+    assert_kace_ok(ctx, kace_pool_probe(ctx, &o, &r));
+    assert_int_equal(r.clients_accepted, 2);
+    assert_false(r.client_refused);
+    assert_int_equal(r.pool_members, 2);
 
     char *broken_argv[] = {"/nonexistent/kace-probe-client", NULL};
     kace_proc_spec broken = {.name = "broken", .argv = broken_argv};

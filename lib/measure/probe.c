@@ -277,7 +277,8 @@ static size_t listed_clients(kace_mps *m)
 static kace_status probe_clients(kace_ctx *ctx, const kace_probe_options *opt, int64_t deadline,
                                  kace_probe_result *r)
 {
-    size_t cap = opt->client_cap > 0 ? opt->client_cap : KACE_POOL_MAX_MEMBERS;
+    /* No need to count past what the pool may hold. */
+    size_t cap = opt->client_cap > 0 ? opt->client_cap : opt->max_members > 0 ? opt->max_members : KACE_POOL_MAX_MEMBERS;
     size_t batch = opt->client_batch > 0 ? opt->client_batch : 16;
     double start_s = opt->client_start_s > 0 ? opt->client_start_s : 30;
     if (batch > KACE_POOL_MAX_MEMBERS)
