@@ -1178,6 +1178,9 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     st = kace_campaign_run(ctx, &config, &ops, &out);
     if (st)
         fprintf(stderr, "kace: %s\n", kace_errmsg(ctx));
+    else if (args->catalog && !e.plan && out.left == 0 && !cli_interrupted) /* every workload tried */
+        fprintf(stderr, "kace: warning: %zu catalog workloads profiled (%zu dropped): a plan needs 3\n",
+                e.n_profiled, e.n_dropped);
     kace_measure_pool_stop(&d.pool);
     bool mps_ok = measure_cli_stop_mps(ctx, &d.mps, true, d.daemon_wanted) == 0;
     kace_status end_st = kace_campaign_allocation_end(ctx, store, d.allocation_id, out.ending);

@@ -233,6 +233,13 @@ rc=$?
 grep -q "^step probe: needs 30 s, the call has 14 s left: left whole to the next call" "$scratch/out" ||
     fail "short catalog call: $(cat "$scratch/out")"
 [ "$(KACE_DB="$scratch/short.db" ending)" = deadline ] || fail "short catalog call: ending"
+# A catalog whose workloads cannot make a plan (fewer than 3 profiled) says so.
+grep -E '^s(a|bad)_' "$scratch/bin/catalog.txt" >"$scratch/two.txt"
+KACE_DB="$scratch/two.db" "$kace" campaign --device --minutes 3 --catalog "$scratch/two.txt" \
+    --workloads-dir "$scratch/bin" --profile-warmup 0.2 --profile-window 0.3 "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] && grep -q "warning: 1 catalog workloads profiled (1 dropped): a plan needs 3" "$scratch/err" ||
+    fail "two-workload catalog: exit $rc: $(cat "$scratch/err")"
 
 # Run times stored by earlier calls, as above: a time-sliced run 30 s, a pool run 50 s, a cold repeat 1000 s.
 "$kace" workload add seed_batch1-inf -- /bin/true >/dev/null || fail "catalog: create the store"
@@ -291,7 +298,8 @@ mkdir -p "$scratch/moved" && cp -p "$scratch"/bin/sw-* "$scratch/bin/catalog.txt
 "$kace" campaign --device --minutes 2 --catalog "$scratch/moved/catalog.txt" --out "$scratch/dataset" \
     --profile-warmup 0.2 --profile-window 0.3 "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
 rc=$?
-grep -q "^campaign: 4 stored commands updated to the catalog.s" "$scratch/out" || # sbad has none yet
+# The 4 profiled workloads' commands (sbad, never profiled, has none yet).
+grep -q "^campaign: 4 stored commands updated to the catalog's" "$scratch/out" ||
     fail "catalog call 2: commands $(head -n 3 "$scratch/out")"
 [ "$(sql "SELECT count(*) FROM workload_commands WHERE argv LIKE '%/moved/sw-%'")" = 4 ] ||
     fail "catalog call 2: stored commands $(sql "SELECT argv FROM workload_commands")"
