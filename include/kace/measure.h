@@ -52,7 +52,8 @@ void kace_measure_default_set(const kace_measure_spec *spec, char *out, size_t s
 
 typedef struct kace_measure_options {
     kace_run_options run;   /* warm-up, window, timeout, cancel flag, tick callback (kace_measure
-                               chains its own checks after the caller's tick) */
+                               chains its own checks after the caller's tick); run.cpu_shares pins
+                               a cold run's member i, and a pool's member i, to CPU share i */
     kace_mps *mps;          /* the daemon clients join (required unless spec->timeslice). Under
                                time-slicing: kace's instance, which must have no process alive
                                (kace_mps_quit it first); NULL: not checked */

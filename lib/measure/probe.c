@@ -537,8 +537,13 @@ const char *kace_probe_describe(const kace_probe_result *r, char *buf, size_t n)
     if (isfinite(r->window_s))
         snprintf(window, sizeof window, "%.2f s (%s, error %.1f%%)", r->window_s, r->window_basis,
                  100 * r->window_error);
+    char cpus[64];
+    if (r->pool_members > 0 && r->cpus >= r->pool_members)
+        snprintf(cpus, sizeof cpus, "%zu CPUs, %zu a member", r->cpus, r->cpus / r->pool_members);
+    else
+        snprintf(cpus, sizeof cpus, "%zu CPUs%s", r->cpus, r->pool_members > 0 ? ", shared" : "");
     snprintf(buf, n, "probe: MPS clients %s; host memory %s; curve %s; window %s; pool %zu members (bound by %s) "
-             "on %zu CPUs; %.1f s%s%s", clients, memory, curve, window, r->pool_members, r->pool_bound ? r->pool_bound : "-",
-             r->cpus, r->seconds, r->detail[0] ? "; " : "", r->detail);
+             "on %s; %.1f s%s%s", clients, memory, curve, window, r->pool_members, r->pool_bound ? r->pool_bound : "-",
+             cpus, r->seconds, r->detail[0] ? "; " : "", r->detail);
     return buf;
 }
