@@ -35,6 +35,7 @@ typedef struct device_args {
     const char *ncu;           /* --ncu PATH (NULL: none) */
     double profile_warmup_s;   /* < 0: kace profile's defaults */
     double profile_window_s;   /* <= 0: kace profile's defaults */
+    bool window_given;         /* --window: the probe's window is not used */
 } device_args;
 
 static int campaign_usage(void)
@@ -450,11 +451,9 @@ static double profile_windows_s(const engine *e)
  * bound); its window is the runs' unless --window was given. */
 static void probe_apply(engine *e, size_t members, double window_s)
 {
-    measure_cli_options defaults;
-    measure_cli_defaults(&defaults);
     if (members > 0 && members < e->d->pool_max)
         e->d->pool_max = members;
-    bool window = isfinite(window_s) && window_s > 0 && e->d->mo->window_s == defaults.window_s;
+    bool window = isfinite(window_s) && window_s > 0 && !e->args->window_given;
     if (window)
         e->d->mo->window_s = window_s;
     printf("probe: this call's pool holds at most %zu members; its window is %.2f s%s\n", e->d->pool_max,
@@ -1275,6 +1274,7 @@ int cmd_campaign(int argc, char **argv)
             break;
         case 'h': return campaign_usage();
         default:
+            args.window_given |= c == 1002; /* --window (MEASURE_CLI_LONGOPTS) */
             if (!measure_cli_option(&mo, c, optarg, "campaign", &bad))
                 return cli_usage("campaign", "unknown option");
             if (bad)

@@ -235,11 +235,15 @@ grep -q "^step probe: needs 30 s, the call has 14 s left: left whole to the next
 [ "$(KACE_DB="$scratch/short.db" ending)" = deadline ] || fail "short catalog call: ending"
 # A catalog whose workloads cannot make a plan (fewer than 3 profiled) says so.
 grep -E '^s(a|bad)_' "$scratch/bin/catalog.txt" >"$scratch/two.txt"
+# Without --window, the probe's window is the call's.
 KACE_DB="$scratch/two.db" "$kace" campaign --device --minutes 3 --catalog "$scratch/two.txt" \
-    --workloads-dir "$scratch/bin" --profile-warmup 0.2 --profile-window 0.3 "${quick[@]}" >"$scratch/out" 2>"$scratch/err"
+    --workloads-dir "$scratch/bin" --profile-warmup 0.2 --profile-window 0.3 --warmup 0.2 --run-dir "$run_dir" \
+    --quiet >"$scratch/out" 2>"$scratch/err"
 rc=$?
 [ $rc = 0 ] && grep -q "warning: 1 catalog workloads profiled (1 dropped): a plan needs 3" "$scratch/err" ||
     fail "two-workload catalog: exit $rc: $(cat "$scratch/err")"
+grep -q "^probe: this call's pool holds at most [0-9]* members; its window is [0-9.]* s (the probe's)" "$scratch/out" ||
+    fail "two-workload catalog: $(grep probe "$scratch/out")"
 
 # Run times stored by earlier calls, as above: a time-sliced run 30 s, a pool run 50 s, a cold repeat 1000 s.
 "$kace" workload add seed_batch1-inf -- /bin/true >/dev/null || fail "catalog: create the store"
@@ -286,6 +290,8 @@ t=$(line_of "^step timeslice: ")
     "probe profile plan timeslice pool cold-repeats export" ] ||
     fail "catalog call 1: steps $(sql "SELECT * FROM campaign_steps WHERE allocation_id=2")"
 [ "$(ending)" = deadline ] || fail "catalog call 1: ending $(ending)"
+grep -q "^probe: this call's pool holds at most 16 members; its window is 0.30 s$" "$scratch/out" ||
+    fail "catalog call 1: --window given, the probe's used: $(grep probe "$scratch/out")"
 ls "$scratch"/dataset/*/*.csv >/dev/null 2>&1 && [ -s "$scratch/dataset/README.md" ] ||
     fail "catalog call 1: export $(ls -R "$scratch/dataset" 2>&1)"
 no_strays "catalog call 1"
