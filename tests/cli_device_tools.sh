@@ -85,9 +85,10 @@ grep -q "no such file; nothing was run" "$SCRATCH/c4.err" || fail "campaign.sh -
 # 3b. A whole call against stand-ins (the engine's, as tests/cli_campaign_device.sh sets them
 #     up): stand-in workloads that write a recording where the injection library would,
 #     the stand-in MPS daemon, a fake NVML. The first call profiles, plans and measures
-#     what its time holds; the second resumes from the first's store and measures more;
-#     each brings back the three files, the dataset folder among them, and dataset.sh
-#     makes a folder of the last store that --verify passes.
+#     what its time holds; the second resumes from the first's store, measures the rest
+#     of the plan, and then the later catalog's workload, profiled, joins the plan; each
+#     brings back the three files, the dataset folder among them, and dataset.sh makes a
+#     folder of the last store that --verify passes.
 BUILD=$(dirname "$KACE")
 E=$SCRATCH/e2e
 mkdir -p "$E/bin"
@@ -96,7 +97,7 @@ if cp "$BUILD/tests/kace-test-worker" "$E/bin/worker" && cp "$BUILD/tests/kace-t
     trap 'kill_pids; for p in $(pgrep -f "$E/bin/"); do kill -KILL "$p" 2>/dev/null; done' EXIT
     sed 's/^clock monotonic/clock realtime/' "$(dirname "$0")/data/cupti/small.txt" >"$E/recording.txt"
     : >"$E/inject.so"
-    for w in a:4000 b:2000 c:1000; do
+    for w in a:4000 b:2000 c:1000 d:3000; do
         cat >"$E/bin/sw-${w%%:*}" <<EOS
 #!/bin/sh
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
@@ -108,8 +109,9 @@ EOS
         chmod +x "$E/bin/sw-${w%%:*}"
         echo "s${w%%:*}_batch1-inf cmd @W@/sw-${w%%:*}" >>"$E/bin/catalog.txt"
     done
+    sed -n '$p' "$E/bin/catalog.txt" >"$E/bin/later.txt" && sed -i '$d' "$E/bin/catalog.txt"
     e2e() { # OUT ARGS...: one call of campaign.sh against the stand-ins
-        KACE_DEVICE_FAKE=1 KACE_BIN=$KACE KACE_CATALOG=$E/bin/catalog.txt KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so \
+        KACE_DEVICE_FAKE=1 KACE_BIN=$KACE KACE_CATALOG=$E/bin/catalog.txt KACE_CATALOG_LATER=$E/bin/later.txt KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so \
             KACE_FAKE_GPU_NAME="Stand-in GPU" KACE_CUPTI_LIBRARY=$E/inject.so KACE_MPS_CONTROL=$E/bin/mps-control \
             KACE_TEST_MPS_MODE=normal KACE_DEVICE_NCU=none KACE_DEVICE_WARMUP=0.3 KACE_DEVICE_WINDOW=0.5 \
             KACE_DEVICE_PROFILE_WARMUP=0.2 KACE_DEVICE_PROFILE_WINDOW=0.3 bash "$DEV/campaign.sh" "$@" >/dev/null 2>&1
@@ -119,15 +121,21 @@ EOS
     for s in restore env campaign export pack; do
         grep -q "^step $s ok " "$E/c1/campaign.log" || fail "campaign.sh, call 1: step $s: $(cat "$E/c1/campaign.log")"
     done
+    grep -q "^step campaign-later skip .*the catalog's plan is not measured yet" "$E/c1/campaign.log" ||
+        fail "call 1 went on to the later catalog: $(cat "$E/c1/campaign.log")"
     [ "$(cd "$E/c1" && ls | tr '\n' ' ')" = "campaign-export.tar.gz campaign.log store.tar.gz " ] || fail "call 1 brought back: $(ls "$E/c1")"
     tar -tzf "$E/c1/store.tar.gz" | grep -qx './visits.tsv' || fail "call 1: no visits.tsv in its store"
     tar -tzf "$E/c1/campaign-export.tar.gz" | grep -q 'campaign-export/dataset/README.md' ||
         fail "call 1: no dataset in campaign-export.tar.gz"
     n1=$(runs_in "$E/c1/store.tar.gz")
     [ "${n1:-0}" -gt 0 ] || fail "call 1 measured no run: $(cat "$E/c1/campaign.log")"
-    e2e "$E/c2" --minutes 0.8 --store "$E/c1/store.tar.gz" || fail "campaign.sh, call 2: $(cat "$E/c2/campaign.log")"
+    e2e "$E/c2" --minutes 4 --store "$E/c1/store.tar.gz" || fail "campaign.sh, call 2: $(cat "$E/c2/campaign.log")"
     grep -q "^step restore ok .* 1 earlier calls" "$E/c2/campaign.log" || fail "call 2 did not restore call 1's store"
+    grep -q "^step campaign ok .*, 0 left for the next call; ended: finished" "$E/c2/campaign.log" &&
+        grep -q "^step campaign-later ok " "$E/c2/campaign.log" || fail "call 2: $(cat "$E/c2/campaign.log")"
     n2=$(runs_in "$E/c2/store.tar.gz")
+    [ "$(sqlite3 "$E/r.db" "SELECT count(*) FROM campaign_plans WHERE text LIKE '%sd_batch1-inf%'")" -ge 1 ] ||
+        fail "call 2: the later catalog's workload did not join the plan"
     [ "${n2:-0}" -gt "${n1:-0}" ] || fail "call 2 measured nothing more ($n1 then $n2 runs): $(cat "$E/c2/campaign.log")"
     bash "$DEV/dataset.sh" --kace "$KACE" "$E/c2/store.tar.gz" "$E/ds" >"$E/ds.out" 2>&1 &&
         bash "$DEV/dataset.sh" --kace "$KACE" --verify "$E/ds" >>"$E/ds.out" 2>&1 || fail "dataset.sh of call 2: $(cat "$E/ds.out")"

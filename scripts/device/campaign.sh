@@ -7,6 +7,8 @@
 #   inject-check   the bundle's injection library if it records kernels here, else one
 #                  built here against this server's CUPTI (a first visit's question)
 #   campaign       kace campaign --device --catalog ... --minutes (what is left of the call)
+#   campaign-later once the catalog's plan is measured, the same with the later catalog's
+#                  workloads added (workloads/catalog-later.txt): they join the plan
 #   export         kace export --dataset: the dataset folder the repository keeps
 #   pack           into OUT, at most 8 files:
 #     campaign.log            one line per step: step NAME ok|fail|skip SECONDS detail
@@ -18,7 +20,8 @@
 #   bash scripts/device/campaign.sh OUT [--minutes M] [--store PREVIOUS/store.tar.gz]
 #
 # M (default 7, up to 1440; decimals allowed) bounds the whole call. Environment:
-# KACE_CATALOG (default workloads/catalog.txt), KACE_PYTHON, KACE_DEVICE_NCU (the ncu
+# KACE_CATALOG (default workloads/catalog.txt), KACE_CATALOG_LATER (default
+# workloads/catalog-later.txt, "none": no later catalog), KACE_PYTHON, KACE_DEVICE_NCU (the ncu
 # the engine runs last; default the one on PATH, "none": no ncu), KACE_DEVICE_WARMUP,
 # _WINDOW, _PROFILE_WARMUP, _PROFILE_WINDOW (seconds; default the engine's), KACE_BIN.
 # Never changes GPU settings.
@@ -49,6 +52,7 @@ LIMIT=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
 RESERVE=$(awk -v l="$LIMIT" 'BEGIN { r = l / 6; printf "%d", (r > 30 ? 30 : r) }') # export and pack
 WDIR=$BUNDLE/workloads
 CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
+LATER=${KACE_CATALOG_LATER:-$WDIR/catalog-later.txt}
 NCU=${KACE_DEVICE_NCU:-$(command -v ncu || echo none)}
 WINDOWS=()
 for w in warmup window profile-warmup profile-window; do
@@ -125,21 +129,31 @@ s_inject_check() {
     DETAIL="neither injection library recorded kernels; profiles will fail (see docs/gpu.md, section 2)"
     return 1
 }
-# The engine within what is left of the call: it stops at a step boundary by its own
-# deadline; the timeout is the fallback (its SIGTERM ends the run in flight unrecorded).
+# The engine on CATALOG within what is left of the call: it stops at a step boundary by its
+# own deadline; the timeout is the fallback (its SIGTERM ends the run in flight unrecorded).
+# @W@ is the catalog's folder, or for the bundle's catalogs its workloads as built here.
 s_campaign() {
-    local left minutes rc
+    local catalog=$1 left minutes rc wdir=$WDIR
     left=$(until_s "$CALL_DEADLINE")
     minutes=$(awk -v l="$left" 'BEGIN { printf "%.2f", (l - 5) / 60 }')
     awk -v m="$minutes" 'BEGIN { exit !(m > 0.1) }' || { DETAIL="no time left to measure"; return 2; }
-    # @W@ is the catalog's folder, or for the bundle's catalog its workloads as built here.
-    local wdir=()
-    [ -n "${KACE_CATALOG:-}" ] || wdir=(--workloads-dir "$WDIR")
-    timeout -k 20 "$left" "$KACE" campaign --device --catalog "$CATALOG" --db "$DB" --minutes "$minutes" \
-        "${wdir[@]}" --python "$PY" --ncu "$NCU" --gpu "$GPU" --log "$A/workloads.log" "${WINDOWS[@]}" --quiet
+    [ -n "${KACE_CATALOG:-}" ] && wdir=$(dirname "$CATALOG")
+    timeout -k 20 "$left" "$KACE" campaign --device --catalog "$catalog" --db "$DB" --minutes "$minutes" \
+        --workloads-dir "$wdir" --python "$PY" --ncu "$NCU" --gpu "$GPU" --log "$A/workloads.log" "${WINDOWS[@]}" --quiet >"$WORK/c.out"
     rc=$?
-    DETAIL=$(grep -h '^campaign: ' "$STEP_DIR"/*-campaign.txt 2>/dev/null | tail -1)
+    cat "$WORK/c.out"
+    DETAIL=$(grep '^campaign: ' "$WORK/c.out" | tail -1)
     [ $rc = 0 ] || { DETAIL="exit $rc: ${DETAIL:-see steps/}"; return 1; }
+}
+# The later catalog's workloads are profiled only once the catalog's plan is measured
+# (the engine makes the plan only when no catalog workload is left to profile), and
+# then join it: the same call, from both catalogs, with what time is left.
+s_campaign_later() {
+    [ "$LATER" != none ] && [ -f "$LATER" ] || { DETAIL="no later catalog"; return 2; }
+    grep -q '^campaign: .*, 0 left for the next call; ended: finished' "$WORK/c.out" 2>/dev/null ||
+        { DETAIL="the catalog's plan is not measured yet"; return 2; }
+    cat "$CATALOG" "$LATER" >"$WORK/catalog-all.txt"
+    s_campaign "$WORK/catalog-all.txt"
 }
 s_export() {
     [ -f "$DB" ] || { DETAIL="no store"; return 1; }
@@ -168,7 +182,8 @@ step env 20 s_env
 [ "$GPU_MISMATCH" = 1 ] && stop_early "the store is another GPU model's"
 grep -q '^[^#]* cuda ' "$CATALOG" && step build-workloads 150 s_build_workloads
 step inject-check 60 s_inject_check
-step campaign "$LIMIT" s_campaign
+step campaign "$LIMIT" s_campaign "$CATALOG"
+step campaign-later "$LIMIT" s_campaign_later
 CALL_DEADLINE=$(awk -v t="$T_START" -v l="$LIMIT" 'BEGIN { printf "%.3f", t + l - 1 }') # the reserve
 step export 20 s_export
 step pack 20 s_pack
