@@ -161,7 +161,8 @@ s_export() {
     DETAIL=${DETAIL#"$A/"}
 }
 s_pack() {
-    rm -f "$DB-shm" "$DB-wal" # kace closed the store: its WAL is in kace.db
+    # A WAL beside kace.db (kace killed at the timeout) goes too: it holds committed runs,
+    # and the next call's kace takes them in.
     tmo tar -C "$S" -czf "$OUT/.store.tar.gz.part" . && mv "$OUT/.store.tar.gz.part" "$OUT/store.tar.gz" ||
         { DETAIL="tar of the store failed"; return 1; }
     tmo tar -C "$WORK" -czf "$OUT/campaign-export.tar.gz" campaign-export || { DETAIL="tar failed"; return 1; }
