@@ -34,7 +34,7 @@ typedef enum kace_file_kind {
     KACE_FILE_RAW_CAMPAIGN,
     KACE_FILE_SPLITS,
     KACE_FILE_NCU,
-    /* A device campaign's own records (scripts/device/store.py: runs.csv,
+    /* A device campaign's own records (kace export --dataset: runs.csv,
      * spread.csv): recognised and stored nowhere, since the colocation files
      * beside them hold the same runs' means. */
     KACE_FILE_CAMPAIGN_RECORD,

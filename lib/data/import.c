@@ -793,7 +793,7 @@ static kace_file_kind detect(const kace_csv *h)
     if (h->n_fields >= 6 && strcmp(h->fields[0], "colocation") == 0 && header_find(h, "repetitions") >= 0 &&
         header_find(h, "cv") >= 0)
         return KACE_FILE_CAMPAIGN_RECORD;
-    /* The device campaign's comparison with Nsight Compute (scripts/device/dataset.py: ncu/). */
+    /* The device campaign's comparison with Nsight Compute (kace export --dataset: ncu/). */
     if (h->n_fields >= 5 && strcmp(h->fields[0], "workload") == 0 && header_find(h, "metric") >= 0 &&
         header_find(h, "ncu") >= 0 && header_find(h, "rel_diff") >= 0)
         return KACE_FILE_CAMPAIGN_RECORD;
