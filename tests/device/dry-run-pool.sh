@@ -207,6 +207,43 @@ awk -v s="$p_all" 'BEGIN { exit !(s > 570) }' &&
 [ "$n_ncu" -ge 1 ] || falls_short "ncu: no workload profiled by ncu ($(sql "SELECT count(*) FROM campaign_ncu") tries failed)"
 files=$(find "$W/out" -type f | wc -l)
 say "export: $files files in --out"
+# The H200's own noise: BERT's step record from first light (bert.py training, batch 8, under
+# the injection library, recording launches), the spread (cv) of its throughput over windows
+# of W s, and the shortest window whose spread, and every longer one's, is within the target
+# (the probe's rule). The stand-in's sine of 3 s averages out in one period; BERT's
+# fluctuations are slower, so where they hold without the injection library too, the
+# windows (the pool's and the profiles') grow to that length.
+read -r h200_cv h200_w < <(python3 - "$root/data/first-light/h200-2026-11-28/first-light.tar.gz" "$WINDOW" \
+    "$TARGET_ERR" <<'PY'
+import bisect, statistics, sys, tarfile
+with tarfile.open(sys.argv[1]) as tar:
+    lines = tar.extractfile("first-light/torch-steps.txt").read().decode().splitlines()
+rows = [l.split() for l in lines if " done " in l]
+t, s = [float(r[0]) for r in rows][1:], [int(r[2]) for r in rows][1:]  # after the replayed first step
+def cv(w):
+    rates = []
+    for i in range(len(t)):
+        j = bisect.bisect_left(t, t[i] + w)
+        if j >= len(t):
+            break
+        rates.append((s[j] - s[i]) / (t[j] - t[i]))
+    return statistics.pstdev(rates) / statistics.mean(rates) if len(rates) > 10 else float("nan")
+lengths = [x / 2 for x in range(2, 61)]
+cvs = [cv(w) for w in lengths]
+fit = next((w for k, w in enumerate(lengths) if all(c <= float(sys.argv[3]) for c in cvs[k:] if c == c)), 0)
+print("%.1f %.1f" % (100 * cv(float(sys.argv[2])), fit))
+PY
+)
+if [ -n "${h200_w:-}" ]; then
+    n_pool_runs=$(sql "SELECT count(*) FROM runs WHERE status='ok' AND mode='mps' AND set_name NOT LIKE 'cold-%'")
+    h200_all=$(awk -v a="$p_all" -v w="$h200_w" -v w0="$WINDOW" -v n="$n_pool_runs" -v c="$cold" -v t="$ts" -v np="$n_prof" \
+        'BEGIN { printf "%.0f", a + (w - w0) * (n + c + t + 2 * np) }')
+    say "the H200's BERT (first light, under the injection library): its throughput's spread over $WINDOW s windows" \
+        "is $h200_cv% (the stand-in's: at most $(awk -v w="$WINDOW" -v a="$NOISE_A" -v p="$NOISE_P" \
+        'BEGIN { printf "%.1f", 100 * a * p / (3.14159265 * w) }')%); $(awk -v e="$TARGET_ERR" 'BEGIN { print 100 * e }')%" \
+        "needs windows of $h200_w s, with which this allocation would take $(m "$h200_all") min"
+fi
+
 # The coupling shows: one workload's throughput differs across its pairs, and along a split grid.
 read -r pmin pmax < <(sql "SELECT printf('%.0f %.0f', min(m.throughput), max(m.throughput)) FROM run_members m JOIN runs r
     ON r.id=m.run_id WHERE r.status='ok' AND r.k=2 AND r.mode='mps' AND m.mps_pct=100 AND m.workload_id=(SELECT
