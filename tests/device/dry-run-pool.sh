@@ -164,6 +164,13 @@ say "profiles (warm-up $PWARMUP s, window $WINDOW s, replay $REPLAY_S s a signat
 c = sqlite3.connect(sys.argv[1])
 print(", ".join("%s %.0f" % (w, s * float(sys.argv[2])) for w, s in
     c.execute("SELECT workload, seconds FROM campaign_profiles WHERE status=\"ok\" ORDER BY id")))' "$KACE_DB" "$F")"
+# Where the pool's minutes go: its runs' own time (each member's warm-up and window, and the
+# pause at its next step boundary) and the rest (starting pools, as many as the bound makes).
+pool_runs_s=$(sed -n -E 's/^\[[0-9]+\] .*\(([a-z0-9-]+), MPS, repetition [0-9]+\): [a-z]+ in ([0-9.]+) s.*/\1 \2/p' \
+    "$W/campaign.out" | awk '$1 !~ /^cold-/ { s += $2 } END { printf "%.2f", s }')
+say "where the pool's minutes go: its runs $(awk -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", r * f / 60 }')," \
+    "starting its pools (at most $POOL_MEMBERS members each) and between runs" \
+    "$(awk -v p="$pool_s" -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", (p - r) * f / 60 }')"
 grep -E '^(probe|plan [0-9a-f]*|export|campaign): |^step ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
 [ -s "$W/ncu-refused.log" ] && say "ncu refused: $(head -1 "$W/ncu-refused.log" | cut -c1-300)"
 
