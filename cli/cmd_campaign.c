@@ -906,8 +906,12 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
             r->left++;
             continue;
         }
-        /* ncu [--pipeline-boost-state dynamic] --csv --target-processes all --launch-count N -- COMMAND */
-        const char *head[] = {e->args->ncu, "--csv", "--target-processes", "all", "--launch-count", NCU_LAUNCHES};
+        /* As the device scripts ran it: clocks left as they are (kace's profiles ran at the GPU's
+         * own), the workload ended by ncu once its launches are profiled (--kill yes), the two
+         * sections kace's kernel metrics are compared with, the results as CSV on stdout. */
+        const char *head[] = {e->args->ncu, "--clock-control", "none", "--apply-rules", "no", "--kill", "yes",
+                              "--launch-count", NCU_LAUNCHES, "--section", "SpeedOfLight", "--section",
+                              "LaunchStats", "--target-processes", "all", "--csv"};
         size_t n_head = sizeof head / sizeof head[0], at = 0;
         char **argv = calloc(n_head + 4 + (size_t)argc, sizeof *argv);
         if (!argv) {
@@ -938,7 +942,7 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
         kace_run_options ro;
         kace_run_options_init(&ro);
         ro.warmup_s = 0;
-        ro.window_s = d->mo->window_s < cap / 2 ? d->mo->window_s : cap / 2;
+        ro.window_s = cap; /* ncu ends the workload itself (--kill yes); the cap bounds it */
         ro.timeout_s = cap;
         ro.term_grace_max_s = d->mo->stop_grace_max_s;
         ro.stderr_fd = d->mo->log_fd;
