@@ -802,8 +802,11 @@ static kace_status step_plan(engine *e, kace_campaign_step_report *r)
     int64_t plan_id = 0;
     kace_plan_fingerprint(text, len, fingerprint);
     bool extended = e->plan != NULL;
-    if ((st = kace_campaign_made_plan_note(ctx, e->d->store, e->catalog_id, text, len, fingerprint, &plan_id)) ||
-        (st = engine_set_plan(e, text, len, "the plan made")))
+    if ((st = kace_campaign_made_plan_note(ctx, e->d->store, e->catalog_id, text, len, fingerprint, &plan_id))) {
+        free(text);
+        return st;
+    }
+    if ((st = engine_set_plan(e, text, len, "the plan made"))) /* it owns text now */
         return st;
     printf("plan %s: %s from %zu profiled workloads (%zu dropped), %zu runs (campaign_plans id %lld)\n", fingerprint,
            extended ? "extended" : "made", e->n_profiled, e->n_dropped, e->plan->n, (long long)plan_id);
