@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --minutes) [ $# -ge 2 ] || usage; MINUTES=$2; shift 2 ;;
     --store) [ $# -ge 2 ] || usage; PREV=$2; shift 2 ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) usage ;;
     *) OUT=$1; shift ;;
     esac
