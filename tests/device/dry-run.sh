@@ -148,7 +148,11 @@ python3 "$here/check-libs.py" --kace "$B/bin/kace" --allow "$B/lib" --allow "$FA
 cat "$WORK/libs.out"
 grep -q ' [1-9][0-9]* processes with the injection library' "$WORK/libs.out" ||
     fail "the injection library was never loaded by the fake CUDA program"
-left=$(pgrep -f "$APP" | tr '\n' ' ')
+# (the dry run's own: their environment holds its TMPDIR)
+left=""
+for p in $(pgrep -f "$APP"); do
+    tr '\0' '\n' 2>/dev/null <"/proc/$p/environ" | grep -qxF "TMPDIR=$WORK" && left+="$p "
+done
 [ -z "$left" ] || { fail "stand-ins left running: $left"; for p in $left; do kill -KILL "$p" 2>/dev/null; done; }
 
 echo "dry-run: $(awk -v a="$t_all" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }') s in all; output in $OUT"
