@@ -20,10 +20,11 @@
 #   bash scripts/device/campaign.sh OUT [--minutes M] [--store PREVIOUS/store.tar.gz]
 #
 # M (default 7, up to 1440; decimals allowed) bounds the whole call. Environment:
-# KACE_CATALOG (default workloads/catalog.txt), KACE_CATALOG_LATER (default
-# workloads/catalog-later.txt, "none": no later catalog), KACE_PYTHON, KACE_DEVICE_NCU (the ncu
-# the engine runs last; default the one on PATH, "none": no ncu), KACE_DEVICE_WARMUP,
-# _WINDOW, _PROFILE_WARMUP, _PROFILE_WINDOW (seconds; default the engine's), KACE_BIN.
+# KACE_CATALOG (default workloads/catalog.txt), KACE_CATALOG_LATER (default, with the
+# bundle's catalog, workloads/catalog-later.txt; "none": no later catalog), KACE_PYTHON,
+# KACE_DEVICE_NCU (the ncu the engine runs last; default the one on PATH, "none": no ncu),
+# KACE_DEVICE_WARMUP, _WINDOW, _PROFILE_WARMUP, _PROFILE_WINDOW (seconds; default the
+# engine's), KACE_BIN.
 # Never changes GPU settings.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --minutes) [ $# -ge 2 ] || usage; MINUTES=$2; shift 2 ;;
     --store) [ $# -ge 2 ] || usage; PREV=$2; shift 2 ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) usage ;;
     *) OUT=$1; shift ;;
     esac
@@ -52,7 +53,8 @@ LIMIT=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
 RESERVE=$(awk -v l="$LIMIT" 'BEGIN { r = l / 6; printf "%d", (r > 30 ? 30 : r) }') # export and pack
 WDIR=$BUNDLE/workloads
 CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
-LATER=${KACE_CATALOG_LATER:-$WDIR/catalog-later.txt}
+LATER=${KACE_CATALOG_LATER:-$WDIR/catalog-later.txt} # the bundle's, with the bundle's catalog
+[ -n "${KACE_CATALOG:-}" ] && [ -z "${KACE_CATALOG_LATER:-}" ] && LATER=none
 NCU=${KACE_DEVICE_NCU:-$(command -v ncu || echo none)}
 WINDOWS=()
 for w in warmup window profile-warmup profile-window; do
