@@ -746,8 +746,10 @@ int cmd_eval(int argc, char **argv)
                 req.kace_kind = KACE_MODEL_SLOWDOWN;
             else if (strcmp(optarg, "pressure") == 0)
                 req.kace_kind = KACE_MODEL_PRESSURE;
+            else if (strcmp(optarg, "stacked") == 0)
+                req.kace_kind = KACE_MODEL_STACKED;
             else
-                return cli_usage("eval", "--kace-kind must be slowdown or pressure");
+                return cli_usage("eval", "--kace-kind must be slowdown, pressure or stacked");
             break;
         case 'h':
             printf("usage: kace eval [--db PATH] [--mode paper|clean|both] [--out DIR] [--no-xu] [--no-kace] [--xu-iter N]\n"
@@ -762,8 +764,9 @@ int cmd_eval(int argc, char **argv)
                    "--kace-tree-weight W override its defaults (100, 0.1, 3, CV, 0.5); --kace-monotone none|shares|partners\n"
                    "fixes the trees' monotone constraints instead of choosing them by 3-fold CV on the training rows;\n"
                    "--kace-seed S seeds the trees' row subsampling and the CV folds (default 0); --kace-seeds N\n"
-                   "reports kace's scores as the mean over seeds S .. S+N-1 (default 1). --kace-kind pressure\n"
-                   "makes kace's model the pressure model (docs/pressure-model.md) instead of the slowdown model.\n"
+                   "reports kace's scores as the mean over seeds S .. S+N-1 (default 1). --kace-kind pressure|stacked\n"
+                   "makes kace's model the pressure model, or both blended (docs/pressure-model.md), instead of the\n"
+                   "slowdown model.\n"
                    "--groups / --splits run instead the beyond-pairs sections: best group of k = 2, 3 around each\n"
                    "target (branch and bound vs Oracle and the rules) and the MPS split advisor (leave-one-pair-out;\n"
                    "--splits --train-db OTHER: fitted on OTHER's grids, another GPU's, each advised pair left out by name).\n"

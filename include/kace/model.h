@@ -79,7 +79,8 @@ typedef enum kace_model_kind {
     KACE_MODEL_LINEAR = 0,  /* the paper's KACE: OLS on summed features */
     KACE_MODEL_FOREST = 1,  /* random forest (the Xu et al. baseline) */
     KACE_MODEL_SLOWDOWN = 2, /* kace's default: per-member slowdown, summed */
-    KACE_MODEL_PRESSURE = 3  /* per-member sensitivity x partners' pressure (pressure.c) */
+    KACE_MODEL_PRESSURE = 3, /* per-member sensitivity x partners' pressure (pressure.c) */
+    KACE_MODEL_STACKED = 4   /* pressure and slowdown, each member's log throughput blended (stacked.c) */
 } kace_model_kind;
 
 /* How features are z-scored at prediction time. TRAIN uses the fitting rows'

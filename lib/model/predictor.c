@@ -9,6 +9,7 @@
 #include "model_internal.h"
 #include "pressure.h"
 #include "slowdown.h"
+#include "stacked.h"
 
 /* The one place that knows the model kinds. */
 static const kace_predictor_ops *const kinds[] = {
@@ -16,6 +17,7 @@ static const kace_predictor_ops *const kinds[] = {
     [KACE_MODEL_FOREST] = &kace_forest_ops,
     [KACE_MODEL_SLOWDOWN] = &kace_slowdown_ops,
     [KACE_MODEL_PRESSURE] = &kace_pressure_ops,
+    [KACE_MODEL_STACKED] = &kace_stacked_ops,
 };
 enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
 
