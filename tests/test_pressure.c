@@ -11,7 +11,9 @@
  * splits at n_occur 2 and 3, per-member error at n_occur 3, unseen
  * families, triples, leave one batch size out, and a pairs-only model
  * choosing among the triples (docs/pressure-model.md). `figures SEEDS SET`
- * has both models read only the metrics of SET (no-counters, system).
+ * has both models read only the metrics of SET (no-counters, system);
+ * `figures SEEDS SET KIND...` scores those kinds instead (e.g. stacked
+ * pressure slowdown), the first against the goals and the last.
  * `test_pressure search` prints what the group search's bounds save. */
 #include <math.h>
 #include <stdio.h>
@@ -703,7 +705,7 @@ static kace_status pairs_to_triples(kace_dataset *both, kace_folds **folds)
     return st;
 }
 
-static int print_figures(int seeds)
+static int print_figures(int seeds, const kace_model_kind *kinds, int n_kinds)
 {
     static const char *const files[] = {"colocations/triples.csv", "splits.csv"};
     kace_dataset *triples = NULL, *both = NULL;
@@ -723,27 +725,34 @@ static int print_figures(int seeds)
         st = kace_protocol_folds(ctx, pairs, &spec, &batch);
     if (!st)
         st = pairs_to_triples(both, &pt);
-    double fig[2][N_FIG] = {{0}}, one[N_FIG];
-    static const kace_model_kind kinds[2] = {KACE_MODEL_PRESSURE, KACE_MODEL_SLOWDOWN};
-    for (int k = 0; k < 2 && !st; k++)
+    double fig[4][N_FIG] = {{0}}, one[N_FIG];
+    for (int k = 0; k < n_kinds && !st; k++)
         for (int s = 0; s < seeds && !st; s++) {
             if (!(st = figures_of(kinds[k], (uint64_t)s, triples, splits, batch, both, pt, one)))
                 for (int f = 0; f < N_FIG; f++)
                     fig[k][f] += one[f] / seeds;
         }
     if (!st) {
+        /* The first kind against the last (pressure against slowdown unless told). */
+        const char *first = kace_model_kind_name(kinds[0]), *last = kace_model_kind_name(kinds[n_kinds - 1]);
         printf("V100 data, clean mode, %s metrics, mean over kace seeds 0..%d\n", kace_metric_set_name(fig_metrics),
                seeds - 1);
-        printf("%-36s %9s %9s %9s  %s\n", "figure", "pressure", "slowdown", "goal", "pressure vs slowdown");
+        printf("%-36s", "figure");
+        for (int k = 0; k < n_kinds; k++)
+            printf(" %9s", kace_model_kind_name(kinds[k]));
+        printf(" %9s  %s vs %s\n", "goal", first, last);
         for (int f = 0; f < N_FIG; f++) {
             bool lower = figure[f].lower_is_better;
-            double p = fig[0][f], d = fig[1][f];
+            double p = fig[0][f], d = fig[n_kinds - 1][f];
             char goal[32] = "-";
             if (!isnan(figure[f].goal))
                 snprintf(goal, sizeof goal, "%s %.3g", lower ? "<=" : ">=", figure[f].goal);
             const char *cmp = fabs(p - d) < 5e-4 * (lower ? 10 : 1) ? "same" : (lower ? p < d : p > d) ? "better"
                                                                                                        : "worse";
-            printf("%-36s %9.4f %9.4f %9s  %s%s\n", figure[f].what, p, d, goal, cmp,
+            printf("%-36s", figure[f].what);
+            for (int k = 0; k < n_kinds; k++)
+                printf(" %9.4f", fig[k][f]);
+            printf(" %9s  %s%s\n", goal, cmp,
                    isnan(figure[f].goal) ? ""
                    : (lower ? p <= figure[f].goal : p >= figure[f].goal) ? " (goal met)"
                                                                           : " (goal not met)");
@@ -827,13 +836,22 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "figures") == 0) {
         int seeds = argc > 2 ? atoi(argv[2]) : 4, set = argc > 3 ? kace_metric_set_from_name(argv[3]) : 0;
-        if (seeds < 1 || seeds > 100 || set < 0 || setup(NULL) != 0) {
-            fprintf(stderr, "usage: test_pressure figures [SEEDS 1..100 [full|no-counters|system]] (needs "
-                            "../shared/data/kace-v100)\n");
+        kace_model_kind kinds[4] = {KACE_MODEL_PRESSURE, KACE_MODEL_SLOWDOWN};
+        int n_kinds = argc > 4 ? argc - 4 : 2;
+        bool known = n_kinds <= 4;
+        for (int k = 0; known && argc > 4 && k < n_kinds; k++) {
+            int kind = kace_model_kind_from_name(argv[4 + k]);
+            known = kind >= KACE_MODEL_SLOWDOWN;
+            kinds[k] = (kace_model_kind)kind;
+        }
+        if (seeds < 1 || seeds > 100 || set < 0 || !known || setup(NULL) != 0) {
+            fprintf(stderr, "usage: test_pressure figures [SEEDS 1..100 [full|no-counters|system [KIND...]]] "
+                            "(KIND: pressure, slowdown, stacked, at most 4; the first is scored against the goals "
+                            "and the last; needs ../shared/data/kace-v100)\n");
             return 2;
         }
         fig_metrics = (kace_metric_set)set;
-        int rc = print_figures(seeds);
+        int rc = print_figures(seeds, kinds, n_kinds);
         teardown(NULL);
         return rc;
     }
