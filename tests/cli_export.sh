@@ -208,7 +208,9 @@ check_eq "runs.csv members" 13 "$(tail -n +2 "$SCRATCH/d1/campaign/runs.csv" | w
 grep -q '^| 2026-11-29T09:00:00Z | Stand-in GPU, 1.0, 1024 MiB | 13.0 | none | kace test |$' "$SCRATCH/d1/README.md" &&
     grep -q "^# kace's own dataset: Stand-in GPU$" "$SCRATCH/d1/README.md" &&
     grep -q "(\`campaign/spread.csv\`, 4 members): median [0-9.]*%, largest" "$SCRATCH/d1/README.md" &&
-    grep -q "^- 1 ended on their own (a crash, an early exit)$" "$SCRATCH/d1/README.md" ||
+    grep -q "^- 1 ended on their own (a crash, an early exit)$" "$SCRATCH/d1/README.md" &&
+    grep -q '^| workload | members | at a step boundary (stop message) | on its own |$' "$SCRATCH/d1/README.md" &&
+    grep -q '^| `crasher` | 1 | 0 | 1 |$' "$SCRATCH/d1/README.md" && grep -q '^| `fast` | 6 | 6 | 0 |$' "$SCRATCH/d1/README.md" ||
     fail "dataset README: $(cat "$SCRATCH/d1/README.md")"
 "$KACE" export --dataset --quiet --db "$M" --calls "$SCRATCH/calls.tsv" "$SCRATCH/d2" || fail "export --dataset again"
 diff -r "$SCRATCH/d1" "$SCRATCH/d2" >/dev/null || fail "two dataset exports of one store differ"

@@ -840,25 +840,34 @@ static const struct {
     {"on its own", "ended on their own (a crash, an early exit)"},
 };
 
-static void readme_endings(text_buf *t, const runs *r)
+/* Which of endings[] a member's detail says (N_OF(endings): another ending,
+ * N_OF(endings) + 1: none recorded). */
+static size_t ending_of(const char *detail)
+{
+    size_t e = 0;
+    while (e < N_OF(endings) && !strstr(detail, endings[e].phrase))
+        e++;
+    if (e == N_OF(endings) && !strstr(detail, "after SIGTERM") && !strstr(detail, "never started"))
+        e++;
+    return e;
+}
+
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* How the members' processes ended: in all, then workload by workload. */
+static kace_status readme_endings(kace_ctx *ctx, text_buf *t, const runs *r)
 {
     if (!r->n) {
         tb_printf(t, "No run measured yet.\n");
-        return;
+        return KACE_OK;
     }
-    size_t count[N_OF(endings)] = {0}, other = 0, unknown = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        const char *d = r->m[i].detail;
-        size_t e = 0;
-        while (e < N_OF(endings) && !strstr(d, endings[e].phrase))
-            e++;
-        if (e < N_OF(endings))
-            count[e]++;
-        else if (strstr(d, "after SIGTERM") || strstr(d, "never started"))
-            other++;
-        else
-            unknown++;
-    }
+    enum { N_ENDS = N_OF(endings) + 2 };
+    size_t count[N_ENDS] = {0};
+    for (size_t i = 0; i < r->n; i++)
+        count[ending_of(r->m[i].detail)]++;
     tb_printf(t, "Each member of each run (`campaign/runs.csv`, column `detail`), by how its process ended.\n"
                  "NVIDIA's MPS documentation warns that a client ended with GPU work outstanding can leave the "
                  "server\nand its other clients in an undefined state: the step-boundary stop is meant to avoid "
@@ -866,10 +875,46 @@ static void readme_endings(text_buf *t, const runs *r)
     for (size_t e = 0; e < N_OF(endings); e++)
         if (count[e] || e < 3 || e == N_OF(endings) - 1) /* the rarer ones once seen */
             tb_printf(t, "- %zu %s\n", count[e], endings[e].words);
-    if (other)
-        tb_printf(t, "- %zu otherwise (another exit or signal after SIGTERM, or never started)\n", other);
-    if (unknown)
-        tb_printf(t, "- %zu not recorded (measured by a kace that did not store it)\n", unknown);
+    if (count[N_OF(endings)])
+        tb_printf(t, "- %zu otherwise (another exit or signal after SIGTERM, or never started)\n", count[N_OF(endings)]);
+    if (count[N_OF(endings) + 1])
+        tb_printf(t, "- %zu not recorded (measured by a kace that did not store it)\n", count[N_OF(endings) + 1]);
+
+    /* Workload by workload, a column for each ending seen. */
+    const char **names = malloc(r->n * sizeof *names);
+    if (!names)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < r->n; i++)
+        names[i] = r->m[i].name;
+    qsort(names, r->n, sizeof *names, cmp_str_ptr);
+    static const char *const short_words[N_ENDS] = {"SIGKILL", "before its report", "at its report (SIGTERM)",
+                                                   "at a step boundary (stop message)", "paused in the pool",
+                                                   "on its own", "otherwise", "not recorded"};
+    tb_printf(t, "\n| workload | members |");
+    for (size_t e = 0; e < N_ENDS; e++)
+        if (count[e])
+            tb_printf(t, " %s |", short_words[e]);
+    tb_printf(t, "\n|---|---|");
+    for (size_t e = 0; e < N_ENDS; e++)
+        if (count[e])
+            tb_printf(t, "---|");
+    tb_append(t, "\n", 1);
+    for (size_t i = 0; i < r->n;) {
+        size_t j = i, per[N_ENDS] = {0};
+        while (j < r->n && strcmp(names[j], names[i]) == 0)
+            j++;
+        for (size_t m = 0; m < r->n; m++)
+            if (strcmp(r->m[m].name, names[i]) == 0)
+                per[ending_of(r->m[m].detail)]++;
+        tb_printf(t, "| `%s` | %zu |", names[i], j - i);
+        for (size_t e = 0; e < N_ENDS; e++)
+            if (count[e])
+                tb_printf(t, " %zu |", per[e]);
+        tb_append(t, "\n", 1);
+        i = j;
+    }
+    free(names);
+    return KACE_OK;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -1032,7 +1077,11 @@ static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *call
     }
     free(cv);
     tb_printf(&t, "\n## How the workloads' processes ended\n\n");
-    readme_endings(&t, r);
+    kace_status st = readme_endings(ctx, &t, r);
+    if (st) {
+        free(t.p);
+        return st;
+    }
     tb_printf(&t, "\n## kace against Nsight Compute\n\n");
     tb_append(&t, ncu->p ? ncu->p : "", ncu->len);
     tb_printf(&t, "\n## Files\n\n"
@@ -1054,7 +1103,7 @@ static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *call
                   "bash scripts/device/dataset.sh OUT/store.tar.gz DIR         # here: this folder\n"
                   "bash scripts/device/dataset.sh --verify DIR                  # it is what its store gives\n"
                   "```\n");
-    kace_status st = write_out(ctx, dir, "README.md", &t, NULL);
+    st = write_out(ctx, dir, "README.md", &t, NULL);
     free(t.p);
     return st;
 }
