@@ -545,6 +545,27 @@ static kace_status ncu_targets(engine *e, ncu_target **out, size_t *n)
     return KACE_OK;
 }
 
+/* A profile try's need (kace_profile_need_s): its kind's start allowance,
+ * the longest profile of its kind so far, its own try that ran out of time. */
+static kace_status profile_need(engine *e, const kace_catalog_entry *w, const kace_profile_tries *t, double *need)
+{
+    double longest = 0;
+    for (size_t i = 0; i < e->catalog.n; i++) {
+        const kace_catalog_entry *o = &e->catalog.entries[i];
+        kace_profile_tries ot;
+        if (o->kind != w->kind)
+            continue;
+        kace_status st = kace_campaign_profile_tries(e->d->ctx, e->d->store, o->name, "", &ot);
+        if (st)
+            return st;
+        if (ot.own_ok_s > longest)
+            longest = ot.own_ok_s;
+    }
+    double cap = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0);
+    *need = kace_profile_need_s(profile_windows_s(e), kace_profile_start_s(w->kind), longest, t->ran_out_s, cap);
+    return KACE_OK;
+}
+
 /* The done checks (kace_campaign_ops.progress). */
 static kace_status engine_progress(void *arg, kace_campaign_progress *p)
 {
@@ -739,8 +760,7 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
     if (measure_cli_quit_mps(ctx, d->mps, true) != 0)
         return kace_fail(ctx, KACE_ERR_IO, "the MPS daemon did not quit before the profiles");
     d->daemon_wanted = false;
-    double t0 = now_s(), windows = profile_windows_s(e);
-    double cap = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0);
+    double t0 = now_s();
     bool *failed_now = calloc(e->catalog.n ? e->catalog.n : 1, sizeof *failed_now);
     if (!failed_now)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
@@ -759,7 +779,9 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
                 break;
             if (t.profiled || kace_profile_dropped(t.failures))
                 continue;
-            double need = kace_profile_need_s(windows, t.longest_ok_s, t.ran_out_s, cap);
+            double need = 0;
+            if ((st = profile_need(e, w, &t, &need)))
+                break;
             if (need > until_s - (now_s() - t0))
                 continue; /* left to the next call; a shorter need may still fit */
             bool cancelled = false;
@@ -1022,16 +1044,15 @@ static double engine_need_s(void *arg, kace_campaign_step step)
         return NCU_CAP_S / 4;
     if (step != KACE_STEP_PROFILE)
         return 0;
-    double least = INFINITY, windows = profile_windows_s(e);
-    double cap = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0);
+    double least = INFINITY;
     for (size_t i = 0; i < e->catalog.n; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         kace_profile_tries t;
         if (target_key(ctx, e->catalog.entries[i].text, e->catalog.entries[i].argv, key) ||
             kace_campaign_profile_tries(ctx, e->d->store, e->catalog.entries[i].name, key, &t))
             return 0; /* the step itself meets the error and says it */
-        if (!t.profiled && !kace_profile_dropped(t.failures)) {
-            double need = kace_profile_need_s(windows, t.longest_ok_s, t.ran_out_s, cap);
+        double need = 0;
+        if (!t.profiled && !kace_profile_dropped(t.failures) && !profile_need(e, &e->catalog.entries[i], &t, &need)) {
             if (need < least)
                 least = need;
         }

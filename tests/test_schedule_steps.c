@@ -24,19 +24,26 @@ static void test_profile_dropped_after_two_failures(void **state)
 static void test_profile_need(void **state)
 {
     (void)state;
-    /* Before any profile: its windows and two cold starts. */
-    assert_true(fabs(kace_profile_need_s(50, 0, 0, 0) - (50 + KACE_PROFILE_START_S)) < 1e-9);
-    /* The longest profile so far, by a quarter, where that is longer. */
-    assert_true(fabs(kace_profile_need_s(50, 200, 0, 0) - 250) < 1e-9);
-    assert_true(fabs(kace_profile_need_s(50, 40, 0, 0) - (50 + KACE_PROFILE_START_S)) < 1e-9);
+    const double s = KACE_PROFILE_START_S;
+    /* Before any profile: its windows and its kind's start allowance. */
+    assert_true(fabs(kace_profile_need_s(50, s, 0, 0, 0) - (50 + s)) < 1e-9);
+    assert_true(fabs(kace_profile_start_s(KACE_CATALOG_CUDA) - KACE_PROFILE_START_CUDA_S) < 1e-9);
+    assert_true(fabs(kace_profile_start_s(KACE_CATALOG_TORCH) - KACE_PROFILE_START_TORCH_S) < 1e-9);
+    assert_true(fabs(kace_profile_start_s(KACE_CATALOG_LLM) - KACE_PROFILE_START_TORCH_S) < 1e-9);
+    assert_true(fabs(kace_profile_start_s(KACE_CATALOG_CMD) - s) < 1e-9);
+    assert_true(KACE_PROFILE_START_CUDA_S < KACE_PROFILE_START_TORCH_S);
+    /* The longest profile of its kind so far, by a quarter, where that is longer. */
+    assert_true(fabs(kace_profile_need_s(50, s, 200, 0, 0) - 250) < 1e-9);
+    assert_true(fabs(kace_profile_need_s(50, s, 40, 0, 0) - (50 + s)) < 1e-9);
     /* A try that ran out of time after 120 s: the next gets 180 s. */
-    assert_true(fabs(kace_profile_need_s(50, 0, 120, 0) - 180) < 1e-9);
-    assert_true(fabs(kace_profile_need_s(50, 200, 120, 0) - 250) < 1e-9);
+    assert_true(fabs(kace_profile_need_s(50, s, 0, 120, 0) - 180) < 1e-9);
+    assert_true(fabs(kace_profile_need_s(50, s, 200, 120, 0) - 250) < 1e-9);
     /* Twice out of time: half as long again as the longer try. */
-    assert_true(fabs(kace_profile_need_s(50, 0, 180, 0) - 270) < 1e-9);
+    assert_true(fabs(kace_profile_need_s(50, s, 0, 180, 0) - 270) < 1e-9);
     /* The cap bounds all of it (a need longer than a call would never run). */
-    assert_true(fabs(kace_profile_need_s(50, 0, 400, 390) - 390) < 1e-9);
-    assert_true(fabs(kace_profile_need_s(-1, 0, 0, 0) - KACE_PROFILE_START_S) < 1e-9);
+    assert_true(fabs(kace_profile_need_s(50, s, 0, 400, 390) - 390) < 1e-9);
+    assert_true(fabs(kace_profile_need_s(-1, s, 0, 0, 0) - s) < 1e-9);
+    assert_true(fabs(kace_profile_need_s(10, -1, 0, 0, 0) - 10) < 1e-9);
 }
 
 static void put_file(const char *path, const char *text)
@@ -387,6 +394,7 @@ static void test_store_tables(void **state)
     assert_true(kace_profile_dropped(t.failures));
     assert_true(fabs(t.ran_out_s - 80) < 1e-9);
     assert_true(fabs(t.longest_ok_s - 60) < 1e-9);
+    assert_true(t.own_ok_s == 0); /* a's own: none */
     assert_kace_ok(ctx, kace_campaign_profile_tries(ctx, s, "a", "k3", &t));
     assert_int_equal(t.failures, 0);
     assert_true(t.ran_out_s == 0);

@@ -28,6 +28,7 @@
 #ifndef KACE_CAMPAIGN_H
 #define KACE_CAMPAIGN_H
 
+#include "kace/catalog.h"
 #include "kace/measure.h"
 #include "kace/pool.h"
 
@@ -254,8 +255,14 @@ bool kace_campaign_step_wanted(kace_campaign_step step, const kace_campaign_prog
 #define KACE_PROFILE_MAX_FAILURES 2
 /* A try that ran out of time: the next gets this much longer. */
 #define KACE_PROFILE_RAN_OUT_GROWTH 1.5
-/* A profile's time beyond its four windows before any was measured: two
- * cold starts (the clean run's and the counters run's). */
+/* A profile's time beyond its four windows before any of its kind was
+ * measured (kace_profile_start_s): a CUDA C program starts in a second or
+ * two and replays one signature; a PyTorch or LLM workload needed 17.5 s
+ * before its first report on the H200 and its first step under kernel
+ * replay took 22.4 s, in each of the two runs; any other command, two
+ * cold starts. */
+#define KACE_PROFILE_START_CUDA_S 30.0
+#define KACE_PROFILE_START_TORCH_S 110.0
 #define KACE_PROFILE_START_S (2 * KACE_SCHEDULE_COLD_START_S)
 /* The longest profile measured, by this much, bounds the next workload's
  * (a larger model starts and replays longer than the first one measured). */
@@ -265,12 +272,16 @@ bool kace_campaign_step_wanted(kace_campaign_step step, const kace_campaign_prog
  * key is dropped. */
 bool kace_profile_dropped(int failures);
 
+/* A kind's start allowance: KACE_PROFILE_START_CUDA_S, _TORCH_S (torch
+ * and llm) or KACE_PROFILE_START_S. */
+double kace_profile_start_s(kace_catalog_kind kind);
+
 /* A profile try's time need: its windows_s (both runs' warm-ups and
- * windows) and KACE_PROFILE_START_S; at least the longest successful
- * profile so far by KACE_PROFILE_LONGEST_MARGIN (0: none yet); at least
- * KACE_PROFILE_RAN_OUT_GROWTH x its own longest try that ran out of time
- * (0: none); at most cap_s (0: no cap). */
-double kace_profile_need_s(double windows_s, double longest_ok_s, double ran_out_s, double cap_s);
+ * windows) and start_s (its kind's allowance); at least the longest
+ * successful profile of its kind so far by KACE_PROFILE_LONGEST_MARGIN (0:
+ * none yet); at least KACE_PROFILE_RAN_OUT_GROWTH x its own longest try
+ * that ran out of time (0: none); at most cap_s (0: no cap). */
+double kace_profile_need_s(double windows_s, double start_s, double longest_ok_s, double ran_out_s, double cap_s);
 
 /* ---- one call's driver ---- */
 

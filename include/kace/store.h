@@ -357,6 +357,7 @@ typedef struct kace_profile_tries {
     int failures;        /* tries under command_key that failed or ran out of time */
     double ran_out_s;    /* the longest try under command_key that ran out of time (0: none) */
     double longest_ok_s; /* the longest successful try of any workload (0: none yet) */
+    double own_ok_s;     /* its own longest successful try, under any key (0: none) */
 } kace_profile_tries;
 
 kace_status kace_campaign_profile_tries(kace_ctx *ctx, kace_store *store, const char *workload,

@@ -152,9 +152,19 @@ bool kace_profile_dropped(int failures)
     return failures >= KACE_PROFILE_MAX_FAILURES;
 }
 
-double kace_profile_need_s(double windows_s, double longest_ok_s, double ran_out_s, double cap_s)
+double kace_profile_start_s(kace_catalog_kind kind)
 {
-    double need = (windows_s > 0 ? windows_s : 0) + KACE_PROFILE_START_S;
+    switch (kind) {
+    case KACE_CATALOG_CUDA: return KACE_PROFILE_START_CUDA_S;
+    case KACE_CATALOG_TORCH:
+    case KACE_CATALOG_LLM: return KACE_PROFILE_START_TORCH_S;
+    default: return KACE_PROFILE_START_S;
+    }
+}
+
+double kace_profile_need_s(double windows_s, double start_s, double longest_ok_s, double ran_out_s, double cap_s)
+{
+    double need = (windows_s > 0 ? windows_s : 0) + (start_s > 0 ? start_s : 0);
     if (longest_ok_s * KACE_PROFILE_LONGEST_MARGIN > need)
         need = longest_ok_s * KACE_PROFILE_LONGEST_MARGIN;
     if (ran_out_s * KACE_PROFILE_RAN_OUT_GROWTH > need)

@@ -199,7 +199,8 @@ kace_status kace_campaign_profile_tries(kace_ctx *ctx, kace_store *s, const char
         " (SELECT count(*) FROM campaign_profiles WHERE workload=?1 AND command_key=?2 AND status!='ok'),"
         " (SELECT coalesce(max(seconds), 0) FROM campaign_profiles WHERE workload=?1 AND command_key=?2"
         "  AND status='timeout'),"
-        " (SELECT coalesce(max(seconds), 0) FROM campaign_profiles WHERE status='ok')",
+        " (SELECT coalesce(max(seconds), 0) FROM campaign_profiles WHERE status='ok'),"
+        " (SELECT coalesce(max(seconds), 0) FROM campaign_profiles WHERE workload=?1 AND status='ok')",
         &q);
     if (st)
         return st;
@@ -211,6 +212,7 @@ kace_status kace_campaign_profile_tries(kace_ctx *ctx, kace_store *s, const char
         out->failures = sqlite3_column_int(q, 1);
         out->ran_out_s = sqlite3_column_double(q, 2);
         out->longest_ok_s = sqlite3_column_double(q, 3);
+        out->own_ok_s = sqlite3_column_double(q, 4);
     }
     sqlite3_finalize(q);
     return rc == SQLITE_ROW ? KACE_OK : store_fail(ctx, s, "read the workload's profile tries");
