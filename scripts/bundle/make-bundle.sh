@@ -9,7 +9,7 @@
 #     src/cupti/                    its sources, to build it again against the server's CUPTI
 #     workloads/                    workload sources + catalog.txt (CUDA C built there with nvcc)
 #     scripts/device/               campaign.sh (one call around kace campaign --device), lib.sh
-#     docs/gpu.md, VERSION
+#     docs/gpu.md, campaign.md, VERSION
 #   build-bundle/kace-bundle.tar.gz
 #
 #   bash scripts/bundle/make-bundle.sh [BUILD_ROOT]      (default build-bundle)
@@ -135,6 +135,7 @@ cp "$root/gpu/cupti/inject.c" "$root/gpu/cupti/profiler_host.h" "$root/gpu/cupti
 (cd "$root" && tar --exclude=build --exclude=__pycache__ -cf - workloads) | tar -xf - -C "$b"
 cp -r "$root/scripts/device" "$b/scripts/device"
 [ -f "$root/docs/gpu.md" ] && cp "$root/docs/gpu.md" "$b/docs/"
+[ -f "$root/docs/campaign.md" ] && cp "$root/docs/campaign.md" "$b/docs/" # the engine campaign.sh runs
 [ -f "$root/docs/progress-protocol.md" ] && cp "$root/docs/progress-protocol.md" "$b/docs/"
 {
     echo "kace $(cd "$root" && git describe --always --dirty 2>/dev/null || echo unknown)"
