@@ -55,7 +55,6 @@ WDIR=$BUNDLE/workloads
 CATALOG=${KACE_CATALOG:-$WDIR/catalog.txt}
 LATER=${KACE_CATALOG_LATER:-$WDIR/catalog-later.txt} # the bundle's, with the bundle's catalog
 [ -n "${KACE_CATALOG:-}" ] && [ -z "${KACE_CATALOG_LATER:-}" ] && LATER=none
-NCU=${KACE_DEVICE_NCU:-$(command -v ncu || echo none)}
 WINDOWS=()
 for w in warmup window profile-warmup profile-window; do
     v=KACE_DEVICE_${w//-/_} && v=${v^^} && [ -n "${!v:-}" ] && WINDOWS+=("--$w" "${!v}")
@@ -66,6 +65,7 @@ mkdir -p "$A/env" "$S"
 DB=$S/kace.db
 export KACE_DB=$DB
 call_begin "$LIMIT" "$RESERVE" "$OUT/campaign.log" "$A"
+NCU=${KACE_DEVICE_NCU:-$(command -v ncu || echo none)} # after call_begin: fake mode's ncu is on PATH then
 unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT
 GPU=unknown GPU_MISMATCH=0
 
