@@ -135,14 +135,28 @@ static void test_model_file_round_trip(void **state)
     assert_null(none);
     assert_non_null(strstr(kace_errmsg(ctx), "bad.model:"));
     assert_non_null(strstr(kace_errmsg(ctx), "stacked"));
-    /* A damaged part names the part. */
+    /* A damaged part names the part, at this file's line. */
     memcpy(bad, text, strlen(text));
     at = strstr(bad, "pworkload ");
     assert_non_null(at);
     memcpy(at, "pworkload x", 11);
+    int line = 1;
+    for (const char *c = bad; c < at; c++)
+        line += *c == '\n';
+    char where[64];
+    snprintf(where, sizeof where, "bad.model:%d:", line);
     assert_int_equal(kace_model_from_text(ctx, bad, strlen(bad), "bad.model", &none), KACE_ERR_PARSE);
     assert_null(none);
-    assert_non_null(strstr(kace_errmsg(ctx), "pressure part"));
+    assert_ptr_equal(strstr(kace_errmsg(ctx), where), kace_errmsg(ctx));
+    assert_non_null(strstr(kace_errmsg(ctx), "the pressure part: "));
+    /* A part of another kind is refused before it is read: no stacked
+     * model inside a stacked one. */
+    memcpy(bad, text, strlen(text));
+    at = strstr(bad, "kind slowdown\n");
+    memcpy(at, "kind stacked\n ", 14);
+    assert_int_equal(kace_model_from_text(ctx, bad, strlen(bad), "bad.model", &none), KACE_ERR_PARSE);
+    assert_null(none);
+    assert_non_null(strstr(kace_errmsg(ctx), "expected the slowdown part"));
     /* A truncated file is refused. */
     size_t cut = (size_t)(strstr(text, "kind slowdown") - text) + 3;
     assert_int_equal(kace_model_from_text(ctx, text, cut, "cut.model", &none), KACE_ERR_PARSE);

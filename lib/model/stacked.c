@@ -359,6 +359,21 @@ static kace_status write_op(kace_ctx *ctx, const kace_model *m, text_buf *t)
     return st;
 }
 
+static const char *const part_name[N_PARTS] = {"pressure", "slowdown"};
+
+/* A part's error, read with the part's name as its origin, told at this
+ * file's line: "<origin>:<line + offset>:<col>: the <part> part: ...". */
+static kace_status part_error(kace_ctx *ctx, kace_status st, const char *origin, int offset, const char *part)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", kace_errmsg(ctx));
+    size_t n = strlen(part);
+    int line, col, used = 0;
+    if (strncmp(msg, part, n) == 0 && sscanf(msg + n, ":%d:%d: %n", &line, &col, &used) == 2 && used > 0)
+        return kace_fail(ctx, st, "%s:%d:%d: the %s part: %s", origin, line + offset, col, part, msg + n + used);
+    return kace_fail(ctx, st, "%s:%d:1: model file: the %s part: %s", origin, offset + 1, part, msg);
+}
+
 static kace_status read_op(kace_ctx *ctx, kace_model *m, const char **p, const char *end, int *line,
                            const char *origin)
 {
@@ -385,16 +400,20 @@ static kace_status read_op(kace_ctx *ctx, kace_model *m, const char **p, const c
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     sm->w = w;
     const char *at = nl + 1;
-    static const kace_model_kind want[N_PARTS] = {KACE_MODEL_PRESSURE, KACE_MODEL_SLOWDOWN};
     kace_status st = KACE_OK;
     for (int q = 0; q < N_PARTS && !st; q++) {
-        char part_origin[600];
-        snprintf(part_origin, sizeof part_origin, "%s (%s part, from line %d)", origin,
-                 q == PART_PRESSURE ? "pressure" : "slowdown", *line + 1);
-        st = kace_model_from_text(ctx, at, (size_t)bytes[q], part_origin, &sm->part[q]);
-        if (!st && kace_model_get_kind(sm->part[q]) != want[q])
-            st = kace_fail(ctx, KACE_ERR_PARSE, "%s: model file: expected a %s model", part_origin,
-                           kace_model_kind_name(want[q]));
+        /* A part is a whole model file of its own kind (never a stacked
+         * one: no nesting), its lines counted on from this file's. */
+        int first = *line + 1;
+        const char *kind = memchr(at, '\n', (size_t)bytes[q]);
+        char want[32];
+        snprintf(want, sizeof want, "kind %s\n", part_name[q]);
+        size_t left = kind ? (size_t)(at + bytes[q] - kind - 1) : 0;
+        if (!kind || left < strlen(want) || memcmp(kind + 1, want, strlen(want)) != 0)
+            st = kace_fail(ctx, KACE_ERR_PARSE, "%s:%d:1: model file: expected the %s part here, a model file of "
+                           "'kind %s'", origin, first + 1, part_name[q], part_name[q]);
+        else if ((st = kace_model_from_text(ctx, at, (size_t)bytes[q], part_name[q], &sm->part[q])))
+            st = part_error(ctx, st, origin, first - 1, part_name[q]);
         for (unsigned long long i = 0; !st && i < bytes[q]; i++)
             *line += at[i] == '\n';
         at += bytes[q];
