@@ -72,6 +72,9 @@ static void check_model(const kace_model *m)
         FUZZ_CHECK(!coef && n_coef == 0, "a slowdown model with linear coefficients");
         for (int j = 0; j <= m->n_member_features; j++)
             FUZZ_CHECK(isfinite(m->ridge[j]), "ridge coefficient %d = %g", j, m->ridge[j]);
+    } else if (kace_model_get_kind(m) == KACE_MODEL_PRESSURE || kace_model_get_kind(m) == KACE_MODEL_STACKED) {
+        FUZZ_CHECK(!coef && n_coef == 0 && m->state, "a %s model with coefficients or without its state",
+                   kace_model_kind_name(kace_model_get_kind(m)));
     } else {
         FUZZ_CHECK(kace_model_get_kind(m) == KACE_MODEL_FOREST, "kind %d", (int)kace_model_get_kind(m));
         FUZZ_CHECK(!coef && n_coef == 0, "a forest with coefficients");
@@ -98,6 +101,26 @@ static void check_slowdown(kace_ctx *ctx, const kace_model *m)
     double pz;
     FUZZ_CHECK(kace_model_predict_z(ctx, m, ds->workloads[0].metric, 1, KACE_NORM_TRAIN, &pz) == KACE_ERR_MODEL,
                "a slowdown model must refuse feature rows");
+    kace_dataset_free(&ds);
+}
+
+/* The pressure and stacked models predict groups through their predictor:
+ * two made-up workloads, every member's throughput finite and >= 0. */
+static void check_group(kace_ctx *ctx, const kace_model *m)
+{
+    kace_dataset *ds = NULL;
+    FUZZ_CHECK(kace_dataset_new(ctx, &ds) == KACE_OK, "dataset");
+    int group[2];
+    kace_dataset_intern(ctx, ds, "a_batch1-inf", &group[0]);
+    kace_dataset_intern(ctx, ds, "b_batch2-train", &group[1]);
+    for (int w = 0; w < 2; w++)
+        for (int k = 0; k < KACE_N_METRICS; k++)
+            ds->workloads[w].metric[k] = 10.0 + 7.0 * w + k;
+    double sum = NAN, member[2] = {NAN, NAN};
+    kace_status st = kace_predict_group(ctx, kace_model_predictor(m), ds, group, 2, &sum, NULL, member);
+    FUZZ_CHECK(st == KACE_OK, "%s predict failed: %s", kace_model_kind_name(m->kind), kace_errmsg(ctx));
+    FUZZ_CHECK(isfinite(sum) && sum >= 0 && member[0] >= 0 && member[1] >= 0, "sum %g members %g %g", sum, member[0],
+               member[1]);
     kace_dataset_free(&ds);
 }
 
@@ -139,7 +162,7 @@ static void check_equal(const kace_model *a, const kace_model *b)
     if (a->kind == KACE_MODEL_LINEAR) {
         for (int j = 0; j <= a->n_features; j++)
             FUZZ_CHECK(same_double(a->coef[j], b->coef[j]), "coef %d: %.17g -> %.17g", j, a->coef[j], b->coef[j]);
-    } else {
+    } else if (a->kind != KACE_MODEL_PRESSURE && a->kind != KACE_MODEL_STACKED) { /* those: the text below */
         FUZZ_CHECK(memcmp(&a->forest, &b->forest, sizeof a->forest) == 0, "forest parameters differ");
         FUZZ_CHECK(a->booster_json_len == b->booster_json_len &&
                        memcmp(a->booster_json, b->booster_json, a->booster_json_len) == 0,
@@ -169,6 +192,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!(allow_known && m->kind == KACE_MODEL_FOREST))
         if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN)
             check_slowdown(ctx, m);
+        else if (kace_model_get_kind(m) == KACE_MODEL_PRESSURE || kace_model_get_kind(m) == KACE_MODEL_STACKED)
+            check_group(ctx, m);
         else
             check_predict(ctx, m);
 
