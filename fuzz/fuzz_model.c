@@ -189,13 +189,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FUZZ_CHECK(m != NULL, "success without a model");
     check_model(m);
-    if (!(allow_known && m->kind == KACE_MODEL_FOREST))
+    if (!(allow_known && m->kind == KACE_MODEL_FOREST)) {
         if (kace_model_get_kind(m) == KACE_MODEL_SLOWDOWN)
             check_slowdown(ctx, m);
         else if (kace_model_get_kind(m) == KACE_MODEL_PRESSURE || kace_model_get_kind(m) == KACE_MODEL_STACKED)
             check_group(ctx, m);
         else
             check_predict(ctx, m);
+    }
 
     if (allow_known && m->kind == KACE_MODEL_FOREST && memchr(m->booster_json, '\0', m->booster_json_len))
         goto done;
