@@ -83,7 +83,8 @@ int cmd_train(int argc, char **argv)
                 return cli_usage("train", "--metrics must be full, no-counters, system or auto, not '%s'", optarg);
             break;
         case 'h':
-            printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest] [--features kace|xu|xu-nvml]\n"
+            printf("usage: kace train [--db PATH] [--set pairs] [--kind slowdown|linear|forest|pressure|stacked]\n"
+                   "                  [--features kace|xu|xu-nvml]\n"
                    "                  [--name NAME] [--promote] [--out FILE] [--search-iter N]\n"
                    "                  [--metrics full|no-counters|system|auto]\n"
                    "Fits a model on every successful 100%% MPS run of the set and stores it under NAME (default:\n"
@@ -109,7 +110,7 @@ int cmd_train(int argc, char **argv)
     }
     int kind_id = kace_model_kind_from_name(kind); /* the one kind table */
     if (kind_id < 0)
-        return cli_usage("train", "--kind must be slowdown, linear or forest, not '%s'", kind);
+        return cli_usage("train", "--kind must be slowdown, linear, forest, pressure or stacked, not '%s'", kind);
     char candidate[80]; /* --from-observations: the candidate's name unless --name */
     snprintf(candidate, sizeof candidate, "%s-candidate", kace_model_kind_name((kace_model_kind)kind_id));
     if (!name) /* never the default implicitly: the kind's name */
