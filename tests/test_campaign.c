@@ -250,6 +250,52 @@ static void test_command_key_follows_command_and_code(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* A call's key cache reads a command's files once: a script changed during
+ * the call keeps its first key there, a fresh cache (the next call) reads it
+ * again; other commands, lines as written and colocations get their own. */
+static void test_key_cache_reads_files_once_a_call(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *dir = scratch_dir("campaign_key_cache");
+    char script[1024];
+    char *written = write_file(dir, "serve.sh", "echo step\n");
+    snprintf(script, sizeof script, "%s", written);
+    free(written);
+    char *a[] = {"sh", script, NULL}, *b[] = {"sh", script, "--other", NULL};
+    char first[KACE_COMMAND_KEY_SIZE], k[KACE_COMMAND_KEY_SIZE], fresh[KACE_COMMAND_KEY_SIZE];
+    kace_key_cache *cache = kace_key_cache_new();
+    assert_non_null(cache);
+    assert_kace_ok(ctx, kace_cached_command_key(ctx, cache, NULL, a, first));
+    assert_kace_ok(ctx, kace_command_key(ctx, a, k));
+    assert_string_equal(first, k); /* the same key as without a cache */
+    assert_kace_ok(ctx, kace_cached_command_key(ctx, cache, "serve @W@/serve.sh", a, k));
+    char want[KACE_COMMAND_KEY_SIZE];
+    assert_kace_ok(ctx, kace_written_command_key(ctx, "serve @W@/serve.sh", a, want));
+    assert_string_equal(k, want); /* a line as written has its own entry */
+    free(write_file(dir, "serve.sh", "echo changed step\n"));
+    assert_kace_ok(ctx, kace_cached_command_key(ctx, cache, NULL, a, k));
+    assert_string_equal(k, first); /* not read again in this call */
+    assert_kace_ok(ctx, kace_cached_command_key(ctx, cache, NULL, b, k));
+    assert_string_not_equal(k, first); /* another command */
+    assert_kace_ok(ctx, kace_cached_command_key(ctx, NULL, NULL, a, fresh));
+    assert_string_not_equal(fresh, first); /* without a cache: read now */
+    kace_key_cache *next = kace_key_cache_new();
+    assert_kace_ok(ctx, kace_cached_command_key(ctx, next, NULL, a, k));
+    assert_string_equal(k, fresh); /* the next call reads the change */
+    /* A colocation's key from the cache is the one computed afresh, its members in name order. */
+    const char *names_ab[] = {"a", "b"}, *names_ba[] = {"b", "a"};
+    char *const *argv_ab[] = {a, b}, *const *argv_ba[] = {b, a};
+    assert_kace_ok(ctx, kace_cached_members_key(ctx, next, 2, names_ba, argv_ba, k));
+    assert_kace_ok(ctx, kace_members_command_key(ctx, 2, names_ab, argv_ab, want));
+    assert_string_equal(k, want);
+    kace_key_cache_free(&cache);
+    kace_key_cache_free(&next);
+    assert_null(cache);
+    kace_key_cache_free(&cache); /* twice: nothing */
+    kace_ctx_free(&ctx);
+}
+
 static void test_retry_rule(void **state)
 {
     (void)state;
@@ -727,6 +773,27 @@ static void test_schedule_calls(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* The cold repeats are the colocations the plan repeats, then the first
+ * others: a repeated colocation's spread across restarted processes. */
+static void test_cold_repeats_are_repeated_colocations(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_plan *p = parse(ctx, "workloads a b c d\nmode mps\npairs\nset spread\nrepeat 3\nrun b d\nrun c d\n");
+    fake *f = calloc(1, sizeof *f);
+    f->cold_s = 1;
+    f->warm_s = 1;
+    kace_schedule_outcome out;
+    call(ctx, p, f, 1000, &out);
+    const char *cold = strstr(f->log, "| C:");
+    assert_non_null(cold);
+    assert_string_equal(cold, "| C:bd-cold C:cd-cold C:ab-cold | ");
+    assert_string_equal(out.ending, KACE_ENDING_FINISHED);
+    free(f);
+    kace_plan_free(&p);
+    kace_ctx_free(&ctx);
+}
+
 static void sql_exec(const char *path, const char *sql)
 {
     sqlite3 *db = NULL;
@@ -821,12 +888,14 @@ int main(void)
         cmocka_unit_test(test_occur_plan),
         cmocka_unit_test(test_errors_name_line_and_column),
         cmocka_unit_test(test_command_key_follows_command_and_code),
+        cmocka_unit_test(test_key_cache_reads_files_once_a_call),
         cmocka_unit_test(test_retry_rule),
         cmocka_unit_test(test_attempts_in_the_store),
         cmocka_unit_test(test_interleave),
         cmocka_unit_test(test_pool_order),
         cmocka_unit_test(test_time_fit_rule),
         cmocka_unit_test(test_schedule_calls),
+        cmocka_unit_test(test_cold_repeats_are_repeated_colocations),
         cmocka_unit_test(test_campaign_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

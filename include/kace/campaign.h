@@ -84,6 +84,25 @@ kace_status kace_written_command_key(kace_ctx *ctx, const char *written, char *c
 kace_status kace_members_command_key(kace_ctx *ctx, int k, const char *const *names, char *const *const *argvs,
                                      char out[KACE_COMMAND_KEY_SIZE]);
 
+/* Command keys remembered for one call: each command (its line as written,
+ * if any, and its argv) has its files read once. Done checks ask for every
+ * planned run's key before each step, and a multi-MB binary read each time
+ * made a check take seconds. A file changed during the call keeps the key
+ * it had when first asked for; the next call reads it again. */
+typedef struct kace_key_cache kace_key_cache;
+
+kace_key_cache *kace_key_cache_new(void); /* NULL: out of memory */
+void kace_key_cache_free(kace_key_cache **cache);
+
+/* kace_written_command_key (written non-NULL) or kace_command_key (written
+ * NULL), computed once per (written, argv) in cache (NULL: every time). */
+kace_status kace_cached_command_key(kace_ctx *ctx, kace_key_cache *cache, const char *written, char *const *argv,
+                                    char out[KACE_COMMAND_KEY_SIZE]);
+
+/* kace_members_command_key, each member's command key from cache. */
+kace_status kace_cached_members_key(kace_ctx *ctx, kace_key_cache *cache, int k, const char *const *names,
+                                    char *const *const *argvs, char out[KACE_COMMAND_KEY_SIZE]);
+
 /* The retry rule: measure a planned run unless it is stored, and it either
  * succeeded or failed with the very commands and code it has now. A failed
  * run stored before attempts were noted (its key unknown) gets one more try. */
@@ -98,9 +117,12 @@ bool kace_plan_should_measure(const kace_attempt_state *s);
  *   timeslice     the time-sliced runs, each started afresh (no MPS)
  *   pool          the MPS runs, 100% and split shares, in the warm pool,
  *                 interleaved in batches the pool holds (kace_schedule_pool_order)
- *   cold-repeats  the first KACE_SCHEDULE_COLD_REPEATS MPS colocations of the
- *                 plan again with their processes started afresh, stored in
- *                 set "cold-SET": the between-process noise beside the pool's
+ *   cold-repeats  KACE_SCHEDULE_COLD_REPEATS MPS colocations of the plan again
+ *                 with their processes started afresh, stored in set
+ *                 "cold-SET": the first ones the plan repeats (so that their
+ *                 spread across restarted processes sits beside the pool's
+ *                 repetitions of them), then, if too few, the first others:
+ *                 the between-process noise beside the pool's
  * Each step's time is projected from the run times its earlier calls stored
  * (campaign_steps), else from the plan's warm-up and window plus a start-up
  * allowance; kace_schedule_fit says how many of its runs the call measures.

@@ -100,8 +100,102 @@ kace_status kace_written_command_key(kace_ctx *ctx, const char *written, char *c
     return KACE_OK;
 }
 
+/* ---- command keys remembered for one call ---- */
+
+typedef struct key_entry {
+    char *written; /* NULL: a command's key (kace_command_key) */
+    char **argv;   /* a copy, NULL-terminated */
+    char key[KACE_COMMAND_KEY_SIZE];
+} key_entry;
+
+struct kace_key_cache {
+    key_entry *entries;
+    size_t n, cap;
+};
+
+kace_key_cache *kace_key_cache_new(void)
+{
+    return calloc(1, sizeof(kace_key_cache));
+}
+
+static void key_entry_free(key_entry *e)
+{
+    for (size_t i = 0; e->argv && e->argv[i]; i++)
+        free(e->argv[i]);
+    free(e->argv);
+    free(e->written);
+}
+
+void kace_key_cache_free(kace_key_cache **cache)
+{
+    if (!cache || !*cache)
+        return;
+    for (size_t i = 0; i < (*cache)->n; i++)
+        key_entry_free(&(*cache)->entries[i]);
+    free((*cache)->entries);
+    free(*cache);
+    *cache = NULL;
+}
+
+static bool key_entry_is(const key_entry *e, const char *written, char *const *argv)
+{
+    if ((e->written == NULL) != (written == NULL) || (written && strcmp(e->written, written) != 0))
+        return false;
+    size_t i = 0;
+    for (; argv && argv[i] && e->argv[i]; i++)
+        if (strcmp(argv[i], e->argv[i]) != 0)
+            return false;
+    return !(argv && argv[i]) && !e->argv[i];
+}
+
+/* Keeps (written, argv) -> key; out of memory only loses the saving. */
+static void key_cache_keep(kace_key_cache *c, const char *written, char *const *argv, const char *key)
+{
+    size_t n = 0;
+    while (argv && argv[n])
+        n++;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 16;
+        key_entry *grown = realloc(c->entries, cap * sizeof *grown);
+        if (!grown)
+            return;
+        c->entries = grown;
+        c->cap = cap;
+    }
+    key_entry e = {.written = written ? strdup(written) : NULL, .argv = calloc(n + 1, sizeof(char *))};
+    bool ok = e.argv && (!written || e.written);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (e.argv[i] = strdup(argv[i])) != NULL;
+    if (!ok) {
+        key_entry_free(&e);
+        return;
+    }
+    snprintf(e.key, sizeof e.key, "%s", key);
+    c->entries[c->n++] = e;
+}
+
+kace_status kace_cached_command_key(kace_ctx *ctx, kace_key_cache *cache, const char *written, char *const *argv,
+                                    char out[KACE_COMMAND_KEY_SIZE])
+{
+    for (size_t i = 0; cache && i < cache->n; i++)
+        if (key_entry_is(&cache->entries[i], written, argv)) {
+            memcpy(out, cache->entries[i].key, KACE_COMMAND_KEY_SIZE);
+            return KACE_OK;
+        }
+    kace_status st = written ? kace_written_command_key(ctx, written, argv, out) : kace_command_key(ctx, argv, out);
+    if (!st && cache)
+        key_cache_keep(cache, written, argv, out);
+    return st;
+}
+
 kace_status kace_members_command_key(kace_ctx *ctx, int k, const char *const *names, char *const *const *argvs,
                                      char out[KACE_COMMAND_KEY_SIZE])
+{
+    return kace_cached_members_key(ctx, NULL, k, names, argvs, out);
+}
+
+kace_status kace_cached_members_key(kace_ctx *ctx, kace_key_cache *cache, int k, const char *const *names,
+                                    char *const *const *argvs, char out[KACE_COMMAND_KEY_SIZE])
 {
     int order[KACE_MAX_K];
     if (k < 1 || k > KACE_MAX_K)
@@ -119,7 +213,7 @@ kace_status kace_members_command_key(kace_ctx *ctx, int k, const char *const *na
     uint64_t h = FNV_START;
     for (int i = 0; i < k; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
-        kace_status st = kace_command_key(ctx, argvs[order[i]], key);
+        kace_status st = kace_cached_command_key(ctx, cache, NULL, argvs[order[i]], key);
         if (st)
             return st;
         h = fnv(h, names[order[i]], strlen(names[order[i]]) + 1);

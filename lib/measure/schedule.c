@@ -191,23 +191,30 @@ static bool same_members(const kace_measure_spec *a, const kace_measure_spec *b)
     return true;
 }
 
+/* The first MPS colocations that the plan measures more than once (their
+ * spread across restarted processes then sits beside the pool's
+ * repetitions of the same colocations), then, if they are too few, the
+ * first others. Each is its repetition 0 again, in set "cold-SET". */
 static size_t select_cold_repeats(const kace_plan *plan, const kace_schedule_config *c, kace_measure_spec *out)
 {
     (void)c;
     size_t n = 0;
-    for (size_t i = 0; i < plan->n && n < KACE_SCHEDULE_COLD_REPEATS; i++) {
-        const kace_measure_spec *s = &plan->entries[i].spec;
-        if (s->timeslice || s->repetition != 0)
-            continue;
-        bool seen = false;
-        for (size_t j = 0; j < n && !seen; j++)
-            seen = same_members(&out[j], s);
-        if (seen)
-            continue;
-        out[n] = *s;
-        snprintf(out[n].set, sizeof out[n].set, "cold-%.*s", KACE_SET_NAME_MAX - 6, s->set);
-        n++;
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < plan->n && n < KACE_SCHEDULE_COLD_REPEATS; i++) {
+            const kace_measure_spec *s = &plan->entries[i].spec;
+            /* Pass 0: a repetition 1 is planned (the colocation is repeated); pass 1: any. */
+            if (s->timeslice || s->repetition != (pass == 0 ? 1 : 0))
+                continue;
+            bool seen = false;
+            for (size_t j = 0; j < n && !seen; j++)
+                seen = same_members(&out[j], s);
+            if (seen)
+                continue;
+            out[n] = *s;
+            out[n].repetition = 0;
+            snprintf(out[n].set, sizeof out[n].set, "cold-%.*s", KACE_SET_NAME_MAX - 6, s->set);
+            n++;
+        }
     return n;
 }
 
