@@ -49,6 +49,17 @@
  * locks it (flock). A child CUDA process that inherits the environment
  * writes $KACE_CUPTI_OUTPUT.<pid> instead of overwriting it.
  *
+ * The CUDA-start gate. $KACE_CUPTI_GATE names a FIFO that kace holds open:
+ * InitializeInjection (the workload's first CUDA call, after its imports and
+ * its model's build on the CPU) writes "kace-cupti: <pid> waits at the CUDA
+ * start gate" to stderr and blocks until kace writes a byte into it, so that
+ * kace can start workloads ahead and let each touch the GPU when its turn
+ * comes. The wait is bounded: it fails (the message on stderr, exit status
+ * 75) when kace's process ($KACE_CUPTI_GATE_PID) is gone, when every writer
+ * has closed the FIFO, or after $KACE_CUPTI_GATE_TIMEOUT_S (default 3600).
+ * The variable is removed once passed: a child that inherits the
+ * environment does not wait again.
+ *
  * $KACE_CUPTI_TRACE_UNTIL names a file: once it exists (checked at each
  * flush), activity recording stops (kace profile's clean run records its
  * warm-up's launches for the replay cap, and its steady window without
@@ -78,6 +89,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
@@ -1208,10 +1220,58 @@ static int setup(void)
     return 0;
 }
 
+/* Blocks at the CUDA-start gate, if one is named, until kace opens it; a
+ * gate that cannot open ends the process (its CUDA work must not start
+ * beside what kace measures). */
+static void wait_at_gate(void)
+{
+    const char *gate = getenv("KACE_CUPTI_GATE");
+    if (!gate || !*gate)
+        return;
+    long kace_pid = env_long("KACE_CUPTI_GATE_PID", 0);
+    long timeout_s = env_long("KACE_CUPTI_GATE_TIMEOUT_S", 3600);
+    const char *why = NULL;
+    int fd = open(gate, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        why = strerror(errno);
+    else
+        fprintf(stderr, "kace-cupti: %ld waits at the CUDA start gate\n", (long)getpid());
+    /* One-second slices only to notice kace gone; the byte wakes poll at once. */
+    for (long waited = 0; !why; waited++) {
+        if (waited >= timeout_s) {
+            why = "not opened in time";
+            break;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, 1000);
+        if (r < 0 && errno != EINTR) {
+            why = strerror(errno);
+        } else if (r > 0) {
+            char c;
+            ssize_t n = read(fd, &c, 1);
+            if (n == 1)
+                break; /* opened */
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                why = "kace closed it";
+        } else if (kace_pid > 0 && kill((pid_t)kace_pid, 0) != 0 && errno == ESRCH) {
+            why = "kace is gone";
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (why) {
+        fprintf(stderr, "kace-cupti: the CUDA start gate %s did not open: %s\n", gate, why);
+        _exit(75);
+    }
+    unsetenv("KACE_CUPTI_GATE");
+}
+
 EXPORT int InitializeInjection(void)
 {
     static atomic_int done;
-    if (atomic_exchange(&done, 1) == 0)
+    if (atomic_exchange(&done, 1) == 0) {
+        wait_at_gate();
         setup();
+    }
     return 1; /* never fail the workload's CUDA initialisation */
 }

@@ -56,6 +56,11 @@
  *                             under kernel replay the first step slows in
  *                             proportion to the signatures replayed (with
  *                             the fake CUPTI's KACE_FAKE_REPLAY_S each)
+ *   KACE_FAKE_EVENTS=FILE     appends "PID started-up" (its start-up done),
+ *                             "PID cuda" (cuInit returned: a CUDA start gate
+ *                             opened), "PID step" (each step reported) and
+ *                             "PID exit" lines to FILE, so that tests order
+ *                             the processes' events
  *   KACE_FAKE_MPS_CONNECT=1   after cuInit, connect to the MPS control daemon
  *                             of CUDA_MPS_PIPE_DIRECTORY ("connect PID", which
  *                             the stand-in daemon, tests/helpers/mps_standin.c,
@@ -326,6 +331,26 @@ static double uniform01(void)
     return (double)rand() / ((double)RAND_MAX + 1);
 }
 
+static void note_event(const char *what)
+{
+    const char *path = getenv("KACE_FAKE_EVENTS");
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    char line[64];
+    int n = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), what);
+    if (write(fd, line, (size_t)n) != n)
+        fprintf(stderr, "kace-fake-cuda-app: cannot note an event in %s\n", path);
+    close(fd);
+}
+
+static void note_exit(void)
+{
+    note_event("exit");
+}
+
 /* PyTorch's start before CUDA: imports, model build, data loading. */
 static void start_up(void)
 {
@@ -564,6 +589,7 @@ static int workload(const char *mode, double seconds)
         }
         fake_synchronize();
         kace_progress_report(++samples);
+        note_event("step");
     }
     return 0;
 }
@@ -578,8 +604,12 @@ int main(int argc, char **argv)
     if (standin) {
         srand((unsigned)getpid());
         start_up();
+        note_event("started-up");
+        atexit(note_exit);
     }
     cuInit(0); /* loads $CUDA_INJECTION64_PATH, as the real driver does */
+    if (standin)
+        note_event("cuda");
     if (!standin)
         return argc > 2 ? scenario(argv[2], argc > 3 ? atoi(argv[3]) : 20) : 2;
     if (mps_connect() != 0)

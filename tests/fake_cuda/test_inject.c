@@ -7,6 +7,7 @@
  * A failure prints "FAIL <scenario>: <assertion>" and exits 1. Plain C, no
  * test framework, so that it also builds under ThreadSanitizer alone. */
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <math.h>
 #include <signal.h>
@@ -721,11 +722,75 @@ static void test_trace_until(void)
     unlink(until);
 }
 
+/* The CUDA start gate: the workload waits in cuInit until a byte comes
+ * down the FIFO, and only then does the library set up (its recording). */
+static void test_gate(void)
+{
+    static char gate_env[600];
+    char gate[512];
+    snprintf(gate, sizeof gate, "%s/inject-gate.fifo", build_dir);
+    unlink(gate);
+    CHECK(mkfifo(gate, 0600) == 0, "cannot make %s\n", gate);
+    int fd = open(gate, O_RDWR | O_NONBLOCK | O_CLOEXEC); /* as kace holds it */
+    CHECK(fd >= 0, "cannot open %s\n", gate);
+    snprintf(gate_env, sizeof gate_env, "KACE_CUPTI_GATE=%s", gate);
+    const char *env[] = {"KACE_CUPTI_COUNTERS=0", gate_env, NULL};
+    run r;
+    start(&r, "gate", env, "steady", "2");
+    double give_up = now_s() + 30;
+    while (count_in_file(r.err, "waits at the CUDA start gate") == 0 && now_s() < give_up)
+        usleep(10000);
+    CHECK(count_in_file(r.err, "waits at the CUDA start gate") == 1, "no word that it waits at the gate\n");
+    struct stat sb;
+    CHECK(stat(r.recording, &sb) != 0, "the library set up before its gate opened\n");
+    CHECK(waitpid(r.pid, NULL, WNOHANG) == 0, "the workload did not wait at its gate\n");
+    CHECK(write(fd, "1", 1) == 1, "cannot open the gate\n");
+    expect_clean_exit(&r, finish(&r, 30));
+    recording rec;
+    read_recording(r.recording, &rec);
+    CHECK(rec.n_kernels > 0 && rec.ended_exit, "no kernels recorded after the gate opened (%d)\n", rec.n_kernels);
+    close(fd);
+    unlink(gate);
+}
+
+/* A gate that cannot open ends the workload, saying why: kace's process
+ * gone, or the time bound. */
+static void test_gate_fails(void)
+{
+    static char gate_env[600], pid_env[64];
+    char gate[512];
+    snprintf(gate, sizeof gate, "%s/inject-gate-fails.fifo", build_dir);
+    unlink(gate);
+    CHECK(mkfifo(gate, 0600) == 0, "cannot make %s\n", gate);
+    int fd = open(gate, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    snprintf(gate_env, sizeof gate_env, "KACE_CUPTI_GATE=%s", gate);
+    pid_t gone = fork(); /* a process id that has ended: kace gone */
+    if (gone == 0)
+        _exit(0);
+    waitpid(gone, NULL, 0);
+    snprintf(pid_env, sizeof pid_env, "KACE_CUPTI_GATE_PID=%ld", (long)gone);
+    const char *env[] = {gate_env, pid_env, NULL};
+    run r;
+    start(&r, "gate-gone", env, "steady", "2");
+    int status = finish(&r, 30);
+    CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 75, "kace gone: status 0x%x, not 75\n", status);
+    CHECK(count_in_file(r.err, "did not open: kace is gone") == 1, "kace gone: not said (see %s)\n", r.err);
+    const char *env2[] = {gate_env, "KACE_CUPTI_GATE_TIMEOUT_S=0", NULL};
+    start(&r, "gate-timeout", env2, "steady", "2");
+    status = finish(&r, 30);
+    CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 75, "time bound: status 0x%x, not 75\n", status);
+    CHECK(count_in_file(r.err, "did not open: not opened in time") == 1, "time bound: not said (see %s)\n", r.err);
+    if (fd >= 0)
+        close(fd);
+    unlink(gate);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } tests[] = {
     {"trace-until", test_trace_until},
+    {"gate", test_gate},                 {"gate-fails", test_gate_fails},
     {"replay-list", test_replay_list},
     {"capture", test_capture},           {"failed-launch", test_failed_launch}, {"nccl", test_nccl},
     {"long-name", test_long_name},       {"child", test_child},                 {"config-per-range", test_config_per_range},
