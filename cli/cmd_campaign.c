@@ -104,6 +104,7 @@ typedef struct device_call {
     size_t pool_max, runs, ok, failed;
     int64_t allocation_id;
     bool daemon_wanted;
+    kace_key_cache *keys; /* the call's command keys: each workload's files read once */
 } device_call;
 
 static double device_now_s(void *arg)
@@ -133,7 +134,8 @@ static kace_status device_state(device_call *d, const kace_measure_spec *spec, b
         st = kace_store_get_command(d->ctx, d->store, spec->workload[m], &cmd[m]);
     }
     kace_plan_entry_key(&e, run_key, sizeof run_key);
-    if (!st && (st = kace_members_command_key(d->ctx, spec->k, names, (char *const *const *)cmd, key)) == KACE_OK)
+    if (!st && (st = kace_cached_members_key(d->ctx, d->keys, spec->k, names, (char *const *const *)cmd, key)) ==
+                   KACE_OK)
         st = kace_attempt_state_load(d->ctx, d->store, run_key, key, &state);
     for (int m = 0; m < spec->k; m++)
         free(cmd[m]);
@@ -167,6 +169,9 @@ static kace_status device_options(device_call *d, const kace_measure_spec *spec,
     snprintf(label, label_size, "[%zu]", d->runs + 1);
     *opt = (kace_measure_options){.mps = d->mps, .gpu_access = d->gpu, .gpu = d->mo->gpu, .retry_failed = retry};
     measure_cli_run_options(d->mo, &opt->run, label);
+    /* Host contention controlled: a share of kace's CPUs per pool member (the
+     * probe's pool size once it ran), the same share for a cold run's member i. */
+    opt->run.cpu_shares = (unsigned)d->pool_max;
     double own = opt->run.timeout_s > 0 ? opt->run.timeout_s : opt->run.warmup_s + opt->run.window_s + 120;
     opt->run.timeout_s = own < timeout_s ? own : timeout_s;
     return KACE_OK;
@@ -380,9 +385,10 @@ static double now_s(void)
 
 /* A workload's command key: a catalog entry's as written (the same wherever
  * the bundle is unpacked), else its command's (kace/campaign.h). */
-static kace_status target_key(kace_ctx *ctx, const char *written, char *const *argv, char key[KACE_COMMAND_KEY_SIZE])
+static kace_status target_key(kace_ctx *ctx, kace_key_cache *keys, const char *written, char *const *argv,
+                              char key[KACE_COMMAND_KEY_SIZE])
 {
-    return written ? kace_written_command_key(ctx, written, argv, key) : kace_command_key(ctx, argv, key);
+    return kace_cached_command_key(ctx, keys, written, argv, key);
 }
 
 /* The plan (re)parsed from text, replacing the one held. */
@@ -578,7 +584,7 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
         const kace_catalog_entry *w = &e->catalog.entries[i];
         char key[KACE_COMMAND_KEY_SIZE];
         kace_profile_tries t;
-        if ((st = target_key(ctx, w->text, w->argv, key)) ||
+        if ((st = target_key(ctx, e->d->keys, w->text, w->argv, key)) ||
             (st = kace_campaign_profile_tries(ctx, e->d->store, w->name, key, &t)))
             return st;
         if (t.profiled)
@@ -628,7 +634,7 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
     for (size_t i = 0; i < n_t && !st; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         int ok = 0, failures = 0;
-        if (!(st = target_key(ctx, t[i].written, t[i].argv, key)) &&
+        if (!(st = target_key(ctx, e->d->keys, t[i].written, t[i].argv, key)) &&
             !(st = kace_campaign_ncu_tries(ctx, e->d->store, t[i].name, key, &ok, &failures)))
             p->ncu_left += ok == 0 && failures < KACE_PROFILE_MAX_FAILURES;
     }
@@ -711,11 +717,14 @@ static kace_status profile_one(engine *e, const kace_catalog_entry *w, const cha
     if (st) {
         snprintf(why, sizeof why, "%s", kace_errmsg(ctx));
         const kace_proc_result *pr = res.failed_run == 2 ? &res.counters : &res.clean;
+        /* A signal's doing, not the workload's: nothing is noted, and the
+         * call ends as killed (not failed) with what is left counted. */
+        if ((res.failure == KACE_PROFILE_FAIL_RUN && pr->status == KACE_PROC_CANCELLED) || cli_interrupted) {
+            *cancelled = true;
+            st = KACE_OK;
+            goto done;
+        }
         if (res.failure == KACE_PROFILE_FAIL_RUN) {
-            if (pr->status == KACE_PROC_CANCELLED) {
-                *cancelled = true;
-                goto done;
-            }
             snprintf(why, sizeof why, "run %d %s: %s", res.failed_run, kace_proc_status_name(pr->status),
                      pr->detail);
         }
@@ -774,7 +783,7 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
             kace_profile_tries t;
             if (pass == 1 && !failed_now[i])
                 continue;
-            if ((st = target_key(ctx, w->text, w->argv, key)) ||
+            if ((st = target_key(ctx, e->d->keys, w->text, w->argv, key)) ||
                 (st = kace_campaign_profile_tries(ctx, d->store, w->name, key, &t)))
                 break;
             if (t.profiled || kace_profile_dropped(t.failures))
@@ -804,7 +813,7 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
     for (size_t i = 0; i < e->catalog.n && !st; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         kace_profile_tries t;
-        if (!(st = target_key(ctx, e->catalog.entries[i].text, e->catalog.entries[i].argv, key)) &&
+        if (!(st = target_key(ctx, e->d->keys, e->catalog.entries[i].text, e->catalog.entries[i].argv, key)) &&
             !(st = kace_campaign_profile_tries(ctx, d->store, e->catalog.entries[i].name, key, &t)))
             r->left += !t.profiled && !kace_profile_dropped(t.failures);
     }
@@ -922,7 +931,7 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
             argc++;
         char key[KACE_COMMAND_KEY_SIZE];
         int ok = 0, failures = 0;
-        if ((st = target_key(ctx, w->written, w->argv, key)) ||
+        if ((st = target_key(ctx, e->d->keys, w->written, w->argv, key)) ||
             (st = kace_campaign_ncu_tries(ctx, d->store, w->name, key, &ok, &failures)))
             break;
         if (ok > 0 || failures >= KACE_PROFILE_MAX_FAILURES)
@@ -1013,10 +1022,9 @@ static kace_status step_export(engine *e, kace_campaign_step_report *r)
     return KACE_OK;
 }
 
-static kace_status engine_run(void *arg, kace_campaign_step step, double until_s, double used_s,
-                              kace_campaign_step_report *r)
+static kace_status engine_step(engine *e, kace_campaign_step step, double until_s, double used_s,
+                               kace_campaign_step_report *r)
 {
-    engine *e = arg;
     switch (step) {
     case KACE_STEP_PROBE: return step_probe(e, until_s, r);
     case KACE_STEP_PROFILE: return step_profile(e, until_s, r);
@@ -1026,6 +1034,21 @@ static kace_status engine_run(void *arg, kace_campaign_step step, double until_s
     case KACE_STEP_EXPORT: return step_export(e, r);
     default: return KACE_OK;
     }
+}
+
+static kace_status engine_run(void *arg, kace_campaign_step step, double until_s, double used_s,
+                              kace_campaign_step_report *r)
+{
+    engine *e = arg;
+    kace_status st = engine_step(e, step, until_s, used_s, r);
+    /* An error after a signal is the signal's (a run cut short): the call
+     * is recorded as killed, what is left counted, not as failed. */
+    if (st && cli_interrupted) {
+        fprintf(stderr, "kace: step %s stopped by the signal: %s\n", kace_campaign_step_name(step),
+                kace_errmsg(e->d->ctx));
+        st = KACE_OK;
+    }
+    return st;
 }
 
 /* The probe's least time: its curve and a batch of clients (kace_pool_probe
@@ -1048,7 +1071,7 @@ static double engine_need_s(void *arg, kace_campaign_step step)
     for (size_t i = 0; i < e->catalog.n; i++) {
         char key[KACE_COMMAND_KEY_SIZE];
         kace_profile_tries t;
-        if (target_key(ctx, e->catalog.entries[i].text, e->catalog.entries[i].argv, key) ||
+        if (target_key(ctx, e->d->keys, e->catalog.entries[i].text, e->catalog.entries[i].argv, key) ||
             kace_campaign_profile_tries(ctx, e->d->store, e->catalog.entries[i].name, key, &t))
             return 0; /* the step itself meets the error and says it */
         double need = 0;
@@ -1125,7 +1148,7 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     size_t len = 0;
     const char *input = args->catalog ? args->catalog : args->plan;
     char *text = read_plan_text(ctx, input, &len);
-    device_call d = {.ctx = ctx, .mo = mo, .pool_max = (size_t)pool_max};
+    device_call d = {.ctx = ctx, .mo = mo, .pool_max = (size_t)pool_max, .keys = kace_key_cache_new()};
     engine e = {.d = &d, .args = args, .allocation_s = args->minutes * 60};
     int rc = EXIT_FAILURE_RUN;
     char fingerprint[KACE_COMMAND_KEY_SIZE];
@@ -1134,6 +1157,10 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     kace_status st = KACE_OK;
     if (!text) {
         rc = cli_error(ctx, KACE_ERR_IO);
+        goto done;
+    }
+    if (!d.keys) {
+        fprintf(stderr, "kace: out of memory\n");
         goto done;
     }
     /* The input parses before the store is opened: a bad one creates nothing. */
@@ -1232,6 +1259,7 @@ done:
         mo->log_fd = -1;
     }
     free(d.pool_specs);
+    kace_key_cache_free(&d.keys);
     kace_plan_free(&e.plan);
     free(e.plan_text);
     free(e.profiled);
