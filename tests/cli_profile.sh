@@ -92,6 +92,12 @@ sed 's/^clock monotonic/clock realtime/' "$SRC/data/cupti/small.txt" >"$SCRATCH/
 cat >"$SCRATCH/fake-cuda.sh" <<EOS
 #!/bin/sh
 # \$1: which run crashes (clean, counters or none).
+# A run started ahead waits at its CUDA start until kace opens its gate, as the
+# injection library makes it wait (one byte down the FIFO).
+if [ -n "\${KACE_CUPTI_GATE:-}" ]; then
+    head -c 1 "\$KACE_CUPTI_GATE" >/dev/null || exit 75
+    unset KACE_CUPTI_GATE
+fi
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ] && [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ]; then
     # The injection library recording launches only: no replay, no counter records.
     echo "launches run: \$CUDA_INJECTION64_PATH" >>"$SCRATCH/runs.log"

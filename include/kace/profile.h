@@ -78,6 +78,16 @@ typedef struct kace_replay_cap {
  * limit); *share gets their share of the total (1 when the total is 0). */
 size_t kace_replay_cap_count(const kace_kernel_signature *s, size_t n, double cover, int max, double *share);
 
+/* A profile's processes started ahead of their turn (kace_profile_ahead_start). */
+typedef struct kace_profile_ahead kace_profile_ahead;
+
+/* The CUDA-start gate (gpu/cupti/inject.c): the injection library, at the
+ * workload's first CUDA call, waits until kace writes a byte into the FIFO
+ * this variable names; KACE_CUPTI_GATE_PID_ENV names kace's process, whose
+ * end fails the wait. */
+#define KACE_CUPTI_GATE_ENV "KACE_CUPTI_GATE"
+#define KACE_CUPTI_GATE_PID_ENV "KACE_CUPTI_GATE_PID"
+
 typedef struct kace_profile_result {
     kace_profile_failure failure;
     int failed_run;                 /* 1 (clean) or 2 (counters): the run a failure belongs to */
@@ -95,6 +105,10 @@ typedef struct kace_profile_result {
     kace_kernel_info info;          /* about it (its strings live as long as the recording) */
     kace_kernel_summary kernels;    /* its kernels in that run's steady window */
     kace_replay_cap cap;            /* what the counters run replayed (set before COUNTERS_START) */
+    /* The runs' processes were started ahead, each held at its CUDA start
+     * until its gate opened (clean.start_ns, counters.start_ns: when they
+     * were started; these: when their gates opened, 0 when not gated). */
+    int64_t clean_gate_ns, counters_gate_ns;
 } kace_profile_result;
 
 typedef struct kace_profile_options {
@@ -138,6 +152,10 @@ typedef struct kace_profile_options {
     double replay_cover;
     int replay_max;
     volatile sig_atomic_t *cancel;  /* non-zero stops the run (NULL: never) */
+    /* The processes kace_profile_ahead_start started for these options (NULL:
+     * kace_profile_run starts the counters run's process itself, gated, before
+     * the clean run, so that it imports while the clean run measures). */
+    kace_profile_ahead *ahead;
     /* Called at each step with the result so far (may be NULL). */
     void (*progress)(void *user, kace_profile_step step, const kace_profile_result *r);
     void *user;
@@ -154,6 +172,21 @@ void kace_profile_options_init(kace_profile_options *opt);
  * run was cancelled: its status is KACE_PROC_CANCELLED). */
 kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_options *opt,
                              kace_profile_result *out);
+
+/* Starts both runs' processes of the profile opt describes (the clean
+ * run's only without counters), each held at its CUDA start by the
+ * injection library's gate, so that a caller profiling workloads one after
+ * another lets the next ones import and build on the CPU while one is
+ * measured: kace_profile_run with opt->ahead set to *out opens each gate
+ * when that run's turn comes. opt (and what it points to) must outlive
+ * *out. Through the runner (kace_live_start), each in its own process group;
+ * a process that fails to start is that run's failure later, not an
+ * error here. */
+kace_status kace_profile_ahead_start(kace_ctx *ctx, const kace_profile_options *opt, kace_profile_ahead **out);
+
+/* Kills what is left of the processes (their groups) and removes the
+ * gates; NULL-safe. */
+void kace_profile_ahead_free(kace_profile_ahead **a);
 
 /* Frees what a kace_profile_run result owns (the recording); the result
  * may come from a failed run. */

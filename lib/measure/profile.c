@@ -1,5 +1,7 @@
 /* kace profile's recipe (include/kace/profile.h): the clean run, the
  * counters run, their checks, and the profile batch. */
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -159,17 +161,310 @@ static void on_tick(void *user, const kace_run_view *v)
     }
 }
 
+/* ---- runs started ahead, held at their CUDA start -------------------------
+ *
+ * A workload's process is started (kace_live_start) with the injection
+ * library and $KACE_CUPTI_GATE naming a FIFO: it imports and builds on the
+ * CPU, then waits in its first CUDA call until kace writes a byte into the
+ * FIFO. kace holds the FIFO open for reading and writing, so the byte waits
+ * there even when kace writes it before the workload has reached the gate. */
+
+#define GATED_ENV_MAX 8
+
+typedef struct gated_run {
+    bool started;
+    char dir[PATH_MAX], fifo[PATH_MAX + 8];
+    int fd;
+    char env_text[GATED_ENV_MAX][PATH_MAX + 48];
+    const char *env[GATED_ENV_MAX + 1];
+    kace_proc_spec spec;
+    kace_live *live;
+} gated_run;
+
+struct kace_profile_ahead {
+    const kace_profile_options *opt;
+    bool has_clean;
+    gated_run clean, counters;
+};
+
+static void gated_free(gated_run *g)
+{
+    if (!g->started)
+        return;
+    kace_live_free(&g->live); /* SIGKILL to what is left of its group, then reaped */
+    if (g->fd >= 0)
+        close(g->fd);
+    g->fd = -1;
+    if (g->fifo[0])
+        unlink(g->fifo);
+    if (g->dir[0])
+        rmdir(g->dir);
+    g->started = false;
+}
+
+/* Starts argv with env (NULL-terminated "NAME=value" or "NAME" entries) and
+ * the gate's two variables, held at its CUDA start. */
+static kace_status gated_start(kace_ctx *ctx, gated_run *g, const kace_profile_options *opt, const char *const *env,
+                               const kace_run_options *ro)
+{
+    memset(g, 0, sizeof *g);
+    g->fd = -1;
+    g->started = true;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(g->dir, sizeof g->dir, "%s/kace-gate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(g->dir)) {
+        g->dir[0] = '\0';
+        return kace_fail(ctx, KACE_ERR_IO, "cannot make a folder for a CUDA start gate: %s", strerror(errno));
+    }
+    snprintf(g->fifo, sizeof g->fifo, "%s/gate", g->dir);
+    if (mkfifo(g->fifo, 0600) != 0 || (g->fd = open(g->fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
+        kace_status st = kace_fail(ctx, KACE_ERR_IO, "cannot make the CUDA start gate %s: %s", g->fifo, strerror(errno));
+        gated_free(g);
+        return st;
+    }
+    size_t k = 0;
+    for (size_t i = 0; env && env[i] && k + 2 < GATED_ENV_MAX; i++)
+        snprintf(g->env_text[k++], sizeof g->env_text[0], "%s", env[i]);
+    snprintf(g->env_text[k++], sizeof g->env_text[0], "%s=%s", KACE_CUPTI_GATE_ENV, g->fifo);
+    snprintf(g->env_text[k++], sizeof g->env_text[0], "%s=%ld", KACE_CUPTI_GATE_PID_ENV, (long)getpid());
+    for (size_t i = 0; i < k; i++)
+        g->env[i] = g->env_text[i];
+    g->env[k] = NULL;
+    g->spec = (kace_proc_spec){.name = opt->name, .argv = opt->argv, .extra_env = g->env};
+    kace_status st = kace_live_start(ctx, &g->spec, ro, &g->live);
+    if (st)
+        gated_free(g);
+    return st;
+}
+
+/* Where the warm-up starts: the first record, or with fast > 0 the first
+ * that ends an interval of at least 0.1 s (one step where steps are longer)
+ * at least that fast, as kace_run finds it. */
+#define GATED_SPAN_NS 100000000LL
+
+static bool gated_warmup_base(const kace_progress_record *r, size_t n, double fast, int64_t *base)
+{
+    if (n == 0)
+        return false;
+    if (!(fast > 0)) {
+        *base = r[0].t_ns;
+        return true;
+    }
+    size_t j = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (r[i].t_ns - r[0].t_ns < GATED_SPAN_NS)
+            continue;
+        while (j + 1 < i && r[i].t_ns - r[j + 1].t_ns >= GATED_SPAN_NS)
+            j++;
+        double dt = (double)(r[i].t_ns - r[j].t_ns) / 1e9;
+        if (dt > 0 && (r[i].samples - r[j].samples) / dt >= fast) {
+            *base = r[i].t_ns;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The records from when the gate opened: a workload that reported before
+ * its CUDA start (or never uses CUDA) ran while another was measured, and
+ * what it did then is not its run's. */
+static const kace_progress_record *since_gate(const kace_live *l, int64_t gate_ns, size_t *n)
+{
+    size_t nr, i = 0;
+    const kace_progress_record *r = kace_live_records(l, &nr);
+    while (i < nr && r[i].t_ns < gate_ns)
+        i++;
+    *n = nr - i;
+    return r + i;
+}
+
+/* Opens g's gate and measures it as kace_run measures one workload (ro's
+ * warm-up, window, timeout from now, cancel and tick), then stops it through
+ * the runner. *gate_ns: when the gate opened. Returns an error only when the
+ * gate could not be opened; the run's outcome is res->status. */
+static kace_status gated_run_now(kace_ctx *ctx, gated_run *g, const kace_run_options *ro, double fast,
+                                 kace_proc_result *res, int64_t *gate_ns)
+{
+    double timeout_s = ro->timeout_s > 0 ? ro->timeout_s : ro->warmup_s + ro->window_s + 120;
+    double grace_s = ro->term_grace_max_s > 0 ? ro->term_grace_max_s : 30;
+    if (write(g->fd, "1", 1) != 1)
+        return kace_fail(ctx, KACE_ERR_IO, "cannot open the CUDA start gate %s: %s", g->fifo, strerror(errno));
+    int64_t now = kace_monotonic_ns();
+    *gate_ns = now;
+    int64_t deadline = now + (int64_t)(timeout_s * 1e9), next_tick = now;
+    int64_t tick_every = (int64_t)((ro->tick_s > 0 ? ro->tick_s : 0.1) * 1e9);
+    kace_ctx *scratch = kace_ctx_new();
+    if (!scratch)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory measuring %s", g->spec.name);
+    bool complete = false, cancelled = false;
+    int64_t wstart = 0;
+    for (;;) {
+        kace_live_wait(&g->live, 1, next_tick < deadline ? next_tick : deadline);
+        now = kace_monotonic_ns();
+        if (ro->cancel && *ro->cancel) {
+            cancelled = true;
+            break;
+        }
+        if (kace_live_ended(g->live))
+            break;
+        size_t nr;
+        const kace_progress_record *r = since_gate(g->live, *gate_ns, &nr);
+        int64_t base;
+        if (!wstart && gated_warmup_base(r, nr, fast, &base))
+            wstart = base + (int64_t)(ro->warmup_s * 1e9);
+        kace_throughput tp;
+        if (wstart && nr >= 2 && kace_progress_throughput(scratch, r, nr, wstart, ro->window_s, 0, &tp) == KACE_OK) {
+            complete = true;
+            break;
+        }
+        if (now >= deadline)
+            break;
+        if (ro->tick && now >= next_tick) {
+            int pgid = kace_live_result(g->live)->pid;
+            kace_run_view v = {.n = 1, .pgids = &pgid, .now_ns = now, .window_start_ns = wstart,
+                               .steady = wstart > 0 && now >= wstart};
+            ro->tick(ro->tick_user, &v);
+            next_tick = now + tick_every;
+        }
+    }
+    bool ended = kace_live_ended(g->live);
+    kace_live_stop(&g->live, 1, kace_monotonic_ns() + (int64_t)(grace_s * 1e9));
+    *res = *kace_live_result(g->live);
+    size_t nr;
+    const kace_progress_record *r = since_gate(g->live, *gate_ns, &nr);
+    res->throughput.samples_per_s = NAN;
+    if (wstart && nr >= 2 && res->status != KACE_PROC_BAD_PROGRESS)
+        kace_progress_throughput(scratch, r, nr, wstart, ro->window_s, 1, &res->throughput);
+    kace_ctx_free(&scratch);
+    if (cancelled) {
+        res->status = KACE_PROC_CANCELLED;
+        snprintf(res->detail, sizeof res->detail, "cancelled (kace was interrupted)");
+    } else if (complete) {
+        res->status = KACE_PROC_OK;
+        snprintf(res->detail, sizeof res->detail, "reported through its steady window; stopped by kace");
+    } else if (ended) {
+        if (res->status == KACE_PROC_OK) {
+            res->status = KACE_PROC_EXITED_EARLY;
+            snprintf(res->detail, sizeof res->detail, "exited before its steady window was complete");
+        }
+    } else {
+        res->status = KACE_PROC_TIMEOUT;
+        snprintf(res->detail, sizeof res->detail,
+                 nr == 0 ? "no progress record within the %g s timeout after its CUDA start gate opened"
+                         : "timeout after %g s from its CUDA start gate: the steady window was not complete",
+                 timeout_s);
+    }
+    return KACE_OK;
+}
+
+/* The two runs' environments (strings in buf, entries in env). */
+typedef struct run_envs {
+    char inject[PATH_MAX + 32], output[PATH_MAX + 32], until[PATH_MAX + 32], list[PATH_MAX + 32];
+    const char *clean[8], *counters[8];
+} run_envs;
+
+static void make_envs(const kace_profile_options *opt, bool cap_on, bool gated_clean, run_envs *e)
+{
+    snprintf(e->inject, sizeof e->inject, "CUDA_INJECTION64_PATH=%s", opt->cupti);
+    snprintf(e->output, sizeof e->output, "%s=%s", KACE_CUPTI_OUTPUT_ENV, opt->recording);
+    snprintf(e->until, sizeof e->until, "KACE_CUPTI_TRACE_UNTIL=%s.steady", opt->recording);
+    snprintf(e->list, sizeof e->list, "KACE_CUPTI_REPLAY=%s.replay", opt->recording);
+    size_t k = 0;
+    if (opt->no_counters || cap_on) {
+        /* Launch records only; with a cap, until the steady window starts. */
+        e->clean[k++] = e->inject;
+        e->clean[k++] = e->output;
+        e->clean[k++] = "KACE_CUPTI_COUNTERS=0";
+        if (cap_on && !opt->no_counters) {
+            e->clean[k++] = e->until;
+            e->clean[k++] = "KACE_CUPTI_FLUSH_MS=50";
+        }
+    } else if (gated_clean) {
+        /* The library only for its gate: without an output it records nothing. */
+        e->clean[k++] = e->inject;
+        e->clean[k++] = KACE_CUPTI_OUTPUT_ENV;
+        e->clean[k++] = "KACE_CUPTI_COUNTERS=0";
+    } else {
+        /* Without the library (entries without '=' remove inherited variables). */
+        e->clean[k++] = "CUDA_INJECTION64_PATH";
+        e->clean[k++] = KACE_CUPTI_OUTPUT_ENV;
+    }
+    e->clean[k] = NULL;
+    k = 0;
+    e->counters[k++] = e->inject;
+    e->counters[k++] = e->output;
+    if (cap_on)
+        e->counters[k++] = e->list; /* read after the gate, once the clean run has written it */
+    e->counters[k] = NULL;
+}
+
+static bool cap_wanted(const kace_profile_options *opt)
+{
+    return !opt->no_counters && !(opt->replay_cover >= 1 && opt->replay_max == 0);
+}
+
+static kace_status ahead_start(kace_ctx *ctx, const kace_profile_options *opt, bool with_clean, kace_profile_ahead **out)
+{
+    *out = NULL;
+    if (!opt || !opt->name || !opt->argv || !opt->argv[0] || !opt->cupti || !opt->recording)
+        return kace_fail(ctx, KACE_ERR_INVALID, "kace_profile_ahead_start: a workload name, a command, the injection "
+                                                "library and a recording file are needed");
+    kace_profile_ahead *a = calloc(1, sizeof *a);
+    if (!a)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting %s ahead", opt->name);
+    a->opt = opt;
+    a->clean.fd = a->counters.fd = -1;
+    run_envs e;
+    make_envs(opt, cap_wanted(opt), true, &e);
+    kace_run_options ro = opt->clean;
+    ro.stderr_fd = -1; /* as kace_profile_run's own runs */
+    kace_status st = KACE_OK;
+    if (with_clean) {
+        a->has_clean = true;
+        st = gated_start(ctx, &a->clean, opt, e.clean, &ro);
+    }
+    if (!st && !opt->no_counters) {
+        ro = opt->counters;
+        ro.stderr_fd = -1;
+        st = gated_start(ctx, &a->counters, opt, e.counters, &ro);
+    }
+    if (st) {
+        kace_profile_ahead_free(&a);
+        return st;
+    }
+    *out = a;
+    return KACE_OK;
+}
+
+kace_status kace_profile_ahead_start(kace_ctx *ctx, const kace_profile_options *opt, kace_profile_ahead **out)
+{
+    return ahead_start(ctx, opt, true, out);
+}
+
+void kace_profile_ahead_free(kace_profile_ahead **a)
+{
+    if (!a || !*a)
+        return;
+    gated_free(&(*a)->clean);
+    gated_free(&(*a)->counters);
+    free(*a);
+    *a = NULL;
+}
+
 static void progress(const kace_profile_options *opt, kace_profile_step step, const kace_profile_result *r)
 {
     if (opt->progress)
         opt->progress(opt->user, step, r);
 }
 
-/* One run; KACE_OK only when its workload reported through its window. */
-static kace_status run_one(kace_ctx *ctx, int which, const kace_proc_spec *spec, const kace_run_options *ro,
-                           kace_proc_result *res, kace_profile_result *out)
+/* One run, started ahead (g, its gate opened now) or now; KACE_OK only
+ * when its workload reported through its window. */
+static kace_status run_one(kace_ctx *ctx, int which, gated_run *g, double fast, const kace_proc_spec *spec,
+                           const kace_run_options *ro, kace_proc_result *res, kace_profile_result *out)
 {
-    kace_status st = kace_run(ctx, spec, 1, ro, res);
+    kace_status st = g && g->started ? gated_run_now(ctx, g, ro, fast, res, which == 1 ? &out->clean_gate_ns
+                                                                                      : &out->counters_gate_ns)
+                                     : kace_run(ctx, spec, 1, ro, res);
     if (st) {
         out->failure = KACE_PROFILE_FAIL_ERROR;
     } else if (res->status != KACE_PROC_OK) {
@@ -210,8 +505,8 @@ static kace_status reduce_recording(kace_ctx *ctx, const kace_profile_options *o
     return KACE_OK;
 }
 
-kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_options *opt,
-                             kace_profile_result *out)
+static kace_status profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_options *opt,
+                               kace_profile_ahead *ahead, kace_profile_result *out)
 {
     memset(out, 0, sizeof *out);
     kace_gpu_stats_init(&out->all);
@@ -241,16 +536,11 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
      *    the library records the warm-up's launches only (below). Without
      *    counters the library records launches throughout (activity records
      *    cost no replay), so this run gives the launch metrics too. */
-    char inject_env[PATH_MAX + 32], output_env[PATH_MAX + 32];
-    snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", opt->cupti);
-    snprintf(output_env, sizeof output_env, "%s=%s", KACE_CUPTI_OUTPUT_ENV, opt->recording);
-    const char *clean_env[] = {"CUDA_INJECTION64_PATH", KACE_CUPTI_OUTPUT_ENV, NULL};
-    const char *launches_env[] = {inject_env, output_env, "KACE_CUPTI_COUNTERS=0", NULL, NULL, NULL};
     out->no_counters = opt->no_counters;
     kace_replay_cap *cap = &out->cap;
     cap->cover = opt->replay_cover;
     cap->max = opt->replay_max;
-    cap->on = !opt->no_counters && !(opt->replay_cover >= 1 && opt->replay_max == 0);
+    cap->on = cap_wanted(opt);
     if (!(opt->replay_cover > 0 && opt->replay_cover <= 1) || opt->replay_max < 0) {
         out->failure = KACE_PROFILE_FAIL_ERROR;
         return kace_fail(ctx, KACE_ERR_INVALID,
@@ -261,17 +551,17 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     /* With a cap, the clean run records launches (activity records, no
      * replay) in its warm-up, so that the cap can rank the signatures by
      * GPU time; the library stops recording when the window starts. */
-    char until[PATH_MAX], until_env[PATH_MAX + 32];
+    run_envs envs;
+    make_envs(opt, cap->on, false, &envs);
+    char until[PATH_MAX];
     if (cap->on) {
         snprintf(until, sizeof until, "%s.steady", opt->recording);
-        snprintf(until_env, sizeof until_env, "KACE_CUPTI_TRACE_UNTIL=%s", until);
         unlink(until);
-        launches_env[3] = until_env;
-        launches_env[4] = "KACE_CUPTI_FLUSH_MS=50";
         smp.trace_until = until;
     }
-    kace_proc_spec clean = {.name = opt->name, .argv = opt->argv,
-                            .extra_env = opt->no_counters || cap->on ? launches_env : clean_env};
+    kace_proc_spec clean = {.name = opt->name, .argv = opt->argv, .extra_env = envs.clean};
+    gated_run *clean_ahead = ahead && ahead->has_clean ? &ahead->clean : NULL;
+    gated_run *counters_ahead = ahead && ahead->counters.started ? &ahead->counters : NULL;
     kace_run_options ro = opt->clean;
     ro.stderr_fd = -1;
     ro.cancel = opt->cancel;
@@ -294,7 +584,7 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     }
     progress(opt, KACE_PROFILE_CLEAN_START, out);
     int64_t clean_start = kace_monotonic_ns();
-    kace_status st = run_one(ctx, 1, &clean, &ro, &out->clean, out);
+    kace_status st = run_one(ctx, 1, clean_ahead, 0, &clean, &ro, &out->clean, out);
     if (cap->on)
         unlink(until);
     if (st)
@@ -320,18 +610,15 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
     /* 2. The counters run: the injection library records every kernel and
      *    replays the first launch of each signature for its counters; with
      *    a cap, only of the signatures the list names. */
-    char list[PATH_MAX], list_env[PATH_MAX + 32];
-    const char *counters_env[] = {inject_env, output_env, NULL, NULL};
+    char list[PATH_MAX];
     if (cap->on) {
         snprintf(list, sizeof list, "%s.replay", opt->recording);
         if ((st = choose_replayed(ctx, opt, list, out))) {
             unlink(list);
             return st;
         }
-        snprintf(list_env, sizeof list_env, "KACE_CUPTI_REPLAY=%s", list);
-        counters_env[2] = list_env;
     }
-    kace_proc_spec counters = {.name = opt->name, .argv = opt->argv, .extra_env = counters_env};
+    kace_proc_spec counters = {.name = opt->name, .argv = opt->argv, .extra_env = envs.counters};
     double clean_rate = out->clean.throughput.samples_per_s;
     if (opt->counters_steady_share > 0 && clean_rate > 0 && isfinite(clean_rate))
         counters.steady_samples_per_s = opt->counters_steady_share * clean_rate;
@@ -354,7 +641,7 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
             co.timeout_s = left;
     }
     progress(opt, KACE_PROFILE_COUNTERS_START, out);
-    st = run_one(ctx, 2, &counters, &co, &out->counters, out);
+    st = run_one(ctx, 2, counters_ahead, counters.steady_samples_per_s, &counters, &co, &out->counters, out);
     if (cap->on)
         unlink(list);
     if (st)
@@ -365,6 +652,29 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
         return st;
     progress(opt, KACE_PROFILE_COUNTERS_DONE, out);
     return KACE_OK;
+}
+
+kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_options *opt,
+                             kace_profile_result *out)
+{
+    /* Without processes started ahead, the counters run's is started now,
+     * held at its CUDA start, so that it imports while the clean run measures. */
+    kace_profile_ahead *own = NULL;
+    kace_profile_ahead *ahead = opt ? opt->ahead : NULL;
+    if (!ahead && gpu && opt && !opt->no_counters && opt->name && opt->argv && opt->argv[0] && opt->cupti &&
+        opt->recording) {
+        kace_status st = ahead_start(ctx, opt, false, &own);
+        if (st) {
+            memset(out, 0, sizeof *out);
+            out->failure = KACE_PROFILE_FAIL_ERROR;
+            out->failed_run = 2;
+            return st;
+        }
+        ahead = own;
+    }
+    kace_status st = profile_run(ctx, gpu, opt, ahead, out);
+    kace_profile_ahead_free(&own);
+    return st;
 }
 
 void kace_profile_result_release(kace_profile_result *r)
