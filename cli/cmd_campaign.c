@@ -36,6 +36,7 @@ typedef struct device_args {
     double profile_warmup_s;   /* < 0: kace profile's defaults */
     double profile_window_s;   /* <= 0: kace profile's defaults */
     bool window_given;         /* --window: the probe's window is not used */
+    double time_scale;         /* the engine's allowances times this (engine.scale) */
 } device_args;
 
 static int campaign_usage(void)
@@ -352,6 +353,8 @@ typedef struct engine {
     bool probe_applied;    /* the stored probe's pool size and window are this call's */
     bool ncu_boost;        /* ncu --help lists --pipeline-boost-state */
     bool ncu_checked;
+    double scale;          /* the engine's fixed allowances times this: 1, or for stand-ins that run
+                              F times faster 1/F ($KACE_CAMPAIGN_TIME_SCALE, docs/campaign.md) */
 } engine;
 
 /* $KACE_CUPTI_LIBRARY, else libkace_cupti.so beside the kace binary (as kace profile finds it). */
@@ -430,11 +433,12 @@ static kace_schedule_ops schedule_ops(device_call *d)
 
 static kace_schedule_config schedule_config(const engine *e)
 {
-    double reserve = e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0;
+    double reserve = e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S * e->scale : 0;
     return (kace_schedule_config){.allocation_s = e->allocation_s - reserve,
                                   .warmup_s = e->d->mo->warmup_s,
                                   .window_s = e->d->mo->window_s,
-                                  .pool_members = e->d->pool_max};
+                                  .pool_members = e->d->pool_max,
+                                  .allowance_scale = e->scale};
 }
 
 /* The profile windows: both runs' warm-ups and windows. */
@@ -474,7 +478,12 @@ static kace_status step_probe(engine *e, double until_s, kace_campaign_step_repo
     kace_status st = device_mps_up(d); /* the daemon the pool will use */
     if (st)
         return st;
-    kace_probe_options o = {.mps = d->mps, .max_members = d->pool_max, .timeout_s = until_s < 90 ? until_s : 90};
+    double most = 90 * e->scale;
+    kace_probe_options o = {.mps = d->mps, .max_members = d->pool_max, .timeout_s = until_s < most ? until_s : most};
+    if (e->scale != 1) { /* the window's bounds (1 and 30 s) for stand-ins that run faster */
+        o.window_min_s = 1 * e->scale;
+        o.window_max_s = 30 * e->scale;
+    }
     kace_run_options_init(&o.run);
     o.run.cancel = &cli_interrupted;
     o.run.stderr_fd = d->mo->log_fd;
@@ -567,8 +576,9 @@ static kace_status profile_need(engine *e, const kace_catalog_entry *w, const ka
         if (ot.own_ok_s > longest)
             longest = ot.own_ok_s;
     }
-    double cap = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S : 0);
-    *need = kace_profile_need_s(profile_windows_s(e), kace_profile_start_s(w->kind), longest, t->ran_out_s, cap);
+    double cap = e->allocation_s - (e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S * e->scale : 0);
+    *need = kace_profile_need_s(profile_windows_s(e), kace_profile_start_s(w->kind) * e->scale, longest,
+                                t->ran_out_s, cap);
     return KACE_OK;
 }
 
@@ -936,8 +946,8 @@ static kace_status step_ncu(engine *e, double until_s, kace_campaign_step_report
             break;
         if (ok > 0 || failures >= KACE_PROFILE_MAX_FAILURES)
             continue;
-        double left = until_s - (now_s() - t0), cap = left < NCU_CAP_S ? left : NCU_CAP_S;
-        if (cap < NCU_CAP_S / 4) { /* too little time for a try: the next call's */
+        double most = NCU_CAP_S * e->scale, left = until_s - (now_s() - t0), cap = left < most ? left : most;
+        if (cap < most / 4) { /* too little time for a try: the next call's */
             r->left++;
             continue;
         }
@@ -1062,9 +1072,9 @@ static double engine_need_s(void *arg, kace_campaign_step step)
     engine *e = arg;
     kace_ctx *ctx = e->d->ctx;
     if (step == KACE_STEP_PROBE)
-        return PROBE_NEED_S;
+        return PROBE_NEED_S * e->scale;
     if (step == KACE_STEP_NCU)
-        return NCU_CAP_S / 4;
+        return NCU_CAP_S / 4 * e->scale;
     if (step != KACE_STEP_PROFILE)
         return 0;
     double least = INFINITY;
@@ -1149,7 +1159,7 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     const char *input = args->catalog ? args->catalog : args->plan;
     char *text = read_plan_text(ctx, input, &len);
     device_call d = {.ctx = ctx, .mo = mo, .pool_max = (size_t)pool_max, .keys = kace_key_cache_new()};
-    engine e = {.d = &d, .args = args, .allocation_s = args->minutes * 60};
+    engine e = {.d = &d, .args = args, .allocation_s = args->minutes * 60, .scale = args->time_scale};
     int rc = EXIT_FAILURE_RUN;
     char fingerprint[KACE_COMMAND_KEY_SIZE];
     int64_t input_id = 0;
@@ -1221,7 +1231,7 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
         goto done;
     }
     d.gpu = measure_cli_open_gpu(mo);
-    kace_campaign_config config = {.allocation_s = e.allocation_s};
+    kace_campaign_config config = {.allocation_s = e.allocation_s, .allowance_scale = e.scale};
     kace_campaign_ops ops = {.arg = &e,
                              .now_s = device_now_s,
                              .progress = engine_progress,
@@ -1275,7 +1285,7 @@ int cmd_campaign(int argc, char **argv)
     bool dry_run = false, use_pool = false, device = false;
     long max_runs = -1, pool_max = 16;
     double minutes = 0;
-    device_args args = {.python = "python3", .profile_warmup_s = -1};
+    device_args args = {.python = "python3", .profile_warmup_s = -1, .time_scale = 1};
     measure_cli_options mo;
     measure_cli_defaults(&mo);
     static const struct option longopts[] = {{"db", required_argument, 0, 'd'},
@@ -1350,6 +1360,16 @@ int cmd_campaign(int argc, char **argv)
         return cli_usage("campaign", args.catalog ? "--catalog takes no PLAN file (the plan is made from the catalog)"
                                                   : "expected one PLAN file");
     const char *plan_path = args.catalog ? NULL : argv[optind];
+    /* For tests only: stand-ins that run F times faster than the real thing
+     * (the device dry run's) get allowances F times shorter. */
+    const char *time_scale = getenv("KACE_CAMPAIGN_TIME_SCALE");
+    if (device && time_scale && *time_scale) {
+        char *end = NULL;
+        double f = strtod(time_scale, &end);
+        if (*end || !(f >= 1 && f <= 1000))
+            return cli_usage("campaign", "KACE_CAMPAIGN_TIME_SCALE must be a number from 1 to 1000");
+        args.time_scale = 1 / f;
+    }
     if (device) {
         static char self[PATH_MAX], folder[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -7,6 +7,8 @@
 #    say at each start which CPUs they run on and their thread counts.
 # 2. SIGTERM during the profile step: the try cut short is not noted, the
 #    allocation is recorded as killed, and what is left is counted.
+# And $KACE_CAMPAIGN_TIME_SCALE, the stand-ins' time scale, shortens the
+# engine's allowances.
 #
 #   cli_campaign_engine.sh KACE SHARED_DATA SCRATCH
 set -uo pipefail
@@ -59,6 +61,24 @@ if [ "$(nproc)" -ge 2 ]; then
     [ "$(tr ',' '\n' <<<"$cpus_a,$cpus_b" | wc -l)" -le "$(nproc)" ] || fail "pinning: more CPUs than kace has"
 fi
 no_strays "pinning"
+
+# 1b. $KACE_CAMPAIGN_TIME_SCALE (stand-ins F times faster): the allowances are
+#     F times shorter. A cold run's projection before any is stored is its
+#     warm-up and window plus 20 s, here 1 s: a 3 s call has room for it.
+export KACE_DB="$scratch/scale.db"
+for name in a b; do "$kace" workload add "$name" -- "$scratch/bin/pin-$name" >/dev/null || fail "scale: add $name"; done
+printf '%s\n' "workloads a b" "mode timeslice" "run a b" >"$scratch/plan-ts.txt"
+KACE_CAMPAIGN_TIME_SCALE=20 "$kace" campaign --device --minutes 0.05 "$scratch/plan-ts.txt" "${quick[@]}" \
+    >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "scale: exit $rc: $(cat "$scratch/err")"
+grep -q "^step timeslice: 1 runs planned, 0 stored before, 1 measured in .* (1.5 s a run, from the plan's windows)" \
+    "$scratch/out" || fail "scale: $(cat "$scratch/out")"
+KACE_CAMPAIGN_TIME_SCALE=0.5 "$kace" campaign --device --minutes 1 "$scratch/plan-ts.txt" >/dev/null 2>"$scratch/err"
+rc=$?
+[ $rc = 2 ] && grep -q "KACE_CAMPAIGN_TIME_SCALE must be a number from 1 to 1000" "$scratch/err" ||
+    fail "scale 0.5: exit $rc: $(cat "$scratch/err")"
+no_strays "scale"
 
 # 2. SIGTERM while a catalog workload is being profiled.
 export KACE_DB="$scratch/term.db"

@@ -794,6 +794,30 @@ static void test_cold_repeats_are_repeated_colocations(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* allowance_scale shortens the start allowances (stand-ins that run faster):
+ * a cold run projected at 20 s does not fit 5 s; at 1/20 of that it does. */
+static void test_allowance_scale(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_plan *p = parse(ctx, "workloads a b\nmode timeslice\nrun a b\n");
+    fake *f = calloc(1, sizeof *f);
+    f->cold_s = 1;
+    kace_schedule_ops ops = fake_ops;
+    ops.arg = f;
+    kace_schedule_outcome out;
+    kace_schedule_config config = {.allocation_s = 5};
+    assert_kace_ok(ctx, kace_schedule_run(ctx, p, &config, &ops, &out));
+    assert_int_equal(out.measured, 0);
+    config.allowance_scale = 1.0 / 20;
+    assert_kace_ok(ctx, kace_schedule_run(ctx, p, &config, &ops, &out));
+    assert_int_equal(out.measured, 1);
+    assert_string_equal(out.ending, KACE_ENDING_FINISHED);
+    free(f);
+    kace_plan_free(&p);
+    kace_ctx_free(&ctx);
+}
+
 static void sql_exec(const char *path, const char *sql)
 {
     sqlite3 *db = NULL;
@@ -896,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_time_fit_rule),
         cmocka_unit_test(test_schedule_calls),
         cmocka_unit_test(test_cold_repeats_are_repeated_colocations),
+        cmocka_unit_test(test_allowance_scale),
         cmocka_unit_test(test_campaign_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -160,6 +160,8 @@ typedef struct kace_schedule_config {
     double used_s;             /* of them, spent by the call's steps before these (profiles, plan) */
     double warmup_s, window_s; /* each run's (the projection before any run time is stored) */
     size_t pool_members;       /* the warm pool's bound (kace_schedule_pool_order; 0: the most) */
+    double allowance_scale;    /* the start allowances (KACE_SCHEDULE_*_START_S) times this (0: 1); below 1
+                                  only for stand-ins that run faster than the real thing (a test) */
 } kace_schedule_config;
 
 /* What one step of a call did. */
@@ -308,7 +310,8 @@ double kace_profile_need_s(double windows_s, double start_s, double longest_ok_s
 /* ---- one call's driver ---- */
 
 typedef struct kace_campaign_config {
-    double allocation_s; /* the call's seconds of commands: its deadline */
+    double allocation_s;    /* the call's seconds of commands: its deadline */
+    double allowance_scale; /* KACE_CAMPAIGN_EXPORT_RESERVE_S times this (0: 1; kace_schedule_config's) */
 } kace_campaign_config;
 
 /* What a step did (the caller stores it in campaign_steps). */

@@ -218,14 +218,19 @@ static size_t select_cold_repeats(const kace_plan *plan, const kace_schedule_con
     return n;
 }
 
+static double allowance(double scale, double seconds)
+{
+    return scale > 0 ? scale * seconds : seconds;
+}
+
 static double cold_run_s(const kace_schedule_config *c)
 {
-    return c->warmup_s + c->window_s + KACE_SCHEDULE_COLD_START_S;
+    return c->warmup_s + c->window_s + allowance(c->allowance_scale, KACE_SCHEDULE_COLD_START_S);
 }
 
 static double warm_run_s(const kace_schedule_config *c)
 {
-    return c->warmup_s + c->window_s + KACE_SCHEDULE_WARM_START_S;
+    return c->warmup_s + c->window_s + allowance(c->allowance_scale, KACE_SCHEDULE_WARM_START_S);
 }
 
 static kace_status run_cold(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
@@ -455,7 +460,7 @@ kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config,
         double used = ops->now_s(ops->arg) - start;
         double until = config->allocation_s - used;
         if (which != KACE_STEP_EXPORT && p.can_export)
-            until -= KACE_CAMPAIGN_EXPORT_RESERVE_S;
+            until -= allowance(config->allowance_scale, KACE_CAMPAIGN_EXPORT_RESERVE_S);
         double need = ops->need_s ? ops->need_s(ops->arg, which) : 0;
         kace_campaign_step_report r = {.step = which, .need_s = need, .until_s = until};
         if (until > 0 && until >= need) {
