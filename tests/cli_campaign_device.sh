@@ -182,6 +182,12 @@ sed 's/^clock monotonic/clock realtime/' "$(dirname "$0")/data/cupti/small.txt" 
 standin() { # NAME HOW: a stand-in CUDA program; HOW "report RATE" or "crash RATE 0.1"
     cat >"$scratch/bin/sw-$1" <<EOS
 #!/bin/sh
+# A run started ahead waits at its CUDA start until kace opens its gate, as the
+# injection library makes it wait (one byte down the FIFO).
+if [ -n "\${KACE_CUPTI_GATE:-}" ]; then
+    head -c 1 "\$KACE_CUPTI_GATE" >/dev/null || exit 75
+    unset KACE_CUPTI_GATE
+fi
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then # under kace profile's injection library
     if [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ]; then
         sed '/^counters /d' "$scratch/recording.txt" >"\$KACE_CUPTI_OUTPUT"

@@ -85,8 +85,11 @@ export KACE_DB="$scratch/term.db"
 export KACE_NVML_LIBRARY="$build/tests/libfake_nvml_mps.so" KACE_FAKE_GPU_NAME="Stand-in GPU"
 export KACE_CUPTI_LIBRARY="$scratch/libkace_cupti_placeholder.so"
 : >"$KACE_CUPTI_LIBRARY"
+# (A run started ahead waits at its CUDA start until kace opens its gate, as
+# the injection library makes it wait: one byte down the FIFO.)
 for name in p q r; do
-    printf '#!/bin/sh\necho "%s ${CUDA_INJECTION64_PATH:+injected}" >>"%s"\nexec "%s" report 1000\n' \
+    printf '#!/bin/sh\n[ -z "${KACE_CUPTI_GATE:-}" ] || head -c 1 "$KACE_CUPTI_GATE" >/dev/null || exit 75
+echo "%s ${CUDA_INJECTION64_PATH:+injected}" >>"%s"\nexec "%s" report 1000\n' \
         "$name" "$scratch/starts.log" "$scratch/bin/worker" >"$scratch/bin/sw-$name"
     chmod +x "$scratch/bin/sw-$name"
     echo "s${name}_batch1-inf cmd @W@/sw-$name"
