@@ -11,7 +11,7 @@ BUILD_ASAN  ?= build-asan
 BUILD_TSAN  ?= build-tsan
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 4
-FUZZ_SECONDS_FULL ?= 20
+FUZZ_SECONDS_FULL ?= 15
 # Most tests wait on processes (workloads, servers, clusters) more than they compute, so
 # ctest runs twice as many as there are cores; the evaluation-heavy ones claim both
 # cores (PROCESSORS in tests/CMakeLists.txt).
