@@ -5,10 +5,12 @@
 #
 # 1. --catalog workloads/catalog.txt prints the plan for its 12 workloads in
 #    its order, the same as the names given on the command line, and the
-#    same bytes as scripts/device/plan.py (while it exists); kace campaign
-#    --dry-run reads it: 96 runs.
+#    same bytes as the removed scripts/device/plan.py wrote (the goldens in
+#    tests/data/plans/: its output with the header comments renamed to name
+#    kace plan); kace campaign --dry-run reads it: 96 runs.
 # 2. --extend: the old plan's text first, then the workloads it lacks (by 1,
-#    then by 3 more); the same again adds nothing; the same as plan.py.
+#    then by 3 more); the same again adds nothing; the same as plan.py. A
+#    plan stored by plan.py (its header naming the script) extends too.
 # 3. Refusals: usage errors exit 2 (no names, names and --catalog, a bad
 #    name, an unknown option); a bad catalog line exits 1 naming
 #    file:line:col; 2 workloads, an unreadable plan and a plan with a `set`
@@ -19,14 +21,16 @@ SCRATCH=${3:?missing SCRATCH_DIR}
 case $KACE in /*) ;; *) KACE=$PWD/$KACE ;; esac # the test works in SCRATCH
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CATALOG=$ROOT/workloads/catalog.txt
-PLAN_PY=$ROOT/scripts/device/plan.py
+PLANS=$ROOT/tests/data/plans
 export LC_ALL=C
 unset KACE_DB
 source "$(dirname "$0")/lib_test.sh" # fail, check_eq, finish
 rm -rf "$SCRATCH" && mkdir -p "$SCRATCH" || exit 1
 cd "$SCRATCH" || exit 1
-have_py=0
-[ -f "$PLAN_PY" ] && command -v python3 >/dev/null && have_py=1
+# same_as GOLDEN FILE: FILE is tests/data/plans/GOLDEN, byte for byte.
+same_as() {
+    cmp -s "$PLANS/$1" "$2" || fail "$2 is not tests/data/plans/$1: $(diff "$PLANS/$1" "$2" | head -5)"
+}
 
 # ---- 1. a new plan ------------------------------------------------------------
 "$KACE" plan --catalog "$CATALOG" >cat.plan 2>err || fail "plan --catalog: $(cat err)"
@@ -35,10 +39,7 @@ check_eq "catalog workloads" 12 "${#names[@]}"
 "$KACE" plan "${names[@]}" >names.plan 2>err || fail "plan NAME...: $(cat err)"
 cmp -s cat.plan names.plan || fail "--catalog and the same NAMEs give different plans"
 check_eq "workloads line" "workloads ${names[*]}" "$(grep '^workloads ' cat.plan)"
-if [ $have_py = 1 ]; then
-    python3 "$PLAN_PY" "${names[@]}" >py.plan || fail "plan.py failed"
-    cmp -s cat.plan py.plan || fail "kace plan and plan.py differ: $(diff py.plan cat.plan | head -5)"
-fi
+same_as new-12.plan cat.plan # workloads/catalog.txt's 12 workloads when the goldens were made
 db=$SCRATCH/dry.db
 for n in "${names[@]}" late-a_batch1-inf late-b_batch1-inf late-c_batch1-inf late-d_batch1-inf; do
     "$KACE" workload add --db "$db" "$n" -- true >/dev/null 2>err || fail "workload add $n: $(cat err)"
@@ -60,13 +61,15 @@ check_eq "added again" "workloads late-b_batch1-inf late-c_batch1-inf late-d_bat
 cmp -s ext2.plan ext3.plan || fail "--extend with nothing to add changed the plan"
 "$KACE" campaign --dry-run --db "$db" ext2.plan >dry 2>err || fail "campaign --dry-run ext2: $(cat err)"
 grep -q "(16 workloads" dry || fail "dry run of the extended plan: $(head -1 dry)"
-if [ $have_py = 1 ]; then
-    python3 "$PLAN_PY" --extend cat.plan "${names[@]}" late-a_batch1-inf >py1.plan &&
-        python3 "$PLAN_PY" --extend py1.plan "${names[@]}" late-{a,b,c,d}_batch1-inf >py2.plan ||
-        fail "plan.py --extend failed"
-    cmp -s ext1.plan py1.plan || fail "--extend by 1 differs from plan.py"
-    cmp -s ext2.plan py2.plan || fail "--extend by 3 differs from plan.py"
-fi
+same_as new-12-ext13.plan ext1.plan
+same_as cli-ext2.plan ext2.plan
+# A plan stored by plan.py: its text kept, the same workload added as to kace's own.
+"$KACE" plan --extend "$PLANS/plan-py-12.plan" "${names[@]}" late-a_batch1-inf >py-ext1.plan 2>err ||
+    fail "--extend plan.py's plan: $(cat err)"
+cmp -s <(head -c "$(wc -c <"$PLANS/plan-py-12.plan")" py-ext1.plan) "$PLANS/plan-py-12.plan" ||
+    fail "--extend changed plan.py's text"
+cmp -s <(tail -c +"$(($(wc -c <"$PLANS/plan-py-12.plan") + 1))" py-ext1.plan) \
+    <(tail -c +"$(($(wc -c <cat.plan) + 1))" ext1.plan) || fail "--extend adds to plan.py's plan what it does not to kace's"
 
 # ---- 3. refusals ------------------------------------------------------------------
 refused() { # WHAT EXIT STDERR_REGEX ARGS...

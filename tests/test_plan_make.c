@@ -1,25 +1,30 @@
-/* The device campaign's plan maker (include/kace/plan_make.h): the text
- * scripts/device/plan.py writes for the same names, byte for byte, while the
- * script exists (the plans it stored must stay the plans the engine makes),
- * a fixed expected text that outlives it, plans that parse, extensions that
- * keep the old text and pair each added workload enough, and clear refusals. */
+/* The device campaign's plan maker (include/kace/plan_make.h): the texts
+ * scripts/device/plan.py wrote for the same names, byte for byte (the plans
+ * it stored must stay the plans the engine makes and extends), plans that
+ * parse, extensions that keep the old text and pair each added workload
+ * enough, and clear refusals.
+ *
+ * The goldens in tests/data/plans/ are plan.py's output (git show
+ * 3cc5cd0^:scripts/device/plan.py) with its two header comments renamed to
+ * name kace plan, every other byte the script's; plan-py-12.plan is its
+ * output unchanged, an old plan to extend. tests/data/plans/README.md says
+ * how each was made. */
 #include "testutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kace/campaign.h"
 #include "kace/catalog.h"
 #include "kace/plan_make.h"
 
 #define SOURCE_ROOT KACE_TEST_DATA "/../.."
-#define PLAN_PY SOURCE_ROOT "/scripts/device/plan.py"
+#define PLANS KACE_TEST_DATA "/plans/"
 
-/* plan.py's text for alpha beta gamma, and what it adds for delta. */
+/* plan.py's text for alpha beta gamma (header renamed), and what it adds for delta. */
 static const char three_plan[] =
-    "# written by scripts/device/plan.py from 3 workloads (catalog order)\n"
+    "# written by kace plan from 3 workloads (catalog order)\n"
     "workloads alpha beta gamma\n"
     "pairs   # 3 workloads: every pair (3)\n"
     "run alpha beta gamma\n"
@@ -58,7 +63,7 @@ static const char three_plan[] =
     "run gamma @ 100\n";
 /* What extending it with delta adds. */
 static const char three_delta[] =
-    "# extended by scripts/device/plan.py: 1 workload profiled after the plan was made, each in >= 3 pairs\n"
+    "# extended by kace plan: 1 workload profiled after the plan was made, each in >= 3 pairs\n"
     "workloads delta\n"
     "repeat 1\n"
     "mode mps\n"
@@ -214,111 +219,85 @@ static void test_extensions_pair_each_added_workload(void **state)
     kace_ctx_free(&ctx);
 }
 
-/* ---- the same text as plan.py -------------------------------------------- */
+/* ---- the same text as plan.py (tests/data/plans/) ------------------------- */
 
-/* plan.py's output for args (NULL when it exits != 0); *rc its exit status. */
-static char *plan_py(const char *args, int *rc)
+/* The 12 workloads of workloads/catalog.txt when the goldens were made, then
+ * 5 added later: fixed here, so the goldens do not follow the catalog. */
+static const char *const golden_names[] = {
+    "cuda-gemm2048_batch1-inf", "cuda-stream1024_batch1-inf", "cuda-latency4x64_batch1-inf",
+    "bert-base-cased_batch8-train", "bert-base-cased_batch16-inf", "albert-base-v2_batch8-train",
+    "vit-base-patch16-224_batch32-inf", "whisper-small_batch8-train", "wav2vec2-base-960h_batch4-train",
+    "wav2vec2-base-960h_batch8-inf", "llama-1b_batch8-inf", "qwen2-0.5b_batch1-inf",
+    "late-a_batch1-inf", "late-b_batch2-train", "late-c_batch4-inf", "late-d_batch8-inf", "late-e_batch1-train",
+};
+
+/* The golden file tests/data/plans/name, NUL-terminated. */
+static char *golden(const char *name)
 {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "python3 '%s' %s 2>/dev/null", PLAN_PY, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, len = 0, got;
-    char *out = malloc(cap);
-    assert_non_null(out);
-    while ((got = fread(out + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (cap - len < 2) {
-            out = realloc(out, cap *= 2);
-            assert_non_null(out);
-        }
-    }
-    out[len] = '\0';
-    *rc = pclose(p);
-    return out;
+    char path[4200];
+    snprintf(path, sizeof path, PLANS "%s", name);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("%s: cannot open", path);
+    size_t cap = 1 << 16;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    size_t len = fread(text, 1, cap - 1, f);
+    assert_true(len < cap - 1); /* the goldens are a few KiB */
+    assert_int_equal(ferror(f), 0);
+    fclose(f);
+    text[len] = '\0';
+    return text;
 }
 
-static void join(char *out, size_t size, const char *const *names, size_t n)
+/* got is the golden file name, byte for byte. */
+static void same_as_golden(const char *got, const char *name)
 {
-    out[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        strncat(out, " ", size - strlen(out) - 1);
-        strncat(out, names[i], size - strlen(out) - 1);
-    }
-}
-
-/* C's plan for names[0..n) (extending the file old when not NULL) is plan.py's. */
-static char *same_as_plan_py(kace_ctx *ctx, const char *old_path, const char *old, const char *const *names, size_t n)
-{
-    char args[6000], list[5000];
-    join(list, sizeof list, names, n);
-    snprintf(args, sizeof args, "%s%s%s%s", old ? "--extend '" : "", old ? old_path : "", old ? "'" : "", list);
-    int rc = 0;
-    char *want = plan_py(args, &rc);
-    assert_int_equal(rc, 0);
-    char *got = old ? extend(ctx, old, names, n) : make(ctx, names, n);
+    char *want = golden(name);
     if (strcmp(got, want) != 0)
-        fail_msg("plan.py %s:\n%s\n---- C:\n%s", args, want, got);
+        fail_msg("not tests/data/plans/%s:\n%s\n---- C:\n%s", name, want, got);
     free(want);
-    if (old_path) { /* the next extension reads this one from the file */
-        FILE *f = fopen(old_path, "wb");
-        assert_non_null(f);
-        fputs(got, f);
-        fclose(f);
-    }
-    return got;
 }
 
 static void test_the_same_text_as_plan_py(void **state)
 {
     (void)state;
-    if (access(PLAN_PY, R_OK) != 0 || system("python3 -c pass >/dev/null 2>&1") != 0)
-        skip(); /* plan.py is gone: the known texts above stand for it */
     kace_ctx *ctx = kace_ctx_new();
-    const char *names[20];
-    kace_catalog cat = catalog_names(ctx, names);
-    static const char *const later[] = {"late-a_batch1-inf", "late-b_batch2-train", "late-c_batch4-inf",
-                                        "late-d_batch8-inf", "late-e_batch1-train"};
-    for (size_t i = 0; i < 5; i++)
-        names[12 + i] = later[i];
-    const char *dir = scratch_dir("test_plan_make");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/plan.txt", dir);
+    const char *const *names = golden_names;
 
     /* New plans: the catalog's 12, 3 (every pair), 5 and 7 (every pair, more triples), 11. */
     static const size_t sizes[] = {12, 3, 5, 7, 11};
-    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
-        free(same_as_plan_py(ctx, NULL, NULL, names, sizes[s]));
-    /* 2 workloads: both refuse. */
-    int rc = 0;
-    char list[2000];
-    join(list, sizeof list, names, 2);
-    free(plan_py(list, &rc));
-    assert_int_not_equal(rc, 0);
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        char name[32];
+        snprintf(name, sizeof name, "new-%zu.plan", sizes[s]);
+        char *plan = make(ctx, names, sizes[s]);
+        same_as_golden(plan, name);
+        free(plan);
+    }
+
+    /* The catalog's plan extended by 1, then by 3 more (twice extended), then by
+     * nothing: each extension reads the text C made before. */
+    char *plan = make(ctx, names, 12);
+    char *ext1 = extend(ctx, plan, names, 13);
+    same_as_golden(ext1, "new-12-ext13.plan");
+    char *ext2 = extend(ctx, ext1, names, 16);
+    same_as_golden(ext2, "new-12-ext16.plan");
+    char *ext3 = extend(ctx, ext2, names, 16);
+    assert_string_equal(ext3, ext2);
+    /* 2 workloads: refused (plan.py exited 1). */
     char *text = NULL;
     size_t len = 0;
     assert_int_equal(kace_plan_make(ctx, names, 2, &text, &len), KACE_ERR_INVALID);
+    assert_null(text);
     assert_non_null(strstr(kace_errmsg(ctx), "2 workloads: a campaign needs at least 3"));
-
-    /* The catalog's plan extended by 1, then by 3 more (twice extended), then by nothing. */
-    char *plan = same_as_plan_py(ctx, path, NULL, names, 12);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(plan, f);
-    fclose(f);
-    char *ext1 = same_as_plan_py(ctx, path, plan, names, 13);
-    char *ext2 = same_as_plan_py(ctx, path, ext1, names, 16);
-    char *ext3 = same_as_plan_py(ctx, path, ext2, names, 16);
-    assert_string_equal(ext3, ext2);
     /* 3 workloads extended by 3 at once, then by 1 more. */
-    const char *small[] = {names[0], names[3], names[10], later[0], later[1], later[2], later[3]};
-    char *s3 = same_as_plan_py(ctx, path, NULL, small, 3);
-    f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(s3, f);
-    fclose(f);
-    char *s6 = same_as_plan_py(ctx, path, s3, small, 6);
-    char *s7 = same_as_plan_py(ctx, path, s6, small, 7);
+    const char *small[] = {names[0], names[3], names[10], names[12], names[13], names[14], names[15]};
+    char *s3 = make(ctx, small, 3);
+    same_as_golden(s3, "small-3.plan");
+    char *s6 = extend(ctx, s3, small, 6);
+    same_as_golden(s6, "small-3-ext6.plan");
+    char *s7 = extend(ctx, s6, small, 7);
+    same_as_golden(s7, "small-3-ext7.plan");
     free(plan);
     free(ext1);
     free(ext2);
@@ -326,7 +305,28 @@ static void test_the_same_text_as_plan_py(void **state)
     free(s3);
     free(s6);
     free(s7);
-    kace_catalog_free(&cat);
+    kace_ctx_free(&ctx);
+}
+
+/* A plan stored by plan.py, its header naming the script, still extends: its
+ * text is kept as it is, and what is added is what kace's own plan gets. */
+static void test_a_plan_written_by_plan_py_extends(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    char *old = golden("plan-py-12.plan");
+    assert_non_null(strstr(old, "# written by scripts/device/plan.py from 12 workloads"));
+    char *ext = extend(ctx, old, golden_names, 13);
+    assert_memory_equal(ext, old, strlen(old));
+    /* The part added: what kace's own 12-workload plan gets when extended by 1. */
+    char *mine = golden("new-12.plan"), *mine_ext = golden("new-12-ext13.plan");
+    assert_memory_equal(mine_ext, mine, strlen(mine));
+    assert_string_equal(ext + strlen(old), mine_ext + strlen(mine));
+    assert_non_null(strstr(ext, "\n# extended by kace plan: 1 workload profiled"));
+    free(mine);
+    free(mine_ext);
+    free(ext);
+    free(old);
     kace_ctx_free(&ctx);
 }
 
@@ -383,7 +383,7 @@ static void test_refusals_say_why(void **state)
     kace_ctx_free(&ctx);
 }
 
-/* plan.py reads the old plan as a text file: its "\r\n" become "\n". */
+/* plan.py read the old plan as a text file: its "\r\n" became "\n". */
 static void test_extend_keeps_the_old_text_with_unix_line_ends(void **state)
 {
     (void)state;
@@ -391,7 +391,7 @@ static void test_extend_keeps_the_old_text_with_unix_line_ends(void **state)
     const char *names[] = {"a", "b", "c", "d"};
     char *ext = extend(ctx, "workloads a b c\r\npairs   # all\r\n\n\n", names, 4);
     const char *want = "workloads a b c\npairs   # all\n"
-                       "# extended by scripts/device/plan.py: 1 workload profiled after the plan was made, each in "
+                       "# extended by kace plan: 1 workload profiled after the plan was made, each in "
                        ">= 3 pairs\nworkloads d\nrepeat 1\nmode mps\nrun d a\nrun d b\nrun d c\n";
     assert_string_equal(ext, want);
     free(ext);
@@ -409,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_the_catalog_plan_parses_and_holds_the_dataset),
         cmocka_unit_test(test_extensions_pair_each_added_workload),
         cmocka_unit_test(test_the_same_text_as_plan_py),
+        cmocka_unit_test(test_a_plan_written_by_plan_py_extends),
         cmocka_unit_test(test_refusals_say_why),
         cmocka_unit_test(test_extend_keeps_the_old_text_with_unix_line_ends),
     };

@@ -1,8 +1,9 @@
 /* The device campaign's plan, made from the names of the workloads it has
  * profiled (in catalog order), in the plan format of include/kace/campaign.h.
  * The same names give the same text, byte for byte, so every call of an
- * allocation continues the same plan; the text is the one
- * scripts/device/plan.py wrote, so plans stored by it stay the same plan.
+ * allocation continues the same plan; the text is the one the former
+ * scripts/device/plan.py wrote (but for the header comments, which name
+ * kace plan), so plans stored by it stay the same plan and extend.
  *
  * A new plan (at least 3 workloads):
  *  - pairs: `occur N seed 1` (every workload in >= N pairs, N = max(5,

@@ -1,8 +1,10 @@
 /* The device campaign's plan, made and extended (see include/kace/plan_make.h).
  *
- * A port of scripts/device/plan.py: the same names give the same text, byte
- * for byte, including its comments, so that a plan stored by the script is
- * the plan this code makes. tests/test_plan_make.c compares the two. */
+ * Ported from scripts/device/plan.py (removed since): the same names give
+ * the text it wrote, byte for byte, but for the header comments, which name
+ * kace plan, so a plan stored by the script is the plan this code makes and
+ * extends. tests/data/plans/ holds the script's texts, headers renamed, and
+ * tests/test_plan_make.c and tests/cli_plan.sh compare this code to them. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdbool.h>
@@ -86,7 +88,7 @@ kace_status kace_plan_make(kace_ctx *ctx, const char *const *names, size_t n, ch
     if (st != KACE_OK)
         return st;
     text_buf t = {0};
-    tb_printf(&t, "# written by scripts/device/plan.py from %zu workloads (catalog order)\n", n);
+    tb_printf(&t, "# written by kace plan from %zu workloads (catalog order)\n", n);
     tb_printf(&t, "workloads");
     for (size_t i = 0; i < n; i++)
         tb_printf(&t, " %s", names[i]);
@@ -147,7 +149,7 @@ kace_status kace_plan_make(kace_ctx *ctx, const char *const *names, size_t n, ch
 
 /* ---- extending a plan ---------------------------------------------------- */
 
-/* Where plan.py (Python's str.splitlines) ends a line: a line end after
+/* Where plan.py (Python's str.splitlines) ended a line: a line end after
  * "\r\n" is one; returns the line end's length at s[i], 0 when none. */
 static size_t line_end_at(const char *s, size_t len, size_t i)
 {
@@ -224,7 +226,7 @@ static size_t index_of(const char *const *names, size_t n, const char *name)
     return n;
 }
 
-/* Reads the statements of old[0..len) as plan.py does. */
+/* Reads the statements of old[0..len) as plan.py did. */
 static kace_status read_old(kace_ctx *ctx, const char *old, size_t len, const char *origin,
                             const char *const *names, size_t n, old_plan *o)
 {
@@ -341,7 +343,7 @@ kace_status kace_plan_extend(kace_ctx *ctx, const char *old_in, size_t old_in_le
     while (keep > 0 && old[keep - 1] == '\n')
         keep--;
     tb_append(&t, old, keep);
-    tb_printf(&t, "\n# extended by scripts/device/plan.py: %zu workload%s profiled after the plan was made, each in "
+    tb_printf(&t, "\n# extended by kace plan: %zu workload%s profiled after the plan was made, each in "
                   ">= %ld pairs\nworkloads",
               n_added, n_added == 1 ? "" : "s", need);
     for (size_t i = 0; i < n; i++)
