@@ -58,9 +58,10 @@
  *                             the fake CUPTI's KACE_FAKE_REPLAY_S each)
  *   KACE_FAKE_EVENTS=FILE     appends "PID started-up" (its start-up done),
  *                             "PID cuda" (cuInit returned: a CUDA start gate
- *                             opened), "PID step" (each step reported) and
- *                             "PID exit" lines to FILE, so that tests order
- *                             the processes' events
+ *                             opened), "PID mps" (an MPS client), "PID step" (each step reported) and
+ *                             "PID exit" lines to FILE, each ending with
+ *                             $KACE_FAKE_EVENT_TAG (or "-"), so that tests
+ *                             order the processes' events
  *   KACE_FAKE_MPS_CONNECT=1   after cuInit, connect to the MPS control daemon
  *                             of CUDA_MPS_PIPE_DIRECTORY ("connect PID", which
  *                             the stand-in daemon, tests/helpers/mps_standin.c,
@@ -339,8 +340,9 @@ static void note_event(const char *what)
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
-    char line[64];
-    int n = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), what);
+    const char *tag = getenv("KACE_FAKE_EVENT_TAG");
+    char line[256];
+    int n = snprintf(line, sizeof line, "%ld %s %.160s\n", (long)getpid(), what, tag && *tag ? tag : "-");
     if (write(fd, line, (size_t)n) != n)
         fprintf(stderr, "kace-fake-cuda-app: cannot note an event in %s\n", path);
     close(fd);
@@ -614,5 +616,7 @@ int main(int argc, char **argv)
         return argc > 2 ? scenario(argv[2], argc > 3 ? atoi(argv[3]) : 20) : 2;
     if (mps_connect() != 0)
         return 1;
+    if (mps_client == 1)
+        note_event("mps");
     return workload(argv[1], argc > 2 ? atof(argv[2]) : 0);
 }
