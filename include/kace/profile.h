@@ -178,8 +178,9 @@ kace_status kace_profile_run(kace_ctx *ctx, kace_gpu *gpu, const kace_profile_op
  * injection library's gate, so that a caller profiling workloads one after
  * another lets the next ones import and build on the CPU while one is
  * measured: kace_profile_run with opt->ahead set to *out opens each gate
- * when that run's turn comes. opt (and what it points to) must outlive
- * *out. Through the runner (kace_live_start), each in its own process group;
+ * when that run's turn comes, given options for the same workload, command
+ * and recording (its budget and timeouts may be set then). opt's name and
+ * command must outlive *out (opt itself need not). Through the runner (kace_live_start), each in its own process group;
  * a process that fails to start is that run's failure later, not an
  * error here. */
 kace_status kace_profile_ahead_start(kace_ctx *ctx, const kace_profile_options *opt, kace_profile_ahead **out);

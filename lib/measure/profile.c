@@ -182,7 +182,6 @@ typedef struct gated_run {
 } gated_run;
 
 struct kace_profile_ahead {
-    const kace_profile_options *opt;
     bool has_clean;
     gated_run clean, counters;
 };
@@ -412,7 +411,6 @@ static kace_status ahead_start(kace_ctx *ctx, const kace_profile_options *opt, b
     kace_profile_ahead *a = calloc(1, sizeof *a);
     if (!a)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting %s ahead", opt->name);
-    a->opt = opt;
     a->clean.fd = a->counters.fd = -1;
     run_envs e;
     make_envs(opt, cap_wanted(opt), true, &e);
