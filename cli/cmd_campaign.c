@@ -690,31 +690,87 @@ static bool profile_ran_out(const kace_profile_result *r, const char *msg)
 
 /* One profile try of w within need_s; its outcome noted. *cancelled: a
  * signal stopped it (nothing noted). */
+/* A profile's options for w, recording into `recording`, within need_s. */
+static void profile_options(engine *e, const kace_catalog_entry *w, const char *recording, double need_s,
+                            kace_profile_options *po)
+{
+    kace_profile_options_init(po);
+    profile_windows(e, po);
+    po->name = w->name;
+    po->argv = w->argv;
+    po->cupti = e->cupti;
+    po->recording = recording;
+    po->cancel = &cli_interrupted;
+    po->budget_s = need_s; /* both runs within the need: the runner's timeouts hold the deadline */
+    po->clean.timeout_s = po->counters.timeout_s = need_s;
+    po->clean.term_grace_max_s = po->counters.term_grace_max_s = e->d->mo->stop_grace_max_s;
+    po->clean.stderr_fd = po->counters.stderr_fd = e->d->mo->log_fd;
+}
+
+static kace_status new_recording(kace_ctx *ctx, char *recording, size_t n)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(recording, n, "%s/kace-cupti-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(recording);
+    if (fd < 0)
+        return kace_fail(ctx, KACE_ERR_IO, "cannot create a recording file %s: %s", recording, strerror(errno));
+    close(fd);
+    return KACE_OK;
+}
+
+/* Workloads started ahead of their profile (kace_profile_ahead_start): their
+ * clean and counters processes import and build on the CPU while another
+ * is profiled, each held at its CUDA start until its turn. At most
+ * PROFILE_AHEAD workloads, and another only while the host has
+ * PROFILE_AHEAD_MEM_GIB available (MemAvailable) for each of its two
+ * processes (a PyTorch model built on the CPU holds a few GiB). */
+#define PROFILE_AHEAD 3
+#define PROFILE_AHEAD_MEM_GIB 4.0
+
+typedef struct profile_ahead {
+    size_t index;            /* its catalog entry */
+    char recording[PATH_MAX];
+    kace_profile_options po; /* what it was started with (outlives it) */
+    kace_profile_ahead *ahead;
+} profile_ahead;
+
+static bool ahead_memory_ok(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib >= 2 * PROFILE_AHEAD_MEM_GIB * 1024 * 1024;
+}
+
+static void ahead_end(profile_ahead *a)
+{
+    kace_profile_ahead_free(&a->ahead); /* kills what is left of its process groups */
+    unlink_recordings(a->recording);
+}
+
+/* One profile try of w within need_s, with its processes started ahead
+ * (pa, or NULL); its outcome noted. *cancelled: a signal stopped it
+ * (nothing noted). */
 static kace_status profile_one(engine *e, const kace_catalog_entry *w, const char *key, double need_s,
-                               bool *cancelled)
+                               profile_ahead *pa, bool *cancelled)
 {
     device_call *d = e->d;
     kace_ctx *ctx = d->ctx;
     *cancelled = false;
     char recording[PATH_MAX];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(recording, sizeof recording, "%s/kace-cupti-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int fd = mkstemp(recording);
-    if (fd < 0)
-        return kace_fail(ctx, KACE_ERR_IO, "cannot create a recording file %s: %s", recording, strerror(errno));
-    close(fd);
+    kace_status made = pa ? KACE_OK : new_recording(ctx, recording, sizeof recording);
+    if (made)
+        return made;
+    if (pa)
+        memcpy(recording, pa->recording, sizeof recording);
     kace_profile_options po;
-    kace_profile_options_init(&po);
-    profile_windows(e, &po);
-    po.name = w->name;
-    po.argv = w->argv;
-    po.cupti = e->cupti;
-    po.recording = recording;
-    po.cancel = &cli_interrupted;
-    po.budget_s = need_s; /* both runs within the need: the runner's timeouts hold the deadline */
-    po.clean.timeout_s = po.counters.timeout_s = need_s;
-    po.clean.term_grace_max_s = po.counters.term_grace_max_s = d->mo->stop_grace_max_s;
-    po.clean.stderr_fd = po.counters.stderr_fd = d->mo->log_fd;
+    profile_options(e, w, recording, need_s, &po);
+    po.ahead = pa ? pa->ahead : NULL;
     kace_profile_result res = {0};
     kace_import_batch *batch = NULL;
     double t0 = now_s();
@@ -758,10 +814,70 @@ static kace_status profile_one(engine *e, const kace_catalog_entry *w, const cha
         printf("profile %s: %s after %.1f s: %s\n", w->name,
                strcmp(status, "timeout") == 0 ? "ran out of time" : "failed", took, why);
 done:
+    if (pa)
+        kace_profile_ahead_free(&pa->ahead);
     unlink_recordings(recording);
     kace_import_batch_free(&batch);
     kace_profile_result_release(&res);
     return st;
+}
+
+/* Starts ahead the next workloads after catalog entry i that this pass
+ * would profile (not profiled, not dropped, their need within what is left),
+ * up to PROFILE_AHEAD of them started at once. */
+static kace_status ahead_fill(engine *e, size_t i, double left_s, profile_ahead *ahead, size_t *n_ahead)
+{
+    kace_ctx *ctx = e->d->ctx;
+    for (size_t j = i + 1; j < e->catalog.n && *n_ahead < PROFILE_AHEAD; j++) {
+        bool started = false;
+        for (size_t k = 0; k < *n_ahead; k++)
+            started |= ahead[k].index == j;
+        if (started)
+            continue;
+        if (!ahead_memory_ok())
+            break;
+        const kace_catalog_entry *w = &e->catalog.entries[j];
+        char key[KACE_COMMAND_KEY_SIZE];
+        kace_profile_tries t;
+        double need = 0;
+        kace_status st;
+        if ((st = target_key(ctx, e->d->keys, w->text, w->argv, key)) ||
+            (st = kace_campaign_profile_tries(ctx, e->d->store, w->name, key, &t)))
+            return st;
+        if (t.profiled || kace_profile_dropped(t.failures))
+            continue;
+        if ((st = profile_need(e, w, &t, &need)))
+            return st;
+        if (need > left_s)
+            continue;
+        profile_ahead *a = &ahead[*n_ahead];
+        memset(a, 0, sizeof *a);
+        a->index = j;
+        if ((st = new_recording(ctx, a->recording, sizeof a->recording)))
+            return st;
+        profile_options(e, w, a->recording, need, &a->po);
+        if ((st = kace_profile_ahead_start(ctx, &a->po, &a->ahead))) {
+            unlink_recordings(a->recording);
+            return st;
+        }
+        (*n_ahead)++;
+    }
+    return KACE_OK;
+}
+
+/* Takes catalog entry i's started-ahead processes out of the list (into
+ * *out; false when there are none). */
+static bool ahead_take(profile_ahead *ahead, size_t *n_ahead, size_t i, profile_ahead *out)
+{
+    for (size_t k = 0; k < *n_ahead; k++)
+        if (ahead[k].index == i) {
+            *out = ahead[k];
+            out->po.recording = out->recording; /* its own copy's */
+            ahead[k] = ahead[--*n_ahead];
+            ahead[k].po.recording = ahead[k].recording;
+            return true;
+        }
+    return false;
 }
 
 static kace_status step_profile(engine *e, double until_s, kace_campaign_step_report *r)
@@ -784,8 +900,11 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
     if (!failed_now)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
     kace_status st = KACE_OK;
+    profile_ahead ahead[PROFILE_AHEAD];
+    size_t n_ahead = 0;
     /* Two passes: the second tries again, with time left, what failed once in
-     * the first (a dropped workload then no longer holds the plan back a call). */
+     * the first (a dropped workload then no longer holds the plan back a call).
+     * The first starts the next workloads ahead while one is profiled. */
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < e->catalog.n && !st && !cli_interrupted; i++) {
             const kace_catalog_entry *w = &e->catalog.entries[i];
@@ -799,12 +918,28 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
             if (t.profiled || kace_profile_dropped(t.failures))
                 continue;
             double need = 0;
-            if ((st = profile_need(e, w, &t, &need)))
+            profile_ahead mine;
+            bool started_ahead = ahead_take(ahead, &n_ahead, i, &mine);
+            if ((st = profile_need(e, w, &t, &need))) {
+                if (started_ahead)
+                    ahead_end(&mine);
                 break;
-            if (need > until_s - (now_s() - t0))
+            }
+            if (need > until_s - (now_s() - t0)) {
+                if (started_ahead)
+                    ahead_end(&mine);
                 continue; /* left to the next call; a shorter need may still fit */
+            }
+            if (pass == 0 && (st = ahead_fill(e, i, until_s - (now_s() - t0) - need, ahead, &n_ahead))) {
+                if (started_ahead)
+                    ahead_end(&mine);
+                break;
+            }
             bool cancelled = false;
-            if ((st = profile_one(e, w, key, need, &cancelled)) || cancelled)
+            st = profile_one(e, w, key, need, started_ahead ? &mine : NULL, &cancelled);
+            if (started_ahead)
+                ahead_end(&mine);
+            if (st || cancelled)
                 break;
             kace_profile_tries after;
             if ((st = kace_campaign_profile_tries(ctx, d->store, w->name, key, &after)))
@@ -818,6 +953,8 @@ static kace_status step_profile(engine *e, double until_s, kace_campaign_step_re
                 failed_now[i] = true;
             }
         }
+    for (size_t k = 0; k < n_ahead; k++) /* not profiled after all (an error, a signal, the end) */
+        ahead_end(&ahead[k]);
     free(failed_now);
     /* What is left: neither profiled nor dropped. */
     for (size_t i = 0; i < e->catalog.n && !st; i++) {
