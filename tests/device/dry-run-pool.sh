@@ -81,7 +81,11 @@ export KACE_DB=$W/kace.db KACE_MPS_CONTROL=$W/bin/mps-control KACE_TEST_MPS_MODE
     KACE_FAKE_GPU_DIR=$W/gpu KACE_FAKE_MPS_CONNECT=1 LD_LIBRARY_PATH=$BUILD/tests/fake_cuda \
     KACE_CUPTI_LIBRARY=$BUILD/libkace_cupti.so KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so \
     KACE_FAKE_NCU_CSV=$root/tests/data/ncu/newer.csv KACE_FAKE_FORBIDDEN_LOG=$W/ncu-refused.log
-unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_FAKE_START_S KACE_FAKE_KERNELS KACE_FAKE_NCU_LEAVE KACE_FAKE_NCU_SLOW
+# Not KACE_CAMPAIGN_TIME_SCALE (dry-run.sh's calls have it): it would cut the probe at 90/F s
+# before its curve of 1 + 6 real seconds is done, and this call's deadline is never reached,
+# so the engine's allowances in real seconds are only time-outs here, not waits.
+unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_FAKE_START_S KACE_FAKE_KERNELS KACE_FAKE_NCU_LEAVE KACE_FAKE_NCU_SLOW \
+    KACE_CAMPAIGN_TIME_SCALE
 : >"$W/ncu-refused.log"
 
 # The MPS stand-in refuses a client past its limit (here 1), and lists a client only
@@ -277,5 +281,8 @@ say "coupling: the first workload's throughput across its pairs $pmin..$pmax sam
 [ $rc = 0 ] || { say "FAIL: kace campaign --device exited $rc"; exit 1; }
 [ "$n_failed" = 0 ] || { say "FAIL: $n_failed runs failed: $(grep -m3 ': failed\|: timeout' "$W/campaign.out")"; exit 1; }
 [ "$n_prof" = 12 ] || { say "FAIL: $n_prof of 12 profiles: $(grep -m3 '^profile .*: \(failed\|timeout\)' "$W/campaign.out")"; exit 1; }
+# The projection counts the probe's curve as PROBE_REAL_S real seconds: it must be whole.
+probe=$(sql "SELECT group_concat(evidence, ' | ') FROM campaign_probes")
+case $probe in '' | *"(incomplete)"*) say "FAIL: the probe's curve is not whole: ${probe:-no probe stored}"; exit 1 ;; esac
 [ $short = 0 ] || [ "${KACE_DRY_STRICT:-0}" != 1 ] || exit 1
 exit 0

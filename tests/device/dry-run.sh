@@ -2,7 +2,8 @@
 # make device-dry-run: the device scripts end to end here, without a GPU, from the
 # bundle (build-bundle/kace-bundle), against fakes, then one allocation's projection:
 #   1. two calls of scripts/device/campaign.sh, the second resuming from the first's
-#      store, each into its own folder of OUT as a batch tool brings it back, for a
+#      store, each into its own folder of OUT as a batch tool brings it back, at scaled
+#      time (KACE_CAMPAIGN_TIME_SCALE=KACE_DRY_SCALE, default 20), for a
 #      catalog of stand-ins: build/tests/fake_cuda's program on its fake CUDA driver and
 #      CUPTI (the bundle's injection library runs inside it), the stand-in MPS daemon
 #      (build/tests/kace-test-mps-control), a fake NVML whose MPS client list names
@@ -21,7 +22,8 @@
 # runs; nvidia-smi was never asked to change GPU settings; with LD_DEBUG=libs, every
 # library that kace and the injection library loaded came from the bundle, the C
 # library or the (fake) driver folders (tests/device/check-libs.py). What the engine
-# does not do yet (ncu refused for locking clocks, the allocation's goal) is printed
+# does not do yet (ncu refused for locking clocks, the probe's curve cut short under the
+# time scale, the allocation's goal) is printed
 # as "FALLS SHORT:" lines, failures only under KACE_DRY_STRICT=1.
 #
 #   bash tests/device/dry-run.sh [OUT]     (default: a temporary folder, removed when all passed)
@@ -53,6 +55,11 @@ export KACE_DEVICE_FAKE=1 KACE_FAKE_CUDA_DIR=$FAKE_CUDA KACE_NVML_LIBRARY=$BUILD
     KACE_FAKE_NCU_CSV=$root/tests/data/ncu/newer.csv KACE_FAKE_FORBIDDEN_LOG=$WORK/forbidden.log \
     KACE_DEVICE_WARMUP=0.3 KACE_DEVICE_WINDOW=0.5 KACE_DEVICE_PROFILE_WARMUP=0.3 KACE_DEVICE_PROFILE_WINDOW=0.5 \
     KACE_CATALOG=$WORK/catalog.txt TMPDIR=$WORK
+# The calls' minutes are scaled time: the stand-ins start at once and their windows are
+# 1/F of a server's (0.5 s for 10 s), so the engine's fixed allowances (a cold start's
+# 20 s, the probe's 90 s, ...) are F times shorter too (docs/campaign.md).
+F=${KACE_DRY_SCALE:-20}
+export KACE_CAMPAIGN_TIME_SCALE=$F
 unset KACE_DB KACE_CUPTI_LIBRARY CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT LD_LIBRARY_PATH KACE_BIN KACE_DEVICE_NCU
 : >"$WORK/forbidden.log"
 # The catalog: the 3 CUDA C workloads and 2 PyTorch ones as the stand-in of their kind,
@@ -106,6 +113,15 @@ n_cat=$(grep -c '^[^#]' "$KACE_CATALOG")
 n_prof=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
     "SELECT count(DISTINCT workload) FROM campaign_profiles WHERE status = '"'ok'"'").fetchone()[0])' "$WORK/c2.db")
 [ "$n_prof" = "$n_cat" ] || fail "not all $n_cat catalog workloads profiled over the two calls: $n_prof"
+# The probe's curve is real seconds (1 s skipped, then 6 s: kace_probe_options) while its
+# longest time is scaled (90 s / F): under the time scale its curve can be cut short.
+probe=$(python3 -c 'import sqlite3, sys; print(" | ".join(r[0] for r in sqlite3.connect(sys.argv[1]).execute(
+    "SELECT evidence FROM campaign_probes ORDER BY id")))' "$WORK/c2.db")
+[ -n "$probe" ] || fail "no probe stored over the two calls"
+case $probe in *"(incomplete)"*)
+    falls_short "the probe under KACE_CAMPAIGN_TIME_SCALE=$F: its curve was cut short (its longest time is" \
+        "scaled, its curve's 1 + 6 s are not): $(echo "$probe" | grep -o 'curve [^;]*; window [^;]*' | head -1)" ;;
+esac
 
 # 2. the injection library built from the bundle's sources, as on a server whose CUPTI
 #    the bundle's build does not fit.
