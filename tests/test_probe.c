@@ -339,6 +339,22 @@ static void test_probe_cap_and_a_broken_client(void **state)
     assert_int_equal(r.clients_accepted, 2);
     assert_false(r.client_refused);
     assert_int_equal(r.pool_members, 2);
+    /* The margin stays below a limit met (3 accepted, the 4th refused), and
+     * only then: a cap reached is not the server's limit. */
+    o.client_margin = 1;
+    assert_kace_ok(ctx, kace_pool_probe(ctx, &o, &r));
+    assert_int_equal(r.clients_accepted, 2);
+    assert_int_equal(r.pool_members, 2);
+    o.client_cap = 8;
+    o.max_members = 0;
+    assert_kace_ok(ctx, kace_pool_probe(ctx, &o, &r));
+    assert_int_equal(r.clients_accepted, 3);
+    assert_true(r.client_refused);
+    assert_int_equal(r.pool_members, 2);
+    assert_string_equal(r.pool_bound, "clients");
+    o.client_margin = 5; /* more than the limit: not one member */
+    assert_kace_ok(ctx, kace_pool_probe(ctx, &o, &r));
+    assert_int_equal(r.pool_members, 0);
 
     char *broken_argv[] = {"/nonexistent/kace-probe-client", NULL};
     kace_proc_spec broken = {.name = "broken", .argv = broken_argv};

@@ -113,6 +113,8 @@ typedef struct kace_probe_options {
     kace_mps *mps;                 /* the daemon whose server is probed (required) */
     const kace_proc_spec *client;  /* the trivial client (NULL: the client limit is not probed) */
     size_t client_cap;             /* stop counting at this many (0: max_members) */
+    size_t client_margin;          /* clients left free below a limit the probe met (a client
+                                      refused): the pool holds at most the accepted less these */
     size_t client_batch;           /* started at once (0: 16) */
     double client_start_s;         /* a batch's time to its first reports (0: 30 s); a client not
                                       there by then is stopped and counts as not accepted */

@@ -477,7 +477,12 @@ kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_p
     unsigned long long mem = r->mem_available_kib;
     if (r->mem_limit_kib > 0 && (mem == 0 || r->mem_limit_kib < mem))
         mem = r->mem_limit_kib; /* a job's limit below the host's free memory */
-    r->pool_members = kace_probe_pool_size(r->clients_probed ? r->clients_accepted : SIZE_MAX, mem,
+    /* A limit the probe met is the server's: the pool stays client_margin
+     * below it, room for clients that are not the pool's. */
+    size_t clients = r->clients_probed ? r->clients_accepted : SIZE_MAX;
+    if (r->clients_probed && r->client_refused)
+        clients = clients > opt->client_margin ? clients - opt->client_margin : 0;
+    r->pool_members = kace_probe_pool_size(clients, mem,
                                            r->member_rss_kib, fraction, opt->max_members, &r->pool_bound);
     r->seconds = since_s(t0);
     return KACE_OK;
