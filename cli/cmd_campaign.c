@@ -36,6 +36,7 @@ typedef struct device_args {
     double profile_warmup_s;   /* < 0: kace profile's defaults */
     double profile_window_s;   /* <= 0: kace profile's defaults */
     bool window_given;         /* --window: the probe's window is not used */
+    bool pool_given;           /* --pool-members: the probe may lower the pool, never raise it */
     double time_scale;         /* the engine's allowances times this (engine.scale) */
 } device_args;
 
@@ -54,8 +55,9 @@ static int campaign_usage(void)
            "  --max-runs N     stop after measuring N runs (device time is short: continue later)\n"
            "  --pool           measure the MPS runs in a warm pool: each (workload, MPS share) started once\n"
            "                   and paused between runs; the time-sliced runs come after them, started afresh\n"
-           "  --pool-members N at most N processes in the pool at once (default 16; MPS servers accept a\n"
-           "                   limited number of clients, and each member keeps its memory while it waits)\n"
+           "  --pool-members N at most N processes in the pool at once (default 16, or with --device the\n"
+           "                   probe's size, up to 32; MPS servers accept a limited number of clients, and\n"
+           "                   each member keeps its memory while it waits)\n"
            "  --device         one allocation's call (docs/campaign.md), each step only when the store says\n"
            "                   it has work and its time fits before the deadline; what is left, the next\n"
            "                   call does. With --catalog: probe once (the pool's size, and the window unless\n"
@@ -458,11 +460,13 @@ static double profile_windows_s(const engine *e)
     return po.clean.warmup_s + po.clean.window_s + po.counters.warmup_s + po.counters.window_s;
 }
 
-/* The probe's pool size bounds the pool (--pool-members stays the upper
- * bound); its window is the runs' unless --window was given. */
+/* The probe's pool size is the pool's: below the default when the clients
+ * or the memory allow fewer, above it (up to KACE_POOL_MAX_MEMBERS) when
+ * they allow more, since a larger pool has fewer starts; --pool-members
+ * stays the upper bound. Its window is the runs' unless --window was given. */
 static void probe_apply(engine *e, size_t members, double window_s)
 {
-    if (members > 0 && members < e->d->pool_max)
+    if (members > 0 && (members < e->d->pool_max || !e->args->pool_given))
         e->d->pool_max = members;
     bool window = isfinite(window_s) && window_s > 0 && !e->args->window_given;
     if (window)
@@ -470,6 +474,10 @@ static void probe_apply(engine *e, size_t members, double window_s)
     printf("probe: this call's pool holds at most %zu members; its window is %.2f s%s\n", e->d->pool_max,
            e->d->mo->window_s, window ? " (the probe's)" : "");
 }
+
+/* MPS clients the pool leaves free below the server's limit when the probe
+ * met it. */
+#define PROBE_CLIENT_MARGIN 2
 
 static kace_status step_probe(engine *e, double until_s, kace_campaign_step_report *r)
 {
@@ -479,7 +487,15 @@ static kace_status step_probe(engine *e, double until_s, kace_campaign_step_repo
     if (st)
         return st;
     double most = 90 * e->scale;
-    kace_probe_options o = {.mps = d->mps, .max_members = d->pool_max, .timeout_s = until_s < most ? until_s : most};
+    /* Without --pool-members the pool may grow to what the server and the
+     * memory allow: the clients are counted the margin past the most, so
+     * that a limit met bounds the pool only when it lies below it. */
+    size_t max = e->args->pool_given ? d->pool_max : KACE_POOL_MAX_MEMBERS;
+    kace_probe_options o = {.mps = d->mps,
+                            .max_members = max,
+                            .client_cap = e->args->pool_given ? max : max + PROBE_CLIENT_MARGIN,
+                            .client_margin = PROBE_CLIENT_MARGIN,
+                            .timeout_s = until_s < most ? until_s : most};
     if (e->scale != 1) { /* the window's bounds (1 and 30 s) for stand-ins that run faster */
         o.window_min_s = 1 * e->scale;
         o.window_max_s = 30 * e->scale;
@@ -491,6 +507,12 @@ static kace_status step_probe(engine *e, double until_s, kace_campaign_step_repo
     kace_probe_result res;
     if ((st = kace_pool_probe_catalog(ctx, &e->catalog, &o, &res)) || cli_interrupted)
         return st;
+    /* Past the default only on evidence: the server's clients counted and a
+     * member's memory measured. */
+    if (!e->args->pool_given && res.pool_members > d->pool_max && (!res.clients_probed || res.member_rss_kib == 0)) {
+        res.pool_members = d->pool_max;
+        res.pool_bound = "caller";
+    }
     char evidence[1200];
     kace_probe_describe(&res, evidence, sizeof evidence);
     printf("%s\n", evidence);
@@ -1471,6 +1493,7 @@ int cmd_campaign(int argc, char **argv)
         case 'P':
             if (!cli_whole("campaign", "pool-members", optarg, 1, KACE_POOL_MAX_MEMBERS, &pool_max))
                 return EXIT_USAGE;
+            args.pool_given = true;
             break;
         case 'm':
             if (!cli_whole("campaign", "max-runs", optarg, 0, 1000000000L, &max_runs))

@@ -250,6 +250,21 @@ rc=$?
     fail "two-workload catalog: exit $rc: $(cat "$scratch/err")"
 grep -q "^probe: this call's pool holds at most [0-9]* members; its window is [0-9.]* s (the probe's)" "$scratch/out" ||
     fail "two-workload catalog: $(grep probe "$scratch/out")"
+# Without --pool-members the probe sizes the pool past the default 16 when
+# it counted the server's clients (a CUDA C workload is its client): counted
+# up to 2 past the most (32), all taken, the pool the most. (A limit met,
+# the pool 2 below it: test_probe.)
+{ echo "sa_batch1-inf cuda @W@/sw-a"; echo "sb_batch1-inf cmd @W@/sw-b"; } >"$scratch/bin/clients.txt"
+KACE_DB="$scratch/clients.db" "$kace" campaign --device --minutes 1 --catalog "$scratch/bin/clients.txt" \
+    --workloads-dir "$scratch/bin" --profile-warmup 0.2 --profile-window 0.3 --warmup 0.2 --run-dir "$run_dir" \
+    --quiet >"$scratch/out" 2>"$scratch/err"
+rc=$?
+[ $rc = 0 ] || fail "pool past 16: exit $rc: $(cat "$scratch/err")"
+grep -q "^probe: this call's pool holds at most 32 members" "$scratch/out" ||
+    fail "pool past 16: $(grep probe "$scratch/out")"
+[ "$(KACE_DB="$scratch/clients.db" sql "SELECT clients_accepted || ' ' || client_refused || ' ' || pool_members
+                                        FROM campaign_probes")" = "34 0 32" ] ||
+    fail "pool past 16: probe $(KACE_DB="$scratch/clients.db" sql "SELECT * FROM campaign_probes")"
 
 # Run times stored by earlier calls, as above: a time-sliced run 30 s, a pool run 50 s, a cold repeat 1000 s.
 "$kace" workload add seed_batch1-inf -- /bin/true >/dev/null || fail "catalog: create the store"
@@ -296,6 +311,8 @@ t=$(line_of "^step timeslice: ")
     "probe profile plan timeslice pool cold-repeats export" ] ||
     fail "catalog call 1: steps $(sql "SELECT * FROM campaign_steps WHERE allocation_id=2")"
 [ "$(ending)" = deadline ] || fail "catalog call 1: ending $(ending)"
+# No CUDA C workload in the catalog: the server's clients not counted, the
+# pool stays at the default.
 grep -q "^probe: this call's pool holds at most 16 members; its window is 0.30 s$" "$scratch/out" ||
     fail "catalog call 1: --window given, the probe's used: $(grep probe "$scratch/out")"
 ls "$scratch"/dataset/*/*.csv >/dev/null 2>&1 && [ -s "$scratch/dataset/README.md" ] ||
