@@ -496,7 +496,9 @@ static kace_status step_probe(engine *e, double until_s, kace_campaign_step_repo
                             .client_cap = e->args->pool_given ? max : max + PROBE_CLIENT_MARGIN,
                             .client_margin = PROBE_CLIENT_MARGIN,
                             .timeout_s = until_s < most ? until_s : most};
-    if (e->scale != 1) { /* the window's bounds (1 and 30 s) for stand-ins that run faster */
+    if (e->scale != 1) { /* the curve (1 + 6 s) and the window's bounds (1 and 30 s) for stand-ins that run faster */
+        o.skip_s = 1 * e->scale;
+        o.curve_s = 6 * e->scale;
         o.window_min_s = 1 * e->scale;
         o.window_max_s = 30 * e->scale;
     }

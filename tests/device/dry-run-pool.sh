@@ -60,7 +60,7 @@ WARMUP=${KACE_DRY_POOL_WARMUP:-1}
 WINDOW=${KACE_DRY_POOL_WINDOW:-$(awk -v a="$NOISE_A" -v p="$NOISE_P" -v e="$TARGET_ERR" \
     'BEGIN { printf "%.1f", a * p / (3.14159265 * e) + 0.05 }')}
 PWARMUP=${KACE_DRY_PROFILE_WARMUP:-2}
-POOL_MEMBERS=${KACE_DRY_POOL_MEMBERS:-16} MPS_LIMIT=${KACE_DRY_MPS_CLIENTS:-48}
+POOL_MEMBERS=${KACE_DRY_POOL_MEMBERS:-} MPS_LIMIT=${KACE_DRY_MPS_CLIENTS:-48}
 REPLAY_S=0.24 SIGNATURES=93
 PROBE_REAL_S=7 # the probe's skip and curve (kace_probe_options' defaults: 1 + 6 s), real seconds at any F
 ALLOC_MIN=12 TODAY_RPM=2.3
@@ -129,7 +129,7 @@ done <"$root/workloads/catalog.txt" >"$W/catalog.txt"
 COMMAND_S=570
 engine() { # LIMIT_S: one call, its output appended
     timeout -k 10 "$1" "$KACE" campaign --device --catalog "$W/catalog.txt" --minutes 600 --out "$W/out" \
-        --pool-members "$POOL_MEMBERS" --warmup "$(scaled "$WARMUP")" --window "$(scaled "$WINDOW")" \
+        ${POOL_MEMBERS:+--pool-members "$POOL_MEMBERS"} --warmup "$(scaled "$WARMUP")" --window "$(scaled "$WINDOW")" \
         --profile-warmup "$(scaled "$PWARMUP")" --profile-window "$(scaled "$WINDOW")" --ncu "$NCU" --run-dir "$W/run" \
         >>"$W/campaign.out" 2>>"$W/campaign.err"
 }
@@ -185,7 +185,7 @@ print(", ".join("%s %.0f" % (w, s * float(sys.argv[2])) for w, s in
 pool_runs_s=$(sed -n -E 's/^\[[0-9]+\] .*\(([a-z0-9-]+), MPS, repetition [0-9]+\): [a-z]+ in ([0-9.]+) s.*/\1 \2/p' \
     "$W/campaign.out" | awk '$1 !~ /^cold-/ { s += $2 } END { printf "%.2f", s }')
 say "where the pool's minutes go: its runs $(awk -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", r * f / 60 }')," \
-    "starting its pools (at most $POOL_MEMBERS members each) and between runs" \
+    "starting its pools (${POOL_MEMBERS:+at most $POOL_MEMBERS members each}${POOL_MEMBERS:-sized by the probe}) and between runs" \
     "$(awk -v p="$pool_s" -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", (p - r) * f / 60 }')"
 grep -E '^(probe|plan [0-9a-f]*|export|campaign): |^step ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
 [ -s "$W/ncu-refused.log" ] && say "ncu refused: $(head -1 "$W/ncu-refused.log" | cut -c1-300)"
