@@ -641,6 +641,61 @@ static void test_members_pinned_to_their_shares(void **state)
     kace_pool_stop(pool, 0);
 }
 
+/* Started in two halves: members started ahead (the first n_ahead, under a
+ * gate this worker never reaches: it makes no CUDA call) before the pool
+ * opens, the others at kace_pool_open; each started once, and no run before
+ * the pool is open. */
+static void test_members_started_ahead(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("test_pool_ahead");
+    member m[3];
+    kace_proc_spec specs[3];
+    const double rates[3] = {1000, 2000, 3000};
+    coupled(&m[0], &specs[0], "a", dir, rates[0], 0);
+    coupled(&m[1], &specs[1], "b", dir, rates[1], 0);
+    coupled(&m[2], &specs[2], "c", dir, rates[2], 0);
+    kace_run_options opt;
+    options(&opt);
+    kace_ctx *ctx = kace_ctx_new();
+    kace_pool_result res[3];
+    const size_t all[3] = {0, 1, 2};
+
+    /* No injection library: nothing starts ahead, and an unopened pool ends cleanly. */
+    assert_kace_ok(ctx, kace_pool_start_ahead(ctx, specs, 3, &opt, NULL, 3, &pool));
+    assert_int_equal(kace_pool_started_ahead(pool), 0);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(kace_pool_starts(pool, i), 0);
+    assert_int_equal(kace_pool_run(ctx, pool, all, 3, 0, res), KACE_ERR_INVALID);
+    assert_non_null(strstr(kace_errmsg(ctx), "before the pool was opened"));
+    kace_pool_stop(pool, 0);
+    kace_pool_free(&pool);
+
+    assert_kace_ok(ctx, kace_pool_start_ahead(ctx, specs, 3, &opt, "/nonexistent/libkace_cupti.so", 2, &pool));
+    assert_int_equal(kace_pool_started_ahead(pool), 2);
+    assert_int_equal(kace_pool_starts(pool, 0), 1);
+    assert_int_equal(kace_pool_starts(pool, 1), 1);
+    assert_int_equal(kace_pool_starts(pool, 2), 0);
+    assert_false(kace_pool_alive(pool, 0)); /* not open yet */
+    assert_int_equal(kace_pool_run(ctx, pool, all, 3, 0, res), KACE_ERR_INVALID);
+    kace_pool_result started[3];
+    assert_kace_ok(ctx, kace_pool_open(ctx, pool, 0, started));
+    assert_int_equal(kace_pool_open(ctx, pool, 0, started), KACE_ERR_INVALID); /* once */
+    int pids[3];
+    for (size_t i = 0; i < 3; i++) {
+        if (started[i].status != KACE_PROC_OK)
+            fail_msg("member %zu: %s", i, started[i].detail);
+        assert_int_equal(kace_pool_starts(pool, i), 1);
+        pids[i] = started[i].pid;
+    }
+    assert_kace_ok(ctx, kace_pool_run(ctx, pool, all, 3, 0, res));
+    assert_measured(all, 3, res, rates, pids);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(kace_pool_starts(pool, i), 1);
+    kace_ctx_free(&ctx);
+    kace_pool_stop(pool, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--worker") == 0)
@@ -660,6 +715,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_members_that_do_not_start, free_pool),
         cmocka_unit_test_teardown(test_bad_runs, free_pool),
         cmocka_unit_test_teardown(test_members_pinned_to_their_shares, free_pool),
+        cmocka_unit_test_teardown(test_members_started_ahead, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

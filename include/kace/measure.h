@@ -109,6 +109,21 @@ kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace
                                     size_t max_members, const kace_measure_options *opt, double timeout_s,
                                     kace_measure_pool **out);
 
+/* The same start in two halves (kace_pool_start_ahead, include/kace/pool.h):
+ * the pool's first max_ahead members start now under the injection library
+ * cupti, held at their CUDA start (opt->mps names the daemon whose clients
+ * they will be; it need not be up yet), and kace_measure_pool_open, once
+ * the daemon is up, starts the others, opens the gate and waits as
+ * kace_measure_pool_start does. kace_measure_pool_stop ends a pool that
+ * was never opened too. */
+kace_status kace_measure_pool_start_ahead(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
+                                          size_t max_members, const kace_measure_options *opt, const char *cupti,
+                                          size_t max_ahead, kace_measure_pool **out);
+kace_status kace_measure_pool_open(kace_ctx *ctx, kace_measure_pool *pool, const kace_measure_options *opt,
+                                   double timeout_s);
+/* Members started ahead (held at the gate until opened). */
+size_t kace_measure_pool_started_ahead(const kace_measure_pool *pool);
+
 /* Whether every member of spec (an MPS run) is in the pool. */
 bool kace_measure_pool_has(const kace_measure_pool *pool, const kace_measure_spec *spec);
 

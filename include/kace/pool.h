@@ -59,6 +59,23 @@ typedef struct kace_pool_result {
 kace_status kace_pool_start(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
                             double timeout_s, kace_pool **out, kace_pool_result *started);
 
+/* The same start in two halves, so that members import and build on the
+ * CPU while something else measures. kace_pool_start_ahead starts the
+ * first n_ahead members (fewer than n when the host's memory holds no
+ * more) under the injection library cupti (CUDA_INJECTION64_PATH, nothing
+ * recorded), each held at its CUDA start by the library's gate
+ * ($KACE_CUPTI_GATE, a FIFO the pool holds): not an MPS client yet, nor on
+ * the GPU. cupti NULL or n_ahead 0: nothing starts ahead. kace_pool_open
+ * (once the pool's turn has come and its MPS daemon is up) starts the
+ * other members, opens the gate and waits as kace_pool_start does (same
+ * timeout and results). A pool not opened runs nothing; stopping or
+ * freeing it kills what waits at the gate. */
+kace_status kace_pool_start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                                  const char *cupti, size_t n_ahead, kace_pool **out);
+kace_status kace_pool_open(kace_ctx *ctx, kace_pool *pool, double timeout_s, kace_pool_result *started);
+/* Members started ahead, held at the gate until kace_pool_open. */
+size_t kace_pool_started_ahead(const kace_pool *pool);
+
 /* One colocation run of the k members named (indices into the specs,
  * distinct, 1..KACE_RUN_MAX_PROCS of them); timeout_s 0: the options'
  * timeout_s (0 there: warmup + window + 120). results[i] describes

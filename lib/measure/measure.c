@@ -599,15 +599,15 @@ bool kace_measure_pool_has(const kace_measure_pool *mp, const kace_measure_spec 
     return !spec->timeslice && new_members(mp, spec) == 0;
 }
 
-kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
-                                    size_t max_members, const kace_measure_options *opt, double timeout_s,
-                                    kace_measure_pool **out)
+kace_status kace_measure_pool_start_ahead(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
+                                          size_t max_members, const kace_measure_options *opt, const char *cupti,
+                                          size_t max_ahead, kace_measure_pool **out)
 {
     *out = NULL;
     if (max_members == 0 || max_members > KACE_POOL_MAX_MEMBERS)
         max_members = KACE_POOL_MAX_MEMBERS;
-    if (!opt->mps || !kace_mps_alive(opt->mps))
-        return kace_fail(ctx, KACE_ERR_INVALID, "measure: a pool's members are MPS clients: start the MPS daemon first");
+    if (!opt->mps)
+        return kace_fail(ctx, KACE_ERR_INVALID, "measure: a pool's members are MPS clients: name the MPS daemon");
     kace_measure_pool *mp = calloc(1, sizeof *mp);
     if (!mp)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting a pool");
@@ -642,20 +642,50 @@ kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace
     ro.tick = pool_tick;
     ro.tick_user = mp;
     mp->window_s = ro.window_s;
-    kace_pool_result started[KACE_POOL_MAX_MEMBERS];
     if (!st)
-        st = kace_pool_start(ctx, mp->specs, mp->n, &ro, timeout_s, &mp->pool, started);
-    for (size_t m = 0; m < mp->n && !st; m++)
-        if (started[m].status == KACE_PROC_SPAWN_FAILED)
-            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: could not start its command '%s': %s; nothing measured",
-                           mp->workload[m], mp->argv[m][0], started[m].detail);
+        st = kace_pool_start_ahead(ctx, mp->specs, mp->n, &ro, cupti, max_ahead, &mp->pool);
     if (st) {
         free_measure_pool(&mp);
         return st;
     }
-    pool_see_clients(mp, opt->mps);
     *out = mp;
     return KACE_OK;
+}
+
+kace_status kace_measure_pool_open(kace_ctx *ctx, kace_measure_pool *mp, const kace_measure_options *opt,
+                                   double timeout_s)
+{
+    if (!opt->mps || !kace_mps_alive(opt->mps))
+        return kace_fail(ctx, KACE_ERR_INVALID, "measure: a pool's members are MPS clients: start the MPS daemon first");
+    kace_pool_result started[KACE_POOL_MAX_MEMBERS];
+    kace_status st = kace_pool_open(ctx, mp->pool, timeout_s, started);
+    for (size_t m = 0; m < mp->n && !st; m++)
+        if (started[m].status == KACE_PROC_SPAWN_FAILED)
+            st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: could not start its command '%s': %s; nothing measured",
+                           mp->workload[m], mp->argv[m][0], started[m].detail);
+    if (!st)
+        pool_see_clients(mp, opt->mps);
+    return st;
+}
+
+size_t kace_measure_pool_started_ahead(const kace_measure_pool *mp)
+{
+    return kace_pool_started_ahead(mp->pool);
+}
+
+kace_status kace_measure_pool_start(kace_ctx *ctx, kace_store *store, const kace_measure_spec *specs, size_t n,
+                                    size_t max_members, const kace_measure_options *opt, double timeout_s,
+                                    kace_measure_pool **out)
+{
+    *out = NULL;
+    if (!opt->mps || !kace_mps_alive(opt->mps))
+        return kace_fail(ctx, KACE_ERR_INVALID, "measure: a pool's members are MPS clients: start the MPS daemon first");
+    kace_measure_pool *mp;
+    kace_status st = kace_measure_pool_start_ahead(ctx, store, specs, n, max_members, opt, NULL, 0, &mp);
+    if (!st && (st = kace_measure_pool_open(ctx, mp, opt, timeout_s)))
+        free_measure_pool(&mp);
+    *out = mp;
+    return st;
 }
 
 kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_pool *mp,

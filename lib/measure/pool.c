@@ -1,11 +1,22 @@
 /* The warm pool (include/kace/pool.h): long-lived workloads driven through
  * the runner's kace_live, measured run after run without a cold start. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "kace/kernels.h"
 #include "kace/pool.h"
+#include "kace/profile.h"
+
+/* A gated member's environment: its spec's entries, then the gate's. */
+#define GATE_ENV_N 5
+#define MEMBER_ENV_MAX 24
 
 struct kace_pool {
     size_t n;
@@ -17,6 +28,17 @@ struct kace_pool {
     kace_live *live[KACE_POOL_MAX_MEMBERS];
     unsigned starts[KACE_POOL_MAX_MEMBERS];
     bool stopped;
+    /* Started ahead: members 0..n_gated-1 wait at the injection library's
+     * CUDA start gate, the FIFO gate_fifo that the pool holds open (read and
+     * write, so that a byte written before a member reached the gate waits
+     * for it); the others start at kace_pool_open. */
+    bool opened;
+    size_t n_gated;
+    char gate_dir[PATH_MAX], gate_fifo[PATH_MAX + 8];
+    int gate_fd;
+    char gate_env[GATE_ENV_N][PATH_MAX + 48];
+    const char *env[KACE_POOL_MAX_MEMBERS][MEMBER_ENV_MAX + 1];
+    kace_proc_spec gated[KACE_POOL_MAX_MEMBERS];
 };
 
 static const char *label(const kace_pool *pool, size_t i)
@@ -83,39 +105,115 @@ static kace_status pin_members(kace_ctx *ctx, kace_pool *pool)
     return KACE_OK;
 }
 
-kace_status kace_pool_start(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
-                            double timeout_s, kace_pool **out, kace_pool_result *started)
+/* The gate's FIFO and the environment of members started ahead: the
+ * injection library only for its gate (without an output it records
+ * nothing, as kace profile's gated clean run). */
+static kace_status make_gate(kace_ctx *ctx, kace_pool *pool, const char *cupti)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(pool->gate_dir, sizeof pool->gate_dir, "%s/kace-pool-gate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(pool->gate_dir)) {
+        pool->gate_dir[0] = '\0';
+        return kace_fail(ctx, KACE_ERR_IO, "cannot make a folder for a pool's CUDA start gate: %s", strerror(errno));
+    }
+    snprintf(pool->gate_fifo, sizeof pool->gate_fifo, "%s/gate", pool->gate_dir);
+    if (mkfifo(pool->gate_fifo, 0600) != 0 ||
+        (pool->gate_fd = open(pool->gate_fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0)
+        return kace_fail(ctx, KACE_ERR_IO, "cannot make the pool's CUDA start gate %s: %s", pool->gate_fifo,
+                         strerror(errno));
+    snprintf(pool->gate_env[0], sizeof pool->gate_env[0], "CUDA_INJECTION64_PATH=%s", cupti);
+    snprintf(pool->gate_env[1], sizeof pool->gate_env[1], "%s", KACE_CUPTI_OUTPUT_ENV);
+    snprintf(pool->gate_env[2], sizeof pool->gate_env[2], "KACE_CUPTI_COUNTERS=0");
+    snprintf(pool->gate_env[3], sizeof pool->gate_env[3], "%s=%s", KACE_CUPTI_GATE_ENV, pool->gate_fifo);
+    snprintf(pool->gate_env[4], sizeof pool->gate_env[4], "%s=%ld", KACE_CUPTI_GATE_PID_ENV, (long)getpid());
+    return KACE_OK;
+}
+
+/* Starts member i (its first start): held at the gate when gated. */
+static kace_status start_member(kace_ctx *ctx, kace_pool *pool, size_t i, bool gated)
+{
+    const kace_proc_spec *spec = &pool->specs[i];
+    if (gated) {
+        size_t k = 0;
+        for (size_t e = 0; spec->extra_env && spec->extra_env[e]; e++) {
+            if (k + GATE_ENV_N >= MEMBER_ENV_MAX)
+                return kace_fail(ctx, KACE_ERR_INVALID, "%s: too many environment entries to start it ahead",
+                                 label(pool, i));
+            pool->env[i][k++] = spec->extra_env[e];
+        }
+        for (size_t e = 0; e < GATE_ENV_N; e++)
+            pool->env[i][k++] = pool->gate_env[e];
+        pool->env[i][k] = NULL;
+        pool->gated[i] = *spec;
+        pool->gated[i].extra_env = pool->env[i];
+        spec = &pool->gated[i];
+    }
+    kace_status st = kace_live_start(ctx, spec, &pool->opt, &pool->live[i]);
+    if (st)
+        return st;
+    pool->starts[i]++;
+    /* Waits in the socket until its first report, which then pauses there. */
+    kace_live_send(pool->live[i], KACE_CONTROL_PAUSE);
+    return KACE_OK;
+}
+
+kace_status kace_pool_start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                                  const char *cupti, size_t n_ahead, kace_pool **out)
 {
     *out = NULL;
     if (n < 1 || n > KACE_POOL_MAX_MEMBERS)
         return kace_fail(ctx, KACE_ERR_INVALID, "a pool of %zu workloads (expected 1 to %d)", n,
                          KACE_POOL_MAX_MEMBERS);
-    if (!(timeout_s >= 0))
-        return kace_fail(ctx, KACE_ERR_INVALID, "pool start timeout %g s (expected >= 0)", timeout_s);
     kace_pool *pool = calloc(1, sizeof *pool);
     if (!pool)
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting a pool");
     pool->n = n;
     pool->specs = specs;
     pool->opt = *opt;
+    pool->gate_fd = -1;
     kace_status st = pin_members(ctx, pool);
+    if (!st && cupti && *cupti && n_ahead > 0) {
+        pool->n_gated = n_ahead < n ? n_ahead : n;
+        st = make_gate(ctx, pool, cupti);
+    }
+    for (size_t i = 0; i < pool->n_gated && !st; i++)
+        st = start_member(ctx, pool, i, true);
     if (st) {
         kace_pool_free(&pool);
         return st;
     }
+    *out = pool;
+    return KACE_OK;
+}
+
+size_t kace_pool_started_ahead(const kace_pool *pool)
+{
+    return pool->n_gated;
+}
+
+kace_status kace_pool_open(kace_ctx *ctx, kace_pool *pool, double timeout_s, kace_pool_result *started)
+{
+    if (pool->opened)
+        return kace_fail(ctx, KACE_ERR_INVALID, "the pool is open already");
+    if (!(timeout_s >= 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "pool start timeout %g s (expected >= 0)", timeout_s);
+    const kace_run_options *opt = &pool->opt;
+    size_t n = pool->n;
     if (!(timeout_s > 0))
         timeout_s = opt->timeout_s > 0 ? opt->timeout_s : 120;
     int64_t deadline = deadline_after(timeout_s);
-    for (size_t i = 0; i < n; i++) {
-        st = kace_live_start(ctx, &pool->specs[i], &pool->opt, &pool->live[i]);
-        if (st) {
-            kace_pool_free(&pool);
+    pool->opened = true;
+    for (size_t i = pool->n_gated; i < n; i++) {
+        kace_status st = start_member(ctx, pool, i, false);
+        if (st)
             return st;
-        }
-        pool->starts[i]++;
-        /* Waits in the socket until its first report, which then pauses there. */
-        kace_live_send(pool->live[i], KACE_CONTROL_PAUSE);
     }
+    /* One byte a member held at the gate: each takes one as it passes. */
+    char bytes[KACE_POOL_MAX_MEMBERS];
+    memset(bytes, 'g', sizeof bytes);
+    if (pool->n_gated > 0 && write(pool->gate_fd, bytes, pool->n_gated) != (ssize_t)pool->n_gated)
+        return kace_fail(ctx, KACE_ERR_IO, "cannot open the pool's CUDA start gate %s: %s", pool->gate_fifo,
+                         strerror(errno));
     bool ready[KACE_POOL_MAX_MEMBERS] = {false};
     for (;;) {
         bool all = true;
@@ -158,8 +256,21 @@ kace_status kace_pool_start(kace_ctx *ctx, const kace_proc_spec *specs, size_t n
         if (started)
             started[i] = r;
     }
-    *out = pool;
     return KACE_OK;
+}
+
+kace_status kace_pool_start(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                            double timeout_s, kace_pool **out, kace_pool_result *started)
+{
+    *out = NULL;
+    if (!(timeout_s >= 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "pool start timeout %g s (expected >= 0)", timeout_s);
+    kace_pool *pool;
+    kace_status st = kace_pool_start_ahead(ctx, specs, n, opt, NULL, 0, &pool);
+    if (!st && (st = kace_pool_open(ctx, pool, timeout_s, started)))
+        kace_pool_free(&pool);
+    *out = pool;
+    return st;
 }
 
 /* The common window's start: the last member's first record after it
@@ -197,6 +308,8 @@ kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_
     }
     if (!(timeout_s >= 0))
         return kace_fail(ctx, KACE_ERR_INVALID, "pool run timeout %g s (expected >= 0)", timeout_s);
+    if (!pool->opened)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a pool run before the pool was opened (kace_pool_open)");
     const kace_run_options *opt = &pool->opt;
     double window_s = opt->window_s > 0 ? opt->window_s : 30;
     if (!(timeout_s > 0))
@@ -340,7 +453,7 @@ const kace_proc_result *kace_pool_member(const kace_pool *pool, size_t i)
 
 bool kace_pool_alive(const kace_pool *pool, size_t i)
 {
-    return !pool->stopped && !kace_live_ended(pool->live[i]);
+    return pool->opened && !pool->stopped && pool->live[i] && !kace_live_ended(pool->live[i]);
 }
 
 unsigned kace_pool_starts(const kace_pool *pool, size_t i)
@@ -350,9 +463,21 @@ unsigned kace_pool_starts(const kace_pool *pool, size_t i)
 
 void kace_pool_stop(kace_pool *pool, double timeout_s)
 {
+    if (!pool->opened) {
+        /* Members held at the gate have no CUDA context to end well. */
+        for (size_t i = 0; i < pool->n; i++)
+            kace_live_free(&pool->live[i]);
+        pool->stopped = true;
+        return;
+    }
     if (!(timeout_s > 0))
         timeout_s = pool->opt.term_grace_max_s > 0 ? pool->opt.term_grace_max_s : 30;
-    kace_live_stop(pool->live, pool->n, deadline_after(timeout_s));
+    kace_live *started[KACE_POOL_MAX_MEMBERS]; /* an open that failed may have left some unstarted */
+    size_t n = 0;
+    for (size_t i = 0; i < pool->n; i++)
+        if (pool->live[i])
+            started[n++] = pool->live[i];
+    kace_live_stop(started, n, deadline_after(timeout_s));
     pool->stopped = true;
 }
 
@@ -362,7 +487,13 @@ void kace_pool_free(kace_pool **pp)
     if (!pool)
         return;
     for (size_t i = 0; i < pool->n; i++)
-        kace_live_free(&pool->live[i]);
+        kace_live_free(&pool->live[i]); /* members still at the gate too */
+    if (pool->gate_fd >= 0)
+        close(pool->gate_fd);
+    if (pool->gate_fifo[0])
+        unlink(pool->gate_fifo);
+    if (pool->gate_dir[0])
+        rmdir(pool->gate_dir);
     free(pool->cpus);
     free(pool);
     *pp = NULL;
