@@ -104,6 +104,10 @@ typedef struct device_call {
     kace_gpu *gpu;
     kace_measure_pool *pool;
     kace_measure_spec *pool_specs; /* the pool's members' specs: they outlive it */
+    kace_measure_pool *next;       /* the next pool, its members started ahead (held at their CUDA start) */
+    kace_measure_spec *next_specs; /* its members' specs */
+    const char *cupti;             /* the injection library whose gate holds them (NULL: none started ahead) */
+    unsigned long long member_kib; /* one member's memory as this call's probe measured it (0: unknown) */
     size_t pool_max, runs, ok, failed;
     int64_t allocation_id;
     bool daemon_wanted;
@@ -187,6 +191,7 @@ static kace_status device_mps_up(device_call *d)
     if (kace_mps_alive(d->mps))
         return KACE_OK;
     kace_measure_pool_stop(&d->pool); /* clients of a daemon that has gone */
+    kace_measure_pool_stop(&d->next);
     if (d->daemon_wanted)
         fprintf(stderr, "kace: warning: the MPS daemon died; starting it again\n");
     kace_status st = kace_mps_restart(d->ctx, d->mps);
@@ -215,6 +220,7 @@ static kace_status device_after_run(device_call *d, const kace_measure_spec *spe
         fprintf(stderr, "kace: %s %s under MPS: the next MPS run starts a fresh MPS daemon\n", label,
                 res->status != KACE_RUN_OK ? "failed" : "ended mid-step");
         kace_measure_pool_stop(&d->pool);
+        kace_measure_pool_stop(&d->next); /* the daemon's instance is every process with its pipe in its environment */
         if (measure_cli_quit_mps(d->ctx, d->mps, true) != 0)
             return kace_fail(d->ctx, KACE_ERR_IO, "the MPS daemon did not quit");
         d->daemon_wanted = false;
@@ -227,6 +233,7 @@ static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec,
     device_call *d = arg;
     *stored = false;
     kace_measure_pool_stop(&d->pool); /* a cold run starts its processes alone on the GPU */
+    kace_measure_pool_stop(&d->next);
     kace_status st;
     if (spec->timeslice) {
         if (measure_cli_quit_mps(d->ctx, d->mps, d->mo->quiet) != 0)
@@ -248,6 +255,62 @@ static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec,
     return device_after_run(d, spec, label, &res);
 }
 
+/* The next pool's members started ahead (kace_measure_pool_start_ahead):
+ * they import and build on the CPU while this pool measures, held at their
+ * CUDA start, neither MPS clients nor on the GPU until their pool opens. At
+ * most as many as the host's MemAvailable holds (AHEAD_MEM_FRACTION of it,
+ * a member taking what the probe measured, else AHEAD_MEM_GIB); the rest
+ * start when it opens. */
+#define AHEAD_MEM_GIB 4.0
+#define AHEAD_MEM_FRACTION 0.8
+
+static size_t ahead_room(const device_call *d)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    double member = d->member_kib > 0 ? (double)d->member_kib : AHEAD_MEM_GIB * 1024 * 1024;
+    return kib > 0 ? (size_t)(AHEAD_MEM_FRACTION * kib / member) : 0;
+}
+
+/* Starts ahead the pool for specs[j..n) (as many whole runs as it holds). */
+static void start_ahead(device_call *d, const kace_measure_spec *specs, size_t n, size_t j,
+                        const kace_measure_options *opt)
+{
+    size_t room = ahead_room(d);
+    if (j >= n || room == 0)
+        return;
+    memcpy(d->next_specs, specs + j, (n - j) * sizeof *specs);
+    kace_ctx *scratch = kace_ctx_new();
+    kace_status st = scratch ? kace_measure_pool_start_ahead(scratch, d->store, d->next_specs, n - j, d->pool_max, opt,
+                                                             d->cupti, room, &d->next)
+                             : KACE_ERR_NOMEM;
+    if (st) {
+        fprintf(stderr, "kace: warning: pool members not started ahead in this call: %s\n",
+                scratch ? kace_errmsg(scratch) : "out of memory");
+        d->cupti = NULL; /* not tried again */
+    }
+    kace_ctx_free(&scratch);
+}
+
+/* Starts ahead the pool that follows the current one: the first of specs
+ * after i that the current pool does not hold, and the runs after it. */
+static void start_next_ahead(device_call *d, const kace_measure_spec *specs, size_t n, size_t i,
+                             const kace_measure_options *opt)
+{
+    if (d->next || !d->cupti || !d->pool)
+        return;
+    size_t j = i + 1;
+    while (j < n && (specs[j].timeslice || kace_measure_pool_has(d->pool, &specs[j])))
+        j++;
+    start_ahead(d, specs, n, j, opt);
+}
+
 static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs, size_t n, size_t i,
                                        double timeout_s, bool *stored)
 {
@@ -264,15 +327,30 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
     if (!d->pool) {
         /* The start's timeout is the run's (cut to the deadline); the run gets what the start left. */
         int64_t t0 = kace_monotonic_ns();
-        memcpy(d->pool_specs, specs + i, (n - i) * sizeof *specs);
-        if ((st = kace_measure_pool_start(d->ctx, d->store, d->pool_specs, n - i, d->pool_max, &opt, 0, &d->pool)))
-            return st;
+        if (d->next && kace_measure_pool_has(d->next, spec)) {
+            /* Started ahead: its gates open now that the last pool's clients have left. */
+            kace_measure_spec *t = d->pool_specs;
+            d->pool_specs = d->next_specs;
+            d->next_specs = t;
+            d->pool = d->next;
+            d->next = NULL;
+            if ((st = kace_measure_pool_open(d->ctx, d->pool, &opt, 0))) {
+                kace_measure_pool_stop(&d->pool);
+                return st;
+            }
+        } else {
+            kace_measure_pool_stop(&d->next);
+            memcpy(d->pool_specs, specs + i, (n - i) * sizeof *specs);
+            if ((st = kace_measure_pool_start(d->ctx, d->store, d->pool_specs, n - i, d->pool_max, &opt, 0, &d->pool)))
+                return st;
+        }
         double left = timeout_s - (double)(kace_monotonic_ns() - t0) / 1e9;
         if (!(left > 0))
             return kace_fail(d->ctx, KACE_ERR_IO, "starting the pool took the call's time to its deadline");
         if (opt.run.timeout_s > left)
             opt.run.timeout_s = left;
     }
+    start_next_ahead(d, specs, n, i, &opt);
     kace_measure_result res;
     st = kace_measure_in_pool(d->ctx, d->store, d->pool, spec, &opt, &res);
     measure_cli_progress_done();
@@ -411,8 +489,18 @@ static kace_status engine_set_plan(engine *e, char *text, size_t len, const char
         kace_plan_free(&plan);
         return kace_fail(e->d->ctx, KACE_ERR_NOMEM, "out of memory");
     }
+    kace_measure_spec *next_specs = calloc(plan->n ? plan->n : 1, sizeof *next_specs);
+    if (!next_specs) {
+        free(specs);
+        free(text);
+        kace_plan_free(&plan);
+        return kace_fail(e->d->ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    kace_measure_pool_stop(&e->d->next); /* its specs go with the old plan */
     free(e->d->pool_specs);
+    free(e->d->next_specs);
     e->d->pool_specs = specs;
+    e->d->next_specs = next_specs;
     kace_plan_free(&e->plan);
     free(e->plan_text);
     e->plan = plan;
@@ -515,6 +603,7 @@ static kace_status step_probe(engine *e, double until_s, kace_campaign_step_repo
         res.pool_members = d->pool_max;
         res.pool_bound = "caller";
     }
+    d->member_kib = res.member_rss_kib;
     char evidence[1200];
     kace_probe_describe(&res, evidence, sizeof evidence);
     printf("%s\n", evidence);
@@ -1027,6 +1116,7 @@ static kace_status step_measure(engine *e, double used_s, kace_campaign_step_rep
     kace_status st = kace_schedule_run(d->ctx, e->plan, &config, &ops, &out);
     /* The pool and the daemon end with the step: ncu and the next call find the GPU alone. */
     kace_measure_pool_stop(&d->pool);
+    kace_measure_pool_stop(&d->next);
     r->done = out.measured;
     r->left = out.left;
     return st;
@@ -1321,6 +1411,8 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     char *text = read_plan_text(ctx, input, &len);
     device_call d = {.ctx = ctx, .mo = mo, .pool_max = (size_t)pool_max, .keys = kace_key_cache_new()};
     engine e = {.d = &d, .args = args, .allocation_s = args->minutes * 60, .scale = args->time_scale};
+    /* Pool members start ahead only under the injection library's gate. */
+    d.cupti = is_file(find_cupti()) ? find_cupti() : NULL;
     int rc = EXIT_FAILURE_RUN;
     char fingerprint[KACE_COMMAND_KEY_SIZE];
     int64_t input_id = 0;
@@ -1408,6 +1500,7 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
         fprintf(stderr, "kace: warning: %zu catalog workloads profiled (%zu dropped): a plan needs 3\n",
                 e.n_profiled, e.n_dropped);
     kace_measure_pool_stop(&d.pool);
+    kace_measure_pool_stop(&d.next);
     bool mps_ok = measure_cli_stop_mps(ctx, &d.mps, true, d.daemon_wanted) == 0;
     kace_status end_st = kace_campaign_allocation_end(ctx, store, d.allocation_id, out.ending);
     if (end_st)
@@ -1423,6 +1516,7 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
     }
 done:
     kace_measure_pool_stop(&d.pool);
+    kace_measure_pool_stop(&d.next);
     kace_mps_stop(ctx, &d.mps, NULL);
     kace_gpu_close(&d.gpu);
     if (mo->log_fd >= 0) {
@@ -1430,6 +1524,7 @@ done:
         mo->log_fd = -1;
     }
     free(d.pool_specs);
+    free(d.next_specs);
     kace_key_cache_free(&d.keys);
     kace_plan_free(&e.plan);
     free(e.plan_text);
