@@ -238,45 +238,59 @@ static kace_status locked(kace_ctx *ctx, kace_store *s)
 
 /* The store's schema version, or 0 for a database without tables (a store
  * being created). A SQLite database of another program, or a file that is
- * not SQLite, fails. *sqlite_rc: SQLite's code of a failure to read. */
+ * not SQLite, fails. *sqlite_rc: SQLite's code of a failure to read.
+ *
+ * The first look is a query that is stepped, so that inside a transaction
+ * it fixes the snapshot both looks read: a statement that fails to prepare
+ * ("no such table: meta") reads the schema without holding it, and a
+ * process that created the store between the two looks would make a new
+ * store look like another program's. */
 static kace_status read_version(kace_ctx *ctx, kace_store *s, int *version, int *sqlite_rc)
 {
     *version = 0;
     sqlite3_stmt *q = NULL;
-    int rc = *sqlite_rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL);
-    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
-        return locked(ctx, s);
+    int n_tables = -1, has_meta = 0;
+    int rc = *sqlite_rc = sqlite3_prepare_v2(
+        s->db, "SELECT count(*), coalesce(sum(type='table' AND name='meta'), 0) FROM sqlite_master", -1, &q, NULL);
     if (rc == SQLITE_OK) {
         rc = *sqlite_rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW)
-            *version = atoi((const char *)sqlite3_column_text(q, 0));
-        sqlite3_finalize(q);
-        if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
-            return locked(ctx, s);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-            return store_fail(ctx, s, "read schema version");
-        *sqlite_rc = SQLITE_OK;
-        if (*version < 1)
-            return kace_fail(ctx, KACE_ERR_STORE, "%s: a kace store without a schema version", s->path);
-        return KACE_OK;
+        if (rc == SQLITE_ROW) {
+            n_tables = sqlite3_column_int(q, 0);
+            has_meta = sqlite3_column_int(q, 1);
+        }
     }
-    if (!strstr(sqlite3_errmsg(s->db), "no such table"))
+    sqlite3_finalize(q);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+        return locked(ctx, s);
+    if (rc != SQLITE_ROW)
         return kace_fail(ctx, KACE_ERR_STORE, "%s: not a kace store (%s)", s->path, sqlite3_errmsg(s->db));
     *sqlite_rc = SQLITE_OK;
-    /* No meta table: a new database, or not a kace store at all. */
-    int n_tables = -1;
-    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &q, NULL) != SQLITE_OK)
-        return kace_fail(ctx, KACE_ERR_STORE, "%s: not a SQLite database (%s)", s->path, sqlite3_errmsg(s->db));
-    if (sqlite3_step(q) == SQLITE_ROW)
-        n_tables = sqlite3_column_int(q, 0);
+    if (!has_meta) { /* a new database, or not a kace store at all */
+        if (n_tables != 0)
+            return kace_fail(ctx, KACE_ERR_STORE, "%s: a SQLite database that is not a kace store", s->path);
+        return KACE_OK;
+    }
+    rc = *sqlite_rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &q, NULL);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+        return locked(ctx, s);
+    if (rc != SQLITE_OK)
+        return kace_fail(ctx, KACE_ERR_STORE, "%s: not a kace store (%s)", s->path, sqlite3_errmsg(s->db));
+    rc = *sqlite_rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        *version = atoi((const char *)sqlite3_column_text(q, 0));
     sqlite3_finalize(q);
-    if (n_tables != 0)
-        return kace_fail(ctx, KACE_ERR_STORE, "%s: a SQLite database that is not a kace store", s->path);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+        return locked(ctx, s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store_fail(ctx, s, "read schema version");
+    *sqlite_rc = SQLITE_OK;
+    if (*version < 1)
+        return kace_fail(ctx, KACE_ERR_STORE, "%s: a kace store without a schema version", s->path);
     return KACE_OK;
 }
 
-/* read_version with its two looks (the version, else whether any table is
- * there) in one read transaction: a process creating the store between
+/* read_version with its two looks (which tables are there, then the
+ * version) in one read transaction: a process creating the store between
  * them would otherwise make a new store look like another program's. */
 static kace_status read_version_once(kace_ctx *ctx, kace_store *s, int *version, int *sqlite_rc)
 {
