@@ -100,6 +100,12 @@ if cp "$BUILD/tests/kace-test-worker" "$E/bin/worker" && cp "$BUILD/tests/kace-t
     for w in a:4000 b:2000 c:1000 d:3000; do
         cat >"$E/bin/sw-${w%%:*}" <<EOS
 #!/bin/sh
+# A run started ahead waits at its CUDA start until kace opens its gate, as the
+# injection library makes it wait (one byte down the FIFO); only then does it record.
+if [ -n "\${KACE_CUPTI_GATE:-}" ]; then
+    head -c 1 "\$KACE_CUPTI_GATE" >/dev/null || exit 75
+    unset KACE_CUPTI_GATE
+fi
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
     if [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ]; then sed '/^counters /d' "$E/recording.txt" >"\$KACE_CUPTI_OUTPUT"
     else cp "$E/recording.txt" "\$KACE_CUPTI_OUTPUT"; fi

@@ -320,6 +320,12 @@ export KACE_NVML_LIBRARY=$build/tests/libfake_nvml_full.so KACE_CUPTI_LIBRARY=$s
 sed 's/^clock monotonic/clock realtime/' "$src/data/cupti/small.txt" >"$scratch/recording.txt"
 cat >"$scratch/fake-cuda.sh" <<EOS
 #!/bin/sh
+# A run started ahead waits at its CUDA start until kace opens its gate, as the
+# injection library makes it wait (one byte down the FIFO); only then does it record.
+if [ -n "\${KACE_CUPTI_GATE:-}" ]; then
+    head -c 1 "\$KACE_CUPTI_GATE" >/dev/null || exit 75
+    unset KACE_CUPTI_GATE
+fi
 if [ -n "\${CUDA_INJECTION64_PATH:-}" ]; then
     cp "$scratch/recording.txt" "\$KACE_CUPTI_OUTPUT" || exit 3
     [ "\${KACE_CUPTI_COUNTERS:-1}" = 0 ] || exec python3 "$scratch/bar.py" 12.5
