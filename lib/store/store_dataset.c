@@ -18,35 +18,6 @@
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static void field(text_buf *t, const char *s)
-{
-    if (!s)
-        return;
-    if (!strpbrk(s, ",\"\r\n")) {
-        tb_append(t, s, strlen(s));
-        return;
-    }
-    tb_append(t, "\"", 1);
-    for (const char *p = s; *p; p++)
-        tb_append(t, *p == '"' ? "\"\"" : p, *p == '"' ? 2 : 1);
-    tb_append(t, "\"", 1);
-}
-
-/* The fewest digits (15 to 17) that read back as the stored double; NaN
- * (NULL, a missing value) an empty cell. */
-static void number(text_buf *t, double v)
-{
-    if (isnan(v))
-        return;
-    char buf[40];
-    for (int digits = 15; digits <= 17; digits++) {
-        snprintf(buf, sizeof buf, "%.*g", digits, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    tb_append(t, buf, strlen(buf));
-}
-
 static double column_number(sqlite3_stmt *q, int i)
 {
     return sqlite3_column_type(q, i) == SQLITE_NULL ? NAN : sqlite3_column_double(q, i);
@@ -163,7 +134,7 @@ static void prof_cell(text_buf *t, const profiles *p, size_t i, const char *metr
 {
     double v;
     if (prof_get(p, i, metric, &v))
-        number(t, v);
+        csv_number(t, v);
 }
 
 static const char *const kernel_cols[] = {"Threads",   "Compute (SM) Throughput", "DRAM Throughput",
@@ -198,7 +169,7 @@ static kace_status write_profiles(kace_ctx *ctx, const profiles *p, const char *
             prof_cell(&t, p, i, cols[c]);
             tb_append(&t, ",", 1);
         }
-        field(&t, p->rows[p->first[i]].name);
+        csv_field(&t, p->rows[p->first[i]].name);
         tb_append(&t, "\n", 1);
         stats->kernel_profiles++;
     }
@@ -217,7 +188,7 @@ static kace_status write_profiles(kace_ctx *ctx, const profiles *p, const char *
     for (size_t i = 0; i < p->n_names; i++) {
         if (!prof_has(p, i, "exclusive_throughput"))
             continue;
-        field(&t, p->rows[p->first[i]].name);
+        csv_field(&t, p->rows[p->first[i]].name);
         for (size_t c = 0; c < N_OF(system_cols); c++) {
             tb_append(&t, ",", 1);
             prof_cell(&t, p, i, system_cols[c]);
@@ -266,7 +237,7 @@ static kace_status write_profiles(kace_ctx *ctx, const profiles *p, const char *
         }
         if (!any)
             continue;
-        field(&t, p->rows[p->first[i]].name);
+        csv_field(&t, p->rows[p->first[i]].name);
         for (int v = 1; v <= 100; v++)
             if (pct[v]) {
                 snprintf(m, sizeof m, "exclusive_mps%d", v);
@@ -360,25 +331,25 @@ static kace_status write_runs(kace_ctx *ctx, const runs *r, const char *dir, kac
     for (size_t i = 0; i < r->n; i++) {
         const member_row *m = &r->m[i];
         tb_printf(&t, "%lld,", m->run);
-        field(&t, m->set);
+        csv_field(&t, m->set);
         tb_append(&t, ",", 1);
-        field(&t, m->mode);
+        csv_field(&t, m->mode);
         tb_printf(&t, ",%lld,", m->repetition);
-        field(&t, m->run_status);
+        csv_field(&t, m->run_status);
         tb_append(&t, ",", 1);
-        field(&t, m->measured_at);
+        csv_field(&t, m->measured_at);
         tb_append(&t, ",", 1);
-        number(&t, m->window_s);
+        csv_number(&t, m->window_s);
         tb_printf(&t, ",%lld,", m->slot);
-        field(&t, m->name);
+        csv_field(&t, m->name);
         tb_printf(&t, ",%lld,", m->pct);
-        number(&t, m->throughput);
+        csv_number(&t, m->throughput);
         tb_append(&t, ",", 1);
-        number(&t, m->cv);
+        csv_number(&t, m->cv);
         tb_append(&t, ",", 1);
-        field(&t, m->status);
+        csv_field(&t, m->status);
         tb_append(&t, ",", 1);
-        field(&t, m->detail);
+        csv_field(&t, m->detail);
         tb_append(&t, "\n", 1);
         if (i == 0 || m->run != r->m[i - 1].run) {
             stats->runs++;
@@ -589,12 +560,12 @@ static kace_status write_colocs(kace_ctx *ctx, colocs *cs, const char *dir, kace
                 continue;
             done[j] = true;
             for (size_t s = 0; s < k; s++) {
-                field(&t, c->reps[s]->name);
+                csv_field(&t, c->reps[s]->name);
                 tb_append(&t, ",", 1);
             }
             for (size_t s = 0; s < k; s++) {
                 size_t n;
-                number(&t, rep_mean(c, s, &n));
+                csv_number(&t, rep_mean(c, s, &n));
                 tb_append(&t, ",", 1);
             }
             for (size_t s = 0; s < k; s++)
@@ -671,15 +642,15 @@ static kace_status write_spread(kace_ctx *ctx, const colocs *cs, const char *dir
     text_buf t = {0};
     tb_printf(&t, "colocation,workload,repetitions,mean,sd,cv\n");
     for (size_t i = 0; i < n; i++) {
-        field(&t, rows[i].key);
+        csv_field(&t, rows[i].key);
         tb_append(&t, ",", 1);
-        field(&t, rows[i].name);
+        csv_field(&t, rows[i].name);
         tb_printf(&t, ",%zu,", rows[i].n);
-        number(&t, rows[i].mean);
+        csv_number(&t, rows[i].mean);
         tb_append(&t, ",", 1);
-        number(&t, rows[i].sd);
+        csv_number(&t, rows[i].sd);
         tb_append(&t, ",", 1);
-        number(&t, rows[i].cv);
+        csv_number(&t, rows[i].cv);
         tb_append(&t, "\n", 1);
     }
     kace_status st = write_out(ctx, dir, "campaign/spread.csv", &t, &stats->files);
@@ -772,13 +743,13 @@ static kace_status write_ncu(kace_ctx *ctx, kace_store *s, const profiles *p, co
             if (!isnan(x) && !isnan(y))
                 rel = y != 0 ? (x - y) / y : x == 0 ? 0 : NAN;
             bool ok = !isnan(rel) && fabs(rel) <= NCU_TOLERANCE;
-            field(&csv, name);
+            csv_field(&csv, name);
             tb_printf(&csv, ",%s,", kernel_cols[c]);
-            number(&csv, x);
+            csv_number(&csv, x);
             tb_append(&csv, ",", 1);
-            number(&csv, y);
+            csv_number(&csv, y);
             tb_append(&csv, ",", 1);
-            number(&csv, rel);
+            csv_number(&csv, rel);
             tb_printf(&csv, ",%s\n", isnan(x) || isnan(y) ? "" : ok ? "yes" : "no");
             if (isnan(x) || isnan(y))
                 tb_printf(&table, " missing |");

@@ -15,9 +15,12 @@
 
 /* ---- small helpers ------------------------------------------------------ */
 
-/* A CSV field, quoted when it holds a comma, a quote or a line break. */
-static void csv_field(text_buf *t, const char *s)
+/* A CSV field, quoted when it holds a comma, a quote or a line break; NULL
+ * is an empty cell. */
+void csv_field(text_buf *t, const char *s)
 {
+    if (!s)
+        return;
     if (!strpbrk(s, ",\"\r\n")) {
         tb_append(t, s, strlen(s));
         return;
@@ -30,7 +33,7 @@ static void csv_field(text_buf *t, const char *s)
 
 /* The shortest of %.15g, %.16g and %.17g that reads back as the very double
  * (%.17g always does); NaN (a missing value) is an empty cell. */
-static void csv_number(text_buf *t, double v)
+void csv_number(text_buf *t, double v)
 {
     if (isnan(v))
         return;

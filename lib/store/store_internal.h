@@ -51,4 +51,11 @@ kace_status store_insert_colocation(kace_ctx *ctx, kace_store *s, const store_co
                                     const void *row, size_t n_members, const sqlite3_int64 *workload_id,
                                     sqlite3_int64 *id, bool *inserted);
 
+/* CSV cells for the store's exports (store_export.c): a field quoted when it
+ * holds a comma, a quote or a line break (NULL: empty); a double in the
+ * fewest digits that read back as it (NaN: empty). */
+struct text_buf;
+void csv_field(struct text_buf *t, const char *s);
+void csv_number(struct text_buf *t, double v);
+
 #endif
