@@ -69,10 +69,11 @@ int cmd_plan(int argc, char **argv)
                    "Prints the device campaign's plan (the format kace campaign reads) for the workloads\n"
                    "NAME... or those of the catalog FILE (workloads/catalog.txt's format), in that order:\n"
                    "every workload in >= 5 pairs (>= 30 pairs), 10 triples, 2 MPS split grids, 6 pairs\n"
-                   "measured 3 times, 3 of them time-sliced too, and the grids' workloads alone at each\n"
-                   "share. The same names give the same plan.\n"
+                   "measured 3 times, 3 of them time-sliced too, and every workload alone at 100%% MPS\n"
+                   "(the grids' workloads at each share). The same names give the same plan.\n"
                    "  --extend OLD_PLAN  print OLD_PLAN with the workloads it does not hold added, each in\n"
-                   "                     >= N pairs (N: its occur N, else 5); what it planned stays as it is\n"
+                   "                     >= N pairs (N: its occur N, else 5) and alone at 100%% MPS; what it\n"
+                   "                     planned stays as it is\n"
                    "  --catalog FILE     the workloads of FILE's lines, in order (instead of NAME...)\n");
             return EXIT_OK;
         default: return cli_usage("plan", "unknown option");

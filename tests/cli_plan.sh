@@ -5,12 +5,12 @@
 #
 # 1. --catalog workloads/catalog.txt prints the plan for its 12 workloads in
 #    its order, the same as the names given on the command line, and the
-#    same bytes as the removed scripts/device/plan.py wrote (the goldens in
-#    tests/data/plans/: its output with the header comments renamed to name
-#    kace plan); kace campaign --dry-run reads it: 96 runs.
+#    same bytes as the golden tests/data/plans/new-12.plan; every workload
+#    alone at 100% MPS once; kace campaign --dry-run reads it: 104 runs.
 # 2. --extend: the old plan's text first, then the workloads it lacks (by 1,
-#    then by 3 more); the same again adds nothing; the same as plan.py. A
-#    plan stored by plan.py (its header naming the script) extends too.
+#    then by 3 more), each alone at 100% MPS too; the same again adds
+#    nothing; the same as the goldens. A plan stored by the removed
+#    scripts/device/plan.py extends too, its text kept.
 # 3. Refusals: usage errors exit 2 (no names, names and --catalog, a bad
 #    name, an unknown option); a bad catalog line exits 1 naming
 #    file:line:col; 2 workloads, an unreadable plan and a plan with a `set`
@@ -40,19 +40,23 @@ check_eq "catalog workloads" 12 "${#names[@]}"
 cmp -s cat.plan names.plan || fail "--catalog and the same NAMEs give different plans"
 check_eq "workloads line" "workloads ${names[*]}" "$(grep '^workloads ' cat.plan)"
 same_as new-12.plan cat.plan # workloads/catalog.txt's 12 workloads when the goldens were made
+for n in "${names[@]}"; do
+    check_eq "$n alone at 100% MPS" 1 "$(grep -c "^run $n @ 100\$" cat.plan)"
+done
 db=$SCRATCH/dry.db
 for n in "${names[@]}" late-a_batch1-inf late-b_batch1-inf late-c_batch1-inf late-d_batch1-inf; do
     "$KACE" workload add --db "$db" "$n" -- true >/dev/null 2>err || fail "workload add $n: $(cat err)"
 done
 "$KACE" campaign --dry-run --db "$db" cat.plan >dry 2>err || fail "campaign --dry-run: $(cat err)"
-check_eq "dry run" "plan cat.plan: 96 runs (12 workloads, up to 3 repetitions); 0 stored already, 96 to measure" \
+check_eq "dry run" "plan cat.plan: 104 runs (12 workloads, up to 3 repetitions); 0 stored already, 104 to measure" \
     "$(head -1 dry)"
 
 # ---- 2. extensions ----------------------------------------------------------------
 "$KACE" plan --extend cat.plan "${names[@]}" late-a_batch1-inf >ext1.plan 2>err || fail "--extend by 1: $(cat err)"
 cmp -s <(head -c "$(wc -c <cat.plan)" ext1.plan) cat.plan || fail "--extend changed the old plan's text"
 check_eq "added workloads" "workloads late-a_batch1-inf" "$(grep '^workloads ' ext1.plan | tail -1)"
-check_eq "pairs of late-a" 5 "$(grep -c '^run late-a_batch1-inf ' ext1.plan)"
+check_eq "pairs of late-a" 5 "$(grep -c '^run late-a_batch1-inf [^@]' ext1.plan)"
+check_eq "late-a alone at 100% MPS" 1 "$(grep -c '^run late-a_batch1-inf @ 100$' ext1.plan)"
 "$KACE" plan --extend ext1.plan --catalog <(cat "$CATALOG"; printf '%s cmd true\n' late-{a,b,c,d}_batch1-inf) \
     >ext2.plan 2>err || fail "--extend by 3 from a catalog: $(cat err)"
 check_eq "added again" "workloads late-b_batch1-inf late-c_batch1-inf late-d_batch1-inf" \
@@ -63,7 +67,7 @@ cmp -s ext2.plan ext3.plan || fail "--extend with nothing to add changed the pla
 grep -q "(16 workloads" dry || fail "dry run of the extended plan: $(head -1 dry)"
 same_as new-12-ext13.plan ext1.plan
 same_as cli-ext2.plan ext2.plan
-# A plan stored by plan.py: its text kept, the same workload added as to kace's own.
+# A plan stored by plan.py (no solo runs but the grids'): its text kept, the same workload added as to kace's own.
 "$KACE" plan --extend "$PLANS/plan-py-12.plan" "${names[@]}" late-a_batch1-inf >py-ext1.plan 2>err ||
     fail "--extend plan.py's plan: $(cat err)"
 cmp -s <(head -c "$(wc -c <"$PLANS/plan-py-12.plan")" py-ext1.plan) "$PLANS/plan-py-12.plan" ||

@@ -1,14 +1,12 @@
-/* The device campaign's plan maker (include/kace/plan_make.h): the texts
- * scripts/device/plan.py wrote for the same names, byte for byte (the plans
- * it stored must stay the plans the engine makes and extends), plans that
- * parse, extensions that keep the old text and pair each added workload
+/* The device campaign's plan maker (include/kace/plan_make.h): the goldens'
+ * texts for the same names, byte for byte (the same names must give the same
+ * plan on every call), plans that parse and measure every workload alone at
+ * 100% MPS once, extensions that keep the old text (a plan stored by the
+ * removed scripts/device/plan.py included) and pair each added workload
  * enough, and clear refusals.
  *
- * The goldens in tests/data/plans/ are plan.py's output (git show
- * 3cc5cd0^:scripts/device/plan.py) with its two header comments renamed to
- * name kace plan, every other byte the script's; plan-py-12.plan is its
- * output unchanged, an old plan to extend. tests/data/plans/README.md says
- * how each was made. */
+ * tests/data/plans/README.md says which golden is kace plan's own output
+ * and which is an old stored plan to extend, and how each was made. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -22,7 +20,8 @@
 #define SOURCE_ROOT KACE_TEST_DATA "/../.."
 #define PLANS KACE_TEST_DATA "/plans/"
 
-/* plan.py's text for alpha beta gamma (header renamed), and what it adds for delta. */
+/* The plan for alpha beta gamma (all three in a split grid, so each alone at
+ * every share), and what extending it with delta adds. */
 static const char three_plan[] =
     "# written by kace plan from 3 workloads (catalog order)\n"
     "workloads alpha beta gamma\n"
@@ -63,13 +62,15 @@ static const char three_plan[] =
     "run gamma @ 100\n";
 /* What extending it with delta adds. */
 static const char three_delta[] =
-    "# extended by kace plan: 1 workload profiled after the plan was made, each in >= 3 pairs\n"
+    "# extended by kace plan: 1 workload profiled after the plan was made, each in >= 3 pairs and alone "
+    "at 100% MPS\n"
     "workloads delta\n"
     "repeat 1\n"
     "mode mps\n"
     "run delta alpha\n"
     "run delta beta\n"
-    "run delta gamma\n";
+    "run delta gamma\n"
+    "run delta @ 100\n";
 
 static char *make(kace_ctx *ctx, const char *const *names, size_t n)
 {
@@ -138,6 +139,7 @@ static void test_the_catalog_plan_parses_and_holds_the_dataset(void **state)
     kace_plan *plan = parse(ctx, text);
     assert_int_equal(plan->n_workloads, 12);
     size_t pairs = 0, triples = 0, solo = 0, sliced = 0, split = 0;
+    int alone100[12] = {0};
     for (size_t i = 0; i < plan->n; i++) {
         const kace_measure_spec *s = &plan->entries[i].spec;
         if (s->repetition > 0)
@@ -146,8 +148,11 @@ static void test_the_catalog_plan_parses_and_holds_the_dataset(void **state)
             sliced++;
         else if (s->k == 3)
             triples++;
-        else if (s->k == 1)
+        else if (s->k == 1) {
             solo++;
+            for (size_t w = 0; w < 12; w++)
+                alone100[w] += s->mps_pct[0] == 100 && strcmp(s->workload[0], names[w]) == 0;
+        }
         else if (s->mps_pct[0] != 100)
             split++;
         else
@@ -157,7 +162,11 @@ static void test_the_catalog_plan_parses_and_holds_the_dataset(void **state)
     assert_int_equal(triples, 10);
     assert_int_equal(sliced, 3);
     assert_int_equal(split, 2 * 5);
-    assert_int_equal(solo, 4 * 6);
+    /* The 4 grid workloads at 6 shares, the 8 others alone at 100% only. */
+    assert_int_equal(solo, 4 * 6 + 8);
+    for (size_t w = 0; w < 12; w++)
+        if (alone100[w] != 1)
+            fail_msg("%s alone at 100%% MPS %d times, expected once", names[w], alone100[w]);
     kace_plan_free(&plan);
     free(text);
     kace_catalog_free(&cat);
@@ -165,17 +174,25 @@ static void test_the_catalog_plan_parses_and_holds_the_dataset(void **state)
 }
 
 /* Every pair "run A B" after the last `workloads` line of text: each added
- * name (names[first..n)) is in at least need of them, and no pair is there twice. */
+ * name (names[first..n)) is in at least need of them, and no pair is there
+ * twice; each is alone at 100% MPS ("run A @ 100") once. */
 static void check_added_pairs(const char *text, const char *const *names, size_t first, size_t n, int need)
 {
     const char *tail = text, *p;
     while ((p = strstr(tail, "\nworkloads ")))
         tail = p + 1;
-    int count[64] = {0};
+    int count[64] = {0}, alone[64] = {0};
     char seen[64][64] = {{0}};
     for (p = strstr(tail, "\nrun "); p; p = strstr(p + 1, "\nrun ")) {
-        char a[64], b[64];
+        char a[64], b[64], pct[64];
         assert_int_equal(sscanf(p + 5, "%63s %63s", a, b), 2);
+        if (strcmp(b, "@") == 0) {
+            assert_int_equal(sscanf(p + 5, "%63s @ %63s", a, pct), 2);
+            assert_string_equal(pct, "100");
+            for (size_t i = 0; i < n; i++)
+                alone[i] += strcmp(names[i], a) == 0;
+            continue;
+        }
         size_t ia = n, ib = n;
         for (size_t i = 0; i < n; i++) {
             if (strcmp(names[i], a) == 0)
@@ -189,9 +206,12 @@ static void check_added_pairs(const char *text, const char *const *names, size_t
         count[ia]++;
         count[ib]++;
     }
-    for (size_t i = first; i < n; i++)
+    for (size_t i = first; i < n; i++) {
         if (count[i] < need)
             fail_msg("%s in %d added pairs, expected >= %d", names[i], count[i], need);
+        if (alone[i] != 1)
+            fail_msg("%s added alone at 100%% MPS %d times, expected once", names[i], alone[i]);
+    }
 }
 
 static void test_extensions_pair_each_added_workload(void **state)
@@ -219,7 +239,7 @@ static void test_extensions_pair_each_added_workload(void **state)
     kace_ctx_free(&ctx);
 }
 
-/* ---- the same text as plan.py (tests/data/plans/) ------------------------- */
+/* ---- the goldens (tests/data/plans/) -------------------------------------- */
 
 /* The 12 workloads of workloads/catalog.txt when the goldens were made, then
  * 5 added later: fixed here, so the goldens do not follow the catalog. */
@@ -259,7 +279,7 @@ static void same_as_golden(const char *got, const char *name)
     free(want);
 }
 
-static void test_the_same_text_as_plan_py(void **state)
+static void test_the_same_text_as_the_goldens(void **state)
 {
     (void)state;
     kace_ctx *ctx = kace_ctx_new();
@@ -323,6 +343,10 @@ static void test_a_plan_written_by_plan_py_extends(void **state)
     assert_memory_equal(mine_ext, mine, strlen(mine));
     assert_string_equal(ext + strlen(old), mine_ext + strlen(mine));
     assert_non_null(strstr(ext, "\n# extended by kace plan: 1 workload profiled"));
+    /* The added workload alone at 100% once, the last line. */
+    const char *solo = "\nrun late-a_batch1-inf @ 100\n";
+    assert_non_null(strstr(ext, solo));
+    assert_string_equal(strstr(ext, solo), solo);
     free(mine);
     free(mine_ext);
     free(ext);
@@ -392,7 +416,8 @@ static void test_extend_keeps_the_old_text_with_unix_line_ends(void **state)
     char *ext = extend(ctx, "workloads a b c\r\npairs   # all\r\n\n\n", names, 4);
     const char *want = "workloads a b c\npairs   # all\n"
                        "# extended by kace plan: 1 workload profiled after the plan was made, each in "
-                       ">= 3 pairs\nworkloads d\nrepeat 1\nmode mps\nrun d a\nrun d b\nrun d c\n";
+                       ">= 3 pairs and alone at 100% MPS\nworkloads d\nrepeat 1\nmode mps\nrun d a\nrun d b\n"
+                       "run d c\nrun d @ 100\n";
     assert_string_equal(ext, want);
     free(ext);
     /* Nothing to add: the old text, its line ends made "\n". */
@@ -402,16 +427,38 @@ static void test_extend_keeps_the_old_text_with_unix_line_ends(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* An added workload the old plan already measures alone at 100% gets no
+ * second such run. */
+static void test_extend_adds_no_second_solo_run(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    const char *names[] = {"a", "b", "c", "d"};
+    char *ext = extend(ctx, "workloads a b c\npairs\nrun d @ 100\n", names, 4);
+    const char *first = strstr(ext, "run d @ 100\n");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "run d @ 100"));
+    kace_plan *plan = parse(ctx, ext);
+    size_t solo = 0;
+    for (size_t i = 0; i < plan->n; i++)
+        solo += plan->entries[i].spec.k == 1;
+    assert_int_equal(solo, 1);
+    kace_plan_free(&plan);
+    free(ext);
+    kace_ctx_free(&ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_workloads_give_the_known_text),
         cmocka_unit_test(test_the_catalog_plan_parses_and_holds_the_dataset),
         cmocka_unit_test(test_extensions_pair_each_added_workload),
-        cmocka_unit_test(test_the_same_text_as_plan_py),
+        cmocka_unit_test(test_the_same_text_as_the_goldens),
         cmocka_unit_test(test_a_plan_written_by_plan_py_extends),
         cmocka_unit_test(test_refusals_say_why),
         cmocka_unit_test(test_extend_keeps_the_old_text_with_unix_line_ends),
+        cmocka_unit_test(test_extend_adds_no_second_solo_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,8 @@
 /* The device campaign's plan, made from the names of the workloads it has
  * profiled (in catalog order), in the plan format of include/kace/campaign.h.
  * The same names give the same text, byte for byte, so every call of an
- * allocation continues the same plan; the text is the one the former
- * scripts/device/plan.py wrote (but for the header comments, which name
- * kace plan), so plans stored by it stay the same plan and extend.
+ * allocation continues the same plan; plans stored before (by this code or
+ * the former scripts/device/plan.py) stay the same plan and extend.
  *
  * A new plan (at least 3 workloads):
  *  - pairs: `occur N seed 1` (every workload in >= N pairs, N = max(5,
@@ -11,12 +10,14 @@
  *  - 10 triples at 100/100/100, spread evenly over the workloads;
  *  - 2 MPS split grids (10 30 50 70 90) on the first two workloads and the last two;
  *  - 6 pairs measured 3 times (run-to-run spread), 3 of them time-sliced as well;
- *  - last, the split grids' workloads alone under MPS at 10 30 50 70 90 100%.
+ *  - last, each workload alone under MPS at 100% (its exclusive throughput, the
+ *    paper's Exclusive100), the split grids' workloads at 10 30 50 70 90% too.
  *
  * An extension: workloads profiled after the plan was made join it. The old
  * plan's text stays as it is, so every run it planned keeps its place; the
  * names it does not hold are added, each in >= N pairs (N: the plan's
- * `occur N`, else 5; at most every other name). Partners are the names with
+ * `occur N`, else 5; at most every other name) and alone at 100% MPS
+ * (unless the old plan has that run). Partners are the names with
  * the fewest pairs added so far, by this extension or an earlier one, ties
  * in the order given. With nothing to add the old text is the result. */
 #ifndef KACE_PLAN_MAKE_H

@@ -1,10 +1,11 @@
 /* The device campaign's plan, made and extended (see include/kace/plan_make.h).
  *
- * Ported from scripts/device/plan.py (removed since): the same names give
- * the text it wrote, byte for byte, but for the header comments, which name
- * kace plan, so a plan stored by the script is the plan this code makes and
- * extends. tests/data/plans/ holds the script's texts, headers renamed, and
- * tests/test_plan_make.c and tests/cli_plan.sh compare this code to them. */
+ * Ported from scripts/device/plan.py (removed since), which planned no
+ * workload alone at 100% MPS but the split grids' four; this code plans
+ * every workload so. A plan stored by the script (or by this code before)
+ * is extended as the script did: its text kept byte for byte, runs only
+ * appended. tests/data/plans/ holds this code's texts and the script's
+ * stored plan; tests/test_plan_make.c and tests/cli_plan.sh compare. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdbool.h>
@@ -56,6 +57,14 @@ static kace_status finish(kace_ctx *ctx, text_buf *t, char **text, size_t *len)
     *text = t->p;
     *len = t->len;
     return KACE_OK;
+}
+
+static size_t index_of(const char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return n;
 }
 
 /* The least used triple not chosen yet, ties to the first in lexicographic order. */
@@ -144,6 +153,13 @@ kace_status kace_plan_make(kace_ctx *ctx, const char *const *names, size_t n, ch
     for (size_t g = 0; g < n_grid; g++)
         for (size_t s = 0; s < sizeof shares / sizeof *shares; s++)
             tb_printf(&t, "run %s @ %d\n", grid[g], shares[s]);
+    /* Every other workload alone at 100%: the exclusive throughput the
+     * paper's Exclusive100 is, measured in the pool like its colocations. */
+    if (n > n_grid)
+        tb_printf(&t, "# every other workload alone at 100%%: its exclusive throughput\n");
+    for (size_t i = 0; i < n; i++)
+        if (index_of(grid, n_grid, names[i]) == n_grid)
+            tb_printf(&t, "run %s @ 100\n", names[i]);
     return finish(ctx, &t, text, len);
 }
 
@@ -216,15 +232,8 @@ typedef struct old_plan {
     bool any_planned;
     long occur;
     int *count;      /* per name: in how many pairs of an earlier extension */
+    bool *alone100;  /* per name: a `run NAME @ 100` (alone at 100% MPS) */
 } old_plan;
-
-static size_t index_of(const char *const *names, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(names[i], name) == 0)
-            return i;
-    return n;
-}
 
 /* Reads the statements of old[0..len) as plan.py did. */
 static kace_status read_old(kace_ctx *ctx, const char *old, size_t len, const char *origin,
@@ -256,6 +265,11 @@ static kace_status read_old(kace_ctx *ctx, const char *old, size_t len, const ch
             sections++;
         } else if (strcmp(words[0], "occur") == 0 && nw >= 2 && all_digits(words[1])) {
             o->occur = strlen(words[1]) > 9 ? LONG_MAX : strtol(words[1], NULL, 10);
+        } else if (strcmp(words[0], "run") == 0 && nw == 4 && strcmp(words[2], "@") == 0 &&
+                   strcmp(words[3], "100") == 0) {
+            size_t i = index_of(names, n, words[1]);
+            if (i < n)
+                o->alone100[i] = true;
         } else if (strcmp(words[0], "run") == 0 && nw == 3 && strcmp(words[1], "@") != 0 &&
                    strcmp(words[2], "@") != 0 && sections > 1) {
             for (int w = 1; w < 3; w++) {
@@ -320,10 +334,11 @@ kace_status kace_plan_extend(kace_ctx *ctx, const char *old_in, size_t old_in_le
     char *old = universal_newlines(old_in, old_in_len, &old_len);
     old_plan o = {.planned = calloc(n ? n : 1, sizeof *o.planned),
                   .occur = 5,
-                  .count = calloc(n ? n : 1, sizeof *o.count)};
+                  .count = calloc(n ? n : 1, sizeof *o.count),
+                  .alone100 = calloc(n ? n : 1, sizeof *o.alone100)};
     bool *paired = calloc(n ? n * n : 1, sizeof *paired);
     text_buf t = {0};
-    if (!old || !o.planned || !o.count || !paired) {
+    if (!old || !o.planned || !o.count || !o.alone100 || !paired) {
         st = kace_fail(ctx, KACE_ERR_NOMEM, "plan: out of memory");
         goto done;
     }
@@ -344,7 +359,7 @@ kace_status kace_plan_extend(kace_ctx *ctx, const char *old_in, size_t old_in_le
         keep--;
     tb_append(&t, old, keep);
     tb_printf(&t, "\n# extended by kace plan: %zu workload%s profiled after the plan was made, each in "
-                  ">= %ld pairs\nworkloads",
+                  ">= %ld pairs and alone at 100%% MPS\nworkloads",
               n_added, n_added == 1 ? "" : "s", need);
     for (size_t i = 0; i < n; i++)
         if (!o.planned[i])
@@ -368,12 +383,17 @@ kace_status kace_plan_extend(kace_ctx *ctx, const char *old_in, size_t old_in_le
             tb_printf(&t, "\nrun %s %s", names[w], names[best]);
         }
     }
+    /* Each added workload alone at 100%: its exclusive throughput. */
+    for (size_t w = 0; w < n; w++)
+        if (!o.planned[w] && !o.alone100[w])
+            tb_printf(&t, "\nrun %s @ 100", names[w]);
     tb_printf(&t, "\n");
     st = finish(ctx, &t, text, len);
 done:
     free(old);
     free(o.planned);
     free(o.count);
+    free(o.alone100);
     free(paired);
     return st;
 }
