@@ -5,8 +5,10 @@
  * the former scripts/device/plan.py) stay the same plan and extend.
  *
  * A new plan (at least 3 workloads):
- *  - pairs: `occur N seed 1` (every workload in >= N pairs, N = max(5,
- *    ceil(60/n)), so >= 30 pairs) or, with too few workloads for that, every pair;
+ *  - pairs: `occur N seed S` (every workload in >= N pairs, N = max(5,
+ *    ceil(60/n)), so >= 30 pairs; S the seed of 1..64 whose plan measures the
+ *    fewest pairs at 100/100, ties to the lowest) or, with too few workloads
+ *    for that, every pair;
  *  - 10 triples at 100/100/100, spread evenly over the workloads;
  *  - 2 MPS split grids (10 30 50 70 90) on the first two workloads and the last two;
  *  - 6 pairs measured 3 times (run-to-run spread), 3 of them time-sliced as well;

@@ -7,6 +7,7 @@
  * appended. tests/data/plans/ holds this code's texts and the script's
  * stored plan; tests/test_plan_make.c and tests/cli_plan.sh compare. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 #include "kace/workload_name.h"
 
 #define GRID "10 30 50 70 90"
+/* Seeds tried for the pairs of `occur N seed S` (fewest_pairs_seed). */
+#define OCCUR_SEEDS 64
 
 /* Names usable in a plan: each follows the workload name rule, none twice,
  * no more than a plan holds (which also bounds the triples' search). */
@@ -67,6 +70,47 @@ static size_t index_of(const char *const *names, size_t n, const char *name)
     return n;
 }
 
+/* Pairs at 100/100 MPS that plan measures (repetition 0: each once). */
+static size_t full_share_pairs(const kace_plan *plan)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        const kace_measure_spec *s = &plan->entries[i].spec;
+        n += s->k == 2 && !s->timeslice && s->repetition == 0 && s->mps_pct[0] == 100 && s->mps_pct[1] == 100;
+    }
+    return n;
+}
+
+/* The seed S of 1..OCCUR_SEEDS for the plan head + "occur N seed S" + tail
+ * that measures the fewest pairs at 100/100 MPS (ties: the lowest seed),
+ * counted by the plan parser itself: the occur pairs, less those the rest
+ * of the plan measures anyway, vary with the shuffle's seed, and each costs
+ * a run. The expansion depends only on the text: the same names, the same seed. */
+static kace_status fewest_pairs_seed(kace_ctx *ctx, const text_buf *head, const text_buf *tail, size_t occur,
+                                     long *seed, size_t *n_pairs)
+{
+    kace_status st = KACE_OK;
+    *n_pairs = SIZE_MAX;
+    for (long s = 1; s <= OCCUR_SEEDS && st == KACE_OK; s++) {
+        text_buf t = {0};
+        tb_append(&t, head->p, head->len);
+        tb_printf(&t, "occur %zu seed %ld\n", occur, s);
+        tb_append(&t, tail->p, tail->len);
+        kace_plan *plan = NULL;
+        if (t.oom || !t.p)
+            st = kace_fail(ctx, KACE_ERR_NOMEM, "plan: out of memory");
+        else
+            st = kace_plan_parse(ctx, t.p, t.len, "plan", &plan);
+        if (st == KACE_OK && full_share_pairs(plan) < *n_pairs) {
+            *n_pairs = full_share_pairs(plan);
+            *seed = s;
+        }
+        kace_plan_free(&plan);
+        free(t.p);
+    }
+    return st;
+}
+
 /* The least used triple not chosen yet, ties to the first in lexicographic order. */
 static void best_triple(size_t n, const int *use, const size_t (*chosen)[3], size_t n_chosen, size_t out[3])
 {
@@ -96,23 +140,19 @@ kace_status kace_plan_make(kace_ctx *ctx, const char *const *names, size_t n, ch
     kace_status st = check_names(ctx, names, n);
     if (st != KACE_OK)
         return st;
-    text_buf t = {0};
-    tb_printf(&t, "# written by kace plan from %zu workloads (catalog order)\n", n);
-    tb_printf(&t, "workloads");
+    /* The text but the pairs line: head, then tail. */
+    text_buf head = {0}, tail = {0}, t = {0};
+    tb_printf(&head, "# written by kace plan from %zu workloads (catalog order)\n", n);
+    tb_printf(&head, "workloads");
     for (size_t i = 0; i < n; i++)
-        tb_printf(&t, " %s", names[i]);
-    tb_printf(&t, "\n");
-    size_t occur = (60 + n - 1) / n;
-    if (occur < 5)
-        occur = 5;
-    if (occur <= n - 1 && n * (n - 1) / 2 >= 30)
-        tb_printf(&t, "occur %zu seed 1   # every workload in >= %zu pairs: >= 30 pairs\n", occur, occur);
-    else
-        tb_printf(&t, "pairs   # %zu workloads: every pair (%zu)\n", n, n * (n - 1) / 2);
+        tb_printf(&head, " %s", names[i]);
+    tb_printf(&head, "\n");
     /* Triples: the least used workloads first, ties in catalog order, no triple twice. */
     int *use = calloc(n, sizeof *use);
-    if (!use)
+    if (!use) {
+        free(head.p);
         return kace_fail(ctx, KACE_ERR_NOMEM, "plan: out of memory");
+    }
     size_t chosen[10][3];
     size_t all = n * (n - 1) * (n - 2) / 6, n_chosen = all < 10 ? all : 10;
     for (size_t k = 0; k < n_chosen; k++) {
@@ -122,10 +162,10 @@ kace_status kace_plan_make(kace_ctx *ctx, const char *const *names, size_t n, ch
     }
     free(use);
     for (size_t k = 0; k < n_chosen; k++)
-        tb_printf(&t, "run %s %s %s\n", names[chosen[k][0]], names[chosen[k][1]], names[chosen[k][2]]);
+        tb_printf(&tail, "run %s %s %s\n", names[chosen[k][0]], names[chosen[k][1]], names[chosen[k][2]]);
     /* Split grids on two disjoint pairs: the first two workloads, and the last two. */
-    tb_printf(&t, "splits " GRID " on %s %s\n", names[0], names[1]);
-    tb_printf(&t, "splits " GRID " on %s %s\n", names[n - 2], names[n - 1]);
+    tb_printf(&tail, "splits " GRID " on %s %s\n", names[0], names[1]);
+    tb_printf(&tail, "splits " GRID " on %s %s\n", names[n - 2], names[n - 1]);
     /* Spread: 6 pairs, 3 repetitions each (repetition 0 may coincide with an occur pair). */
     const char *rep[6][2];
     for (size_t i = 0; i < 6; i++) {
@@ -135,14 +175,14 @@ kace_status kace_plan_make(kace_ctx *ctx, const char *const *names, size_t n, ch
         rep[i][0] = names[a];
         rep[i][1] = names[b];
     }
-    tb_printf(&t, "repeat 3   # run-to-run spread\n");
+    tb_printf(&tail, "repeat 3   # run-to-run spread\n");
     for (size_t i = 0; i < 6; i++)
-        tb_printf(&t, "run %s %s\n", rep[i][0], rep[i][1]);
-    tb_printf(&t, "repeat 1\n");
-    tb_printf(&t, "mode timeslice   # the same pairs without MPS, to compare\n");
+        tb_printf(&tail, "run %s %s\n", rep[i][0], rep[i][1]);
+    tb_printf(&tail, "repeat 1\n");
+    tb_printf(&tail, "mode timeslice   # the same pairs without MPS, to compare\n");
     for (size_t i = 0; i < 3; i++)
-        tb_printf(&t, "run %s %s\n", rep[i][0], rep[i][1]);
-    tb_printf(&t, "mode mps   # each grid workload alone at a share: its exclusive-throughput curve\n");
+        tb_printf(&tail, "run %s %s\n", rep[i][0], rep[i][1]);
+    tb_printf(&tail, "mode mps   # each grid workload alone at a share: its exclusive-throughput curve\n");
     /* The grids' workloads: the first two, then the last two unless among them. */
     const char *grid[4] = {names[0], names[1]};
     size_t n_grid = 2;
@@ -152,14 +192,37 @@ kace_status kace_plan_make(kace_ctx *ctx, const char *const *names, size_t n, ch
     static const int shares[] = {10, 30, 50, 70, 90, 100};
     for (size_t g = 0; g < n_grid; g++)
         for (size_t s = 0; s < sizeof shares / sizeof *shares; s++)
-            tb_printf(&t, "run %s @ %d\n", grid[g], shares[s]);
+            tb_printf(&tail, "run %s @ %d\n", grid[g], shares[s]);
     /* Every other workload alone at 100%: the exclusive throughput the
      * paper's Exclusive100 is, measured in the pool like its colocations. */
     if (n > n_grid)
-        tb_printf(&t, "# every other workload alone at 100%%: its exclusive throughput\n");
+        tb_printf(&tail, "# every other workload alone at 100%%: its exclusive throughput\n");
     for (size_t i = 0; i < n; i++)
         if (index_of(grid, n_grid, names[i]) == n_grid)
-            tb_printf(&t, "run %s @ 100\n", names[i]);
+            tb_printf(&tail, "run %s @ 100\n", names[i]);
+    size_t occur = (60 + n - 1) / n;
+    if (occur < 5)
+        occur = 5;
+    if (head.oom || tail.oom)
+        st = kace_fail(ctx, KACE_ERR_NOMEM, "plan: out of memory");
+    tb_append(&t, head.p, head.len);
+    if (st == KACE_OK && occur <= n - 1 && n * (n - 1) / 2 >= 30) {
+        long seed = 1;
+        size_t n_pairs = 0;
+        st = fewest_pairs_seed(ctx, &head, &tail, occur, &seed, &n_pairs);
+        tb_printf(&t, "occur %zu seed %ld   # every workload in >= %zu pairs: %zu pairs at 100/100, the fewest "
+                      "of seeds 1..%d\n",
+                  occur, seed, occur, n_pairs, OCCUR_SEEDS);
+    } else {
+        tb_printf(&t, "pairs   # %zu workloads: every pair (%zu)\n", n, n * (n - 1) / 2);
+    }
+    tb_append(&t, tail.p, tail.len);
+    free(head.p);
+    free(tail.p);
+    if (st != KACE_OK) {
+        free(t.p);
+        return st;
+    }
     return finish(ctx, &t, text, len);
 }
 
