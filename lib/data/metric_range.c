@@ -30,6 +30,8 @@ static const metric_range ranges[] = {
     /* System metrics and exclusive throughput. */
     {"exclusive_throughput", THROUGHPUT},
     {"exclusive_throughput_sd", 0, 1e9, false, "a spread of samples/s"},
+    /* kace export --dataset's clean run, alone without MPS, where Exclusive100 is alone under MPS. */
+    {"exclusive_nomps", THROUGHPUT},
     {"Exclusive50", THROUGHPUT},
     {"sm%", PERCENT},
     {"mem%", PERCENT},

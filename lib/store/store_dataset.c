@@ -141,10 +141,44 @@ static const char *const kernel_cols[] = {"Threads",   "Compute (SM) Throughput"
                                           "Memory Throughput", "Registers", "Static Shared Memory"};
 static const char *const kernel_more[] = {"Short_Kernel", "avg_Thread", "Long_Kernel", "ave_Kernel_Length",
                                           "long/short_Ratio"};
-static const char *const system_cols[] = {"exclusive_throughput", "sm%", "mem%", "memcap"};
+static const char *const system_cols[] = {"sm%", "mem%", "memcap"};
 static const char *const system_more[] = {"exclusive_throughput_sd", "pcie_tx_MBps", "pcie_rx_MBps", "power_W",
                                           "sm_clock_MHz", "CPU%", "MainMem%"};
 #define N_OF(a) (sizeof(a) / sizeof(a)[0])
+
+/* The exclusive throughput (Exclusive100), the paper's: alone under MPS at
+ * 100%, measured in the pool (exclusive_mps100) where the store has it,
+ * else the profile's clean run, alone without MPS (exclusive_throughput).
+ * *mps says which; false when the workload has neither. */
+static bool exclusive100(const profiles *p, size_t i, double *v, bool *mps)
+{
+    *mps = prof_get(p, i, "exclusive_mps100", v);
+    return *mps || prof_get(p, i, "exclusive_throughput", v);
+}
+
+/* The clean run's exclusive throughput, alone without MPS: exclusive_nomps
+ * once a dataset with that column was imported (its exclusive_throughput is
+ * then the dataset's Exclusive100), else the profile's exclusive_throughput. */
+static bool exclusive_nomps(const profiles *p, size_t i, double *v)
+{
+    return prof_get(p, i, "exclusive_nomps", v) || prof_get(p, i, "exclusive_throughput", v);
+}
+
+/* system.csv's rows: the workloads profiled alone (a clean run). */
+static bool system_row(const profiles *p, size_t i)
+{
+    return prof_has(p, i, "exclusive_throughput");
+}
+
+/* Whether system.csv has the exclusive_nomps column: once a workload's
+ * Exclusive100 is not its clean run (or a dataset with it was imported). */
+static bool nomps_column(const profiles *p)
+{
+    for (size_t i = 0; i < p->n_names; i++)
+        if (system_row(p, i) && (prof_has(p, i, "exclusive_mps100") || prof_has(p, i, "exclusive_nomps")))
+            return true;
+    return false;
+}
 
 static kace_status write_profiles(kace_ctx *ctx, const profiles *p, const char *dir, kace_dataset_stats *stats)
 {
@@ -180,18 +214,29 @@ static kace_status write_profiles(kace_ctx *ctx, const profiles *p, const char *
         return st;
 
     t = (text_buf){0};
-    tb_printf(&t, "Type,Exclusive100,sm%%,mem%%,memcap");
+    bool nomps = nomps_column(p);
+    tb_printf(&t, "Type,Exclusive100,sm%%,mem%%,memcap%s", nomps ? ",exclusive_nomps" : "");
     for (size_t c = 0; c < N_OF(system_more); c++)
         if (any_has(p, system_more[c]))
             tb_printf(&t, ",%s", system_more[c]);
     tb_append(&t, "\n", 1);
     for (size_t i = 0; i < p->n_names; i++) {
-        if (!prof_has(p, i, "exclusive_throughput"))
+        if (!system_row(p, i))
             continue;
         csv_field(&t, p->rows[p->first[i]].name);
+        double v;
+        bool mps;
+        tb_append(&t, ",", 1);
+        if (exclusive100(p, i, &v, &mps))
+            csv_number(&t, v);
         for (size_t c = 0; c < N_OF(system_cols); c++) {
             tb_append(&t, ",", 1);
             prof_cell(&t, p, i, system_cols[c]);
+        }
+        if (nomps) {
+            tb_append(&t, ",", 1);
+            if (exclusive_nomps(p, i, &v))
+                csv_number(&t, v);
         }
         for (size_t c = 0; c < N_OF(system_more); c++)
             if (any_has(p, system_more[c])) {
@@ -1019,6 +1064,38 @@ static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *call
         if (prof_has(p, i, "exclusive_throughput"))
             tb_printf(&t, "%s`%s`", shown++ ? ", " : "", p->rows[p->first[i]].name);
     tb_printf(&t, "%s.\nKernel metrics for %zu of them.\n", shown ? "" : "none", stats->kernel_profiles);
+    /* Where each workload's Exclusive100 comes from: the paper's definition
+     * where measured, the clean run (no MPS) otherwise, by name. */
+    size_t n_mps = 0, n_clean = 0;
+    text_buf clean = {0};
+    for (size_t i = 0; i < p->n_names; i++) {
+        double v;
+        bool mps;
+        if (!system_row(p, i) || !exclusive100(p, i, &v, &mps))
+            continue;
+        if (mps)
+            n_mps++;
+        else
+            tb_printf(&clean, "%s`%s`", n_clean++ ? ", " : "", p->rows[p->first[i]].name);
+    }
+    if (clean.oom) {
+        free(t.p);
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
+    }
+    if (n_mps + n_clean) {
+        tb_printf(&t,
+                  "Exclusive throughput (`Exclusive100` in `profiles/system.csv`), as in the paper, is a workload "
+                  "alone\nunder MPS at 100%% (`exclusive_mps100`, measured in the pool): %zu of %zu workloads.\n",
+                  n_mps, n_mps + n_clean);
+        if (n_clean)
+            tb_printf(&t,
+                      "Not measured so yet, hence the profile's clean run, alone without MPS "
+                      "(`exclusive_throughput`), for %zu:\n%s.\n",
+                      n_clean, clean.p);
+        if (nomps_column(p))
+            tb_printf(&t, "Column `exclusive_nomps` holds each workload's clean run, alone without MPS.\n");
+    }
+    free(clean.p);
     if (stats->exclusive_curves)
         tb_printf(&t, "Exclusive throughput alone under MPS at other shares (`profiles/exclusive-by-mps.csv`): "
                       "%zu workload(s).\n",
@@ -1057,8 +1134,9 @@ static kace_status write_readme(kace_ctx *ctx, const char *dir, const char *call
     tb_append(&t, ncu->p ? ncu->p : "", ncu->len);
     tb_printf(&t, "\n## Files\n\n"
                   "- `profiles/kernel.csv`, `profiles/system.csv`: each workload alone (CUPTI kernel metrics, NVML "
-                  "system\n  metrics, exclusive throughput and its spread); `profiles/exclusive-by-mps.csv`: alone "
-                  "under MPS at\n  a thread percentage, when measured.\n"
+                  "system\n  metrics, exclusive throughput and its spread; `Exclusive100` alone under MPS at 100%% "
+                  "where measured,\n  else without MPS, and `exclusive_nomps` without MPS once they differ); "
+                  "`profiles/exclusive-by-mps.csv`:\n  alone under MPS at a thread percentage, when measured.\n"
                   "- `colocations/pairs.csv`, `triples.csv` (100/100 MPS), `mps-splits.csv` (other MPS splits),\n"
                   "  `timeslice-pairs.csv` (no MPS): each member's throughput, the mean over its ok repetitions.\n"
                   "- `campaign/runs.csv` (every run and member, failed ones included), `spread.csv` (run-to-run "
