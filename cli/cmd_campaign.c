@@ -22,6 +22,15 @@
 #include "kace/store_export.h"
 #include "measure_cli.h"
 
+/* With --device, the defaults of the options a user may give (seconds;
+ * times KACE_CAMPAIGN_TIME_SCALE's 1/F for stand-ins): a run's warm-up, each
+ * profile run's, and the counters run's window as a share of the clean
+ * run's (see profile_windows). The device dry run passes the same values,
+ * scaled, and checks that the usage states them. */
+#define DEVICE_WARMUP_S 1.0
+#define DEVICE_PROFILE_WARMUP_S 2.0
+#define DEVICE_COUNTERS_WINDOW_SHARE 0.5
+
 /* What a --device call was given. */
 typedef struct device_args {
     const char *db;
@@ -33,8 +42,9 @@ typedef struct device_args {
     const char *python;        /* @PY@ (default python3) */
     const char *kace;          /* @KACE@: this program */
     const char *ncu;           /* --ncu PATH (NULL: none) */
-    double profile_warmup_s;   /* < 0: kace profile's defaults */
-    double profile_window_s;   /* <= 0: kace profile's defaults */
+    double profile_warmup_s;   /* < 0: DEVICE_PROFILE_WARMUP_S */
+    double profile_window_s;   /* <= 0: the runs' window (the probe's) */
+    double counters_window_s;  /* <= 0: DEVICE_COUNTERS_WINDOW_SHARE of the profile window */
     bool window_given;         /* --window: the probe's window is not used */
     bool pool_given;           /* --pool-members: the probe may lower the pool, never raise it */
     double time_scale;         /* the engine's allowances times this (engine.scale) */
@@ -70,9 +80,15 @@ static int campaign_usage(void)
            "  --python P       @PY@ in the catalog's commands (default python3)\n"
            "  --out DIR        with --device: export the store's dataset (CSV files) into DIR at the end\n"
            "  --ncu PATH|none  with --device: ncu, last, on each profiled workload, with time left (default none)\n"
-           "  --profile-warmup S, --profile-window S\n"
-           "                   with --catalog: each profile run's warm-up and window (default kace profile's)\n"
+           "  --profile-warmup S, --profile-window S, --counters-window S\n"
+           "                   with --catalog: each profile run's warm-up (default 2), each profile's clean\n"
+           "                   run's window (default: the runs' window, the probe's) and its counters run's\n"
+           "                   (default half the clean run's: it needs whole steps for the kernel mix, not\n"
+           "                   the throughput's bound on noise)\n"
            MEASURE_CLI_USAGE
+           "With --device, --warmup defaults to 1 (a pool member resumes warm at its next step, and a\n"
+           "cold run's warm-up starts at its first progress record, after its first, slow step) and\n"
+           "--window to the probe's (sized from a clean run's noise; 30 without a probe).\n"
            "Exit status: 0 the plan is done or --max-runs reached (--device: or the deadline came),\n"
            "1 an error stopped it, 2 usage, 128+N interrupted by signal N (finished runs are kept, the current\n"
            "one is not recorded).\n");
@@ -531,13 +547,19 @@ static kace_schedule_config schedule_config(const engine *e)
                                   .allowance_scale = e->scale};
 }
 
-/* The profile windows: both runs' warm-ups and windows. */
+/* The profile windows: both runs' warm-ups and windows. The clean run's
+ * throughput and NVML values have the runs' bound on noise, so its window
+ * is theirs (the probe sized it); the counters run's window gives the
+ * kernel mix of whole steps (BERT's step on the H200: 0.047 s), so half of
+ * that is ample, as kace profile's defaults are (30 and 15 s). */
 static void profile_windows(const engine *e, kace_profile_options *po)
 {
-    if (e->args->profile_warmup_s >= 0)
-        po->clean.warmup_s = po->counters.warmup_s = e->args->profile_warmup_s;
-    if (e->args->profile_window_s > 0)
-        po->clean.window_s = po->counters.window_s = e->args->profile_window_s;
+    const device_args *a = e->args;
+    po->clean.warmup_s = po->counters.warmup_s =
+        a->profile_warmup_s >= 0 ? a->profile_warmup_s : DEVICE_PROFILE_WARMUP_S * e->scale;
+    po->clean.window_s = a->profile_window_s > 0 ? a->profile_window_s : e->d->mo->window_s;
+    po->counters.window_s =
+        a->counters_window_s > 0 ? a->counters_window_s : DEVICE_COUNTERS_WINDOW_SHARE * po->clean.window_s;
 }
 
 static double profile_windows_s(const engine *e)
@@ -1538,7 +1560,7 @@ done:
 int cmd_campaign(int argc, char **argv)
 {
     const char *db = cli_default_db();
-    bool dry_run = false, use_pool = false, device = false;
+    bool dry_run = false, use_pool = false, device = false, warmup_given = false;
     long max_runs = -1, pool_max = 16;
     double minutes = 0;
     device_args args = {.python = "python3", .profile_warmup_s = -1, .time_scale = 1};
@@ -1558,6 +1580,7 @@ int cmd_campaign(int argc, char **argv)
                                              {"ncu", required_argument, 0, 'N'},
                                              {"profile-warmup", required_argument, 0, 'u'},
                                              {"profile-window", required_argument, 0, 'U'},
+                                             {"counters-window", required_argument, 0, 'w'},
                                              {"help", no_argument, 0, 'h'},
                                              MEASURE_CLI_LONGOPTS,
                                              {0, 0, 0, 0}};
@@ -1583,6 +1606,10 @@ int cmd_campaign(int argc, char **argv)
             if (!cli_number("campaign", "profile-window", optarg, 0.001, 3600, &args.profile_window_s))
                 return EXIT_USAGE;
             break;
+        case 'w':
+            if (!cli_number("campaign", "counters-window", optarg, 0.001, 3600, &args.counters_window_s))
+                return EXIT_USAGE;
+            break;
         case 'M':
             if (!cli_number("campaign", "minutes", optarg, 0.001, 100000, &minutes))
                 return EXIT_USAGE;
@@ -1599,6 +1626,7 @@ int cmd_campaign(int argc, char **argv)
         case 'h': return campaign_usage();
         default:
             args.window_given |= c == 1002; /* --window (MEASURE_CLI_LONGOPTS) */
+            warmup_given |= c == 1001;
             if (!measure_cli_option(&mo, c, optarg, "campaign", &bad))
                 return cli_usage("campaign", "unknown option");
             if (bad)
@@ -1606,7 +1634,7 @@ int cmd_campaign(int argc, char **argv)
         }
     }
     bool engine_options = args.catalog || args.out_dir || args.workloads_dir || args.ncu ||
-                          args.profile_warmup_s >= 0 || args.profile_window_s > 0;
+                          args.profile_warmup_s >= 0 || args.profile_window_s > 0 || args.counters_window_s > 0;
     if (device != (minutes > 0))
         return cli_usage("campaign", "--device and --minutes go together");
     if (engine_options && !device)
@@ -1627,6 +1655,8 @@ int cmd_campaign(int argc, char **argv)
             return cli_usage("campaign", "KACE_CAMPAIGN_TIME_SCALE must be a number from 1 to 1000");
         args.time_scale = 1 / f;
     }
+    if (device && !warmup_given)
+        mo.warmup_s = DEVICE_WARMUP_S * args.time_scale;
     if (device) {
         static char self[PATH_MAX], folder[PATH_MAX];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
