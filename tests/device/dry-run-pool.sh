@@ -13,8 +13,11 @@
 #     ones 1-1.5 s (the H200's CUDA C pair: 16.4 s for a 5 s warm-up and a 10 s
 #     window); step time +-7% over 3 s as BERT's; slowed by their partners'
 #     number, kind and MPS share, and by their own share; PyTorch and LLM steps
-#     of 93 kernel signatures (BERT's on the H200), each replayed one costing
-#     0.24 s in the counters run's first step (KACE_FAKE_REPLAY_S, the H200's);
+#     of 91 kernel signatures sharing the GPU time as BERT's did on the H200
+#     (tests/data/kernels/bert-h200-shares.txt: the replay cap then picks 25 of
+#     them as it would there), each replayed one costing 0.24 s in the counters
+#     run's first step (KACE_FAKE_REPLAY_S, the H200's: 93 in 22.4 s), and a
+#     step (a progress record) every 0.047 s alone, as BERT's there;
 #   - the MPS daemon (tests/helpers/mps_standin.c, mode cuda-start): no server
 #     until the first client's CUDA start, clients listed only from then, and a
 #     client past its limit refused (checked first, with a limit of 1);
@@ -43,12 +46,14 @@
 #     noise (KACE_DRY_POOL_WINDOW overrides): a sine of amplitude A and period P
 #     averaged over W seconds from any phase is off by at most A P / (pi W), so
 #     W = A P / (pi e): 3.4 s for A = 0.07, P = 3 s, e = 2%;
-#   KACE_DRY_POOL_WARMUP (1): a pool run's warm-up, counted from a member's first
-#     record after it resumed (a warm member needs no more);
-#   KACE_DRY_PROFILE_WARMUP (2): each profile run's warm-up (the H200's BERT ran
-#     steady from the step after its first; the counters run's warm-up starts at
-#     its first step at 10% of the clean run's speed anyway); each profile run's
-#     window is the pool's (the same bound on its error).
+#   KACE_DRY_POOL_WARMUP (1, the engine's --device default): a run's warm-up,
+#     counted from a member's first record after it resumed (a warm member needs
+#     no more);
+#   KACE_DRY_PROFILE_WARMUP (2, the engine's default): each profile run's warm-up
+#     (the H200's BERT ran steady from the step after its first; the counters
+#     run's warm-up starts at its first step at 10% of the clean run's speed
+#     anyway); the clean run's window is the runs' (the same bound on its error)
+#     and the counters run's half of it, the engine's defaults.
 set -uo pipefail
 dev=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$dev/../.." && pwd)
@@ -61,7 +66,7 @@ WINDOW=${KACE_DRY_POOL_WINDOW:-$(awk -v a="$NOISE_A" -v p="$NOISE_P" -v e="$TARG
     'BEGIN { printf "%.1f", a * p / (3.14159265 * e) + 0.05 }')}
 PWARMUP=${KACE_DRY_PROFILE_WARMUP:-2}
 POOL_MEMBERS=${KACE_DRY_POOL_MEMBERS:-} MPS_LIMIT=${KACE_DRY_MPS_CLIENTS:-48}
-REPLAY_S=0.24 SIGNATURES=93
+REPLAY_S=0.24 SHARES=$root/tests/data/kernels/bert-h200-shares.txt STEP_S=0.047
 PROBE_REAL_S=7 # the probe's skip and curve (kace_probe_options' defaults: 1 + 6 s), real seconds at any F
 ALLOC_MIN=12 TODAY_RPM=2.3
 APP=$BUILD/tests/fake_cuda/kace-fake-cuda-app NCU=$root/scripts/device/fakes/bin/ncu
@@ -70,7 +75,7 @@ say() { echo "dry-run: pool: $*"; }
 falls_short() { echo "dry-run: pool: FALLS SHORT: $*" >&2; short=$((short + 1)); }
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
 scaled() { awk -v s="$1" -v f="$F" 'BEGIN { printf "%.3f", s / f }'; }
-for f in "$APP" "$BUILD/tests/kace-test-mps-control" "$BUILD/tests/libfake_nvml_mps.so" "$BUILD/libkace_cupti.so" "$NCU" \
+for f in "$APP" "$SHARES" "$BUILD/tests/kace-test-mps-control" "$BUILD/tests/libfake_nvml_mps.so" "$BUILD/libkace_cupti.so" "$NCU" \
     "$root/tests/data/ncu/newer.csv"; do
     [ -e "$f" ] || { say "FAIL: $f is not built"; exit 1; }
 done
@@ -84,7 +89,7 @@ export KACE_DB=$W/kace.db KACE_MPS_CONTROL=$W/bin/mps-control KACE_TEST_MPS_MODE
 # Not KACE_CAMPAIGN_TIME_SCALE (dry-run.sh's calls have it): it would cut the probe at 90/F s
 # before its curve of 1 + 6 real seconds is done, and this call's deadline is never reached,
 # so the engine's allowances in real seconds are only time-outs here, not waits.
-unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_FAKE_START_S KACE_FAKE_KERNELS KACE_FAKE_NCU_LEAVE KACE_FAKE_NCU_SLOW \
+unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_FAKE_START_S KACE_FAKE_KERNELS KACE_FAKE_KERNEL_SHARES KACE_FAKE_STEP_S KACE_FAKE_NCU_LEAVE KACE_FAKE_NCU_SLOW \
     KACE_CAMPAIGN_TIME_SCALE
 : >"$W/ncu-refused.log"
 
@@ -114,10 +119,10 @@ mkdir -p "$W/limit/pipe" "$W/limit/log"
 i=0
 while read -r name kind rest; do
     case $name in '' | '#'*) continue ;; esac
-    mode=gemm start=10-18 sigs=$SIGNATURES
+    mode=gemm start=10-18 kernels="KACE_FAKE_KERNEL_SHARES=$SHARES KACE_FAKE_STEP_S=$STEP_S"
     for w in $rest; do case $w in gemm | stream | latency) mode=$w; break ;; esac; done
-    if [ "$kind" = cuda ]; then start=1-1.5 sigs=1; else modes=(gemm stream latency); mode=${modes[$((i % 3))]}; fi
-    echo "$name $kind env KACE_FAKE_START_S=$start KACE_FAKE_KERNELS=$sigs $APP $mode"
+    if [ "$kind" = cuda ]; then start=1-1.5 kernels=KACE_FAKE_KERNELS=1; else modes=(gemm stream latency); mode=${modes[$((i % 3))]}; fi
+    echo "$name $kind env KACE_FAKE_START_S=$start $kernels $APP $mode"
     i=$((i + 1))
 done <"$root/workloads/catalog.txt" >"$W/catalog.txt"
 
@@ -127,10 +132,19 @@ done <"$root/workloads/catalog.txt" >"$W/catalog.txt"
 # engine's time allowances, such as a profile's two cold starts of 20 s, are real seconds
 # at any F): the whole allocation's work is done, and what 12 minutes hold is projected.
 COMMAND_S=570
+# The warm-ups (unless KACE_DRY_*_WARMUP) are the engine's defaults, scaled: kace campaign
+# --help must state them. The
+# profiles' windows are not given: the clean run's follows --window and the counters run's
+# is half of it, by default.
+usage=$("$KACE" campaign --help | tr -s ' \n' '  ')
+for want in "--warmup defaults to 1 " "each profile run's warm-up (default 2)" \
+    "counters run's (default half the clean run's"; do
+    case $usage in *"$want"*) ;; *) say "FAIL: kace campaign --help does not say \"$want\": the dry run's settings are not the engine's defaults"; exit 1 ;; esac
+done
 engine() { # LIMIT_S: one call, its output appended
     timeout -k 10 "$1" "$KACE" campaign --device --catalog "$W/catalog.txt" --minutes 600 --out "$W/out" \
         ${POOL_MEMBERS:+--pool-members "$POOL_MEMBERS"} --warmup "$(scaled "$WARMUP")" --window "$(scaled "$WINDOW")" \
-        --profile-warmup "$(scaled "$PWARMUP")" --profile-window "$(scaled "$WINDOW")" --ncu "$NCU" --run-dir "$W/run" \
+        --profile-warmup "$(scaled "$PWARMUP")" --ncu "$NCU" --run-dir "$W/run" \
         >>"$W/campaign.out" 2>>"$W/campaign.err"
 }
 t0=$EPOCHREALTIME
@@ -175,11 +189,16 @@ say "projected: $rpm runs/min measuring ($n_ok runs ok; pool warm-up $WARMUP s, 
     "$(awk -v w="$WINDOW" -v a="$NOISE_A" -v p="$NOISE_P" 'BEGIN { printf "%.1f%%", 100 * a * p / (3.14159265 * w) }') off" \
     "from the +-$(awk -v a="$NOISE_A" 'BEGIN { print 100 * a }')% noise over $NOISE_P s), against $TODAY_RPM runs/min today" \
     "(one cold start a run)"
-say "profiles (warm-up $PWARMUP s, window $WINDOW s, replay $REPLAY_S s a signature; projected s each):" \
+say "profiles (warm-up $PWARMUP s, window $WINDOW s, the counters run's $(awk -v w="$WINDOW" 'BEGIN { print w / 2 }') s, replay $REPLAY_S s a signature; projected s each):" \
     "$(python3 -c 'import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
 print(", ".join("%s %.0f" % (w, s * float(sys.argv[2])) for w, s in
     c.execute("SELECT workload, seconds FROM campaign_profiles WHERE status=\"ok\" ORDER BY id")))' "$KACE_DB" "$F")"
+say "kernel replay (the cap: $(sql "SELECT printf('%g', max(value)) FROM profiles WHERE metric='replay_cover'") of the GPU time," \
+    "at most $(sql "SELECT printf('%g', max(value)) FROM profiles WHERE metric='replay_max'")): the PyTorch and LLM stand-ins'" \
+    "counters runs replayed $(sql "SELECT printf('%g..%g of %g', min(p.value), max(p.value), max(s.value)) FROM profiles p
+    JOIN profiles s ON s.workload_id=p.workload_id AND s.metric='replay_signatures_seen' JOIN workloads w ON w.id=p.workload_id
+    WHERE p.metric='replay_signatures' AND w.name NOT LIKE 'cuda-%'") signatures (BERT's spread on the H200: 25 of 91)"
 # Where the pool's minutes go: its runs' own time (each member's warm-up and window, and the
 # pause at its next step boundary) and the rest (starting pools, as many as the bound makes).
 pool_runs_s=$(sed -n -E 's/^\[[0-9]+\] .*\(([a-z0-9-]+), MPS, repetition [0-9]+\): [a-z]+ in ([0-9.]+) s.*/\1 \2/p' \

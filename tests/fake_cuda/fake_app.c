@@ -56,6 +56,16 @@
  *                             under kernel replay the first step slows in
  *                             proportion to the signatures replayed (with
  *                             the fake CUPTI's KACE_FAKE_REPLAY_S each)
+ *   KACE_FAKE_STEP_S=S        a step's GPU time alone (S seconds stood for),
+ *                             its kernels' times scaled to it (default: the
+ *                             mode's own, a few ms): a recorded workload's
+ *                             step, so that its progress records come as
+ *                             often as the real one's
+ *   KACE_FAKE_KERNEL_SHARES=FILE  instead, one signature per number in FILE
+ *                             (one a line, '#' comments), its share of the
+ *                             step's GPU time: a recorded workload's spread
+ *                             (tests/data/kernels/), so that the replay cap
+ *                             picks as many as it would on the real one
  *   KACE_FAKE_EVENTS=FILE     appends "PID started-up" (its start-up done),
  *                             "PID cuda" (cuInit returned: a CUDA start gate
  *                             opened), "PID mps" (an MPS client), "PID step" (each step reported) and
@@ -68,6 +78,7 @@
  *                             may refuse) and exit 1 when refused
  */
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -519,16 +530,53 @@ static void leave_share(void)
 
 #define MAX_STEP_KERNELS 1024
 
+/* KACE_FAKE_KERNEL_SHARES: the file's numbers, at most max, into share;
+ * returns how many (0: unset; exits on a file it cannot use). */
+static int read_shares(double *share, int max)
+{
+    const char *path = getenv("KACE_FAKE_KERNEL_SHARES");
+    if (!path || !*path)
+        return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "kace-fake-cuda-app: KACE_FAKE_KERNEL_SHARES %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    char line[256];
+    int n = 0, at = 0;
+    while (fgets(line, sizeof line, f)) {
+        at++;
+        char *end;
+        double v = strtod(line, &end);
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        if (end == line || !(v > 0) || n == max) {
+            fprintf(stderr, "kace-fake-cuda-app: %s:%d: expected a share > 0 (at most %d lines)\n", path, at, max);
+            exit(2);
+        }
+        share[n++] = v;
+    }
+    fclose(f);
+    return n;
+}
+
 /* KACE_FAKE_KERNELS: the step's n launches become max(n, N) launches over N
  * signatures, launch j of signature j % N (grid + signature, a name each),
- * rank r's GPU time in proportion to 1 / (r + 1)^1.5, the step's total
- * kept. Returns the step's launches. */
+ * rank r's GPU time in proportion to 1 / (r + 1)^1.5, or to the r-th of
+ * KACE_FAKE_KERNEL_SHARES (N then its count), the step's total kept.
+ * Returns the step's launches. */
 static int spread_signatures(fake_kernel *ks, int n, int signatures)
 {
+    static double share[MAX_STEP_KERNELS];
+    int n_shares = read_shares(share, MAX_STEP_KERNELS);
+    if (n_shares > 0)
+        signatures = n_shares;
     if (signatures <= 1)
         return n;
     if (signatures > MAX_STEP_KERNELS)
         signatures = MAX_STEP_KERNELS;
+    for (int j = 0; j < signatures && n_shares == 0; j++)
+        share[j] = 1 / pow(j + 1, 1.5);
     uint64_t total = 0;
     for (int i = 0; i < n; i++)
         total += ks[i].duration_ns;
@@ -536,7 +584,7 @@ static int spread_signatures(fake_kernel *ks, int n, int signatures)
     int launches = n > signatures ? n : signatures;
     double weights = 0;
     for (int j = 0; j < launches; j++)
-        weights += 1 / pow(j % signatures + 1, 1.5);
+        weights += share[j % signatures];
     for (int j = 0; j < launches; j++) {
         int sig = j % signatures;
         char name[96];
@@ -544,7 +592,7 @@ static int spread_signatures(fake_kernel *ks, int n, int signatures)
         ks[j] = proto;
         ks[j].name = j < signatures ? strdup(name) : ks[sig].name; /* lives as long as the process */
         ks[j].grid[0] = proto.grid[0] + (unsigned)sig;
-        ks[j].duration_ns = (uint64_t)((double)total / pow(sig + 1, 1.5) / weights);
+        ks[j].duration_ns = (uint64_t)((double)total * share[sig] / weights);
         if (!ks[j].duration_ns)
             ks[j].duration_ns = 1000;
     }
@@ -572,8 +620,11 @@ static int workload(const char *mode, double seconds)
     }
     n = spread_signatures(ks, n, (int)env_num("KACE_FAKE_KERNELS", 0));
     uint64_t base[MAX_STEP_KERNELS];
+    double step_ns = 0, want_ns = env_num("KACE_FAKE_STEP_S", 0) * 1e9;
     for (int i = 0; i < n; i++)
-        base[i] = ks[i].duration_ns;
+        step_ns += (double)ks[i].duration_ns;
+    for (int i = 0; i < n; i++)
+        base[i] = want_ns > 0 ? (uint64_t)((double)ks[i].duration_ns * want_ns / step_ns) : ks[i].duration_ns;
     double scale = time_scale(), noise = env_num("KACE_FAKE_NOISE", 0), phase = 6.2832 * uniform01();
     gpu_share_open(&the_share, kind);
     atexit(leave_share);
