@@ -28,7 +28,12 @@
 # seconds in the store (campaign_steps) times F; the probe's curve (6 s after a
 # skip of 1 s: real seconds at any F) is counted once; plan, export and kace's
 # time between steps as measured on this machine; ncu, last and optional,
-# apart. Prints the projected minutes of commands per step, runs per minute
+# apart. kace's own time inside a step (storing a run, checking MPS, starting
+# the next) does not shrink with the stand-ins', so times F it would be
+# overstated: the same allocation runs first at 1/F2 (KACE_DRY_SCALE2, default
+# 10; 0: not), and each step's projection is taken as stand-ins + kace, from
+# the two: P(F) = S + F K, P(F2) = S + F2 K, so S + K = P(F) - (F - 1) K
+# (K at least 0). Prints the projected minutes of commands per step, runs per minute
 # beside today's design (2.3 runs/min: one cold start a run) and the counts
 # against the dataset's goal; each miss is a "FALLS SHORT:" line, a failure
 # only under KACE_DRY_STRICT=1 (the engine does not reach the goal yet; a
@@ -58,7 +63,8 @@ set -uo pipefail
 dev=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$dev/../.." && pwd)
 KACE=$1 BUILD=$2 W=$3/pool
-F=${KACE_DRY_SCALE:-20}
+F=${KACE_DRY_SCALE:-20} F2=${KACE_DRY_SCALE2:-10}
+[ -n "${KACE_DRY_PEER:-}" ] && W=$3/pool-at-$F
 NOISE_A=0.07 NOISE_P=3
 TARGET_ERR=${KACE_DRY_TARGET_ERROR:-0.02}
 WARMUP=${KACE_DRY_POOL_WARMUP:-1}
@@ -147,6 +153,15 @@ engine() { # LIMIT_S: one call, its output appended
         --profile-warmup "$(scaled "$PWARMUP")" --ncu "$NCU" --run-dir "$W/run" \
         >>"$W/campaign.out" 2>>"$W/campaign.err"
 }
+PEER_PROJECTION=
+if [ -z "${KACE_DRY_PEER:-}" ] && [ "$F2" != 0 ] && [ "$F2" != "$F" ]; then
+    t_peer=$EPOCHREALTIME
+    KACE_DRY_PEER=1 KACE_DRY_SCALE=$F2 bash "${BASH_SOURCE[0]}" "$KACE" "$BUILD" "$3" >"$3/pool-at-$F2.log" 2>&1 ||
+        { say "FAIL: the allocation at 1/$F2: $(grep -E 'FAIL' "$3/pool-at-$F2.log" | head -3)"; exit 1; }
+    PEER_PROJECTION=$3/pool-at-$F2/projection
+    say "the same allocation at 1/$F2: $(sed -n 's/^dry-run: pool: projected minutes of commands: \([0-9.]*\) .*/\1/p' \
+        "$3/pool-at-$F2.log") projected minutes, in $(since "$t_peer") s"
+fi
 t0=$EPOCHREALTIME
 engine "$(awk -v c="$COMMAND_S" -v r="$PROBE_REAL_S" -v f="$F" 'BEGIN { printf "%.2f", r + (c - r) / f }')"
 rc1=$? wall1=$(since "$t0") rc=0 wall2=0
@@ -182,6 +197,24 @@ read -r p_probe p_prof p_ts p_pool p_cold p_own p_all rpm < <(awk -v w="$wall" -
             n / ((t + p + c) * f / 60) }')
 m() { awk -v s="$1" 'BEGIN { printf "%.1f", s / 60 }'; }
 say "wall $wall s at 1/$F of real time (two kace campaign --device --catalog calls, $n_ok runs)"
+echo "$F $p_probe $p_prof $p_ts $p_pool $p_cold $p_own $n_ok" >"$W/projection"
+# The peer at 1/F2 (run before this one's calls, below): kace's own time counted once.
+at_f="" at_f2=""
+if [ -s "${PEER_PROJECTION:-}" ]; then
+    at_f=$p_all
+    read -r p_probe p_prof p_ts p_pool p_cold p_own p_all rpm at_f2 < <(awk -v f="$F" \
+        -v a="$p_probe $p_prof $p_ts $p_pool $p_cold $p_own" -v n="$n_ok" '{
+        split(a, x, " "); f2 = $1; all = 0; all2 = 0; meas = 0
+        for (i = 1; i <= 6; i++) {
+            y = $(i + 1); k = (x[i] - y) / (f - f2); if (k < 0) k = 0
+            r[i] = x[i] - (f - 1) * k; all += r[i]; all2 += y
+            if (i >= 3 && i <= 5) meas += r[i]
+        }
+        printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.1f %.0f\n", r[1], r[2], r[3], r[4], r[5], r[6], all,
+            n / (meas / 60), all2 }' "$PEER_PROJECTION")
+    say "at 1/$F the stand-ins' time and kace's, both times $F, came to $(m "$at_f") min; at 1/$F2 to $(m "$at_f2"):" \
+        "kace's own time counted once, below"
+fi
 say "projected minutes of commands: $(m "$p_all") of $ALLOC_MIN (probe $(m "$p_probe"), profiles $(m "$p_prof")," \
     "time-sliced $(m "$p_ts"), pool $(m "$p_pool"), cold repeats $(m "$p_cold"), plan, export and kace between steps" \
     "$(m "$p_own"); ncu apart: $(awk -v s="$ncu_s" -v f="$F" 'BEGIN { printf "%.0f", s * f }') s, $n_ncu workloads)"
