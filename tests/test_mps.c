@@ -405,6 +405,70 @@ static void test_quit_and_restart(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* A process in a group of its own with the client environment of m, that
+ * waits (sleep) until killed: started once its shell has the environment
+ * (it says "ready" on the pipe first). */
+static pid_t start_client_like(kace_mps *m)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(fds[1], 1);
+        close(fds[0]);
+        for (const char *const *e = kace_mps_client_env(m); *e; e++)
+            putenv((char *)*e);
+        execl("/bin/sh", "sh", "-c", "echo ready; exec sleep 1000", (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(fds[1]);
+    char buf[8];
+    assert_true(read(fds[0], buf, sizeof buf) > 0);
+    close(fds[0]);
+    return pid;
+}
+
+/* A process group kace holds at its CUDA start (kace_mps_hold) is not of the
+ * instance: quitting the daemon leaves it waiting, while a leftover client
+ * (the pipe folder in its environment, not held) is still ended. Unheld,
+ * it counts again. */
+static void test_held_group_outlives_quit(void **state)
+{
+    (void)state;
+    kace_ctx *ctx = kace_ctx_new();
+    kace_mps_options o = options();
+    kace_mps *m = NULL;
+    assert_kace_ok(ctx, kace_mps_start(ctx, &o, &m));
+    pid_t leftover = start_client_like(m), held = start_client_like(m);
+    assert_true(kace_mps_hold(m, held));
+    assert_true(kace_mps_hold(m, held)); /* twice: held once */
+    assert_false(kace_mps_hold(m, 0));
+    assert_int_equal(count_instance(), 4); /* daemon, server, leftover, held */
+
+    kace_mps_stop_report r;
+    assert_kace_ok(ctx, kace_mps_quit(ctx, m, &r));
+    assert_int_equal(r.n_processes, 3); /* the held one is not counted */
+    assert_true(r.sent_sigterm);        /* the leftover client ignored quit */
+    assert_int_not_equal(waitpid(leftover, NULL, WNOHANG), 0); /* ended (reaped now or by the quit) */
+    assert_int_equal(waitpid(held, NULL, WNOHANG), 0);         /* still waiting */
+    assert_false(kace_mps_alive(m));
+    assert_int_equal(count_instance(), 1);
+
+    /* A restart does not wait for it either; unheld, it is a client again. */
+    assert_kace_ok(ctx, kace_mps_restart(ctx, m));
+    assert_int_equal(count_instance(), 3);
+    kace_mps_unhold(m, held);
+    assert_kace_ok(ctx, kace_mps_quit(ctx, m, &r));
+    assert_int_equal(r.n_processes, 3);
+    assert_int_not_equal(waitpid(held, NULL, WNOHANG), 0);
+    assert_int_equal(count_instance(), 0);
+    assert_kace_ok(ctx, kace_mps_stop(ctx, &m, NULL));
+    kace_ctx_free(&ctx);
+}
+
 static void test_pct_lists(void **state)
 {
     (void)state;
@@ -453,6 +517,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_server_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_daemon_without_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quit_and_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_held_group_outlives_quit, setup, teardown),
         cmocka_unit_test(test_pct_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,8 @@
  * those two variables (kace_mps_client_env) plus their own
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE. kace_mps_stop sends `quit` through the
  * control program, waits until every process of this instance (daemon and
- * MPS server: every process whose environment names our pipe folder) is gone,
+ * MPS server: every process whose environment names our pipe folder, except
+ * the process groups held at their CUDA start, kace_mps_hold) is gone,
  * and escalates to SIGTERM, then SIGKILL, when they do not leave.
  *
  * Each daemon start moves an earlier daemon's control.log / server.log to
@@ -80,6 +81,15 @@ void kace_mps_server_log_tail(const kace_mps *m, char *out, size_t size);
 const char *const *kace_mps_client_env(const kace_mps *m);
 const char *kace_mps_pipe_dir(const kace_mps *m);
 const char *kace_mps_log_dir(const kace_mps *m);
+/* A process group kace started and holds at its CUDA start (the injection
+ * library's gate, include/kace/pool.h): it has our pipe folder in its
+ * environment but is no MPS client yet, so it is not a process of the
+ * instance: kace_mps_alive does not count it and quitting the daemon
+ * neither waits for it nor signals it (a time-sliced run may measure while
+ * the next pool's members wait). Unhold it before its gate opens. False
+ * when m is NULL, pgid <= 0 or 64 groups are held already. */
+bool kace_mps_hold(kace_mps *m, int pgid);
+void kace_mps_unhold(kace_mps *m, int pgid);
 /* Whether a process of this instance is still alive (false: the daemon died, or m is NULL). */
 bool kace_mps_alive(const kace_mps *m);
 

@@ -22,6 +22,7 @@ extern char **environ;
 
 #define MPS_PATH_MAX 1024
 #define MPS_MAX_PIDS 64
+#define MPS_MAX_HELD 64
 
 struct kace_mps {
     char run_dir[MPS_PATH_MAX], pipe_dir[MPS_PATH_MAX], log_dir[MPS_PATH_MAX];
@@ -32,6 +33,10 @@ struct kace_mps {
     char **envp; /* environ with our two variables, for the control program */
     int lock_fd;
     double start_timeout_s, quit_timeout_s, kill_grace_s;
+    /* Process groups kace holds at their CUDA start (kace_mps_hold): they
+     * carry our pipe folder in their environment but are no client yet. */
+    pid_t held[MPS_MAX_HELD];
+    int n_held;
 };
 
 static double now_s(void)
@@ -91,9 +96,22 @@ static bool is_zombie(const char *pid)
     return !close_paren || close_paren[1] == '\0' || close_paren[2] == 'Z' || close_paren[2] == 'X';
 }
 
+static bool is_held(const kace_mps *m, pid_t pid)
+{
+    if (m->n_held == 0)
+        return false;
+    pid_t group = getpgid(pid);
+    for (int i = 0; i < m->n_held; i++)
+        if (m->held[i] == pid || (group > 0 && m->held[i] == group))
+            return true;
+    return false;
+}
+
 /* Live processes whose environment names our pipe folder: the daemon, the
  * MPS server it started and any client still running. Zombies are reaped
- * when they are ours (kace may be their subreaper) and never counted. */
+ * when they are ours (kace may be their subreaper) and never counted.
+ * Processes of a held group have not reached their CUDA start (kace holds
+ * them at the injection library's gate): not of the instance yet. */
 static int instance_pids(const kace_mps *m, pid_t *pids, int max)
 {
     DIR *d = opendir("/proc");
@@ -106,7 +124,7 @@ static int instance_pids(const kace_mps *m, pid_t *pids, int max)
         if (!isdigit((unsigned char)e->d_name[0]))
             continue;
         pid_t pid = (pid_t)strtol(e->d_name, NULL, 10);
-        if (pid == self || !environ_has(e->d_name, m->pipe_env))
+        if (pid == self || !environ_has(e->d_name, m->pipe_env) || is_held(m, pid))
             continue;
         if (is_zombie(e->d_name)) {
             waitpid(pid, NULL, WNOHANG);
@@ -541,6 +559,30 @@ const char *kace_mps_pipe_dir(const kace_mps *m)
 const char *kace_mps_log_dir(const kace_mps *m)
 {
     return m->log_dir;
+}
+
+bool kace_mps_hold(kace_mps *m, int pgid)
+{
+    if (!m || pgid <= 0)
+        return false;
+    for (int i = 0; i < m->n_held; i++)
+        if (m->held[i] == pgid)
+            return true;
+    if (m->n_held == MPS_MAX_HELD)
+        return false;
+    m->held[m->n_held++] = pgid;
+    return true;
+}
+
+void kace_mps_unhold(kace_mps *m, int pgid)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_held; i++)
+        if (m->held[i] == pgid) {
+            m->held[i] = m->held[--m->n_held];
+            return;
+        }
 }
 
 bool kace_mps_alive(const kace_mps *m)
