@@ -87,6 +87,33 @@ typedef struct kace_measure_result {
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *result);
 
+/* ---- a cold run started ahead ----------------------------------------------------
+ *
+ * A cold run's members started before its turn, so that their start-up
+ * (a PyTorch workload's imports and model build) happens while something
+ * else measures: kace_measure_start_ahead starts spec's members now under
+ * the injection library cupti, each held at its CUDA start by the library's
+ * gate (kace_pool_start_cold, include/kace/pool.h). An MPS run's members
+ * carry opt->mps's client environment and are held by it (kace_mps_hold),
+ * so quitting the daemon leaves them waiting. kace_measure_ahead_run, when
+ * ahead holds its spec, opens their gate and measures them as kace_measure
+ * measures a run started afresh (warm-up from each one's first record, the
+ * same checks, the same store): its processes are new ones, stopped after
+ * the run; only their start-up before CUDA is out of the run's time.
+ * kace_measure_ahead_free ends what was not run (its gate never opens). */
+typedef struct kace_measure_ahead kace_measure_ahead;
+
+kace_status kace_measure_start_ahead(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                                     const kace_measure_options *opt, const char *cupti, kace_measure_ahead **out);
+/* Whether ahead holds spec's run (its members, shares, mode), not run yet. */
+bool kace_measure_ahead_holds(const kace_measure_ahead *ahead, const kace_measure_spec *spec);
+/* kace_measure, with spec's members from ahead when it holds them (else, or
+ * ahead NULL, started afresh). The caller frees ahead after. */
+kace_status kace_measure_ahead_run(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                                   const kace_measure_options *opt, kace_measure_ahead *ahead,
+                                   kace_measure_result *result);
+void kace_measure_ahead_free(kace_measure_ahead **ahead);
+
 /* ---- measuring in a warm pool (include/kace/pool.h) ---------------------------
  *
  * The MPS runs of a campaign with each (workload, MPS share) started once:

@@ -76,6 +76,20 @@ kace_status kace_pool_open(kace_ctx *ctx, kace_pool *pool, double timeout_s, kac
 /* Members started ahead, held at the gate until kace_pool_open. */
 size_t kace_pool_started_ahead(const kace_pool *pool);
 
+/* A cold run in two halves: its n members (1..KACE_RUN_MAX_PROCS) started
+ * now under cupti, each held at its CUDA start as kace_pool_start_ahead
+ * holds them (cupti NULL: they start at the run), and never paused: their
+ * run (kace_pool_run_cold) opens the gate, measures them together from
+ * each one's first record as kace_run measures processes started afresh
+ * (warm-up, window, timeout and tick of run; results[i] for member i, pid
+ * and n_records included) and stops them all at their step boundary (then
+ * kace_pool_member says how each ended). Only the start-up before their
+ * CUDA start moves out of the run: the processes are new ones. */
+kace_status kace_pool_start_cold(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                                 const char *cupti, kace_pool **out);
+kace_status kace_pool_run_cold(kace_ctx *ctx, kace_pool *pool, const kace_run_options *run,
+                               kace_pool_result *results);
+
 /* One colocation run of the k members named (indices into the specs,
  * distinct, 1..KACE_RUN_MAX_PROCS of them); timeout_s 0: the options'
  * timeout_s (0 there: warmup + window + 120). results[i] describes

@@ -340,11 +340,116 @@ static kace_status store_run(kace_ctx *ctx, kace_store *store, const kace_measur
                              const kace_measure_options *opt, double window_s, const char *gpu_name,
                              const char *command_key, kace_measure_result *res);
 
+/* ---- a cold run started ahead ------------------------------------------------ */
+
+struct kace_measure_ahead {
+    kace_measure_spec spec;
+    kace_mps *mps; /* holds the members' groups (an MPS run), else NULL */
+    int pid[KACE_MAX_K];
+    kace_pool *pool;
+    bool ran;
+    char **argv[KACE_MAX_K];
+    char pct_env[KACE_MAX_K][64];
+    const char *env[KACE_MAX_K][5];
+    kace_proc_spec procs[KACE_MAX_K];
+};
+
+/* The gate opens: the members become the daemon's clients. */
+static void ahead_unhold(kace_measure_ahead *a)
+{
+    for (int i = 0; a->mps && i < a->spec.k; i++)
+        kace_mps_unhold(a->mps, a->pid[i]);
+    a->mps = NULL;
+}
+
+void kace_measure_ahead_free(kace_measure_ahead **ap)
+{
+    kace_measure_ahead *a = *ap;
+    if (!a)
+        return;
+    kace_pool_free(&a->pool); /* kills what waits at the gate, then their groups are let go */
+    ahead_unhold(a);
+    for (int i = 0; i < a->spec.k; i++)
+        free(a->argv[i]);
+    free(a);
+    *ap = NULL;
+}
+
+kace_status kace_measure_start_ahead(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                                     const kace_measure_options *opt, const char *cupti, kace_measure_ahead **out)
+{
+    *out = NULL;
+    kace_status st = check_spec(ctx, spec, opt);
+    if (st)
+        return st;
+    if (!cupti || !*cupti)
+        return kace_fail(ctx, KACE_ERR_INVALID, "measure: members start ahead only under the injection library");
+    kace_measure_ahead *a = calloc(1, sizeof *a);
+    if (!a)
+        return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory starting a run ahead");
+    a->spec = *spec;
+    for (int i = 0; i < spec->k && !st; i++) {
+        if ((st = kace_store_get_command(ctx, store, spec->workload[i], &a->argv[i])))
+            break;
+        member_env(spec->timeslice ? NULL : opt->mps, spec->mps_pct[i], a->pct_env[i], sizeof a->pct_env[i],
+                   a->env[i]);
+        a->procs[i] = (kace_proc_spec){.name = a->spec.workload[i], .argv = a->argv[i], .extra_env = a->env[i]};
+    }
+    if (!st)
+        st = kace_pool_start_cold(ctx, a->procs, (size_t)spec->k, &opt->run, cupti, &a->pool);
+    if (!st && !spec->timeslice) {
+        a->mps = opt->mps;
+        for (int i = 0; i < spec->k; i++)
+            kace_mps_hold(a->mps, a->pid[i] = kace_pool_member(a->pool, (size_t)i)->pid);
+    }
+    if (st) {
+        kace_measure_ahead_free(&a);
+        return st;
+    }
+    *out = a;
+    return KACE_OK;
+}
+
+bool kace_measure_ahead_holds(const kace_measure_ahead *a, const kace_measure_spec *spec)
+{
+    if (!a || a->ran || a->spec.k != spec->k || a->spec.timeslice != spec->timeslice)
+        return false;
+    for (int i = 0; i < spec->k; i++)
+        if (a->spec.mps_pct[i] != spec->mps_pct[i] || strcmp(a->spec.workload[i], spec->workload[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Opens the run's gate and measures it (kace_pool_run_cold): proc as kace_run fills it. */
+static kace_status run_ahead(kace_ctx *ctx, kace_measure_ahead *a, const kace_run_options *ro, kace_proc_result *proc)
+{
+    kace_pool_result pr[KACE_MAX_K];
+    ahead_unhold(a);
+    a->ran = true;
+    kace_status st = kace_pool_run_cold(ctx, a->pool, ro, pr);
+    for (int i = 0; i < a->spec.k && !st; i++) {
+        proc[i] = *kace_pool_member(a->pool, (size_t)i);
+        proc[i].status = pr[i].status;
+        proc[i].throughput = pr[i].throughput;
+        proc[i].n_records = pr[i].n_records;
+        if (pr[i].status != KACE_PROC_OK)
+            snprintf(proc[i].detail, sizeof proc[i].detail, "%s", pr[i].detail);
+    }
+    return st;
+}
+
 /* A pool member measured well: its process goes on, paused (it has no ending yet). */
 static const char pool_paused[] = "reported through its steady window; paused in the pool";
 
 kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
                          const kace_measure_options *opt, kace_measure_result *res)
+{
+    return kace_measure_ahead_run(ctx, store, spec, opt, NULL, res);
+}
+
+kace_status kace_measure_ahead_run(kace_ctx *ctx, kace_store *store, const kace_measure_spec *spec,
+                                   const kace_measure_options *opt, kace_measure_ahead *ahead,
+                                   kace_measure_result *res)
 {
     memset(res, 0, sizeof *res);
     res->run_id = -1;
@@ -404,7 +509,11 @@ kace_status kace_measure(kace_ctx *ctx, kace_store *store, const kace_measure_sp
     kace_run_options ro = opt->run;
     ro.tick = on_tick;
     ro.tick_user = &checks;
-    if ((st = kace_run(ctx, procs, (size_t)k, &ro, res->proc)))
+    if (kace_measure_ahead_holds(ahead, spec))
+        st = run_ahead(ctx, ahead, &ro, res->proc);
+    else
+        st = kace_run(ctx, procs, (size_t)k, &ro, res->proc);
+    if (st)
         goto done;
 
     for (int i = 0; i < k; i++) {
@@ -527,7 +636,18 @@ struct kace_measure_pool {
      * runs, so a member that dies at once in a run is still known as a client. */
     int server_pid;
     bool client_seen[KACE_POOL_MAX_MEMBERS], nvml_seen[KACE_POOL_MAX_MEMBERS];
+    /* Members started ahead, held by the daemon until the pool opens (kace_mps_hold). */
+    kace_mps *held_by;
+    int held[KACE_POOL_MAX_MEMBERS];
+    size_t n_held;
 };
+
+static void pool_unhold(kace_measure_pool *mp)
+{
+    for (size_t i = 0; i < mp->n_held; i++)
+        kace_mps_unhold(mp->held_by, mp->held[i]);
+    mp->n_held = 0;
+}
 
 /* Which members the daemon's servers list as clients now (by process group). */
 static void pool_see_clients(kace_measure_pool *mp, kace_mps *mps)
@@ -575,6 +695,7 @@ static void free_measure_pool(kace_measure_pool **mpp)
     if (!mp)
         return;
     kace_pool_free(&mp->pool);
+    pool_unhold(mp);
     for (size_t i = 0; i < mp->n; i++)
         free(mp->argv[i]);
     free(mp);
@@ -648,6 +769,10 @@ kace_status kace_measure_pool_start_ahead(kace_ctx *ctx, kace_store *store, cons
         free_measure_pool(&mp);
         return st;
     }
+    mp->held_by = opt->mps;
+    for (size_t i = 0; i < kace_pool_started_ahead(mp->pool); i++)
+        if (kace_mps_hold(mp->held_by, kace_pool_member(mp->pool, i)->pid))
+            mp->held[mp->n_held++] = kace_pool_member(mp->pool, i)->pid;
     *out = mp;
     return KACE_OK;
 }
@@ -658,6 +783,7 @@ kace_status kace_measure_pool_open(kace_ctx *ctx, kace_measure_pool *mp, const k
     if (!opt->mps || !kace_mps_alive(opt->mps))
         return kace_fail(ctx, KACE_ERR_INVALID, "measure: a pool's members are MPS clients: start the MPS daemon first");
     kace_pool_result started[KACE_POOL_MAX_MEMBERS];
+    pool_unhold(mp); /* the gate opens: they become the daemon's clients */
     kace_status st = kace_pool_open(ctx, mp->pool, timeout_s, started);
     for (size_t m = 0; m < mp->n && !st; m++)
         if (started[m].status == KACE_PROC_SPAWN_FAILED)

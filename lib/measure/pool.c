@@ -33,6 +33,7 @@ struct kace_pool {
      * write, so that a byte written before a member reached the gate waits
      * for it); the others start at kace_pool_open. */
     bool opened;
+    bool cold; /* one cold run (kace_pool_start_cold): never paused, stopped after it */
     size_t n_gated;
     char gate_dir[PATH_MAX], gate_fifo[PATH_MAX + 8];
     int gate_fd;
@@ -153,12 +154,13 @@ static kace_status start_member(kace_ctx *ctx, kace_pool *pool, size_t i, bool g
         return st;
     pool->starts[i]++;
     /* Waits in the socket until its first report, which then pauses there. */
-    kace_live_send(pool->live[i], KACE_CONTROL_PAUSE);
+    if (!pool->cold)
+        kace_live_send(pool->live[i], KACE_CONTROL_PAUSE);
     return KACE_OK;
 }
 
-kace_status kace_pool_start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
-                                  const char *cupti, size_t n_ahead, kace_pool **out)
+static kace_status start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                               const char *cupti, size_t n_ahead, bool cold, kace_pool **out)
 {
     *out = NULL;
     if (n < 1 || n > KACE_POOL_MAX_MEMBERS)
@@ -171,6 +173,7 @@ kace_status kace_pool_start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, si
     pool->specs = specs;
     pool->opt = *opt;
     pool->gate_fd = -1;
+    pool->cold = cold;
     kace_status st = pin_members(ctx, pool);
     if (!st && cupti && *cupti && n_ahead > 0) {
         pool->n_gated = n_ahead < n ? n_ahead : n;
@@ -186,15 +189,43 @@ kace_status kace_pool_start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, si
     return KACE_OK;
 }
 
+kace_status kace_pool_start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                                  const char *cupti, size_t n_ahead, kace_pool **out)
+{
+    return start_ahead(ctx, specs, n, opt, cupti, n_ahead, false, out);
+}
+
+kace_status kace_pool_start_cold(kace_ctx *ctx, const kace_proc_spec *specs, size_t n, const kace_run_options *opt,
+                                 const char *cupti, kace_pool **out)
+{
+    if (n > KACE_RUN_MAX_PROCS)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a cold run of %zu workloads (expected 1 to %d)", n,
+                         KACE_RUN_MAX_PROCS);
+    return start_ahead(ctx, specs, n, opt, cupti, n, true, out);
+}
+
 size_t kace_pool_started_ahead(const kace_pool *pool)
 {
     return pool->n_gated;
+}
+
+/* One byte per member held at the gate: each takes one as it passes. */
+static kace_status open_gate(kace_ctx *ctx, kace_pool *pool)
+{
+    char bytes[KACE_POOL_MAX_MEMBERS];
+    memset(bytes, 'g', sizeof bytes);
+    if (pool->n_gated > 0 && write(pool->gate_fd, bytes, pool->n_gated) != (ssize_t)pool->n_gated)
+        return kace_fail(ctx, KACE_ERR_IO, "cannot open the pool's CUDA start gate %s: %s", pool->gate_fifo,
+                         strerror(errno));
+    return KACE_OK;
 }
 
 kace_status kace_pool_open(kace_ctx *ctx, kace_pool *pool, double timeout_s, kace_pool_result *started)
 {
     if (pool->opened)
         return kace_fail(ctx, KACE_ERR_INVALID, "the pool is open already");
+    if (pool->cold)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a cold run's pool opens with its run (kace_pool_run_cold)");
     if (!(timeout_s >= 0))
         return kace_fail(ctx, KACE_ERR_INVALID, "pool start timeout %g s (expected >= 0)", timeout_s);
     const kace_run_options *opt = &pool->opt;
@@ -203,17 +234,12 @@ kace_status kace_pool_open(kace_ctx *ctx, kace_pool *pool, double timeout_s, kac
         timeout_s = opt->timeout_s > 0 ? opt->timeout_s : 120;
     int64_t deadline = deadline_after(timeout_s);
     pool->opened = true;
-    for (size_t i = pool->n_gated; i < n; i++) {
-        kace_status st = start_member(ctx, pool, i, false);
-        if (st)
+    kace_status st;
+    for (size_t i = pool->n_gated; i < n; i++)
+        if ((st = start_member(ctx, pool, i, false)))
             return st;
-    }
-    /* One byte a member held at the gate: each takes one as it passes. */
-    char bytes[KACE_POOL_MAX_MEMBERS];
-    memset(bytes, 'g', sizeof bytes);
-    if (pool->n_gated > 0 && write(pool->gate_fd, bytes, pool->n_gated) != (ssize_t)pool->n_gated)
-        return kace_fail(ctx, KACE_ERR_IO, "cannot open the pool's CUDA start gate %s: %s", pool->gate_fifo,
-                         strerror(errno));
+    if ((st = open_gate(ctx, pool)))
+        return st;
     bool ready[KACE_POOL_MAX_MEMBERS] = {false};
     for (;;) {
         bool all = true;
@@ -293,6 +319,57 @@ static int64_t window_start(const kace_pool *pool, const size_t *m, size_t k, co
     return start;
 }
 
+typedef struct run_wait {
+    int64_t wstart; /* the common window's start (0: not known) */
+    size_t failed;  /* the first member that ended (k: none) */
+    bool complete, cancelled;
+} run_wait;
+
+/* Waits until every member's records (from from[j] on, stamped after
+ * resumed) cover the common window, one member ends, the caller cancels or
+ * the deadline passes; the options' tick is called meanwhile. */
+static void await_window(const kace_pool *pool, kace_live *const *live, const size_t *m, size_t k, const size_t *from,
+                         int64_t resumed, int64_t deadline, run_wait *out)
+{
+    const kace_run_options *opt = &pool->opt;
+    double window_s = opt->window_s > 0 ? opt->window_s : 30;
+    int64_t wstart = 0, next_tick = kace_monotonic_ns();
+    size_t failed = k;
+    bool complete = false, cancelled = false;
+    for (;;) {
+        kace_live_wait(live, k, deadline);
+        int64_t now = kace_monotonic_ns();
+        if (opt->tick && now >= next_tick) { /* the caller's checks while the members run (MPS clients) */
+            int pg[KACE_RUN_MAX_PROCS];
+            for (size_t j = 0; j < k; j++)
+                pg[j] = kace_live_ended(live[j]) ? 0 : kace_live_result(live[j])->pid;
+            kace_run_view v = {.n = k, .pgids = pg, .now_ns = now, .window_start_ns = wstart,
+                               .steady = wstart > 0 && now >= wstart};
+            opt->tick(opt->tick_user, &v);
+            next_tick = now + (int64_t)((opt->tick_s > 0 ? opt->tick_s : 0.1) * 1e9);
+        }
+        for (size_t j = 0; j < k && failed == k; j++)
+            if (kace_live_ended(live[j]))
+                failed = j;
+        if (failed < k)
+            break;
+        wstart = window_start(pool, m, k, from, resumed);
+        complete = wstart > 0;
+        for (size_t j = 0; j < k && complete; j++) {
+            size_t nr;
+            const kace_progress_record *r = kace_live_records(live[j], &nr);
+            kace_throughput tp;
+            complete = nr - from[j] >= 2 &&
+                       kace_progress_throughput(NULL, r + from[j], nr - from[j], wstart, window_s, 0, &tp) == KACE_OK;
+        }
+        if (complete)
+            break;
+        if ((cancelled = opt->cancel && *opt->cancel) || kace_monotonic_ns() >= deadline)
+            break;
+    }
+    *out = (run_wait){.wstart = wstart, .failed = failed, .complete = complete, .cancelled = cancelled};
+}
+
 kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_t k, double timeout_s,
                           kace_pool_result *res)
 {
@@ -350,40 +427,11 @@ kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_
         kace_live_send(live[j], KACE_CONTROL_RUN);
 
     /* Until every member's records cover the window, one fails, or the deadline. */
-    int64_t wstart = 0, next_tick = resumed;
-    size_t failed = k;
-    bool complete = false, cancelled = false;
-    for (;;) {
-        kace_live_wait(live, k, deadline);
-        int64_t now = kace_monotonic_ns();
-        if (opt->tick && now >= next_tick) { /* the caller's checks while the members run (MPS clients) */
-            int pg[KACE_RUN_MAX_PROCS];
-            for (size_t j = 0; j < k; j++)
-                pg[j] = kace_live_ended(live[j]) ? 0 : kace_live_result(live[j])->pid;
-            kace_run_view v = {.n = k, .pgids = pg, .now_ns = now, .window_start_ns = wstart,
-                               .steady = wstart > 0 && now >= wstart};
-            opt->tick(opt->tick_user, &v);
-            next_tick = now + (int64_t)((opt->tick_s > 0 ? opt->tick_s : 0.1) * 1e9);
-        }
-        for (size_t j = 0; j < k && failed == k; j++)
-            if (kace_live_ended(live[j]))
-                failed = j;
-        if (failed < k)
-            break;
-        wstart = window_start(pool, m, k, from, resumed);
-        complete = wstart > 0;
-        for (size_t j = 0; j < k && complete; j++) {
-            size_t nr;
-            const kace_progress_record *r = kace_live_records(live[j], &nr);
-            kace_throughput tp;
-            complete = nr - from[j] >= 2 &&
-                       kace_progress_throughput(NULL, r + from[j], nr - from[j], wstart, window_s, 0, &tp) == KACE_OK;
-        }
-        if (complete)
-            break;
-        if ((cancelled = opt->cancel && *opt->cancel) || kace_monotonic_ns() >= deadline)
-            break;
-    }
+    run_wait w;
+    await_window(pool, live, m, k, from, resumed, deadline, &w);
+    int64_t wstart = w.wstart;
+    size_t failed = w.failed;
+    bool complete = w.complete, cancelled = w.cancelled;
 
     /* Pause the live members at their next step boundary (the grace period
      * past the deadline, as kace_run's ending); one that does not pause is
@@ -438,6 +486,67 @@ kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_
                      len ? "; " : "", opt->term_grace_max_s);
         }
     }
+    return KACE_OK;
+}
+
+kace_status kace_pool_run_cold(kace_ctx *ctx, kace_pool *pool, const kace_run_options *run, kace_pool_result *res)
+{
+    if (!pool->cold || pool->opened)
+        return kace_fail(ctx, KACE_ERR_INVALID, "a cold run needs a pool of kace_pool_start_cold, run once");
+    if (run->warmup_s < 0 || !(run->window_s >= 0) || !(run->timeout_s >= 0))
+        return kace_fail(ctx, KACE_ERR_INVALID, "warm-up %g s, window %g s, timeout %g s (expected >= 0)",
+                         run->warmup_s, run->window_s, run->timeout_s);
+    /* This run's windows, timeout, tick and cancel flag; the members keep how they were started. */
+    pool->opt = *run;
+    const kace_run_options *opt = &pool->opt;
+    double window_s = opt->window_s > 0 ? opt->window_s : 30;
+    double timeout_s = opt->timeout_s > 0 ? opt->timeout_s : opt->warmup_s + window_s + 120;
+    size_t k = pool->n, m[KACE_RUN_MAX_PROCS], from[KACE_RUN_MAX_PROCS] = {0};
+    for (size_t j = 0; j < k; j++) {
+        m[j] = j;
+        set_result(&res[j], KACE_PROC_OK, 0, "");
+    }
+    int64_t deadline = deadline_after(timeout_s);
+    pool->opened = true;
+    kace_status st = KACE_OK;
+    for (size_t i = pool->n_gated; i < k && !st; i++)
+        st = start_member(ctx, pool, i, false);
+    if (!st)
+        st = open_gate(ctx, pool);
+    if (st) {
+        kace_pool_stop(pool, 0);
+        return st;
+    }
+    /* From each member's first record, as a run started afresh (kace_run). */
+    run_wait w;
+    await_window(pool, pool->live, m, k, from, 0, deadline, &w);
+    for (size_t j = 0; j < k; j++) {
+        kace_pool_result *r = &res[j];
+        kace_live *l = pool->live[j];
+        size_t nr;
+        const kace_progress_record *rec = kace_live_records(l, &nr);
+        r->pid = kace_live_result(l)->pid;
+        r->n_records = nr;
+        if (kace_live_ended(l)) {
+            ended_result(pool, j, r);
+        } else if (w.failed < k) {
+            char detail[sizeof r->detail];
+            snprintf(detail, sizeof detail, "stopped: %s of the run failed", label(pool, w.failed));
+            set_result(r, KACE_PROC_STOPPED, r->pid, detail);
+        } else if (w.cancelled) {
+            set_result(r, KACE_PROC_CANCELLED, r->pid, "cancelled (kace was interrupted)");
+        } else if (!w.complete) {
+            char detail[sizeof r->detail];
+            snprintf(detail, sizeof detail, "timeout after %g s: %zu progress record%s, the steady window was not "
+                     "complete (hung or too slow?)", timeout_s, nr, nr == 1 ? "" : "s");
+            set_result(r, KACE_PROC_TIMEOUT, r->pid, detail);
+        } else if (kace_progress_throughput(ctx, rec, nr, w.wstart, window_s, 1, &r->throughput)) {
+            set_result(r, KACE_PROC_BAD_PROGRESS, r->pid, kace_errmsg(ctx));
+        }
+        r->n_records = nr;
+    }
+    /* A cold run's processes end with it: stopped at their step boundary. */
+    kace_pool_stop(pool, 0);
     return KACE_OK;
 }
 
