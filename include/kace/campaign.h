@@ -191,6 +191,12 @@ typedef struct kace_schedule_ops {
     kace_status (*measure_cold)(void *arg, const kace_measure_spec *spec, double timeout_s, bool *stored);
     kace_status (*measure_warm)(void *arg, const kace_measure_spec *specs, size_t n, size_t i, double timeout_s,
                                 bool *stored);
+    /* Optional: told before each run, the runs the call measures after it
+     * (specs[0..n), of step `step`, in order): the rest of this step's, or,
+     * before a step's last run, the next step's that are not done, so that
+     * the caller may start their processes ahead of their turn (include/kace/
+     * measure.h). Only a hint: a run told may not come (the deadline). */
+    void (*coming)(void *arg, const char *step, const kace_measure_spec *specs, size_t n);
     /* Whether to stop now (a signal); checked before each run. */
     bool (*stop)(void *arg);
     /* Each step's report, as it ends (NULL: none wanted). */

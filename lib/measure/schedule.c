@@ -257,6 +257,8 @@ static const step steps[] = {
 typedef struct call {
     const kace_schedule_config *config;
     const kace_schedule_ops *ops;
+    const kace_plan *plan;
+    kace_measure_spec *next; /* room for plan->n: the next step's runs (ops->coming) */
     double start_s;
     double charged_s; /* the projected time of the runs measured so far */
 } call;
@@ -271,6 +273,54 @@ static double remaining_s(const call *c)
     if (used < c->charged_s)
         used = c->charged_s;
     return c->config->allocation_s - used;
+}
+
+static kace_status step_run_s(const call *c, const step *s, double *run_s, bool *measured)
+{
+    size_t runs = 0;
+    double seconds = 0;
+    kace_status st = c->ops->stored_times(c->ops->arg, s->name, &runs, &seconds);
+    *measured = runs > 0 && seconds > 0;
+    *run_s = *measured ? seconds / (double)runs : s->default_run_s(c->config);
+    return st;
+}
+
+/* Tells the caller what comes after run i of step s (ops->coming): the
+ * rest of the step's runs that fit, else the runs not done of the next
+ * step that will measure some (as run_step fits them, once this run's
+ * projected run_s is spent). */
+static kace_status tell_coming(const call *c, const step *s, const kace_measure_spec *specs, size_t i, size_t fit,
+                               double run_s)
+{
+    const kace_schedule_ops *ops = c->ops;
+    if (!ops->coming)
+        return KACE_OK;
+    if (i + 1 < fit) {
+        ops->coming(ops->arg, s->name, specs + i + 1, fit - i - 1);
+        return KACE_OK;
+    }
+    for (const step *t = s + 1; t < steps + sizeof steps / sizeof steps[0]; t++) {
+        size_t n = t->select(c->plan, c->config, c->next), todo = 0;
+        for (size_t j = 0; j < n; j++) {
+            bool done = false;
+            kace_status st = ops->is_done(ops->arg, &c->next[j], &done);
+            if (st)
+                return st;
+            if (!done)
+                c->next[todo++] = c->next[j];
+        }
+        double next_run_s;
+        bool measured;
+        kace_status st = step_run_s(c, t, &next_run_s, &measured);
+        if (st)
+            return st;
+        size_t fits = kace_schedule_fit(remaining_s(c) - run_s, c->config->allocation_s, next_run_s, todo);
+        if (fits > 0) {
+            ops->coming(ops->arg, t->name, c->next, fits);
+            break;
+        }
+    }
+    return KACE_OK;
 }
 
 static kace_status run_step(kace_ctx *ctx, call *c, const kace_plan *plan, const step *s, kace_measure_spec *specs,
@@ -292,13 +342,9 @@ static kace_status run_step(kace_ctx *ctx, call *c, const kace_plan *plan, const
         else
             specs[todo++] = specs[i]; /* in order: todo <= i */
     }
-    size_t runs = 0;
-    double seconds = 0;
-    kace_status st = ops->stored_times(ops->arg, s->name, &runs, &seconds);
+    kace_status st = step_run_s(c, s, &r->run_s, &r->measured_run_s);
     if (st)
         return st;
-    r->measured_run_s = runs > 0 && seconds > 0;
-    r->run_s = r->measured_run_s ? seconds / (double)runs : s->default_run_s(c->config);
     size_t fit = kace_schedule_fit(remaining_s(c), c->config->allocation_s, r->run_s, todo);
     double t0 = ops->now_s(ops->arg);
     for (size_t i = 0; i < fit; i++) {
@@ -308,7 +354,7 @@ static kace_status run_step(kace_ctx *ctx, call *c, const kace_plan *plan, const
             break;
         }
         bool stored = false;
-        if ((st = s->run(ops, specs, todo, i, left, &stored)))
+        if ((st = tell_coming(c, s, specs, i, fit, r->run_s)) || (st = s->run(ops, specs, todo, i, left, &stored)))
             break;
         r->measured += stored;
         c->charged_s += r->run_s;
@@ -329,9 +375,12 @@ kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_s
     if (!plan || !config || !ops || !(config->allocation_s > 0))
         return kace_fail(ctx, KACE_ERR_INVALID, "a schedule needs a plan and a positive allocation");
     kace_measure_spec *specs = calloc(plan->n ? plan->n : 1, sizeof *specs);
-    if (!specs)
+    kace_measure_spec *next = ops->coming && specs ? calloc(plan->n ? plan->n : 1, sizeof *next) : NULL;
+    if (!specs || (ops->coming && !next)) {
+        free(specs);
         return kace_fail(ctx, KACE_ERR_NOMEM, "out of memory");
-    call c = {.config = config, .ops = ops, .start_s = ops->now_s(ops->arg)};
+    }
+    call c = {.config = config, .ops = ops, .plan = plan, .next = next, .start_s = ops->now_s(ops->arg)};
     kace_status st = KACE_OK;
     bool stopped = false;
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
@@ -363,6 +412,7 @@ kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_s
             break;
     }
     free(specs);
+    free(next);
     if (st)
         return st;
     out->ending = stopped ? KACE_ENDING_KILLED : out->left ? KACE_ENDING_DEADLINE : KACE_ENDING_FINISHED;
