@@ -31,6 +31,11 @@
 #define DEVICE_PROFILE_WARMUP_S 2.0
 #define DEVICE_COUNTERS_WINDOW_SHARE 0.5
 
+/* A cold run's members start ahead this many runs before their turn: their
+ * start-up (a PyTorch workload's 10-18 s) then hides behind that many runs
+ * even where the runs before are short ones (a CUDA C pair). */
+#define COLD_AHEAD 2
+
 /* What a --device call was given. */
 typedef struct device_args {
     const char *db;
@@ -123,6 +128,11 @@ typedef struct device_call {
     kace_measure_pool *next;       /* the next pool, its members started ahead (held at their CUDA start) */
     kace_measure_spec *next_specs; /* its members' specs */
     const char *cupti;             /* the injection library whose gate holds them (NULL: none started ahead) */
+    /* Cold runs whose members started ahead, held at their CUDA start
+     * (start_cold_ahead): the one about to run and the next COLD_AHEAD told. */
+    kace_measure_ahead *cold[COLD_AHEAD + 1];
+    kace_measure_spec cold_told[COLD_AHEAD];
+    size_t n_cold_told;
     unsigned long long member_kib; /* one member's memory as this call's probe measured it (0: unknown) */
     size_t pool_max, runs, ok, failed;
     int64_t allocation_id;
@@ -207,9 +217,10 @@ static kace_status device_mps_up(device_call *d)
     if (kace_mps_alive(d->mps))
         return KACE_OK;
     kace_measure_pool_stop(&d->pool); /* clients of a daemon that has gone */
-    kace_measure_pool_stop(&d->next);
-    if (d->daemon_wanted)
+    if (d->daemon_wanted) { /* it died: a fresh start; members held at the gate outlive a quit (kace_mps_hold) */
+        kace_measure_pool_stop(&d->next);
         fprintf(stderr, "kace: warning: the MPS daemon died; starting it again\n");
+    }
     kace_status st = kace_mps_restart(d->ctx, d->mps);
     d->daemon_wanted = st == KACE_OK;
     return st;
@@ -244,26 +255,96 @@ static kace_status device_after_run(device_call *d, const kace_measure_spec *spe
     return KACE_OK;
 }
 
+static size_t ahead_room(const device_call *d);
+
+/* Starts ahead the members of the next cold runs told (up to COLD_AHEAD
+ * of specs), each held at its CUDA start, so that their start-up happens
+ * while the runs before measure. Without the injection library, the memory
+ * or a free slot, a run starts afresh at its turn. */
+static void start_cold_ahead(device_call *d, const kace_measure_spec *specs, size_t n)
+{
+    d->n_cold_told = n < COLD_AHEAD ? n : COLD_AHEAD;
+    memcpy(d->cold_told, specs, d->n_cold_told * sizeof *specs);
+    for (size_t t = 0; t < d->n_cold_told && d->cupti; t++) {
+        const kace_measure_spec *next = &d->cold_told[t];
+        size_t free_slot = COLD_AHEAD + 1;
+        bool held = false;
+        for (size_t i = 0; i <= COLD_AHEAD; i++) {
+            held |= kace_measure_ahead_holds(d->cold[i], next);
+            if (!d->cold[i] && free_slot > COLD_AHEAD)
+                free_slot = i;
+        }
+        kace_measure_options opt;
+        char label[64];
+        if (held || free_slot > COLD_AHEAD || ahead_room(d) < (size_t)next->k ||
+            device_options(d, next, INFINITY, &opt, label, sizeof label))
+            continue;
+        kace_ctx *scratch = kace_ctx_new();
+        kace_status st = scratch ? kace_measure_start_ahead(scratch, d->store, next, &opt, d->cupti,
+                                                            &d->cold[free_slot])
+                                 : KACE_ERR_NOMEM;
+        if (st)
+            fprintf(stderr, "kace: warning: a cold run's members not started ahead: %s\n",
+                    scratch ? kace_errmsg(scratch) : "out of memory");
+        kace_ctx_free(&scratch);
+    }
+}
+
+/* Takes the run started ahead for spec, if any (the caller frees it), and
+ * ends those started for runs no longer told (they will not come). */
+static kace_measure_ahead *take_cold_ahead(device_call *d, const kace_measure_spec *spec)
+{
+    kace_measure_ahead *mine = NULL;
+    for (size_t i = 0; i <= COLD_AHEAD; i++) {
+        if (!mine && kace_measure_ahead_holds(d->cold[i], spec)) {
+            mine = d->cold[i];
+            d->cold[i] = NULL;
+            continue;
+        }
+        bool told = false;
+        for (size_t t = 0; t < d->n_cold_told && d->cold[i]; t++)
+            told |= kace_measure_ahead_holds(d->cold[i], &d->cold_told[t]);
+        if (!told)
+            kace_measure_ahead_free(&d->cold[i]);
+    }
+    return mine;
+}
+
+static void cold_ahead_free(device_call *d)
+{
+    for (size_t i = 0; i <= COLD_AHEAD; i++)
+        kace_measure_ahead_free(&d->cold[i]);
+    d->n_cold_told = 0;
+}
+
 static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec, double timeout_s, bool *stored)
 {
     device_call *d = arg;
     *stored = false;
-    kace_measure_pool_stop(&d->pool); /* a cold run starts its processes alone on the GPU */
-    kace_measure_pool_stop(&d->next);
+    /* A cold run starts its processes alone on the GPU; those held at their
+     * CUDA start (the next runs' and pool's) are not on it yet. */
+    kace_measure_pool_stop(&d->pool);
+    kace_measure_ahead *mine = take_cold_ahead(d, spec);
     kace_status st;
     if (spec->timeslice) {
-        if (measure_cli_quit_mps(d->ctx, d->mps, d->mo->quiet) != 0)
+        if (measure_cli_quit_mps(d->ctx, d->mps, d->mo->quiet) != 0) {
+            kace_measure_ahead_free(&mine);
             return kace_fail(d->ctx, KACE_ERR_IO, "the MPS daemon did not quit before a time-sliced run");
+        }
         d->daemon_wanted = false;
     } else if ((st = device_mps_up(d))) {
+        kace_measure_ahead_free(&mine);
         return st;
     }
     kace_measure_options opt;
     char label[64];
-    if ((st = device_options(d, spec, timeout_s, &opt, label, sizeof label)))
+    if ((st = device_options(d, spec, timeout_s, &opt, label, sizeof label))) {
+        kace_measure_ahead_free(&mine);
         return st;
+    }
     kace_measure_result res;
-    st = kace_measure(d->ctx, d->store, spec, &opt, &res);
+    st = kace_measure_ahead_run(d->ctx, d->store, spec, &opt, mine, &res);
+    kace_measure_ahead_free(&mine);
     measure_cli_progress_done();
     if (st || res.cancelled)
         return st;
@@ -325,6 +406,26 @@ static void start_next_ahead(device_call *d, const kace_measure_spec *specs, siz
     while (j < n && (specs[j].timeslice || kace_measure_pool_has(d->pool, &specs[j])))
         j++;
     start_ahead(d, specs, n, j, opt);
+}
+
+/* The schedule's next runs (kace_schedule_ops.coming), told before each
+ * run: a cold run's members, or the first pool's while the time-sliced
+ * runs measure, start ahead now (the pool step starts its next pools
+ * itself, start_next_ahead). */
+static void device_coming(void *arg, const char *step, const kace_measure_spec *specs, size_t n)
+{
+    device_call *d = arg;
+    if (n == 0 || !d->cupti)
+        return;
+    if (strcmp(step, "pool") != 0) {
+        start_cold_ahead(d, specs, n);
+        return;
+    }
+    kace_measure_options opt;
+    char label[64];
+    if (d->pool || d->next || device_options(d, &specs[0], INFINITY, &opt, label, sizeof label))
+        return;
+    start_ahead(d, specs, n, 0, &opt);
 }
 
 static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs, size_t n, size_t i,
@@ -533,6 +634,7 @@ static kace_schedule_ops schedule_ops(device_call *d)
                                .is_done = device_is_done,
                                .measure_cold = device_measure_cold,
                                .measure_warm = device_measure_warm,
+                               .coming = device_coming,
                                .stop = device_stop,
                                .step_done = device_step_done};
 }
@@ -1139,6 +1241,7 @@ static kace_status step_measure(engine *e, double used_s, kace_campaign_step_rep
     /* The pool and the daemon end with the step: ncu and the next call find the GPU alone. */
     kace_measure_pool_stop(&d->pool);
     kace_measure_pool_stop(&d->next);
+    cold_ahead_free(d);
     r->done = out.measured;
     r->left = out.left;
     return st;
@@ -1539,6 +1642,7 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
 done:
     kace_measure_pool_stop(&d.pool);
     kace_measure_pool_stop(&d.next);
+    cold_ahead_free(&d);
     kace_mps_stop(ctx, &d.mps, NULL);
     kace_gpu_close(&d.gpu);
     if (mo->log_fd >= 0) {
