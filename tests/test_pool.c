@@ -696,6 +696,44 @@ static void test_members_started_ahead(void **state)
     kace_pool_stop(pool, 0);
 }
 
+/* A cold run in two halves (kace_pool_start_cold): its members started
+ * before the run (under a gate this worker never reaches) and never paused,
+ * measured together from their first records, then stopped; run once. */
+static void test_a_cold_run_started_ahead(void **state)
+{
+    (void)state;
+    const char *dir = own_dir("test_pool_cold");
+    member m[2];
+    kace_proc_spec specs[2];
+    const double rates[2] = {1000, 3000};
+    coupled(&m[0], &specs[0], "a", dir, rates[0], 0);
+    coupled(&m[1], &specs[1], "b", dir, rates[1], 0);
+    kace_run_options opt;
+    options(&opt);
+    kace_ctx *ctx = kace_ctx_new();
+    assert_kace_ok(ctx, kace_pool_start_cold(ctx, specs, 2, &opt, "/nonexistent/libkace_cupti.so", &pool));
+    assert_int_equal(kace_pool_started_ahead(pool), 2);
+    kace_pool_result res[2];
+    assert_int_equal(kace_pool_open(ctx, pool, 0, res), KACE_ERR_INVALID); /* it opens with its run */
+    assert_non_null(strstr(kace_errmsg(ctx), "kace_pool_run_cold"));
+    assert_kace_ok(ctx, kace_pool_run_cold(ctx, pool, &opt, res));
+    const size_t both[2] = {0, 1};
+    int pids[2];
+    for (size_t i = 0; i < 2; i++) {
+        pids[i] = kace_pool_member(pool, i)->pid;
+        assert_int_equal(kace_pool_starts(pool, i), 1);
+        assert_false(kace_pool_alive(pool, i)); /* stopped with the run, at a step boundary */
+        assert_int_equal(kill(pids[i], 0), -1);
+        assert_false(kace_proc_ended_mid_step(kace_pool_member(pool, i)));
+    }
+    assert_measured(both, 2, res, rates, pids);
+    char starts[4200];
+    snprintf(starts, sizeof starts, "%s/starts", dir);
+    assert_int_equal(count_lines(starts), 2);
+    assert_int_equal(kace_pool_run_cold(ctx, pool, &opt, res), KACE_ERR_INVALID); /* once */
+    kace_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--worker") == 0)
@@ -716,6 +754,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_bad_runs, free_pool),
         cmocka_unit_test_teardown(test_members_pinned_to_their_shares, free_pool),
         cmocka_unit_test_teardown(test_members_started_ahead, free_pool),
+        cmocka_unit_test_teardown(test_a_cold_run_started_ahead, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
