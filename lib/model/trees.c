@@ -268,8 +268,12 @@ static bool tree_load(const cJSON *tree, long n_features, unsigned char *seen, k
         arr[i] = cJSON_GetObjectItemCaseSensitive(tree, names[i]);
         if (!cJSON_IsArray(arr[i]) || cJSON_GetArraySize(arr[i]) != n)
             return false;
+        /* Node indices, features, flags and parents are read as long:
+         * beyond int's range they are not one (xgboost's root parent is
+         * INT_MAX), and a cast of a larger double would be undefined. */
+        double most = i == 3 ? 3.0e38 : 2147483647.0;
         for (const cJSON *e = arr[i]->child; e; e = e->next)
-            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || fabs(e->valuedouble) > 3.0e38)
+            if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || fabs(e->valuedouble) > most)
                 return false;
     }
     const cJSON *cats = cJSON_GetObjectItemCaseSensitive(tree, "categories_nodes");
