@@ -5,9 +5,10 @@
 # ncu, export), for a catalog of the 12 workloads' stand-ins, as slow and as
 # coupled as the real thing, run F times faster (KACE_DRY_SCALE, default 20;
 # F only compresses wall time: every stand-in time is the H200's. kace's own
-# time inside a step is multiplied by F too, so a larger F errs on the slow
-# side: 16.3 projected minutes at 20 against 15.9 at 10 when measured, in 49 s
-# against 96 s of wall time here):
+# time inside a step would be multiplied by F too, so the same allocation runs
+# at 1/F2 as well and kace's time is counted once, below: measured here, idle,
+# 12.5 projected minutes at 1/20 and 12.1 at 1/10 gave 11.7, in 48 s and 86 s
+# of wall time):
 #   - workloads (tests/fake_cuda's program, KACE_FAKE_* in fake_app.c): PyTorch
 #     and LLM ones 10-18 s of start-up before CUDA (the H200: 17.5 s), CUDA C
 #     ones 1-1.5 s (the H200's CUDA C pair: 16.4 s for a 5 s warm-up and a 10 s
