@@ -279,7 +279,7 @@ if ! awk -v s="$p_all" -v a="$ALLOC_MIN" 'BEGIN { exit !(s <= a * 60) }'; then
 fi
 # One command holds at most 9.5 minutes: more than that is two calls, the second resuming.
 [ $rc1 = 124 ] || [ $rc1 = 0 ] || falls_short "the first call ended with exit $rc1, not at its command's limit"
-say "calls: the first $(awk -v w="$wall1" -v f="$F" -v r="$PROBE_REAL_S" 'BEGIN { printf "%.1f", ((w - r) * f + r) / 60 }') min" \
+say "calls (at 1/$F, kace's own time times $F, ncu included): the first $(awk -v w="$wall1" -v f="$F" -v r="$PROBE_REAL_S" 'BEGIN { printf "%.1f", ((w - r) * f + r) / 60 }') min" \
     "($([ $rc1 = 124 ] && echo "ended at a command's 9.5 min" || echo "finished")), the second" \
     "$(awk -v w="$wall2" -v f="$F" 'BEGIN { printf "%.1f", w * f / 60 }') min" \
     "($(sql "SELECT group_concat(ending, ', ') FROM campaign_allocations"))"
