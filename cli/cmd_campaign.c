@@ -133,6 +133,9 @@ typedef struct device_call {
     kace_measure_ahead *cold[COLD_AHEAD + 1];
     kace_measure_spec cold_told[COLD_AHEAD];
     size_t n_cold_told;
+    /* Every process held ahead (the next pool's, the next cold runs'): each
+     * run moves them off its members' CPUs (kace_run_options.held). */
+    kace_held held;
     unsigned long long member_kib; /* one member's memory as this call's probe measured it (0: unknown) */
     size_t pool_max, runs, ok, failed;
     int64_t allocation_id;
@@ -279,6 +282,7 @@ static void start_cold_ahead(device_call *d, const kace_measure_spec *specs, siz
         if (held || free_slot > COLD_AHEAD || ahead_room(d) < (size_t)next->k ||
             device_options(d, next, INFINITY, &opt, label, sizeof label))
             continue;
+        opt.run.held = &d->held;
         kace_ctx *scratch = kace_ctx_new();
         kace_status st = scratch ? kace_measure_start_ahead(scratch, d->store, next, &opt, d->cupti,
                                                             &d->cold[free_slot])
@@ -342,6 +346,7 @@ static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec,
         kace_measure_ahead_free(&mine);
         return st;
     }
+    opt.run.held = &d->held;
     kace_measure_result res;
     st = kace_measure_ahead_run(d->ctx, d->store, spec, &opt, mine, &res);
     kace_measure_ahead_free(&mine);
@@ -425,6 +430,7 @@ static void device_coming(void *arg, const char *step, const kace_measure_spec *
     char label[64];
     if (d->pool || d->next || device_options(d, &specs[0], INFINITY, &opt, label, sizeof label))
         return;
+    opt.run.held = &d->held;
     start_ahead(d, specs, n, 0, &opt);
 }
 
@@ -439,6 +445,7 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
     char label[64];
     if (st || (st = device_options(d, spec, timeout_s, &opt, label, sizeof label)))
         return st;
+    opt.run.held = &d->held;
     if (d->pool && !kace_measure_pool_has(d->pool, spec))
         kace_measure_pool_stop(&d->pool); /* the next runs' members, in a fresh pool */
     if (!d->pool) {

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -212,13 +213,57 @@ static int cpus_worker(void)
     return helper_worker();
 }
 
+/* The low 64 CPUs of a mask (the test machines have fewer). */
+static unsigned long long low_mask(const cpu_set_t *set)
+{
+    unsigned long long mask = 0;
+    for (int c = 0; c < 64; c++)
+        if (CPU_ISSET(c, set))
+            mask |= 1ULL << c;
+    return mask;
+}
+
+static void *blocked_thread(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* Waits at a CUDA start gate as the injection library does (a byte on the
+ * FIFO $KACE_CUPTI_GATE), with a second thread, having said on
+ * $STANDIN_READY_FD that both are there; once through, writes the CPUs of
+ * both threads on stdout ("after MAIN THREAD") and runs as a coupled worker. */
+static int gated_worker(void)
+{
+    pthread_t other;
+    if (pthread_create(&other, NULL, blocked_thread, NULL) != 0)
+        return 1;
+    int ready = atoi(getenv("STANDIN_READY_FD"));
+    say(ready, "r");
+    close(ready);
+    int gate = open(getenv("KACE_CUPTI_GATE"), O_RDONLY | O_CLOEXEC);
+    char c;
+    if (gate < 0 || read(gate, &c, 1) != 1)
+        return 1;
+    close(gate);
+    cpu_set_t mine, its;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0 || pthread_getaffinity_np(other, sizeof its, &its) != 0)
+        return 1;
+    printf("after %llu %llu\n", low_mask(&mine), low_mask(&its));
+    fflush(stdout);
+    return coupled_worker();
+}
+
 /* ---- the tests ------------------------------------------------------------- */
 
-static kace_pool *pool; /* freed (its members killed) on every exit path */
+static kace_pool *pool, *held_pool; /* freed (their members killed) on every exit path */
 
 static int free_pool(void **state)
 {
     (void)state;
+    kace_pool_free(&held_pool);
     kace_pool_free(&pool);
     if (current_dir[0]) {
         char cmd[4200];
@@ -734,13 +779,144 @@ static void test_a_cold_run_started_ahead(void **state)
     kace_ctx_free(&ctx);
 }
 
+/* How many of process pid's threads are not on exactly the CPUs want
+ * (sched_getaffinity of each, /proc/PID/task); -1 when it has none. */
+static int threads_off(int pid, const cpu_set_t *want, int *threads)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    int off = 0;
+    *threads = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        cpu_set_t set;
+        if (e->d_name[0] == '.' || sched_getaffinity(atoi(e->d_name), sizeof set, &set) != 0)
+            continue;
+        (*threads)++;
+        off += !CPU_EQUAL(&set, want);
+    }
+    if (d)
+        closedir(d);
+    return *threads > 0 ? off : -1;
+}
+
+/* What the tick saw of the held process while the measured run ran. */
+static struct {
+    int pid, ticks, threads, off, measured_off;
+    cpu_set_t away, share;
+    int measured_pid;
+} held_seen;
+
+static void held_tick(void *user, const kace_run_view *view)
+{
+    (void)user;
+    (void)view;
+    int threads;
+    held_seen.ticks++;
+    held_seen.off += threads_off(held_seen.pid, &held_seen.away, &threads);
+    if (threads > held_seen.threads)
+        held_seen.threads = threads;
+    held_seen.measured_off += threads_off(held_seen.measured_pid, &held_seen.share, &threads);
+}
+
+/* A process started ahead (a cold run's member, held at its gate) is moved
+ * off the CPUs of the run that measures meanwhile, all its threads, and
+ * back on its own share when its gate opens. Both are on share 0 of 2: a
+ * solo run on share 0 leaves the held one share 1. */
+static void test_held_members_off_the_measured_cpus(void **state)
+{
+    (void)state;
+    int avail[1024];
+    size_t n_avail = kace_cpus_available(avail, 1024);
+    if (n_avail < 2)
+        skip(); /* one CPU: nothing left to move them to */
+    int share[1024];
+    size_t n_share = kace_cpu_share(avail, n_avail, 2, 0, share, 1024);
+    cpu_set_t mine, rest;
+    CPU_ZERO(&mine);
+    CPU_ZERO(&rest);
+    for (size_t c = 0; c < n_avail; c++)
+        CPU_SET(avail[c], &rest);
+    for (size_t c = 0; c < n_share; c++) {
+        CPU_SET(share[c], &mine);
+        CPU_CLR(share[c], &rest);
+    }
+    const char *dir = own_dir("test_pool_held");
+    kace_held held = {.n = 0};
+    kace_run_options opt;
+    options(&opt);
+    opt.cpu_shares = 2;
+    opt.held = &held;
+    opt.tick = held_tick;
+    opt.tick_s = 0.01;
+    member a, b;
+    kace_proc_spec sa, sb;
+    coupled(&a, &sa, "a", dir, 1000, 0);
+    int pids[1];
+    start_pool(&sa, 1, &opt, pids); /* the measured member: share 0 */
+
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    coupled(&b, &sb, "b", dir, 2000, 0);
+    b.argv[2] = "gated";
+    snprintf(b.env[2], sizeof b.env[2], "STANDIN_READY_FD=%d", ready[1]);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/held.out", dir);
+    sb.stdout_path = out;
+    kace_ctx *ctx = kace_ctx_new();
+    assert_kace_ok(ctx, kace_pool_start_cold(ctx, &sb, 1, &opt, "/nonexistent/libkace_cupti.so", &held_pool));
+    close(ready[1]);
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1); /* at its gate, both threads */
+    close(ready[0]);
+    int held_pid = kace_pool_member(held_pool, 0)->pid;
+    assert_int_equal(held.n, 1);
+    assert_int_equal(held.pgids[0], held_pid);
+    int threads;
+    assert_int_equal(threads_off(held_pid, &mine, &threads), 0); /* started on its share */
+    assert_int_equal(threads, 2);
+
+    held_seen.pid = held_pid;
+    held_seen.measured_pid = pids[0];
+    held_seen.away = rest;
+    held_seen.share = mine;
+    kace_pool_result res[1];
+    const size_t solo[1] = {0};
+    run(solo, 1, res);
+    if (res[0].status != KACE_PROC_OK)
+        fail_msg("the solo run: %s", res[0].detail);
+    assert_true(held_seen.ticks >= 1);
+    assert_int_equal(held_seen.threads, 2);
+    assert_int_equal(held_seen.off, 0);          /* every tick: both threads off share 0 */
+    assert_int_equal(held_seen.measured_off, 0); /* the measured member stayed on it */
+    assert_int_equal(threads_off(held_pid, &rest, &threads), 0);
+
+    /* Its turn: the gate opens and it runs on its own share. */
+    held_seen.pid = 0;
+    opt.tick = NULL;
+    assert_kace_ok(ctx, kace_pool_run_cold(ctx, held_pool, &opt, res));
+    if (res[0].status != KACE_PROC_OK)
+        fail_msg("the cold run: %s", res[0].detail);
+    assert_int_equal(held.n, 0);
+    assert_true(kace_pool_member(held_pool, 0)->gate_open_ns >= kace_pool_member(held_pool, 0)->start_ns);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    unsigned long long after_main, after_thread;
+    assert_int_equal(fscanf(f, "after %llu %llu", &after_main, &after_thread), 2);
+    fclose(f);
+    assert_int_equal(after_main, low_mask(&mine));
+    assert_int_equal(after_thread, low_mask(&mine));
+    kace_ctx_free(&ctx);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--worker") == 0)
         return strcmp(argv[2], "raw") == 0      ? raw_worker()
                : strcmp(argv[2], "silent") == 0 ? (pause(), 0)
                : strcmp(argv[2], "helper") == 0 ? helper_worker()
-               : strcmp(argv[2], "cpus") == 0   ? cpus_worker() : coupled_worker();
+               : strcmp(argv[2], "cpus") == 0   ? cpus_worker()
+               : strcmp(argv[2], "gated") == 0  ? gated_worker() : coupled_worker();
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
         return 1;
@@ -755,6 +931,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_members_pinned_to_their_shares, free_pool),
         cmocka_unit_test_teardown(test_members_started_ahead, free_pool),
         cmocka_unit_test_teardown(test_a_cold_run_started_ahead, free_pool),
+        cmocka_unit_test_teardown(test_held_members_off_the_measured_cpus, free_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,7 +17,11 @@
  *
  * With the options' cpu_shares, member i runs on share i mod cpu_shares of
  * kace's CPUs, its thread counts bounded to it (kace_run_options.cpu_shares,
- * include/kace/runner.h): the same CPUs in every run it is in.
+ * include/kace/runner.h): the same CPUs in every run it is in. Members
+ * started ahead are in the options' held list (kace_run_options.held) while
+ * they wait at their gate: every run, the pool's and kace_run's, moves them
+ * off its members' CPUs at its start, and the gate's opening puts each back
+ * on its own share (and sets its kace_proc_result.gate_open_ns) first.
  *
  * Every call has one deadline (its timeout_s, or the options' timeout_s),
  * and pausing or stopping after it gets the options' grace periods, as

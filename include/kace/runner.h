@@ -81,6 +81,30 @@ size_t kace_cpus_available(int *cpus, size_t max);
  * is 0). */
 size_t kace_cpu_share(const int *cpus, size_t n, size_t shares, size_t i, int *out, size_t max);
 
+/* Pins every thread of every process in process group pgid to the n CPUs
+ * cpus (n 0: kace's CPUs, kace_cpus_available), with sched_setaffinity
+ * thread by thread (/proc/PID/task); passes repeat while they find threads
+ * the last pass had not, so that one created meanwhile is caught. Returns
+ * the threads pinned (0: the group has gone), or a negative errno when one
+ * could not be pinned. */
+int kace_pin_group(int pgid, const int *cpus, size_t n);
+
+/* Processes started ahead and held at their CUDA start gate while other
+ * runs measure (the warm pool's, include/kace/pool.h, adds and removes
+ * them): a list the caller owns and names in kace_run_options.held. */
+#define KACE_HELD_MAX 64
+typedef struct kace_held {
+    int pgids[KACE_HELD_MAX];
+    size_t n;
+} kace_held;
+
+/* At a run's start: moves every group held (h may be NULL) onto kace's
+ * CPUs minus the run's n CPUs run_cpus (kace_pin_group), so that their
+ * imports do not compete with the measured members for their CPUs. With
+ * none left (a small machine) they stay where they are. Returns the groups
+ * moved. */
+size_t kace_held_move_off(const kace_held *h, const int *run_cpus, size_t n);
+
 typedef enum kace_proc_status {
     KACE_PROC_OK = 0,      /* reported through its whole steady window */
     KACE_PROC_CRASHED,     /* exited non-zero or was killed by a signal it did not get from kace */
@@ -115,6 +139,8 @@ typedef struct kace_proc_result {
     size_t n_records;        /* progress records received */
     int64_t first_record_ns; /* 0 when none */
     int64_t start_ns;        /* when kace started it (CLOCK_MONOTONIC; 0: never started) */
+    int64_t gate_open_ns;    /* started ahead (include/kace/pool.h): when its CUDA start gate
+                                opened, its run's start for it (0: not held at a gate) */
     char detail[512];        /* human-readable reason ("exited with status 3", ...) */
     char stderr_tail[KACE_STDERR_TAIL]; /* last bytes of its stderr */
 } kace_proc_result;
@@ -172,6 +198,10 @@ typedef struct kace_run_options {
                              and a colocated run, so that a partner's host threads do not take the
                              CPUs a workload had alone (default 0: not pinned; kace_live_start pins
                              only by the spec) */
+    kace_held *held;      /* processes held ahead at their gate (NULL: none): each run, kace_run's
+                             and the warm pool's, moves them off its members' CPUs at its start
+                             (kace_held_move_off); the pool adds its held members and, when their
+                             gate opens, takes them out and pins them to their own share */
     double tick_s;        /* tick callback period (default 0.1) */
     void (*tick)(void *user, const kace_run_view *view);
     void *tick_user;
@@ -245,6 +275,9 @@ bool kace_live_ended(const kace_live *l);
  * KACE_PROC_OOM, KACE_PROC_EXITED_EARLY, KACE_PROC_BAD_PROGRESS, ...), or
  * KACE_PROC_OK with kace_live_stop's ending. */
 const kace_proc_result *kace_live_result(const kace_live *l);
+
+/* Its CUDA start gate has opened now (kace_proc_result.gate_open_ns). */
+void kace_live_gate_opened(kace_live *l);
 
 /* Kills what is left of it (SIGKILL to its group) and frees it. */
 void kace_live_free(kace_live **l);

@@ -2,6 +2,7 @@
  * progress pipes, a steady window, a timeout and clean termination. See
  * include/kace/runner.h for the contract. */
 #define _GNU_SOURCE /* pipe2, sched_setaffinity */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -368,6 +369,97 @@ static void plan_cpus(proc *p, unsigned cpu_shares, size_t index)
         p->n_cpus = k;
     }
     p->res->n_cpus = (unsigned)p->n_cpus;
+}
+
+/* The process group of process pid (/proc/PID/stat's fifth field), -1 when
+ * it cannot be read. */
+static int group_of(const char *pid)
+{
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *close = strrchr(buf, ')'); /* the command may hold spaces and parentheses */
+    char state;
+    int ppid, pgrp;
+    if (!close || sscanf(close + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
+        return -1;
+    return pgrp;
+}
+
+/* One pass of kace_pin_group: the threads pinned, or a negative errno. */
+static int pin_group_pass(int pgid, const cpu_set_t *set)
+{
+    DIR *procs = opendir("/proc");
+    if (!procs)
+        return -(errno ? errno : EIO);
+    int pinned = 0, err = 0;
+    for (struct dirent *e; (e = readdir(procs)) && !err;) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' || group_of(e->d_name) != pgid)
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/task", e->d_name);
+        DIR *tasks = opendir(path);
+        for (struct dirent *t; tasks && (t = readdir(tasks));) {
+            if (t->d_name[0] < '1' || t->d_name[0] > '9')
+                continue;
+            if (sched_setaffinity((pid_t)atoi(t->d_name), sizeof *set, set) == 0)
+                pinned++;
+            else if (errno != ESRCH) /* ESRCH: the thread has ended */
+                err = -errno;
+        }
+        if (tasks)
+            closedir(tasks);
+    }
+    closedir(procs);
+    return err ? err : pinned;
+}
+
+int kace_pin_group(int pgid, const int *cpus, size_t n)
+{
+    int avail[CPU_SETSIZE];
+    if (n == 0) {
+        n = kace_cpus_available(avail, CPU_SETSIZE);
+        cpus = avail;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (size_t c = 0; c < n; c++)
+        if (cpus[c] >= 0 && cpus[c] < CPU_SETSIZE)
+            CPU_SET(cpus[c], &set);
+    if (pgid <= 0 || CPU_COUNT(&set) == 0)
+        return -EINVAL;
+    int last = -1, got = 0;
+    for (int pass = 0; pass < 8 && got != last; pass++) {
+        last = got;
+        if ((got = pin_group_pass(pgid, &set)) < 0)
+            return got;
+    }
+    return got;
+}
+
+size_t kace_held_move_off(const kace_held *h, const int *run_cpus, size_t n)
+{
+    if (!h || h->n == 0)
+        return 0;
+    int avail[CPU_SETSIZE], rest[CPU_SETSIZE];
+    size_t n_avail = kace_cpus_available(avail, CPU_SETSIZE), n_rest = 0;
+    for (size_t a = 0; a < n_avail; a++) {
+        bool used = false;
+        for (size_t c = 0; c < n && !used; c++)
+            used = run_cpus[c] == avail[a];
+        if (!used)
+            rest[n_rest++] = avail[a];
+    }
+    size_t moved = 0;
+    for (size_t i = 0; i < h->n && n_rest > 0; i++)
+        if (kace_pin_group(h->pgids[i], rest, n_rest) > 0)
+            moved++;
+    return moved;
 }
 
 /* Starts one workload. Failures to start are a status of the process, not an
@@ -895,12 +987,24 @@ kace_status kace_run(kace_ctx *ctx, const kace_proc_spec *spec, size_t n, const 
         if ((st = kace_progress_new(ctx, ps[i].label, &ps[i].progress)))
             goto cleanup;
     }
-    /* A runner error after some workloads started still ends them all. */
+    /* Processes held ahead leave the CPUs this run's workloads use (all of
+     * kace's when one of them is not pinned: then none is left for them). */
+    int run_cpus[CPU_SETSIZE];
+    size_t n_run_cpus = 0;
+    bool all_cpus = false;
     for (size_t i = 0; i < n; i++) {
         plan_cpus(&ps[i], opt.cpu_shares, i);
+        all_cpus |= ps[i].n_cpus == 0;
+        for (int c = 0; c < CPU_SETSIZE && n_run_cpus < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &ps[i].cpus))
+                run_cpus[n_run_cpus++] = c;
+    }
+    if (!all_cpus)
+        kace_held_move_off(opt.held, run_cpus, n_run_cpus);
+    /* A runner error after some workloads started still ends them all. */
+    for (size_t i = 0; i < n; i++)
         if ((st = spawn(ctx, &ps[i], opt.control)))
             break;
-    }
 
     int64_t t0 = kace_monotonic_ns();
     int64_t deadline = t0 + (int64_t)(opt.timeout_s * 1e9);
@@ -1220,6 +1324,11 @@ bool kace_live_ended(const kace_live *l)
 const kace_proc_result *kace_live_result(const kace_live *l)
 {
     return &l->res;
+}
+
+void kace_live_gate_opened(kace_live *l)
+{
+    l->res.gate_open_ns = kace_monotonic_ns();
 }
 
 void kace_live_free(kace_live **lp)

@@ -40,6 +40,9 @@ struct kace_pool {
     char gate_env[GATE_ENV_N][PATH_MAX + 48];
     const char *env[KACE_POOL_MAX_MEMBERS][MEMBER_ENV_MAX + 1];
     kace_proc_spec gated[KACE_POOL_MAX_MEMBERS];
+    /* The caller's list of processes held ahead (opt.held at the start): the
+     * members held here are in it until their gate opens. */
+    kace_held *held;
 };
 
 static const char *label(const kace_pool *pool, size_t i)
@@ -130,6 +133,34 @@ static kace_status make_gate(kace_ctx *ctx, kace_pool *pool, const char *cupti)
     return KACE_OK;
 }
 
+/* Takes member i's process out of the caller's list of held processes. */
+static void unhold(kace_pool *pool, size_t i)
+{
+    kace_held *h = pool->held;
+    int pid = pool->live[i] ? kace_live_result(pool->live[i])->pid : 0;
+    for (size_t j = 0; h && pid > 0 && j < h->n; j++)
+        if (h->pgids[j] == pid) {
+            h->pgids[j] = h->pgids[--h->n];
+            break;
+        }
+}
+
+/* At a run's start: the processes held ahead leave the CPUs of its k
+ * members m (none is left for them when one of these is not pinned). */
+static void move_held_off(const kace_pool *pool, const size_t *m, size_t k)
+{
+    int cpus[KACE_RUN_MAX_PROCS * 64];
+    size_t n = 0;
+    for (size_t j = 0; j < k; j++) {
+        const kace_proc_spec *s = &pool->specs[m[j]];
+        if (!s->cpus || s->n_cpus == 0)
+            return;
+        for (size_t c = 0; c < s->n_cpus && n < sizeof cpus / sizeof *cpus; c++)
+            cpus[n++] = s->cpus[c];
+    }
+    kace_held_move_off(pool->held, cpus, n);
+}
+
 /* Starts member i (its first start): held at the gate when gated. */
 static kace_status start_member(kace_ctx *ctx, kace_pool *pool, size_t i, bool gated)
 {
@@ -153,6 +184,9 @@ static kace_status start_member(kace_ctx *ctx, kace_pool *pool, size_t i, bool g
     if (st)
         return st;
     pool->starts[i]++;
+    int pid = kace_live_result(pool->live[i])->pid;
+    if (gated && pool->held && pool->held->n < KACE_HELD_MAX && pid > 0)
+        pool->held->pgids[pool->held->n++] = pid;
     /* Waits in the socket until its first report, which then pauses there. */
     if (!pool->cold)
         kace_live_send(pool->live[i], KACE_CONTROL_PAUSE);
@@ -174,6 +208,7 @@ static kace_status start_ahead(kace_ctx *ctx, const kace_proc_spec *specs, size_
     pool->opt = *opt;
     pool->gate_fd = -1;
     pool->cold = cold;
+    pool->held = opt->held;
     kace_status st = pin_members(ctx, pool);
     if (!st && cupti && *cupti && n_ahead > 0) {
         pool->n_gated = n_ahead < n ? n_ahead : n;
@@ -209,9 +244,20 @@ size_t kace_pool_started_ahead(const kace_pool *pool)
     return pool->n_gated;
 }
 
-/* One byte per member held at the gate: each takes one as it passes. */
+/* One byte per member held at the gate: each takes one as it passes. Each
+ * is back on its own share first (moved off while others measured): kace's
+ * CPUs when it has none. */
 static kace_status open_gate(kace_ctx *ctx, kace_pool *pool)
 {
+    for (size_t i = 0; i < pool->n_gated; i++) {
+        if (!pool->live[i] || kace_live_ended(pool->live[i]))
+            continue;
+        if (pool->held) {
+            unhold(pool, i);
+            kace_pin_group(kace_live_result(pool->live[i])->pid, pool->specs[i].cpus, pool->specs[i].n_cpus);
+        }
+        kace_live_gate_opened(pool->live[i]);
+    }
     char bytes[KACE_POOL_MAX_MEMBERS];
     memset(bytes, 'g', sizeof bytes);
     if (pool->n_gated > 0 && write(pool->gate_fd, bytes, pool->n_gated) != (ssize_t)pool->n_gated)
@@ -421,6 +467,7 @@ kace_status kace_pool_run(kace_ctx *ctx, kace_pool *pool, const size_t *m, size_
     size_t from[KACE_RUN_MAX_PROCS];
     for (size_t j = 0; j < k; j++)
         kace_live_records(live[j], &from[j]);
+    move_held_off(pool, m, k);
     int64_t resumed = kace_monotonic_ns();
     int64_t deadline = deadline_after(timeout_s);
     for (size_t j = 0; j < k; j++)
@@ -501,12 +548,15 @@ kace_status kace_pool_run_cold(kace_ctx *ctx, kace_pool *pool, const kace_run_op
     const kace_run_options *opt = &pool->opt;
     double window_s = opt->window_s > 0 ? opt->window_s : 30;
     double timeout_s = opt->timeout_s > 0 ? opt->timeout_s : opt->warmup_s + window_s + 120;
-    size_t k = pool->n, m[KACE_RUN_MAX_PROCS], from[KACE_RUN_MAX_PROCS] = {0};
+    size_t k = pool->n, m[KACE_RUN_MAX_PROCS] = {0}, from[KACE_RUN_MAX_PROCS] = {0};
     for (size_t j = 0; j < k; j++) {
         m[j] = j;
         set_result(&res[j], KACE_PROC_OK, 0, "");
     }
     int64_t deadline = deadline_after(timeout_s);
+    for (size_t j = 0; j < pool->n_gated; j++)
+        unhold(pool, j); /* its own members run now, on their shares (open_gate) */
+    move_held_off(pool, m, k);
     pool->opened = true;
     kace_status st = KACE_OK;
     for (size_t i = pool->n_gated; i < k && !st; i++)
@@ -574,8 +624,10 @@ void kace_pool_stop(kace_pool *pool, double timeout_s)
 {
     if (!pool->opened) {
         /* Members held at the gate have no CUDA context to end well. */
-        for (size_t i = 0; i < pool->n; i++)
+        for (size_t i = 0; i < pool->n; i++) {
+            unhold(pool, i);
             kace_live_free(&pool->live[i]);
+        }
         pool->stopped = true;
         return;
     }
@@ -595,8 +647,11 @@ void kace_pool_free(kace_pool **pp)
     kace_pool *pool = *pp;
     if (!pool)
         return;
-    for (size_t i = 0; i < pool->n; i++)
+    for (size_t i = 0; i < pool->n; i++) {
+        if (!pool->opened)
+            unhold(pool, i);
         kace_live_free(&pool->live[i]); /* members still at the gate too */
+    }
     if (pool->gate_fd >= 0)
         close(pool->gate_fd);
     if (pool->gate_fifo[0])
