@@ -250,17 +250,21 @@ static const char *run_status_word(kace_run_status s)
 void measure_cli_print_result(const kace_measure_spec *spec, const kace_measure_result *r, bool verbose)
 {
     /* The run's length, and how much of it went to starting: the last member's first report
-     * (a PyTorch workload's imports and model), the share a warm workload would save. */
+     * (a PyTorch workload's imports and model), the share a warm workload would save. A member
+     * started ahead counts from its gate's opening (kace_proc_result.gate_open_ns, set by the
+     * pool), not from its spawn: the time it was held is not this run's. */
     double wall = 0, first = 0;
     bool all_reported = true;
     for (int i = 0; i < spec->k; i++) {
         const kace_proc_result *p = &r->proc[i];
-        if (p->runtime_s > wall)
-            wall = p->runtime_s;
-        if (!(p->first_record_ns > 0 && p->start_ns > 0))
+        int64_t start = p->gate_open_ns > 0 ? p->gate_open_ns : p->start_ns;
+        double held = p->gate_open_ns > 0 && p->start_ns > 0 ? (double)(p->gate_open_ns - p->start_ns) / 1e9 : 0;
+        if (p->runtime_s - held > wall)
+            wall = p->runtime_s - held;
+        if (!(p->first_record_ns > 0 && start > 0))
             all_reported = false;
-        else if ((double)(p->first_record_ns - p->start_ns) / 1e9 > first)
-            first = (double)(p->first_record_ns - p->start_ns) / 1e9;
+        else if ((double)(p->first_record_ns - start) / 1e9 > first)
+            first = (double)(p->first_record_ns - start) / 1e9;
     }
     printf("run %lld (%s, %s, repetition %d): %s in %.1f s", r->run_id, r->set, spec->timeslice ? "time-slicing" : "MPS",
            spec->repetition, run_status_word(r->status), wall);
