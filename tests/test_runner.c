@@ -1,8 +1,10 @@
 /* The process runner with stand-in workloads that are real processes
  * (tests/helpers/worker.c, tests/helpers/report.sh): statuses, measured
  * throughput, and that no process of any workload is left behind. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -457,6 +459,92 @@ static void test_cpu_shares_pin_each_process(void **state)
     assert_int_equal(c[0].omp, inherited && *inherited ? atoi(inherited) : -1);
 }
 
+/* A process group held ahead (here: a process and its child, pausing) and
+ * killed by the teardown on every exit path. */
+static int held_pgid;
+
+static int kill_held(void **state)
+{
+    (void)state;
+    if (held_pgid > 0) {
+        kill(-held_pgid, SIGKILL);
+        while (waitpid(-held_pgid, NULL, 0) > 0 || errno == EINTR)
+            ;
+        held_pgid = 0;
+    }
+    return 0;
+}
+
+static bool on_exactly(int pid, const cpu_set_t *want)
+{
+    cpu_set_t set;
+    return sched_getaffinity(pid, sizeof set, &set) == 0 && CPU_EQUAL(&set, want);
+}
+
+/* kace_run moves the processes held ahead (kace_run_options.held), every
+ * process of their group, off the CPUs of its workloads at its start; with
+ * no CPU left over they stay where they are. */
+static void test_held_groups_leave_the_run_cpus(void **state)
+{
+    (void)state;
+    int avail[1024];
+    size_t n_avail = kace_cpus_available(avail, 1024);
+    if (n_avail < 2)
+        skip(); /* one CPU: nothing to move them to */
+    int share[1024];
+    size_t n_share = kace_cpu_share(avail, n_avail, 2, 0, share, 1024);
+    cpu_set_t all, rest;
+    CPU_ZERO(&all);
+    for (size_t c = 0; c < n_avail; c++)
+        CPU_SET(avail[c], &all);
+    rest = all;
+    for (size_t c = 0; c < n_share; c++)
+        CPU_CLR(share[c], &rest);
+    int up[2];
+    assert_int_equal(pipe(up), 0);
+    pid_t leader = fork();
+    assert_true(leader >= 0);
+    if (leader == 0) {
+        setpgid(0, 0);
+        if (fork() == 0) {
+            pid_t me = getpid();
+            ssize_t w = write(up[1], &me, sizeof me);
+            (void)w;
+        }
+        for (;;)
+            pause();
+    }
+    setpgid(leader, leader);
+    held_pgid = leader;
+    close(up[1]);
+    pid_t child = 0;
+    assert_int_equal(read(up[0], &child, sizeof child), (ssize_t)sizeof child); /* both are up */
+    close(up[0]);
+    assert_true(on_exactly(leader, &all));
+    assert_true(on_exactly(child, &all));
+
+    char *argv[] = {KACE_TEST_WORKER, "cpus", "1000", NULL};
+    kace_proc_spec spec[2] = {{.name = "a", .argv = argv}, {.name = "b", .argv = argv}};
+    kace_held held = {.pgids = {leader}, .n = 1};
+    kace_run_options o = quick_options();
+    o.cpu_shares = 2;
+    o.held = &held;
+    kace_proc_result r[2];
+    assert_kace_ok(ctx, kace_run(ctx, spec, 1, &o, r)); /* on share 0: the held ones on the rest */
+    expect_status(&r[0], KACE_PROC_OK);
+    assert_true(on_exactly(leader, &rest));
+    assert_true(on_exactly(child, &rest));
+
+    o.cpu_shares = 0; /* every CPU the run's: none left, so they stay */
+    assert_kace_ok(ctx, kace_run(ctx, spec, 1, &o, r));
+    assert_true(on_exactly(leader, &rest));
+    assert_true(on_exactly(child, &rest));
+
+    assert_int_equal(kace_pin_group(leader, NULL, 0), 2); /* back on kace's CPUs, both */
+    assert_true(on_exactly(leader, &all));
+    assert_true(on_exactly(child, &all));
+}
+
 /* kace_progress.h's SIGTERM handler is not inherited by a process forked
  * after it was installed (a helper that never reports): SIGTERM ends it. */
 static void test_forked_child_gets_default_sigterm(void **state)
@@ -762,6 +850,7 @@ int main(void)
         cmocka_unit_test(test_shell_workload),     cmocka_unit_test(test_python_helper),
         cmocka_unit_test(test_steady_start),
         cmocka_unit_test(test_cpu_share),          cmocka_unit_test(test_cpu_shares_pin_each_process),
+        cmocka_unit_test_teardown(test_held_groups_leave_the_run_cpus, kill_held),
         cmocka_unit_test(test_python_torch_threads_bounded),
         cmocka_unit_test(test_cancel_from_tick),
         cmocka_unit_test(test_bad_arguments),
