@@ -99,10 +99,10 @@ typedef struct kace_held {
 } kace_held;
 
 /* At a run's start: moves every group held (h may be NULL) onto kace's
- * CPUs minus the run's n CPUs run_cpus (kace_pin_group), so that their
- * imports do not compete with the measured members for their CPUs. With
- * none left (a small machine) they stay where they are. Returns the groups
- * moved. */
+ * CPUs minus the run's n CPUs run_cpus (as kace_pin_group, one /proc scan
+ * for all), so that their imports do not compete with the measured members
+ * for their CPUs. With none left (a small machine) they stay where they
+ * are. Returns the groups held when it moved them, else 0. */
 size_t kace_held_move_off(const kace_held *h, const int *run_cpus, size_t n);
 
 typedef enum kace_proc_status {

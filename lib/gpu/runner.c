@@ -391,15 +391,22 @@ static int group_of(const char *pid)
     return pgrp;
 }
 
-/* One pass of kace_pin_group: the threads pinned, or a negative errno. */
-static int pin_group_pass(int pgid, const cpu_set_t *set)
+/* One pass over /proc pinning the threads of the n groups pgids: the
+ * threads pinned, or a negative errno. */
+static int pin_groups_pass(const int *pgids, size_t n, const cpu_set_t *set)
 {
     DIR *procs = opendir("/proc");
     if (!procs)
         return -(errno ? errno : EIO);
     int pinned = 0, err = 0;
-    for (struct dirent *e; (e = readdir(procs)) && !err;) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9' || group_of(e->d_name) != pgid)
+    for (struct dirent *e; (e = readdir(procs));) { /* on past a failure: the others still move */
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        int pgrp = group_of(e->d_name);
+        bool held = false;
+        for (size_t g = 0; g < n && !held; g++)
+            held = pgids[g] == pgrp;
+        if (!held)
             continue;
         char path[300];
         snprintf(path, sizeof path, "/proc/%s/task", e->d_name);
@@ -419,7 +426,8 @@ static int pin_group_pass(int pgid, const cpu_set_t *set)
     return err ? err : pinned;
 }
 
-int kace_pin_group(int pgid, const int *cpus, size_t n)
+/* kace_pin_group for n groups at once (one /proc scan a pass). */
+static int pin_groups(const int *pgids, size_t n_groups, const int *cpus, size_t n)
 {
     int avail[CPU_SETSIZE];
     if (n == 0) {
@@ -431,15 +439,20 @@ int kace_pin_group(int pgid, const int *cpus, size_t n)
     for (size_t c = 0; c < n; c++)
         if (cpus[c] >= 0 && cpus[c] < CPU_SETSIZE)
             CPU_SET(cpus[c], &set);
-    if (pgid <= 0 || CPU_COUNT(&set) == 0)
+    if (CPU_COUNT(&set) == 0)
         return -EINVAL;
     int last = -1, got = 0;
     for (int pass = 0; pass < 8 && got != last; pass++) {
         last = got;
-        if ((got = pin_group_pass(pgid, &set)) < 0)
+        if ((got = pin_groups_pass(pgids, n_groups, &set)) < 0)
             return got;
     }
     return got;
+}
+
+int kace_pin_group(int pgid, const int *cpus, size_t n)
+{
+    return pgid > 0 ? pin_groups(&pgid, 1, cpus, n) : -EINVAL;
 }
 
 size_t kace_held_move_off(const kace_held *h, const int *run_cpus, size_t n)
@@ -455,11 +468,9 @@ size_t kace_held_move_off(const kace_held *h, const int *run_cpus, size_t n)
         if (!used)
             rest[n_rest++] = avail[a];
     }
-    size_t moved = 0;
-    for (size_t i = 0; i < h->n && n_rest > 0; i++)
-        if (kace_pin_group(h->pgids[i], rest, n_rest) > 0)
-            moved++;
-    return moved;
+    if (n_rest == 0)
+        return 0;
+    return pin_groups(h->pgids, h->n, rest, n_rest) > 0 ? h->n : 0;
 }
 
 /* Starts one workload. Failures to start are a status of the process, not an
