@@ -23,9 +23,9 @@
 #include "measure_cli.h"
 
 /* With --device, the defaults of the options a user may give (seconds;
- * times KACE_CAMPAIGN_TIME_SCALE's 1/F for stand-ins): a run's warm-up, each
- * profile run's, and the counters run's window as a share of the clean
- * run's (see profile_windows). The device dry run passes the same values,
+ * times KACE_CAMPAIGN_TIME_SCALE's 1/F for stand-ins): a run's warm-up (a
+ * profile's counters run's too), a profile's clean run's, and the counters
+ * run's window as a share of the clean run's (see profile_windows). The device dry run passes the same values,
  * scaled, and checks that the usage states them. */
 #define DEVICE_WARMUP_S 1.0
 #define DEVICE_PROFILE_WARMUP_S 2.0
@@ -86,10 +86,12 @@ static int campaign_usage(void)
            "  --out DIR        with --device: export the store's dataset (CSV files) into DIR at the end\n"
            "  --ncu PATH|none  with --device: ncu, last, on each profiled workload, with time left (default none)\n"
            "  --profile-warmup S, --profile-window S, --counters-window S\n"
-           "                   with --catalog: each profile run's warm-up (default 2), each profile's clean\n"
-           "                   run's window (default: the runs' window, the probe's) and its counters run's\n"
-           "                   (default half the clean run's: it needs whole steps for the kernel mix, not\n"
-           "                   the throughput's bound on noise)\n"
+           "                   with --catalog: each profile's clean run's warm-up (default 2: its launches\n"
+           "                   rank the kernels for the replay cap; the counters run's warm-up is --warmup's,\n"
+           "                   from its first step at speed, after the replayed one), its window (default: the\n"
+           "                   runs' window, the probe's) and its counters run's window (default half the\n"
+           "                   clean run's: it needs whole steps for the kernel mix, not the throughput's\n"
+           "                   bound on noise)\n"
            MEASURE_CLI_USAGE
            "With --device, --warmup defaults to 1 (a pool member resumes warm at its next step, and a\n"
            "cold run's warm-up starts at its first progress record, after its first, slow step) and\n"
@@ -660,12 +662,16 @@ static kace_schedule_config schedule_config(const engine *e)
  * throughput and NVML values have the runs' bound on noise, so its window
  * is theirs (the probe sized it); the counters run's window gives the
  * kernel mix of whole steps (BERT's step on the H200: 0.047 s), so half of
- * that is ample, as kace profile's defaults are (30 and 15 s). */
+ * that is ample, as kace profile's defaults are (30 and 15 s). The clean
+ * run's warm-up also ranks the kernels for the replay cap; the counters
+ * run's starts once a step runs at speed after the replayed first one, a
+ * cold run's warm-up like any other (the H200's BERT ran steady from the
+ * step after its first), so it is the runs'. */
 static void profile_windows(const engine *e, kace_profile_options *po)
 {
     const device_args *a = e->args;
-    po->clean.warmup_s = po->counters.warmup_s =
-        a->profile_warmup_s >= 0 ? a->profile_warmup_s : DEVICE_PROFILE_WARMUP_S * e->scale;
+    po->clean.warmup_s = a->profile_warmup_s >= 0 ? a->profile_warmup_s : DEVICE_PROFILE_WARMUP_S * e->scale;
+    po->counters.warmup_s = e->d->mo->warmup_s;
     po->clean.window_s = a->profile_window_s > 0 ? a->profile_window_s : e->d->mo->window_s;
     po->counters.window_s =
         a->counters_window_s > 0 ? a->counters_window_s : DEVICE_COUNTERS_WINDOW_SHARE * po->clean.window_s;

@@ -55,11 +55,13 @@
 #   KACE_DRY_POOL_WARMUP (1, the engine's --device default): a run's warm-up,
 #     counted from a member's first record after it resumed (a warm member needs
 #     no more);
-#   KACE_DRY_PROFILE_WARMUP (2, the engine's default): each profile run's warm-up
-#     (the H200's BERT ran steady from the step after its first; the counters
-#     run's warm-up starts at its first step at 10% of the clean run's speed
-#     anyway); the clean run's window is the runs' (the same bound on its error)
-#     and the counters run's half of it, the engine's defaults.
+#   KACE_DRY_PROFILE_WARMUP (2, the engine's default): each profile's clean
+#     run's warm-up, whose launches rank the kernels for the replay cap; the
+#     counters run's is the runs' (it starts at its first step at 10% of the
+#     clean run's speed, after the replayed one, and the H200's BERT ran steady
+#     from the step after its first); the clean run's window is the runs' (the
+#     same bound on its error) and the counters run's half of it, the engine's
+#     defaults.
 set -uo pipefail
 dev=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$dev/../.." && pwd)
@@ -144,8 +146,9 @@ COMMAND_S=570
 # profiles' windows are not given: the clean run's follows --window and the counters run's
 # is half of it, by default.
 usage=$("$KACE" campaign --help | tr -s ' \n' '  ')
-for want in "--warmup defaults to 1 " "each profile run's warm-up (default 2)" \
-    "counters run's (default half the clean run's"; do
+for want in "--warmup defaults to 1 " "each profile's clean run's warm-up (default 2" \
+    "the counters run's warm-up is --warmup's" \
+    "counters run's window (default half the clean run's"; do
     case $usage in *"$want"*) ;; *) say "FAIL: kace campaign --help does not say \"$want\": the dry run's settings are not the engine's defaults"; exit 1 ;; esac
 done
 engine() { # LIMIT_S: one call, its output appended
@@ -223,7 +226,7 @@ say "projected: $rpm runs/min measuring ($n_ok runs ok; pool warm-up $WARMUP s, 
     "$(awk -v w="$WINDOW" -v a="$NOISE_A" -v p="$NOISE_P" 'BEGIN { printf "%.1f%%", 100 * a * p / (3.14159265 * w) }') off" \
     "from the +-$(awk -v a="$NOISE_A" 'BEGIN { print 100 * a }')% noise over $NOISE_P s), against $TODAY_RPM runs/min today" \
     "(one cold start a run)"
-say "profiles (warm-up $PWARMUP s, window $WINDOW s, the counters run's $(awk -v w="$WINDOW" 'BEGIN { print w / 2 }') s, replay $REPLAY_S s a signature; projected s each):" \
+say "profiles (warm-up $PWARMUP s, window $WINDOW s; the counters run's $WARMUP s and $(awk -v w="$WINDOW" 'BEGIN { print w / 2 }') s; replay $REPLAY_S s a signature; projected s each):" \
     "$(python3 -c 'import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
 print(", ".join("%s %.0f" % (w, s * float(sys.argv[2])) for w, s in
