@@ -7,7 +7,7 @@
 # F only compresses wall time: every stand-in time is the H200's. kace's own
 # time inside a step would be multiplied by F too, so the same allocation runs
 # at 1/F2 as well and kace's time is counted once, below: measured here, idle,
-# 12.5 projected minutes at 1/20 and 12.1 at 1/10 gave 11.7, in 48 s and 86 s
+# 12.3 projected minutes at 1/20 and 12.1 at 1/10 gave 11.6, in 47 s and 86 s
 # of wall time):
 #   - workloads (tests/fake_cuda's program, KACE_FAKE_* in fake_app.c): PyTorch
 #     and LLM ones 10-18 s of start-up before CUDA (the H200: 17.5 s), CUDA C
