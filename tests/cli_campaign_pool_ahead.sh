@@ -17,25 +17,10 @@
 set -u
 KACE=${1:?usage: cli_campaign_pool_ahead.sh KACE_BIN SHARED_DATA_DIR SCRATCH_DIR}
 SCRATCH=${3:?missing SCRATCH_DIR}
-BUILD=$(cd "$(dirname "$KACE")" && pwd)
-FAKE_DIR=$BUILD/tests/fake_cuda
-APP=$FAKE_DIR/kace-fake-cuda-app
 export LC_ALL=C
 source "$(dirname "$0")/lib_test.sh" # fail, failures, finish
-if [ ! -x "$APP" ] || [ ! -e "$BUILD/libkace_cupti.so" ]; then
-    echo "skipped: libkace_cupti.so and the fake CUDA stack are built only where CUPTI is installed"
-    exit 77
-fi
-rm -rf "$SCRATCH"
-mkdir -p "$SCRATCH/tmp" "$SCRATCH/bin" "$SCRATCH/gpu" || exit 1
-cp "$BUILD/tests/kace-test-mps-control" "$SCRATCH/bin/mps-control" || exit 1
-export TMPDIR=$SCRATCH/tmp KACE_DB=$SCRATCH/kace.db
-export KACE_NVML_LIBRARY=$BUILD/tests/libfake_nvml_mps.so KACE_CUPTI_LIBRARY=$BUILD/libkace_cupti.so
-export LD_LIBRARY_PATH=$FAKE_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} # the fake libcuda.so.1, libcupti.so.13
-export KACE_MPS_CONTROL=$SCRATCH/bin/mps-control KACE_TEST_MPS_MODE=cuda-start KACE_FAKE_MPS_CONNECT=1
-export KACE_FAKE_GPU_DIR=$SCRATCH/gpu KACE_FAKE_KERNELS=5 KACE_FAKE_REPLAY_S=0.01 KACE_CAMPAIGN_TIME_SCALE=20
-unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_CUPTI_GATE KACE_FAKE_START_S
-EV=$SCRATCH/events
+source "$(dirname "$0")/lib_campaign.sh" # fake_cuda_standins
+fake_cuda_standins # BUILD, APP, EV; the fake CUDA stack
 POOL=4
 for w in a b c d; do
     echo "w$w""_batch1-inf torch env KACE_FAKE_START_S=0.3 KACE_FAKE_EVENTS=$EV KACE_FAKE_EVENT_TAG=w$w $APP gemm"
