@@ -370,14 +370,7 @@ static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec,
 
 static size_t ahead_room(const device_call *d)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    double kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
+    double kib = (double)kace_probe_mem_available_kib();
     double member = d->member_kib > 0 ? (double)d->member_kib : AHEAD_MEM_GIB * 1024 * 1024;
     return kib > 0 ? (size_t)(AHEAD_MEM_FRACTION * kib / member) : 0;
 }
@@ -986,15 +979,7 @@ typedef struct profile_ahead {
 
 static bool ahead_memory_ok(void)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    double kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib >= 2 * PROFILE_AHEAD_MEM_GIB * 1024 * 1024;
+    return (double)kace_probe_mem_available_kib() >= 2 * PROFILE_AHEAD_MEM_GIB * 1024 * 1024;
 }
 
 static void ahead_end(profile_ahead *a)

@@ -211,6 +211,10 @@ kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_p
 kace_status kace_pool_probe_catalog(kace_ctx *ctx, const kace_catalog *cat, const kace_probe_options *opt,
                                     kace_probe_result *result);
 
+/* The host's MemAvailable now (/proc/meminfo), in KiB; 0 when unknown. What
+ * the probe reads, and what bounds how many processes start ahead. */
+unsigned long long kace_probe_mem_available_kib(void);
+
 /* The evidence in one line (buf, of size n): "probe: MPS clients N
  * (refused at N+1 | at least N) ...; host memory ...; curve ...; window W s
  * (basis, error E%); pool P members (bound by B) in S s". Returns buf. */

@@ -178,7 +178,7 @@ static bool read_text(const char *path, char *buf, size_t size)
     return at > 0;
 }
 
-static unsigned long long mem_available_kib(void)
+unsigned long long kace_probe_mem_available_kib(void)
 {
     char buf[8192];
     unsigned long long kib = 0;
@@ -464,7 +464,7 @@ kace_status kace_pool_probe(kace_ctx *ctx, const kace_probe_options *opt, kace_p
     int64_t deadline = after_s(opt->timeout_s > 0 ? opt->timeout_s : 90);
     int cpus[1024];
     r->cpus = kace_cpus_available(cpus, 1024);
-    r->mem_available_kib = mem_available_kib(); /* before anything of the probe runs */
+    r->mem_available_kib = kace_probe_mem_available_kib(); /* before anything of the probe runs */
     r->mem_limit_kib = cgroup_limit_kib();
     kace_status st = KACE_OK;
     if (opt->client && (st = probe_clients(ctx, opt, deadline, r)))
