@@ -50,6 +50,7 @@ typedef struct device_args {
     double profile_warmup_s;   /* < 0: DEVICE_PROFILE_WARMUP_S */
     double profile_window_s;   /* <= 0: the runs' window (the probe's) */
     double counters_window_s;  /* <= 0: DEVICE_COUNTERS_WINDOW_SHARE of the profile window */
+    double fit_minutes;        /* --fit-minutes: what is left fits this from the call's start (0: no fit) */
     bool window_given;         /* --window: the probe's window is not used */
     bool pool_given;           /* --pool-members: the probe may lower the pool, never raise it */
     double time_scale;         /* the engine's allowances times this (engine.scale) */
@@ -92,6 +93,11 @@ static int campaign_usage(void)
            "                   runs' window, the probe's) and its counters run's window (default half the\n"
            "                   clean run's: it needs whole steps for the kernel mix, not the throughput's\n"
            "                   bound on noise)\n"
+           "  --fit-minutes F  with --device: shorten the window (never below 1 s, never above the probe's or\n"
+           "                   --window's) so that all that is left, profiles and runs, is expected to take F\n"
+           "                   minutes from the call's start: the whole dataset at more noise per run, rather\n"
+           "                   than part of it (F may exceed --minutes: a visit of several calls; each call\n"
+           "                   sizes it again before it profiles and before it measures; default: no fit)\n"
            MEASURE_CLI_USAGE
            "With --device, --warmup defaults to 1 (a pool member resumes warm at its next step, and a\n"
            "cold run's warm-up starts at its first progress record, after its first, slow step) and\n"
@@ -548,6 +554,10 @@ typedef struct engine {
     kace_plan *plan;
     const char **profiled; /* the catalog's profiled workloads, in catalog order */
     size_t n_profiled, n_dropped;
+    const char **plannable; /* those profiled or still to profile (not dropped), in catalog order */
+    size_t n_plannable;
+    size_t torch_to_profile; /* of those to profile, PyTorch or LLM workloads */
+    double window_bound_s;   /* --fit-minutes: the window before any fit (the probe's or --window's) */
     const char *cupti;
     bool probe_applied;    /* the stored probe's pool size and window are this call's */
     bool ncu_boost;        /* ncu --help lists --pipeline-boost-state */
@@ -832,7 +842,7 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
     kace_ctx *ctx = e->d->ctx;
     kace_status st = KACE_OK;
     memset(p, 0, sizeof *p);
-    e->n_profiled = e->n_dropped = 0;
+    e->n_profiled = e->n_dropped = e->n_plannable = e->torch_to_profile = 0;
     for (size_t i = 0; i < e->catalog.n; i++) {
         const kace_catalog_entry *w = &e->catalog.entries[i];
         char key[KACE_COMMAND_KEY_SIZE];
@@ -840,12 +850,17 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
         if ((st = target_key(ctx, e->d->keys, w->text, w->argv, key)) ||
             (st = kace_campaign_profile_tries(ctx, e->d->store, w->name, key, &t)))
             return st;
-        if (t.profiled)
+        bool dropped = !t.profiled && kace_profile_dropped(t.failures);
+        if (!dropped)
+            e->plannable[e->n_plannable++] = w->name;
+        if (t.profiled) {
             e->profiled[e->n_profiled++] = w->name;
-        else if (kace_profile_dropped(t.failures))
+        } else if (dropped) {
             e->n_dropped++;
-        else
+        } else {
             p->to_profile++;
+            e->torch_to_profile += w->kind == KACE_CATALOG_TORCH || w->kind == KACE_CATALOG_LLM;
+        }
     }
     p->profiled = e->n_profiled;
     if (e->catalog.n > 0) {
@@ -876,7 +891,7 @@ static kace_status engine_progress(void *arg, kace_campaign_progress *p)
     if (e->plan) {
         kace_schedule_ops ops = schedule_ops(e->d);
         kace_schedule_config config = schedule_config(e);
-        if ((st = kace_schedule_left(ctx, e->plan, &config, &ops, &p->runs_left)))
+        if ((st = kace_schedule_left(ctx, e->plan, &config, &ops, &p->runs_left, NULL)))
             return st;
     }
     p->can_ncu = e->args->ncu != NULL;
@@ -1406,6 +1421,86 @@ static kace_status step_export(engine *e, kace_campaign_step_report *r)
     return KACE_OK;
 }
 
+static kace_status none_done(void *arg, const kace_measure_spec *spec, bool *done)
+{
+    (void)arg;
+    (void)spec;
+    *done = false;
+    return KACE_OK;
+}
+
+/* The plan's runs left, started afresh and in the pool: the stored plan's,
+ * else (profiles still to come) the plan the workloads not dropped would
+ * make, as if each profile succeeds. */
+static kace_status runs_left(engine *e, size_t *cold, size_t *warm)
+{
+    kace_ctx *ctx = e->d->ctx;
+    kace_plan *made = NULL;
+    const kace_plan *plan = e->plan;
+    *cold = *warm = 0;
+    if (!plan && e->n_plannable >= 3) { /* a plan needs 3 (kace_plan_make) */
+        char *text = NULL;
+        size_t len = 0;
+        kace_status st = kace_plan_make(ctx, e->plannable, e->n_plannable, &text, &len);
+        if (!st)
+            st = kace_plan_parse(ctx, text, len, "the plan to come", &made);
+        free(text);
+        if (st)
+            return st;
+        plan = made;
+    }
+    size_t left = 0;
+    kace_status st = KACE_OK;
+    if (plan) {
+        kace_schedule_ops ops = schedule_ops(e->d);
+        if (made)
+            ops.is_done = none_done; /* its workloads are not in the store yet, nor any of its runs */
+        kace_schedule_config config = schedule_config(e);
+        st = kace_schedule_left(ctx, plan, &config, &ops, &left, cold);
+        *warm = left - *cold;
+    }
+    kace_plan_free(&made);
+    return st;
+}
+
+/* --fit-minutes: the window with which what is left (profiles to come and
+ * the plan's runs) is expected to end by the fit's end, at most the window
+ * the call had before any fit (kace_fit_window). Sized before the profiles
+ * and again before the runs, from what is left then. */
+static kace_status fit_window(engine *e, double used_s)
+{
+    measure_cli_options *mo = e->d->mo;
+    if (!(e->window_bound_s > 0))
+        e->window_bound_s = mo->window_s;
+    kace_fit_work w = {.profiles_torch = e->torch_to_profile,
+                       .run_warmup_s = mo->warmup_s,
+                       .scale = e->scale};
+    kace_status st = runs_left(e, &w.cold_runs, &w.warm_runs);
+    if (st)
+        return st;
+    size_t to_profile = e->n_plannable - e->n_profiled;
+    w.profiles_other = to_profile - w.profiles_torch;
+    /* A profile's windows that follow the runs' (profile_windows), counted
+     * in runs' windows: those it has with a window of 1 s. */
+    kace_profile_options po;
+    kace_profile_options_init(&po);
+    mo->window_s = 1;
+    profile_windows(e, &po);
+    bool clean_follows = !(e->args->profile_window_s > 0);
+    bool counters_follows = clean_follows && !(e->args->counters_window_s > 0);
+    w.profile_windows = (clean_follows ? po.clean.window_s : 0) + (counters_follows ? po.counters.window_s : 0);
+    w.profile_fixed_s = po.clean.warmup_s + po.counters.warmup_s + (clean_follows ? 0 : po.clean.window_s) +
+                        (counters_follows ? 0 : po.counters.window_s);
+    double reserve = e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S * e->scale : 0;
+    double seconds = e->args->fit_minutes * 60 - used_s - reserve, need = 0;
+    mo->window_s = kace_fit_window(&w, seconds, KACE_FIT_WINDOW_MIN_S * e->scale, e->window_bound_s, &need);
+    printf("fit: %zu profiles and %zu runs left (%zu started afresh) are expected to take %.1f s of the %.1f s "
+           "left of --fit-minutes with windows of %.3f s (at most %.3f s)\n",
+           to_profile, w.cold_runs + w.warm_runs, w.cold_runs, need, seconds > 0 ? seconds : 0, mo->window_s,
+           e->window_bound_s);
+    return KACE_OK;
+}
+
 static kace_status engine_step(engine *e, kace_campaign_step step, double until_s, double used_s,
                                kace_campaign_step_report *r)
 {
@@ -1424,7 +1519,11 @@ static kace_status engine_run(void *arg, kace_campaign_step step, double until_s
                               kace_campaign_step_report *r)
 {
     engine *e = arg;
-    kace_status st = engine_step(e, step, until_s, used_s, r);
+    kace_status st = KACE_OK;
+    if ((step == KACE_STEP_PROFILE || step == KACE_STEP_MEASURE) && e->args->fit_minutes > 0)
+        st = fit_window(e, used_s);
+    if (!st)
+        st = engine_step(e, step, until_s, used_s, r);
     /* An error after a signal is the signal's (a run cut short): the call
      * is recorded as killed, what is left counted, not as failed. */
     if (st && cli_interrupted) {
@@ -1556,7 +1655,8 @@ static int campaign_device(kace_ctx *ctx, const device_args *args, measure_cli_o
             rc = cli_error(ctx, st);
             goto done;
         }
-        if (!(e.profiled = calloc(e.catalog.n ? e.catalog.n : 1, sizeof *e.profiled))) {
+        if (!(e.profiled = calloc(e.catalog.n ? e.catalog.n : 1, sizeof *e.profiled)) ||
+            !(e.plannable = calloc(e.catalog.n ? e.catalog.n : 1, sizeof *e.plannable))) {
             fprintf(stderr, "kace: out of memory\n");
             goto done;
         }
@@ -1653,6 +1753,7 @@ done:
     kace_plan_free(&e.plan);
     free(e.plan_text);
     free(e.profiled);
+    free(e.plannable);
     kace_catalog_free(&e.catalog);
     kace_store_close(&store);
     free(text);
@@ -1683,6 +1784,7 @@ int cmd_campaign(int argc, char **argv)
                                              {"profile-warmup", required_argument, 0, 'u'},
                                              {"profile-window", required_argument, 0, 'U'},
                                              {"counters-window", required_argument, 0, 'w'},
+                                             {"fit-minutes", required_argument, 0, 'F'},
                                              {"help", no_argument, 0, 'h'},
                                              MEASURE_CLI_LONGOPTS,
                                              {0, 0, 0, 0}};
@@ -1712,6 +1814,10 @@ int cmd_campaign(int argc, char **argv)
             if (!cli_number("campaign", "counters-window", optarg, 0.001, 3600, &args.counters_window_s))
                 return EXIT_USAGE;
             break;
+        case 'F':
+            if (!cli_number("campaign", "fit-minutes", optarg, 0.001, 100000, &args.fit_minutes))
+                return EXIT_USAGE;
+            break;
         case 'M':
             if (!cli_number("campaign", "minutes", optarg, 0.001, 100000, &minutes))
                 return EXIT_USAGE;
@@ -1736,11 +1842,13 @@ int cmd_campaign(int argc, char **argv)
         }
     }
     bool engine_options = args.catalog || args.out_dir || args.workloads_dir || args.ncu ||
-                          args.profile_warmup_s >= 0 || args.profile_window_s > 0 || args.counters_window_s > 0;
+                          args.profile_warmup_s >= 0 || args.profile_window_s > 0 || args.counters_window_s > 0 ||
+                          args.fit_minutes > 0;
     if (device != (minutes > 0))
         return cli_usage("campaign", "--device and --minutes go together");
     if (engine_options && !device)
-        return cli_usage("campaign", "--catalog, --out, --ncu, --workloads-dir and --profile-* go with --device");
+        return cli_usage("campaign",
+                         "--catalog, --out, --ncu, --workloads-dir, --profile-* and --fit-minutes go with --device");
     if (device && (dry_run || max_runs >= 0))
         return cli_usage("campaign", "--device takes neither --dry-run nor --max-runs (its deadline bounds it)");
     if (args.catalog ? argc - optind != 0 : argc - optind != 1)

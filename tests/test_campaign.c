@@ -758,11 +758,14 @@ static void test_schedule_calls(void **state)
     kace_schedule_ops count_ops = fake_ops;
     count_ops.arg = f;
     kace_schedule_config count_config = {.allocation_s = 1000};
-    assert_kace_ok(ctx, kace_schedule_left(ctx, p, &count_config, &count_ops, &left));
+    size_t cold = 99;
+    assert_kace_ok(ctx, kace_schedule_left(ctx, p, &count_config, &count_ops, &left, &cold));
     assert_int_equal(left, 9); /* 1 run measured before the signal: 10 - 1 */
+    assert_int_equal(cold, 3); /* the time-sliced one measured, 3 cold repeats left */
     memset(f, 0, sizeof *f);
-    assert_kace_ok(ctx, kace_schedule_left(ctx, p, &count_config, &count_ops, &left));
+    assert_kace_ok(ctx, kace_schedule_left(ctx, p, &count_config, &count_ops, &left, &cold));
     assert_int_equal(left, 10);
+    assert_int_equal(cold, 4); /* 1 time-sliced and 3 cold repeats; the 6 pairs are the pool's */
     /* A bad allocation is refused. */
     kace_schedule_ops ops = fake_ops;
     ops.arg = f;

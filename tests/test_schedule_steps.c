@@ -46,6 +46,49 @@ static void test_profile_need(void **state)
     assert_true(fabs(kace_profile_need_s(10, -1, 0, 0, 0) - 10) < 1e-9);
 }
 
+/* The window sized to a time: unchanged where the work fits at it, else
+ * the longest that fits, never below the least. */
+static void test_fit_window(void **state)
+{
+    (void)state;
+    /* 10 warm runs, 2 cold, 1 PyTorch profile, 1 CUDA C one: windows 12 + 2 x 1.5 = 15. */
+    kace_fit_work w = {.profiles_torch = 1,
+                       .profiles_other = 1,
+                       .cold_runs = 2,
+                       .warm_runs = 10,
+                       .profile_windows = 1.5,
+                       .profile_fixed_s = 3,
+                       .run_warmup_s = 1};
+    double fixed = 12 * 1 + 2 * 3 + 2 * KACE_FIT_COLD_RUN_S + 10 * KACE_FIT_WARM_RUN_S + KACE_FIT_PROFILE_TORCH_S +
+                   KACE_FIT_PROFILE_S;
+    double need = 0;
+    /* Time enough at the longest window: it stays. */
+    assert_true(fabs(kace_fit_window(&w, fixed + 15 * 10, 1, 10, &need) - 10) < 1e-9);
+    assert_true(fabs(need - (fixed + 150)) < 1e-9);
+    assert_true(fabs(kace_fit_window(&w, 1e6, 1, 10, NULL) - 10) < 1e-9);
+    /* Less: the window that uses it exactly. */
+    assert_true(fabs(kace_fit_window(&w, fixed + 15 * 4, 1, 10, &need) - 4) < 1e-9);
+    assert_true(fabs(need - (fixed + 60)) < 1e-9);
+    /* Too little for the least window, or none at all: the least. */
+    assert_true(fabs(kace_fit_window(&w, fixed, 1, 10, &need) - 1) < 1e-9);
+    assert_true(fabs(need - (fixed + 15)) < 1e-9);
+    assert_true(fabs(kace_fit_window(&w, -5, 1, 10, NULL) - 1) < 1e-9);
+    assert_true(fabs(kace_fit_window(&w, NAN, 1, 10, NULL) - 1) < 1e-9);
+    /* Profiles given their own windows count them as fixed time. */
+    kace_fit_work given = w;
+    given.profile_windows = 0;
+    assert_true(fabs(kace_fit_window(&given, fixed + 12 * 4, 1, 10, NULL) - 4) < 1e-9);
+    /* Stand-ins 20 times faster: the expected costs shrink, warm-ups are as given. */
+    kace_fit_work fast = w;
+    fast.scale = 0.05;
+    double fast_fixed = 12 * 1 + 2 * 3 + (fixed - 18) * 0.05;
+    assert_true(fabs(kace_fit_window(&fast, fast_fixed + 15 * 2, 0.05, 10, NULL) - 2) < 1e-9);
+    /* Nothing left: the longest window. */
+    kace_fit_work none = {.run_warmup_s = 1};
+    assert_true(fabs(kace_fit_window(&none, 0, 1, 10, &need) - 10) < 1e-9);
+    assert_true(fabs(need) < 1e-9);
+}
+
 static void put_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -450,6 +493,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_dropped_after_two_failures),
         cmocka_unit_test(test_profile_need),
+        cmocka_unit_test(test_fit_window),
         cmocka_unit_test(test_written_command_key),
         cmocka_unit_test(test_step_names),
         cmocka_unit_test(test_step_selection),

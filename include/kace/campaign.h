@@ -364,9 +364,43 @@ kace_status kace_campaign_run(kace_ctx *ctx, const kace_campaign_config *config,
                               kace_campaign_outcome *out);
 
 /* The measuring steps' runs of plan not stored for good (ops->is_done),
- * cold repeats included: the measure step's done check. */
+ * cold repeats included: the measure step's done check. *cold (NULL: not
+ * wanted): of them, those started afresh (time-sliced runs, cold repeats). */
 kace_status kace_schedule_left(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
-                               const kace_schedule_ops *ops, size_t *left);
+                               const kace_schedule_ops *ops, size_t *left, size_t *cold);
+
+/* ---- a window sized to a time (kace campaign --fit-minutes) ----
+ *
+ * A site whose GPU time is short may want the whole dataset in it, at more
+ * noise per run, rather than part of it at the probe's bound on noise: the
+ * window is shortened until what is left fits, never below
+ * KACE_FIT_WINDOW_MIN_S (the probe's shortest). The rule expects each run
+ * and profile to take its warm-ups, its windows and an expected cost
+ * besides. These costs are not the allowances above, which bound a run's
+ * time: they are what the device dry run measured, whose stand-ins start,
+ * step and replay kernels as BERT did on the H200 (docs/gpu.md), with
+ * processes started ahead as the engine starts them. */
+#define KACE_FIT_WINDOW_MIN_S 1.0
+#define KACE_FIT_WARM_RUN_S 0.5      /* a pool run: its resume, its window's edges, storing it */
+#define KACE_FIT_COLD_RUN_S 2.0      /* a run started afresh (ahead, at its gate): its start and end */
+#define KACE_FIT_PROFILE_TORCH_S 8.0 /* a PyTorch or LLM profile: its replayed first step, two starts */
+#define KACE_FIT_PROFILE_S 1.0       /* any other profile */
+
+/* What is left of a dataset, for kace_fit_window. */
+typedef struct kace_fit_work {
+    size_t profiles_torch, profiles_other; /* profiles left: PyTorch or LLM workloads, others */
+    size_t cold_runs, warm_runs;           /* the plan's runs left (kace_schedule_left) */
+    double profile_windows;                /* a profile's windows that are the runs' window (the clean run's and
+                                              the counters run's share: 1.5 by default; 0 when both are given) */
+    double profile_fixed_s;                /* a profile's warm-ups and the windows it was given */
+    double run_warmup_s;                   /* each run's warm-up */
+    double scale;                          /* the expected costs times this (0: 1; below 1 for stand-ins) */
+} kace_fit_work;
+
+/* The longest window in [min_s, max_s] with which w takes at most seconds:
+ * max_s when it fits so, min_s when it fits with none (or seconds is not
+ * positive). *need_s (NULL: not wanted): w's expected time at the window. */
+double kace_fit_window(const kace_fit_work *w, double seconds, double min_s, double max_s, double *need_s);
 
 /* A plan's fingerprint: its text's FNV-1a, 16 hex digits. */
 void kace_plan_fingerprint(const char *text, size_t len, char out[KACE_COMMAND_KEY_SIZE]);

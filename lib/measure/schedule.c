@@ -420,9 +420,11 @@ kace_status kace_schedule_run(kace_ctx *ctx, const kace_plan *plan, const kace_s
 }
 
 kace_status kace_schedule_left(kace_ctx *ctx, const kace_plan *plan, const kace_schedule_config *config,
-                               const kace_schedule_ops *ops, size_t *left)
+                               const kace_schedule_ops *ops, size_t *left, size_t *cold)
 {
     *left = 0;
+    if (cold)
+        *cold = 0;
     if (!plan || !config || !ops)
         return kace_fail(ctx, KACE_ERR_INVALID, "counting a schedule's runs needs a plan");
     kace_measure_spec *specs = calloc(plan->n ? plan->n : 1, sizeof *specs);
@@ -435,10 +437,36 @@ kace_status kace_schedule_left(kace_ctx *ctx, const kace_plan *plan, const kace_
             bool done = false;
             st = ops->is_done(ops->arg, &specs[j], &done);
             *left += !done;
+            if (cold && steps[i].run == run_cold)
+                *cold += !done;
         }
     }
     free(specs);
     return st;
+}
+
+double kace_fit_window(const kace_fit_work *w, double seconds, double min_s, double max_s, double *need_s)
+{
+    double scale = w->scale > 0 ? w->scale : 1;
+    double profiles = (double)(w->profiles_torch + w->profiles_other);
+    double runs = (double)(w->cold_runs + w->warm_runs);
+    /* need(W) = fixed + W * windows: every run one window, every profile its share of them. */
+    double windows = runs + profiles * (w->profile_windows > 0 ? w->profile_windows : 0);
+    double fixed = runs * (w->run_warmup_s > 0 ? w->run_warmup_s : 0) +
+                   profiles * (w->profile_fixed_s > 0 ? w->profile_fixed_s : 0) +
+                   scale * ((double)w->cold_runs * KACE_FIT_COLD_RUN_S + (double)w->warm_runs * KACE_FIT_WARM_RUN_S +
+                            (double)w->profiles_torch * KACE_FIT_PROFILE_TORCH_S +
+                            (double)w->profiles_other * KACE_FIT_PROFILE_S);
+    double window = max_s;
+    if (windows > 0 && !(fixed + windows * max_s <= seconds)) /* NaN seconds: no time */
+        window = (seconds - fixed) / windows;
+    if (!(window >= min_s)) /* NaN too */
+        window = min_s;
+    if (window > max_s)
+        window = max_s;
+    if (need_s)
+        *need_s = fixed + windows * window;
+    return window;
 }
 
 /* ---- the whole allocation's call ---- */
