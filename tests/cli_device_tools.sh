@@ -123,7 +123,10 @@ EOS
             KACE_DEVICE_PROFILE_WARMUP=0.2 KACE_DEVICE_PROFILE_WINDOW=0.3 bash "$DEV/campaign.sh" "$@" >/dev/null 2>&1
     }
     runs_in() { tar -xzOf "$1" ./kace.db >"$E/r.db" && sqlite3 "$E/r.db" "SELECT count(*) FROM runs WHERE status = 'ok'"; }
-    e2e "$E/c1" --minutes 1.5 || fail "campaign.sh, call 1: $(cat "$E/c1/campaign.log")"
+    e2e "$E/c1" --minutes 1.5 --fit-minutes 3 || fail "campaign.sh, call 1: $(cat "$E/c1/campaign.log")"
+    # The visit's fit reaches the engine, counted from the call's start.
+    tar -xzOf "$E/c1/campaign-export.tar.gz" --wildcards '*steps/*-campaign.txt' 2>/dev/null |
+        grep -q '^fit: .* left of --fit-minutes with windows of ' || fail "call 1: the engine was not given the fit"
     for s in restore env campaign export pack; do
         grep -q "^step $s ok " "$E/c1/campaign.log" || fail "campaign.sh, call 1: step $s: $(cat "$E/c1/campaign.log")"
     done

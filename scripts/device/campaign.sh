@@ -17,9 +17,12 @@
 #     campaign-export.tar.gz  the dataset folder, nvidia-smi -q, the injection check's
 #                             recording, the workloads' log and each step's output
 #
-#   bash scripts/device/campaign.sh OUT [--minutes M] [--store PREVIOUS/store.tar.gz]
+#   bash scripts/device/campaign.sh OUT [--minutes M] [--fit-minutes F] [--store PREVIOUS/store.tar.gz]
 #
-# M (default 7, up to 1440; decimals allowed) bounds the whole call. Environment:
+# M (default 7, up to 1440; decimals allowed) bounds the whole call. F (default: no fit)
+# is the time, from this call's start, that the whole dataset left should take: the
+# engine's --fit-minutes, which shortens the window to fit it (a visit of two calls:
+# the first call's F is both calls' measuring time). Environment:
 # KACE_CATALOG (default workloads/catalog.txt), KACE_CATALOG_LATER (default, with the
 # bundle's catalog, workloads/catalog-later.txt; "none": no later catalog), KACE_PYTHON,
 # KACE_DEVICE_NCU (the ncu the engine runs last; default the one on PATH, "none": no ncu),
@@ -28,13 +31,14 @@
 # Never changes GPU settings.
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-OUT="" MINUTES=7 PREV=""
-usage() { echo "usage: campaign.sh OUT [--minutes M] [--store store.tar.gz]" >&2; exit 2; }
+OUT="" MINUTES=7 PREV="" FIT=""
+usage() { echo "usage: campaign.sh OUT [--minutes M] [--fit-minutes F] [--store store.tar.gz]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
     --minutes) [ $# -ge 2 ] || usage; MINUTES=$2; shift 2 ;;
     --store) [ $# -ge 2 ] || usage; PREV=$2; shift 2 ;;
-    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
+    --fit-minutes) [ $# -ge 2 ] || usage; FIT=$2; shift 2 ;;
+    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
     -*) usage ;;
     *) OUT=$1; shift ;;
     esac
@@ -42,6 +46,8 @@ done
 [ -n "$OUT" ] || usage
 awk -v m="$MINUTES" 'BEGIN { exit !(m > 0 && m <= 1440) }' ||
     { echo "campaign.sh: --minutes must be in (0, 1440] (a batch tool with 10-minute calls: 8)" >&2; exit 2; }
+[ -z "$FIT" ] || awk -v m="$FIT" 'BEGIN { exit !(m > 0 && m <= 100000) }' 2>/dev/null ||
+    { echo "campaign.sh: --fit-minutes must be a number of minutes above 0" >&2; exit 2; }
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 if [ -n "$PREV" ]; then
     # A store that cannot be read must stop the call: going on would start a new campaign
@@ -135,13 +141,16 @@ s_inject_check() {
 # own deadline; the timeout is the fallback (its SIGTERM ends the run in flight unrecorded).
 # @W@ is the catalog's folder, or for the bundle's catalogs its workloads as built here.
 s_campaign() {
-    local catalog=$1 left minutes rc wdir=$WDIR
+    local catalog=$1 left minutes rc wdir=$WDIR fit=()
     left=$(until_s "$CALL_DEADLINE")
     minutes=$(awk -v l="$left" 'BEGIN { printf "%.2f", (l - 5) / 60 }')
     awk -v m="$minutes" 'BEGIN { exit !(m > 0.1) }' || { DETAIL="no time left to measure"; return 2; }
+    # The fit counts from this call's start; the engine's from its own.
+    [ -n "$FIT" ] && fit=(--fit-minutes "$(awk -v f="$FIT" -v t="$T_START" -v n="$EPOCHREALTIME" \
+        'BEGIN { m = f - (n - t) / 60; printf "%.3f", (m > 0.001 ? m : 0.001) }')")
     [ -n "${KACE_CATALOG:-}" ] && wdir=$(dirname "$CATALOG")
     timeout -k 20 "$left" "$KACE" campaign --device --catalog "$catalog" --db "$DB" --minutes "$minutes" \
-        --workloads-dir "$wdir" --python "$PY" --ncu "$NCU" --gpu "$GPU" --log "$A/workloads.log" "${WINDOWS[@]}" --quiet >"$WORK/c.out"
+        --workloads-dir "$wdir" --python "$PY" --ncu "$NCU" --gpu "$GPU" --log "$A/workloads.log" "${WINDOWS[@]}" "${fit[@]}" --quiet >"$WORK/c.out"
     rc=$?
     cat "$WORK/c.out"
     DETAIL=$(grep '^campaign: ' "$WORK/c.out" | tail -1)

@@ -61,7 +61,15 @@
 #     clean run's speed, after the replayed one, and the H200's BERT ran steady
 #     from the step after its first); the clean run's window is the runs' (the
 #     same bound on its error) and the counters run's half of it, the engine's
-#     defaults.
+#     defaults;
+#   KACE_DRY_FIT_MINUTES (unset: no fit): the engine's --fit-minutes, the
+#     projected minutes from the first call's start that the whole dataset
+#     should take (the probe's curve real seconds, the rest at 1/F); each
+#     call is given what is left of it. With a long KACE_DRY_POOL_WINDOW (the
+#     H200's BERT noise: 14.5 s) it shows what a fitted allocation takes. The
+#     fit's expected costs and least window (1 s) are real seconds, so then the
+#     engine is told the scale (KACE_CAMPAIGN_TIME_SCALE), which scales the
+#     probe's curve too.
 set -uo pipefail
 dev=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$dev/../.." && pwd)
@@ -100,6 +108,7 @@ export KACE_DB=$W/kace.db KACE_MPS_CONTROL=$W/bin/mps-control KACE_TEST_MPS_MODE
 # so the engine's allowances in real seconds are only time-outs here, not waits.
 unset CUDA_INJECTION64_PATH KACE_CUPTI_OUTPUT KACE_FAKE_START_S KACE_FAKE_KERNELS KACE_FAKE_KERNEL_SHARES KACE_FAKE_STEP_S KACE_FAKE_NCU_LEAVE KACE_FAKE_NCU_SLOW \
     KACE_CAMPAIGN_TIME_SCALE
+[ -n "${KACE_DRY_FIT_MINUTES:-}" ] && export KACE_CAMPAIGN_TIME_SCALE=$F && PROBE_REAL_S=0 # scaled, as the fit
 : >"$W/ncu-refused.log"
 
 # The MPS stand-in refuses a client past its limit (here 1), and lists a client only
@@ -151,10 +160,17 @@ for want in "--warmup defaults to 1 " "each profile's clean run's warm-up (defau
     "counters run's window (default half the clean run's"; do
     case $usage in *"$want"*) ;; *) say "FAIL: kace campaign --help does not say \"$want\": the dry run's settings are not the engine's defaults"; exit 1 ;; esac
 done
+FIT_END= # the fit's end on this clock, set at the first call's start
 engine() { # LIMIT_S: one call, its output appended
+    local fit=()
+    if [ -n "${KACE_DRY_FIT_MINUTES:-}" ]; then
+        [ -n "$FIT_END" ] || FIT_END=$(awk -v m="$KACE_DRY_FIT_MINUTES" -v r="$PROBE_REAL_S" -v f="$F" -v t="$EPOCHREALTIME" \
+            'BEGIN { printf "%.3f", t + r + (m * 60 - r) / f }')
+        fit=(--fit-minutes "$(awk -v e="$FIT_END" -v t="$EPOCHREALTIME" 'BEGIN { m = (e - t) / 60; printf "%.4f", (m > 0.001 ? m : 0.001) }')")
+    fi
     timeout -k 10 "$1" "$KACE" campaign --device --catalog "$W/catalog.txt" --minutes 600 --out "$W/out" \
         ${POOL_MEMBERS:+--pool-members "$POOL_MEMBERS"} --warmup "$(scaled "$WARMUP")" --window "$(scaled "$WINDOW")" \
-        --profile-warmup "$(scaled "$PWARMUP")" --ncu "$NCU" --run-dir "$W/run" \
+        --profile-warmup "$(scaled "$PWARMUP")" --ncu "$NCU" --run-dir "$W/run" "${fit[@]}" \
         >>"$W/campaign.out" 2>>"$W/campaign.err"
 }
 PEER_PROJECTION=
@@ -222,6 +238,12 @@ fi
 say "projected minutes of commands: $(m "$p_all") of $ALLOC_MIN (probe $(m "$p_probe"), profiles $(m "$p_prof")," \
     "time-sliced $(m "$p_ts"), pool $(m "$p_pool"), cold repeats $(m "$p_cold"), plan, export and kace between steps" \
     "$(m "$p_own"); ncu apart: $(awk -v s="$ncu_s" -v f="$F" 'BEGIN { printf "%.0f", s * f }') s, $n_ncu workloads)"
+if [ -n "${KACE_DRY_FIT_MINUTES:-}" ]; then
+    fitted=$(sed -n 's/^fit: .* with windows of \([0-9.]*\) s .*/\1/p' "$W/campaign.out" | awk -v f="$F" '{ printf "%.2f\n", $1 * f }')
+    say "fitted to $KACE_DRY_FIT_MINUTES projected minutes: windows of $(echo $fitted | sed 's/ /, /g') s in turn" \
+        "(before each call's profiles and runs), at most $WINDOW s; below, the window is the last of them"
+    WINDOW=$(echo "$fitted" | tail -1)
+fi
 say "projected: $rpm runs/min measuring ($n_ok runs ok; pool warm-up $WARMUP s, window $WINDOW s: at most" \
     "$(awk -v w="$WINDOW" -v a="$NOISE_A" -v p="$NOISE_P" 'BEGIN { printf "%.1f%%", 100 * a * p / (3.14159265 * w) }') off" \
     "from the +-$(awk -v a="$NOISE_A" 'BEGIN { print 100 * a }')% noise over $NOISE_P s), against $TODAY_RPM runs/min today" \
@@ -240,7 +262,7 @@ say "kernel replay (the cap: $(sql "SELECT printf('%g', max(value)) FROM profile
 # pause at its next step boundary) and the rest (starting pools, as many as the bound makes).
 pool_runs_s=$(sed -n -E 's/^\[[0-9]+\] .*\(([a-z0-9-]+), MPS, repetition [0-9]+\): [a-z]+ in ([0-9.]+) s.*/\1 \2/p' \
     "$W/campaign.out" | awk '$1 !~ /^cold-/ { s += $2 } END { printf "%.2f", s }')
-say "where the pool's minutes go: its runs $(awk -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", r * f / 60 }')," \
+[ -z "${KACE_DRY_FIT_MINUTES:-}" ] && say "where the pool's minutes go: its runs $(awk -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", r * f / 60 }')," \
     "starting its pools (${POOL_MEMBERS:+at most $POOL_MEMBERS members each}${POOL_MEMBERS:-sized by the probe}) and between runs" \
     "$(awk -v p="$pool_s" -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", (p - r) * f / 60 }')"
 grep -E '^(probe|plan [0-9a-f]*|export|campaign): |^step ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
