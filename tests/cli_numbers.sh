@@ -22,6 +22,7 @@ declare -A numeric=(
     ["campaign --profile-warmup"]="-1"
     ["campaign --profile-window"]="0 -1 3601"
     ["campaign --counters-window"]="0 -1 3601"
+    ["campaign --fit-minutes"]="0 -1 1e6"
     ["campaign --stop-grace-max"]="0 3601"
     ["measure --stop-grace-max"]="0 3601"
     ["profile --stop-grace-max"]="0 3601"
