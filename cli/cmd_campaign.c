@@ -218,6 +218,7 @@ static kace_status device_options(device_call *d, const kace_measure_spec *spec,
     opt->run.cpu_shares = (unsigned)d->pool_max;
     double own = opt->run.timeout_s > 0 ? opt->run.timeout_s : opt->run.warmup_s + opt->run.window_s + 120;
     opt->run.timeout_s = own < timeout_s ? own : timeout_s;
+    opt->timeout_is_deadline = timeout_s < own; /* cut there: the next call measures it */
     return KACE_OK;
 }
 
@@ -262,6 +263,20 @@ static kace_status device_after_run(device_call *d, const kace_measure_spec *spe
         if (measure_cli_quit_mps(d->ctx, d->mps, true) != 0)
             return kace_fail(d->ctx, KACE_ERR_IO, "the MPS daemon did not quit");
         d->daemon_wanted = false;
+    }
+    return KACE_OK;
+}
+
+/* A run cancelled: by a signal (said when the call ends), or cut by the
+ * deadline, which a later call's run replaces. */
+static kace_status device_cut(device_call *d, const kace_measure_spec *spec, const char *label)
+{
+    (void)d;
+    if (!cli_interrupted) {
+        char what[1200];
+        describe(spec, what, sizeof what);
+        printf("%s %s: the deadline came before its window ended: not stored, the next call measures it\n", label,
+               what);
     }
     return KACE_OK;
 }
@@ -360,7 +375,7 @@ static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec,
     kace_measure_ahead_free(&mine);
     measure_cli_progress_done();
     if (st || res.cancelled)
-        return st;
+        return st ? st : device_cut(d, spec, label);
     *stored = true;
     return device_after_run(d, spec, label, &res);
 }
@@ -472,8 +487,10 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
         double left = timeout_s - (double)(kace_monotonic_ns() - t0) / 1e9;
         if (!(left > 0))
             return kace_fail(d->ctx, KACE_ERR_IO, "starting the pool took the call's time to its deadline");
-        if (opt.run.timeout_s > left)
+        if (opt.run.timeout_s > left) {
             opt.run.timeout_s = left;
+            opt.timeout_is_deadline = true;
+        }
     }
     start_next_ahead(d, specs, n, i, &opt);
     kace_measure_result res;
@@ -484,7 +501,7 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
         return st;
     }
     if (res.cancelled)
-        return KACE_OK;
+        return device_cut(d, spec, label);
     *stored = true;
     return device_after_run(d, spec, label, &res);
 }

@@ -270,6 +270,14 @@ static void test_oom_and_timeout_and_early_exit(void **state)
     assert_nothing_left(&s, &r);
     expect(&r, 1, KACE_PROC_TIMEOUT);
     assert_int_equal(r.status, KACE_RUN_TIMEOUT);
+    /* The same timeout where it is the caller's deadline (a campaign call's
+     * end): the run was cut short, not measured, and is not stored. */
+    o.timeout_is_deadline = true;
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &o, &r));
+    assert_nothing_left(&s, &r);
+    assert_true(r.cancelled);
+    assert_false(r.stored);
+    o.timeout_is_deadline = false;
 
     s = pair("slow", "quitter", 100, 100);
     o.run.timeout_s = 5;
@@ -432,7 +440,7 @@ static void test_daemon_without_server_records_nothing(void **state)
 
     /* The same run under a daemon whose server runs is stored, with the
      * server that served it. */
-    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &(kace_measure_options){quick().run, mps, NULL, NULL, false}, &r));
+    assert_kace_ok(ctx, kace_measure(ctx, store, &s, &(kace_measure_options){quick().run, mps, NULL, NULL, false, false}, &r));
     assert_true(r.stored);
     assert_true(r.mps_server_pid > 0);
     assert_int_equal(query_int("SELECT count(*) FROM runs"), before + 1);

@@ -63,12 +63,15 @@ typedef struct kace_measure_options {
                                A member profiled on another GPU is refused (KACE_ERR_INVALID) */
     bool retry_failed;      /* a failed run stored under this identity is replaced by this one
                                (kace campaign, once the members' commands or code changed) */
+    bool timeout_is_deadline; /* run.timeout_s is the caller's deadline, cut below the run's own bound:
+                                 a run that reaches it did not fail, the time ran out, so it is not
+                                 stored (res->cancelled) and a later call measures it (kace campaign) */
 } kace_measure_options;
 
 typedef struct kace_measure_result {
     kace_proc_result proc[KACE_MAX_K];
     kace_run_status status; /* ok, failed, oom or timeout */
-    bool cancelled;         /* interrupted: nothing stored */
+    bool cancelled;         /* interrupted, or cut by the deadline (timeout_is_deadline): nothing stored */
     bool stored;
     bool retried;           /* it replaced a failed run of the same identity (retry_failed) */
     long long run_id;

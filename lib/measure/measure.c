@@ -44,6 +44,14 @@ static kace_status check_spec(kace_ctx *ctx, const kace_measure_spec *spec, cons
 }
 
 /* ok < failed < timeout < oom: the run takes its members' gravest outcome. */
+/* Whether a member's status means the run was cut short, not measured: the
+ * caller cancelled it, or it reached a timeout that was the caller's
+ * deadline rather than its own bound. */
+static bool cut_short(const kace_measure_options *opt, kace_proc_status status)
+{
+    return status == KACE_PROC_CANCELLED || (opt->timeout_is_deadline && status == KACE_PROC_TIMEOUT);
+}
+
 static kace_run_status run_status_of(const kace_proc_result *r, int k)
 {
     kace_run_status st = KACE_RUN_OK;
@@ -517,7 +525,7 @@ kace_status kace_measure_ahead_run(kace_ctx *ctx, kace_store *store, const kace_
         goto done;
 
     for (int i = 0; i < k; i++) {
-        if (res->proc[i].status == KACE_PROC_CANCELLED)
+        if (cut_short(opt, res->proc[i].status))
             res->cancelled = true;
         if (res->proc[i].status == KACE_PROC_SPAWN_FAILED) {
             st = kace_fail(ctx, KACE_ERR_NOT_FOUND, "%s: could not start its command '%s': %s; nothing recorded",
@@ -880,7 +888,7 @@ kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_
         p->n_records = pr[i].n_records;
         snprintf(p->detail, sizeof p->detail, "%s",
                  pr[i].status == KACE_PROC_OK ? pool_paused : pr[i].detail);
-        if (pr[i].status == KACE_PROC_CANCELLED)
+        if (cut_short(opt, pr[i].status))
             res->cancelled = true;
     }
     if (!st && !res->cancelled && !kace_mps_alive(mps))
