@@ -668,14 +668,25 @@ static kace_schedule_ops schedule_ops(device_call *d)
                                .step_done = device_step_done};
 }
 
+/* With --fit-minutes, the schedule projects runs not yet stored as the fit
+ * does (its expected costs, not the start allowances), and counts on a next
+ * call only for what the fit has beyond this one: a step that does not fit
+ * the time left is not left whole to a call that may not come. */
 static kace_schedule_config schedule_config(const engine *e)
 {
     double reserve = e->args->out_dir ? KACE_CAMPAIGN_EXPORT_RESERVE_S * e->scale : 0;
-    return (kace_schedule_config){.allocation_s = e->allocation_s - reserve,
-                                  .warmup_s = e->d->mo->warmup_s,
-                                  .window_s = e->d->mo->window_s,
-                                  .pool_members = e->d->pool_max,
-                                  .allowance_scale = e->scale};
+    kace_schedule_config c = {.allocation_s = e->allocation_s - reserve,
+                              .warmup_s = e->d->mo->warmup_s,
+                              .window_s = e->d->mo->window_s,
+                              .pool_members = e->d->pool_max,
+                              .allowance_scale = e->scale};
+    if (e->args->fit_minutes > 0) {
+        double beyond = e->args->fit_minutes * 60 - e->allocation_s;
+        c.cold_start_s = KACE_FIT_COLD_RUN_S * e->scale;
+        c.warm_start_s = KACE_FIT_WARM_RUN_S * e->scale;
+        c.next_call_s = beyond > 0 ? beyond : KACE_SCHEDULE_NO_NEXT_CALL;
+    }
+    return c;
 }
 
 /* The profile windows: both runs' warm-ups and windows. The clean run's

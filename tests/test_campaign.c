@@ -556,6 +556,7 @@ static void test_time_fit_rule(void **state)
         {100, 100, 10, 0, 0},   /* nothing to do */
         {100, 100, 0, 3, 0},    /* no projection: nothing is measured blind */
         {100, 100, NAN, 3, 0},
+        {99, 0, 10, 10, 9},     /* no next call counted on: as many as fit */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         size_t got = kace_schedule_fit(cases[i].remaining, cases[i].allocation, cases[i].run_s, cases[i].n);
@@ -720,6 +721,32 @@ static void test_schedule_calls(void **state)
     assert_string_equal(f->log, "| | | ");
     assert_int_equal(out.measured, 0);
     assert_string_equal(out.ending, KACE_ENDING_FINISHED);
+
+    /* A visit's last call (no next call counted on): the pool's 12 s do not
+     * fit the 10 s left, so 5 of its runs are measured now. */
+    memset(f, 0, sizeof *f);
+    f->cold_s = 20;
+    f->warm_s = 2;
+    kace_schedule_ops last_ops = fake_ops;
+    last_ops.arg = f;
+    kace_schedule_config last = {.allocation_s = 30, .next_call_s = KACE_SCHEDULE_NO_NEXT_CALL};
+    assert_kace_ok(ctx, kace_schedule_run(ctx, p, &last, &last_ops, &out));
+    assert_string_equal(f->log, "C:ts-ab | W:ab W:cd W:ac W:bd W:ad | | ");
+    /* Runs projected at a fit's expected costs instead of the start
+     * allowances (4 s a cold run, 0.5 s a pool run): all of them fit. */
+    memset(f, 0, sizeof *f);
+    f->cold_s = 4;
+    f->warm_s = 0.5;
+    kace_schedule_config expected = {.allocation_s = 30, .cold_start_s = 4, .warm_start_s = 0.5};
+    assert_kace_ok(ctx, kace_schedule_run(ctx, p, &expected, &last_ops, &out));
+    assert_string_equal(f->log, "C:ts-ab | W:ab W:cd W:ac W:bd W:ad W:bc | C:ab-cold C:ac-cold C:ad-cold | ");
+    /* A next call of 10 s: the pool's 12 s would not fit it either, so as many as fit now. */
+    memset(f, 0, sizeof *f);
+    f->cold_s = 20;
+    f->warm_s = 2;
+    kace_schedule_config short_next = {.allocation_s = 30, .next_call_s = 10};
+    assert_kace_ok(ctx, kace_schedule_run(ctx, p, &short_next, &last_ops, &out));
+    assert_string_equal(f->log, "C:ts-ab | W:ab W:cd W:ac W:bd W:ad | | ");
 
     /* Runs faster than projected change nothing: the call is charged the
      * projected time (the same stored times give the same schedule). */

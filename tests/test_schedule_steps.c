@@ -62,12 +62,14 @@ static void test_fit_window(void **state)
     double fixed = 12 * 1 + 2 * 3 + 2 * KACE_FIT_COLD_RUN_S + 10 * KACE_FIT_WARM_RUN_S + KACE_FIT_PROFILE_TORCH_S +
                    KACE_FIT_PROFILE_S;
     double need = 0;
-    /* Time enough at the longest window: it stays. */
-    assert_true(fabs(kace_fit_window(&w, fixed + 15 * 10, 1, 10, &need) - 10) < 1e-9);
+    /* Time enough at the longest window (the fit plans KACE_FIT_SHARE of it): it stays. */
+    assert_true(KACE_FIT_SHARE > 0.5 && KACE_FIT_SHARE <= 1);
+    assert_true(kace_fit_window(&w, fixed + 15 * 10, 1, 10, NULL) < 10);
+    assert_true(fabs(kace_fit_window(&w, (fixed + 15 * 10) / KACE_FIT_SHARE, 1, 10, &need) - 10) < 1e-9);
     assert_true(fabs(need - (fixed + 150)) < 1e-9);
     assert_true(fabs(kace_fit_window(&w, 1e6, 1, 10, NULL) - 10) < 1e-9);
     /* Less: the window that uses it exactly. */
-    assert_true(fabs(kace_fit_window(&w, fixed + 15 * 4, 1, 10, &need) - 4) < 1e-9);
+    assert_true(fabs(kace_fit_window(&w, (fixed + 15 * 4) / KACE_FIT_SHARE, 1, 10, &need) - 4) < 1e-9);
     assert_true(fabs(need - (fixed + 60)) < 1e-9);
     /* Too little for the least window, or none at all: the least. */
     assert_true(fabs(kace_fit_window(&w, fixed, 1, 10, &need) - 1) < 1e-9);
@@ -77,12 +79,12 @@ static void test_fit_window(void **state)
     /* Profiles given their own windows count them as fixed time. */
     kace_fit_work given = w;
     given.profile_windows = 0;
-    assert_true(fabs(kace_fit_window(&given, fixed + 12 * 4, 1, 10, NULL) - 4) < 1e-9);
+    assert_true(fabs(kace_fit_window(&given, (fixed + 12 * 4) / KACE_FIT_SHARE, 1, 10, NULL) - 4) < 1e-9);
     /* Stand-ins 20 times faster: the expected costs shrink, warm-ups are as given. */
     kace_fit_work fast = w;
     fast.scale = 0.05;
     double fast_fixed = 12 * 1 + 2 * 3 + (fixed - 18) * 0.05;
-    assert_true(fabs(kace_fit_window(&fast, fast_fixed + 15 * 2, 0.05, 10, NULL) - 2) < 1e-9);
+    assert_true(fabs(kace_fit_window(&fast, (fast_fixed + 15 * 2) / KACE_FIT_SHARE, 0.05, 10, NULL) - 2) < 1e-9);
     /* Nothing left: the longest window. */
     kace_fit_work none = {.run_warmup_s = 1};
     assert_true(fabs(kace_fit_window(&none, 0, 1, 10, &need) - 10) < 1e-9);

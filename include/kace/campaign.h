@@ -149,10 +149,11 @@ void kace_schedule_interleave(kace_measure_spec *specs, size_t n);
 void kace_schedule_pool_order(kace_measure_spec *specs, size_t n, size_t max_members);
 
 /* The time-fit rule: how many of a step's n runs, run_s seconds each, to
- * measure with remaining_s left of an allocation of allocation_s seconds.
- * All when they fit; none when they do not fit now but would fit a whole
- * allocation (the step is left whole to the next call, which stops this one
- * at a step boundary); a step longer than any allocation: as many as fit. */
+ * measure with remaining_s left, where a whole next call would have
+ * allocation_s seconds (0: no next call is counted on). All when they fit;
+ * none when they do not fit now but would fit a whole next call (the step
+ * is left whole to it, which stops this one at a step boundary); a step
+ * longer than that: as many as fit. */
 size_t kace_schedule_fit(double remaining_s, double allocation_s, double run_s, size_t n);
 
 typedef struct kace_schedule_config {
@@ -162,7 +163,15 @@ typedef struct kace_schedule_config {
     size_t pool_members;       /* the warm pool's bound (kace_schedule_pool_order; 0: the most) */
     double allowance_scale;    /* the start allowances (KACE_SCHEDULE_*_START_S) times this (0: 1); below 1
                                   only for stand-ins that run faster than the real thing (a test) */
+    double cold_start_s, warm_start_s; /* a run's time beyond its warm-up and window before any is stored
+                                          (0: the start allowances; a fit's expected costs) */
+    double next_call_s;        /* the next call's seconds, for the rule that leaves a step whole to it
+                                  (kace_schedule_fit): 0, as many as this call's; KACE_SCHEDULE_NO_NEXT_CALL,
+                                  none is counted on (a visit's last call: a step that does not fit the
+                                  time left measures as many runs as fit) */
 } kace_schedule_config;
+
+#define KACE_SCHEDULE_NO_NEXT_CALL (-1.0)
 
 /* What one step of a call did. */
 typedef struct kace_schedule_report {
@@ -381,6 +390,11 @@ kace_status kace_schedule_left(kace_ctx *ctx, const kace_plan *plan, const kace_
  * step and replay kernels as BERT did on the H200 (docs/gpu.md), with
  * processes started ahead as the engine starts them. */
 #define KACE_FIT_WINDOW_MIN_S 1.0
+/* The share of its time the fit plans: the rest is for what it cannot see
+ * (kace's own work between runs, a run's edges past its window, a
+ * straggler); in the dry run's visit, fitting the whole time left 2 of 34
+ * pool runs to the next call. */
+#define KACE_FIT_SHARE 0.9
 #define KACE_FIT_WARM_RUN_S 0.5      /* a pool run: its resume, its window's edges, storing it */
 #define KACE_FIT_COLD_RUN_S 2.0      /* a run started afresh (ahead, at its gate): its start and end */
 #define KACE_FIT_PROFILE_TORCH_S 8.0 /* a PyTorch or LLM profile: its replayed first step, two starts */
@@ -397,9 +411,10 @@ typedef struct kace_fit_work {
     double scale;                          /* the expected costs times this (0: 1; below 1 for stand-ins) */
 } kace_fit_work;
 
-/* The longest window in [min_s, max_s] with which w takes at most seconds:
- * max_s when it fits so, min_s when it fits with none (or seconds is not
- * positive). *need_s (NULL: not wanted): w's expected time at the window. */
+/* The longest window in [min_s, max_s] with which w takes at most
+ * KACE_FIT_SHARE of seconds: max_s when it fits so, min_s when it fits
+ * with none (or seconds is not positive). *need_s (NULL: not wanted): w's
+ * expected time at the window. */
 double kace_fit_window(const kace_fit_work *w, double seconds, double min_s, double max_s, double *need_s);
 
 /* A plan's fingerprint: its text's FNV-1a, 16 hex digits. */

@@ -225,12 +225,20 @@ static double allowance(double scale, double seconds)
 
 static double cold_run_s(const kace_schedule_config *c)
 {
-    return c->warmup_s + c->window_s + allowance(c->allowance_scale, KACE_SCHEDULE_COLD_START_S);
+    return c->warmup_s + c->window_s +
+           (c->cold_start_s > 0 ? c->cold_start_s : allowance(c->allowance_scale, KACE_SCHEDULE_COLD_START_S));
 }
 
 static double warm_run_s(const kace_schedule_config *c)
 {
-    return c->warmup_s + c->window_s + allowance(c->allowance_scale, KACE_SCHEDULE_WARM_START_S);
+    return c->warmup_s + c->window_s +
+           (c->warm_start_s > 0 ? c->warm_start_s : allowance(c->allowance_scale, KACE_SCHEDULE_WARM_START_S));
+}
+
+/* A whole next call's seconds, for kace_schedule_fit: 0 when none is counted on. */
+static double next_call_s(const kace_schedule_config *c)
+{
+    return c->next_call_s > 0 ? c->next_call_s : c->next_call_s < 0 ? 0 : c->allocation_s;
 }
 
 static kace_status run_cold(const kace_schedule_ops *ops, const kace_measure_spec *specs, size_t n, size_t i,
@@ -314,7 +322,7 @@ static kace_status tell_coming(const call *c, const step *s, const kace_measure_
         kace_status st = step_run_s(c, t, &next_run_s, &measured);
         if (st)
             return st;
-        size_t fits = kace_schedule_fit(remaining_s(c) - run_s, c->config->allocation_s, next_run_s, todo);
+        size_t fits = kace_schedule_fit(remaining_s(c) - run_s, next_call_s(c->config), next_run_s, todo);
         if (fits > 0) {
             ops->coming(ops->arg, t->name, c->next, fits);
             break;
@@ -345,7 +353,7 @@ static kace_status run_step(kace_ctx *ctx, call *c, const kace_plan *plan, const
     kace_status st = step_run_s(c, s, &r->run_s, &r->measured_run_s);
     if (st)
         return st;
-    size_t fit = kace_schedule_fit(remaining_s(c), c->config->allocation_s, r->run_s, todo);
+    size_t fit = kace_schedule_fit(remaining_s(c), next_call_s(c->config), r->run_s, todo);
     double t0 = ops->now_s(ops->arg);
     for (size_t i = 0; i < fit; i++) {
         double left = remaining_s(c);
@@ -457,9 +465,9 @@ double kace_fit_window(const kace_fit_work *w, double seconds, double min_s, dou
                    scale * ((double)w->cold_runs * KACE_FIT_COLD_RUN_S + (double)w->warm_runs * KACE_FIT_WARM_RUN_S +
                             (double)w->profiles_torch * KACE_FIT_PROFILE_TORCH_S +
                             (double)w->profiles_other * KACE_FIT_PROFILE_S);
-    double window = max_s;
-    if (windows > 0 && !(fixed + windows * max_s <= seconds)) /* NaN seconds: no time */
-        window = (seconds - fixed) / windows;
+    double planned = KACE_FIT_SHARE * seconds, window = max_s;
+    if (windows > 0 && !(fixed + windows * max_s <= planned)) /* NaN seconds: no time */
+        window = (planned - fixed) / windows;
     if (!(window >= min_s)) /* NaN too */
         window = min_s;
     if (window > max_s)
