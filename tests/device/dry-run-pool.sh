@@ -62,14 +62,14 @@
 #     from the step after its first); the clean run's window is the runs' (the
 #     same bound on its error) and the counters run's half of it, the engine's
 #     defaults;
-#   KACE_DRY_FIT_MINUTES (unset: no fit): the engine's --fit-minutes, the
-#     projected minutes from the first call's start that the whole dataset
-#     should take (the probe's curve real seconds, the rest at 1/F); each
-#     call is given what is left of it. With a long KACE_DRY_POOL_WINDOW (the
-#     H200's BERT noise: 14.5 s) it shows what a fitted allocation takes. The
-#     fit's expected costs and least window (1 s) are real seconds, so then the
-#     engine is told the scale (KACE_CAMPAIGN_TIME_SCALE), which scales the
-#     probe's curve too.
+#   KACE_DRY_FIT_MINUTES (unset: no fit): a lent visit instead of calls that
+#     never meet their deadline: two calls of KACE_DRY_VISIT ("7 3") projected
+#     minutes each, the first with --fit-minutes KACE_DRY_FIT_MINUTES (the
+#     visit's measuring time), the second with its own minutes, as docs/gpu.md
+#     says. With a long KACE_DRY_POOL_WINDOW (the H200's BERT noise: 14.5 s)
+#     it shows what a fitted visit brings back. The fit's expected costs and
+#     least window (1 s) are real seconds, so then the engine is told the
+#     scale (KACE_CAMPAIGN_TIME_SCALE), which scales the probe's curve too.
 set -uo pipefail
 dev=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$dev/../.." && pwd)
@@ -160,15 +160,11 @@ for want in "--warmup defaults to 1 " "each profile's clean run's warm-up (defau
     "counters run's window (default half the clean run's"; do
     case $usage in *"$want"*) ;; *) say "FAIL: kace campaign --help does not say \"$want\": the dry run's settings are not the engine's defaults"; exit 1 ;; esac
 done
-FIT_END= # the fit's end on this clock, set at the first call's start
+CALL_MINUTES=600 CALL_FIT= # the engine's --minutes and --fit-minutes (projected, the visit's calls)
 engine() { # LIMIT_S: one call, its output appended
-    local fit=()
-    if [ -n "${KACE_DRY_FIT_MINUTES:-}" ]; then
-        [ -n "$FIT_END" ] || FIT_END=$(awk -v m="$KACE_DRY_FIT_MINUTES" -v r="$PROBE_REAL_S" -v f="$F" -v t="$EPOCHREALTIME" \
-            'BEGIN { printf "%.3f", t + r + (m * 60 - r) / f }')
-        fit=(--fit-minutes "$(awk -v e="$FIT_END" -v t="$EPOCHREALTIME" 'BEGIN { m = (e - t) / 60; printf "%.4f", (m > 0.001 ? m : 0.001) }')")
-    fi
-    timeout -k 10 "$1" "$KACE" campaign --device --catalog "$W/catalog.txt" --minutes 600 --out "$W/out" \
+    local fit=() minutes=$CALL_MINUTES
+    [ -n "$CALL_FIT" ] && fit=(--fit-minutes "$(scaled "$CALL_FIT")") && minutes=$(scaled "$CALL_MINUTES")
+    timeout -k 10 "$1" "$KACE" campaign --device --catalog "$W/catalog.txt" --minutes "$minutes" --out "$W/out" \
         ${POOL_MEMBERS:+--pool-members "$POOL_MEMBERS"} --warmup "$(scaled "$WARMUP")" --window "$(scaled "$WINDOW")" \
         --profile-warmup "$(scaled "$PWARMUP")" --ncu "$NCU" --run-dir "$W/run" "${fit[@]}" \
         >>"$W/campaign.out" 2>>"$W/campaign.err"
@@ -183,14 +179,26 @@ if [ -z "${KACE_DRY_PEER:-}" ] && [ "$F2" != 0 ] && [ "$F2" != "$F" ]; then
         "$3/pool-at-$F2.log") projected minutes, in $(since "$t_peer") s"
 fi
 t0=$EPOCHREALTIME
-engine "$(awk -v c="$COMMAND_S" -v r="$PROBE_REAL_S" -v f="$F" 'BEGIN { printf "%.2f", r + (c - r) / f }')"
-rc1=$? wall1=$(since "$t0") rc=0 wall2=0
-if [ $rc1 = 124 ]; then # the first command's limit came: the second resumes
-    t0=$EPOCHREALTIME
-    engine $(( (30 * 60 + F - 1) / F + 120 ))
+if [ -n "${KACE_DRY_FIT_MINUTES:-}" ]; then # the visit: two calls, each ended by its own deadline
+    read -r visit1 visit2 <<<"${KACE_DRY_VISIT:-7 3}"
+    CALL_MINUTES=$visit1 CALL_FIT=$KACE_DRY_FIT_MINUTES
+    engine "$(awk -v m="$visit1" -v f="$F" 'BEGIN { printf "%.0f", m * 60 / f + 60 }')"
+    rc1=$? wall1=$(since "$t0") t0=$EPOCHREALTIME
+    CALL_MINUTES=$visit2 CALL_FIT=$visit2
+    engine "$(awk -v m="$visit2" -v f="$F" 'BEGIN { printf "%.0f", m * 60 / f + 60 }')"
     rc=$? wall2=$(since "$t0")
+    say "the visit: calls of $visit1 and $visit2 projected minutes, the first fitted to $KACE_DRY_FIT_MINUTES, the second" \
+        "to its own; left after them: $(grep '^campaign: ' "$W/campaign.out" | tail -1 | sed 's/^campaign: //')"
 else
-    rc=$rc1
+    engine "$(awk -v c="$COMMAND_S" -v r="$PROBE_REAL_S" -v f="$F" 'BEGIN { printf "%.2f", r + (c - r) / f }')"
+    rc1=$? wall1=$(since "$t0") rc=0 wall2=0
+    if [ $rc1 = 124 ]; then # the first command's limit came: the second resumes
+        t0=$EPOCHREALTIME
+        engine $(( (30 * 60 + F - 1) / F + 120 ))
+        rc=$? wall2=$(since "$t0")
+    else
+        rc=$rc1
+    fi
 fi
 wall=$(awk -v a="$wall1" -v b="$wall2" 'BEGIN { printf "%.2f", a + b }')
 [ $rc = 0 ] || say "kace campaign --device: exit $rc: $(tail -3 "$W/campaign.err")"
@@ -305,7 +313,7 @@ fi
 # One command holds at most 9.5 minutes: more than that is two calls, the second resuming.
 [ $rc1 = 124 ] || [ $rc1 = 0 ] || falls_short "the first call ended with exit $rc1, not at its command's limit"
 say "calls (at 1/$F, kace's own time times $F, ncu included): the first $(awk -v w="$wall1" -v f="$F" -v r="$PROBE_REAL_S" 'BEGIN { printf "%.1f", ((w - r) * f + r) / 60 }') min" \
-    "($([ $rc1 = 124 ] && echo "ended at a command's 9.5 min" || echo "finished")), the second" \
+    "($([ $rc1 = 124 ] && echo "ended at a command's 9.5 min" || echo "exit $rc1")), the second" \
     "$(awk -v w="$wall2" -v f="$F" 'BEGIN { printf "%.1f", w * f / 60 }') min" \
     "($(sql "SELECT group_concat(ending, ', ') FROM campaign_allocations"))"
 [ "$n_ncu" -ge 1 ] || falls_short "ncu: no workload profiled by ncu ($(sql "SELECT count(*) FROM campaign_ncu") tries failed)"
