@@ -43,7 +43,6 @@ static kace_status check_spec(kace_ctx *ctx, const kace_measure_spec *spec, cons
     return KACE_OK;
 }
 
-/* ok < failed < timeout < oom: the run takes its members' gravest outcome. */
 /* Whether a member's status means the run was cut short, not measured: the
  * caller cancelled it, or it reached a timeout that was the caller's
  * deadline rather than its own bound. */
@@ -52,6 +51,7 @@ static bool cut_short(const kace_measure_options *opt, kace_proc_status status)
     return status == KACE_PROC_CANCELLED || (opt->timeout_is_deadline && status == KACE_PROC_TIMEOUT);
 }
 
+/* ok < failed < timeout < oom: the run takes its members' gravest outcome. */
 static kace_run_status run_status_of(const kace_proc_result *r, int k)
 {
     kace_run_status st = KACE_RUN_OK;
