@@ -269,9 +269,8 @@ static kace_status device_after_run(device_call *d, const kace_measure_spec *spe
 
 /* A run cancelled: by a signal (said when the call ends), or cut by the
  * deadline, which a later call's run replaces. */
-static kace_status device_cut(device_call *d, const kace_measure_spec *spec, const char *label)
+static kace_status device_cut(const kace_measure_spec *spec, const char *label)
 {
-    (void)d;
     if (!cli_interrupted) {
         char what[1200];
         describe(spec, what, sizeof what);
@@ -375,7 +374,7 @@ static kace_status device_measure_cold(void *arg, const kace_measure_spec *spec,
     kace_measure_ahead_free(&mine);
     measure_cli_progress_done();
     if (st || res.cancelled)
-        return st ? st : device_cut(d, spec, label);
+        return st ? st : device_cut(spec, label);
     *stored = true;
     return device_after_run(d, spec, label, &res);
 }
@@ -501,7 +500,7 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
         return st;
     }
     if (res.cancelled)
-        return device_cut(d, spec, label);
+        return device_cut(spec, label);
     *stored = true;
     return device_after_run(d, spec, label, &res);
 }
