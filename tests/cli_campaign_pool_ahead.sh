@@ -56,6 +56,11 @@ most=$(awk '{ print $3, 1; if ($4) print $4, -1 }' "$SCRATCH/clients" | sort -n 
 [ "$(awk '$2 == "started-up"' "$SCRATCH/ev" | cut -d' ' -f1 | sort | uniq -d | wc -l)" = 0 ] ||
     fail "a process started up twice"
 grep -q '^campaign: .* 0 failed' "$SCRATCH/out" || fail "failed runs: $(grep '^campaign:' "$SCRATCH/out")"
+# Each pool run's printed length is its own (warm-up 0.2 s and window 0.3 s at least), not
+# less the time its members waited at their gates before their pool opened.
+short=$(grep '(pairs, MPS, repetition' "$SCRATCH/out" | sed -n 's/.*: ok in \([0-9.]*\) s.*/\1/p' |
+    awk '$1 < 0.45 { n++ } END { print n + 0 }')
+[ "$short" = 0 ] || fail "$short pool runs printed less than their warm-up and window: $(grep -m3 'MPS, rep' "$SCRATCH/out")"
 stray=$(awk '{ if ($2 == "started-up") up[$1] = 1; if ($2 == "cuda") cu[$1] = 1 }
              END { for (p in up) if (!cu[p]) n++; print n + 0 }' "$SCRATCH/ev")
 [ "$stray" = 0 ] || fail "$stray processes started but never reached their CUDA start"

@@ -882,7 +882,10 @@ kace_status kace_measure_in_pool(kace_ctx *ctx, kace_store *store, kace_measure_
     for (int i = 0; i < k && !st; i++) {
         kace_proc_result *p = &res->proc[i];
         *p = *kace_pool_member(mp->pool, idx[i]);
-        p->runtime_s = run_s; /* this run's, not the member's life so far */
+        /* This run's times, not the member's life so far (nor its wait at a gate). */
+        p->runtime_s = run_s;
+        p->start_ns = t_run;
+        p->gate_open_ns = 0;
         p->status = pr[i].status;
         p->throughput = pr[i].throughput;
         p->n_records = pr[i].n_records;
