@@ -270,7 +270,7 @@ say "kernel replay (the cap: $(sql "SELECT printf('%g', max(value)) FROM profile
 # pause at its next step boundary) and the rest (starting pools, as many as the bound makes).
 pool_runs_s=$(sed -n -E 's/^\[[0-9]+\] .*\(([a-z0-9-]+), MPS, repetition [0-9]+\): [a-z]+ in ([0-9.]+) s.*/\1 \2/p' \
     "$W/campaign.out" | awk '$1 !~ /^cold-/ { s += $2 } END { printf "%.2f", s }')
-[ -z "${KACE_DRY_FIT_MINUTES:-}" ] && say "where the pool's minutes go: its runs $(awk -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", r * f / 60 }')," \
+say "where the pool's minutes go: its runs $(awk -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", r * f / 60 }')," \
     "starting its pools (${POOL_MEMBERS:+at most $POOL_MEMBERS members each}${POOL_MEMBERS:-sized by the probe}) and between runs" \
     "$(awk -v p="$pool_s" -v r="$pool_runs_s" -v f="$F" 'BEGIN { printf "%.1f", (p - r) * f / 60 }')"
 grep -E '^(probe|plan [0-9a-f]*|export|campaign): |^step ' "$W/campaign.out" | sed 's/^/dry-run: pool: /'
