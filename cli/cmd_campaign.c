@@ -267,14 +267,15 @@ static kace_status device_after_run(device_call *d, const kace_measure_spec *spe
     return KACE_OK;
 }
 
-/* A run cancelled: by a signal (said when the call ends), or cut by the
- * deadline, which a later call's run replaces. */
+/* A run not measured: cancelled by a signal (said when the call ends), or
+ * cut by the deadline (during its window, or its pool's start), which a
+ * later call measures. */
 static kace_status device_cut(const kace_measure_spec *spec, const char *label)
 {
     if (!cli_interrupted) {
         char what[1200];
         describe(spec, what, sizeof what);
-        printf("%s %s: the deadline came before its window ended: not stored, the next call measures it\n", label,
+        printf("%s %s: the deadline came before it was measured: not stored, the next call measures it\n", label,
                what);
     }
     return KACE_OK;
@@ -484,8 +485,10 @@ static kace_status device_measure_warm(void *arg, const kace_measure_spec *specs
                 return st;
         }
         double left = timeout_s - (double)(kace_monotonic_ns() - t0) / 1e9;
-        if (!(left > 0))
-            return kace_fail(d->ctx, KACE_ERR_IO, "starting the pool took the call's time to its deadline");
+        if (!(left > 0)) { /* the deadline came while the pool started: a call's end, not a failure */
+            kace_measure_pool_stop(&d->pool);
+            return device_cut(spec, label);
+        }
         if (opt.run.timeout_s > left) {
             opt.run.timeout_s = left;
             opt.timeout_is_deadline = true;
